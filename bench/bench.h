@@ -1,0 +1,60 @@
+/* The benchmark harness shared by every op's bench (BENCH.md): device-event timing with warm-up,
+ * median/min/max, a readable table and JSON lines, and the device limits measured in the same
+ * run (copy bandwidth, fp32 FMA rate). */
+#ifndef OCLML_BENCH_H
+#define OCLML_BENCH_H
+
+#include <oclml.h>
+#include <stdio.h>
+
+typedef struct bench_env {
+    oclml_ctx *ctx;
+    oclml_device_info dev;
+    FILE *json;
+    int reps, warm;
+    int quick;          /* small default sizes, for CPUs and smoke runs */
+    const char *sizes;  /* --sizes: the subcommand's own list, comma-separated */
+    double copy_gbps;   /* measured on first use */
+    double fma_gflops;  /* measured on first use */
+} bench_env;
+
+typedef struct bench_timing {
+    double median_ms, min_ms, max_ms;
+} bench_timing;
+
+typedef struct bench_result {
+    const char *op, *shape, *variant;
+    bench_timing t;
+    double bytes;        /* bytes moved by one run (0: not memory-bound) */
+    double flops;        /* flops of one run (0: none reported) */
+    double max_rel_err;  /* < 0: not checked */
+} bench_result;
+
+/* Runs fn warm+reps times, timing each run on the device; 0 on success. */
+typedef oclml_status (*bench_fn)(void *user);
+int bench_time(bench_env *env, bench_fn fn, void *user, bench_timing *t);
+
+/* Prints the table row and the JSON line; the limit fraction is against the copy rate for
+ * memory-bound ops and the FMA rate for flop-bound ones. */
+void bench_report(bench_env *env, const bench_result *r);
+void bench_table_header(void);
+
+double bench_copy_gbps(bench_env *env);
+double bench_fma_gflops(bench_env *env);
+
+/* Parses --sizes (or the given defaults) into up to max numbers; returns the count. */
+int bench_sizes(const bench_env *env, const char *defaults, long *out, int max);
+
+/* Fills with uniform values in [-1, 1) from a fixed seed. */
+void bench_random(float *x, size_t n, unsigned seed);
+
+/* Prints the library's error and returns 1, for use as `return bench_fail(env, st, "what")`. */
+int bench_fail(bench_env *env, oclml_status st, const char *what);
+
+/* Times oclml_copy of n floats; max_err (if not NULL) gets the largest difference found. */
+int bench_copy_probe(bench_env *env, size_t n, bench_timing *t, double *max_err);
+
+int bench_copy(bench_env *env);
+int bench_gemm(bench_env *env);
+
+#endif

@@ -1,0 +1,95 @@
+/* oclml-bench: vendor-neutral benchmarks of liboclml's ops (BENCH.md). Each subcommand times one
+ * op family on its canonical shapes and reports against the device's limits measured in the same
+ * run. */
+#include "bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct bench_cmd {
+    const char *name;
+    int (*run)(bench_env *env);
+    const char *what;
+} bench_cmd;
+
+/* One line per op family. */
+static const bench_cmd commands[] = {
+    {"copy", bench_copy, "copy bandwidth (the memory limit)"},
+    {"gemm", bench_gemm, "SGEMM through CLBlast, square sizes"},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(void) {
+    printf("usage: oclml-bench [options] [SUBCOMMAND ...]   (no subcommand: all)\n"
+           "options:\n"
+           "  --device SEL   device selector (gpu, cpu, P:D, name substring; default $OCLML_DEVICE)\n"
+           "  --json FILE    also write one JSON object per result line (BENCH.md)\n"
+           "  --reps N       timed repetitions (default 20), --warm N warm-up runs (default 3)\n"
+           "  --sizes LIST   comma-separated sizes for the subcommand instead of its defaults\n"
+           "  --quick        small default sizes (CPU devices, smoke runs)\n"
+           "subcommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++) printf("  %-12s %s\n", commands[i].name, commands[i].what);
+}
+
+int main(int argc, char **argv) {
+    bench_env env = {.reps = 20, .warm = 3};
+    oclml_ctx_options opts;
+    oclml_ctx_options_init(&opts);
+    opts.profiling = 1;
+    const char *json = NULL;
+    int first_cmd = argc;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "--device") && has) opts.device = argv[++i];
+        else if (!strcmp(a, "--json") && has) json = argv[++i];
+        else if (!strcmp(a, "--reps") && has) env.reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--warm") && has) env.warm = atoi(argv[++i]);
+        else if (!strcmp(a, "--sizes") && has) env.sizes = argv[++i];
+        else if (!strcmp(a, "--quick")) env.quick = 1;
+        else if (!strcmp(a, "--help") || a[0] == '-') {
+            usage();
+            return strcmp(a, "--help") ? 2 : 0;
+        } else {
+            first_cmd = i;
+            break;
+        }
+    }
+    if (env.reps < 1) env.reps = 1;
+    if (env.warm < 0) env.warm = 0;
+    for (int i = first_cmd; i < argc; i++) {
+        size_t j = 0;
+        while (j < N_COMMANDS && strcmp(argv[i], commands[j].name)) j++;
+        if (j == N_COMMANDS) {
+            fprintf(stderr, "oclml-bench: unknown subcommand '%s'\n", argv[i]);
+            usage();
+            return 2;
+        }
+    }
+    char err[4096];
+    oclml_status st = oclml_ctx_create(&env.ctx, &opts, err, sizeof err);
+    if (st) {
+        fprintf(stderr, "oclml-bench: no device: %s\n%s\n", oclml_status_name(st), err);
+        return 1;
+    }
+    oclml_ctx_device_info(env.ctx, &env.dev);
+    if (json && !(env.json = fopen(json, "w"))) {
+        fprintf(stderr, "oclml-bench: cannot write %s\n", json);
+        oclml_ctx_destroy(env.ctx);
+        return 1;
+    }
+    printf("device: %s [%s], %u compute units\n", env.dev.device_name, env.dev.platform_name,
+           env.dev.compute_units);
+    printf("limits measured now: copy %.1f GB/s, fp32 FMA %.1f GFLOP/s\n\n", bench_copy_gbps(&env),
+           bench_fma_gflops(&env));
+    bench_table_header();
+    int rc = 0;
+    for (size_t j = 0; j < N_COMMANDS; j++) {
+        int wanted = first_cmd == argc;
+        for (int i = first_cmd; i < argc; i++) wanted |= !strcmp(argv[i], commands[j].name);
+        if (wanted) rc |= commands[j].run(&env);
+    }
+    if (env.json) fclose(env.json);
+    oclml_ctx_destroy(env.ctx);
+    return rc;
+}

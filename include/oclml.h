@@ -1,0 +1,271 @@
+/*
+ * liboclml: vendor-neutral fused machine-learning kernels for OpenCL devices.
+ *
+ * Conventions (see DESIGN.md):
+ * - Every function returns an oclml_status; results come back through out-parameters.
+ * - Arguments are validated before anything is enqueued: on error nothing was enqueued and no
+ *   output was touched. The library never prints, exits or aborts.
+ * - Ops enqueue on the context's in-order queue and return at once; oclml_ctx_finish() waits,
+ *   tensor reads block.
+ * - Storage and accumulation are fp32; tensors are row-major with up to 4 dimensions.
+ *
+ * NaN/Inf policy: a NaN input gives NaN in every output element that depends on it (the math
+ * propagates it; no kernel filters NaN). Infinities follow IEEE arithmetic except where an op
+ * documents otherwise.
+ */
+#ifndef OCLML_H
+#define OCLML_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+
+#include "oclml_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && defined(OCLML_BUILDING_LIBRARY)
+#define OCLML_API __attribute__((visibility("default")))
+#else
+#define OCLML_API
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes. Library codes live in -7000..-7099, apart from OpenCL's (-1..-1100) and CLBlast's
+ * (-1024..-2050). When an OpenCL or CLBlast call fails, the status is OCLML_ERR_OPENCL or
+ * OCLML_ERR_CLBLAST and the underlying code is kept: oclml_ctx_backend_error().
+ * ------------------------------------------------------------------------------------------- */
+#define OCLML_STATUS_LIST(X)                                                                     \
+    X(OCLML_SUCCESS, 0, "success")                                                               \
+    X(OCLML_ERR_INVALID_ARGUMENT, -7001, "invalid argument")                                     \
+    X(OCLML_ERR_NULL_POINTER, -7002, "a required pointer argument is NULL")                      \
+    X(OCLML_ERR_INVALID_SHAPE, -7003, "tensor shapes do not fit the operation")                  \
+    X(OCLML_ERR_BUFFER_TOO_SMALL, -7004, "a buffer is smaller than the data it must hold")       \
+    X(OCLML_ERR_SIZE_OVERFLOW, -7005, "a size computation overflows")                            \
+    X(OCLML_ERR_OUT_OF_MEMORY, -7006, "out of host memory")                                      \
+    X(OCLML_ERR_NO_DEVICE, -7007, "no OpenCL device found")                                      \
+    X(OCLML_ERR_DEVICE_NOT_FOUND, -7008, "no OpenCL device matches the selector")                \
+    X(OCLML_ERR_KERNEL_NOT_FOUND, -7009, "kernel source file not found")                         \
+    X(OCLML_ERR_BUILD_FAILED, -7010, "OpenCL program build failed")                              \
+    X(OCLML_ERR_OPENCL, -7011, "an OpenCL call failed")                                          \
+    X(OCLML_ERR_CLBLAST, -7012, "a CLBlast call failed")                                         \
+    X(OCLML_ERR_IO, -7013, "file input/output failed")                                           \
+    X(OCLML_ERR_UNSUPPORTED, -7014, "not supported on this device")                              \
+    X(OCLML_ERR_CONTEXT_MISMATCH, -7015, "tensors belong to different contexts")                 \
+    X(OCLML_ERR_INVALID_CONFIG, -7016, "invalid op configuration")
+
+typedef enum oclml_status {
+#define OCLML_STATUS_ENUM_(name, value, text) name = value,
+    OCLML_STATUS_LIST(OCLML_STATUS_ENUM_)
+#undef OCLML_STATUS_ENUM_
+} oclml_status;
+
+/* A static description of a status code ("unknown status" for codes not in the list). */
+OCLML_API const char *oclml_status_str(oclml_status status);
+/* The symbolic name of a status code, e.g. "OCLML_ERR_INVALID_SHAPE". */
+OCLML_API const char *oclml_status_name(oclml_status status);
+
+/* Run-time library version, e.g. "0.1.0". */
+OCLML_API const char *oclml_version_string(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Context: one OpenCL device, its context and in-order queue, the program cache and options.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct oclml_ctx oclml_ctx;
+typedef struct oclml_tensor oclml_tensor;
+
+typedef enum oclml_log_level {
+    OCLML_LOG_DEBUG = 0,
+    OCLML_LOG_INFO = 1,
+    OCLML_LOG_WARN = 2,
+    OCLML_LOG_ERROR = 3
+} oclml_log_level;
+
+/* Called with each diagnostic message, from the thread that made the library call. */
+typedef void (*oclml_log_fn)(void *user, oclml_log_level level, const char *message);
+
+typedef struct oclml_ctx_options {
+    /* Device selector: "gpu", "cpu", "P:D" (platform and device index), or a case-insensitive
+     * substring of the platform or device name. NULL: $OCLML_DEVICE, else the first GPU, else the
+     * first device of any kind. */
+    const char *device;
+    /* Colon-separated directories searched for .cl sources before $OCLML_KERNEL_PATH and the
+     * install directory. NULL: none. */
+    const char *kernel_path;
+    /* Directory of the on-disk program cache. NULL: $OCLML_CACHE_DIR, else
+     * $XDG_CACHE_HOME/oclml (or ~/.cache/oclml). An empty string disables the disk cache. */
+    const char *cache_dir;
+    /* Size cap of the disk cache in bytes; the oldest entries are evicted past it. 0: 256 MiB. */
+    size_t cache_max_bytes;
+    /* Extra OpenCL build options appended to every program (after $OCLML_BUILD_OPTIONS). */
+    const char *build_options;
+    /* Non-zero: compile every kernel file found at context creation, so no op pays the compile. */
+    int warmup;
+    /* Non-zero: create the queue with profiling enabled (benchmarks use event timings). */
+    int profiling;
+    /* Diagnostic callback and its user pointer. NULL: silent, unless $OCLML_VERBOSE=1, which sends
+     * messages to stderr. */
+    oclml_log_fn log_fn;
+    void *log_user;
+} oclml_ctx_options;
+
+/* Fills *options with the defaults (all NULL/0). */
+OCLML_API oclml_status oclml_ctx_options_init(oclml_ctx_options *options);
+
+/* Creates a context on the selected device. options may be NULL (defaults). On failure *ctx is
+ * NULL; a description of the failure is available through err_text when not NULL (a buffer of
+ * err_len bytes), since there is no context to hold it. */
+OCLML_API oclml_status oclml_ctx_create(oclml_ctx **ctx, const oclml_ctx_options *options,
+                                        char *err_text, size_t err_len);
+
+/* Wraps an application's OpenCL objects. The caller keeps ownership: the library retains them and
+ * releases its references at oclml_ctx_destroy(). The queue must be in-order and belong to the
+ * context and device. options->device is ignored. */
+OCLML_API oclml_status oclml_ctx_wrap(oclml_ctx **ctx, cl_context cl_ctx, cl_device_id device,
+                                      cl_command_queue queue, const oclml_ctx_options *options,
+                                      char *err_text, size_t err_len);
+
+/* Waits for queued work, then frees the context. All its tensors must be destroyed before. */
+OCLML_API oclml_status oclml_ctx_destroy(oclml_ctx *ctx);
+
+/* Waits until every op enqueued on the context has finished. */
+OCLML_API oclml_status oclml_ctx_finish(oclml_ctx *ctx);
+
+/* Readable text of the last failure on this context ("" if none). The pointer stays valid until
+ * the next library call on the context from any thread; copy it if needed. */
+OCLML_API const char *oclml_ctx_last_error(const oclml_ctx *ctx);
+
+/* The OpenCL or CLBlast code behind the last OCLML_ERR_OPENCL / OCLML_ERR_CLBLAST (0 if none). */
+OCLML_API oclml_status oclml_ctx_backend_error(const oclml_ctx *ctx, int *code);
+
+/* The context's OpenCL objects (borrowed, not retained). Any may be NULL. */
+OCLML_API oclml_status oclml_ctx_cl_objects(const oclml_ctx *ctx, cl_context *cl_ctx,
+                                            cl_device_id *device, cl_command_queue *queue);
+
+typedef struct oclml_device_info {
+    char platform_name[128];
+    char platform_version[128];
+    char device_name[128];
+    char device_version[128];
+    char driver_version[128];
+    int is_gpu;
+    unsigned compute_units;
+    size_t max_work_group_size;
+    size_t local_mem_bytes;
+    uint64_t global_mem_bytes;
+    uint64_t max_alloc_bytes;
+    unsigned clock_mhz;
+    /* How the device was chosen, e.g. "OCLML_DEVICE=gpu" or "default: first GPU". */
+    char selected_by[128];
+} oclml_device_info;
+
+OCLML_API oclml_status oclml_ctx_device_info(const oclml_ctx *ctx, oclml_device_info *info);
+
+/* Disk cache state: the directory in use (empty when disabled), why it is disabled, and what it
+ * holds. */
+typedef struct oclml_cache_info {
+    int enabled;
+    char dir[1024];
+    char disabled_reason[256];
+    size_t entries;
+    uint64_t bytes;
+    uint64_t max_bytes;
+    /* Counters since the context was created. */
+    unsigned long memory_hits, disk_hits, disk_misses, disk_evictions, builds;
+} oclml_cache_info;
+
+OCLML_API oclml_status oclml_ctx_cache_info(const oclml_ctx *ctx, oclml_cache_info *info);
+
+/* Builds (or loads from cache) the program of one kernel file, e.g. "memory.cl", with the given
+ * extra options; reports the time it took in milliseconds when seconds_ms is not NULL. Used by
+ * oclml-info and warm-up; ops build what they need themselves. */
+OCLML_API oclml_status oclml_ctx_build_file(oclml_ctx *ctx, const char *file, const char *options,
+                                            double *elapsed_ms);
+
+/* Lists the kernel files found on the search path (excluding the shared common.cl): calls fn once
+ * per file name. */
+OCLML_API oclml_status oclml_ctx_kernel_files(oclml_ctx *ctx,
+                                              void (*fn)(void *user, const char *file,
+                                                         const char *dir),
+                                              void *user);
+
+/* Device-side timing. Between begin and end, every kernel the context enqueues is recorded; end
+ * waits for them and gives the span from the first kernel's start to the last one's end, in
+ * milliseconds. Needs a context created with options.profiling = 1 (else OCLML_ERR_UNSUPPORTED).
+ * Meant for one thread at a time. */
+OCLML_API oclml_status oclml_ctx_profile_begin(oclml_ctx *ctx);
+OCLML_API oclml_status oclml_ctx_profile_end(oclml_ctx *ctx, double *device_ms);
+
+/* Measures the device's fp32 FMA rate in GFLOP/s with a kernel of independent FMA chains (its
+ * result is checked by the test suite), the limit that GEMM and attention figures are set
+ * against. Blocks until done. */
+OCLML_API oclml_status oclml_probe_fma_gflops(oclml_ctx *ctx, double *gflops);
+
+/* Frees the pooled scratch buffers that no op is using. */
+OCLML_API oclml_status oclml_ctx_trim_scratch(oclml_ctx *ctx);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tensors: fp32, row-major, 1 to 4 dimensions, every dimension >= 1.
+ * ------------------------------------------------------------------------------------------- */
+#define OCLML_MAX_DIMS 4
+
+/* Allocates an uninitialised device tensor. */
+OCLML_API oclml_status oclml_tensor_create(oclml_ctx *ctx, int ndim, const size_t *shape,
+                                           oclml_tensor **tensor);
+
+/* Wraps an existing buffer starting offset_bytes into it (a multiple of 4). The caller keeps
+ * ownership of the buffer; the tensor retains it until destroyed. */
+OCLML_API oclml_status oclml_tensor_wrap(oclml_ctx *ctx, cl_mem buffer, size_t offset_bytes,
+                                         int ndim, const size_t *shape, oclml_tensor **tensor);
+
+OCLML_API oclml_status oclml_tensor_destroy(oclml_tensor *tensor);
+
+/* Blocking copies between host memory and the tensor; count must equal the element count. */
+OCLML_API oclml_status oclml_tensor_write(oclml_tensor *tensor, const float *src, size_t count);
+OCLML_API oclml_status oclml_tensor_read(const oclml_tensor *tensor, float *dst, size_t count);
+
+/* Shape, element count and the underlying buffer (borrowed) with the tensor's byte offset. */
+OCLML_API oclml_status oclml_tensor_shape(const oclml_tensor *tensor, int *ndim,
+                                          size_t shape[OCLML_MAX_DIMS]);
+OCLML_API oclml_status oclml_tensor_numel(const oclml_tensor *tensor, size_t *count);
+OCLML_API oclml_status oclml_tensor_buffer(const oclml_tensor *tensor, cl_mem *buffer,
+                                           size_t *offset_bytes);
+
+/* ---------------------------------------------------------------------------------------------
+ * Memory ops (cl/memory.cl).
+ * ------------------------------------------------------------------------------------------- */
+
+/* dst[i] = value for every element. */
+OCLML_API oclml_status oclml_fill(oclml_ctx *ctx, oclml_tensor *dst, float value);
+/* dst = src; both must have the same element count. */
+OCLML_API oclml_status oclml_copy(oclml_ctx *ctx, const oclml_tensor *src, oclml_tensor *dst);
+
+/* ---------------------------------------------------------------------------------------------
+ * GEMM through CLBlast.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum oclml_transpose { OCLML_NO_TRANS = 0, OCLML_TRANS = 1 } oclml_transpose;
+
+/* C = alpha * op(A) * op(B) + beta * C, with A, B, C 2-D: op(A) [M x K], op(B) [K x N], C [M x N].
+ * With beta == 0, C need not be initialised (NaN in C does not propagate). */
+OCLML_API oclml_status oclml_gemm(oclml_ctx *ctx, oclml_transpose trans_a, oclml_transpose trans_b,
+                                  float alpha, const oclml_tensor *a, const oclml_tensor *b,
+                                  float beta, oclml_tensor *c);
+
+/* Strided batched GEMM over 3-D tensors [batch x rows x cols]: C[i] = alpha op(A[i]) op(B[i]) +
+ * beta C[i]. A or B may be 2-D, then the same matrix serves every batch entry. */
+OCLML_API oclml_status oclml_gemm_batched(oclml_ctx *ctx, oclml_transpose trans_a,
+                                          oclml_transpose trans_b, float alpha,
+                                          const oclml_tensor *a, const oclml_tensor *b, float beta,
+                                          oclml_tensor *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OCLML_H */

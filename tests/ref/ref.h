@@ -1,0 +1,15 @@
+/* Plain-C references with double accumulation (NUMERICS.md). One function family per op. */
+#ifndef OCLML_REF_H
+#define OCLML_REF_H
+
+#include <stddef.h>
+
+/* C = alpha op(A) op(B) + beta C, row-major; A is [M x K] (or [K x M] when ta), B [K x N] (or
+ * [N x K] when tb). beta == 0 ignores C's old contents. */
+void ref_gemm(int ta, int tb, size_t m, size_t n, size_t k, double alpha, const float *a,
+              const float *b, double beta, const float *c_in, double *c_out);
+/* One element of the same product. */
+double ref_gemm_at(int ta, int tb, size_t m, size_t n, size_t k, double alpha, const float *a,
+                   const float *b, double beta, const float *c_in, size_t i, size_t j);
+
+#endif

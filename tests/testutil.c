@@ -1,0 +1,172 @@
+/* Test helpers (testutil.h). */
+#include "testutil.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+oclml_ctx *T;
+
+oclml_ctx *test_ctx_new(const oclml_ctx_options *opts) {
+    char err[8192];
+    oclml_ctx *ctx = NULL;
+    oclml_status st = oclml_ctx_create(&ctx, opts, err, sizeof err);
+    ck_assert_msg(st == OCLML_SUCCESS, "oclml_ctx_create: %s: %s", oclml_status_name(st), err);
+    return ctx;
+}
+
+void test_setup(void) { T = test_ctx_new(NULL); }
+
+void test_teardown(void) {
+    if (T) oclml_ctx_destroy(T);
+    T = NULL;
+}
+
+static unsigned seed_value;
+static unsigned long long stream;
+
+unsigned test_seed(void) {
+    if (!seed_value) {
+        const char *s = getenv("OCLML_TEST_SEED");
+        seed_value = s ? (unsigned)strtoul(s, NULL, 10) : (unsigned)time(NULL) ^ (unsigned)getpid();
+        if (!seed_value) seed_value = 1;
+        stream = seed_value;
+    }
+    return seed_value;
+}
+
+void test_random(float *x, size_t n, float lo, float hi) {
+    test_seed();
+    for (size_t i = 0; i < n; i++) {
+        stream = stream * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(stream >> 40) / (double)(1ull << 24);
+        x[i] = (float)(lo + (hi - lo) * u);
+    }
+}
+
+float *test_floats(size_t n) {
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+    return x;
+}
+
+double *test_doubles(size_t n) {
+    double *x = malloc((n ? n : 1) * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
+oclml_tensor *test_tensor_from(int ndim, const size_t *shape, const float *data) {
+    oclml_tensor *t = NULL;
+    ASSERT_OK(oclml_tensor_create(T, ndim, shape, &t));
+    size_t n;
+    oclml_tensor_numel(t, &n);
+    ASSERT_OK(oclml_tensor_write(t, data, n));
+    return t;
+}
+
+oclml_tensor *test_tensor(int ndim, const size_t *shape) {
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    float *nan = test_floats(n);
+    oclml_tensor *t = test_tensor_from(ndim, shape, nan);
+    free(nan);
+    return t;
+}
+
+void test_read(const oclml_tensor *t, float *out, size_t n) { ASSERT_OK(oclml_tensor_read(t, out, n)); }
+
+void test_assert_close(const char *what, const float *out, const double *ref, size_t n, double tol) {
+    double num = 0, den = 0, maxref = 0, maxerr = 0;
+    size_t worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(ref[i]))
+            ck_assert_msg(!isnan(out[i]), "%s[%zu] is NaN (never written?), reference %.9g (seed %u)",
+                          what, i, ref[i], test_seed());
+        if (isnan(ref[i])) {
+            ck_assert_msg(isnan(out[i]), "%s[%zu] = %.9g, reference is NaN (seed %u)", what, i,
+                          (double)out[i], test_seed());
+            continue;
+        }
+        if (isinf(ref[i])) {
+            ck_assert_msg(out[i] == ref[i], "%s[%zu] = %.9g, reference %g (seed %u)", what, i,
+                          (double)out[i], ref[i], test_seed());
+            continue;
+        }
+        double d = (double)out[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+        if (fabs(ref[i]) > maxref) maxref = fabs(ref[i]);
+        if (fabs(d) > maxerr) {
+            maxerr = fabs(d);
+            worst = i;
+        }
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    ck_assert_msg(rel <= tol, "%s: relative L2 error %.3g > %.1g (n=%zu, seed %u)", what, rel, tol, n,
+                  test_seed());
+    double bound = tol * maxref * 10 + 1e-30;
+    ck_assert_msg(maxerr <= bound, "%s[%zu] = %.9g vs reference %.9g: error %.3g > %.3g (seed %u)", what,
+                  worst, (double)out[worst], ref[worst], maxerr, bound, test_seed());
+}
+
+void test_assert_status(oclml_status got, oclml_status want, const char *expr, const char *file,
+                        int line) {
+    if (got != want)
+        ck_abort_msg("%s:%d: %s returned %s, expected %s; last error: %s", file, line, expr,
+                     oclml_status_name(got), oclml_status_name(want), T ? oclml_ctx_last_error(T) : "");
+}
+
+void test_tmpdir(char *out, size_t len, const char *tag) {
+    const char *base = getenv("OCLML_TEST_TMP");
+    if (!base || !*base) base = "/tmp";
+    mkdir(base, 0700);
+    snprintf(out, len, "%s/%s-XXXXXX", base, tag);
+    ck_assert_msg(mkdtemp(out) != NULL, "mkdtemp %s: %s", out, strerror(errno));
+}
+
+void test_write_file(const char *dir, const char *name, const char *text) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int device_count_in_child(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        cl_uint np = 0, total = 0;
+        cl_platform_id p[16];
+        if (clGetPlatformIDs(16, p, &np) == CL_SUCCESS)
+            for (cl_uint i = 0; i < np && i < 16; i++) {
+                cl_uint nd = 0;
+                if (clGetDeviceIDs(p[i], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) == CL_SUCCESS) total += nd;
+            }
+        _exit(total > 0 ? 0 : 1);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0) return -1;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 1 : 0;
+}
+
+int test_main(Suite *s) {
+    if (device_count_in_child() == 0) {
+        fprintf(stderr, "no OpenCL device: skipped\n");
+        return 77;
+    }
+    printf("test seed %u (set OCLML_TEST_SEED to repeat)\n", test_seed());
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

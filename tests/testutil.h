@@ -1,0 +1,50 @@
+/* Helpers shared by the Check suites: contexts, seeded random data, NaN poisoning, error measures
+ * against the double-precision references. */
+#ifndef OCLML_TESTUTIL_H
+#define OCLML_TESTUTIL_H
+
+#include <check.h>
+#include <oclml.h>
+#include <stdbool.h>
+
+#include "ref/ref.h"
+#include "tolerance.h"
+
+/* The context of the running test, made by the fixture test_setup()/test_teardown() inside the
+ * forked test process (an OpenCL call in Check's parent process would hang forked tests). */
+extern oclml_ctx *T;
+void test_setup(void);
+void test_teardown(void);
+/* Creates a context with the given options (NULL: defaults) or fails the test with its text. */
+oclml_ctx *test_ctx_new(const oclml_ctx_options *opts);
+
+/* The seed of this test run: $OCLML_TEST_SEED, else time-based. Printed by failing checks. */
+unsigned test_seed(void);
+/* Uniform values in [lo, hi) from a per-call stream of the run's seed. */
+void test_random(float *x, size_t n, float lo, float hi);
+
+float *test_floats(size_t n);        /* malloc'd, NaN-filled */
+double *test_doubles(size_t n);      /* malloc'd */
+oclml_tensor *test_tensor(int ndim, const size_t *shape);          /* NaN-poisoned */
+oclml_tensor *test_tensor_from(int ndim, const size_t *shape, const float *data);
+void test_read(const oclml_tensor *t, float *out, size_t n);
+
+/* Asserts that out matches ref within a relative L2 error of tol and a max-abs error of
+ * tol * max|ref| (plus a tiny floor for all-zero references), and that no element is NaN where
+ * the reference is finite (every element written). what names the output. */
+void test_assert_close(const char *what, const float *out, const double *ref, size_t n, double tol);
+
+/* Asserts status == want, printing the library's last error otherwise. */
+#define ASSERT_OK(expr) test_assert_status((expr), OCLML_SUCCESS, #expr, __FILE__, __LINE__)
+#define ASSERT_STATUS(expr, want) test_assert_status((expr), (want), #expr, __FILE__, __LINE__)
+void test_assert_status(oclml_status got, oclml_status want, const char *expr, const char *file, int line);
+
+/* A fresh directory under $OCLML_TEST_TMP (the build tree). */
+void test_tmpdir(char *out, size_t len, const char *tag);
+void test_write_file(const char *dir, const char *name, const char *text);
+
+/* Runs the suite: exits 77 (skipped) when no OpenCL device exists, probing in a child process so
+ * that this process makes no OpenCL call. Returns the exit status. */
+int test_main(Suite *s);
+
+#endif

@@ -1,0 +1,11 @@
+/* Tolerances of the test suite, in one place (NUMERICS.md). Relative errors are
+ * ||out - ref||_2 / ||ref||_2 per output tensor. */
+#ifndef OCLML_TOLERANCE_H
+#define OCLML_TOLERANCE_H
+
+#define TOL_EXACT 0.0          /* copies and fills: bit-exact */
+#define TOL_ELEMENTWISE 1e-6   /* elementwise, softmax, layernorm */
+#define TOL_REDUCTION 1e-5     /* long reductions */
+#define TOL_GEMM 1e-4          /* GEMM and long recurrences */
+
+#endif

@@ -47,7 +47,7 @@ oclml_status oclml_tensor_create(oclml_ctx *ctx, int ndim, const size_t *shape, 
     st = shape_size(ctx, ndim, shape, &numel, &bytes);
     if (st) return st;
     if (bytes > ctx->info.max_alloc_bytes)
-        return oclml__fail(ctx, OCLML_ERR_BUFFER_TOO_SMALL,
+        return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED,
                            "%zu bytes exceed the device's largest allocation (%llu bytes)", bytes,
                            (unsigned long long)ctx->info.max_alloc_bytes);
     cl_int err;

@@ -31,7 +31,7 @@ END_TEST
 
 START_TEST(bad_shapes_rejected) {
     oclml_tensor *t = (oclml_tensor *)1;
-    size_t zero[2] = {3, 0}, huge[2] = {SIZE_MAX / 2, 4}, big[1] = {SIZE_MAX / 8};
+    size_t zero[2] = {3, 0}, huge[2] = {SIZE_MAX / 2, 4}, big[1] = {SIZE_MAX / 2}, over[1] = {((size_t)1 << 62) / 5};
     size_t ok[1] = {4};
     ASSERT_STATUS(oclml_tensor_create(T, 0, ok, &t), OCLML_ERR_INVALID_SHAPE);
     ck_assert_ptr_null(t);
@@ -40,6 +40,8 @@ START_TEST(bad_shapes_rejected) {
     ck_assert_ptr_nonnull(strstr(oclml_ctx_last_error(T), "dimension 1"));
     ASSERT_STATUS(oclml_tensor_create(T, 2, huge, &t), OCLML_ERR_SIZE_OVERFLOW);
     ASSERT_STATUS(oclml_tensor_create(T, 1, big, &t), OCLML_ERR_SIZE_OVERFLOW);
+    ASSERT_STATUS(oclml_tensor_create(T, 1, over, &t), OCLML_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(oclml_ctx_last_error(T), "largest allocation"));
     ASSERT_STATUS(oclml_tensor_create(T, 1, NULL, &t), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_tensor_create(T, 1, ok, NULL), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_tensor_create(NULL, 1, ok, &t), OCLML_ERR_NULL_POINTER);

@@ -1,0 +1,215 @@
+/* Context manager: device selection (good and bad selectors), wrapping an application's OpenCL
+ * objects, status codes, last-error text, log callback. */
+#include "testutil.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+static oclml_status try_select(const char *sel, char *err, size_t len) {
+    oclml_ctx_options o;
+    oclml_ctx_options_init(&o);
+    o.device = sel;
+    oclml_ctx *ctx = (oclml_ctx *)1;
+    oclml_status st = oclml_ctx_create(&ctx, &o, err, len);
+    if (!st) {
+        ck_assert_ptr_nonnull(ctx);
+        oclml_ctx_destroy(ctx);
+    } else {
+        ck_assert_ptr_null(ctx);
+    }
+    return st;
+}
+
+static int count_devices(cl_device_type type) {
+    cl_platform_id p[16];
+    cl_uint np = 0, total = 0;
+    clGetPlatformIDs(16, p, &np);
+    for (cl_uint i = 0; i < np && i < 16; i++) {
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(p[i], type, 0, NULL, &nd) == CL_SUCCESS) total += nd;
+    }
+    return (int)total;
+}
+
+START_TEST(default_device_and_info) {
+    unsetenv("OCLML_DEVICE");
+    oclml_ctx *ctx = test_ctx_new(NULL);
+    oclml_device_info d;
+    ASSERT_OK(oclml_ctx_device_info(ctx, &d));
+    ck_assert(strlen(d.device_name) > 0 && strlen(d.platform_name) > 0);
+    ck_assert(d.compute_units > 0 && d.max_work_group_size > 0 && d.global_mem_bytes > 0);
+    ck_assert_ptr_nonnull(strstr(d.selected_by, "default"));
+    /* The default is the first GPU when there is one. */
+    ck_assert_int_eq(d.is_gpu, count_devices(CL_DEVICE_TYPE_GPU) > 0);
+    ASSERT_STATUS(oclml_ctx_device_info(ctx, NULL), OCLML_ERR_NULL_POINTER);
+    oclml_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(good_selectors) {
+    char err[4096];
+    oclml_ctx *ctx = test_ctx_new(NULL);
+    oclml_device_info d;
+    oclml_ctx_device_info(ctx, &d);
+    oclml_ctx_destroy(ctx);
+    ASSERT_OK(try_select("0:0", err, sizeof err));
+    ASSERT_OK(try_select(d.is_gpu ? "gpu" : "cpu", err, sizeof err));
+    ASSERT_OK(try_select(d.is_gpu ? "GPU" : "CPU", err, sizeof err));
+    /* A substring of the device name, in another case. */
+    char part[8] = {0};
+    for (int i = 0; i < 4 && d.device_name[i]; i++) part[i] = (char)toupper((unsigned char)d.device_name[i]);
+    ASSERT_OK(try_select(part, err, sizeof err));
+    /* The environment selects when the option does not; the option wins over it. */
+    setenv("OCLML_DEVICE", "0:0", 1);
+    ASSERT_OK(try_select(NULL, err, sizeof err));
+    setenv("OCLML_DEVICE", "no-such-device-anywhere", 1);
+    ASSERT_OK(try_select("0:0", err, sizeof err));
+    unsetenv("OCLML_DEVICE");
+}
+END_TEST
+
+START_TEST(bad_selectors_list_devices) {
+    char err[4096];
+    const char *bad[] = {"no-such-device-anywhere", "9:9", "0:99", "accelerator-xyz"};
+    for (int i = 0; i < 4; i++) {
+        ASSERT_STATUS(try_select(bad[i], err, sizeof err), OCLML_ERR_DEVICE_NOT_FOUND);
+        ck_assert_msg(strstr(err, bad[i]) != NULL, "error does not name the selector: %s", err);
+        ck_assert_msg(strstr(err, "0:0") != NULL, "error does not list the devices: %s", err);
+    }
+    if (count_devices(CL_DEVICE_TYPE_GPU) == 0) {
+        ASSERT_STATUS(try_select("gpu", err, sizeof err), OCLML_ERR_DEVICE_NOT_FOUND);
+        ck_assert_ptr_nonnull(strstr(err, "devices found"));
+    }
+    setenv("OCLML_DEVICE", "9:9", 1);
+    ASSERT_STATUS(try_select(NULL, err, sizeof err), OCLML_ERR_DEVICE_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(err, "OCLML_DEVICE"));
+    unsetenv("OCLML_DEVICE");
+    ASSERT_STATUS(oclml_ctx_create(NULL, NULL, err, sizeof err), OCLML_ERR_NULL_POINTER);
+    /* A NULL error buffer is allowed. */
+    oclml_ctx_options o;
+    oclml_ctx_options_init(&o);
+    o.device = "9:9";
+    oclml_ctx *ctx;
+    ASSERT_STATUS(oclml_ctx_create(&ctx, &o, NULL, 0), OCLML_ERR_DEVICE_NOT_FOUND);
+}
+END_TEST
+
+START_TEST(wrap_application_objects) {
+    cl_platform_id p;
+    cl_device_id dev;
+    cl_int err;
+    clGetPlatformIDs(1, &p, NULL);
+    clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &dev, NULL);
+    cl_context c = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    cl_command_queue q = clCreateCommandQueue(c, dev, 0, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    char text[1024];
+    oclml_ctx *ctx;
+    ASSERT_OK(oclml_ctx_wrap(&ctx, c, dev, q, NULL, text, sizeof text));
+    cl_context got_c;
+    cl_command_queue got_q;
+    oclml_ctx_cl_objects(ctx, &got_c, NULL, &got_q);
+    ck_assert(got_c == c && got_q == q);
+    /* An op through the wrapped context, on a buffer the application made. */
+    cl_mem buf = clCreateBuffer(c, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+    size_t n = 64;
+    oclml_tensor *t;
+    ASSERT_OK(oclml_tensor_wrap(ctx, buf, 0, 1, &n, &t));
+    ASSERT_OK(oclml_fill(ctx, t, 2.5f));
+    float out[64];
+    clEnqueueReadBuffer(q, buf, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL);
+    for (int i = 0; i < 64; i++) ck_assert(out[i] == 2.5f);
+    oclml_tensor_destroy(t);
+    ASSERT_OK(oclml_ctx_destroy(ctx));
+    /* The application's objects outlive the library's context. */
+    ck_assert_int_eq(clFinish(q), CL_SUCCESS);
+    ck_assert_int_eq(clReleaseMemObject(buf), CL_SUCCESS);
+
+    /* A queue of another context is refused. */
+    cl_context c2 = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    cl_command_queue q2 = clCreateCommandQueue(c2, dev, 0, &err);
+    ASSERT_STATUS(oclml_ctx_wrap(&ctx, c, dev, q2, NULL, text, sizeof text), OCLML_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(text, "in-order queue"));
+    ASSERT_STATUS(oclml_ctx_wrap(&ctx, NULL, dev, q, NULL, text, sizeof text), OCLML_ERR_NULL_POINTER);
+    clReleaseCommandQueue(q2);
+    clReleaseContext(c2);
+    clReleaseCommandQueue(q);
+    clReleaseContext(c);
+}
+END_TEST
+
+START_TEST(status_codes) {
+    const oclml_status all[] = {
+#define X(name, value, text) name,
+        OCLML_STATUS_LIST(X)
+#undef X
+    };
+    size_t n = sizeof all / sizeof all[0];
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_str_ne(oclml_status_str(all[i]), "unknown status");
+        ck_assert_str_ne(oclml_status_name(all[i]), "OCLML_STATUS_UNKNOWN");
+        /* Library codes stay clear of OpenCL's (-1..-1100) and CLBlast's (-1024..-2050). */
+        if (all[i] != OCLML_SUCCESS) ck_assert(all[i] <= -7000 && all[i] > -7100);
+        for (size_t j = 0; j < i; j++) ck_assert(all[i] != all[j]);
+    }
+    ck_assert_str_eq(oclml_status_str((oclml_status)-11), "unknown status");
+    ck_assert_str_eq(oclml_status_name(OCLML_ERR_BUILD_FAILED), "OCLML_ERR_BUILD_FAILED");
+    char v[32];
+    snprintf(v, sizeof v, "%d.%d.%d", OCLML_VERSION_MAJOR, OCLML_VERSION_MINOR, OCLML_VERSION_PATCH);
+    ck_assert_str_eq(oclml_version_string(), v);
+    ck_assert_str_eq(oclml_ctx_last_error(NULL), "context is NULL");
+    int code;
+    ASSERT_STATUS(oclml_ctx_backend_error(NULL, &code), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_ctx_options_init(NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_ctx_destroy(NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_ctx_finish(NULL), OCLML_ERR_NULL_POINTER);
+}
+END_TEST
+
+typedef struct log_record {
+    int calls, errors;
+    char last[512];
+} log_record;
+
+static void record_log(void *user, oclml_log_level level, const char *msg) {
+    log_record *r = user;
+    r->calls++;
+    r->errors += level == OCLML_LOG_ERROR;
+    snprintf(r->last, sizeof r->last, "%s", msg);
+}
+
+START_TEST(log_callback_and_last_error) {
+    log_record rec = {0};
+    oclml_ctx_options o;
+    oclml_ctx_options_init(&o);
+    o.log_fn = record_log;
+    o.log_user = &rec;
+    oclml_ctx *ctx = test_ctx_new(&o);
+    ck_assert_int_gt(rec.calls, 0); /* the device choice is logged */
+    size_t zero = 0;
+    oclml_tensor *t;
+    ck_assert_int_eq(oclml_tensor_create(ctx, 1, &zero, &t), OCLML_ERR_INVALID_SHAPE);
+    ck_assert_int_eq(rec.errors, 1);
+    ck_assert_ptr_nonnull(strstr(rec.last, "dimension 0"));
+    ck_assert_ptr_nonnull(strstr(oclml_ctx_last_error(ctx), "dimension 0"));
+    /* A successful call clears the text. */
+    ASSERT_OK(oclml_ctx_finish(ctx));
+    ck_assert_str_eq(oclml_ctx_last_error(ctx), "");
+    oclml_ctx_destroy(ctx);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("context");
+    TCase *tc = tcase_create("context");
+    tcase_add_test(tc, default_device_and_info);
+    tcase_add_test(tc, good_selectors);
+    tcase_add_test(tc, bad_selectors_list_devices);
+    tcase_add_test(tc, wrap_application_objects);
+    tcase_add_test(tc, status_codes);
+    tcase_add_test(tc, log_callback_and_last_error);
+    suite_add_tcase(s, tc);
+    return test_main(s);
+}

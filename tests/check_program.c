@@ -1,0 +1,177 @@
+/* Runtime compilation: the kernel search path, missing files, compile failures with their build
+ * log, build options, the in-memory program cache, listing and warm-up. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *GOOD =
+    "__kernel void k(__global float *x) {\n"
+    "#ifndef OCLML_TEST_VALUE\n"
+    "#error OCLML_TEST_VALUE must be defined\n"
+    "#endif\n"
+    "    x[get_global_id(0)] = OCLML_TEST_VALUE; }\n";
+
+static oclml_ctx *ctx_with_path(const char *dir) {
+    oclml_ctx_options o;
+    oclml_ctx_options_init(&o);
+    o.kernel_path = dir;
+    o.cache_dir = ""; /* these tests are about compiling, not the disk cache */
+    return test_ctx_new(&o);
+}
+
+START_TEST(option_path_comes_first) {
+    char dir[1024];
+    test_tmpdir(dir, sizeof dir, "path");
+    test_write_file(dir, "custom.cl", GOOD);
+    /* memory.cl in this directory would shadow the real one; common.cl still comes from the
+     * environment's path. */
+    oclml_ctx *ctx = ctx_with_path(dir);
+    ASSERT_OK(oclml_ctx_build_file(ctx, "custom.cl", "-DOCLML_TEST_VALUE=1", NULL));
+    ASSERT_OK(oclml_ctx_build_file(ctx, "memory.cl", NULL, NULL));
+    oclml_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(missing_file_names_searched_paths) {
+    char dir[1024];
+    test_tmpdir(dir, sizeof dir, "empty");
+    oclml_ctx *ctx = ctx_with_path(dir);
+    ASSERT_STATUS(oclml_ctx_build_file(ctx, "nothere.cl", NULL, NULL), OCLML_ERR_KERNEL_NOT_FOUND);
+    const char *e = oclml_ctx_last_error(ctx);
+    ck_assert_msg(strstr(e, "nothere.cl") && strstr(e, dir) && strstr(e, getenv("OCLML_KERNEL_PATH")),
+                  "error should name the file and every directory searched: %s", e);
+    ASSERT_STATUS(oclml_ctx_build_file(ctx, "../cl/memory.cl", NULL, NULL), OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_ctx_build_file(ctx, "memory.txt", NULL, NULL), OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_ctx_build_file(ctx, NULL, NULL, NULL), OCLML_ERR_NULL_POINTER);
+    oclml_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(current_directory_is_never_searched) {
+    char dir[1024];
+    test_tmpdir(dir, sizeof dir, "cwd");
+    test_write_file(dir, "cwd_only.cl", GOOD);
+    ck_assert_int_eq(chdir(dir), 0);
+    oclml_ctx *ctx = test_ctx_new(NULL);
+    ASSERT_STATUS(oclml_ctx_build_file(ctx, "cwd_only.cl", "-DOCLML_TEST_VALUE=1", NULL),
+                  OCLML_ERR_KERNEL_NOT_FOUND);
+    /* Without OCLML_KERNEL_PATH the install directory is the last resort. */
+    unsetenv("OCLML_KERNEL_PATH");
+    ASSERT_STATUS(oclml_ctx_build_file(ctx, "cwd_only.cl", "-DOCLML_TEST_VALUE=1", NULL),
+                  OCLML_ERR_KERNEL_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(oclml_ctx_last_error(ctx), "liboclml/cl"));
+    oclml_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(compile_error_gives_build_log) {
+    char dir[1024];
+    test_tmpdir(dir, sizeof dir, "broken");
+    test_write_file(dir, "broken.cl", "__kernel void k(__global float *x) { x[0] = undeclared_name; }\n");
+    oclml_ctx *ctx = ctx_with_path(dir);
+    ASSERT_STATUS(oclml_ctx_build_file(ctx, "broken.cl", "-DMARKER_OPTION=7", NULL), OCLML_ERR_BUILD_FAILED);
+    const char *e = oclml_ctx_last_error(ctx);
+    oclml_device_info d;
+    oclml_ctx_device_info(ctx, &d);
+    ck_assert_msg(strstr(e, "undeclared_name") != NULL, "no build log in: %s", e);
+    ck_assert_msg(strstr(e, "-DMARKER_OPTION=7") != NULL, "no options in: %s", e);
+    ck_assert_msg(strstr(e, d.device_name) != NULL, "no device name in: %s", e);
+    int code = 0;
+    oclml_ctx_backend_error(ctx, &code);
+    ck_assert_int_eq(code, CL_BUILD_PROGRAM_FAILURE);
+    oclml_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(build_options_from_environment) {
+    char dir[1024];
+    test_tmpdir(dir, sizeof dir, "opts");
+    test_write_file(dir, "needs_define.cl", GOOD);
+    oclml_ctx *ctx = ctx_with_path(dir);
+    ASSERT_STATUS(oclml_ctx_build_file(ctx, "needs_define.cl", NULL, NULL), OCLML_ERR_BUILD_FAILED);
+    oclml_ctx_destroy(ctx);
+    setenv("OCLML_BUILD_OPTIONS", "-DOCLML_TEST_VALUE=42", 1);
+    ctx = ctx_with_path(dir);
+    ASSERT_OK(oclml_ctx_build_file(ctx, "needs_define.cl", NULL, NULL));
+    oclml_ctx_destroy(ctx);
+    unsetenv("OCLML_BUILD_OPTIONS");
+}
+END_TEST
+
+START_TEST(memory_cache_hits) {
+    oclml_ctx *ctx = ctx_with_path(NULL);
+    oclml_cache_info c0, c1, c2;
+    oclml_ctx_cache_info(ctx, &c0);
+    ck_assert_int_eq(c0.enabled, 0);
+    ck_assert_ptr_nonnull(strstr(c0.disabled_reason, "empty"));
+    double cold = 0, warm = 0;
+    ASSERT_OK(oclml_ctx_build_file(ctx, "memory.cl", NULL, &cold));
+    oclml_ctx_cache_info(ctx, &c1);
+    ASSERT_OK(oclml_ctx_build_file(ctx, "memory.cl", NULL, &warm));
+    oclml_ctx_cache_info(ctx, &c2);
+    ck_assert_uint_eq(c1.builds, c0.builds + 1);
+    ck_assert_uint_eq(c2.builds, c1.builds);
+    ck_assert_uint_eq(c2.memory_hits, c1.memory_hits + 1);
+    ck_assert_msg(warm < cold, "memory hit (%g ms) not faster than the build (%g ms)", warm, cold);
+    /* Other options are another program. */
+    ASSERT_OK(oclml_ctx_build_file(ctx, "memory.cl", "-DUNUSED_OPTION=1", NULL));
+    oclml_ctx_cache_info(ctx, &c1);
+    ck_assert_uint_eq(c1.builds, c2.builds + 1);
+    oclml_ctx_destroy(ctx);
+}
+END_TEST
+
+typedef struct listing {
+    int n, memory, common;
+} listing;
+
+static void count_file(void *user, const char *file, const char *dir) {
+    listing *l = user;
+    l->n++;
+    l->memory += !strcmp(file, "memory.cl");
+    l->common += !strcmp(file, "common.cl");
+}
+
+START_TEST(kernel_files_and_warmup) {
+    listing l = {0};
+    ASSERT_OK(oclml_ctx_kernel_files(T, count_file, &l));
+    ck_assert_int_eq(l.memory, 1);
+    ck_assert_int_eq(l.common, 0);
+    ASSERT_STATUS(oclml_ctx_kernel_files(T, NULL, NULL), OCLML_ERR_NULL_POINTER);
+
+    oclml_ctx_options o;
+    oclml_ctx_options_init(&o);
+    o.warmup = 1;
+    o.cache_dir = "";
+    oclml_ctx *ctx = test_ctx_new(&o);
+    oclml_cache_info c0, c1;
+    oclml_ctx_cache_info(ctx, &c0);
+    ck_assert_uint_eq(c0.builds, (unsigned long)l.n);
+    size_t n = 5;
+    oclml_tensor *t;
+    ASSERT_OK(oclml_tensor_create(ctx, 1, &n, &t));
+    ASSERT_OK(oclml_fill(ctx, t, 1.0f));
+    oclml_ctx_cache_info(ctx, &c1);
+    ck_assert_uint_eq(c1.builds, c0.builds); /* the op paid no compile */
+    ck_assert_uint_eq(c1.memory_hits, c0.memory_hits + 1);
+    oclml_tensor_destroy(t);
+    oclml_ctx_destroy(ctx);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("program");
+    TCase *tc = tcase_create("program");
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
+    tcase_add_test(tc, option_path_comes_first);
+    tcase_add_test(tc, missing_file_names_searched_paths);
+    tcase_add_test(tc, current_directory_is_never_searched);
+    tcase_add_test(tc, compile_error_gives_build_log);
+    tcase_add_test(tc, build_options_from_environment);
+    tcase_add_test(tc, memory_cache_hits);
+    tcase_add_test(tc, kernel_files_and_warmup);
+    suite_add_tcase(s, tc);
+    return test_main(s);
+}

@@ -72,7 +72,7 @@ void bench_report(bench_env *env, const bench_result *r) {
 }
 
 double bench_fma_gflops(bench_env *env) {
-    if (env->fma_gflops <= 0) {
+    if (env->fma_gflops == 0) {
         oclml_status st = oclml_probe_fma_gflops(env->ctx, &env->fma_gflops);
         if (st) {
             bench_fail(env, st, "FMA probe");

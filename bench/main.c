@@ -80,8 +80,14 @@ int main(int argc, char **argv) {
     }
     printf("device: %s [%s], %u compute units\n", env.dev.device_name, env.dev.platform_name,
            env.dev.compute_units);
-    printf("limits measured now: copy %.1f GB/s, fp32 FMA %.1f GFLOP/s\n\n", bench_copy_gbps(&env),
-           bench_fma_gflops(&env));
+    double copy = bench_copy_gbps(&env), fma = bench_fma_gflops(&env);
+    if (copy <= 0 || fma <= 0) {
+        fprintf(stderr, "oclml-bench: the device limits could not be measured (is OCLML_KERNEL_PATH set "
+                        "when running from the build tree?)\n");
+        oclml_ctx_destroy(env.ctx);
+        return 1;
+    }
+    printf("limits measured now: copy %.1f GB/s, fp32 FMA %.1f GFLOP/s\n\n", copy, fma);
     bench_table_header();
     int rc = 0;
     for (size_t j = 0; j < N_COMMANDS; j++) {

@@ -3,6 +3,12 @@
 
 #include <clblast_c.h>
 
+/* CLBlast keeps process-wide caches of programs and tuning data, and concurrent calls into it
+ * crash on NVIDIA's OpenCL (seen with four threads sharing a context; see also CLBlast issue
+ * #486). Its calls only enqueue work once its kernels are compiled, so one process-wide lock
+ * costs little and makes GEMM safe from any number of threads and contexts. */
+static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Rows and columns of op(X) for a 2-D view of the last two dimensions of t. */
 static void op_dims(const oclml_tensor *t, oclml_transpose tr, size_t *rows, size_t *cols) {
     size_t r = t->shape[t->ndim - 2], c = t->shape[t->ndim - 1];
@@ -54,10 +60,13 @@ oclml_status oclml_gemm(oclml_ctx *ctx, oclml_transpose ta, oclml_transpose tb, 
     oclml_status st = check_gemm(ctx, ta, tb, a, b, c, 2, &m, &n, &k);
     if (st) return st;
     cl_event ev = NULL;
+    pthread_mutex_lock(&clblast_lock);
+    oclml__profile_mark(ctx);
     CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, cb_trans(ta), cb_trans(tb), m, n, k, alpha,
                                        a->mem, oclml__elem_offset(a), a->shape[1],
                                        b->mem, oclml__elem_offset(b), b->shape[1], beta,
                                        c->mem, oclml__elem_offset(c), c->shape[1], &ctx->queue, &ev);
+    pthread_mutex_unlock(&clblast_lock);
     oclml__event_done(ctx, ev);
     return s == CLBlastSuccess ? OCLML_SUCCESS : clblast_fail(ctx, s, "CLBlastSgemm");
 }
@@ -79,11 +88,14 @@ oclml_status oclml_gemm_batched(oclml_ctx *ctx, oclml_transpose ta, oclml_transp
     size_t sa = a->ndim == 3 ? a->shape[1] * a->shape[2] : 0;
     size_t sb = b->ndim == 3 ? b->shape[1] * b->shape[2] : 0;
     cl_event ev = NULL;
+    pthread_mutex_lock(&clblast_lock);
+    oclml__profile_mark(ctx);
     CLBlastStatusCode s = CLBlastSgemmStridedBatched(
         CLBlastLayoutRowMajor, cb_trans(ta), cb_trans(tb), m, n, k, alpha,
         a->mem, oclml__elem_offset(a), a->shape[a->ndim - 1], sa,
         b->mem, oclml__elem_offset(b), b->shape[b->ndim - 1], sb, beta,
         c->mem, oclml__elem_offset(c), n, m * n, batch, &ctx->queue, &ev);
+    pthread_mutex_unlock(&clblast_lock);
     oclml__event_done(ctx, ev);
     return s == CLBlastSuccess ? OCLML_SUCCESS : clblast_fail(ctx, s, "CLBlastSgemmStridedBatched");
 }

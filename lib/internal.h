@@ -155,6 +155,9 @@ void oclml__profile_commit(oclml_ctx *ctx, cl_event ev);
 /* For commands enqueued outside oclml__launch (CLBlast): records ev when profiling, else releases
  * it. Takes launch_lock itself. */
 void oclml__event_done(oclml_ctx *ctx, cl_event ev);
+/* When profiling, enqueues a marker and records it: CLBlast returns the event of its last kernel
+ * only, so the marker stands for the start of a multi-kernel CLBlast routine. */
+void oclml__profile_mark(oclml_ctx *ctx);
 
 /* ---- disk cache (diskcache.c) ---- */
 void oclml__diskcache_open(oclml_ctx *ctx, const char *dir_option, size_t max_bytes);

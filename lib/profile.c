@@ -29,6 +29,14 @@ void oclml__event_done(oclml_ctx *ctx, cl_event ev) {
     pthread_mutex_unlock(&ctx->launch_lock);
 }
 
+void oclml__profile_mark(oclml_ctx *ctx) {
+    pthread_mutex_lock(&ctx->launch_lock);
+    cl_event ev = NULL;
+    if (ctx->profiling_active && clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &ev) == CL_SUCCESS)
+        oclml__profile_commit(ctx, ev);
+    pthread_mutex_unlock(&ctx->launch_lock);
+}
+
 static void drop_events(oclml_ctx *ctx) {
     for (size_t i = 0; i < ctx->n_events; i++) clReleaseEvent(ctx->events[i]);
     ctx->n_events = 0;

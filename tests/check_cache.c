@@ -146,18 +146,22 @@ START_TEST(unsafe_directories_refused) {
 END_TEST
 
 START_TEST(size_cap_evicts_oldest) {
-    char dir[1024];
+    char dir[1024], sizing[1024];
     test_tmpdir(dir, sizeof dir, "cap");
+    test_tmpdir(sizing, sizeof sizing, "capsize");
+    unsigned long b_bytes = client(sizing, "probe.cl", NULL, 0).bytes;
     run_result a = client(dir, "memory.cl", NULL, 0);
     ck_assert_uint_eq(a.entries, 1);
     sleep(1); /* distinct modification times */
-    run_result b = client(dir, "probe.cl", NULL, a.bytes + a.bytes / 2);
+    /* Room for either entry but not both: adding probe.cl must evict the older memory.cl. */
+    unsigned long cap = a.bytes + b_bytes - 1;
+    ck_assert_uint_ge(cap, a.bytes > b_bytes ? a.bytes : b_bytes);
+    run_result b = client(dir, "probe.cl", NULL, cap);
     ck_assert_int_eq(b.status, 0);
     ck_assert_uint_eq(b.entries, 1);
     ck_assert_uint_ge(b.evictions, 1);
-    /* The newest entry stayed: probe.cl hits, memory.cl was evicted. */
-    ck_assert_uint_eq(client(dir, "probe.cl", NULL, 0).hits, 1);
-    ck_assert_uint_eq(client(dir, "memory.cl", NULL, a.bytes + a.bytes / 2).builds, 1);
+    ck_assert_uint_eq(client(dir, "probe.cl", NULL, cap).hits, 1);
+    ck_assert_uint_eq(client(dir, "memory.cl", NULL, cap).builds, 1);
 }
 END_TEST
 

@@ -47,13 +47,13 @@ void oclml__diskcache_open(oclml_ctx *ctx, const char *dir_option, size_t max_by
     oclml__diskcache *d = &ctx->disk;
     d->max_bytes = max_bytes ? max_bytes : DEFAULT_MAX_BYTES;
     const char *dir = dir_option;
-    const char *origin = "the cache_dir option";
+    const char *origin = "cache_dir option";
     if (!dir) {
         dir = getenv("OCLML_CACHE_DIR");
         origin = "OCLML_CACHE_DIR";
     }
     if (dir && !*dir) {
-        disable(ctx, "disabled by an empty %s", origin);
+        disable(ctx, "disabled: %s is empty", origin);
         return;
     }
     if (dir) {

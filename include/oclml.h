@@ -264,6 +264,31 @@ OCLML_API oclml_status oclml_gemm_batched(oclml_ctx *ctx, oclml_transpose trans_
                                           const oclml_tensor *a, const oclml_tensor *b, float beta,
                                           oclml_tensor *c);
 
+/* ---------------------------------------------------------------------------------------------
+ * Row ops: softmax, norms and row reductions work along the last axis; a tensor of any rank is
+ * rows x cols with cols its last dimension. Rows of any length work (1 to over 1,000,000
+ * columns); the kernel variant is chosen per device from its properties and the row length.
+ * Outputs may alias their own-shaped input (in place).
+ * ------------------------------------------------------------------------------------------- */
+
+/* Describes the variant row ops use for rows x cols on this device (for benchmarks and logs). */
+OCLML_API oclml_status oclml_row_variant(oclml_ctx *ctx, size_t rows, size_t cols, char *text,
+                                         size_t len);
+
+/* y = softmax(x) along the last axis, stable (the row max is subtracted). -inf inputs are
+ * masked positions and get 0; a fully masked row gives all zeros. NaN in a row makes the whole
+ * row NaN; +inf in a row gives NaN (inf - inf). */
+OCLML_API oclml_status oclml_softmax(oclml_ctx *ctx, const oclml_tensor *x, oclml_tensor *y);
+/* y = log_softmax(x) = x - max - log(sum(exp(x - max))); masked positions and fully masked rows
+ * give -inf. */
+OCLML_API oclml_status oclml_log_softmax(oclml_ctx *ctx, const oclml_tensor *x, oclml_tensor *y);
+/* dx = y * (dy - sum(y * dy)) per row, from the forward output y. */
+OCLML_API oclml_status oclml_softmax_backward(oclml_ctx *ctx, const oclml_tensor *y,
+                                              const oclml_tensor *dy, oclml_tensor *dx);
+/* dx = dy - exp(y) * sum(dy) per row, from the forward output y = log_softmax(x). */
+OCLML_API oclml_status oclml_log_softmax_backward(oclml_ctx *ctx, const oclml_tensor *y,
+                                                  const oclml_tensor *dy, oclml_tensor *dx);
+
 #ifdef __cplusplus
 }
 #endif

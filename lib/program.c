@@ -1,6 +1,7 @@
 /* Runtime kernel compilation: finds .cl sources, builds them per device with the op's options,
  * caches programs in memory (per context) and as binaries on disk (diskcache.c). */
 #include "internal.h"
+#include "rows.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -93,8 +94,8 @@ static oclml_status assemble_source(oclml_ctx *ctx, const char *file, char **sou
  * variants from the same facts, so one file has one option set per device and warm-up can build
  * exactly what the ops will use. */
 static char *full_options(const oclml_ctx *ctx, const char *op_options) {
-    return oclml__asprintf("-cl-std=CL1.2 -DOCLML_MAX_WG=%zu -DOCLML_IS_GPU=%d %s %s",
-                           ctx->info.max_work_group_size, ctx->info.is_gpu,
+    return oclml__asprintf("-cl-std=CL1.2 -DOCLML_MAX_WG=%zu -DOCLML_IS_GPU=%d -DOCLML_LONG_ITEMS=%d %s %s",
+                           ctx->info.max_work_group_size, ctx->info.is_gpu, OCLML_LONG_ITEMS,
                            op_options ? op_options : "", ctx->build_options);
 }
 

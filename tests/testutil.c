@@ -83,8 +83,9 @@ oclml_tensor *test_tensor(int ndim, const size_t *shape) {
 
 void test_read(const oclml_tensor *t, float *out, size_t n) { ASSERT_OK(oclml_tensor_read(t, out, n)); }
 
-void test_assert_close(const char *what, const float *out, const double *ref, size_t n, double tol) {
-    double num = 0, den = 0, maxref = 0, maxerr = 0;
+void test_assert_close_scaled(const char *what, const float *out, const double *ref,
+                              const double *scale, size_t n, double tol) {
+    double num = 0, den = 0, maxscale = 0, maxerr = 0;
     size_t worst = 0;
     for (size_t i = 0; i < n; i++) {
         if (isfinite(ref[i]))
@@ -100,10 +101,10 @@ void test_assert_close(const char *what, const float *out, const double *ref, si
                           (double)out[i], ref[i], test_seed());
             continue;
         }
-        double d = (double)out[i] - ref[i];
+        double d = (double)out[i] - ref[i], sc = scale ? fabs(scale[i]) : fabs(ref[i]);
         num += d * d;
-        den += ref[i] * ref[i];
-        if (fabs(ref[i]) > maxref) maxref = fabs(ref[i]);
+        den += sc * sc;
+        if (sc > maxscale) maxscale = sc;
         if (fabs(d) > maxerr) {
             maxerr = fabs(d);
             worst = i;
@@ -112,9 +113,13 @@ void test_assert_close(const char *what, const float *out, const double *ref, si
     double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     ck_assert_msg(rel <= tol, "%s: relative L2 error %.3g > %.1g (n=%zu, seed %u)", what, rel, tol, n,
                   test_seed());
-    double bound = tol * maxref * 10 + 1e-30;
+    double bound = tol * maxscale * 10 + 1e-30;
     ck_assert_msg(maxerr <= bound, "%s[%zu] = %.9g vs reference %.9g: error %.3g > %.3g (seed %u)", what,
                   worst, (double)out[worst], ref[worst], maxerr, bound, test_seed());
+}
+
+void test_assert_close(const char *what, const float *out, const double *ref, size_t n, double tol) {
+    test_assert_close_scaled(what, out, ref, NULL, n, tol);
 }
 
 void test_assert_status(oclml_status got, oclml_status want, const char *expr, const char *file,

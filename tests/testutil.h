@@ -33,6 +33,11 @@ void test_read(const oclml_tensor *t, float *out, size_t n);
  * tol * max|ref| (plus a tiny floor for all-zero references), and that no element is NaN where
  * the reference is finite (every element written). what names the output. */
 void test_assert_close(const char *what, const float *out, const double *ref, size_t n, double tol);
+/* The same with errors measured against scale[] (the magnitude of the terms that make each
+ * reference value) instead of the reference itself: for outputs that are small differences of
+ * large terms, like backward passes, where cancellation is the math and not the kernel's fault. */
+void test_assert_close_scaled(const char *what, const float *out, const double *ref,
+                              const double *scale, size_t n, double tol);
 
 /* Asserts status == want, printing the library's last error otherwise. */
 #define ASSERT_OK(expr) test_assert_status((expr), OCLML_SUCCESS, #expr, __FILE__, __LINE__)

@@ -12,4 +12,15 @@ void ref_gemm(int ta, int tb, size_t m, size_t n, size_t k, double alpha, const 
 double ref_gemm_at(int ta, int tb, size_t m, size_t n, size_t k, double alpha, const float *a,
                    const float *b, double beta, const float *c_in, size_t i, size_t j);
 
+/* Softmax / log-softmax along rows (NUMERICS.md semantics: -inf masked, a fully masked row gives
+ * 0 (log: -inf), NaN in a row gives a NaN row). */
+void ref_softmax(size_t rows, size_t cols, const float *x, int log, double *y);
+/* Backward from the forward output y (float, as the device sees it). */
+void ref_softmax_backward(size_t rows, size_t cols, const float *y, const float *dy, int log,
+                          double *dx);
+/* The magnitude of the terms of each dx (the same formula with absolute values): the scale
+ * against which the backward's rounding is judged. */
+void ref_softmax_backward_scale(size_t rows, size_t cols, const float *y, const float *dy, int log,
+                                double *scale);
+
 #endif

@@ -1,0 +1,102 @@
+/* Row-kernel planning: choose work-items per row, register items per work-item and vector width
+ * from the row length and the device's work-group limit. */
+#include "rows.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Floats a work-item keeps in registers: beyond 32 the kernels would spill. Below 16 the
+ * planner widens rows over more work-items instead, for more parallelism per row. */
+#define MAX_FLOATS 32
+#define TARGET_FLOATS 16
+/* Work-items per work-group when one row needs fewer: several rows share a group. */
+#define ROWS_GROUP 256
+
+static size_t pow2_floor(size_t v) {
+    size_t p = 1;
+    while (p * 2 <= v) p *= 2;
+    return p;
+}
+
+oclml_status oclml__row_plan_make(const oclml_ctx *ctx, size_t rows, size_t cols, bool vec4_ok,
+                                  oclml__row_plan *p) {
+    memset(p, 0, sizeof *p);
+    if (rows > UINT_MAX || cols > UINT_MAX / 2)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "%zu rows of %zu columns exceed the kernels' 32-bit row and column indexing",
+                           rows, cols);
+    p->rows = rows;
+    p->cols = cols;
+    size_t max_wg = ctx->info.max_work_group_size;
+    size_t max_g = pow2_floor(max_wg < 1024 ? max_wg : 1024);
+    /* A GPU needs at least a warp/wavefront's worth of work-items per row to coalesce; a CPU
+     * runs a work-group as a loop, so fewer, fatter work-items are cheaper there. */
+    size_t min_g = ctx->info.is_gpu ? 32 : 1;
+    if (min_g > max_g) min_g = max_g;
+    unsigned vec = (vec4_ok && cols % 4 == 0) ? 4 : 1;
+    size_t units = cols / vec;
+    size_t g = min_g;
+    while (g < max_g && (units + g - 1) / g * vec > TARGET_FLOATS) g *= 2;
+    size_t items = (units + g - 1) / g;
+    if (items * vec > MAX_FLOATS) {
+        /* Long rows: chunked path with scalar coalesced access. */
+        p->long_rows = true;
+        p->local = pow2_floor(max_wg < ROWS_GROUP ? max_wg : ROWS_GROUP);
+        size_t chunk = p->local * OCLML_LONG_ITEMS;
+        p->nchunks = (unsigned)((cols + chunk - 1) / chunk);
+        p->global[0] = (size_t)p->nchunks * p->local;
+        p->global[1] = rows;
+        p->G = (unsigned)p->local;
+        snprintf(p->variant, sizeof p->variant, "chunked: %u chunks of %zu per row, 2 reads",
+                 p->nchunks, chunk);
+        return OCLML_SUCCESS;
+    }
+    size_t it = 1;
+    while (it < items) it *= 2;
+    p->G = (unsigned)g;
+    p->items = (unsigned)it;
+    p->vec = vec;
+    size_t local = g < ROWS_GROUP ? ROWS_GROUP : g;
+    if (local > max_wg) local = g;
+    p->local = local;
+    size_t rows_per_group = local / g;
+    p->global[0] = (rows + rows_per_group - 1) / rows_per_group * local;
+    p->global[1] = 1;
+    snprintf(p->variant, sizeof p->variant, "registers: %u items/row, %zu rows/group, %ux%u floats",
+             p->G, rows_per_group, p->items, p->vec);
+    return OCLML_SUCCESS;
+}
+
+void oclml__row_kernel_name(char *out, size_t len, const char *base, const oclml__row_plan *p) {
+    snprintf(out, len, "%s_%u_%u", base, p->items, p->vec);
+}
+
+static oclml_status launch(oclml_ctx *ctx, const char *file, const char *kernel, const oclml__row_plan *p,
+                           const oclml__arg *args, unsigned nargs, cl_uint third, cl_uint dims) {
+    cl_kernel k;
+    oclml_status st = oclml__get_kernel(ctx, file, NULL, kernel, &k);
+    if (st) return st;
+    oclml__arg all[16];
+    if (nargs > 12) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "too many kernel arguments");
+    memcpy(all, args, nargs * sizeof *args);
+    cl_uint rows = (cl_uint)p->rows, cols = (cl_uint)p->cols;
+    all[nargs] = OCLML_ARG(rows);
+    all[nargs + 1] = OCLML_ARG(cols);
+    all[nargs + 2] = OCLML_ARG(third);
+    all[nargs + 3] = OCLML_LOCAL(p->local * sizeof(float) * 2);
+    size_t local[2] = {p->local, 1};
+    return oclml__launch(ctx, k, all, nargs + 4, dims, p->global, local);
+}
+
+oclml_status oclml__row_launch(oclml_ctx *ctx, const char *file, const char *base,
+                               const oclml__row_plan *p, const oclml__arg *args, unsigned nargs) {
+    char name[96];
+    oclml__row_kernel_name(name, sizeof name, base, p);
+    return launch(ctx, file, name, p, args, nargs, p->G, 1);
+}
+
+oclml_status oclml__row_launch_long(oclml_ctx *ctx, const char *file, const char *kernel,
+                                    const oclml__row_plan *p, const oclml__arg *args, unsigned nargs) {
+    return launch(ctx, file, kernel, p, args, nargs, p->nchunks, 2);
+}

@@ -1,0 +1,42 @@
+/* Planning and launching row kernels (cl/common.cl describes the kernel side): the op code of
+ * softmax, the norms and the row reductions says what to compute, this says how to lay rows
+ * onto work-groups for the device at hand. */
+#ifndef OCLML_ROWS_H
+#define OCLML_ROWS_H
+
+#include "internal.h"
+
+/* Rows longer than a register-resident work-group can hold go through a chunked path: chunks
+ * of LONG_ITEMS elements per work-item, partial results per (row, chunk) in scratch. */
+#define OCLML_LONG_ITEMS 16
+
+typedef struct oclml__row_plan {
+    size_t rows, cols;
+    bool long_rows;       /* chunked multi-pass path */
+    unsigned G;           /* work-items per row (power of two) */
+    unsigned items, vec;  /* register path: ITEMS vectors of VEC floats per work-item */
+    size_t local;         /* work-group size */
+    size_t global[2];     /* launch size; long path is 2-D (chunks x rows) */
+    unsigned nchunks;     /* long path */
+    char variant[96];     /* readable, for benchmarks */
+} oclml__row_plan;
+
+/* Validates rows/cols against the kernels' 32-bit indexing and picks the variant. vec4_ok: the
+ * row length and every tensor's element offset are multiples of 4. */
+oclml_status oclml__row_plan_make(const oclml_ctx *ctx, size_t rows, size_t cols, bool vec4_ok,
+                                  oclml__row_plan *plan);
+
+/* Kernel name of the register-resident variant: "<base>_<items>_<vec>". */
+void oclml__row_kernel_name(char *out, size_t len, const char *base, const oclml__row_plan *p);
+
+/* Whether a tensor's element offset allows float4 access. */
+static inline bool oclml__vec4_offset(const oclml_tensor *t) { return t == NULL || oclml__elem_offset(t) % 4 == 0; }
+
+/* Launches a register-path kernel: args, then (rows, cols, G, local reduction buffer). */
+oclml_status oclml__row_launch(oclml_ctx *ctx, const char *file, const char *base,
+                               const oclml__row_plan *p, const oclml__arg *args, unsigned nargs);
+/* Launches a long-path kernel: args, then (rows, cols, nchunks, local reduction buffer). */
+oclml_status oclml__row_launch_long(oclml_ctx *ctx, const char *file, const char *kernel,
+                                    const oclml__row_plan *p, const oclml__arg *args, unsigned nargs);
+
+#endif

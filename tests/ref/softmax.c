@@ -17,7 +17,7 @@ void ref_softmax(size_t rows, size_t cols, const float *x, int log_out, double *
         for (size_t c = 0; c < cols; c++)
             if (xr[c] != -INFINITY && !isnan(xr[c])) s += exp((double)xr[c] - m);
         for (size_t c = 0; c < cols; c++) {
-            if (has_nan || isinf(m) && m > 0) yr[c] = NAN;
+            if (has_nan || (isinf(m) && m > 0)) yr[c] = NAN;
             else if (xr[c] == -INFINITY) yr[c] = log_out ? -INFINITY : 0.0;
             else yr[c] = log_out ? (double)xr[c] - m - log(s) : exp((double)xr[c] - m) / s;
         }

@@ -78,12 +78,13 @@ int bench_softmax(bench_env *env) {
             st = oclml_tensor_write(c.t[0], x, n);
         }
         if (!st) st = oclml_tensor_write(c.t[2], x, n); /* dy: any data */
-        char variant[96] = "";
-        if (!st) st = oclml_row_variant(env->ctx, rows, cols, variant, sizeof variant);
+        char variant[2][96] = {"", ""};
+        if (!st) st = oclml_row_variant(env->ctx, rows, cols, 0, variant[0], sizeof variant[0]);
+        if (!st) st = oclml_row_variant(env->ctx, rows, cols, 1, variant[1], sizeof variant[1]);
         int rc = st ? bench_fail(env, st, "softmax setup") : 0;
         for (int op = 0; op < 3 && !rc; op++) {
             c.op = op;
-            bench_result r = {.op = names[op], .variant = variant};
+            bench_result r = {.op = names[op], .variant = variant[op == SOFTMAX_BWD]};
             rc = bench_time(env, run_case, &c, &r.t);
             if (rc) break;
             char sh[48];

@@ -20,7 +20,7 @@ static size_t pow2_floor(size_t v) {
 }
 
 oclml_status oclml__row_plan_make(const oclml_ctx *ctx, size_t rows, size_t cols, bool vec4_ok,
-                                  oclml__row_plan *p) {
+                                  unsigned arrays, oclml__row_plan *p) {
     memset(p, 0, sizeof *p);
     if (rows > UINT_MAX || cols > UINT_MAX / 2)
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
@@ -37,9 +37,10 @@ oclml_status oclml__row_plan_make(const oclml_ctx *ctx, size_t rows, size_t cols
     unsigned vec = (vec4_ok && cols % 4 == 0) ? 4 : 1;
     size_t units = cols / vec;
     size_t g = min_g;
-    while (g < max_g && (units + g - 1) / g * vec > TARGET_FLOATS) g *= 2;
+    const size_t target = TARGET_FLOATS / arrays, max_floats = MAX_FLOATS / arrays;
+    while (g < max_g && (units + g - 1) / g * vec > target) g *= 2;
     size_t items = (units + g - 1) / g;
-    if (items * vec > MAX_FLOATS) {
+    if (items * vec > max_floats) {
         /* Long rows: chunked path with scalar coalesced access. */
         p->long_rows = true;
         p->local = pow2_floor(max_wg < ROWS_GROUP ? max_wg : ROWS_GROUP);
@@ -77,6 +78,13 @@ static oclml_status launch(oclml_ctx *ctx, const char *file, const char *kernel,
     cl_kernel k;
     oclml_status st = oclml__get_kernel(ctx, file, NULL, kernel, &k);
     if (st) return st;
+    /* The compiled kernel's own limit (registers per work-item) can be below the device's. */
+    size_t kernel_wg = 0;
+    if (!clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_wg, &kernel_wg, NULL) &&
+        kernel_wg < p->local)
+        return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED,
+                           "kernel %s allows work-groups of %zu on this device, the plan needs %zu",
+                           kernel, kernel_wg, p->local);
     oclml__arg all[16];
     if (nargs > 12) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "too many kernel arguments");
     memcpy(all, args, nargs * sizeof *args);

@@ -22,9 +22,11 @@ typedef struct oclml__row_plan {
 } oclml__row_plan;
 
 /* Validates rows/cols against the kernels' 32-bit indexing and picks the variant. vec4_ok: the
- * row length and every tensor's element offset are multiples of 4. */
+ * row length and every tensor's element offset are multiples of 4. arrays: how many row arrays
+ * the kernel keeps in registers at once (1 for forward ops, 2 for backward ops holding y and dy);
+ * the register budget is shared between them. */
 oclml_status oclml__row_plan_make(const oclml_ctx *ctx, size_t rows, size_t cols, bool vec4_ok,
-                                  oclml__row_plan *plan);
+                                  unsigned arrays, oclml__row_plan *plan);
 
 /* Kernel name of the register-resident variant: "<base>_<items>_<vec>". */
 void oclml__row_kernel_name(char *out, size_t len, const char *base, const oclml__row_plan *p);

@@ -8,7 +8,7 @@
 /* Rows and columns of x with y (and dy) of the same shape; the plan for them. */
 static oclml_status plan_rows(oclml_ctx *ctx, const oclml_tensor *a, const char *an,
                               const oclml_tensor *b, const char *bn, const oclml_tensor *c,
-                              const char *cn, oclml__row_plan *plan) {
+                              const char *cn, unsigned arrays, oclml__row_plan *plan) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_same_shape(ctx, a, an, b, bn);
     if (!st && c) st = oclml__check_same_shape(ctx, a, an, c, cn);
@@ -17,12 +17,12 @@ static oclml_status plan_rows(oclml_ctx *ctx, const oclml_tensor *a, const char 
     size_t rows, cols;
     oclml__check_matrix_view(ctx, a, an, &rows, &cols);
     bool vec4 = oclml__vec4_offset(a) && oclml__vec4_offset(b) && oclml__vec4_offset(c);
-    return oclml__row_plan_make(ctx, rows, cols, vec4, plan);
+    return oclml__row_plan_make(ctx, rows, cols, vec4, arrays, plan);
 }
 
 static oclml_status forward(oclml_ctx *ctx, const oclml_tensor *x, oclml_tensor *y, bool log) {
     oclml__row_plan p;
-    oclml_status st = plan_rows(ctx, x, "x", y, "y", NULL, NULL, &p);
+    oclml_status st = plan_rows(ctx, x, "x", y, "y", NULL, NULL, 1, &p);
     if (st) return st;
     cl_ulong xo = oclml__elem_offset(x), yo = oclml__elem_offset(y);
     if (!p.long_rows) {
@@ -45,7 +45,7 @@ static oclml_status forward(oclml_ctx *ctx, const oclml_tensor *x, oclml_tensor 
 static oclml_status backward(oclml_ctx *ctx, const oclml_tensor *y, const oclml_tensor *dy,
                              oclml_tensor *dx, bool log) {
     oclml__row_plan p;
-    oclml_status st = plan_rows(ctx, y, "y", dy, "dy", dx, "dx", &p);
+    oclml_status st = plan_rows(ctx, y, "y", dy, "dy", dx, "dx", 2, &p);
     if (st) return st;
     cl_ulong yo = oclml__elem_offset(y), go = oclml__elem_offset(dy), xo = oclml__elem_offset(dx);
     if (!p.long_rows) {
@@ -86,13 +86,14 @@ oclml_status oclml_log_softmax_backward(oclml_ctx *ctx, const oclml_tensor *y,
     return backward(ctx, y, dy, dx, true);
 }
 
-oclml_status oclml_row_variant(oclml_ctx *ctx, size_t rows, size_t cols, char *text, size_t len) {
+oclml_status oclml_row_variant(oclml_ctx *ctx, size_t rows, size_t cols, int backward, char *text,
+                               size_t len) {
     oclml_status st = oclml__check_ctx(ctx);
     if (st) return st;
     if (!text || len == 0) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "text buffer is NULL or empty");
     if (rows == 0 || cols == 0) return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "rows and cols must be >= 1");
     oclml__row_plan p;
-    st = oclml__row_plan_make(ctx, rows, cols, true, &p);
+    st = oclml__row_plan_make(ctx, rows, cols, true, backward ? 2 : 1, &p);
     if (!st) snprintf(text, len, "%s", p.variant);
     return st;
 }

@@ -290,6 +290,31 @@ OCLML_API oclml_status oclml_softmax_backward(oclml_ctx *ctx, const oclml_tensor
 OCLML_API oclml_status oclml_log_softmax_backward(oclml_ctx *ctx, const oclml_tensor *y,
                                                   const oclml_tensor *dy, oclml_tensor *dx);
 
+/* LayerNorm over the last axis: y = (x - mean) * rstd * gamma + beta with the population
+ * variance and rstd = 1 / sqrt(var + eps). gamma and beta are [cols] and may be NULL (1 and 0).
+ * mean and rstd are [rows] outputs saved for the backward, and may be NULL. The variance is
+ * computed two-pass (long rows: Chan's merge), so a row of equal values gives beta exactly. */
+OCLML_API oclml_status oclml_layernorm(oclml_ctx *ctx, const oclml_tensor *x,
+                                       const oclml_tensor *gamma, const oclml_tensor *beta,
+                                       float eps, oclml_tensor *y, oclml_tensor *mean,
+                                       oclml_tensor *rstd);
+/* Backward of LayerNorm from x, gamma (NULL: 1), the saved mean and rstd, and dy: dx, and the
+ * parameter gradients dgamma = sum over rows of dy * xhat and dbeta = sum of dy ([cols], each
+ * may be NULL). */
+OCLML_API oclml_status oclml_layernorm_backward(oclml_ctx *ctx, const oclml_tensor *x,
+                                                const oclml_tensor *gamma, const oclml_tensor *mean,
+                                                const oclml_tensor *rstd, const oclml_tensor *dy,
+                                                oclml_tensor *dx, oclml_tensor *dgamma,
+                                                oclml_tensor *dbeta);
+/* RMSNorm: y = x * rstd * gamma with rstd = 1 / sqrt(mean(x^2) + eps); rstd may be NULL. */
+OCLML_API oclml_status oclml_rmsnorm(oclml_ctx *ctx, const oclml_tensor *x,
+                                     const oclml_tensor *gamma, float eps, oclml_tensor *y,
+                                     oclml_tensor *rstd);
+OCLML_API oclml_status oclml_rmsnorm_backward(oclml_ctx *ctx, const oclml_tensor *x,
+                                              const oclml_tensor *gamma, const oclml_tensor *rstd,
+                                              const oclml_tensor *dy, oclml_tensor *dx,
+                                              oclml_tensor *dgamma);
+
 #ifdef __cplusplus
 }
 #endif

@@ -85,8 +85,8 @@ static oclml_status launch(oclml_ctx *ctx, const char *file, const char *kernel,
         return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED,
                            "kernel %s allows work-groups of %zu on this device, the plan needs %zu",
                            kernel, kernel_wg, p->local);
-    oclml__arg all[16];
-    if (nargs > 12) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "too many kernel arguments");
+    oclml__arg all[32];
+    if (nargs > 28) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "too many kernel arguments");
     memcpy(all, args, nargs * sizeof *args);
     cl_uint rows = (cl_uint)p->rows, cols = (cl_uint)p->cols;
     all[nargs] = OCLML_ARG(rows);

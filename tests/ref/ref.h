@@ -23,4 +23,14 @@ void ref_softmax_backward(size_t rows, size_t cols, const float *y, const float 
 void ref_softmax_backward_scale(size_t rows, size_t cols, const float *y, const float *dy, int log,
                                 double *scale);
 
+/* LayerNorm (rms = 0) / RMSNorm (rms = 1) forward: y, and per-row mean and rstd. gamma, beta
+ * may be NULL. */
+void ref_norm(int rms, size_t rows, size_t cols, const float *x, const float *gamma,
+              const float *beta, double eps, double *y, double *mean, double *rstd);
+/* Backward from the saved (float) mean and rstd: dx, dgamma, dbeta (either may be NULL), and the
+ * magnitudes of dx's terms (scale, may be NULL) to judge its rounding by. */
+void ref_norm_backward(int rms, size_t rows, size_t cols, const float *x, const float *gamma,
+                       const float *mean, const float *rstd, const float *dy, double *dx,
+                       double *dgamma, double *dbeta, double *scale);
+
 #endif

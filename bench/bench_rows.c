@@ -111,3 +111,82 @@ int bench_softmax(bench_env *env) {
     }
     return 0;
 }
+
+/* ---- layernorm / rmsnorm ---- */
+typedef struct norm_case {
+    oclml_ctx *ctx;
+    oclml_tensor *x, *y, *g, *b, *mean, *rstd, *dy, *dx, *dg, *db;
+    int op;
+} norm_case;
+
+enum { LN_FWD, RMS_FWD, LN_BWD, RMS_BWD };
+
+static oclml_status run_norm(void *user) {
+    norm_case *c = user;
+    switch (c->op) {
+    case LN_FWD: return oclml_layernorm(c->ctx, c->x, c->g, c->b, 1e-5f, c->y, c->mean, c->rstd);
+    case RMS_FWD: return oclml_rmsnorm(c->ctx, c->x, c->g, 1e-5f, c->y, c->rstd);
+    case LN_BWD: return oclml_layernorm_backward(c->ctx, c->x, c->g, c->mean, c->rstd, c->dy, c->dx, c->dg, c->db);
+    default: return oclml_rmsnorm_backward(c->ctx, c->x, c->g, c->rstd, c->dy, c->dx, c->dg);
+    }
+}
+
+int bench_norm(bench_env *env) {
+    long shapes[16][2];
+    int ns = bench_row_shapes(env, shapes, 16);
+    static const char *names[] = {"layernorm", "rmsnorm", "layernorm_bwd", "rmsnorm_bwd"};
+    for (int i = 0; i < ns; i++) {
+        size_t rows = (size_t)shapes[i][0], cols = (size_t)shapes[i][1], n = rows * cols, shape[2] = {rows, cols};
+        float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *g = malloc(cols * sizeof *g);
+        double *ref = malloc(cols * 8 * sizeof *ref);
+        norm_case c = {.ctx = env->ctx};
+        oclml_tensor **mats[] = {&c.x, &c.y, &c.dy, &c.dx}, **vecs[] = {&c.g, &c.b, &c.dg, &c.db};
+        oclml_status st = (x && y && g && ref) ? OCLML_SUCCESS : OCLML_ERR_OUT_OF_MEMORY;
+        for (int k = 0; k < 4 && !st; k++) st = oclml_tensor_create(env->ctx, 2, shape, mats[k]);
+        for (int k = 0; k < 4 && !st; k++) st = oclml_tensor_create(env->ctx, 1, &cols, vecs[k]);
+        if (!st) st = oclml_tensor_create(env->ctx, 1, &rows, &c.mean);
+        if (!st) st = oclml_tensor_create(env->ctx, 1, &rows, &c.rstd);
+        if (!st) {
+            bench_random(x, n, 5);
+            bench_random(g, cols, 6);
+            st = oclml_tensor_write(c.x, x, n);
+        }
+        if (!st) st = oclml_tensor_write(c.dy, x, n);
+        if (!st) st = oclml_tensor_write(c.g, g, cols);
+        if (!st) st = oclml_tensor_write(c.b, g, cols);
+        char variant[2][96] = {"", ""};
+        if (!st) st = oclml_row_variant(env->ctx, rows, cols, 0, variant[0], sizeof variant[0]);
+        if (!st) st = oclml_row_variant(env->ctx, rows, cols, 1, variant[1], sizeof variant[1]);
+        int rc = st ? bench_fail(env, st, "norm setup") : 0;
+        for (int op = 0; op < 4 && !rc; op++) {
+            c.op = op;
+            bench_result r = {.op = names[op], .variant = variant[op >= LN_BWD], .max_rel_err = -1};
+            rc = bench_time(env, run_norm, &c, &r.t);
+            if (rc) break;
+            char sh[48];
+            snprintf(sh, sizeof sh, "%zux%zu", rows, cols);
+            r.shape = sh;
+            /* Bytes that must move: forward reads x, writes y; backward reads x and dy, writes dx
+             * (parameters and per-row statistics are small beside them). */
+            r.bytes = (op >= LN_BWD ? 12.0 : 8.0) * (double)n;
+            if (op < LN_BWD) {
+                size_t check = rows < 8 ? rows : 8;
+                if ((st = oclml_tensor_read(c.y, y, n))) rc = bench_fail(env, st, "download");
+                else {
+                    ref_norm(op == RMS_FWD, check, cols, x, g, op == LN_FWD ? g : NULL, 1e-5, ref, NULL, NULL);
+                    r.max_rel_err = max_rel(y, ref, check * cols);
+                }
+            }
+            if (!rc) bench_report(env, &r);
+        }
+        oclml_tensor *all[] = {c.x, c.y, c.dy, c.dx, c.g, c.b, c.dg, c.db, c.mean, c.rstd};
+        for (int k = 0; k < 10; k++)
+            if (all[k]) oclml_tensor_destroy(all[k]);
+        free(x);
+        free(y);
+        free(g);
+        free(ref);
+        if (rc) return rc;
+    }
+    return 0;
+}

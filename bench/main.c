@@ -17,6 +17,7 @@ static const bench_cmd commands[] = {
     {"copy", bench_copy, "copy bandwidth (the memory limit)"},
     {"gemm", bench_gemm, "SGEMM through CLBlast, square sizes"},
     {"softmax", bench_softmax, "softmax, log-softmax and softmax backward, canonical row shapes"},
+    {"norm", bench_norm, "layernorm and RMSnorm forward and backward, canonical row shapes"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

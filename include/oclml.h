@@ -315,6 +315,40 @@ OCLML_API oclml_status oclml_rmsnorm_backward(oclml_ctx *ctx, const oclml_tensor
                                               const oclml_tensor *dy, oclml_tensor *dx,
                                               oclml_tensor *dgamma);
 
+/* ---------------------------------------------------------------------------------------------
+ * Elementwise ops. Outputs may alias inputs of the same shape. NaN in gives NaN out (relu, max
+ * and min propagate NaN too); inputs of +-1e4 never overflow sigmoid, tanh, gelu or silu.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum oclml_unary_op {
+    OCLML_NEG, OCLML_ABS, OCLML_EXP, OCLML_LOG, OCLML_SQRT, OCLML_RSQRT, OCLML_RECIP,
+    OCLML_RELU, OCLML_SIGMOID, OCLML_TANH,
+    OCLML_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt 2)) */
+    OCLML_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    OCLML_SILU,      /* x sigmoid(x) */
+    OCLML_POW        /* x^p: through oclml_pow only */
+} oclml_unary_op;
+
+typedef enum oclml_binary_op { OCLML_ADD, OCLML_SUB, OCLML_MUL, OCLML_DIV, OCLML_MAX, OCLML_MIN } oclml_binary_op;
+
+/* y = f(x). */
+OCLML_API oclml_status oclml_unary(oclml_ctx *ctx, oclml_unary_op op, const oclml_tensor *x,
+                                   oclml_tensor *y);
+/* dx = dy * f'(x), for every unary op (abs' (0) = 0, relu'(0) = 0). */
+OCLML_API oclml_status oclml_unary_backward(oclml_ctx *ctx, oclml_unary_op op,
+                                            const oclml_tensor *x, const oclml_tensor *dy,
+                                            oclml_tensor *dx);
+/* y = x^p (C pow semantics: a negative x with a non-integer p gives NaN) and its backward. */
+OCLML_API oclml_status oclml_pow(oclml_ctx *ctx, const oclml_tensor *x, float p, oclml_tensor *y);
+OCLML_API oclml_status oclml_pow_backward(oclml_ctx *ctx, const oclml_tensor *x, float p,
+                                          const oclml_tensor *dy, oclml_tensor *dx);
+/* y = a op b, where b has a's shape, or is a 1-D row of a's last dimension broadcast over every
+ * row (bias add). */
+OCLML_API oclml_status oclml_binary(oclml_ctx *ctx, oclml_binary_op op, const oclml_tensor *a,
+                                    const oclml_tensor *b, oclml_tensor *y);
+/* y = a op s. */
+OCLML_API oclml_status oclml_binary_scalar(oclml_ctx *ctx, oclml_binary_op op,
+                                           const oclml_tensor *a, float s, oclml_tensor *y);
+
 #ifdef __cplusplus
 }
 #endif

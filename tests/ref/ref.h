@@ -33,4 +33,9 @@ void ref_norm_backward(int rms, size_t rows, size_t cols, const float *x, const 
                        const float *mean, const float *rstd, const float *dy, double *dx,
                        double *dgamma, double *dbeta, double *scale);
 
+/* Elementwise references in double: op codes are oclml_unary_op / oclml_binary_op values. */
+double ref_unary(int op, double p, double x);
+double ref_unary_grad(int op, double p, double x); /* f'(x) */
+double ref_binary(int op, double a, double b);
+
 #endif

@@ -349,6 +349,22 @@ OCLML_API oclml_status oclml_binary(oclml_ctx *ctx, oclml_binary_op op, const oc
 OCLML_API oclml_status oclml_binary_scalar(oclml_ctx *ctx, oclml_binary_op op,
                                            const oclml_tensor *a, float s, oclml_tensor *y);
 
+/* ---------------------------------------------------------------------------------------------
+ * Reductions. NaN propagates: sums through the arithmetic; max and argmax treat NaN as the
+ * largest value (argmax gives the first NaN's index), as PyTorch does. Argmax gives the first
+ * index of the maximum as a float, exact for indices below 2^24 (larger extents are refused).
+ * ------------------------------------------------------------------------------------------- */
+typedef enum oclml_reduce_op {
+    OCLML_REDUCE_SUM, OCLML_REDUCE_MAX, OCLML_REDUCE_MEAN, OCLML_REDUCE_ARGMAX
+} oclml_reduce_op;
+
+/* y[r] = op over the last axis of row r; y has as many elements as x has rows. */
+OCLML_API oclml_status oclml_reduce_rows(oclml_ctx *ctx, oclml_reduce_op op, const oclml_tensor *x,
+                                         oclml_tensor *y);
+/* y[0] = op over every element of x; y has one element. */
+OCLML_API oclml_status oclml_reduce_all(oclml_ctx *ctx, oclml_reduce_op op, const oclml_tensor *x,
+                                        oclml_tensor *y);
+
 #ifdef __cplusplus
 }
 #endif

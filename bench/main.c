@@ -18,6 +18,7 @@ static const bench_cmd commands[] = {
     {"gemm", bench_gemm, "SGEMM through CLBlast, square sizes"},
     {"softmax", bench_softmax, "softmax, log-softmax and softmax backward, canonical row shapes"},
     {"norm", bench_norm, "layernorm and RMSnorm forward and backward, canonical row shapes"},
+    {"elementwise", bench_elementwise, "add, bias add, gelu, relu, backward, sum and max on 64M elements"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

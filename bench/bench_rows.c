@@ -79,8 +79,8 @@ int bench_softmax(bench_env *env) {
         }
         if (!st) st = oclml_tensor_write(c.t[2], x, n); /* dy: any data */
         char variant[2][96] = {"", ""};
-        if (!st) st = oclml_row_variant(env->ctx, rows, cols, 0, variant[0], sizeof variant[0]);
-        if (!st) st = oclml_row_variant(env->ctx, rows, cols, 1, variant[1], sizeof variant[1]);
+        if (!st) st = oclml_op_variant(env->ctx, "softmax", rows, cols, variant[0], sizeof variant[0]);
+        if (!st) st = oclml_op_variant(env->ctx, "softmax_backward", rows, cols, variant[1], sizeof variant[1]);
         int rc = st ? bench_fail(env, st, "softmax setup") : 0;
         for (int op = 0; op < 3 && !rc; op++) {
             c.op = op;
@@ -155,8 +155,8 @@ int bench_norm(bench_env *env) {
         if (!st) st = oclml_tensor_write(c.g, g, cols);
         if (!st) st = oclml_tensor_write(c.b, g, cols);
         char variant[2][96] = {"", ""};
-        if (!st) st = oclml_row_variant(env->ctx, rows, cols, 0, variant[0], sizeof variant[0]);
-        if (!st) st = oclml_row_variant(env->ctx, rows, cols, 1, variant[1], sizeof variant[1]);
+        if (!st) st = oclml_op_variant(env->ctx, "layernorm", rows, cols, variant[0], sizeof variant[0]);
+        if (!st) st = oclml_op_variant(env->ctx, "layernorm_backward", rows, cols, variant[1], sizeof variant[1]);
         int rc = st ? bench_fail(env, st, "norm setup") : 0;
         for (int op = 0; op < 4 && !rc; op++) {
             c.op = op;

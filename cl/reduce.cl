@@ -76,8 +76,12 @@ __kernel void oclml_reduce_all_sum(__global const float *x, ulong xo, ulong n, u
                                    __global float *part, __local float *red) {
     const uint lid = get_local_id(0), L = get_local_size(0);
     __global const float *xs = x + xo;
-    float acc = 0.0f;
-    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) acc += xs[i];
+    float4 acc4 = (float4)(0.0f);
+    const ulong n4 = n / 4;
+    for (ulong i = get_global_id(0); i < n4; i += get_global_size(0)) acc4 += vload4(i, xs);
+    float acc = (acc4.x + acc4.y) + (acc4.z + acc4.w);
+    const ulong tail = 4 * n4 + get_global_id(0);
+    if (tail < n) acc += xs[tail];
     acc = seg_sum(acc, red, lid, L);
     if (lid == 0) part[get_group_id(0)] = acc;
 }
@@ -88,12 +92,20 @@ __kernel void oclml_reduce_all_select(__global const float *x, ulong xo, ulong n
     __global const float *xs = x + xo;
     float acc = -INFINITY;
     uint best = 0xFFFFFFFFu;
-    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
-        const float v = xs[i];
-        if (best == 0xFFFFFFFFu || beats(v, (uint)i, acc, best)) {
-            acc = v;
-            best = (uint)i;
-        }
+    const ulong n4 = n / 4;
+    for (ulong i = get_global_id(0); i < n4; i += get_global_size(0)) {
+        const float4 v = vload4(i, xs);
+        const float e[4] = {v.x, v.y, v.z, v.w};
+        for (uint k = 0; k < 4; k++)
+            if (best == 0xFFFFFFFFu || beats(e[k], (uint)(4 * i + k), acc, best)) {
+                acc = e[k];
+                best = (uint)(4 * i + k);
+            }
+    }
+    const ulong tail = 4 * n4 + get_global_id(0);
+    if (tail < n && (best == 0xFFFFFFFFu || beats(xs[tail], (uint)tail, acc, best))) {
+        acc = xs[tail];
+        best = (uint)tail;
     }
     const float2 r = seg_argmax(acc, best, red, lid, L, L);
     if (lid == 0) vstore2(r, get_group_id(0), part);

@@ -271,10 +271,11 @@ OCLML_API oclml_status oclml_gemm_batched(oclml_ctx *ctx, oclml_transpose trans_
  * Outputs may alias their own-shaped input (in place).
  * ------------------------------------------------------------------------------------------- */
 
-/* Describes the variant row ops use for rows x cols on this device (for benchmarks and logs);
- * backward non-zero: the variant of backward ops, which keep two row arrays in registers. */
-OCLML_API oclml_status oclml_row_variant(oclml_ctx *ctx, size_t rows, size_t cols, int backward,
-                                         char *text, size_t len);
+/* Describes the kernel variant a row op runs for rows x cols on this device (for benchmarks and
+ * logs). op: "softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "layernorm",
+ * "rmsnorm", "layernorm_backward" or "rmsnorm_backward". Builds the op's kernels if needed. */
+OCLML_API oclml_status oclml_op_variant(oclml_ctx *ctx, const char *op, size_t rows, size_t cols,
+                                        char *text, size_t len);
 
 /* y = softmax(x) along the last axis, stable (the row max is subtracted). -inf inputs are
  * masked positions and get 0; a fully masked row gives all zeros. NaN in a row makes the whole

@@ -1,6 +1,9 @@
 /* LayerNorm and RMSNorm along the last axis, forward and backward (cl/norm.cl). */
 #include "rows.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #define FILE_CL "norm.cl"
 enum { HAS_GAMMA = 1, HAS_BETA = 2, SAVE_MEAN = 4, SAVE_RSTD = 8 };
 
@@ -48,8 +51,9 @@ static oclml_status norm_forward(oclml_ctx *ctx, bool rms, const oclml_tensor *x
     if (!st) st = check_eps(ctx, eps);
     if (st) return st;
     const oclml_tensor *all[] = {x, y, gamma, beta};
+    const char *base = rms ? "oclml_rmsnorm_fwd" : "oclml_layernorm_fwd";
     oclml__row_plan p;
-    st = oclml__row_plan_make(ctx, rows, cols, vec4_all(all, 4), 1, &p);
+    st = oclml__row_plan_for(ctx, FILE_CL, base, rows, cols, vec4_all(all, 4), 1, &p);
     if (st) return st;
     cl_uint flags = (gamma ? HAS_GAMMA : 0) | (beta ? HAS_BETA : 0) | (mean ? SAVE_MEAN : 0) |
                     (rstd ? SAVE_RSTD : 0);
@@ -60,7 +64,7 @@ static oclml_status norm_forward(oclml_ctx *ctx, bool rms, const oclml_tensor *x
                          OCLML_ARG(m.mem), OCLML_ARG(m.off), OCLML_ARG(r.mem), OCLML_ARG(r.off),
                          OCLML_ARG(flags), OCLML_ARG(eps), {0, NULL}};
     if (!p.long_rows)
-        return oclml__row_launch(ctx, FILE_CL, rms ? "oclml_rmsnorm_fwd" : "oclml_layernorm_fwd", &p, args, 14);
+        return oclml__row_launch(ctx, FILE_CL, base, &p, args, 14);
     cl_mem part;
     st = oclml__scratch_get(ctx, p.rows * p.nchunks * 3 * sizeof(float), &part);
     if (st) return st;
@@ -128,8 +132,9 @@ static oclml_status norm_backward(oclml_ctx *ctx, bool rms, const oclml_tensor *
     if (!st) st = check_opt(ctx, dbeta, "dbeta", cols);
     if (st) return st;
     const oclml_tensor *all[] = {x, dy, dx, gamma};
+    const char *base = rms ? "oclml_rmsnorm_bwd" : "oclml_layernorm_bwd";
     oclml__row_plan p;
-    st = oclml__row_plan_make(ctx, rows, cols, vec4_all(all, 4), 2, &p);
+    st = oclml__row_plan_for(ctx, FILE_CL, base, rows, cols, vec4_all(all, 4), 2, &p);
     if (st) return st;
     cl_uint flags = gamma ? HAS_GAMMA : 0;
     opt_arg g = opt(gamma), m = opt(rms ? NULL : mean), r = opt(rstd);
@@ -139,7 +144,7 @@ static oclml_status norm_backward(oclml_ctx *ctx, bool rms, const oclml_tensor *
                              OCLML_ARG(m.mem), OCLML_ARG(m.off), OCLML_ARG(r.mem), OCLML_ARG(r.off),
                              OCLML_ARG(dy->mem), OCLML_ARG(go), OCLML_ARG(dx->mem), OCLML_ARG(dxo),
                              OCLML_ARG(flags)};
-        st = oclml__row_launch(ctx, FILE_CL, rms ? "oclml_rmsnorm_bwd" : "oclml_layernorm_bwd", &p, args, 13);
+        st = oclml__row_launch(ctx, FILE_CL, base, &p, args, 13);
     } else {
         cl_mem part;
         st = oclml__scratch_get(ctx, p.rows * p.nchunks * 2 * sizeof(float), &part);
@@ -184,4 +189,39 @@ oclml_status oclml_rmsnorm_backward(oclml_ctx *ctx, const oclml_tensor *x, const
                                     const oclml_tensor *rstd, const oclml_tensor *dy, oclml_tensor *dx,
                                     oclml_tensor *dgamma) {
     return norm_backward(ctx, true, x, gamma, NULL, rstd, dy, dx, dgamma, NULL);
+}
+
+/* ---- which variant an op runs for a shape ---- */
+typedef struct variant_entry {
+    const char *op, *file, *base;
+    unsigned arrays;
+} variant_entry;
+
+static const variant_entry VARIANTS[] = {
+    {"softmax", "softmax.cl", "oclml_softmax_fwd", 1},
+    {"log_softmax", "softmax.cl", "oclml_log_softmax_fwd", 1},
+    {"softmax_backward", "softmax.cl", "oclml_softmax_bwd", 2},
+    {"log_softmax_backward", "softmax.cl", "oclml_log_softmax_bwd", 2},
+    {"layernorm", FILE_CL, "oclml_layernorm_fwd", 1},
+    {"rmsnorm", FILE_CL, "oclml_rmsnorm_fwd", 1},
+    {"layernorm_backward", FILE_CL, "oclml_layernorm_bwd", 2},
+    {"rmsnorm_backward", FILE_CL, "oclml_rmsnorm_bwd", 2},
+};
+
+oclml_status oclml_op_variant(oclml_ctx *ctx, const char *op, size_t rows, size_t cols, char *text,
+                              size_t len) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (st) return st;
+    if (!op || !text || len == 0)
+        return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "op or text buffer is NULL or empty");
+    if (rows == 0 || cols == 0) return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "rows and cols must be >= 1");
+    for (size_t i = 0; i < sizeof VARIANTS / sizeof VARIANTS[0]; i++) {
+        const variant_entry *v = &VARIANTS[i];
+        if (strcmp(v->op, op)) continue;
+        oclml__row_plan p;
+        st = oclml__row_plan_for(ctx, v->file, v->base, rows, cols, cols % 4 == 0, v->arrays, &p);
+        if (!st) snprintf(text, len, "%s", p.variant);
+        return st;
+    }
+    return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "no row op named '%s'", op);
 }

@@ -72,7 +72,7 @@ oclml_status oclml_reduce_all(oclml_ctx *ctx, oclml_reduce_op op, const oclml_te
     st = oclml__get_kernel(ctx, FILE_CL, NULL, by_value ? "oclml_reduce_all_select" : "oclml_reduce_all_sum", &k);
     if (st) return st;
     size_t global, local;
-    oclml__grid_1d(ctx, x->numel, &global, &local);
+    oclml__grid_1d(ctx, (x->numel + 3) / 4, &global, &local);
     size_t groups = global / local;
     cl_mem part;
     st = oclml__scratch_get(ctx, groups * 2 * sizeof(float), &part);

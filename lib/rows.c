@@ -3,6 +3,7 @@
 #include "rows.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,8 +20,8 @@ static size_t pow2_floor(size_t v) {
     return p;
 }
 
-oclml_status oclml__row_plan_make(const oclml_ctx *ctx, size_t rows, size_t cols, bool vec4_ok,
-                                  unsigned arrays, oclml__row_plan *p) {
+static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, bool vec4_ok,
+                                unsigned arrays, size_t wg_cap, oclml__row_plan *p) {
     memset(p, 0, sizeof *p);
     if (rows > UINT_MAX || cols > UINT_MAX / 2)
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
@@ -28,7 +29,7 @@ oclml_status oclml__row_plan_make(const oclml_ctx *ctx, size_t rows, size_t cols
                            rows, cols);
     p->rows = rows;
     p->cols = cols;
-    size_t max_wg = ctx->info.max_work_group_size;
+    size_t max_wg = ctx->info.max_work_group_size < wg_cap ? ctx->info.max_work_group_size : wg_cap;
     size_t max_g = pow2_floor(max_wg < 1024 ? max_wg : 1024);
     /* A GPU needs at least a warp/wavefront's worth of work-items per row to coalesce; a CPU
      * runs a work-group as a loop, so fewer, fatter work-items are cheaper there. */
@@ -67,6 +68,31 @@ oclml_status oclml__row_plan_make(const oclml_ctx *ctx, size_t rows, size_t cols
     snprintf(p->variant, sizeof p->variant, "registers: %u items/row, %zu rows/group, %ux%u floats",
              p->G, rows_per_group, p->items, p->vec);
     return OCLML_SUCCESS;
+}
+
+oclml_status oclml__row_plan_make(const oclml_ctx *ctx, size_t rows, size_t cols, bool vec4_ok,
+                                  unsigned arrays, oclml__row_plan *p) {
+    return plan_within(ctx, rows, cols, vec4_ok, arrays, SIZE_MAX, p);
+}
+
+oclml_status oclml__row_plan_for(oclml_ctx *ctx, const char *file, const char *base, size_t rows,
+                                 size_t cols, bool vec4_ok, unsigned arrays, oclml__row_plan *p) {
+    size_t cap = SIZE_MAX;
+    for (;;) {
+        oclml_status st = plan_within(ctx, rows, cols, vec4_ok, arrays, cap, p);
+        if (st || p->long_rows) return st;
+        char name[96];
+        cl_kernel k;
+        oclml__row_kernel_name(name, sizeof name, base, p);
+        st = oclml__get_kernel(ctx, file, NULL, name, &k);
+        if (st) return st;
+        size_t kernel_wg = 0;
+        if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_wg,
+                                     &kernel_wg, NULL) || kernel_wg >= p->local)
+            return OCLML_SUCCESS;
+        cap = pow2_floor(kernel_wg);
+        if (cap >= p->local) return OCLML_SUCCESS; /* cannot tighten further */
+    }
 }
 
 void oclml__row_kernel_name(char *out, size_t len, const char *base, const oclml__row_plan *p) {

@@ -28,6 +28,13 @@ typedef struct oclml__row_plan {
 oclml_status oclml__row_plan_make(const oclml_ctx *ctx, size_t rows, size_t cols, bool vec4_ok,
                                   unsigned arrays, oclml__row_plan *plan);
 
+/* The plan for the register kernel family `base` of `file`: as above, then checked against the
+ * compiled kernel's own work-group limit (a kernel that needs many registers allows fewer
+ * work-items than the device maximum); re-planned within that limit, or sent down the chunked
+ * path when a row no longer fits. */
+oclml_status oclml__row_plan_for(oclml_ctx *ctx, const char *file, const char *base, size_t rows,
+                                 size_t cols, bool vec4_ok, unsigned arrays, oclml__row_plan *plan);
+
 /* Kernel name of the register-resident variant: "<base>_<items>_<vec>". */
 void oclml__row_kernel_name(char *out, size_t len, const char *base, const oclml__row_plan *p);
 

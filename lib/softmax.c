@@ -6,7 +6,7 @@
 #define FILE_CL "softmax.cl"
 
 /* Rows and columns of x with y (and dy) of the same shape; the plan for them. */
-static oclml_status plan_rows(oclml_ctx *ctx, const oclml_tensor *a, const char *an,
+static oclml_status plan_rows(oclml_ctx *ctx, const char *base, const oclml_tensor *a, const char *an,
                               const oclml_tensor *b, const char *bn, const oclml_tensor *c,
                               const char *cn, unsigned arrays, oclml__row_plan *plan) {
     oclml_status st = oclml__check_ctx(ctx);
@@ -17,17 +17,18 @@ static oclml_status plan_rows(oclml_ctx *ctx, const oclml_tensor *a, const char 
     size_t rows, cols;
     oclml__check_matrix_view(ctx, a, an, &rows, &cols);
     bool vec4 = oclml__vec4_offset(a) && oclml__vec4_offset(b) && oclml__vec4_offset(c);
-    return oclml__row_plan_make(ctx, rows, cols, vec4, arrays, plan);
+    return oclml__row_plan_for(ctx, FILE_CL, base, rows, cols, vec4, arrays, plan);
 }
 
 static oclml_status forward(oclml_ctx *ctx, const oclml_tensor *x, oclml_tensor *y, bool log) {
     oclml__row_plan p;
-    oclml_status st = plan_rows(ctx, x, "x", y, "y", NULL, NULL, 1, &p);
+    const char *base = log ? "oclml_log_softmax_fwd" : "oclml_softmax_fwd";
+    oclml_status st = plan_rows(ctx, base, x, "x", y, "y", NULL, NULL, 1, &p);
     if (st) return st;
     cl_ulong xo = oclml__elem_offset(x), yo = oclml__elem_offset(y);
     if (!p.long_rows) {
         oclml__arg args[] = {OCLML_ARG(x->mem), OCLML_ARG(xo), OCLML_ARG(y->mem), OCLML_ARG(yo)};
-        return oclml__row_launch(ctx, FILE_CL, log ? "oclml_log_softmax_fwd" : "oclml_softmax_fwd", &p, args, 4);
+        return oclml__row_launch(ctx, FILE_CL, base, &p, args, 4);
     }
     cl_mem part;
     st = oclml__scratch_get(ctx, p.rows * p.nchunks * 2 * sizeof(float), &part);
@@ -45,13 +46,14 @@ static oclml_status forward(oclml_ctx *ctx, const oclml_tensor *x, oclml_tensor 
 static oclml_status backward(oclml_ctx *ctx, const oclml_tensor *y, const oclml_tensor *dy,
                              oclml_tensor *dx, bool log) {
     oclml__row_plan p;
-    oclml_status st = plan_rows(ctx, y, "y", dy, "dy", dx, "dx", 2, &p);
+    const char *base = log ? "oclml_log_softmax_bwd" : "oclml_softmax_bwd";
+    oclml_status st = plan_rows(ctx, base, y, "y", dy, "dy", dx, "dx", 2, &p);
     if (st) return st;
     cl_ulong yo = oclml__elem_offset(y), go = oclml__elem_offset(dy), xo = oclml__elem_offset(dx);
     if (!p.long_rows) {
         oclml__arg args[] = {OCLML_ARG(y->mem), OCLML_ARG(yo), OCLML_ARG(dy->mem), OCLML_ARG(go),
                              OCLML_ARG(dx->mem), OCLML_ARG(xo)};
-        return oclml__row_launch(ctx, FILE_CL, log ? "oclml_log_softmax_bwd" : "oclml_softmax_bwd", &p, args, 6);
+        return oclml__row_launch(ctx, FILE_CL, base, &p, args, 6);
     }
     cl_mem part;
     st = oclml__scratch_get(ctx, p.rows * p.nchunks * sizeof(float), &part);
@@ -86,14 +88,3 @@ oclml_status oclml_log_softmax_backward(oclml_ctx *ctx, const oclml_tensor *y,
     return backward(ctx, y, dy, dx, true);
 }
 
-oclml_status oclml_row_variant(oclml_ctx *ctx, size_t rows, size_t cols, int backward, char *text,
-                               size_t len) {
-    oclml_status st = oclml__check_ctx(ctx);
-    if (st) return st;
-    if (!text || len == 0) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "text buffer is NULL or empty");
-    if (rows == 0 || cols == 0) return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "rows and cols must be >= 1");
-    oclml__row_plan p;
-    st = oclml__row_plan_make(ctx, rows, cols, true, backward ? 2 : 1, &p);
-    if (!st) snprintf(text, len, "%s", p.variant);
-    return st;
-}

@@ -75,9 +75,9 @@ START_TEST(long_rows_chunked) {
     random_case(2, 100003, _i);
     random_case(1, 100000, _i);
     char v[128];
-    ASSERT_OK(oclml_row_variant(T, 2, 100003, 0, v, sizeof v));
+    ASSERT_OK(oclml_op_variant(T, "softmax", 2, 100003, v, sizeof v));
     ck_assert_msg(strstr(v, "chunked") != NULL, "100003 columns should be chunked: %s", v);
-    ASSERT_OK(oclml_row_variant(T, 2, 1000, 0, v, sizeof v));
+    ASSERT_OK(oclml_op_variant(T, "softmax", 2, 1000, v, sizeof v));
     ck_assert_msg(strstr(v, "registers") != NULL, "1000 columns should stay in registers: %s", v);
 }
 END_TEST
@@ -192,8 +192,9 @@ START_TEST(bad_input_touches_nothing) {
     ASSERT_STATUS(oclml_softmax_backward(T, A, C, NULL), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_log_softmax_backward(T, A, C, B), OCLML_ERR_INVALID_SHAPE);
     char v[8];
-    ASSERT_STATUS(oclml_row_variant(T, 0, 5, 0, v, sizeof v), OCLML_ERR_INVALID_SHAPE);
-    ASSERT_STATUS(oclml_row_variant(T, 1, 5, 0, NULL, 0), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_op_variant(T, "softmax", 0, 5, v, sizeof v), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_op_variant(T, "softmax", 1, 5, NULL, 0), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_op_variant(T, "no_such_op", 1, 5, v, sizeof v), OCLML_ERR_INVALID_ARGUMENT);
     float out[12];
     test_read(B, out, 12);
     for (int i = 0; i < 12; i++) ck_assert(isnan(out[i]));

@@ -41,10 +41,14 @@
         ROW_PROLOGUE(G, rows)                                                                   \
         float v[ITEMS * VEC];                                                                                                         \
         ROW_LOAD##VEC(v, x + xo + row * cols, ITEMS, lane, G, cols, ok, 0.0f)                   \
+        /* The mean is taken about the row's first element (shifted data): a row of equal      \
+         * values gives exactly that value, whatever the rounding of the division. */           \
         float mu = 0.0f, acc = 0.0f;                                                            \
         if (!RMS) {                                                                             \
-            for (uint k = 0; k < ITEMS * VEC; k++) acc += v[k];                                 \
-            mu = seg_sum(acc, red, lid, G) / (float)cols;                                       \
+            const float pivot = ok ? x[xo + row * cols] : 0.0f;                                 \
+            for (uint k = 0; k < ITEMS * VEC; k++)                                              \
+                acc += ROW_VALID##VEC(k, lane, G, cols) ? v[k] - pivot : 0.0f;                  \
+            mu = pivot + seg_sum(acc, red, lid, G) / (float)cols;                               \
             acc = 0.0f;                                                                         \
         }                                                                                       \
         for (uint k = 0; k < ITEMS * VEC; k++) {                                                \
@@ -107,13 +111,15 @@ ROW_VARIANTS(NORM_ALL)
 #define NORM_FWD_PART(NAME, RMS)                                                                \
     __kernel void NAME(__global const float *x, ulong xo, __global float *part, uint rows,      \
                        uint cols, uint nch, __local float *red) {                               \
+        const float pivot = RMS ? 0.0f : x[xo + get_global_id(1) * cols];                       \
         float s = 0.0f, n = 0.0f;                                                               \
         {                                                                                       \
-            NORM_CHUNK_LOOP { s += RMS ? 0.0f : x[xo + row * cols + c]; n += 1.0f; }            \
+            NORM_CHUNK_LOOP { s += RMS ? 0.0f : x[xo + row * cols + c] - pivot; n += 1.0f; }    \
         }                                                                                       \
         const uint lid = get_local_id(0), L = get_local_size(0), chunk = get_group_id(0);       \
         const ulong row = get_global_id(1);                                                     \
-        const float cnt = seg_sum(n, red, lid, L), cmean = seg_sum(s, red, lid, L) / cnt;       \
+        const float cnt = seg_sum(n, red, lid, L);                                              \
+        const float cmean = pivot + seg_sum(s, red, lid, L) / cnt;                              \
         float q = 0.0f;                                                                         \
         {                                                                                       \
             NORM_CHUNK_LOOP {                                                                   \

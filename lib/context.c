@@ -159,9 +159,6 @@ static void query_info(oclml_ctx *ctx) {
     i->global_mem_bytes = v;
     clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof v, &v, NULL);
     i->max_alloc_bytes = v;
-    cl_device_fp_config fp = 0;
-    clGetDeviceInfo(ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
-    ctx->correct_div_sqrt = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
 }
 
 static void warm_one(void *user, const char *file, const char *dir) {

@@ -50,10 +50,6 @@ struct oclml_ctx {
     cl_command_queue queue;
 
     oclml_device_info info;
-    /* The device offers correctly rounded fp32 division and sqrt (CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT):
-     * programs are built asking for them, since OpenCL's default allows 2.5 ulp, which is enough
-     * to break "a row of equal values normalises to beta exactly". */
-    bool correct_div_sqrt;
     char *kernel_path;    /* the option's directories, colon-separated, or NULL */
     char *build_options;  /* $OCLML_BUILD_OPTIONS then the option's, space-separated */
     oclml_log_fn log_fn;

@@ -94,8 +94,7 @@ static oclml_status assemble_source(oclml_ctx *ctx, const char *file, char **sou
  * variants from the same facts, so one file has one option set per device and warm-up can build
  * exactly what the ops will use. */
 static char *full_options(const oclml_ctx *ctx, const char *op_options) {
-    return oclml__asprintf("-cl-std=CL1.2%s -DOCLML_MAX_WG=%zu -DOCLML_IS_GPU=%d -DOCLML_LONG_ITEMS=%d %s %s",
-                           ctx->correct_div_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "",
+    return oclml__asprintf("-cl-std=CL1.2 -DOCLML_MAX_WG=%zu -DOCLML_IS_GPU=%d -DOCLML_LONG_ITEMS=%d %s %s",
                            ctx->info.max_work_group_size, ctx->info.is_gpu, OCLML_LONG_ITEMS,
                            op_options ? op_options : "", ctx->build_options);
 }

@@ -31,9 +31,10 @@ static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, 
     p->cols = cols;
     size_t max_wg = ctx->info.max_work_group_size < wg_cap ? ctx->info.max_work_group_size : wg_cap;
     size_t max_g = pow2_floor(max_wg < 1024 ? max_wg : 1024);
-    /* A GPU needs at least a warp/wavefront's worth of work-items per row to coalesce; a CPU
-     * runs a work-group as a loop, so fewer, fatter work-items are cheaper there. */
-    size_t min_g = ctx->info.is_gpu ? 32 : 1;
+    /* Short rows get few work-items each: the segment's reduction costs a barrier per
+     * halving, so 8 lanes holding 4 float4 each beat 32 lanes holding one (rows are contiguous,
+     * so a warp still reads whole 128-byte lines). A CPU runs a work-group as a loop: one lane. */
+    size_t min_g = ctx->info.is_gpu ? 8 : 1;
     if (min_g > max_g) min_g = max_g;
     unsigned vec = (vec4_ok && cols % 4 == 0) ? 4 : 1;
     size_t units = cols / vec;

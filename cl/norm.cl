@@ -66,37 +66,87 @@
     }
 
 /* Backward of the row: with xhat = (x - mean) * rstd and gd = dy * gamma,
- * LayerNorm dx = rstd * (gd - mean(gd) - xhat * mean(gd * xhat)), RMSNorm drops mean(gd). */
-#define NORM_BWD(ITEMS, VEC, NAME, RMS)                                                         \
-    __kernel void NAME##_##ITEMS##_##VEC(                                                       \
-        __global const float *x, ulong xo, __global const float *gamma, ulong go,               \
-        __global const float *mean, ulong mo, __global const float *rstd, ulong ro,             \
-        __global const float *dy, ulong dyo, __global float *dx, ulong dxo, uint flags,        \
-        uint rows, uint cols, uint G, __local float *red) {                                     \
-        ROW_PROLOGUE(G, rows)                                                                   \
-        float h[ITEMS * VEC], gd[ITEMS * VEC];                                                  \
+ * LayerNorm dx = rstd * (gd - mean(gd) - xhat * mean(gd * xhat)), RMSNorm drops mean(gd).
+ * NORM_BWD_ROW leaves xhat in h[] and dy in d[] when PARAMS (for the parameter gradients). */
+#define NORM_BWD_ROW(ITEMS, VEC, RMS, PARAMS)                                                   \
+    {                                                                                           \
         const float mu = (RMS || !ok) ? 0.0f : mean[mo + row];                                  \
         const float rs = ok ? rstd[ro + row] : 0.0f;                                            \
         ROW_LOAD##VEC(h, x + xo + row * cols, ITEMS, lane, G, cols, ok, 0.0f)                   \
         ROW_LOAD##VEC(gd, dy + dyo + row * cols, ITEMS, lane, G, cols, ok, 0.0f)                \
+        for (uint k = 0; k < ITEMS * VEC; k++) h[k] = (h[k] - mu) * rs;                         \
+        if (PARAMS)                                                                             \
+            for (uint k = 0; k < ITEMS * VEC; k++) {                                            \
+                dg[k] += gd[k] * h[k];                                                          \
+                db[k] += gd[k];                                                                 \
+            }                                                                                   \
         AFFINE##VEC(gd, gamma + go, gamma + go, (flags & HAS_GAMMA), ITEMS, lane, G, cols)      \
         float a = 0.0f, b = 0.0f;                                                               \
         for (uint k = 0; k < ITEMS * VEC; k++) {                                                \
-            h[k] = (h[k] - mu) * rs;                                                            \
             a += gd[k];                                                                         \
             b += ROW_VALID##VEC(k, lane, G, cols) ? gd[k] * h[k] : 0.0f;                        \
         }                                                                                       \
         a = RMS ? 0.0f : seg_sum(a, red, lid, G) / (float)cols;                                 \
         b = seg_sum(b, red, lid, G) / (float)cols;                                              \
-        for (uint k = 0; k < ITEMS * VEC; k++) h[k] = rs * (gd[k] - a - h[k] * b);              \
-        ROW_STORE##VEC(h, dx + dxo + row * cols, ITEMS, lane, G, cols, ok)                      \
+        for (uint k = 0; k < ITEMS * VEC; k++) gd[k] = rs * (gd[k] - a - h[k] * b);             \
+        ROW_STORE##VEC(gd, dx + dxo + row * cols, ITEMS, lane, G, cols, ok)                     \
+    }
+
+#define NORM_BWD_ARGS                                                                           \
+    __global const float *x, ulong xo, __global const float *gamma, ulong go,                   \
+        __global const float *mean, ulong mo, __global const float *rstd, ulong ro,             \
+        __global const float *dy, ulong dyo, __global float *dx, ulong dxo, uint flags
+
+#define NORM_BWD(ITEMS, VEC, NAME, RMS)                                                         \
+    __kernel void NAME##_##ITEMS##_##VEC(NORM_BWD_ARGS, uint rows, uint cols, uint G,           \
+                                         __local float *red) {                                  \
+        ROW_PROLOGUE(G, rows)                                                                   \
+        float h[ITEMS * VEC], gd[ITEMS * VEC], dg[ITEMS * VEC], db[ITEMS * VEC];                \
+        NORM_BWD_ROW(ITEMS, VEC, RMS, 0)                                                        \
+    }
+
+/* The same, fused with the parameter gradients: a fixed number of work-groups loops over the
+ * rows, each work-item summing dy * xhat and dy for its own columns in registers, so x and dy
+ * are read once for dx, dgamma and dbeta together. At the end each work-group folds its row
+ * slots and writes one partial per column: part[group][col] = (dgamma, dbeta), summed by
+ * oclml_norm_param_finish. */
+#define NORM_BWD_PARAMS(ITEMS, VEC, NAME, RMS)                                                  \
+    __kernel void NAME##_##ITEMS##_##VEC(NORM_BWD_ARGS, __global float *part, uint rows,        \
+                                         uint cols, uint G, __local float *red) {               \
+        const uint lid = get_local_id(0), lane = lid & (G - 1), L = get_local_size(0);          \
+        const uint slots = L / G, groups = get_num_groups(0);                                   \
+        const ulong row_groups = ((ulong)rows + slots - 1) / slots;                             \
+        float h[ITEMS * VEC], gd[ITEMS * VEC], dg[ITEMS * VEC], db[ITEMS * VEC];                \
+        for (uint k = 0; k < ITEMS * VEC; k++) dg[k] = db[k] = 0.0f;                            \
+        for (ulong rg = get_group_id(0); rg < row_groups; rg += groups) {                       \
+            const ulong row = rg * slots + lid / G;                                             \
+            const bool ok = row < rows;                                                         \
+            NORM_BWD_ROW(ITEMS, VEC, RMS, 1)                                                    \
+        }                                                                                       \
+        for (uint k = 0; k < ITEMS * VEC; k++) {                                                \
+            const uint col = (VEC == 4) ? (((k >> 2) * G + lane) << 2) + (k & 3) : k * G + lane; \
+            red[lid] = dg[k];                                                                   \
+            red[L + lid] = db[k];                                                               \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                       \
+            if (lid < G && col < cols) {                                                        \
+                float sg = 0.0f, sb = 0.0f;                                                     \
+                for (uint s = 0; s < slots; s++) {                                              \
+                    sg += red[s * G + lid];                                                     \
+                    sb += red[L + s * G + lid];                                                 \
+                }                                                                               \
+                vstore2((float2)(sg, sb), (ulong)get_group_id(0) * cols + col, part);           \
+            }                                                                                   \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                       \
+        }                                                                                       \
     }
 
 #define NORM_ALL(ITEMS, VEC)                                                                    \
     NORM_FWD(ITEMS, VEC, oclml_layernorm_fwd, 0)                                                \
     NORM_FWD(ITEMS, VEC, oclml_rmsnorm_fwd, 1)                                                  \
     NORM_BWD(ITEMS, VEC, oclml_layernorm_bwd, 0)                                                \
-    NORM_BWD(ITEMS, VEC, oclml_rmsnorm_bwd, 1)
+    NORM_BWD(ITEMS, VEC, oclml_rmsnorm_bwd, 1)                                                  \
+    NORM_BWD_PARAMS(ITEMS, VEC, oclml_layernorm_bwd_params, 0)                                  \
+    NORM_BWD_PARAMS(ITEMS, VEC, oclml_rmsnorm_bwd_params, 1)
 ROW_VARIANTS(NORM_ALL)
 
 /* ---- chunked path for long rows (grid: chunks x L, rows) ---- */

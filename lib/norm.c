@@ -78,13 +78,28 @@ static oclml_status norm_forward(oclml_ctx *ctx, bool rms, const oclml_tensor *x
     return st;
 }
 
-/* dgamma and dbeta: column sums over rows, in row slices so that enough work-groups run. */
+/* part[split][col] = (dgamma, dbeta) partials -> dgamma, dbeta. */
+static oclml_status param_finish(oclml_ctx *ctx, cl_mem part, size_t splits, size_t cols,
+                                 oclml_tensor *dgamma, oclml_tensor *dbeta) {
+    cl_kernel k;
+    oclml_status st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_norm_param_finish", &k);
+    if (st) return st;
+    size_t local = ctx->info.max_work_group_size < 256 ? ctx->info.max_work_group_size : 256;
+    size_t global = (cols + local - 1) / local * local;
+    opt_arg dg = opt(dgamma), db = opt(dbeta);
+    cl_uint usplits = (cl_uint)splits, ucols = (cl_uint)cols, flags = (dgamma ? 1 : 0) | (dbeta ? 2 : 0);
+    oclml__arg args[] = {OCLML_ARG(part), OCLML_ARG(usplits), OCLML_ARG(ucols), OCLML_ARG(dg.mem),
+                         OCLML_ARG(dg.off), OCLML_ARG(db.mem), OCLML_ARG(db.off), OCLML_ARG(flags)};
+    return oclml__launch(ctx, k, args, 8, 1, &global, &local);
+}
+
+/* dgamma and dbeta for rows too long for the fused kernel: column sums over row slices, enough
+ * slices that every compute unit has work. */
 static oclml_status param_grads(oclml_ctx *ctx, bool rms, const oclml_tensor *x, const oclml_tensor *mean,
                                 const oclml_tensor *rstd, const oclml_tensor *dy, oclml_tensor *dgamma,
                                 oclml_tensor *dbeta, size_t rows, size_t cols) {
-    cl_kernel kp, kf;
+    cl_kernel kp;
     oclml_status st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_norm_param_part", &kp);
-    if (!st) st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_norm_param_finish", &kf);
     if (st) return st;
     size_t local = ctx->info.max_work_group_size < 256 ? ctx->info.max_work_group_size : 256;
     size_t col_groups = (cols + local - 1) / local;
@@ -97,21 +112,46 @@ static oclml_status param_grads(oclml_ctx *ctx, bool rms, const oclml_tensor *x,
     cl_mem part;
     st = oclml__scratch_get(ctx, splits * cols * 2 * sizeof(float), &part);
     if (st) return st;
-    opt_arg m = opt(mean), r = opt(rstd), dg = opt(dgamma), db = opt(dbeta);
+    opt_arg m = opt(mean), r = opt(rstd);
     cl_ulong xo = oclml__elem_offset(x), go = oclml__elem_offset(dy);
-    cl_uint urms = rms, urows = (cl_uint)rows, ucols = (cl_uint)cols, usplits = (cl_uint)splits;
-    cl_uint flags = (dgamma ? 1 : 0) | (dbeta ? 2 : 0);
+    cl_uint urms = rms, urows = (cl_uint)rows, ucols = (cl_uint)cols;
     oclml__arg a1[] = {OCLML_ARG(x->mem), OCLML_ARG(xo), OCLML_ARG(m.mem), OCLML_ARG(m.off),
                        OCLML_ARG(r.mem), OCLML_ARG(r.off), OCLML_ARG(dy->mem), OCLML_ARG(go),
                        OCLML_ARG(urms), OCLML_ARG(part), OCLML_ARG(urows), OCLML_ARG(ucols),
                        OCLML_ARG(rows_per_split)};
     size_t g1[2] = {col_groups * local, splits}, l1[2] = {local, 1};
     st = oclml__launch(ctx, kp, a1, 13, 2, g1, l1);
-    oclml__arg a2[] = {OCLML_ARG(part), OCLML_ARG(usplits), OCLML_ARG(ucols), OCLML_ARG(dg.mem),
-                       OCLML_ARG(dg.off), OCLML_ARG(db.mem), OCLML_ARG(db.off), OCLML_ARG(flags)};
-    size_t g2 = col_groups * local;
-    if (!st) st = oclml__launch(ctx, kf, a2, 8, 1, &g2, &local);
+    if (!st) st = param_finish(ctx, part, splits, cols, dgamma, dbeta);
     oclml__scratch_put(ctx, part);
+    return st;
+}
+
+/* dx with dgamma/dbeta fused (NORM_BWD_PARAMS): a fixed number of work-groups loops over the
+ * rows. *done is false when the row does not fit the fused kernel's registers. */
+static oclml_status fused_backward(oclml_ctx *ctx, bool rms, const oclml__arg *args, size_t rows,
+                                   size_t cols, bool vec4, oclml_tensor *dgamma, oclml_tensor *dbeta,
+                                   bool *done) {
+    const char *base = rms ? "oclml_rmsnorm_bwd_params" : "oclml_layernorm_bwd_params";
+    oclml__row_plan p;
+    *done = false;
+    oclml_status st = oclml__row_plan_for(ctx, FILE_CL, base, rows, cols, vec4, 4, &p);
+    if (st || p.long_rows) return st;
+    /* Enough groups to fill the device a few times over, no more: each writes a partial row. */
+    size_t row_groups = p.global[0] / p.local;
+    size_t per_cu = p.local >= 1024 ? 2 : 2048 / p.local;
+    size_t groups = (size_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * per_cu;
+    if (groups > row_groups) groups = row_groups;
+    p.global[0] = groups * p.local;
+    cl_mem part;
+    st = oclml__scratch_get(ctx, groups * cols * 2 * sizeof(float), &part);
+    if (st) return st;
+    oclml__arg all[14];
+    memcpy(all, args, 13 * sizeof *args);
+    all[13] = OCLML_ARG(part);
+    st = oclml__row_launch(ctx, FILE_CL, base, &p, all, 14);
+    if (!st) st = param_finish(ctx, part, groups, cols, dgamma, dbeta);
+    oclml__scratch_put(ctx, part);
+    *done = true;
     return st;
 }
 
@@ -133,17 +173,22 @@ static oclml_status norm_backward(oclml_ctx *ctx, bool rms, const oclml_tensor *
     if (st) return st;
     const oclml_tensor *all[] = {x, dy, dx, gamma};
     const char *base = rms ? "oclml_rmsnorm_bwd" : "oclml_layernorm_bwd";
-    oclml__row_plan p;
-    st = oclml__row_plan_for(ctx, FILE_CL, base, rows, cols, vec4_all(all, 4), 2, &p);
-    if (st) return st;
     cl_uint flags = gamma ? HAS_GAMMA : 0;
     opt_arg g = opt(gamma), m = opt(rms ? NULL : mean), r = opt(rstd);
     cl_ulong xo = oclml__elem_offset(x), go = oclml__elem_offset(dy), dxo = oclml__elem_offset(dx);
+    oclml__arg args[] = {OCLML_ARG(x->mem), OCLML_ARG(xo), OCLML_ARG(g.mem), OCLML_ARG(g.off),
+                         OCLML_ARG(m.mem), OCLML_ARG(m.off), OCLML_ARG(r.mem), OCLML_ARG(r.off),
+                         OCLML_ARG(dy->mem), OCLML_ARG(go), OCLML_ARG(dx->mem), OCLML_ARG(dxo),
+                         OCLML_ARG(flags)};
+    if (dgamma || dbeta) {
+        bool done;
+        st = fused_backward(ctx, rms, args, rows, cols, vec4_all(all, 4), dgamma, dbeta, &done);
+        if (st || done) return st;
+    }
+    oclml__row_plan p;
+    st = oclml__row_plan_for(ctx, FILE_CL, base, rows, cols, vec4_all(all, 4), 2, &p);
+    if (st) return st;
     if (!p.long_rows) {
-        oclml__arg args[] = {OCLML_ARG(x->mem), OCLML_ARG(xo), OCLML_ARG(g.mem), OCLML_ARG(g.off),
-                             OCLML_ARG(m.mem), OCLML_ARG(m.off), OCLML_ARG(r.mem), OCLML_ARG(r.off),
-                             OCLML_ARG(dy->mem), OCLML_ARG(go), OCLML_ARG(dx->mem), OCLML_ARG(dxo),
-                             OCLML_ARG(flags)};
         st = oclml__row_launch(ctx, FILE_CL, base, &p, args, 13);
     } else {
         cl_mem part;
@@ -204,8 +249,8 @@ static const variant_entry VARIANTS[] = {
     {"log_softmax_backward", "softmax.cl", "oclml_log_softmax_bwd", 2},
     {"layernorm", FILE_CL, "oclml_layernorm_fwd", 1},
     {"rmsnorm", FILE_CL, "oclml_rmsnorm_fwd", 1},
-    {"layernorm_backward", FILE_CL, "oclml_layernorm_bwd", 2},
-    {"rmsnorm_backward", FILE_CL, "oclml_rmsnorm_bwd", 2},
+    {"layernorm_backward", FILE_CL, "oclml_layernorm_bwd_params", 4},
+    {"rmsnorm_backward", FILE_CL, "oclml_rmsnorm_bwd_params", 4},
 };
 
 oclml_status oclml_op_variant(oclml_ctx *ctx, const char *op, size_t rows, size_t cols, char *text,

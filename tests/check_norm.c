@@ -55,6 +55,12 @@ static void check_case(int rms, size_t rows, size_t cols, const float *x, int wi
         test_read(DB, db, cols);
         test_assert_close("dbeta", db, rdb, cols, TOL_REDUCTION);
     }
+    /* Without parameter gradients dx comes from the unfused kernel: the same dx. */
+    ASSERT_OK(oclml_fill(T, DX, NAN));
+    if (rms) ASSERT_OK(oclml_rmsnorm_backward(T, X, with_affine ? G : NULL, R, DY, DX, NULL));
+    else ASSERT_OK(oclml_layernorm_backward(T, X, with_affine ? G : NULL, M, R, DY, DX, NULL, NULL));
+    test_read(DX, dx, n);
+    test_assert_close_scaled("dx without parameter gradients", dx, rdx, scale, n, TOL_REDUCTION);
     oclml_tensor *all[] = {X, Y, G, B, M, R, DY, DX, DG, DB};
     for (int i = 0; i < 10; i++) oclml_tensor_destroy(all[i]);
     void *mem[] = {g, b, y, m, rs, ref, rm, rr, dy, dx, dg, db, rdx, rdg, rdb, scale};

@@ -159,6 +159,15 @@ static void query_info(oclml_ctx *ctx) {
     i->global_mem_bytes = v;
     clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof v, &v, NULL);
     i->max_alloc_bytes = v;
+    size_t ext_len = 0;
+    if (!clGetDeviceInfo(ctx->device, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_len) && ext_len) {
+        char *ext = malloc(ext_len + 1);
+        if (ext && !clGetDeviceInfo(ctx->device, CL_DEVICE_EXTENSIONS, ext_len, ext, NULL)) {
+            ext[ext_len] = '\0';
+            ctx->nv_options = strstr(ext, "cl_nv_compiler_options") != NULL;
+        }
+        free(ext);
+    }
 }
 
 static void warm_one(void *user, const char *file, const char *dir) {

@@ -50,6 +50,8 @@ struct oclml_ctx {
     cl_command_queue queue;
 
     oclml_device_info info;
+    /* The device takes NVIDIA's compiler options (cl_nv_compiler_options). */
+    bool nv_options;
     char *kernel_path;    /* the option's directories, colon-separated, or NULL */
     char *build_options;  /* $OCLML_BUILD_OPTIONS then the option's, space-separated */
     oclml_log_fn log_fn;

@@ -92,9 +92,13 @@ static oclml_status assemble_source(oclml_ctx *ctx, const char *file, char **sou
 
 /* Options every program gets: facts of the device that kernels specialise on. Ops choose their
  * variants from the same facts, so one file has one option set per device and warm-up can build
- * exactly what the ops will use. */
+ * exactly what the ops will use.
+ * On NVIDIA, registers are capped at 64 per work-item: its compiler budgets registers without
+ * knowing the work-group size and otherwise builds row kernels that cannot run the 1024-wide
+ * work-groups long rows need (65536 registers per SM / 1024 = 64). */
 static char *full_options(const oclml_ctx *ctx, const char *op_options) {
-    return oclml__asprintf("-cl-std=CL1.2 -DOCLML_MAX_WG=%zu -DOCLML_IS_GPU=%d -DOCLML_LONG_ITEMS=%d %s %s",
+    return oclml__asprintf("-cl-std=CL1.2%s -DOCLML_MAX_WG=%zu -DOCLML_IS_GPU=%d -DOCLML_LONG_ITEMS=%d %s %s",
+                           ctx->nv_options ? " -cl-nv-maxrregcount=64" : "",
                            ctx->info.max_work_group_size, ctx->info.is_gpu, OCLML_LONG_ITEMS,
                            op_options ? op_options : "", ctx->build_options);
 }

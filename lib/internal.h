@@ -72,6 +72,14 @@ struct oclml_ctx {
     char *last_error;
     int backend_error;
 
+    /* Work-group caps learned per kernel family from launches the device refused for lack of
+     * resources (rows.c); guarded by build_lock. */
+    struct {
+        char base[64];
+        size_t cap;
+    } wg_caps[32];
+    unsigned n_wg_caps;
+
     /* Profiling (profile.c): events of the kernels enqueued since profile_begin. */
     bool profiling_queue;
     bool profiling_active;

@@ -215,25 +215,25 @@ static oclml_status norm_backward(oclml_ctx *ctx, bool rms, const oclml_tensor *
 oclml_status oclml_layernorm(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma,
                              const oclml_tensor *beta, float eps, oclml_tensor *y, oclml_tensor *mean,
                              oclml_tensor *rstd) {
-    return norm_forward(ctx, false, x, gamma, beta, eps, y, mean, rstd);
+    OCLML__ROW_RETRY(ctx, norm_forward(ctx, false, x, gamma, beta, eps, y, mean, rstd));
 }
 
 oclml_status oclml_rmsnorm(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma, float eps,
                            oclml_tensor *y, oclml_tensor *rstd) {
-    return norm_forward(ctx, true, x, gamma, NULL, eps, y, NULL, rstd);
+    OCLML__ROW_RETRY(ctx, norm_forward(ctx, true, x, gamma, NULL, eps, y, NULL, rstd));
 }
 
 oclml_status oclml_layernorm_backward(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma,
                                       const oclml_tensor *mean, const oclml_tensor *rstd,
                                       const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dgamma,
                                       oclml_tensor *dbeta) {
-    return norm_backward(ctx, false, x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+    OCLML__ROW_RETRY(ctx, norm_backward(ctx, false, x, gamma, mean, rstd, dy, dx, dgamma, dbeta));
 }
 
 oclml_status oclml_rmsnorm_backward(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma,
                                     const oclml_tensor *rstd, const oclml_tensor *dy, oclml_tensor *dx,
                                     oclml_tensor *dgamma) {
-    return norm_backward(ctx, true, x, gamma, NULL, rstd, dy, dx, dgamma, NULL);
+    OCLML__ROW_RETRY(ctx, norm_backward(ctx, true, x, gamma, NULL, rstd, dy, dx, dgamma, NULL));
 }
 
 /* ---- which variant an op runs for a shape ---- */

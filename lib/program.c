@@ -199,6 +199,7 @@ static oclml_status build_program(oclml_ctx *ctx, const char *file, const char *
         if (!prog) st = oclml__cl_fail(ctx, err, "clCreateProgramWithSource");
         else {
             ctx->builds++;
+            oclml__log(ctx, OCLML_LOG_DEBUG, "building %s with: %s", file, options);
             err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
             if (err) {
                 st = build_failed(ctx, prog, err, file, options);

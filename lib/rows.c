@@ -76,24 +76,32 @@ oclml_status oclml__row_plan_make(const oclml_ctx *ctx, size_t rows, size_t cols
     return plan_within(ctx, rows, cols, vec4_ok, arrays, SIZE_MAX, p);
 }
 
+static size_t learned_cap(oclml_ctx *ctx, const char *base) {
+    size_t cap = SIZE_MAX;
+    pthread_mutex_lock(&ctx->build_lock);
+    for (unsigned i = 0; i < ctx->n_wg_caps; i++)
+        if (!strcmp(ctx->wg_caps[i].base, base)) cap = ctx->wg_caps[i].cap;
+    pthread_mutex_unlock(&ctx->build_lock);
+    return cap;
+}
+
+static void learn_cap(oclml_ctx *ctx, const char *base, size_t cap) {
+    pthread_mutex_lock(&ctx->build_lock);
+    unsigned i = 0;
+    while (i < ctx->n_wg_caps && strcmp(ctx->wg_caps[i].base, base)) i++;
+    if (i == ctx->n_wg_caps && i < sizeof ctx->wg_caps / sizeof ctx->wg_caps[0]) {
+        snprintf(ctx->wg_caps[i].base, sizeof ctx->wg_caps[i].base, "%s", base);
+        ctx->n_wg_caps++;
+    }
+    if (i < ctx->n_wg_caps) ctx->wg_caps[i].cap = cap;
+    pthread_mutex_unlock(&ctx->build_lock);
+}
+
 oclml_status oclml__row_plan_for(oclml_ctx *ctx, const char *file, const char *base, size_t rows,
                                  size_t cols, bool vec4_ok, unsigned arrays, oclml__row_plan *p) {
-    size_t cap = SIZE_MAX;
-    for (;;) {
-        oclml_status st = plan_within(ctx, rows, cols, vec4_ok, arrays, cap, p);
-        if (st || p->long_rows) return st;
-        char name[96];
-        cl_kernel k;
-        oclml__row_kernel_name(name, sizeof name, base, p);
-        st = oclml__get_kernel(ctx, file, NULL, name, &k);
-        if (st) return st;
-        size_t kernel_wg = 0;
-        if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_wg,
-                                     &kernel_wg, NULL) || kernel_wg >= p->local)
-            return OCLML_SUCCESS;
-        cap = pow2_floor(kernel_wg);
-        if (cap >= p->local) return OCLML_SUCCESS; /* cannot tighten further */
-    }
+    oclml_status st = plan_within(ctx, rows, cols, vec4_ok, arrays, learned_cap(ctx, base), p);
+    if (!st) snprintf(p->base, sizeof p->base, "%s", base);
+    return st;
 }
 
 void oclml__row_kernel_name(char *out, size_t len, const char *base, const oclml__row_plan *p) {
@@ -105,13 +113,6 @@ static oclml_status launch(oclml_ctx *ctx, const char *file, const char *kernel,
     cl_kernel k;
     oclml_status st = oclml__get_kernel(ctx, file, NULL, kernel, &k);
     if (st) return st;
-    /* The compiled kernel's own limit (registers per work-item) can be below the device's. */
-    size_t kernel_wg = 0;
-    if (!clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_wg, &kernel_wg, NULL) &&
-        kernel_wg < p->local)
-        return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED,
-                           "kernel %s allows work-groups of %zu on this device, the plan needs %zu",
-                           kernel, kernel_wg, p->local);
     oclml__arg all[32];
     if (nargs > 28) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "too many kernel arguments");
     memcpy(all, args, nargs * sizeof *args);
@@ -121,7 +122,17 @@ static oclml_status launch(oclml_ctx *ctx, const char *file, const char *kernel,
     all[nargs + 2] = OCLML_ARG(third);
     all[nargs + 3] = OCLML_LOCAL(p->local * sizeof(float) * 2);
     size_t local[2] = {p->local, 1};
-    return oclml__launch(ctx, k, all, nargs + 4, dims, p->global, local);
+    st = oclml__launch(ctx, k, all, nargs + 4, dims, p->global, local);
+    int code = 0;
+    oclml_ctx_backend_error(ctx, &code);
+    if (st == OCLML_ERR_OPENCL && dims == 1 && p->local > 1 && p->base[0] &&
+        (code == CL_OUT_OF_RESOURCES || code == CL_INVALID_WORK_GROUP_SIZE)) {
+        oclml__log(ctx, OCLML_LOG_DEBUG, "%s refused work-groups of %zu: capping at %zu", kernel,
+                   p->local, p->local / 2);
+        learn_cap(ctx, p->base, p->local / 2);
+        return OCLML__REPLAN;
+    }
+    return st;
 }
 
 oclml_status oclml__row_launch(oclml_ctx *ctx, const char *file, const char *base,

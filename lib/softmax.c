@@ -20,7 +20,7 @@ static oclml_status plan_rows(oclml_ctx *ctx, const char *base, const oclml_tens
     return oclml__row_plan_for(ctx, FILE_CL, base, rows, cols, vec4, arrays, plan);
 }
 
-static oclml_status forward(oclml_ctx *ctx, const oclml_tensor *x, oclml_tensor *y, bool log) {
+static oclml_status forward_once(oclml_ctx *ctx, const oclml_tensor *x, oclml_tensor *y, bool log) {
     oclml__row_plan p;
     const char *base = log ? "oclml_log_softmax_fwd" : "oclml_softmax_fwd";
     oclml_status st = plan_rows(ctx, base, x, "x", y, "y", NULL, NULL, 1, &p);
@@ -43,8 +43,8 @@ static oclml_status forward(oclml_ctx *ctx, const oclml_tensor *x, oclml_tensor 
     return st;
 }
 
-static oclml_status backward(oclml_ctx *ctx, const oclml_tensor *y, const oclml_tensor *dy,
-                             oclml_tensor *dx, bool log) {
+static oclml_status backward_once(oclml_ctx *ctx, const oclml_tensor *y, const oclml_tensor *dy,
+                                  oclml_tensor *dx, bool log) {
     oclml__row_plan p;
     const char *base = log ? "oclml_log_softmax_bwd" : "oclml_softmax_bwd";
     oclml_status st = plan_rows(ctx, base, y, "y", dy, "dy", dx, "dx", 2, &p);
@@ -71,20 +71,20 @@ static oclml_status backward(oclml_ctx *ctx, const oclml_tensor *y, const oclml_
 }
 
 oclml_status oclml_softmax(oclml_ctx *ctx, const oclml_tensor *x, oclml_tensor *y) {
-    return forward(ctx, x, y, false);
+    OCLML__ROW_RETRY(ctx, forward_once(ctx, x, y, false));
 }
 
 oclml_status oclml_log_softmax(oclml_ctx *ctx, const oclml_tensor *x, oclml_tensor *y) {
-    return forward(ctx, x, y, true);
+    OCLML__ROW_RETRY(ctx, forward_once(ctx, x, y, true));
 }
 
 oclml_status oclml_softmax_backward(oclml_ctx *ctx, const oclml_tensor *y, const oclml_tensor *dy,
                                     oclml_tensor *dx) {
-    return backward(ctx, y, dy, dx, false);
+    OCLML__ROW_RETRY(ctx, backward_once(ctx, y, dy, dx, false));
 }
 
 oclml_status oclml_log_softmax_backward(oclml_ctx *ctx, const oclml_tensor *y,
                                         const oclml_tensor *dy, oclml_tensor *dx) {
-    return backward(ctx, y, dy, dx, true);
+    OCLML__ROW_RETRY(ctx, backward_once(ctx, y, dy, dx, true));
 }
 

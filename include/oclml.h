@@ -366,6 +366,24 @@ OCLML_API oclml_status oclml_reduce_rows(oclml_ctx *ctx, oclml_reduce_op op, con
 OCLML_API oclml_status oclml_reduce_all(oclml_ctx *ctx, oclml_reduce_op op, const oclml_tensor *x,
                                         oclml_tensor *y);
 
+/* ---------------------------------------------------------------------------------------------
+ * Recurrent ops (RSSM.md). GRU weights use torch.nn.GRUCell's layout, so PyTorch weights load
+ * as they are: W_ih [3D x I], W_hh [3D x D], b_ih, b_hh [3D], gate blocks (r, z, n).
+ * ------------------------------------------------------------------------------------------- */
+typedef enum oclml_gru_variant {
+    OCLML_GRU_TORCH = 0, /* n = tanh(W_in x + b_in + r * (W_hn h + b_hn)): PyTorch, cuDNN */
+    OCLML_GRU_CHO = 1    /* n = tanh(W_in x + b_in + W_hn (r * h) + b_hn): the original GRU */
+} oclml_gru_variant;
+
+/* h_new = GRU(x, h) for a batch: x [B x I], h [B x D], h_new [B x D] (must not overlap x or h).
+ * b_ih and b_hh may be NULL (zero). No size caps. Small batches run as one fused launch (TORCH)
+ * or two (CHO, whose n gate needs r * h of every unit first). */
+OCLML_API oclml_status oclml_gru_step(oclml_ctx *ctx, oclml_gru_variant variant,
+                                      const oclml_tensor *x, const oclml_tensor *h,
+                                      const oclml_tensor *w_ih, const oclml_tensor *w_hh,
+                                      const oclml_tensor *b_ih, const oclml_tensor *b_hh,
+                                      oclml_tensor *h_new);
+
 #ifdef __cplusplus
 }
 #endif

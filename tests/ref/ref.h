@@ -38,4 +38,10 @@ double ref_unary(int op, double p, double x);
 double ref_unary_grad(int op, double p, double x); /* f'(x) */
 double ref_binary(int op, double a, double b);
 
+/* GRU step (cho: 0 TORCH, 1 CHO): h_new [B x D] from x [B x I], h [B x D], PyTorch layout weights;
+ * b_ih / b_hh may be NULL. */
+void ref_gru_step(int cho, size_t B, size_t I, size_t D, const float *x, const float *h,
+                  const float *w_ih, const float *w_hh, const float *b_ih, const float *b_hh,
+                  double *h_new);
+
 #endif

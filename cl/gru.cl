@@ -1,0 +1,93 @@
+/* GRU cell (RSSM.md), PyTorch layout: W_ih [3D x I], W_hh [3D x D], b_ih, b_hh [3D], gate blocks
+ * (r, z, n).
+ *   r = sigmoid(W_ir x + b_ir + W_hr h + b_hr),  z = sigmoid(W_iz x + b_iz + W_hz h + b_hz)
+ *   TORCH: n = tanh(W_in x + b_in + r * (W_hn h + b_hn));  CHO: n = tanh(W_in x + b_in + W_hn (r*h) + b_hn)
+ *   h' = (1 - z) * n + z * h
+ * flags: 1 b_ih given, 2 b_hh given. */
+#define GRU_B_IH 1
+#define GRU_B_HH 2
+
+inline float gru_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
+
+/* Fused step for small batches: one work-group per hidden unit j and block of batch rows. Its
+ * three segments of S work-items compute gate g's two dot products (input and hidden side) with
+ * coalesced reads of the weight rows; work-item 0 combines the gates. hvec_n is the vector the
+ * n-gate's hidden side multiplies: h (TORCH) or r*h (CHO, from oclml_gru_cho_r). */
+__kernel void oclml_gru_step_fused(__global const float *x, ulong xo, __global const float *h,
+                                   ulong ho, __global const float *hvec_n, ulong hno,
+                                   __global const float *w_ih, ulong wio,
+                                   __global const float *w_hh, ulong who,
+                                   __global const float *b_ih, ulong bio,
+                                   __global const float *b_hh, ulong bho, __global float *h_new,
+                                   ulong hwo, uint flags, uint cho, uint B, uint I, uint D, uint S,
+                                   uint BB, __local float *red) {
+    const uint lid = get_local_id(0), g = lid / S, lane = lid % S;
+    const uint j = get_group_id(0);
+    const ulong row = (ulong)g * D + j;
+    __global const float *wi = w_ih + wio + row * I, *wh = w_hh + who + row * D;
+    __local float *gates = red + 3 * S;
+    const uint b0 = get_group_id(1) * BB, b1 = min(B, b0 + BB);
+    for (uint b = b0; b < b1; b++) {
+        __global const float *xb = x + xo + (ulong)b * I;
+        __global const float *hb = (g == 2 ? hvec_n + hno : h + ho) + (ulong)b * D;
+        float ai = 0.0f, ah = 0.0f;
+        for (uint k = lane; k < I; k += S) ai += wi[k] * xb[k];
+        for (uint k = lane; k < D; k += S) ah += wh[k] * hb[k];
+        ai = seg_sum(ai, red, lid, S);
+        ah = seg_sum(ah, red, lid, S);
+        if (lane == 0) {
+            gates[g] = ai + ((flags & GRU_B_IH) ? b_ih[bio + row] : 0.0f);
+            gates[3 + g] = ah + ((flags & GRU_B_HH) ? b_hh[bho + row] : 0.0f);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid == 0) {
+            const float hj = h[ho + (ulong)b * D + j];
+            const float r = gru_sigmoid(gates[0] + gates[3]);
+            const float z = gru_sigmoid(gates[1] + gates[4]);
+            const float n = tanh(gates[2] + (cho ? gates[5] : r * gates[5]));
+            h_new[hwo + (ulong)b * D + j] = (1.0f - z) * n + z * hj;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+/* CHO, phase 1: rh = r * h for every unit (the n gate of phase 2 needs all of it). One segment
+ * of S work-items per unit and block of batch rows. */
+__kernel void oclml_gru_cho_r(__global const float *x, ulong xo, __global const float *h, ulong ho,
+                              __global const float *w_ih, ulong wio, __global const float *w_hh,
+                              ulong who, __global const float *b_ih, ulong bio,
+                              __global const float *b_hh, ulong bho, __global float *rh, uint flags,
+                              uint B, uint I, uint D, uint S, uint BB, __local float *red) {
+    const uint lid = get_local_id(0), lane = lid % S, j = get_group_id(0);
+    __global const float *wi = w_ih + wio + (ulong)j * I, *wh = w_hh + who + (ulong)j * D;
+    const uint b0 = get_group_id(1) * BB, b1 = min(B, b0 + BB);
+    for (uint b = b0; b < b1; b++) {
+        float a = 0.0f;
+        for (uint k = lane; k < I; k += S) a += wi[k] * x[xo + (ulong)b * I + k];
+        for (uint k = lane; k < D; k += S) a += wh[k] * h[ho + (ulong)b * D + k];
+        a = seg_sum(a, red, lid, S);
+        if (lane == 0) {
+            a += ((flags & GRU_B_IH) ? b_ih[bio + j] : 0.0f) + ((flags & GRU_B_HH) ? b_hh[bho + j] : 0.0f);
+            rh[(ulong)b * D + j] = gru_sigmoid(a) * h[ho + (ulong)b * D + j];
+        }
+    }
+}
+
+/* Gate math after the GEMM path (TORCH): gx = x W_ih^T, gh = h W_hh^T, both [B x 3D]. */
+__kernel void oclml_gru_gates_torch(__global const float *gx, __global const float *gh,
+                                    __global const float *h, ulong ho,
+                                    __global const float *b_ih, ulong bio,
+                                    __global const float *b_hh, ulong bho, __global float *h_new,
+                                    ulong hwo, uint flags, uint B, uint D) {
+    const ulong i = get_global_id(0);
+    if (i >= (ulong)B * D) return;
+    const ulong b = i / D, j = i % D, base = b * 3 * D;
+    float gi[3], gg[3];
+    for (uint g = 0; g < 3; g++) {
+        gi[g] = gx[base + g * D + j] + ((flags & GRU_B_IH) ? b_ih[bio + g * D + j] : 0.0f);
+        gg[g] = gh[base + g * D + j] + ((flags & GRU_B_HH) ? b_hh[bho + g * D + j] : 0.0f);
+    }
+    const float r = gru_sigmoid(gi[0] + gg[0]), z = gru_sigmoid(gi[1] + gg[1]);
+    const float n = tanh(gi[2] + r * gg[2]);
+    h_new[hwo + i] = (1.0f - z) * n + z * h[ho + i];
+}

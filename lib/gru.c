@@ -1,0 +1,160 @@
+/* GRU step (cl/gru.cl): fused kernels for small batches, GEMM + gate kernel for large TORCH
+ * batches. */
+#include "internal.h"
+
+#include <string.h>
+
+#define FILE_CL "gru.cl"
+/* From this batch size on, TORCH steps go through two GEMMs (x W_ih^T, h W_hh^T) and one gate
+ * kernel: the fused kernel re-reads the weights for every block of batch rows. */
+#define GEMM_MIN_BATCH 32
+
+typedef struct gru_args {
+    const oclml_tensor *x, *h, *w_ih, *w_hh, *b_ih, *b_hh;
+    oclml_tensor *h_new;
+    size_t B, I, D;
+} gru_args;
+
+static bool overlaps(const oclml_tensor *a, const oclml_tensor *b) {
+    if (a->mem != b->mem) return false;
+    size_t a0 = a->offset_bytes, a1 = a0 + a->numel * 4, b0 = b->offset_bytes, b1 = b0 + b->numel * 4;
+    return a0 < b1 && b0 < a1;
+}
+
+static oclml_status check_2d(oclml_ctx *ctx, const oclml_tensor *t, const char *name, size_t r, size_t c) {
+    oclml_status st = oclml__check_tensor(ctx, t, name);
+    if (st) return st;
+    if (t->ndim != 2 || t->shape[0] != r || t->shape[1] != c)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu]", name, r, c);
+    return OCLML_SUCCESS;
+}
+
+static oclml_status check_gru(oclml_ctx *ctx, oclml_gru_variant v, gru_args *a) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (st) return st;
+    if (v != OCLML_GRU_TORCH && v != OCLML_GRU_CHO)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "unknown GRU variant %d", (int)v);
+    st = oclml__check_tensor(ctx, a->x, "x");
+    if (!st) st = oclml__check_tensor(ctx, a->h, "h");
+    if (st) return st;
+    if (a->x->ndim != 2 || a->h->ndim != 2)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "x must be [B x I] and h [B x D]");
+    a->B = a->x->shape[0];
+    a->I = a->x->shape[1];
+    a->D = a->h->shape[1];
+    if (a->h->shape[0] != a->B)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "x has %zu rows, h has %zu", a->B, a->h->shape[0]);
+    if (a->B > 0xFFFFFFFFu || a->I > 0xFFFFFFFFu || a->D > 0x55555555u)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "GRU sizes exceed 32-bit indexing");
+    st = check_2d(ctx, a->w_ih, "w_ih", 3 * a->D, a->I);
+    if (!st) st = check_2d(ctx, a->w_hh, "w_hh", 3 * a->D, a->D);
+    if (!st && a->b_ih) st = oclml__check_numel(ctx, a->b_ih, "b_ih", 3 * a->D);
+    if (!st && a->b_hh) st = oclml__check_numel(ctx, a->b_hh, "b_hh", 3 * a->D);
+    if (!st) st = check_2d(ctx, a->h_new, "h_new", a->B, a->D);
+    if (st) return st;
+    if (overlaps(a->h_new, a->h) || overlaps(a->h_new, a->x))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "h_new must not overlap h or x (every unit reads all of h)");
+    return OCLML_SUCCESS;
+}
+
+static cl_ulong off(const oclml_tensor *t) { return t ? oclml__elem_offset(t) : 0; }
+static cl_mem mem(const oclml_tensor *t) { return t ? t->mem : NULL; }
+
+/* Segment width and batch rows per work-group for the fused kernels. */
+static void fused_shape(const oclml_ctx *ctx, const gru_args *a, cl_uint *S, cl_uint *BB) {
+    *S = ctx->info.is_gpu ? 32 : 1;
+    size_t want = (size_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * 16;
+    size_t bb = a->B * a->D / want;
+    *BB = (cl_uint)(bb < 1 ? 1 : bb > 16 ? 16 : bb);
+}
+
+static oclml_status step_fused(oclml_ctx *ctx, oclml_gru_variant v, const gru_args *a) {
+    cl_uint S, BB, flags = (a->b_ih ? 1 : 0) | (a->b_hh ? 2 : 0), cho = v == OCLML_GRU_CHO;
+    cl_uint B = (cl_uint)a->B, I = (cl_uint)a->I, D = (cl_uint)a->D;
+    fused_shape(ctx, a, &S, &BB);
+    size_t groups_b = (a->B + BB - 1) / BB;
+    cl_mem hvec = a->h->mem, rh = NULL;
+    cl_ulong hvo = off(a->h);
+    oclml_status st = OCLML_SUCCESS;
+    cl_mem x = a->x->mem, h = a->h->mem, wi = a->w_ih->mem, wh = a->w_hh->mem, bi = mem(a->b_ih), bh = mem(a->b_hh);
+    cl_ulong xo = off(a->x), ho = off(a->h), wio = off(a->w_ih), who = off(a->w_hh), bio = off(a->b_ih), bho = off(a->b_hh);
+    if (cho) {
+        cl_kernel kr;
+        st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_gru_cho_r", &kr);
+        if (!st) st = oclml__scratch_get(ctx, a->B * a->D * sizeof(float), &rh);
+        if (st) return st;
+        oclml__arg ar[] = {OCLML_ARG(x), OCLML_ARG(xo), OCLML_ARG(h), OCLML_ARG(ho), OCLML_ARG(wi),
+                           OCLML_ARG(wio), OCLML_ARG(wh), OCLML_ARG(who), OCLML_ARG(bi), OCLML_ARG(bio),
+                           OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(rh), OCLML_ARG(flags), OCLML_ARG(B),
+                           OCLML_ARG(I), OCLML_ARG(D), OCLML_ARG(S), OCLML_ARG(BB),
+                           OCLML_LOCAL(S * sizeof(float))};
+        size_t gl[2] = {a->D * S, groups_b}, lo[2] = {S, 1};
+        st = oclml__launch(ctx, kr, ar, 20, 2, gl, lo);
+        hvec = rh;
+        hvo = 0;
+    }
+    cl_kernel k;
+    if (!st) st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_gru_step_fused", &k);
+    if (!st) {
+        cl_mem hn = a->h_new->mem;
+        cl_ulong hno = off(a->h_new);
+        oclml__arg args[] = {OCLML_ARG(x), OCLML_ARG(xo), OCLML_ARG(h), OCLML_ARG(ho), OCLML_ARG(hvec),
+                             OCLML_ARG(hvo), OCLML_ARG(wi), OCLML_ARG(wio), OCLML_ARG(wh), OCLML_ARG(who),
+                             OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(hn),
+                             OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(cho), OCLML_ARG(B), OCLML_ARG(I),
+                             OCLML_ARG(D), OCLML_ARG(S), OCLML_ARG(BB), OCLML_LOCAL((3 * S + 8) * sizeof(float))};
+        size_t gl[2] = {a->D * 3 * S, groups_b}, lo[2] = {3 * S, 1};
+        st = oclml__launch(ctx, k, args, 24, 2, gl, lo);
+    }
+    if (rh) oclml__scratch_put(ctx, rh);
+    return st;
+}
+
+/* A tensor view of a scratch buffer, for calling the GEMM op internally. */
+static oclml_tensor view2(oclml_ctx *ctx, cl_mem m, size_t r, size_t c) {
+    oclml_tensor t;
+    memset(&t, 0, sizeof t);
+    t.ctx = ctx;
+    t.mem = m;
+    t.ndim = 2;
+    t.shape[0] = r;
+    t.shape[1] = c;
+    t.numel = r * c;
+    return t;
+}
+
+static oclml_status step_gemm(oclml_ctx *ctx, const gru_args *a) {
+    cl_mem gx = NULL, gh = NULL;
+    size_t bytes = a->B * 3 * a->D * sizeof(float);
+    oclml_status st = oclml__scratch_get(ctx, bytes, &gx);
+    if (!st) st = oclml__scratch_get(ctx, bytes, &gh);
+    oclml_tensor tx = view2(ctx, gx, a->B, 3 * a->D), th = view2(ctx, gh, a->B, 3 * a->D);
+    if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, a->x, a->w_ih, 0.0f, &tx);
+    if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, a->h, a->w_hh, 0.0f, &th);
+    cl_kernel k;
+    if (!st) st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_gru_gates_torch", &k);
+    if (!st) {
+        cl_uint flags = (a->b_ih ? 1 : 0) | (a->b_hh ? 2 : 0), B = (cl_uint)a->B, D = (cl_uint)a->D;
+        cl_mem h = a->h->mem, bi = mem(a->b_ih), bh = mem(a->b_hh), hn = a->h_new->mem;
+        cl_ulong ho = off(a->h), bio = off(a->b_ih), bho = off(a->b_hh), hno = off(a->h_new);
+        oclml__arg args[] = {OCLML_ARG(gx), OCLML_ARG(gh), OCLML_ARG(h), OCLML_ARG(ho), OCLML_ARG(bi),
+                             OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(hn), OCLML_ARG(hno),
+                             OCLML_ARG(flags), OCLML_ARG(B), OCLML_ARG(D)};
+        size_t local = ctx->info.max_work_group_size < 256 ? ctx->info.max_work_group_size : 256;
+        size_t global = (a->B * a->D + local - 1) / local * local;
+        st = oclml__launch(ctx, k, args, 13, 1, &global, &local);
+    }
+    if (gx) oclml__scratch_put(ctx, gx);
+    if (gh) oclml__scratch_put(ctx, gh);
+    return st;
+}
+
+oclml_status oclml_gru_step(oclml_ctx *ctx, oclml_gru_variant variant, const oclml_tensor *x,
+                            const oclml_tensor *h, const oclml_tensor *w_ih, const oclml_tensor *w_hh,
+                            const oclml_tensor *b_ih, const oclml_tensor *b_hh, oclml_tensor *h_new) {
+    gru_args a = {x, h, w_ih, w_hh, b_ih, b_hh, h_new, 0, 0, 0};
+    oclml_status st = check_gru(ctx, variant, &a);
+    if (st) return st;
+    if (variant == OCLML_GRU_TORCH && a.B >= GEMM_MIN_BATCH) return step_gemm(ctx, &a);
+    return step_fused(ctx, variant, &a);
+}

@@ -1,0 +1,133 @@
+/* GRU step against the double reference (both variants, fused and GEMM paths, hidden sizes
+ * above the work-group limit, batch 1 to 40) and against PyTorch's GRUCell golden vectors. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void gru_case(int cho, size_t B, size_t I, size_t D, int bias) {
+    size_t xs[2] = {B, I}, hs[2] = {B, D}, wis[2] = {3 * D, I}, whs[2] = {3 * D, D}, bs = 3 * D;
+    float *x = test_floats(B * I), *h = test_floats(B * D), *wi = test_floats(3 * D * I);
+    float *wh = test_floats(3 * D * D), *bi = test_floats(3 * D), *bh = test_floats(3 * D), *out = test_floats(B * D);
+    float scale = 1.0f / sqrtf((float)D); /* PyTorch's init range keeps the gates unsaturated */
+    test_random(x, B * I, -1, 1);
+    test_random(h, B * D, -1, 1);
+    test_random(wi, 3 * D * I, -scale, scale);
+    test_random(wh, 3 * D * D, -scale, scale);
+    test_random(bi, 3 * D, -scale, scale);
+    test_random(bh, 3 * D, -scale, scale);
+    oclml_tensor *X = test_tensor_from(2, xs, x), *H = test_tensor_from(2, hs, h);
+    oclml_tensor *WI = test_tensor_from(2, wis, wi), *WH = test_tensor_from(2, whs, wh);
+    oclml_tensor *BI = test_tensor_from(1, &bs, bi), *BH = test_tensor_from(1, &bs, bh), *HN = test_tensor(2, hs);
+    ASSERT_OK(oclml_gru_step(T, cho, X, H, WI, WH, bias ? BI : NULL, bias ? BH : NULL, HN));
+    test_read(HN, out, B * D);
+    double *ref = test_doubles(B * D);
+    ref_gru_step(cho, B, I, D, x, h, wi, wh, bias ? bi : NULL, bias ? bh : NULL, ref);
+    char what[96];
+    snprintf(what, sizeof what, "gru %s B%zu I%zu D%zu%s", cho ? "cho" : "torch", B, I, D, bias ? "" : " nobias");
+    test_assert_close(what, out, ref, B * D, TOL_GEMM);
+    oclml_tensor *all[] = {X, H, WI, WH, BI, BH, HN};
+    for (int i = 0; i < 7; i++) oclml_tensor_destroy(all[i]);
+    void *mem[] = {x, h, wi, wh, bi, bh, out, ref};
+    for (int i = 0; i < 8; i++) free(mem[i]);
+}
+
+START_TEST(small_and_odd_sizes) {
+    int cho = _i;
+    gru_case(cho, 1, 1, 1, 1);
+    gru_case(cho, 1, 64, 256, 1);
+    gru_case(cho, 3, 5, 7, 0);
+    gru_case(cho, 17, 33, 129, 1);
+    gru_case(cho, 40, 64, 100, 1); /* GEMM path for TORCH */
+    gru_case(cho, 257, 3, 9, 1);
+}
+END_TEST
+
+START_TEST(hidden_above_work_group_limit) {
+    gru_case(_i, 2, 64, 1536, 1);
+    gru_case(_i, 1, 16, 2048, 1);
+}
+END_TEST
+
+/* Reads "name count values..." lines of tests/data/gru_golden.txt. */
+static float *read_vec(FILE *f, const char *name, size_t *n) {
+    char got[32];
+    ck_assert_msg(fscanf(f, "%31s %zu", got, n) == 2 && !strcmp(got, name), "golden file: expected %s, got %s", name, got);
+    float *v = test_floats(*n);
+    for (size_t i = 0; i < *n; i++) ck_assert(fscanf(f, "%f", &v[i]) == 1);
+    return v;
+}
+
+START_TEST(matches_pytorch_grucell) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/tests/data/gru_golden.txt", getenv("OCLML_TEST_SRCDIR"));
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char line[256];
+    ck_assert(fgets(line, sizeof line, f) != NULL); /* header comment */
+    int cases = 0;
+    size_t B, I, D;
+    int bias;
+    while (fscanf(f, " case %zu %zu %zu %d", &B, &I, &D, &bias) == 4) {
+        size_t n;
+        float *x = read_vec(f, "x", &n), *h = read_vec(f, "h", &n), *wi = read_vec(f, "w_ih", &n);
+        float *wh = read_vec(f, "w_hh", &n), *bi = NULL, *bh = NULL;
+        if (bias) {
+            bi = read_vec(f, "b_ih", &n);
+            bh = read_vec(f, "b_hh", &n);
+        }
+        float *want = read_vec(f, "h_new", &n), *out = test_floats(B * D);
+        size_t xs[2] = {B, I}, hs[2] = {B, D}, wis[2] = {3 * D, I}, whs[2] = {3 * D, D}, bs = 3 * D;
+        oclml_tensor *X = test_tensor_from(2, xs, x), *H = test_tensor_from(2, hs, h);
+        oclml_tensor *WI = test_tensor_from(2, wis, wi), *WH = test_tensor_from(2, whs, wh), *HN = test_tensor(2, hs);
+        oclml_tensor *BI = bias ? test_tensor_from(1, &bs, bi) : NULL, *BH = bias ? test_tensor_from(1, &bs, bh) : NULL;
+        ASSERT_OK(oclml_gru_step(T, OCLML_GRU_TORCH, X, H, WI, WH, BI, BH, HN));
+        test_read(HN, out, B * D);
+        double *ref = test_doubles(B * D);
+        for (size_t i = 0; i < B * D; i++) ref[i] = want[i];
+        char what[64];
+        snprintf(what, sizeof what, "GRUCell golden B%zu I%zu D%zu", B, I, D);
+        test_assert_close(what, out, ref, B * D, TOL_GEMM);
+        oclml_tensor *all[] = {X, H, WI, WH, HN, BI, BH};
+        for (int i = 0; i < 7; i++)
+            if (all[i]) oclml_tensor_destroy(all[i]);
+        void *mem[] = {x, h, wi, wh, bi, bh, want, out, ref};
+        for (int i = 0; i < 9; i++) free(mem[i]);
+        cases++;
+    }
+    fclose(f);
+    ck_assert_int_ge(cases, 5);
+}
+END_TEST
+
+START_TEST(bad_input_touches_nothing) {
+    size_t xs[2] = {2, 3}, hs[2] = {2, 4}, wis[2] = {12, 3}, whs[2] = {12, 4}, bad[2] = {11, 4}, b12 = 12, b5 = 5;
+    oclml_tensor *X = test_tensor(2, xs), *H = test_tensor(2, hs), *WI = test_tensor(2, wis), *WH = test_tensor(2, whs);
+    oclml_tensor *BAD = test_tensor(2, bad), *B12 = test_tensor(1, &b12), *B5 = test_tensor(1, &b5), *HN = test_tensor(2, hs);
+    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, X, H, WI, BAD, NULL, NULL, HN), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, X, H, WI, WH, B5, NULL, HN), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_gru_step(T, (oclml_gru_variant)5, X, H, WI, WH, B12, B12, HN), OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, X, H, WI, WH, NULL, NULL, H), OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, NULL, H, WI, WH, NULL, NULL, HN), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, H, X, WI, WH, NULL, NULL, HN), OCLML_ERR_INVALID_SHAPE);
+    float out[8];
+    test_read(HN, out, 8);
+    for (int i = 0; i < 8; i++) ck_assert(isnan(out[i]));
+    oclml_tensor *all[] = {X, H, WI, WH, BAD, B12, B5, HN};
+    for (int i = 0; i < 8; i++) oclml_tensor_destroy(all[i]);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("gru");
+    TCase *tc = tcase_create("gru");
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
+    tcase_add_loop_test(tc, small_and_odd_sizes, 0, 2);
+    tcase_add_loop_test(tc, hidden_above_work_group_limit, 0, 2);
+    tcase_add_test(tc, matches_pytorch_grucell);
+    tcase_add_test(tc, bad_input_touches_nothing);
+    suite_add_tcase(s, tc);
+    return test_main(s);
+}

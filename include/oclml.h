@@ -384,6 +384,62 @@ OCLML_API oclml_status oclml_gru_step(oclml_ctx *ctx, oclml_gru_variant variant,
                                       const oclml_tensor *b_ih, const oclml_tensor *b_hh,
                                       oclml_tensor *h_new);
 
+/* RSSM ensemble rollout (RSSM.md): E members with independent weights imagine T steps on the
+ * device in one call, with no host round trip between steps. Per member e, tensors stack the
+ * members on their first dimension. */
+typedef enum oclml_rssm_mode { OCLML_RSSM_MEAN = 0, OCLML_RSSM_SAMPLE = 1 } oclml_rssm_mode;
+
+typedef struct oclml_rssm_config {
+    oclml_gru_variant variant;
+    size_t steps;        /* T >= 1 */
+    size_t groups;       /* G */
+    size_t classes;      /* C; S = G * C must match z's size */
+    size_t feedback;     /* k, 0 <= k <= F: prediction shift register in f's first k slots */
+    float unimix;        /* u in [0, 1): pi = (1 - u) softmax + u / C; RSSM.md's default 0.01 */
+    oclml_rssm_mode mode;
+    uint64_t seed;       /* SAMPLE mode: Philox4x32-10 key */
+    uint64_t step_offset; /* SAMPLE mode: counter of the first step, to continue a rollout */
+} oclml_rssm_config;
+
+/* Fills c with RSSM.md's defaults: TORCH, T 50, G 16, C 16, k 8, u 0.01, MEAN, seed 0. */
+OCLML_API oclml_status oclml_rssm_config_init(oclml_rssm_config *c);
+
+typedef struct oclml_rssm_weights {
+    const oclml_tensor *w_ih; /* [E x 3D x (F + S)] */
+    const oclml_tensor *w_hh; /* [E x 3D x D] */
+    const oclml_tensor *b_ih; /* [E x 3D], may be NULL */
+    const oclml_tensor *b_hh; /* [E x 3D], may be NULL */
+    const oclml_tensor *w_p;  /* prior head [E x S x D] */
+    const oclml_tensor *b_p;  /* [E x S] */
+    const oclml_tensor *w_y;  /* prediction head [E x (D + S)] */
+    const oclml_tensor *b_y;  /* [E] */
+} oclml_rssm_weights;
+
+typedef struct oclml_rssm_state {
+    const oclml_tensor *h;  /* [E x D] */
+    const oclml_tensor *z;  /* [E x S] */
+    const oclml_tensor *f;  /* [E x F], or [F] shared by every member */
+    const oclml_tensor *y0; /* [E] the value step deltas start from; NULL: 0 */
+} oclml_rssm_state;
+
+/* Outputs; every one but y may be NULL. */
+typedef struct oclml_rssm_outputs {
+    oclml_tensor *y;        /* [E x T] predictions y_1 .. y_T */
+    oclml_tensor *entropy;  /* [E x T] H_t */
+    oclml_tensor *hnorm;    /* [E x T] |h_t+1| */
+    oclml_tensor *h_final, *z_final, *f_final; /* [E x D], [E x S], [E x F]: to continue */
+    oclml_tensor *y_mean, *y_std;              /* [T] over members (population std) */
+    oclml_tensor *deltas;                      /* [E x T] |y_t+1 - y_t| */
+    oclml_tensor *variance, *smoothness, *total_entropy; /* [E] */
+} oclml_rssm_outputs;
+
+/* Runs the rollout. Invalid configurations (G * C not S, k > F, u outside [0, 1), T = 0, shape
+ * mismatches) return a status and enqueue nothing. D may be up to 4x the work-group limit. */
+OCLML_API oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *config,
+                                          const oclml_rssm_weights *weights,
+                                          const oclml_rssm_state *start,
+                                          const oclml_rssm_outputs *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -44,4 +44,20 @@ void ref_gru_step(int cho, size_t B, size_t I, size_t D, const float *x, const f
                   const float *w_ih, const float *w_hh, const float *b_ih, const float *b_hh,
                   double *h_new);
 
+/* RSSM ensemble rollout (RSSM.md) in double precision. Sizes and flags as in
+ * oclml_rssm_config; f0 is [E x F] or shared [F]; b_ih / b_hh may be NULL. Outputs [E x T] (Y, H,
+ * hnorm) and the final [E x D], [E x S], [E x F] states; any output but Y may be NULL. */
+typedef struct ref_rssm_args {
+    int cho, sample;
+    size_t E, T, D, G, C, F, K;
+    double unimix;
+    unsigned long long seed, step_offset;
+    const float *w_ih, *w_hh, *b_ih, *b_hh, *w_p, *b_p, *w_y, *b_y, *h0, *z0, *f0;
+    int f0_shared;
+} ref_rssm_args;
+void ref_rssm_rollout(const ref_rssm_args *a, double *Y, double *H, double *hnorm, double *hfin,
+                      double *zfin, double *ffin);
+/* Philox4x32-10 as RSSM.md uses it: counter (member, step, group, 0), key (seed lo, seed hi). */
+void ref_philox4x32_10(const unsigned ctr_in[4], const unsigned key_in[2], unsigned out[4]);
+
 #endif

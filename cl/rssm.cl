@@ -1,0 +1,227 @@
+/* RSSM ensemble rollout (RSSM.md): one work-group per member runs all T steps on the device,
+ * its state (x = concat(f, z), h) in local memory. Weights come pre-transposed, [K x rows] per
+ * member, so that work-item j reading row j's weights walks memory together with its neighbours
+ * (coalesced) and needs no reduction: work-item j owns hidden unit j (and logit s).
+ * flags: 1 b_ih, 2 b_hh, 4 hnorm, 8 final h, 16 final z, 32 final f, 64 f0 shared by members. */
+#define R_BIH 1
+#define R_BHH 2
+#define R_HNORM 4
+#define R_HFIN 8
+#define R_ZFIN 16
+#define R_FFIN 32
+#define R_F0_SHARED 64
+
+inline float r_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
+
+/* Philox4x32-10 (Salmon et al. 2011), the counter-based generator of RSSM.md. */
+inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
+    for (uint i = 0; i < 10; i++) {
+        const uint lo0 = ctr.x * 0xD2511F53u, hi0 = mul_hi(ctr.x, 0xD2511F53u);
+        const uint lo1 = ctr.z * 0xCD9E8D57u, hi1 = mul_hi(ctr.z, 0xCD9E8D57u);
+        ctr = (uint4)(hi1 ^ ctr.y ^ key.x, lo1, hi0 ^ ctr.w ^ key.y, lo0);
+        key += (uint2)(0x9E3779B9u, 0xBB67AE85u);
+    }
+    return ctr;
+}
+
+/* Three sums over the whole work-group in one tree (y, |h|^2 and entropy of a step). */
+inline float3 group_sum3(float3 v, __local float *red, uint lid, uint L) {
+    red[lid] = v.x;
+    red[L + lid] = v.y;
+    red[2 * L + lid] = v.z;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = L >> 1; s > 0; s >>= 1) {
+        if (lid < s) {
+            red[lid] += red[lid + s];
+            red[L + lid] += red[L + lid + s];
+            red[2 * L + lid] += red[2 * L + lid + s];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float3 r = (float3)(red[0], red[L], red[2 * L]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+/* Transposes each member's [rows x cols] matrix into [cols x rows]. Grid: (cols, rows, E). */
+__kernel void oclml_rssm_transpose(__global const float *src, ulong so, __global float *dst,
+                                   uint rows, uint cols) {
+    const uint c = get_global_id(0), r = get_global_id(1), e = get_global_id(2);
+    if (c >= cols || r >= rows) return;
+    const ulong m = (ulong)e * rows * cols;
+    dst[m + (ulong)c * rows + r] = src[so + m + (ulong)r * cols + c];
+}
+
+__kernel void oclml_rssm_rollout(
+    __global const float *wihT, __global const float *whhT, __global const float *b_ih, ulong bio,
+    __global const float *b_hh, ulong bho, __global const float *wpT, __global const float *b_p,
+    ulong bpo, __global const float *w_y, ulong wyo, __global const float *b_y, ulong byo,
+    __global const float *h0, ulong h0o, __global const float *z0, ulong z0o,
+    __global const float *f0, ulong f0o, __global float *Y, ulong yo, __global float *Hent,
+    ulong heo, __global float *hnorm, ulong hno, __global float *hfin, ulong hfo, __global float *zfin,
+    ulong zfo, __global float *ffin, ulong ffo, uint flags, uint cho, uint T, uint D, uint G,
+    uint C, uint F, uint K, float unimix, uint sample, uint seed_lo, uint seed_hi, uint t0,
+    __local float *lm) {
+    const uint lid = get_local_id(0), L = get_local_size(0), e = get_group_id(0);
+    const uint S = G * C, IN = F + S, D3 = 3 * D;
+    __local float *xs = lm;              /* x = concat(f, z): IN */
+    __local float *ha = xs + IN;         /* h: D */
+    __local float *hb = ha + D;          /* h' (and r*h for CHO): D */
+    __local float *pi = hb + D;          /* probabilities: S */
+    __local float *red = pi + S;         /* 3 L */
+    __global const float *Wi = wihT + (ulong)e * IN * D3, *Wh = whhT + (ulong)e * D * D3;
+    __global const float *Wp = wpT + (ulong)e * D * S;
+
+    for (uint i = lid; i < F; i += L) xs[i] = f0[f0o + ((flags & R_F0_SHARED) ? 0 : (ulong)e * F) + i];
+    for (uint i = lid; i < S; i += L) xs[F + i] = z0[z0o + (ulong)e * S + i];
+    for (uint i = lid; i < D; i += L) ha[i] = h0[h0o + (ulong)e * D + i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    for (uint t = 0; t < T; t++) {
+        /* GRU: work-item j owns unit j; rows j, D+j, 2D+j of the transposed weights. */
+        if (cho) { /* r * h of every unit first: the n gate's hidden side multiplies it */
+            for (uint j = lid; j < D; j += L) {
+                float a = ((flags & R_BIH) ? b_ih[bio + (ulong)e * D3 + j] : 0.0f) +
+                          ((flags & R_BHH) ? b_hh[bho + (ulong)e * D3 + j] : 0.0f);
+                for (uint k = 0; k < IN; k++) a += Wi[(ulong)k * D3 + j] * xs[k];
+                for (uint k = 0; k < D; k++) a += Wh[(ulong)k * D3 + j] * ha[k];
+                hb[j] = r_sigmoid(a) * ha[j];
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        float hnew[4]; /* up to 4 units per work-item (D <= 4 L) */
+        for (uint q = 0, j = lid; j < D; q++, j += L) {
+            float gi0 = (flags & R_BIH) ? b_ih[bio + (ulong)e * D3 + j] : 0.0f;
+            float gi1 = (flags & R_BIH) ? b_ih[bio + (ulong)e * D3 + D + j] : 0.0f;
+            float gi2 = (flags & R_BIH) ? b_ih[bio + (ulong)e * D3 + 2 * D + j] : 0.0f;
+            float gh0 = (flags & R_BHH) ? b_hh[bho + (ulong)e * D3 + j] : 0.0f;
+            float gh1 = (flags & R_BHH) ? b_hh[bho + (ulong)e * D3 + D + j] : 0.0f;
+            float gh2 = (flags & R_BHH) ? b_hh[bho + (ulong)e * D3 + 2 * D + j] : 0.0f;
+            for (uint k = 0; k < IN; k++) {
+                __global const float *w = Wi + (ulong)k * D3 + j;
+                const float xv = xs[k];
+                gi0 += w[0] * xv;
+                gi1 += w[D] * xv;
+                gi2 += w[2 * D] * xv;
+            }
+            for (uint k = 0; k < D; k++) {
+                __global const float *w = Wh + (ulong)k * D3 + j;
+                const float hv = ha[k];
+                gh0 += w[0] * hv;
+                gh1 += w[D] * hv;
+                if (!cho) gh2 += w[2 * D] * hv;
+                else gh2 += w[2 * D] * hb[k];
+            }
+            const float r = r_sigmoid(gi0 + gh0), z = r_sigmoid(gi1 + gh1);
+            const float n = tanh(gi2 + (cho ? gh2 : r * gh2));
+            hnew[q] = (1.0f - z) * n + z * ha[j];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done reading h (and r*h) */
+        for (uint q = 0, j = lid; j < D; q++, j += L) hb[j] = hnew[q];
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        /* Prior logits l = W_p h' + b_p. */
+        for (uint s = lid; s < S; s += L) {
+            float l = b_p[bpo + (ulong)e * S + s];
+            for (uint d = 0; d < D; d++) l += Wp[(ulong)d * S + s] * hb[d];
+            pi[s] = l;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        /* Per group: unimix softmax, entropy, then z (probabilities, or a one-hot draw). */
+        float ent = 0.0f;
+        for (uint g = lid; g < G; g += L) {
+            __local float *lg = pi + g * C;
+            float m = -INFINITY, sum = 0.0f;
+            for (uint c = 0; c < C; c++) m = fmax(m, lg[c]);
+            for (uint c = 0; c < C; c++) sum += exp(lg[c] - m);
+            for (uint c = 0; c < C; c++) {
+                const float p = (1.0f - unimix) * (exp(lg[c] - m) / sum) + unimix / (float)C;
+                lg[c] = p;
+                ent -= (p > 0.0f) ? p * log(p) : 0.0f;
+            }
+            if (sample) {
+                const uint4 rnd = philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi));
+                const float u = (float)(rnd.x >> 8) * (1.0f / 16777216.0f);
+                float cum = 0.0f;
+                uint pick = C - 1;
+                for (uint c = 0; c < C; c++) {
+                    cum += lg[c];
+                    if (u < cum) { pick = c; break; }
+                }
+                for (uint c = 0; c < C; c++) xs[F + g * C + c] = (c == pick) ? 1.0f : 0.0f;
+            } else {
+                for (uint c = 0; c < C; c++) xs[F + g * C + c] = lg[c];
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        /* y = w_y . concat(h', z) + b_y, |h'|^2 and the step's entropy, in one reduction. */
+        float3 acc = (float3)(0.0f, 0.0f, ent);
+        for (uint d = lid; d < D; d += L) {
+            acc.x += w_y[wyo + (ulong)e * (D + S) + d] * hb[d];
+            acc.y += hb[d] * hb[d];
+        }
+        for (uint s = lid; s < S; s += L) acc.x += w_y[wyo + (ulong)e * (D + S) + D + s] * xs[F + s];
+        const float3 tot = group_sum3(acc, red, lid, L);
+        const float y = tot.x + b_y[byo + e];
+        if (lid == 0) {
+            Y[yo + (ulong)e * T + t] = y;
+            Hent[heo + (ulong)e * T + t] = tot.z;
+            if (flags & R_HNORM) hnorm[hno + (ulong)e * T + t] = sqrt(tot.y);
+        }
+        /* Feedback shift register in f's first K slots; h <- h'. */
+        const float shifted = (lid < K) ? (lid == 0 ? y : xs[lid - 1]) : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < K) xs[lid] = shifted;
+        for (uint j = lid; j < D; j += L) ha[j] = hb[j];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (uint i = lid; i < D; i += L)
+        if (flags & R_HFIN) hfin[hfo + (ulong)e * D + i] = ha[i];
+    for (uint i = lid; i < S; i += L)
+        if (flags & R_ZFIN) zfin[zfo + (ulong)e * S + i] = xs[F + i];
+    for (uint i = lid; i < F; i += L)
+        if (flags & R_FFIN) ffin[ffo + (ulong)e * F + i] = xs[i];
+}
+
+/* Ensemble summary over members per step (mean, population std of y) and per-member metrics:
+ * step deltas |y_t+1 - y_t| (y_0 given), variance of y over the trajectory, smoothness (mean
+ * |y_t+1 - 2 y_t + y_t-1| over the steps that have both neighbours, the given y_0 included),
+ * total entropy. One work-item per step (ensemble stats) and per member (metrics). */
+__kernel void oclml_rssm_summary(__global const float *Y, ulong yo, __global const float *Hent, ulong heo,
+                                 __global const float *y0, ulong y0o, uint has_y0, uint E, uint T,
+                                 __global float *ymean, ulong ymo, __global float *ystd, ulong yso,
+                                 __global float *deltas, ulong dlo, __global float *var, ulong vo,
+                                 __global float *smooth, ulong smo, __global float *tent, ulong teo,
+                                 uint outs) {
+    const uint i = get_global_id(0);
+    if (i < T && (outs & 3)) {
+        float m = 0.0f, q = 0.0f;
+        for (uint e = 0; e < E; e++) m += Y[yo + (ulong)e * T + i];
+        m /= (float)E;
+        for (uint e = 0; e < E; e++) {
+            const float d = Y[yo + (ulong)e * T + i] - m;
+            q += d * d;
+        }
+        if (outs & 1) ymean[ymo + i] = m;
+        if (outs & 2) ystd[yso + i] = sqrt(q / (float)E);
+    }
+    if (i < E) {
+        __global const float *y = Y + yo + (ulong)i * T;
+        const float first = has_y0 ? y0[y0o + i] : 0.0f;
+        float m = 0.0f, q = 0.0f, sm = 0.0f, h = 0.0f;
+        for (uint t = 0; t < T; t++) {
+            const float prev = t ? y[t - 1] : first;
+            if (outs & 4) deltas[dlo + (ulong)i * T + t] = fabs(y[t] - prev);
+            if (t >= 1) sm += fabs(y[t] - 2.0f * y[t - 1] + (t >= 2 ? y[t - 2] : first));
+            m += y[t];
+            h += Hent[heo + (ulong)i * T + t];
+        }
+        m /= (float)T;
+        for (uint t = 0; t < T; t++) q += (y[t] - m) * (y[t] - m);
+        if (outs & 8) var[vo + i] = q / (float)T;
+        if (outs & 16) smooth[smo + i] = T > 1 ? sm / (float)(T - 1) : 0.0f;
+        if (outs & 32) tent[teo + i] = h;
+    }
+}

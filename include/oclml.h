@@ -440,6 +440,16 @@ OCLML_API oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_confi
                                           const oclml_rssm_state *start,
                                           const oclml_rssm_outputs *out);
 
+/* Training-history encoder (RSSM.md): series [B x 2 x N] holds, per batch entry, a loss and a
+ * gradient-norm history (oldest first); lengths [B] (float counts, NULL: all N) says how much of
+ * each is real. features [B x 64]: ((series * 4) + window) * 8 + statistic, windows the last 8,
+ * 32, 128 and all values, statistics mean, std (population), min, max, last, least-squares slope
+ * per step, mean |first difference|, (last - first) / (|first| + 1e-8). A window longer than the
+ * history uses all of it; an empty history gives zeros; a history of one value gives slope and
+ * std 0. */
+OCLML_API oclml_status oclml_history_encode(oclml_ctx *ctx, const oclml_tensor *series,
+                                            const oclml_tensor *lengths, oclml_tensor *features);
+
 #ifdef __cplusplus
 }
 #endif

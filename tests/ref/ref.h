@@ -60,4 +60,7 @@ void ref_rssm_rollout(const ref_rssm_args *a, double *Y, double *H, double *hnor
 /* Philox4x32-10 as RSSM.md uses it: counter (member, step, group, 0), key (seed lo, seed hi). */
 void ref_philox4x32_10(const unsigned ctr_in[4], const unsigned key_in[2], unsigned out[4]);
 
+/* History encoder: 64 features of one series pair (loss[len], gnorm[len]) into out[64]. */
+void ref_history_encode(const float *loss, const float *gnorm, size_t len, double out[64]);
+
 #endif

@@ -74,7 +74,7 @@ __kernel void oclml_gru_cho_r(__global const float *x, ulong xo, __global const 
 }
 
 /* Gate math after the GEMM path (TORCH): gx = x W_ih^T, gh = h W_hh^T, both [B x 3D]. */
-__kernel void oclml_gru_gates_torch(__global const float *gx, __global const float *gh,
+__kernel void oclml_gru_gates_torch(__global const float *gx, ulong gxo, __global const float *gh,
                                     __global const float *h, ulong ho,
                                     __global const float *b_ih, ulong bio,
                                     __global const float *b_hh, ulong bho, __global float *h_new,
@@ -84,7 +84,7 @@ __kernel void oclml_gru_gates_torch(__global const float *gx, __global const flo
     const ulong b = i / D, j = i % D, base = b * 3 * D;
     float gi[3], gg[3];
     for (uint g = 0; g < 3; g++) {
-        gi[g] = gx[base + g * D + j] + ((flags & GRU_B_IH) ? b_ih[bio + g * D + j] : 0.0f);
+        gi[g] = gx[gxo + base + g * D + j] + ((flags & GRU_B_IH) ? b_ih[bio + g * D + j] : 0.0f);
         gg[g] = gh[base + g * D + j] + ((flags & GRU_B_HH) ? b_hh[bho + g * D + j] : 0.0f);
     }
     const float r = gru_sigmoid(gi[0] + gg[0]), z = gru_sigmoid(gi[1] + gg[1]);

@@ -384,6 +384,15 @@ OCLML_API oclml_status oclml_gru_step(oclml_ctx *ctx, oclml_gru_variant variant,
                                       const oclml_tensor *b_ih, const oclml_tensor *b_hh,
                                       oclml_tensor *h_new);
 
+/* GRU over T steps with inputs known in advance: x [T x B x I], h0 [B x D], every hidden state
+ * into hs [T x B x D] (hs[t] = GRU(x[t], hs[t-1])). On the GEMM path (TORCH, large B) the input
+ * projection of all steps is one GEMM. The steps are enqueued back to back: no host round trip. */
+OCLML_API oclml_status oclml_gru_sequence(oclml_ctx *ctx, oclml_gru_variant variant,
+                                          const oclml_tensor *x, const oclml_tensor *h0,
+                                          const oclml_tensor *w_ih, const oclml_tensor *w_hh,
+                                          const oclml_tensor *b_ih, const oclml_tensor *b_hh,
+                                          oclml_tensor *hs);
+
 /* RSSM ensemble rollout (RSSM.md): E members with independent weights imagine T steps on the
  * device in one call, with no host round trip between steps. Per member e, tensors stack the
  * members on their first dimension. */

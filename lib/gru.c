@@ -123,13 +123,15 @@ static oclml_tensor view2(oclml_ctx *ctx, cl_mem m, size_t r, size_t c) {
     return t;
 }
 
-static oclml_status step_gemm(oclml_ctx *ctx, const gru_args *a) {
-    cl_mem gx = NULL, gh = NULL;
+/* TORCH step through GEMMs. gx_pre: the input projection x W_ih^T already computed (a sequence
+ * computes all steps' at once) at element offset gx_off, or NULL. */
+static oclml_status step_gemm(oclml_ctx *ctx, const gru_args *a, cl_mem gx_pre, cl_ulong gx_off) {
+    cl_mem gx = gx_pre, gh = NULL;
     size_t bytes = a->B * 3 * a->D * sizeof(float);
-    oclml_status st = oclml__scratch_get(ctx, bytes, &gx);
+    oclml_status st = gx ? OCLML_SUCCESS : oclml__scratch_get(ctx, bytes, &gx);
     if (!st) st = oclml__scratch_get(ctx, bytes, &gh);
     oclml_tensor tx = view2(ctx, gx, a->B, 3 * a->D), th = view2(ctx, gh, a->B, 3 * a->D);
-    if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, a->x, a->w_ih, 0.0f, &tx);
+    if (!st && !gx_pre) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, a->x, a->w_ih, 0.0f, &tx);
     if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, a->h, a->w_hh, 0.0f, &th);
     cl_kernel k;
     if (!st) st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_gru_gates_torch", &k);
@@ -137,14 +139,14 @@ static oclml_status step_gemm(oclml_ctx *ctx, const gru_args *a) {
         cl_uint flags = (a->b_ih ? 1 : 0) | (a->b_hh ? 2 : 0), B = (cl_uint)a->B, D = (cl_uint)a->D;
         cl_mem h = a->h->mem, bi = mem(a->b_ih), bh = mem(a->b_hh), hn = a->h_new->mem;
         cl_ulong ho = off(a->h), bio = off(a->b_ih), bho = off(a->b_hh), hno = off(a->h_new);
-        oclml__arg args[] = {OCLML_ARG(gx), OCLML_ARG(gh), OCLML_ARG(h), OCLML_ARG(ho), OCLML_ARG(bi),
-                             OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(hn), OCLML_ARG(hno),
-                             OCLML_ARG(flags), OCLML_ARG(B), OCLML_ARG(D)};
+        oclml__arg args[] = {OCLML_ARG(gx), OCLML_ARG(gx_off), OCLML_ARG(gh), OCLML_ARG(h), OCLML_ARG(ho),
+                             OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(hn),
+                             OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(B), OCLML_ARG(D)};
         size_t local = ctx->info.max_work_group_size < 256 ? ctx->info.max_work_group_size : 256;
         size_t global = (a->B * a->D + local - 1) / local * local;
-        st = oclml__launch(ctx, k, args, 13, 1, &global, &local);
+        st = oclml__launch(ctx, k, args, 14, 1, &global, &local);
     }
-    if (gx) oclml__scratch_put(ctx, gx);
+    if (gx && !gx_pre) oclml__scratch_put(ctx, gx);
     if (gh) oclml__scratch_put(ctx, gh);
     return st;
 }
@@ -155,6 +157,51 @@ oclml_status oclml_gru_step(oclml_ctx *ctx, oclml_gru_variant variant, const ocl
     gru_args a = {x, h, w_ih, w_hh, b_ih, b_hh, h_new, 0, 0, 0};
     oclml_status st = check_gru(ctx, variant, &a);
     if (st) return st;
-    if (variant == OCLML_GRU_TORCH && a.B >= GEMM_MIN_BATCH) return step_gemm(ctx, &a);
+    if (variant == OCLML_GRU_TORCH && a.B >= GEMM_MIN_BATCH) return step_gemm(ctx, &a, NULL, 0);
     return step_fused(ctx, variant, &a);
+}
+
+/* A [rows x cols] view at an element offset of a tensor's buffer (for one step of a sequence). */
+static oclml_tensor view_at(const oclml_tensor *t, size_t elem_off, size_t r, size_t c) {
+    oclml_tensor v = view2(t->ctx, t->mem, r, c);
+    v.offset_bytes = t->offset_bytes + elem_off * sizeof(float);
+    return v;
+}
+
+oclml_status oclml_gru_sequence(oclml_ctx *ctx, oclml_gru_variant variant, const oclml_tensor *x,
+                                const oclml_tensor *h0, const oclml_tensor *w_ih,
+                                const oclml_tensor *w_hh, const oclml_tensor *b_ih,
+                                const oclml_tensor *b_hh, oclml_tensor *hs) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = oclml__check_tensor(ctx, x, "x");
+    if (!st) st = oclml__check_tensor(ctx, h0, "h0");
+    if (!st) st = oclml__check_tensor(ctx, hs, "hs");
+    if (st) return st;
+    if (x->ndim != 3 || h0->ndim != 2 || hs->ndim != 3)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "x must be [T x B x I], h0 [B x D], hs [T x B x D]");
+    size_t T = x->shape[0], B = x->shape[1], I = x->shape[2], D = h0->shape[1];
+    if (hs->shape[0] != T || hs->shape[1] != B || hs->shape[2] != D || h0->shape[0] != B)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "hs must be [%zu x %zu x %zu] and h0 [%zu x %zu]", T, B, D, B, D);
+    /* Validate everything once, on step 0's views. */
+    oclml_tensor x0 = view_at(x, 0, B, I), out0 = view_at(hs, 0, B, D);
+    gru_args a = {&x0, h0, w_ih, w_hh, b_ih, b_hh, &out0, 0, 0, 0};
+    st = check_gru(ctx, variant, &a);
+    if (st) return st;
+    if (overlaps(hs, x) || overlaps(hs, h0))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "hs must not overlap x or h0");
+    bool gemm = variant == OCLML_GRU_TORCH && B >= GEMM_MIN_BATCH;
+    cl_mem gx_all = NULL;
+    if (gemm) { /* the input projection of every step in one GEMM, as cuDNN does */
+        st = oclml__scratch_get(ctx, T * B * 3 * D * sizeof(float), &gx_all);
+        oclml_tensor xall = view_at(x, 0, T * B, I), g = view2(ctx, gx_all, T * B, 3 * D);
+        if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, &xall, w_ih, 0.0f, &g);
+    }
+    for (size_t t = 0; t < T && !st; t++) {
+        oclml_tensor xt = view_at(x, t * B * I, B, I), ht = view_at(hs, t * B * D, B, D);
+        oclml_tensor hprev = t ? view_at(hs, (t - 1) * B * D, B, D) : *h0;
+        gru_args s = {&xt, &hprev, w_ih, w_hh, b_ih, b_hh, &ht, B, I, D};
+        st = gemm ? step_gemm(ctx, &s, gx_all, (cl_ulong)(t * B * 3 * D)) : step_fused(ctx, variant, &s);
+    }
+    if (gx_all) oclml__scratch_put(ctx, gx_all);
+    return st;
 }

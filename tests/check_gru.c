@@ -102,6 +102,49 @@ START_TEST(matches_pytorch_grucell) {
 }
 END_TEST
 
+/* The sequence op against the reference stepped T times (each step from the reference's own
+ * previous state, rounded to float as the device stores it). */
+static void sequence_case(int cho, size_t T_, size_t B, size_t I, size_t D) {
+    size_t xs[3] = {T_, B, I}, hs0[2] = {B, D}, hss[3] = {T_, B, D}, wis[2] = {3 * D, I}, whs[2] = {3 * D, D}, bs = 3 * D;
+    float sc = 1.0f / sqrtf((float)D);
+    float *x = test_floats(T_ * B * I), *h0 = test_floats(B * D), *wi = test_floats(3 * D * I), *wh = test_floats(3 * D * D);
+    float *bi = test_floats(3 * D), *bh = test_floats(3 * D), *out = test_floats(T_ * B * D), *hprev = test_floats(B * D);
+    test_random(x, T_ * B * I, -1, 1);
+    test_random(h0, B * D, -1, 1);
+    test_random(wi, 3 * D * I, -sc, sc);
+    test_random(wh, 3 * D * D, -sc, sc);
+    test_random(bi, 3 * D, -sc, sc);
+    test_random(bh, 3 * D, -sc, sc);
+    oclml_tensor *X = test_tensor_from(3, xs, x), *H0 = test_tensor_from(2, hs0, h0), *WI = test_tensor_from(2, wis, wi);
+    oclml_tensor *WH = test_tensor_from(2, whs, wh), *BI = test_tensor_from(1, &bs, bi), *BH = test_tensor_from(1, &bs, bh);
+    oclml_tensor *HS = test_tensor(3, hss);
+    ASSERT_OK(oclml_gru_sequence(T, cho, X, H0, WI, WH, BI, BH, HS));
+    test_read(HS, out, T_ * B * D);
+    double *ref = test_doubles(T_ * B * D);
+    for (size_t t = 0; t < T_; t++) {
+        const float *hp = h0;
+        if (t) {
+            for (size_t i = 0; i < B * D; i++) hprev[i] = (float)ref[(t - 1) * B * D + i];
+            hp = hprev;
+        }
+        ref_gru_step(cho, B, I, D, x + t * B * I, hp, wi, wh, bi, bh, ref + t * B * D);
+    }
+    char what[80];
+    snprintf(what, sizeof what, "gru sequence %s T%zu B%zu I%zu D%zu", cho ? "cho" : "torch", T_, B, I, D);
+    test_assert_close(what, out, ref, T_ * B * D, TOL_GEMM);
+    oclml_tensor *all[] = {X, H0, WI, WH, BI, BH, HS};
+    for (int i = 0; i < 7; i++) oclml_tensor_destroy(all[i]);
+    void *mem[] = {x, h0, wi, wh, bi, bh, out, hprev, ref};
+    for (int i = 0; i < 9; i++) free(mem[i]);
+}
+
+START_TEST(sequence_matches_stepping) {
+    sequence_case(_i, 6, 3, 5, 33);
+    sequence_case(_i, 4, 40, 7, 20); /* GEMM path with one input-projection GEMM (TORCH) */
+    sequence_case(_i, 1, 1, 1, 1);
+}
+END_TEST
+
 START_TEST(bad_input_touches_nothing) {
     size_t xs[2] = {2, 3}, hs[2] = {2, 4}, wis[2] = {12, 3}, whs[2] = {12, 4}, bad[2] = {11, 4}, b12 = 12, b5 = 5;
     oclml_tensor *X = test_tensor(2, xs), *H = test_tensor(2, hs), *WI = test_tensor(2, wis), *WH = test_tensor(2, whs);
@@ -112,6 +155,8 @@ START_TEST(bad_input_touches_nothing) {
     ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, X, H, WI, WH, NULL, NULL, H), OCLML_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, NULL, H, WI, WH, NULL, NULL, HN), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, H, X, WI, WH, NULL, NULL, HN), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_gru_sequence(T, OCLML_GRU_TORCH, X, H, WI, WH, NULL, NULL, HN), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_gru_sequence(T, OCLML_GRU_TORCH, NULL, H, WI, WH, NULL, NULL, HN), OCLML_ERR_NULL_POINTER);
     float out[8];
     test_read(HN, out, 8);
     for (int i = 0; i < 8; i++) ck_assert(isnan(out[i]));
@@ -127,6 +172,7 @@ int main(void) {
     tcase_add_loop_test(tc, small_and_odd_sizes, 0, 2);
     tcase_add_loop_test(tc, hidden_above_work_group_limit, 0, 2);
     tcase_add_test(tc, matches_pytorch_grucell);
+    tcase_add_loop_test(tc, sequence_matches_stepping, 0, 2);
     tcase_add_test(tc, bad_input_touches_nothing);
     suite_add_tcase(s, tc);
     return test_main(s);

@@ -91,3 +91,69 @@ __kernel void oclml_gru_gates_torch(__global const float *gx, ulong gxo, __globa
     const float n = tanh(gi[2] + r * gg[2]);
     h_new[hwo + i] = (1.0f - z) * n + z * h[ho + i];
 }
+
+/* ---- backward of one step ----
+ * From the forward pre-activations gx = x W_ih^T, gh = h W_hh^T ([B x 3D]; for CHO ghn = (r*h)
+ * W_hn^T [B x D]) and dh' (the gradient of h'):
+ *   dn = dh' (1 - z), dz = dh' (h - n), da_n = dn (1 - n^2), da_z = dz z (1 - z)
+ *   TORCH: da_r = da_n (W_hn h + b_hn) r (1 - r); input-side gradients (da_r, da_z, da_n),
+ *          hidden-side (da_r, da_z, da_n r)
+ *   CHO:   da_r needs d(r h) = da_n W_hn, a GEMM: written by oclml_gru_bwd_cho_r afterwards.
+ * dh_acc = dh' z (the direct path; the GEMM with W_hh adds the rest). */
+__kernel void oclml_gru_bwd_r(__global const float *gx, __global const float *gh,
+                              __global const float *b_ih, ulong bio, __global const float *b_hh,
+                              ulong bho, __global const float *h, ulong ho, __global float *r_out,
+                              __global float *rh, uint flags, uint B, uint D) {
+    const ulong i = get_global_id(0);
+    if (i >= (ulong)B * D) return;
+    const ulong b = i / D, j = i % D;
+    const float a = gx[b * 3 * D + j] + gh[b * 3 * D + j] + ((flags & GRU_B_IH) ? b_ih[bio + j] : 0.0f) +
+                    ((flags & GRU_B_HH) ? b_hh[bho + j] : 0.0f);
+    const float r = gru_sigmoid(a);
+    r_out[i] = r;
+    rh[i] = r * h[ho + i];
+}
+
+__kernel void oclml_gru_bwd_gates(__global const float *gx, __global const float *gh,
+                                  __global const float *ghn, __global const float *b_ih, ulong bio,
+                                  __global const float *b_hh, ulong bho, __global const float *h,
+                                  ulong ho, __global const float *dhn, ulong dho,
+                                  __global float *dgi, __global float *dgh, __global float *dan,
+                                  __global float *dh_acc, uint flags, uint cho, uint B, uint D) {
+    const ulong i = get_global_id(0);
+    if (i >= (ulong)B * D) return;
+    const ulong b = i / D, j = i % D, base = b * 3 * D;
+    float gi[3], gg[3];
+    for (uint g = 0; g < 3; g++) {
+        gi[g] = gx[base + g * D + j] + ((flags & GRU_B_IH) ? b_ih[bio + g * D + j] : 0.0f);
+        gg[g] = gh[base + g * D + j] + ((flags & GRU_B_HH) ? b_hh[bho + g * D + j] : 0.0f);
+    }
+    const float r = gru_sigmoid(gi[0] + gg[0]), z = gru_sigmoid(gi[1] + gg[1]);
+    const float hn_lin = cho ? ghn[i] + ((flags & GRU_B_HH) ? b_hh[bho + 2 * D + j] : 0.0f) : gg[2];
+    const float n = tanh(gi[2] + (cho ? hn_lin : r * hn_lin));
+    const float g = dhn[dho + i], hj = h[ho + i];
+    const float da_n = g * (1.0f - z) * (1.0f - n * n);
+    const float da_z = g * (hj - n) * z * (1.0f - z);
+    const float da_r = cho ? 0.0f : da_n * hn_lin * r * (1.0f - r);
+    dgi[base + j] = da_r;
+    dgi[base + D + j] = da_z;
+    dgi[base + 2 * D + j] = da_n;
+    dgh[base + j] = da_r;
+    dgh[base + D + j] = da_z;
+    dgh[base + 2 * D + j] = cho ? 0.0f : da_n * r; /* CHO: W_hn saw r*h, handled apart */
+    dan[i] = da_n;
+    dh_acc[i] = g * z;
+}
+
+/* CHO: with drh = da_n W_hn: da_r = drh h r (1 - r) into the r columns, dh_acc += drh r. */
+__kernel void oclml_gru_bwd_cho_r(__global const float *drh, __global const float *r_in,
+                                  __global const float *h, ulong ho, __global float *dgi,
+                                  __global float *dgh, __global float *dh_acc, uint B, uint D) {
+    const ulong i = get_global_id(0);
+    if (i >= (ulong)B * D) return;
+    const ulong b = i / D, j = i % D;
+    const float r = r_in[i], da_r = drh[i] * h[ho + i] * r * (1.0f - r);
+    dgi[b * 3 * D + j] = da_r;
+    dgh[b * 3 * D + j] = da_r;
+    dh_acc[i] += drh[i] * r;
+}

@@ -384,6 +384,15 @@ OCLML_API oclml_status oclml_gru_step(oclml_ctx *ctx, oclml_gru_variant variant,
                                       const oclml_tensor *b_ih, const oclml_tensor *b_hh,
                                       oclml_tensor *h_new);
 
+/* Backward of oclml_gru_step from x, h, the weights and dh_new (the gradient of h_new): dx
+ * [B x I], dh [B x D], dw_ih [3D x I], dw_hh [3D x D], db_ih, db_hh [3D]. The gates are
+ * recomputed; gradients are written, not accumulated; any output may be NULL. */
+OCLML_API oclml_status oclml_gru_step_backward(
+    oclml_ctx *ctx, oclml_gru_variant variant, const oclml_tensor *x, const oclml_tensor *h,
+    const oclml_tensor *w_ih, const oclml_tensor *w_hh, const oclml_tensor *b_ih,
+    const oclml_tensor *b_hh, const oclml_tensor *dh_new, oclml_tensor *dx, oclml_tensor *dh,
+    oclml_tensor *dw_ih, oclml_tensor *dw_hh, oclml_tensor *db_ih, oclml_tensor *db_hh);
+
 /* GRU over T steps with inputs known in advance: x [T x B x I], h0 [B x D], every hidden state
  * into hs [T x B x D] (hs[t] = GRU(x[t], hs[t-1])). On the GEMM path (TORCH, large B) the input
  * projection of all steps is one GEMM. The steps are enqueued back to back: no host round trip. */

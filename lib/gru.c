@@ -205,3 +205,106 @@ oclml_status oclml_gru_sequence(oclml_ctx *ctx, oclml_gru_variant variant, const
     if (gx_all) oclml__scratch_put(ctx, gx_all);
     return st;
 }
+
+/* ---- backward of one step ---- */
+
+static oclml_status elementwise_launch(oclml_ctx *ctx, const char *name, const oclml__arg *args,
+                                       unsigned nargs, size_t n) {
+    cl_kernel k;
+    oclml_status st = oclml__get_kernel(ctx, FILE_CL, NULL, name, &k);
+    if (st) return st;
+    size_t local = ctx->info.max_work_group_size < 256 ? ctx->info.max_work_group_size : 256;
+    size_t global = (n + local - 1) / local * local;
+    return oclml__launch(ctx, k, args, nargs, 1, &global, &local);
+}
+
+/* A view of rows [r0, r0 + r) of a 2-D tensor. */
+static oclml_tensor rows_of(const oclml_tensor *t, size_t r0, size_t r) {
+    return view_at(t, r0 * t->shape[1], r, t->shape[1]);
+}
+
+oclml_status oclml_gru_step_backward(oclml_ctx *ctx, oclml_gru_variant variant, const oclml_tensor *x,
+                                     const oclml_tensor *h, const oclml_tensor *w_ih,
+                                     const oclml_tensor *w_hh, const oclml_tensor *b_ih,
+                                     const oclml_tensor *b_hh, const oclml_tensor *dh_new,
+                                     oclml_tensor *dx, oclml_tensor *dh, oclml_tensor *dw_ih,
+                                     oclml_tensor *dw_hh, oclml_tensor *db_ih, oclml_tensor *db_hh) {
+    /* Shapes as the forward; dh_new in h_new's place. */
+    gru_args a = {x, h, w_ih, w_hh, b_ih, b_hh, (oclml_tensor *)dh_new, 0, 0, 0};
+    oclml_status st = check_gru(ctx, variant, &a);
+    if (st) return st;
+    size_t B = a.B, I = a.I, D = a.D;
+    if (dx) st = check_2d(ctx, dx, "dx", B, I);
+    if (!st && dh) st = check_2d(ctx, dh, "dh", B, D);
+    if (!st && dw_ih) st = check_2d(ctx, dw_ih, "dw_ih", 3 * D, I);
+    if (!st && dw_hh) st = check_2d(ctx, dw_hh, "dw_hh", 3 * D, D);
+    if (!st && db_ih) st = oclml__check_numel(ctx, db_ih, "db_ih", 3 * D);
+    if (!st && db_hh) st = oclml__check_numel(ctx, db_hh, "db_hh", 3 * D);
+    if (st) return st;
+    bool cho = variant == OCLML_GRU_CHO;
+    /* Scratch: gx, gh, dgi, dgh [B x 3D]; dan, dh_acc, (CHO) r, rh, ghn, drh [B x D]; ones [B]. */
+    cl_mem m[11] = {NULL};
+    size_t big = B * 3 * D * sizeof(float), small = B * D * sizeof(float);
+    for (int i = 0; i < 10 && !st; i++) st = oclml__scratch_get(ctx, i < 4 ? big : small, &m[i]);
+    if (!st) st = oclml__scratch_get(ctx, B * sizeof(float), &m[10]);
+    oclml_tensor gx = view2(ctx, m[0], B, 3 * D), gh = view2(ctx, m[1], B, 3 * D), dgi = view2(ctx, m[2], B, 3 * D),
+                 dgh = view2(ctx, m[3], B, 3 * D), dan = view2(ctx, m[4], B, D), dhacc = view2(ctx, m[5], B, D),
+                 rh = view2(ctx, m[7], B, D), ghn = view2(ctx, m[8], B, D),
+                 drh = view2(ctx, m[9], B, D), ones = view2(ctx, m[10], B, 1);
+    oclml_tensor w_hn = rows_of(w_hh, 2 * D, D);
+    cl_uint flags = (b_ih ? 1 : 0) | (b_hh ? 2 : 0), ucho = cho, uB = (cl_uint)B, uD = (cl_uint)D;
+    cl_mem bi = mem(b_ih), bh = mem(b_hh);
+    cl_ulong bio = off(b_ih), bho = off(b_hh), ho = off(h), dho = off(dh_new);
+    /* Forward pre-activations. */
+    if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, x, w_ih, 0.0f, &gx);
+    if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, h, w_hh, 0.0f, &gh);
+    if (!st && cho) {
+        oclml__arg ar[] = {OCLML_ARG(m[0]), OCLML_ARG(m[1]), OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh),
+                           OCLML_ARG(bho), OCLML_ARG(h->mem), OCLML_ARG(ho), OCLML_ARG(m[6]), OCLML_ARG(m[7]),
+                           OCLML_ARG(flags), OCLML_ARG(uB), OCLML_ARG(uD)};
+        st = elementwise_launch(ctx, "oclml_gru_bwd_r", ar, 13, B * D);
+        if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, &rh, &w_hn, 0.0f, &ghn);
+    }
+    if (!st) {
+        oclml__arg ag[] = {OCLML_ARG(m[0]), OCLML_ARG(m[1]), OCLML_ARG(m[8]), OCLML_ARG(bi), OCLML_ARG(bio),
+                           OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(h->mem), OCLML_ARG(ho), OCLML_ARG(dh_new->mem),
+                           OCLML_ARG(dho), OCLML_ARG(m[2]), OCLML_ARG(m[3]), OCLML_ARG(m[4]), OCLML_ARG(m[5]),
+                           OCLML_ARG(flags), OCLML_ARG(ucho), OCLML_ARG(uB), OCLML_ARG(uD)};
+        st = elementwise_launch(ctx, "oclml_gru_bwd_gates", ag, 19, B * D);
+    }
+    if (!st && cho) { /* d(r h) = da_n W_hn, then da_r and r's share of dh */
+        st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, &dan, &w_hn, 0.0f, &drh);
+        oclml__arg ac[] = {OCLML_ARG(m[9]), OCLML_ARG(m[6]), OCLML_ARG(h->mem), OCLML_ARG(ho), OCLML_ARG(m[2]),
+                           OCLML_ARG(m[3]), OCLML_ARG(m[5]), OCLML_ARG(uB), OCLML_ARG(uD)};
+        if (!st) st = elementwise_launch(ctx, "oclml_gru_bwd_cho_r", ac, 9, B * D);
+    }
+    /* Input and state gradients. */
+    if (!st && dx) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, &dgi, w_ih, 0.0f, dx);
+    if (!st && dh) {
+        st = oclml_copy(ctx, &dhacc, dh);
+        if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, &dgh, w_hh, 1.0f, dh);
+    }
+    /* Parameter gradients (overwritten). */
+    if (!st && dw_ih) st = oclml_gemm(ctx, OCLML_TRANS, OCLML_NO_TRANS, 1.0f, &dgi, x, 0.0f, dw_ih);
+    if (!st && dw_hh) {
+        st = oclml_gemm(ctx, OCLML_TRANS, OCLML_NO_TRANS, 1.0f, &dgh, h, 0.0f, dw_hh);
+        oclml_tensor dw_hn = rows_of(dw_hh, 2 * D, D);
+        if (!st && cho) st = oclml_gemm(ctx, OCLML_TRANS, OCLML_NO_TRANS, 1.0f, &dan, &rh, 0.0f, &dw_hn);
+    }
+    if (!st && (db_ih || db_hh)) st = oclml_fill(ctx, &ones, 1.0f);
+    if (!st && db_ih) {
+        oclml_tensor out = view_at(db_ih, 0, 3 * D, 1);
+        st = oclml_gemm(ctx, OCLML_TRANS, OCLML_NO_TRANS, 1.0f, &dgi, &ones, 0.0f, &out);
+    }
+    if (!st && db_hh) {
+        oclml_tensor out = view_at(db_hh, 0, 3 * D, 1);
+        st = oclml_gemm(ctx, OCLML_TRANS, OCLML_NO_TRANS, 1.0f, &dgh, &ones, 0.0f, &out);
+        if (!st && cho) { /* db_hn: the n gate's hidden bias gradient is sum of da_n */
+            oclml_tensor out_n = view_at(db_hh, 2 * D, D, 1);
+            st = oclml_gemm(ctx, OCLML_TRANS, OCLML_NO_TRANS, 1.0f, &dan, &ones, 0.0f, &out_n);
+        }
+    }
+    for (int i = 0; i < 11; i++)
+        if (m[i]) oclml__scratch_put(ctx, m[i]);
+    return st;
+}

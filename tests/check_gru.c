@@ -145,6 +145,61 @@ START_TEST(sequence_matches_stepping) {
 }
 END_TEST
 
+/* The step's backward against central differences of the double reference: L = sum(g * h'),
+ * dL/d(every input and parameter). */
+static double loss(int cho, size_t B, size_t I, size_t D, const float *x, const float *h, const float *wi,
+                   const float *wh, const float *bi, const float *bh, const float *g, double *scratch) {
+    ref_gru_step(cho, B, I, D, x, h, wi, wh, bi, bh, scratch);
+    double l = 0;
+    for (size_t i = 0; i < B * D; i++) l += g[i] * scratch[i];
+    return l;
+}
+
+START_TEST(backward_by_finite_differences) {
+    int cho = _i;
+    size_t B = 3, I = 4, D = 5;
+    size_t n[7] = {B * I, B * D, 3 * D * I, 3 * D * D, 3 * D, 3 * D, B * D}; /* x h wi wh bi bh g */
+    float *v[7];
+    for (int k = 0; k < 7; k++) {
+        v[k] = test_floats(n[k]);
+        test_random(v[k], n[k], -0.8f, 0.8f);
+    }
+    size_t xs[2] = {B, I}, hs[2] = {B, D}, wis[2] = {3 * D, I}, whs[2] = {3 * D, D}, bs = 3 * D;
+    oclml_tensor *X = test_tensor_from(2, xs, v[0]), *H = test_tensor_from(2, hs, v[1]);
+    oclml_tensor *WI = test_tensor_from(2, wis, v[2]), *WH = test_tensor_from(2, whs, v[3]);
+    oclml_tensor *BI = test_tensor_from(1, &bs, v[4]), *BH = test_tensor_from(1, &bs, v[5]), *G = test_tensor_from(2, hs, v[6]);
+    oclml_tensor *out[6] = {test_tensor(2, xs), test_tensor(2, hs), test_tensor(2, wis), test_tensor(2, whs),
+                            test_tensor(1, &bs), test_tensor(1, &bs)};
+    ASSERT_OK(oclml_gru_step_backward(T, cho, X, H, WI, WH, BI, BH, G, out[0], out[1], out[2], out[3], out[4], out[5]));
+    double *tmp = test_doubles(B * D);
+    static const char *names[6] = {"dx", "dh", "dw_ih", "dw_hh", "db_ih", "db_hh"};
+    for (int k = 0; k < 6; k++) {
+        float *got = test_floats(n[k]);
+        double *fd = test_doubles(n[k]);
+        test_read(out[k], got, n[k]);
+        for (size_t i = 0; i < n[k]; i++) {
+            float keep = v[k][i];
+            const float step = 1e-2f;
+            v[k][i] = keep + step;
+            double lp = loss(cho, B, I, D, v[0], v[1], v[2], v[3], v[4], v[5], v[6], tmp);
+            v[k][i] = keep - step;
+            double lm = loss(cho, B, I, D, v[0], v[1], v[2], v[3], v[4], v[5], v[6], tmp);
+            v[k][i] = keep;
+            fd[i] = (lp - lm) / ((double)(keep + step) - (double)(keep - step));
+        }
+        char what[64];
+        snprintf(what, sizeof what, "gru %s backward %s", cho ? "cho" : "torch", names[k]);
+        test_assert_close(what, got, fd, n[k], 1e-3);
+        free(got);
+        free(fd);
+    }
+    oclml_tensor *all[] = {X, H, WI, WH, BI, BH, G, out[0], out[1], out[2], out[3], out[4], out[5]};
+    for (int i = 0; i < 13; i++) oclml_tensor_destroy(all[i]);
+    for (int k = 0; k < 7; k++) free(v[k]);
+    free(tmp);
+}
+END_TEST
+
 START_TEST(bad_input_touches_nothing) {
     size_t xs[2] = {2, 3}, hs[2] = {2, 4}, wis[2] = {12, 3}, whs[2] = {12, 4}, bad[2] = {11, 4}, b12 = 12, b5 = 5;
     oclml_tensor *X = test_tensor(2, xs), *H = test_tensor(2, hs), *WI = test_tensor(2, wis), *WH = test_tensor(2, whs);
@@ -157,6 +212,10 @@ START_TEST(bad_input_touches_nothing) {
     ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, H, X, WI, WH, NULL, NULL, HN), OCLML_ERR_INVALID_SHAPE);
     ASSERT_STATUS(oclml_gru_sequence(T, OCLML_GRU_TORCH, X, H, WI, WH, NULL, NULL, HN), OCLML_ERR_INVALID_SHAPE);
     ASSERT_STATUS(oclml_gru_sequence(T, OCLML_GRU_TORCH, NULL, H, WI, WH, NULL, NULL, HN), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_gru_step_backward(T, OCLML_GRU_TORCH, X, H, WI, WH, NULL, NULL, HN, H, NULL, NULL, NULL, NULL, NULL),
+                  OCLML_ERR_INVALID_SHAPE); /* dx must be [B x I] */
+    ASSERT_STATUS(oclml_gru_step_backward(T, OCLML_GRU_TORCH, X, H, WI, WH, B5, NULL, HN, NULL, NULL, NULL, NULL, NULL, NULL),
+                  OCLML_ERR_INVALID_SHAPE);
     float out[8];
     test_read(HN, out, 8);
     for (int i = 0; i < 8; i++) ck_assert(isnan(out[i]));
@@ -173,6 +232,7 @@ int main(void) {
     tcase_add_loop_test(tc, hidden_above_work_group_limit, 0, 2);
     tcase_add_test(tc, matches_pytorch_grucell);
     tcase_add_loop_test(tc, sequence_matches_stepping, 0, 2);
+    tcase_add_loop_test(tc, backward_by_finite_differences, 0, 2);
     tcase_add_test(tc, bad_input_touches_nothing);
     suite_add_tcase(s, tc);
     return test_main(s);

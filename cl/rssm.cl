@@ -61,7 +61,7 @@ __kernel void oclml_rssm_rollout(
     ulong heo, __global float *hnorm, ulong hno, __global float *hfin, ulong hfo, __global float *zfin,
     ulong zfo, __global float *ffin, ulong ffo, uint flags, uint cho, uint T, uint D, uint G,
     uint C, uint F, uint K, float unimix, uint sample, uint seed_lo, uint seed_hi, uint t0,
-    __local float *lm) {
+    uint P, uint PS, __local float *lm) {
     const uint lid = get_local_id(0), L = get_local_size(0), e = get_group_id(0);
     const uint S = G * C, IN = F + S, D3 = 3 * D;
     __local float *xs = lm;              /* x = concat(f, z): IN */
@@ -69,6 +69,7 @@ __kernel void oclml_rssm_rollout(
     __local float *hb = ha + D;          /* h' (and r*h for CHO): D */
     __local float *pi = hb + D;          /* probabilities: S */
     __local float *red = pi + S;         /* 3 L */
+    __local float *pp = red + 3 * L;     /* partial sums when P or PS > 1: 6 D P or S PS */
     __global const float *Wi = wihT + (ulong)e * IN * D3, *Wh = whhT + (ulong)e * D * D3;
     __global const float *Wp = wpT + (ulong)e * D * S;
 
@@ -89,44 +90,74 @@ __kernel void oclml_rssm_rollout(
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
-        float hnew[4]; /* up to 4 units per work-item (D <= 4 L) */
-        for (uint q = 0, j = lid; j < D; q++, j += L) {
-            float gi0 = (flags & R_BIH) ? b_ih[bio + (ulong)e * D3 + j] : 0.0f;
-            float gi1 = (flags & R_BIH) ? b_ih[bio + (ulong)e * D3 + D + j] : 0.0f;
-            float gi2 = (flags & R_BIH) ? b_ih[bio + (ulong)e * D3 + 2 * D + j] : 0.0f;
-            float gh0 = (flags & R_BHH) ? b_hh[bho + (ulong)e * D3 + j] : 0.0f;
-            float gh1 = (flags & R_BHH) ? b_hh[bho + (ulong)e * D3 + D + j] : 0.0f;
-            float gh2 = (flags & R_BHH) ? b_hh[bho + (ulong)e * D3 + 2 * D + j] : 0.0f;
-            for (uint k = 0; k < IN; k++) {
+        /* Work-item u serves unit j = u % D over the part u / D of the dot products (P parts:
+         * with D < L, several work-items share a unit, so more loads are in flight). */
+        float hnew[4]; /* P == 1: up to 4 units per work-item (D <= 4 L) */
+        for (uint q = 0, u = lid; u < D * P; q++, u += L) {
+            const uint j = u % D, part = u / D;
+            const uint i0 = part * IN / P, i1 = (part + 1) * IN / P, d0 = part * D / P, d1 = (part + 1) * D / P;
+            const bool first = part == 0;
+            float gi0 = (first && (flags & R_BIH)) ? b_ih[bio + (ulong)e * D3 + j] : 0.0f;
+            float gi1 = (first && (flags & R_BIH)) ? b_ih[bio + (ulong)e * D3 + D + j] : 0.0f;
+            float gi2 = (first && (flags & R_BIH)) ? b_ih[bio + (ulong)e * D3 + 2 * D + j] : 0.0f;
+            float gh0 = (first && (flags & R_BHH)) ? b_hh[bho + (ulong)e * D3 + j] : 0.0f;
+            float gh1 = (first && (flags & R_BHH)) ? b_hh[bho + (ulong)e * D3 + D + j] : 0.0f;
+            float gh2 = (first && (flags & R_BHH)) ? b_hh[bho + (ulong)e * D3 + 2 * D + j] : 0.0f;
+            for (uint k = i0; k < i1; k++) {
                 __global const float *w = Wi + (ulong)k * D3 + j;
                 const float xv = xs[k];
                 gi0 += w[0] * xv;
                 gi1 += w[D] * xv;
                 gi2 += w[2 * D] * xv;
             }
-            for (uint k = 0; k < D; k++) {
+            for (uint k = d0; k < d1; k++) {
                 __global const float *w = Wh + (ulong)k * D3 + j;
                 const float hv = ha[k];
                 gh0 += w[0] * hv;
                 gh1 += w[D] * hv;
-                if (!cho) gh2 += w[2 * D] * hv;
-                else gh2 += w[2 * D] * hb[k];
+                gh2 += w[2 * D] * (cho ? hb[k] : hv);
             }
-            const float r = r_sigmoid(gi0 + gh0), z = r_sigmoid(gi1 + gh1);
-            const float n = tanh(gi2 + (cho ? gh2 : r * gh2));
-            hnew[q] = (1.0f - z) * n + z * ha[j];
+            if (P == 1) {
+                const float r = r_sigmoid(gi0 + gh0), z = r_sigmoid(gi1 + gh1);
+                const float n = tanh(gi2 + (cho ? gh2 : r * gh2));
+                hnew[q] = (1.0f - z) * n + z * ha[j];
+            } else {
+                __local float *o = pp + (ulong)part * 6 * D + j;
+                o[0] = gi0, o[D] = gi1, o[2 * D] = gi2, o[3 * D] = gh0, o[4 * D] = gh1, o[5 * D] = gh2;
+            }
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done reading h (and r*h) */
-        for (uint q = 0, j = lid; j < D; q++, j += L) hb[j] = hnew[q];
-        barrier(CLK_LOCAL_MEM_FENCE);
-
-        /* Prior logits l = W_p h' + b_p. */
-        for (uint s = lid; s < S; s += L) {
-            float l = b_p[bpo + (ulong)e * S + s];
-            for (uint d = 0; d < D; d++) l += Wp[(ulong)d * S + s] * hb[d];
-            pi[s] = l;
+        if (P == 1) {
+            for (uint q = 0, j = lid; j < D; q++, j += L) hb[j] = hnew[q];
+        } else {
+            for (uint j = lid; j < D; j += L) {
+                float g[6] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+                for (uint part = 0; part < P; part++)
+                    for (uint c = 0; c < 6; c++) g[c] += pp[(part * 6 + c) * D + j];
+                const float r = r_sigmoid(g[0] + g[3]), z = r_sigmoid(g[1] + g[4]);
+                const float n = tanh(g[2] + (cho ? g[5] : r * g[5]));
+                hb[j] = (1.0f - z) * n + z * ha[j];
+            }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+
+        /* Prior logits l = W_p h' + b_p, split over PS parts like the GRU. */
+        for (uint u = lid; u < S * PS; u += L) {
+            const uint sl = u % S, part = u / S, d0 = part * D / PS, d1 = (part + 1) * D / PS;
+            float l = part == 0 ? b_p[bpo + (ulong)e * S + sl] : 0.0f;
+            for (uint d = d0; d < d1; d++) l += Wp[(ulong)d * S + sl] * hb[d];
+            if (PS == 1) pi[sl] = l;
+            else pp[part * S + sl] = l;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (PS > 1) {
+            for (uint sl = lid; sl < S; sl += L) {
+                float l = 0.0f;
+                for (uint part = 0; part < PS; part++) l += pp[part * S + sl];
+                pi[sl] = l;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
 
         /* Per group: unimix softmax, entropy, then z (probabilities, or a one-hot draw). */
         float ent = 0.0f;

@@ -133,7 +133,21 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, cons
     if (L > cap) L = cap;
     if (d.D > 4 * L)
         return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "D = %zu exceeds 4x the work-group size %zu", d.D, L);
-    size_t lbytes = (d.F + d.S + 2 * d.D + d.S + 3 * L) * sizeof(float);
+    /* Parts per unit (P) and per logit (PS) when the work-group outnumbers units or logits;
+     * halved until the partial sums fit the local memory. */
+    size_t P = d.D < L ? L / d.D : 1, PS = d.S < L ? L / d.S : 1;
+    if (P > 8) P = 8;
+    if (PS > 8) PS = 8;
+    size_t lbytes;
+    for (;;) {
+        size_t pp = 0;
+        if (P > 1 && 6 * d.D * P > pp) pp = 6 * d.D * P;
+        if (PS > 1 && d.S * PS > pp) pp = d.S * PS;
+        lbytes = (d.F + d.S + 2 * d.D + d.S + 3 * L + pp) * sizeof(float);
+        if (lbytes <= ctx->info.local_mem_bytes || (P == 1 && PS == 1)) break;
+        if (P > 1) P /= 2;
+        else PS /= 2;
+    }
     if (lbytes > ctx->info.local_mem_bytes)
         return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "the rollout's state needs %zu bytes of local memory, the device has %zu",
                            lbytes, ctx->info.local_mem_bytes);
@@ -156,7 +170,8 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, cons
                         (o->z_final ? 16 : 0) | (o->f_final ? 32 : 0) | (s->f->ndim == 1 ? 64 : 0);
         cl_uint cho = c->variant == OCLML_GRU_CHO, uT = (cl_uint)T, uD = (cl_uint)D, uG = (cl_uint)d.G,
                 uC = (cl_uint)d.C, uF = (cl_uint)F, uK = (cl_uint)d.K, sample = c->mode == OCLML_RSSM_SAMPLE,
-                seed_lo = (cl_uint)c->seed, seed_hi = (cl_uint)(c->seed >> 32), t0 = (cl_uint)c->step_offset;
+                seed_lo = (cl_uint)c->seed, seed_hi = (cl_uint)(c->seed >> 32), t0 = (cl_uint)c->step_offset,
+                uP = (cl_uint)P, uPS = (cl_uint)PS;
         float u = c->unimix;
         cl_mem bi = mem(w->b_ih), bh = mem(w->b_hh), hn = mem(o->hnorm), hf = mem(o->h_final),
                zf = mem(o->z_final), ff = mem(o->f_final);
@@ -172,7 +187,7 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, cons
             OCLML_ARG(hno), OCLML_ARG(hf), OCLML_ARG(hfo), OCLML_ARG(zf), OCLML_ARG(zfo), OCLML_ARG(ff),
             OCLML_ARG(ffo), OCLML_ARG(flags), OCLML_ARG(cho), OCLML_ARG(uT), OCLML_ARG(uD), OCLML_ARG(uG),
             OCLML_ARG(uC), OCLML_ARG(uF), OCLML_ARG(uK), OCLML_ARG(u), OCLML_ARG(sample), OCLML_ARG(seed_lo),
-            OCLML_ARG(seed_hi), OCLML_ARG(t0), OCLML_LOCAL(lbytes)};
+            OCLML_ARG(seed_hi), OCLML_ARG(t0), OCLML_ARG(uP), OCLML_ARG(uPS), OCLML_LOCAL(lbytes)};
         size_t global = E * L;
         st = oclml__launch(ctx, k, args, sizeof args / sizeof args[0], 1, &global, &L);
     }

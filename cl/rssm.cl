@@ -110,12 +110,21 @@ __kernel void oclml_rssm_rollout(
                 gi1 += w[D] * xv;
                 gi2 += w[2 * D] * xv;
             }
-            for (uint k = d0; k < d1; k++) {
-                __global const float *w = Wh + (ulong)k * D3 + j;
-                const float hv = ha[k];
-                gh0 += w[0] * hv;
-                gh1 += w[D] * hv;
-                gh2 += w[2 * D] * (cho ? hb[k] : hv);
+            if (cho) { /* the n gate's hidden side multiplies r*h (in hb) */
+                for (uint k = d0; k < d1; k++) {
+                    __global const float *w = Wh + (ulong)k * D3 + j;
+                    gh0 += w[0] * ha[k];
+                    gh1 += w[D] * ha[k];
+                    gh2 += w[2 * D] * hb[k];
+                }
+            } else {
+                for (uint k = d0; k < d1; k++) {
+                    __global const float *w = Wh + (ulong)k * D3 + j;
+                    const float hv = ha[k];
+                    gh0 += w[0] * hv;
+                    gh1 += w[D] * hv;
+                    gh2 += w[2 * D] * hv;
+                }
             }
             if (P == 1) {
                 const float r = r_sigmoid(gi0 + gh0), z = r_sigmoid(gi1 + gh1);

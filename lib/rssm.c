@@ -125,12 +125,13 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, cons
     dims d = {0};
     oclml_status st = validate(ctx, c, w, s, o, &d);
     if (st) return st;
-    /* Work-group: one hidden unit per work-item where the device allows (up to 4 each beyond),
-     * a power of two for the reductions. */
+    /* Work-group: on a GPU as wide as the device allows (up to 1024), so that small D splits
+     * each unit's dot products over several work-items; on a CPU just wide enough for one unit
+     * per work-item. A power of two for the reductions; up to 4 units per work-item beyond. */
     size_t max_wg = ctx->info.max_work_group_size, cap = 1, L = 64;
     while (cap * 2 <= (max_wg < 1024 ? max_wg : 1024)) cap *= 2;
     while (L < d.D && L < cap) L *= 2;
-    if (L > cap) L = cap;
+    if (L > cap || ctx->info.is_gpu) L = cap;
     if (d.D > 4 * L)
         return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "D = %zu exceeds 4x the work-group size %zu", d.D, L);
     /* Parts per unit (P) and per logit (PS) when the work-group outnumbers units or logits;

@@ -103,6 +103,7 @@ __kernel void oclml_rssm_rollout(
             float gh0 = (first && (flags & R_BHH)) ? b_hh[bho + (ulong)e * D3 + j] : 0.0f;
             float gh1 = (first && (flags & R_BHH)) ? b_hh[bho + (ulong)e * D3 + D + j] : 0.0f;
             float gh2 = (first && (flags & R_BHH)) ? b_hh[bho + (ulong)e * D3 + 2 * D + j] : 0.0f;
+            #pragma unroll 4
             for (uint k = i0; k < i1; k++) {
                 __global const float *w = Wi + (ulong)k * D3 + j;
                 const float xv = xs[k];
@@ -118,6 +119,7 @@ __kernel void oclml_rssm_rollout(
                     gh2 += w[2 * D] * hb[k];
                 }
             } else {
+                #pragma unroll 4
                 for (uint k = d0; k < d1; k++) {
                     __global const float *w = Wh + (ulong)k * D3 + j;
                     const float hv = ha[k];
@@ -154,6 +156,7 @@ __kernel void oclml_rssm_rollout(
         for (uint u = lid; u < S * PS; u += L) {
             const uint sl = u % S, part = u / S, d0 = part * D / PS, d1 = (part + 1) * D / PS;
             float l = part == 0 ? b_p[bpo + (ulong)e * S + sl] : 0.0f;
+            #pragma unroll 4
             for (uint d = d0; d < d1; d++) l += Wp[(ulong)d * S + sl] * hb[d];
             if (PS == 1) pi[sl] = l;
             else pp[part * S + sl] = l;

@@ -376,8 +376,9 @@ typedef enum oclml_gru_variant {
 } oclml_gru_variant;
 
 /* h_new = GRU(x, h) for a batch: x [B x I], h [B x D], h_new [B x D] (must not overlap x or h).
- * b_ih and b_hh may be NULL (zero). No size caps. Small batches run as one fused launch (TORCH)
- * or two (CHO, whose n gate needs r * h of every unit first). */
+ * b_ih and b_hh may be NULL (zero). No size caps. Batches below 128 run as one fused launch
+ * (TORCH) or two (CHO, whose n gate needs r * h of every unit first); larger TORCH batches as two
+ * GEMMs and a gate kernel. */
 OCLML_API oclml_status oclml_gru_step(oclml_ctx *ctx, oclml_gru_variant variant,
                                       const oclml_tensor *x, const oclml_tensor *h,
                                       const oclml_tensor *w_ih, const oclml_tensor *w_hh,

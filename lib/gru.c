@@ -23,11 +23,7 @@ static bool overlaps(const oclml_tensor *a, const oclml_tensor *b) {
 }
 
 static oclml_status check_2d(oclml_ctx *ctx, const oclml_tensor *t, const char *name, size_t r, size_t c) {
-    oclml_status st = oclml__check_tensor(ctx, t, name);
-    if (st) return st;
-    if (t->ndim != 2 || t->shape[0] != r || t->shape[1] != c)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu]", name, r, c);
-    return OCLML_SUCCESS;
+    return oclml__check_shape(ctx, t, name, 2, r, c, 0);
 }
 
 static oclml_status check_gru(oclml_ctx *ctx, oclml_gru_variant v, gru_args *a) {

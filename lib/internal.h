@@ -130,6 +130,9 @@ oclml_status oclml__check_matrix_view(const oclml_ctx *ctx, const oclml_tensor *
 /* Checks that two tensors have the same shape. */
 oclml_status oclml__check_same_shape(const oclml_ctx *ctx, const oclml_tensor *a, const char *an,
                                      const oclml_tensor *b, const char *bn);
+/* Checks that a tensor has exactly nd (1 to 3) dimensions of sizes a, b, c (unused ones ignored). */
+oclml_status oclml__check_shape(const oclml_ctx *ctx, const oclml_tensor *t, const char *name, int nd,
+                                size_t a, size_t b, size_t c);
 /* Checks that a tensor is 1-D (or any shape) with exactly n elements. */
 oclml_status oclml__check_numel(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
                                 size_t n);

@@ -23,24 +23,9 @@ typedef struct dims {
     size_t E, D, S, F, T, G, C, K;
 } dims;
 
-static oclml_status need_shape(oclml_ctx *ctx, const oclml_tensor *t, const char *name, int nd,
-                               size_t a, size_t b, size_t c) {
-    oclml_status st = oclml__check_tensor(ctx, t, name);
-    if (st) return st;
-    size_t want[3] = {a, b, c};
-    bool ok = t->ndim == nd;
-    for (int i = 0; ok && i < nd; i++) ok = t->shape[i] == want[i];
-    if (!ok) {
-        if (nd == 1) return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu]", name, a);
-        if (nd == 2) return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu]", name, a, b);
-        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu x %zu]", name, a, b, c);
-    }
-    return OCLML_SUCCESS;
-}
-
 static oclml_status opt_shape(oclml_ctx *ctx, const oclml_tensor *t, const char *name, int nd, size_t a,
                               size_t b) {
-    return t ? need_shape(ctx, t, name, nd, a, b, 0) : OCLML_SUCCESS;
+    return t ? oclml__check_shape(ctx, t, name, nd, a, b, 0) : OCLML_SUCCESS;
 }
 
 static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
@@ -78,16 +63,16 @@ static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_config *c, const o
     if (!(s->f->ndim == 1 || (s->f->ndim == 2 && s->f->shape[0] == d->E)))
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "start.f must be [E x F] or [F]");
     size_t E = d->E, D = d->D, S = d->S, F = d->F, T = d->T;
-    st = need_shape(ctx, w->w_ih, "w_ih", 3, E, 3 * D, F + S);
-    if (!st) st = need_shape(ctx, w->w_hh, "w_hh", 3, E, 3 * D, D);
+    st = oclml__check_shape(ctx, w->w_ih, "w_ih", 3, E, 3 * D, F + S);
+    if (!st) st = oclml__check_shape(ctx, w->w_hh, "w_hh", 3, E, 3 * D, D);
     if (!st) st = opt_shape(ctx, w->b_ih, "b_ih", 2, E, 3 * D);
     if (!st) st = opt_shape(ctx, w->b_hh, "b_hh", 2, E, 3 * D);
-    if (!st) st = need_shape(ctx, w->w_p, "w_p", 3, E, S, D);
-    if (!st) st = need_shape(ctx, w->b_p, "b_p", 2, E, S, 0);
-    if (!st) st = need_shape(ctx, w->w_y, "w_y", 2, E, D + S, 0);
-    if (!st) st = need_shape(ctx, w->b_y, "b_y", 1, E, 0, 0);
+    if (!st) st = oclml__check_shape(ctx, w->w_p, "w_p", 3, E, S, D);
+    if (!st) st = oclml__check_shape(ctx, w->b_p, "b_p", 2, E, S, 0);
+    if (!st) st = oclml__check_shape(ctx, w->w_y, "w_y", 2, E, D + S, 0);
+    if (!st) st = oclml__check_shape(ctx, w->b_y, "b_y", 1, E, 0, 0);
     if (!st) st = opt_shape(ctx, s->y0, "start.y0", 1, E, 0);
-    if (!st) st = need_shape(ctx, o->y, "out.y", 2, E, T, 0);
+    if (!st) st = oclml__check_shape(ctx, o->y, "out.y", 2, E, T, 0);
     if (!st) st = opt_shape(ctx, o->entropy, "out.entropy", 2, E, T);
     if (!st) st = opt_shape(ctx, o->hnorm, "out.hnorm", 2, E, T);
     if (!st) st = opt_shape(ctx, o->h_final, "out.h_final", 2, E, D);

@@ -268,3 +268,141 @@ __kernel void oclml_rssm_summary(__global const float *Y, ulong yo, __global con
         if (outs & 32) tent[teo + i] = h;
     }
 }
+
+/* ---- the wide path: three launches per step, each spread over the whole device ----
+ * State lives in global memory: x[E][F + S] (f then z), h ping-pong [E][D], logits [E][S].
+ * Weights are read in PyTorch's row-major layout by segments of SEG work-items per row
+ * (coalesced), so every SM shares every member's work. */
+
+/* x = concat(f0, z0), h = h0. Grid: E work-groups. */
+__kernel void oclml_rssm_wide_init(__global const float *h0, ulong h0o, __global const float *z0,
+                                   ulong z0o, __global const float *f0, ulong f0o, uint flags,
+                                   __global float *x, __global float *h, uint D, uint S, uint F) {
+    const uint e = get_group_id(0), L = get_local_size(0), IN = F + S;
+    for (uint i = get_local_id(0); i < F; i += L)
+        x[(ulong)e * IN + i] = f0[f0o + ((flags & R_F0_SHARED) ? 0 : (ulong)e * F) + i];
+    for (uint i = get_local_id(0); i < S; i += L) x[(ulong)e * IN + F + i] = z0[z0o + (ulong)e * S + i];
+    for (uint i = get_local_id(0); i < D; i += L) h[(ulong)e * D + i] = h0[h0o + (ulong)e * D + i];
+}
+
+/* GRU for every (unit, member): work-group (j, e) with 3 segments of SEG work-items, segment g
+ * computing gate g's input and hidden dot products. phase 1 (CHO only) writes r*h into rh;
+ * phase 0 writes h'. hvec_n: h (TORCH) or rh (CHO). */
+__kernel void oclml_rssm_wide_gru(__global const float *w_ih, ulong wio, __global const float *w_hh,
+                                  ulong who, __global const float *b_ih, ulong bio,
+                                  __global const float *b_hh, ulong bho, __global const float *x,
+                                  __global const float *h, __global const float *hvec_n,
+                                  __global float *out, uint flags, uint cho, uint r_phase, uint D,
+                                  uint IN, uint SEG, __local float *red) {
+    const uint lid = get_local_id(0), g = lid / SEG, lane = lid % SEG;
+    const uint j = get_group_id(0), e = get_group_id(1), D3 = 3 * D;
+    const ulong row = (ulong)e * D3 + (ulong)g * D + j;
+    __global const float *wi = w_ih + wio + row * IN, *wh = w_hh + who + row * D;
+    __global const float *xe = x + (ulong)e * IN;
+    __global const float *he = ((g == 2 && !r_phase) ? hvec_n : h) + (ulong)e * D;
+    float ai = 0.0f, ah = 0.0f;
+    if (!r_phase || g == 0) {
+        for (uint k = lane; k < IN; k += SEG) ai += wi[k] * xe[k];
+        for (uint k = lane; k < D; k += SEG) ah += wh[k] * he[k];
+    }
+    ai = seg_sum(ai, red, lid, SEG);
+    ah = seg_sum(ah, red, lid, SEG);
+    __local float *gates = red + 3 * SEG;
+    if (lane == 0) {
+        gates[g] = ai + ((flags & R_BIH) ? b_ih[bio + row] : 0.0f);
+        gates[3 + g] = ah + ((flags & R_BHH) ? b_hh[bho + row] : 0.0f);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0) {
+        const float hj = h[(ulong)e * D + j], r = r_sigmoid(gates[0] + gates[3]);
+        if (r_phase) {
+            out[(ulong)e * D + j] = r * hj;
+        } else {
+            const float z = r_sigmoid(gates[1] + gates[4]);
+            const float n = tanh(gates[2] + (cho ? gates[5] : r * gates[5]));
+            out[(ulong)e * D + j] = (1.0f - z) * n + z * hj;
+        }
+    }
+}
+
+/* Prior logits for every (logit, member): segments of SEG work-items per row of W_p. */
+__kernel void oclml_rssm_wide_prior(__global const float *w_p, ulong wpo, __global const float *b_p,
+                                    ulong bpo, __global const float *h, __global float *logits,
+                                    uint D, uint S, uint SEG, __local float *red) {
+    const uint lid = get_local_id(0), lane = lid % SEG, per = get_local_size(0) / SEG;
+    const uint e = get_group_id(1), s = get_group_id(0) * per + lid / SEG;
+    const bool ok = s < S;
+    float a = 0.0f;
+    if (ok) {
+        __global const float *w = w_p + wpo + ((ulong)e * S + s) * D;
+        for (uint k = lane; k < D; k += SEG) a += w[k] * h[(ulong)e * D + k];
+    }
+    a = seg_sum(a, red, lid, SEG);
+    if (ok && lane == 0) logits[(ulong)e * S + s] = a + b_p[bpo + (ulong)e * S + s];
+}
+
+/* The rest of a step, one work-group per member: unimix softmax, entropy, z (probabilities or a
+ * draw), y, |h'|, feedback; at the last step the final state. */
+__kernel void oclml_rssm_wide_tail(__global float *logits, __global float *x, __global const float *h,
+                                   __global const float *w_y, ulong wyo, __global const float *b_y,
+                                   ulong byo, __global float *Y, ulong yo, __global float *Hent,
+                                   ulong heo, __global float *hnorm, ulong hno, __global float *hfin,
+                                   ulong hfo, __global float *zfin, ulong zfo, __global float *ffin,
+                                   ulong ffo, uint flags, uint t, uint T, uint D, uint G, uint C,
+                                   uint F, uint K, float unimix, uint sample, uint seed_lo,
+                                   uint seed_hi, uint t0, __local float *red) {
+    const uint lid = get_local_id(0), L = get_local_size(0), e = get_group_id(0);
+    const uint S = G * C, IN = F + S;
+    __global float *xe = x + (ulong)e * IN, *lg0 = logits + (ulong)e * S;
+    __global const float *he = h + (ulong)e * D;
+    float ent = 0.0f;
+    for (uint g = lid; g < G; g += L) {
+        __global float *lg = lg0 + g * C;
+        float m = -INFINITY, sum = 0.0f;
+        for (uint c = 0; c < C; c++) m = fmax(m, lg[c]);
+        for (uint c = 0; c < C; c++) sum += exp(lg[c] - m);
+        for (uint c = 0; c < C; c++) {
+            const float p = (1.0f - unimix) * (exp(lg[c] - m) / sum) + unimix / (float)C;
+            lg[c] = p;
+            ent -= (p > 0.0f) ? p * log(p) : 0.0f;
+        }
+        if (sample) {
+            const uint4 rnd = philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi));
+            const float u = (float)(rnd.x >> 8) * (1.0f / 16777216.0f);
+            float cum = 0.0f;
+            uint pick = C - 1;
+            for (uint c = 0; c < C; c++) {
+                cum += lg[c];
+                if (u < cum) { pick = c; break; }
+            }
+            for (uint c = 0; c < C; c++) xe[F + g * C + c] = (c == pick) ? 1.0f : 0.0f;
+        } else {
+            for (uint c = 0; c < C; c++) xe[F + g * C + c] = lg[c];
+        }
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    float3 acc = (float3)(0.0f, 0.0f, ent);
+    for (uint d = lid; d < D; d += L) {
+        acc.x += w_y[wyo + (ulong)e * (D + S) + d] * he[d];
+        acc.y += he[d] * he[d];
+    }
+    for (uint s = lid; s < S; s += L) acc.x += w_y[wyo + (ulong)e * (D + S) + D + s] * xe[F + s];
+    const float3 tot = group_sum3(acc, red, lid, L);
+    const float y = tot.x + b_y[byo + e];
+    if (lid == 0) {
+        Y[yo + (ulong)e * T + t] = y;
+        Hent[heo + (ulong)e * T + t] = tot.z;
+        if (flags & R_HNORM) hnorm[hno + (ulong)e * T + t] = sqrt(tot.y);
+    }
+    const float shifted = (lid < K) ? (lid == 0 ? y : xe[lid - 1]) : 0.0f;
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    if (lid < K) xe[lid] = shifted;
+    barrier(CLK_GLOBAL_MEM_FENCE); /* no early return before it: PoCL needs every work-item here */
+    const bool last = t + 1 == T;
+    for (uint i = lid; last && i < D; i += L)
+        if (flags & R_HFIN) hfin[hfo + (ulong)e * D + i] = he[i];
+    for (uint i = lid; last && i < S; i += L)
+        if (flags & R_ZFIN) zfin[zfo + (ulong)e * S + i] = xe[F + i];
+    for (uint i = lid; last && i < F; i += L)
+        if (flags & R_FFIN) ffin[ffo + (ulong)e * F + i] = xe[i];
+}

@@ -2,9 +2,12 @@
  * persistent work-group per member for all T steps, then one summary launch. */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define FILE_CL "rssm.cl"
+/* Per-member weight size from which GPUs take the wide path (set from H100 measurements). */
+#define WIDE_MIN_WEIGHT_BYTES (4.0 * 1024 * 1024)
 
 oclml_status oclml_rssm_config_init(oclml_rssm_config *c) {
     if (!c) return OCLML_ERR_NULL_POINTER;
@@ -105,11 +108,105 @@ static oclml_status transpose(oclml_ctx *ctx, const oclml_tensor *src, size_t E,
     return oclml__launch(ctx, k, args, 5, 3, global, local);
 }
 
-oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
-                                const oclml_rssm_state *s, const oclml_rssm_outputs *o) {
-    dims d = {0};
-    oclml_status st = validate(ctx, c, w, s, o, &d);
-    if (st) return st;
+/* ---- the wide path (cl/rssm.cl, oclml_rssm_wide_*): three launches per step over the whole
+ * device, for members whose weights one SM cannot stream fast enough. ---- */
+static oclml_status launch_named(oclml_ctx *ctx, const char *name, const oclml__arg *args, unsigned n,
+                                 cl_uint ndims, const size_t *global, const size_t *local) {
+    cl_kernel k;
+    oclml_status st = oclml__get_kernel(ctx, FILE_CL, NULL, name, &k);
+    return st ? st : oclml__launch(ctx, k, args, n, ndims, global, local);
+}
+
+static oclml_status rollout_wide(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
+                                 const oclml_rssm_state *s, const oclml_rssm_outputs *o, const dims *d,
+                                 cl_mem Yb, cl_ulong yo, cl_mem Hb, cl_ulong heo) {
+    size_t E = d->E, D = d->D, S = d->S, F = d->F, IN = F + S;
+    cl_mem xb = NULL, hb[2] = {NULL, NULL}, rh = NULL, lg = NULL;
+    oclml_status st = oclml__scratch_get(ctx, E * IN * sizeof(float), &xb);
+    if (!st) st = oclml__scratch_get(ctx, E * D * sizeof(float), &hb[0]);
+    if (!st) st = oclml__scratch_get(ctx, E * D * sizeof(float), &hb[1]);
+    if (!st) st = oclml__scratch_get(ctx, E * D * sizeof(float), &rh);
+    if (!st) st = oclml__scratch_get(ctx, E * S * sizeof(float), &lg);
+    size_t max_wg = ctx->info.max_work_group_size;
+    cl_uint SEG = ctx->info.is_gpu && max_wg >= 96 ? 32 : 1;
+    size_t tl = 1;
+    while (tl * 2 <= (max_wg < 256 ? max_wg : 256)) tl *= 2;
+    cl_uint flags = (w->b_ih ? 1 : 0) | (w->b_hh ? 2 : 0) | (o->hnorm ? 4 : 0) | (o->h_final ? 8 : 0) |
+                    (o->z_final ? 16 : 0) | (o->f_final ? 32 : 0) | (s->f->ndim == 1 ? 64 : 0);
+    cl_uint uD = (cl_uint)D, uS = (cl_uint)S, uF = (cl_uint)F, uIN = (cl_uint)IN, uT = (cl_uint)d->T,
+            uG = (cl_uint)d->G, uC = (cl_uint)d->C, uK = (cl_uint)d->K, cho = c->variant == OCLML_GRU_CHO,
+            sample = c->mode == OCLML_RSSM_SAMPLE, seed_lo = (cl_uint)c->seed,
+            seed_hi = (cl_uint)(c->seed >> 32), t0 = (cl_uint)c->step_offset;
+    float u = c->unimix;
+    cl_ulong h0o = off(s->h), z0o = off(s->z), f0o = off(s->f), wio = off(w->w_ih), who = off(w->w_hh),
+             bio = off(w->b_ih), bho = off(w->b_hh), wpo = off(w->w_p), bpo = off(w->b_p), wyo = off(w->w_y),
+             byo = off(w->b_y), hno = off(o->hnorm), hfo = off(o->h_final), zfo = off(o->z_final),
+             ffo = off(o->f_final);
+    cl_mem bi = mem(w->b_ih), bh = mem(w->b_hh), hn = mem(o->hnorm), hf = mem(o->h_final), zf = mem(o->z_final),
+           ff = mem(o->f_final);
+    if (!st) {
+        oclml__arg a0[] = {OCLML_ARG(s->h->mem), OCLML_ARG(h0o), OCLML_ARG(s->z->mem), OCLML_ARG(z0o),
+                           OCLML_ARG(s->f->mem), OCLML_ARG(f0o), OCLML_ARG(flags), OCLML_ARG(xb),
+                           OCLML_ARG(hb[0]), OCLML_ARG(uD), OCLML_ARG(uS), OCLML_ARG(uF)};
+        size_t g0 = E * tl;
+        st = launch_named(ctx, "oclml_rssm_wide_init", a0, 12, 1, &g0, &tl);
+    }
+    size_t gl_gru[2] = {D * 3 * SEG, E}, lo_gru[2] = {3 * SEG, 1};
+    size_t per = SEG > 1 ? (tl >= 256 ? 256 : tl) / SEG : 1;
+    size_t gl_pr[2] = {(S + per - 1) / per * per * SEG, E}, lo_pr[2] = {per * SEG, 1};
+    size_t gl_tail = E * tl;
+    for (size_t t = 0; t < d->T && !st; t++) {
+        cl_mem hin = hb[t % 2], hout = hb[(t + 1) % 2];
+        cl_uint ut = (cl_uint)t, one = 1, zero = 0;
+        if (cho) {
+            oclml__arg ar[] = {OCLML_ARG(w->w_ih->mem), OCLML_ARG(wio), OCLML_ARG(w->w_hh->mem), OCLML_ARG(who),
+                               OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(xb),
+                               OCLML_ARG(hin), OCLML_ARG(hin), OCLML_ARG(rh), OCLML_ARG(flags), OCLML_ARG(cho),
+                               OCLML_ARG(one), OCLML_ARG(uD), OCLML_ARG(uIN), OCLML_ARG(SEG),
+                               OCLML_LOCAL((3 * SEG + 8) * sizeof(float))};
+            st = launch_named(ctx, "oclml_rssm_wide_gru", ar, 19, 2, gl_gru, lo_gru);
+        }
+        cl_mem hvec = cho ? rh : hin;
+        oclml__arg ag[] = {OCLML_ARG(w->w_ih->mem), OCLML_ARG(wio), OCLML_ARG(w->w_hh->mem), OCLML_ARG(who),
+                           OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(xb),
+                           OCLML_ARG(hin), OCLML_ARG(hvec), OCLML_ARG(hout), OCLML_ARG(flags), OCLML_ARG(cho),
+                           OCLML_ARG(zero), OCLML_ARG(uD), OCLML_ARG(uIN), OCLML_ARG(SEG),
+                           OCLML_LOCAL((3 * SEG + 8) * sizeof(float))};
+        if (!st) st = launch_named(ctx, "oclml_rssm_wide_gru", ag, 19, 2, gl_gru, lo_gru);
+        oclml__arg ap[] = {OCLML_ARG(w->w_p->mem), OCLML_ARG(wpo), OCLML_ARG(w->b_p->mem), OCLML_ARG(bpo),
+                           OCLML_ARG(hout), OCLML_ARG(lg), OCLML_ARG(uD), OCLML_ARG(uS), OCLML_ARG(SEG),
+                           OCLML_LOCAL(per * SEG * sizeof(float))};
+        if (!st) st = launch_named(ctx, "oclml_rssm_wide_prior", ap, 10, 2, gl_pr, lo_pr);
+        oclml__arg at[] = {OCLML_ARG(lg), OCLML_ARG(xb), OCLML_ARG(hout), OCLML_ARG(w->w_y->mem), OCLML_ARG(wyo),
+                           OCLML_ARG(w->b_y->mem), OCLML_ARG(byo), OCLML_ARG(Yb), OCLML_ARG(yo), OCLML_ARG(Hb),
+                           OCLML_ARG(heo), OCLML_ARG(hn), OCLML_ARG(hno), OCLML_ARG(hf), OCLML_ARG(hfo),
+                           OCLML_ARG(zf), OCLML_ARG(zfo), OCLML_ARG(ff), OCLML_ARG(ffo), OCLML_ARG(flags),
+                           OCLML_ARG(ut), OCLML_ARG(uT), OCLML_ARG(uD), OCLML_ARG(uG), OCLML_ARG(uC),
+                           OCLML_ARG(uF), OCLML_ARG(uK), OCLML_ARG(u), OCLML_ARG(sample), OCLML_ARG(seed_lo),
+                           OCLML_ARG(seed_hi), OCLML_ARG(t0), OCLML_LOCAL(3 * tl * sizeof(float))};
+        if (!st) st = launch_named(ctx, "oclml_rssm_wide_tail", at, 33, 1, &gl_tail, &tl);
+    }
+    cl_mem scratch[] = {xb, hb[0], hb[1], rh, lg};
+    for (int i = 0; i < 5; i++)
+        if (scratch[i]) oclml__scratch_put(ctx, scratch[i]);
+    return st;
+}
+
+/* Which path: $OCLML_RSSM_PATH = "wide" or "persistent" decides; else the wide path on GPUs when
+ * a member's weights are large (one SM per member streams them too slowly), the persistent one
+ * otherwise (no launch per step). */
+static bool use_wide(const oclml_ctx *ctx, const dims *d) {
+    const char *env = getenv("OCLML_RSSM_PATH");
+    if (env && !strcmp(env, "wide")) return true;
+    if (env && !strcmp(env, "persistent")) return false;
+    double bytes = 4.0 * (3.0 * d->D * (d->F + d->S + d->D) + (double)d->S * d->D);
+    return ctx->info.is_gpu && bytes > WIDE_MIN_WEIGHT_BYTES;
+}
+
+/* The persistent path: one work-group per member runs all T steps, state in local memory. */
+static oclml_status rollout_persistent(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
+                                       const oclml_rssm_state *s, const oclml_rssm_outputs *o, dims d,
+                                       cl_mem Yb, cl_ulong yo, cl_mem Hb, cl_ulong heo) {
     /* Work-group: on a GPU as wide as the device allows (up to 1024), so that small D splits
      * each unit's dot products over several work-items; on a CPU just wide enough for one unit
      * per work-item. A power of two for the reductions; up to 4 units per work-item beyond. */
@@ -138,20 +235,16 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, cons
         return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "the rollout's state needs %zu bytes of local memory, the device has %zu",
                            lbytes, ctx->info.local_mem_bytes);
     size_t E = d.E, D = d.D, S = d.S, F = d.F, T = d.T, IN = F + S;
-    cl_mem wiT = NULL, whT = NULL, wpT = NULL, Yb = o->y->mem, Hb = NULL;
-    cl_ulong yo = off(o->y), heo = off(o->entropy);
-    st = oclml__scratch_get(ctx, E * 3 * D * IN * sizeof(float), &wiT);
+    cl_mem wiT = NULL, whT = NULL, wpT = NULL;
+    oclml_status st = oclml__scratch_get(ctx, E * 3 * D * IN * sizeof(float), &wiT);
     if (!st) st = oclml__scratch_get(ctx, E * 3 * D * D * sizeof(float), &whT);
     if (!st) st = oclml__scratch_get(ctx, E * S * D * sizeof(float), &wpT);
-    /* Entropy always lands somewhere: the summary's total entropy reads it. */
-    if (!st && !o->entropy) st = oclml__scratch_get(ctx, E * T * sizeof(float), &Hb);
     if (!st) st = transpose(ctx, w->w_ih, E, 3 * D, IN, wiT);
     if (!st) st = transpose(ctx, w->w_hh, E, 3 * D, D, whT);
     if (!st) st = transpose(ctx, w->w_p, E, S, D, wpT);
     cl_kernel k;
     if (!st) st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_rssm_rollout", &k);
     if (!st) {
-        if (o->entropy) Hb = o->entropy->mem;
         cl_uint flags = (w->b_ih ? 1 : 0) | (w->b_hh ? 2 : 0) | (o->hnorm ? 4 : 0) | (o->h_final ? 8 : 0) |
                         (o->z_final ? 16 : 0) | (o->f_final ? 32 : 0) | (s->f->ndim == 1 ? 64 : 0);
         cl_uint cho = c->variant == OCLML_GRU_CHO, uT = (cl_uint)T, uD = (cl_uint)D, uG = (cl_uint)d.G,
@@ -177,6 +270,24 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, cons
         size_t global = E * L;
         st = oclml__launch(ctx, k, args, sizeof args / sizeof args[0], 1, &global, &L);
     }
+    cl_mem scratch[] = {wiT, whT, wpT};
+    for (int i = 0; i < 3; i++)
+        if (scratch[i]) oclml__scratch_put(ctx, scratch[i]);
+    return st;
+}
+
+oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
+                                const oclml_rssm_state *s, const oclml_rssm_outputs *o) {
+    dims d = {0};
+    oclml_status st = validate(ctx, c, w, s, o, &d);
+    if (st) return st;
+    size_t E = d.E, T = d.T;
+    cl_mem Yb = o->y->mem, Hb = o->entropy ? o->entropy->mem : NULL;
+    cl_ulong yo = off(o->y), heo = off(o->entropy);
+    /* Entropy always lands somewhere: the summary's total entropy reads it. */
+    if (!Hb) st = oclml__scratch_get(ctx, E * T * sizeof(float), &Hb);
+    if (!st) st = use_wide(ctx, &d) ? rollout_wide(ctx, c, w, s, o, &d, Yb, yo, Hb, heo)
+                                    : rollout_persistent(ctx, c, w, s, o, d, Yb, yo, Hb, heo);
     cl_kernel ks;
     cl_uint outs = (o->y_mean ? 1 : 0) | (o->y_std ? 2 : 0) | (o->deltas ? 4 : 0) | (o->variance ? 8 : 0) |
                    (o->smoothness ? 16 : 0) | (o->total_entropy ? 32 : 0);
@@ -196,8 +307,6 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, cons
         if (ctx->info.max_work_group_size < 64) local = 1, global = E > T ? E : T;
         st = oclml__launch(ctx, ks, args, 22, 1, &global, &local);
     }
-    cl_mem scratch[] = {wiT, whT, wpT, o->entropy ? NULL : Hb};
-    for (int i = 0; i < 4; i++)
-        if (scratch[i]) oclml__scratch_put(ctx, scratch[i]);
+    if (!o->entropy && Hb) oclml__scratch_put(ctx, Hb);
     return st;
 }

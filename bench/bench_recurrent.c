@@ -140,7 +140,7 @@ int bench_rssm(bench_env *env) {
         c.w = (oclml_rssm_weights){t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]};
         c.s = (oclml_rssm_state){t[8], t[9], t[10], NULL};
         c.o = (oclml_rssm_outputs){.y = t[11], .y_std = t[12]};
-        bench_result r = {.op = "rssm_rollout", .variant = "1 work-group per member, T steps on device", .max_rel_err = -1};
+        bench_result r = {.op = "rssm_rollout", .variant = "one call, T steps on device", .max_rel_err = -1};
         char sh[64];
         snprintf(sh, sizeof sh, "E%zu,T%zu,D%zu,G%zu,C%zu,F%zu,k%zu", E, T, D, G, C, F, K);
         r.shape = sh;

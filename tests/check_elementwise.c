@@ -46,7 +46,7 @@ START_TEST(unary_forward_and_backward) {
         for (size_t i = 0; i < n; i++) ref[i] = ref_unary(op, p, x[i]);
         char what[64];
         snprintf(what, sizeof what, "%s n=%zu", UNARY[op], n);
-        test_assert_close(what, y, ref, n, TOL_ELEMENTWISE);
+        test_assert_close(what, y, ref, n, TOL_TRANSCENDENTAL);
         ASSERT_OK(run_unary_bwd(op, p, X, G, Y));
         test_read(Y, y, n);
         for (size_t i = 0; i < n; i++) {
@@ -54,7 +54,7 @@ START_TEST(unary_forward_and_backward) {
             scale[i] = fabs(g[i]) * (fabs(ref_unary_grad(op, p, x[i])) + 1e-6);
         }
         snprintf(what, sizeof what, "%s backward n=%zu", UNARY[op], n);
-        test_assert_close_scaled(what, y, ref, scale, n, TOL_ELEMENTWISE * 4);
+        test_assert_close_scaled(what, y, ref, scale, n, TOL_TRANSCENDENTAL);
         oclml_tensor_destroy(X);
         oclml_tensor_destroy(G);
         oclml_tensor_destroy(Y);

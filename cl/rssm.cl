@@ -24,6 +24,36 @@ inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
     return ctr;
 }
 
+/* Per group g of this work-item's share: unimix softmax of the logits in place (LOGITS + g C),
+ * the entropy summed into ENT, and z written to Z + g C: the probabilities (MEAN) or a one-hot
+ * draw (SAMPLE, Philox keyed by (seed, member, step, group)). A macro because the persistent
+ * path keeps logits and z in local memory and the wide path in global memory, and OpenCL 1.2
+ * has no generic address space. */
+#define UNIMIX_GROUPS(ENT, LOGITS, Z)                                                           \
+    for (uint g = lid; g < G; g += L) {                                                         \
+        float m = -INFINITY, sum = 0.0f;                                                        \
+        for (uint c = 0; c < C; c++) m = fmax(m, (LOGITS)[g * C + c]);                          \
+        for (uint c = 0; c < C; c++) sum += exp((LOGITS)[g * C + c] - m);                      \
+        for (uint c = 0; c < C; c++) {                                                          \
+            const float p = (1.0f - unimix) * (exp((LOGITS)[g * C + c] - m) / sum) + unimix / (float)C; \
+            (LOGITS)[g * C + c] = p;                                                            \
+            ENT -= (p > 0.0f) ? p * log(p) : 0.0f;                                              \
+        }                                                                                       \
+        if (sample) {                                                                           \
+            const uint4 rnd = philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi)); \
+            const float u = (float)(rnd.x >> 8) * (1.0f / 16777216.0f);                         \
+            float cum = 0.0f;                                                                   \
+            uint pick = C - 1;                                                                  \
+            for (uint c = 0; c < C; c++) {                                                      \
+                cum += (LOGITS)[g * C + c];                                                     \
+                if (u < cum) { pick = c; break; }                                               \
+            }                                                                                   \
+            for (uint c = 0; c < C; c++) (Z)[g * C + c] = (c == pick) ? 1.0f : 0.0f;           \
+        } else {                                                                                \
+            for (uint c = 0; c < C; c++) (Z)[g * C + c] = (LOGITS)[g * C + c];                  \
+        }                                                                                       \
+    }
+
 /* Three sums over the whole work-group in one tree (y, |h|^2 and entropy of a step). */
 inline float3 group_sum3(float3 v, __local float *red, uint lid, uint L) {
     red[lid] = v.x;
@@ -173,30 +203,7 @@ __kernel void oclml_rssm_rollout(
 
         /* Per group: unimix softmax, entropy, then z (probabilities, or a one-hot draw). */
         float ent = 0.0f;
-        for (uint g = lid; g < G; g += L) {
-            __local float *lg = pi + g * C;
-            float m = -INFINITY, sum = 0.0f;
-            for (uint c = 0; c < C; c++) m = fmax(m, lg[c]);
-            for (uint c = 0; c < C; c++) sum += exp(lg[c] - m);
-            for (uint c = 0; c < C; c++) {
-                const float p = (1.0f - unimix) * (exp(lg[c] - m) / sum) + unimix / (float)C;
-                lg[c] = p;
-                ent -= (p > 0.0f) ? p * log(p) : 0.0f;
-            }
-            if (sample) {
-                const uint4 rnd = philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi));
-                const float u = (float)(rnd.x >> 8) * (1.0f / 16777216.0f);
-                float cum = 0.0f;
-                uint pick = C - 1;
-                for (uint c = 0; c < C; c++) {
-                    cum += lg[c];
-                    if (u < cum) { pick = c; break; }
-                }
-                for (uint c = 0; c < C; c++) xs[F + g * C + c] = (c == pick) ? 1.0f : 0.0f;
-            } else {
-                for (uint c = 0; c < C; c++) xs[F + g * C + c] = lg[c];
-            }
-        }
+        UNIMIX_GROUPS(ent, pi, xs + F)
         barrier(CLK_LOCAL_MEM_FENCE);
 
         /* y = w_y . concat(h', z) + b_y, |h'|^2 and the step's entropy, in one reduction. */
@@ -356,30 +363,7 @@ __kernel void oclml_rssm_wide_tail(__global float *logits, __global float *x, __
     __global float *xe = x + (ulong)e * IN, *lg0 = logits + (ulong)e * S;
     __global const float *he = h + (ulong)e * D;
     float ent = 0.0f;
-    for (uint g = lid; g < G; g += L) {
-        __global float *lg = lg0 + g * C;
-        float m = -INFINITY, sum = 0.0f;
-        for (uint c = 0; c < C; c++) m = fmax(m, lg[c]);
-        for (uint c = 0; c < C; c++) sum += exp(lg[c] - m);
-        for (uint c = 0; c < C; c++) {
-            const float p = (1.0f - unimix) * (exp(lg[c] - m) / sum) + unimix / (float)C;
-            lg[c] = p;
-            ent -= (p > 0.0f) ? p * log(p) : 0.0f;
-        }
-        if (sample) {
-            const uint4 rnd = philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi));
-            const float u = (float)(rnd.x >> 8) * (1.0f / 16777216.0f);
-            float cum = 0.0f;
-            uint pick = C - 1;
-            for (uint c = 0; c < C; c++) {
-                cum += lg[c];
-                if (u < cum) { pick = c; break; }
-            }
-            for (uint c = 0; c < C; c++) xe[F + g * C + c] = (c == pick) ? 1.0f : 0.0f;
-        } else {
-            for (uint c = 0; c < C; c++) xe[F + g * C + c] = lg[c];
-        }
-    }
+    UNIMIX_GROUPS(ent, lg0, xe + F)
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
     float3 acc = (float3)(0.0f, 0.0f, ent);
     for (uint d = lid; d < D; d += L) {

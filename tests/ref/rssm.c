@@ -23,8 +23,6 @@ void ref_philox4x32_10(const unsigned ctr_in[4], const unsigned key_in[2], unsig
     memcpy(out, c, sizeof c);
 }
 
-static double sigm(double v) { return 1.0 / (1.0 + exp(-v)); }
-
 void ref_rssm_rollout(const ref_rssm_args *a, double *Y, double *H, double *hnorm, double *hfin,
                       double *zfin, double *ffin) {
     size_t D = a->D, S = a->G * a->C, F = a->F, IN = F + S, T = a->T, C = a->C;
@@ -38,26 +36,7 @@ void ref_rssm_rollout(const ref_rssm_args *a, double *Y, double *H, double *hnor
         for (size_t i = 0; i < S; i++) x[F + i] = a->z0[e * S + i];
         for (size_t i = 0; i < D; i++) h[i] = a->h0[e * D + i];
         for (size_t t = 0; t < T; t++) {
-            /* h' = GRU(x, h) */
-            for (size_t pass = 0; pass < 2; pass++)
-                for (size_t j = 0; j < D; j++) {
-                    double gi[3], gh[3];
-                    for (size_t g = 0; g < 3; g++) {
-                        size_t row = g * D + j;
-                        gi[g] = bi ? bi[row] : 0.0;
-                        gh[g] = bh ? bh[row] : 0.0;
-                        for (size_t k = 0; k < IN; k++) gi[g] += wi[row * IN + k] * x[k];
-                        for (size_t k = 0; k < D; k++) gh[g] += wh[row * D + k] * (a->cho && g == 2 ? rh[k] : h[k]);
-                    }
-                    double r = sigm(gi[0] + gh[0]);
-                    if (pass == 0) {
-                        rh[j] = r * h[j];
-                        continue;
-                    }
-                    double z = sigm(gi[1] + gh[1]);
-                    double n = tanh(gi[2] + (a->cho ? gh[2] : r * gh[2]));
-                    hn[j] = (1 - z) * n + z * h[j];
-                }
+            ref_gru_cell(a->cho, IN, D, x, h, wi, wh, bi, bh, rh, hn); /* h' = GRU(x, h) */
             /* prior: per-group unimix softmax, entropy, z */
             double ent = 0;
             for (size_t s = 0; s < S; s++) {

@@ -54,8 +54,6 @@ static oclml_status check_gru(oclml_ctx *ctx, oclml_gru_variant v, gru_args *a) 
     return OCLML_SUCCESS;
 }
 
-static cl_ulong off(const oclml_tensor *t) { return t ? oclml__elem_offset(t) : 0; }
-static cl_mem mem(const oclml_tensor *t) { return t ? t->mem : NULL; }
 
 /* Segment width and batch rows per work-group for the fused kernels. */
 static void fused_shape(const oclml_ctx *ctx, const gru_args *a, cl_uint *S, cl_uint *BB) {
@@ -71,10 +69,10 @@ static oclml_status step_fused(oclml_ctx *ctx, oclml_gru_variant v, const gru_ar
     fused_shape(ctx, a, &S, &BB);
     size_t groups_b = (a->B + BB - 1) / BB;
     cl_mem hvec = a->h->mem, rh = NULL;
-    cl_ulong hvo = off(a->h);
+    cl_ulong hvo = oclml__opt_offset(a->h);
     oclml_status st = OCLML_SUCCESS;
-    cl_mem x = a->x->mem, h = a->h->mem, wi = a->w_ih->mem, wh = a->w_hh->mem, bi = mem(a->b_ih), bh = mem(a->b_hh);
-    cl_ulong xo = off(a->x), ho = off(a->h), wio = off(a->w_ih), who = off(a->w_hh), bio = off(a->b_ih), bho = off(a->b_hh);
+    cl_mem x = a->x->mem, h = a->h->mem, wi = a->w_ih->mem, wh = a->w_hh->mem, bi = oclml__opt_mem(a->b_ih), bh = oclml__opt_mem(a->b_hh);
+    cl_ulong xo = oclml__opt_offset(a->x), ho = oclml__opt_offset(a->h), wio = oclml__opt_offset(a->w_ih), who = oclml__opt_offset(a->w_hh), bio = oclml__opt_offset(a->b_ih), bho = oclml__opt_offset(a->b_hh);
     if (cho) {
         cl_kernel kr;
         st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_gru_cho_r", &kr);
@@ -94,7 +92,7 @@ static oclml_status step_fused(oclml_ctx *ctx, oclml_gru_variant v, const gru_ar
     if (!st) st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_gru_step_fused", &k);
     if (!st) {
         cl_mem hn = a->h_new->mem;
-        cl_ulong hno = off(a->h_new);
+        cl_ulong hno = oclml__opt_offset(a->h_new);
         oclml__arg args[] = {OCLML_ARG(x), OCLML_ARG(xo), OCLML_ARG(h), OCLML_ARG(ho), OCLML_ARG(hvec),
                              OCLML_ARG(hvo), OCLML_ARG(wi), OCLML_ARG(wio), OCLML_ARG(wh), OCLML_ARG(who),
                              OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(hn),
@@ -134,8 +132,8 @@ static oclml_status step_gemm(oclml_ctx *ctx, const gru_args *a, cl_mem gx_pre, 
     if (!st) st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_gru_gates_torch", &k);
     if (!st) {
         cl_uint flags = (a->b_ih ? 1 : 0) | (a->b_hh ? 2 : 0), B = (cl_uint)a->B, D = (cl_uint)a->D;
-        cl_mem h = a->h->mem, bi = mem(a->b_ih), bh = mem(a->b_hh), hn = a->h_new->mem;
-        cl_ulong ho = off(a->h), bio = off(a->b_ih), bho = off(a->b_hh), hno = off(a->h_new);
+        cl_mem h = a->h->mem, bi = oclml__opt_mem(a->b_ih), bh = oclml__opt_mem(a->b_hh), hn = a->h_new->mem;
+        cl_ulong ho = oclml__opt_offset(a->h), bio = oclml__opt_offset(a->b_ih), bho = oclml__opt_offset(a->b_hh), hno = oclml__opt_offset(a->h_new);
         oclml__arg args[] = {OCLML_ARG(gx), OCLML_ARG(gx_off), OCLML_ARG(gh), OCLML_ARG(h), OCLML_ARG(ho),
                              OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(hn),
                              OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(B), OCLML_ARG(D)};
@@ -250,8 +248,8 @@ oclml_status oclml_gru_step_backward(oclml_ctx *ctx, oclml_gru_variant variant, 
                  drh = view2(ctx, m[9], B, D), ones = view2(ctx, m[10], B, 1);
     oclml_tensor w_hn = rows_of(w_hh, 2 * D, D);
     cl_uint flags = (b_ih ? 1 : 0) | (b_hh ? 2 : 0), ucho = cho, uB = (cl_uint)B, uD = (cl_uint)D;
-    cl_mem bi = mem(b_ih), bh = mem(b_hh);
-    cl_ulong bio = off(b_ih), bho = off(b_hh), ho = off(h), dho = off(dh_new);
+    cl_mem bi = oclml__opt_mem(b_ih), bh = oclml__opt_mem(b_hh);
+    cl_ulong bio = oclml__opt_offset(b_ih), bho = oclml__opt_offset(b_hh), ho = oclml__opt_offset(h), dho = oclml__opt_offset(dh_new);
     /* Forward pre-activations. */
     if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, x, w_ih, 0.0f, &gx);
     if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, h, w_hh, 0.0f, &gh);

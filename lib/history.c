@@ -24,9 +24,9 @@ oclml_status oclml_history_encode(oclml_ctx *ctx, const oclml_tensor *series, co
     while (local * 2 <= (ctx->info.max_work_group_size < 256 ? ctx->info.max_work_group_size : 256)) local *= 2;
     if (!ctx->info.is_gpu && local > 16) local = 16;
     size_t global = 2 * B * local;
-    cl_ulong so = oclml__elem_offset(series), lo = lengths ? oclml__elem_offset(lengths) : 0,
+    cl_ulong so = oclml__elem_offset(series), lo = oclml__opt_offset(lengths),
              oo = oclml__elem_offset(features);
-    cl_mem lm = lengths ? lengths->mem : NULL;
+    cl_mem lm = oclml__opt_mem(lengths);
     cl_uint has = lengths != NULL, uN = (cl_uint)N;
     oclml__arg args[] = {OCLML_ARG(series->mem), OCLML_ARG(so), OCLML_ARG(lm), OCLML_ARG(lo), OCLML_ARG(has),
                          OCLML_ARG(uN), OCLML_ARG(features->mem), OCLML_ARG(oo), OCLML_LOCAL(local * sizeof(float))};

@@ -192,4 +192,9 @@ static inline cl_ulong oclml__elem_offset(const oclml_tensor *t) {
     return (cl_ulong)(t->offset_bytes / sizeof(float));
 }
 
+/* An optional tensor as kernel arguments: its buffer and element offset, or NULL and 0 (the
+ * kernel's flag bits say not to touch it). */
+static inline cl_mem oclml__opt_mem(const oclml_tensor *t) { return t ? t->mem : NULL; }
+static inline cl_ulong oclml__opt_offset(const oclml_tensor *t) { return t ? oclml__elem_offset(t) : 0; }
+
 #endif

@@ -15,7 +15,7 @@ typedef struct opt_arg {
 } opt_arg;
 
 static opt_arg opt(const oclml_tensor *t) {
-    opt_arg a = {t ? t->mem : NULL, t ? oclml__elem_offset(t) : 0};
+    opt_arg a = {oclml__opt_mem(t), oclml__opt_offset(t)};
     return a;
 }
 

@@ -90,8 +90,6 @@ static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_config *c, const o
     return st;
 }
 
-static cl_ulong off(const oclml_tensor *t) { return t ? oclml__elem_offset(t) : 0; }
-static cl_mem mem(const oclml_tensor *t) { return t ? t->mem : NULL; }
 
 /* Transposes every member's [rows x cols] into dst (scratch). */
 static oclml_status transpose(oclml_ctx *ctx, const oclml_tensor *src, size_t E, size_t rows,
@@ -99,7 +97,7 @@ static oclml_status transpose(oclml_ctx *ctx, const oclml_tensor *src, size_t E,
     cl_kernel k;
     oclml_status st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_rssm_transpose", &k);
     if (st) return st;
-    cl_ulong so = off(src);
+    cl_ulong so = oclml__opt_offset(src);
     cl_uint r = (cl_uint)rows, c = (cl_uint)cols;
     oclml__arg args[] = {OCLML_ARG(src->mem), OCLML_ARG(so), OCLML_ARG(dst), OCLML_ARG(r), OCLML_ARG(c)};
     size_t local[3] = {16, 16, 1};
@@ -138,12 +136,12 @@ static oclml_status rollout_wide(oclml_ctx *ctx, const oclml_rssm_config *c, con
             sample = c->mode == OCLML_RSSM_SAMPLE, seed_lo = (cl_uint)c->seed,
             seed_hi = (cl_uint)(c->seed >> 32), t0 = (cl_uint)c->step_offset;
     float u = c->unimix;
-    cl_ulong h0o = off(s->h), z0o = off(s->z), f0o = off(s->f), wio = off(w->w_ih), who = off(w->w_hh),
-             bio = off(w->b_ih), bho = off(w->b_hh), wpo = off(w->w_p), bpo = off(w->b_p), wyo = off(w->w_y),
-             byo = off(w->b_y), hno = off(o->hnorm), hfo = off(o->h_final), zfo = off(o->z_final),
-             ffo = off(o->f_final);
-    cl_mem bi = mem(w->b_ih), bh = mem(w->b_hh), hn = mem(o->hnorm), hf = mem(o->h_final), zf = mem(o->z_final),
-           ff = mem(o->f_final);
+    cl_ulong h0o = oclml__opt_offset(s->h), z0o = oclml__opt_offset(s->z), f0o = oclml__opt_offset(s->f), wio = oclml__opt_offset(w->w_ih), who = oclml__opt_offset(w->w_hh),
+             bio = oclml__opt_offset(w->b_ih), bho = oclml__opt_offset(w->b_hh), wpo = oclml__opt_offset(w->w_p), bpo = oclml__opt_offset(w->b_p), wyo = oclml__opt_offset(w->w_y),
+             byo = oclml__opt_offset(w->b_y), hno = oclml__opt_offset(o->hnorm), hfo = oclml__opt_offset(o->h_final), zfo = oclml__opt_offset(o->z_final),
+             ffo = oclml__opt_offset(o->f_final);
+    cl_mem bi = oclml__opt_mem(w->b_ih), bh = oclml__opt_mem(w->b_hh), hn = oclml__opt_mem(o->hnorm), hf = oclml__opt_mem(o->h_final), zf = oclml__opt_mem(o->z_final),
+           ff = oclml__opt_mem(o->f_final);
     if (!st) {
         oclml__arg a0[] = {OCLML_ARG(s->h->mem), OCLML_ARG(h0o), OCLML_ARG(s->z->mem), OCLML_ARG(z0o),
                            OCLML_ARG(s->f->mem), OCLML_ARG(f0o), OCLML_ARG(flags), OCLML_ARG(xb),
@@ -252,11 +250,11 @@ static oclml_status rollout_persistent(oclml_ctx *ctx, const oclml_rssm_config *
                 seed_lo = (cl_uint)c->seed, seed_hi = (cl_uint)(c->seed >> 32), t0 = (cl_uint)c->step_offset,
                 uP = (cl_uint)P, uPS = (cl_uint)PS;
         float u = c->unimix;
-        cl_mem bi = mem(w->b_ih), bh = mem(w->b_hh), hn = mem(o->hnorm), hf = mem(o->h_final),
-               zf = mem(o->z_final), ff = mem(o->f_final);
-        cl_ulong bio = off(w->b_ih), bho = off(w->b_hh), bpo = off(w->b_p), wyo = off(w->w_y), byo = off(w->b_y),
-                 h0o = off(s->h), z0o = off(s->z), f0o = off(s->f), hno = off(o->hnorm), hfo = off(o->h_final),
-                 zfo = off(o->z_final), ffo = off(o->f_final);
+        cl_mem bi = oclml__opt_mem(w->b_ih), bh = oclml__opt_mem(w->b_hh), hn = oclml__opt_mem(o->hnorm), hf = oclml__opt_mem(o->h_final),
+               zf = oclml__opt_mem(o->z_final), ff = oclml__opt_mem(o->f_final);
+        cl_ulong bio = oclml__opt_offset(w->b_ih), bho = oclml__opt_offset(w->b_hh), bpo = oclml__opt_offset(w->b_p), wyo = oclml__opt_offset(w->w_y), byo = oclml__opt_offset(w->b_y),
+                 h0o = oclml__opt_offset(s->h), z0o = oclml__opt_offset(s->z), f0o = oclml__opt_offset(s->f), hno = oclml__opt_offset(o->hnorm), hfo = oclml__opt_offset(o->h_final),
+                 zfo = oclml__opt_offset(o->z_final), ffo = oclml__opt_offset(o->f_final);
         oclml__arg args[] = {
             OCLML_ARG(wiT), OCLML_ARG(whT), OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho),
             OCLML_ARG(wpT), OCLML_ARG(w->b_p->mem), OCLML_ARG(bpo), OCLML_ARG(w->w_y->mem), OCLML_ARG(wyo),
@@ -283,7 +281,7 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, cons
     if (st) return st;
     size_t E = d.E, T = d.T;
     cl_mem Yb = o->y->mem, Hb = o->entropy ? o->entropy->mem : NULL;
-    cl_ulong yo = off(o->y), heo = off(o->entropy);
+    cl_ulong yo = oclml__opt_offset(o->y), heo = oclml__opt_offset(o->entropy);
     /* Entropy always lands somewhere: the summary's total entropy reads it. */
     if (!Hb) st = oclml__scratch_get(ctx, E * T * sizeof(float), &Hb);
     if (!st) st = use_wide(ctx, &d) ? rollout_wide(ctx, c, w, s, o, &d, Yb, yo, Hb, heo)
@@ -294,10 +292,10 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, cons
     if (!st && outs) st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_rssm_summary", &ks);
     if (!st && outs) {
         cl_uint has_y0 = s->y0 != NULL, uE = (cl_uint)E, uT = (cl_uint)T;
-        cl_mem y0 = mem(s->y0), ym = mem(o->y_mean), ys = mem(o->y_std), dl = mem(o->deltas), va = mem(o->variance),
-               sm = mem(o->smoothness), te = mem(o->total_entropy);
-        cl_ulong y0o = off(s->y0), ymo = off(o->y_mean), yso = off(o->y_std), dlo = off(o->deltas), vo = off(o->variance),
-                 smo = off(o->smoothness), teo = off(o->total_entropy);
+        cl_mem y0 = oclml__opt_mem(s->y0), ym = oclml__opt_mem(o->y_mean), ys = oclml__opt_mem(o->y_std), dl = oclml__opt_mem(o->deltas), va = oclml__opt_mem(o->variance),
+               sm = oclml__opt_mem(o->smoothness), te = oclml__opt_mem(o->total_entropy);
+        cl_ulong y0o = oclml__opt_offset(s->y0), ymo = oclml__opt_offset(o->y_mean), yso = oclml__opt_offset(o->y_std), dlo = oclml__opt_offset(o->deltas), vo = oclml__opt_offset(o->variance),
+                 smo = oclml__opt_offset(o->smoothness), teo = oclml__opt_offset(o->total_entropy);
         oclml__arg args[] = {OCLML_ARG(Yb), OCLML_ARG(yo), OCLML_ARG(Hb), OCLML_ARG(heo), OCLML_ARG(y0),
                              OCLML_ARG(y0o), OCLML_ARG(has_y0),
                              OCLML_ARG(uE), OCLML_ARG(uT), OCLML_ARG(ym), OCLML_ARG(ymo), OCLML_ARG(ys),

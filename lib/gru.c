@@ -240,8 +240,9 @@ oclml_status oclml_gru_step_backward(oclml_ctx *ctx, oclml_gru_variant variant, 
     /* Scratch: gx, gh, dgi, dgh [B x 3D]; dan, dh_acc, (CHO) r, rh, ghn, drh [B x D]; ones [B]. */
     cl_mem m[11] = {NULL};
     size_t big = B * 3 * D * sizeof(float), small = B * D * sizeof(float);
-    for (int i = 0; i < 10 && !st; i++) st = oclml__scratch_get(ctx, i < 4 ? big : small, &m[i]);
-    if (!st) st = oclml__scratch_get(ctx, B * sizeof(float), &m[10]);
+    /* The four CHO buffers (r, r*h, its projection, its gradient) only for CHO. */
+    for (int i = 0; i < (cho ? 10 : 6) && !st; i++) st = oclml__scratch_get(ctx, i < 4 ? big : small, &m[i]);
+    if (!st && (db_ih || db_hh)) st = oclml__scratch_get(ctx, B * sizeof(float), &m[10]);
     oclml_tensor gx = view2(ctx, m[0], B, 3 * D), gh = view2(ctx, m[1], B, 3 * D), dgi = view2(ctx, m[2], B, 3 * D),
                  dgh = view2(ctx, m[3], B, 3 * D), dan = view2(ctx, m[4], B, D), dhacc = view2(ctx, m[5], B, D),
                  rh = view2(ctx, m[7], B, D), ghn = view2(ctx, m[8], B, D),

@@ -43,6 +43,7 @@ START_TEST(default_device_and_info) {
     /* The default is the first GPU when there is one. */
     ck_assert_int_eq(d.is_gpu, count_devices(CL_DEVICE_TYPE_GPU) > 0);
     ASSERT_STATUS(oclml_ctx_device_info(ctx, NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_ctx_cache_info(ctx, NULL), OCLML_ERR_NULL_POINTER);
     oclml_ctx_destroy(ctx);
 }
 END_TEST
@@ -165,6 +166,12 @@ START_TEST(status_codes) {
     ASSERT_STATUS(oclml_ctx_options_init(NULL), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_ctx_destroy(NULL), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_ctx_finish(NULL), OCLML_ERR_NULL_POINTER);
+    oclml_cache_info ci;
+    ASSERT_STATUS(oclml_ctx_cache_info(NULL, &ci), OCLML_ERR_NULL_POINTER);
+    cl_context cc;
+    ASSERT_STATUS(oclml_ctx_cl_objects(NULL, &cc, NULL, NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_ctx_wrap(NULL, NULL, NULL, NULL, NULL, NULL, 0), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_ctx_device_info(NULL, NULL), OCLML_ERR_NULL_POINTER);
 }
 END_TEST
 

@@ -22,6 +22,11 @@ START_TEST(round_trip_every_rank) {
         ck_assert_int_eq(nd, r + 1);
         ck_assert_uint_eq(count, n);
         for (int i = 0; i <= r; i++) ck_assert_uint_eq(sh[i], shapes[r][i]);
+        cl_mem m;
+        ASSERT_STATUS(oclml_tensor_shape(t, NULL, sh), OCLML_ERR_NULL_POINTER);
+        ASSERT_STATUS(oclml_tensor_shape(NULL, &nd, sh), OCLML_ERR_NULL_POINTER);
+        ASSERT_STATUS(oclml_tensor_numel(t, NULL), OCLML_ERR_NULL_POINTER);
+        ASSERT_STATUS(oclml_tensor_buffer(t, &m, NULL), OCLML_ERR_NULL_POINTER);
         ASSERT_OK(oclml_tensor_destroy(t));
         free(in);
         free(out);

@@ -1,7 +1,5 @@
-/* RSSM ensemble rollout (RSSM.md): one work-group per member runs all T steps on the device,
- * its state (x = concat(f, z), h) in local memory. Weights come pre-transposed, [K x rows] per
- * member, so that work-item j reading row j's weights walks memory together with its neighbours
- * (coalesced) and needs no reduction: work-item j owns hidden unit j (and logit s).
+/* RSSM ensemble rollout (RSSM.md): all T steps in one launch (oclml_rssm_rollout), then the
+ * ensemble summary (oclml_rssm_summary).
  * flags: 1 b_ih, 2 b_hh, 4 hnorm, 8 final h, 16 final z, 32 final f, 64 f0 shared by members. */
 #define R_BIH 1
 #define R_BHH 2
@@ -24,215 +22,298 @@ inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
     return ctr;
 }
 
-/* Per group g of this work-item's share: unimix softmax of the logits in place (LOGITS + g C),
- * the entropy summed into ENT, and z written to Z + g C: the probabilities (MEAN) or a one-hot
- * draw (SAMPLE, Philox keyed by (seed, member, step, group)). A macro because the persistent
- * path keeps logits and z in local memory and the wide path in global memory, and OpenCL 1.2
- * has no generic address space. */
-#define UNIMIX_GROUPS(ENT, LOGITS, Z)                                                           \
-    for (uint g = lid; g < G; g += L) {                                                         \
-        float m = -INFINITY, sum = 0.0f;                                                        \
-        for (uint c = 0; c < C; c++) m = fmax(m, (LOGITS)[g * C + c]);                          \
-        for (uint c = 0; c < C; c++) sum += exp((LOGITS)[g * C + c] - m);                      \
-        for (uint c = 0; c < C; c++) {                                                          \
-            const float p = (1.0f - unimix) * (exp((LOGITS)[g * C + c] - m) / sum) + unimix / (float)C; \
-            (LOGITS)[g * C + c] = p;                                                            \
-            ENT -= (p > 0.0f) ? p * log(p) : 0.0f;                                              \
-        }                                                                                       \
-        if (sample) {                                                                           \
-            const uint4 rnd = philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi)); \
-            const float u = (float)(rnd.x >> 8) * (1.0f / 16777216.0f);                         \
-            float cum = 0.0f;                                                                   \
-            uint pick = C - 1;                                                                  \
-            for (uint c = 0; c < C; c++) {                                                      \
-                cum += (LOGITS)[g * C + c];                                                     \
-                if (u < cum) { pick = c; break; }                                               \
-            }                                                                                   \
-            for (uint c = 0; c < C; c++) (Z)[g * C + c] = (c == pick) ? 1.0f : 0.0f;           \
-        } else {                                                                                \
-            for (uint c = 0; c < C; c++) (Z)[g * C + c] = (LOGITS)[g * C + c];                  \
-        }                                                                                       \
-    }
+/* ---- the rollout: P work-groups per member run all T steps in one launch ----
+ * Work-group p of member e owns hidden units [p U, p U + U) of the GRU and the stochastic groups
+ * p, p + P, p + 2P, ... of the prior. Each step has two phases (three for CHO), each ending in a
+ * sync of the member's P work-groups through a counter in global memory:
+ *   A  the GRU for the owned units: h' slice to the exchange buffer, partial sums of y's h part
+ *      and of |h'|^2 (CHO first runs A0: r * h of the owned units, then a sync, as the n gate's
+ *      hidden side needs r * h of every unit);
+ *   B  with all of h' loaded: the owned groups' prior logits, unimix softmax, entropy and z,
+ *      z slice to the exchange buffer, partial sums of y's z part and of the entropy.
+ * Then every work-group loads z and the P partial sums, adds them in the same order (so all get
+ * the same y) and shifts the feedback into its own copy of f. With P = 1 there is nothing to
+ * sync and each work-group is a whole member. The host keeps E P within the compute units, so
+ * all work-groups are resident at once; should a device not run them together anyway, a sync
+ * gives up after spin_limit polls and raises the abort flag, and the host's guard launch (P = 1,
+ * guard = 1) recomputes the rollout: a rollout never hangs.
+ * Weights stay in PyTorch's row-major layout; a row's dot product is split over SEG work-items.
+ * Exchange buffer per member: h' [D], z [S], r*h [D], partial sums [2 parities][4][P] (the
+ * parity keeps a fast work-group's next partials off the slots a slow one is still reading). */
+#define X_PARTS 4 /* y's h part, |h'|^2, y's z part, entropy */
 
-/* Three sums over the whole work-group in one tree (y, |h|^2 and entropy of a step). */
-inline float3 group_sum3(float3 v, __local float *red, uint lid, uint L) {
-    red[lid] = v.x;
-    red[L + lid] = v.y;
-    red[2 * L + lid] = v.z;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = L >> 1; s > 0; s >>= 1) {
-        if (lid < s) {
-            red[lid] += red[lid + s];
-            red[L + lid] += red[L + lid + s];
-            red[2 * L + lid] += red[2 * L + lid + s];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
+/* The sync of a member's work-groups: waits until the counter reaches target (n P at the n-th
+ * sync), or returns at once when the abort flag is up. Every work-item must call it; with P = 1
+ * it is a barrier (the exchange buffer's writes become visible to the work-group). */
+inline void member_sync(__global volatile uint *count, __global volatile uint *abort_flag, uint target,
+                        uint spin_limit, uint P, uint lid) {
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    if (lid == 0 && P > 1) {
+        mem_fence(CLK_GLOBAL_MEM_FENCE); /* the work-group's writes become visible before it counts */
+        atomic_inc(count);
+        for (uint n = 0; (int)(*count - target) < 0 && !*abort_flag; n++)
+            if (n == spin_limit) *abort_flag = 1;
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
     }
-    const float3 r = (float3)(red[0], red[L], red[2 * L]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
 }
 
-/* Transposes each member's [rows x cols] matrix into [cols x rows]. Grid: (cols, rows, E). */
-__kernel void oclml_rssm_transpose(__global const float *src, ulong so, __global float *dst,
-                                   uint rows, uint cols) {
-    const uint c = get_global_id(0), r = get_global_id(1), e = get_global_id(2);
-    if (c >= cols || r >= rows) return;
-    const ulong m = (ulong)e * rows * cols;
-    dst[m + (ulong)c * rows + r] = src[so + m + (ulong)r * cols + c];
+/* This work-item's share (every SEG-th element, or float4) of a weight row's dot product with a
+ * vector in local memory. vec4: rows and vectors 16-byte aligned (the host checks). */
+inline float lane_dot(__global const float *restrict w, __local const float *x, uint n, uint lane, uint SEG,
+                      uint vec4) {
+    if (vec4) { /* four loads in flight per work-item: the rows come from L1/L2, latency-bound */
+        __global const float4 *w4 = (__global const float4 *)w;
+        __local const float4 *x4 = (__local const float4 *)x;
+        float4 a0 = (float4)(0.0f), a1 = a0, a2 = a0, a3 = a0;
+        uint k = lane;
+        for (; k + 3 * SEG < n / 4; k += 4 * SEG) {
+            a0 += w4[k] * x4[k];
+            a1 += w4[k + SEG] * x4[k + SEG];
+            a2 += w4[k + 2 * SEG] * x4[k + 2 * SEG];
+            a3 += w4[k + 3 * SEG] * x4[k + 3 * SEG];
+        }
+        for (; k < n / 4; k += SEG) a0 += w4[k] * x4[k];
+        const float4 a = (a0 + a1) + (a2 + a3);
+        return (a.x + a.y) + (a.z + a.w);
+    }
+    float a0 = 0.0f, a1 = 0.0f;
+    uint k = lane;
+    for (; k + SEG < n; k += 2 * SEG) {
+        a0 += w[k] * x[k];
+        a1 += w[k + SEG] * x[k + SEG];
+    }
+    if (k < n) a0 += w[k] * x[k];
+    return a0 + a1;
+}
+
+/* Largest power of two <= 32 work-items per row such that `rows` rows fit the work-group. */
+inline uint lanes_per_row(uint rows, uint L) {
+    uint s = 1;
+    while (s < 32 && 2 * s * rows <= L) s *= 2;
+    return s;
+}
+
+/* part[lid] holds each lane's share; sums each row's SEG shares into out[row] (+ bias). */
+inline void rows_reduce(__local float *part, __local float *out, uint lid, uint L, uint SEG) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < L / SEG) {
+        float a = 0.0f;
+        for (uint l = 0; l < SEG; l++) a += part[lid * SEG + l];
+        out[lid] = a;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Gate pre-activations of units [j0, j0 + n) of the chunk, rpu rows per unit: 6 (input side r,
+ * z, n, then hidden side r, z, n) or 2 (r's input and hidden side). gates[u rpu + q], biases
+ * included. hvec_n: the vector of the n gate's hidden side (h, or r*h for CHO). */
+inline void gru_gates(__global const float *Wi, __global const float *Wh, __global const float *bi,
+                      __global const float *bh, __local const float *xs, __local const float *ha,
+                      __local const float *hvec_n, __local float *part, __local float *gates, uint j0,
+                      uint n, uint rpu, uint SEG, uint IN, uint D, uint vec4, uint lid, uint L) {
+    const uint row = lid / SEG, lane = lid % SEG, u = row / rpu, q = row % rpu, side = rpu / 2;
+    const uint gate = q % side;
+    const ulong r = (ulong)gate * D + j0 + u;
+    float a = 0.0f;
+    if (u < n) {
+        if (q < side) a = lane_dot(Wi + r * IN, xs, IN, lane, SEG, vec4);
+        else a = lane_dot(Wh + r * D, gate == 2 ? hvec_n : ha, D, lane, SEG, vec4);
+    }
+    part[lid] = a;
+    rows_reduce(part, gates, lid, L, SEG);
+    if (lane == 0 && u < n) gates[row] += q < side ? (bi ? bi[r] : 0.0f) : (bh ? bh[r] : 0.0f);
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Sums v over the first n work-items (in order, by work-item 0) for two values at once. */
+inline float2 first_n_sum2(float a, float b, __local float *red, uint n, uint lid, uint L) {
+    red[lid] = a;
+    red[L + lid] = b;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float2 s = (float2)(0.0f);
+    if (lid == 0)
+        for (uint i = 0; i < n; i++) s += (float2)(red[i], red[L + i]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return s;
+}
+
+/* Zeroes the sync counters and the abort flag before a split launch. */
+__kernel void oclml_rssm_sync_reset(__global uint *sync, uint n) {
+    if (get_global_id(0) < n) sync[get_global_id(0)] = 0;
 }
 
 __kernel void oclml_rssm_rollout(
-    __global const float *wihT, __global const float *whhT, __global const float *b_ih, ulong bio,
-    __global const float *b_hh, ulong bho, __global const float *wpT, __global const float *b_p,
-    ulong bpo, __global const float *w_y, ulong wyo, __global const float *b_y, ulong byo,
+    __global const float *restrict w_ih, ulong wio, __global const float *restrict w_hh, ulong who,
+    __global const float *restrict b_ih, ulong bio, __global const float *restrict b_hh, ulong bho,
+    __global const float *restrict w_p, ulong wpo, __global const float *restrict b_p, ulong bpo,
+    __global const float *restrict w_y, ulong wyo, __global const float *restrict b_y, ulong byo,
     __global const float *h0, ulong h0o, __global const float *z0, ulong z0o,
     __global const float *f0, ulong f0o, __global float *Y, ulong yo, __global float *Hent,
     ulong heo, __global float *hnorm, ulong hno, __global float *hfin, ulong hfo, __global float *zfin,
-    ulong zfo, __global float *ffin, ulong ffo, uint flags, uint cho, uint T, uint D, uint G,
-    uint C, uint F, uint K, float unimix, uint sample, uint seed_lo, uint seed_hi, uint t0,
-    uint P, uint PS, __local float *lm) {
-    const uint lid = get_local_id(0), L = get_local_size(0), e = get_group_id(0);
+    ulong zfo, __global float *ffin, ulong ffo, __global volatile float *xch,
+    __global volatile uint *sync, uint flags, uint cho, uint T, uint D, uint G, uint C, uint F,
+    uint K, float unimix, uint sample, uint seed_lo, uint seed_hi, uint t0, uint P, uint U,
+    uint vec4, uint spin_limit, uint guard, __local float4 *lm4) {
+    const uint lid = get_local_id(0), L = get_local_size(0);
+    const uint e = get_group_id(0) / P, p = get_group_id(0) % P, E = get_num_groups(0) / P;
     const uint S = G * C, IN = F + S, D3 = 3 * D;
-    __local float *xs = lm;              /* x = concat(f, z): IN */
-    __local float *ha = xs + IN;         /* h: D */
-    __local float *hb = ha + D;          /* h' (and r*h for CHO): D */
-    __local float *pi = hb + D;          /* probabilities: S */
-    __local float *red = pi + S;         /* 3 L */
-    __local float *pp = red + 3 * L;     /* partial sums when P or PS > 1: 6 D P or S PS */
-    __global const float *Wi = wihT + (ulong)e * IN * D3, *Wh = whhT + (ulong)e * D * D3;
-    __global const float *Wp = wpT + (ulong)e * D * S;
+    const uint j_lo = min(p * U, D), j_hi = min(j_lo + U, D); /* owned units */
+    const uint ng = p < G ? (G - p + P - 1) / P : 0;           /* owned groups */
+    const uint NG = (G + P - 1) / P;
+    __local float *lm = (__local float *)lm4;      /* float4: aligned for the vec4 loads */
+    __local float *xs = lm;                        /* x = concat(f, z): IN */
+    __local float *ha = xs + ((IN + 3) & ~3u);     /* h: D */
+    __local float *hn = ha + ((D + 3) & ~3u);      /* h' (phase B), r*h (CHO phase A): D */
+    __local float *part = hn + ((D + 3) & ~3u);    /* L */
+    __local float *gates = part + L;               /* L */
+    __local float *red = gates + L;                /* 2 L */
+    __local float *lg = red + 2 * L;               /* the owned groups' logits: NG C */
+    __local float *gst = lg + NG * C;              /* per owned group: max, then sum: 2 NG */
+    __local float *fk = gst + 2 * NG;              /* f's first K slots while shifting */
+    __local uint *run = (__local uint *)(fk + K);  /* 1: this launch computes */
+    __global volatile float *xh = xch + (ulong)e * (3 * D + S + 2 * X_PARTS * P);
+    __global volatile float *xz = xh + D, *xrh = xz + S, *xpart = xrh + D;
+    __global volatile uint *count = sync + e, *abort_flag = sync + E;
+    __global const float *Wi = w_ih + wio + (ulong)e * D3 * IN, *Wh = w_hh + who + (ulong)e * D3 * D;
+    __global const float *Wp = w_p + wpo + (ulong)e * S * D, *wy = w_y + wyo + (ulong)e * (D + S);
+    __global const float *bi = (flags & R_BIH) ? b_ih + bio + (ulong)e * D3 : 0;
+    __global const float *bh = (flags & R_BHH) ? b_hh + bho + (ulong)e * D3 : 0;
 
-    for (uint i = lid; i < F; i += L) xs[i] = f0[f0o + ((flags & R_F0_SHARED) ? 0 : (ulong)e * F) + i];
-    for (uint i = lid; i < S; i += L) xs[F + i] = z0[z0o + (ulong)e * S + i];
-    for (uint i = lid; i < D; i += L) ha[i] = h0[h0o + (ulong)e * D + i];
+    /* A guard launch computes only when the split launch before it gave up. */
+    if (lid == 0) *run = guard ? *abort_flag : 1u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint steps = *run ? T : 0;
+    uint nsync = 0;
+    for (uint i = lid; i < F && steps; i += L) xs[i] = f0[f0o + ((flags & R_F0_SHARED) ? 0 : (ulong)e * F) + i];
+    for (uint i = lid; i < S && steps; i += L) xs[F + i] = z0[z0o + (ulong)e * S + i];
+    for (uint i = lid; i < D && steps; i += L) ha[i] = h0[h0o + (ulong)e * D + i];
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    for (uint t = 0; t < T; t++) {
-        /* GRU: work-item j owns unit j; rows j, D+j, 2D+j of the transposed weights. */
-        if (cho) { /* r * h of every unit first: the n gate's hidden side multiplies it */
-            for (uint j = lid; j < D; j += L) {
-                float a = ((flags & R_BIH) ? b_ih[bio + (ulong)e * D3 + j] : 0.0f) +
-                          ((flags & R_BHH) ? b_hh[bho + (ulong)e * D3 + j] : 0.0f);
-                for (uint k = 0; k < IN; k++) a += Wi[(ulong)k * D3 + j] * xs[k];
-                for (uint k = 0; k < D; k++) a += Wh[(ulong)k * D3 + j] * ha[k];
-                hb[j] = r_sigmoid(a) * ha[j];
+    const uint SEG_A = lanes_per_row(6 * U, L), UC_A = L / SEG_A / 6;
+    const uint SEG_R = lanes_per_row(2 * U, L), UC_R = L / SEG_R / 2;
+    const uint SEG_B = lanes_per_row(NG * C, L), RC_B = L / SEG_B;
+    for (uint t = 0; t < steps; t++) {
+        const bool last = t + 1 == T;
+        __global volatile float *slot = xpart + (t % 2) * X_PARTS * P;
+        if (cho) { /* A0: r * h of the owned units, shared through the exchange buffer */
+            for (uint j0 = j_lo; j0 < j_hi; j0 += UC_R) {
+                gru_gates(Wi, Wh, bi, bh, xs, ha, ha, part, gates, j0, min(UC_R, j_hi - j0), 2, SEG_R, IN, D,
+                          vec4, lid, L);
+                if (lid < min(UC_R, j_hi - j0)) xrh[j0 + lid] = r_sigmoid(gates[2 * lid] + gates[2 * lid + 1]) * ha[j0 + lid];
             }
+            member_sync(count, abort_flag, ++nsync * P, spin_limit, P, lid);
+            for (uint i = lid; i < D; i += L) hn[i] = xrh[i];
             barrier(CLK_LOCAL_MEM_FENCE);
         }
-        /* Work-item u serves unit j = u % D over the part u / D of the dot products (P parts:
-         * with D < L, several work-items share a unit, so more loads are in flight). */
-        float hnew[4]; /* P == 1: up to 4 units per work-item (D <= 4 L) */
-        for (uint q = 0, u = lid; u < D * P; q++, u += L) {
-            const uint j = u % D, part = u / D;
-            const uint i0 = part * IN / P, i1 = (part + 1) * IN / P, d0 = part * D / P, d1 = (part + 1) * D / P;
-            const bool first = part == 0;
-            float gi0 = (first && (flags & R_BIH)) ? b_ih[bio + (ulong)e * D3 + j] : 0.0f;
-            float gi1 = (first && (flags & R_BIH)) ? b_ih[bio + (ulong)e * D3 + D + j] : 0.0f;
-            float gi2 = (first && (flags & R_BIH)) ? b_ih[bio + (ulong)e * D3 + 2 * D + j] : 0.0f;
-            float gh0 = (first && (flags & R_BHH)) ? b_hh[bho + (ulong)e * D3 + j] : 0.0f;
-            float gh1 = (first && (flags & R_BHH)) ? b_hh[bho + (ulong)e * D3 + D + j] : 0.0f;
-            float gh2 = (first && (flags & R_BHH)) ? b_hh[bho + (ulong)e * D3 + 2 * D + j] : 0.0f;
-            #pragma unroll 4
-            for (uint k = i0; k < i1; k++) {
-                __global const float *w = Wi + (ulong)k * D3 + j;
-                const float xv = xs[k];
-                gi0 += w[0] * xv;
-                gi1 += w[D] * xv;
-                gi2 += w[2 * D] * xv;
-            }
-            if (cho) { /* the n gate's hidden side multiplies r*h (in hb) */
-                for (uint k = d0; k < d1; k++) {
-                    __global const float *w = Wh + (ulong)k * D3 + j;
-                    gh0 += w[0] * ha[k];
-                    gh1 += w[D] * ha[k];
-                    gh2 += w[2 * D] * hb[k];
-                }
-            } else {
-                #pragma unroll 4
-                for (uint k = d0; k < d1; k++) {
-                    __global const float *w = Wh + (ulong)k * D3 + j;
-                    const float hv = ha[k];
-                    gh0 += w[0] * hv;
-                    gh1 += w[D] * hv;
-                    gh2 += w[2 * D] * hv;
-                }
-            }
-            if (P == 1) {
-                const float r = r_sigmoid(gi0 + gh0), z = r_sigmoid(gi1 + gh1);
-                const float n = tanh(gi2 + (cho ? gh2 : r * gh2));
-                hnew[q] = (1.0f - z) * n + z * ha[j];
-            } else {
-                __local float *o = pp + (ulong)part * 6 * D + j;
-                o[0] = gi0, o[D] = gi1, o[2 * D] = gi2, o[3 * D] = gh0, o[4 * D] = gh1, o[5 * D] = gh2;
-            }
-        }
-        barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done reading h (and r*h) */
-        if (P == 1) {
-            for (uint q = 0, j = lid; j < D; q++, j += L) hb[j] = hnew[q];
-        } else {
-            for (uint j = lid; j < D; j += L) {
-                float g[6] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-                for (uint part = 0; part < P; part++)
-                    for (uint c = 0; c < 6; c++) g[c] += pp[(part * 6 + c) * D + j];
+        /* A: the GRU for the owned units, UC_A at a time. */
+        float yh = 0.0f, hq = 0.0f;
+        for (uint j0 = j_lo; j0 < j_hi; j0 += UC_A) {
+            const uint n = min(UC_A, j_hi - j0);
+            gru_gates(Wi, Wh, bi, bh, xs, ha, cho ? hn : ha, part, gates, j0, n, 6, SEG_A, IN, D, vec4, lid, L);
+            if (lid < n) {
+                __local const float *g = gates + 6 * lid;
+                const uint j = j0 + lid;
                 const float r = r_sigmoid(g[0] + g[3]), z = r_sigmoid(g[1] + g[4]);
-                const float n = tanh(g[2] + (cho ? g[5] : r * g[5]));
-                hb[j] = (1.0f - z) * n + z * ha[j];
+                const float nn = tanh(g[2] + (cho ? g[5] : r * g[5]));
+                const float h = (1.0f - z) * nn + z * ha[j];
+                xh[j] = h;
+                if (last && (flags & R_HFIN)) hfin[hfo + (ulong)e * D + j] = h;
+                yh += wy[j] * h;
+                hq += h * h;
             }
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        float2 s = first_n_sum2(yh, hq, red, min(UC_A, j_hi - j_lo), lid, L);
+        if (lid == 0) slot[p] = s.x, slot[P + p] = s.y;
+        member_sync(count, abort_flag, ++nsync * P, spin_limit, P, lid);
 
-        /* Prior logits l = W_p h' + b_p, split over PS parts like the GRU. */
-        for (uint u = lid; u < S * PS; u += L) {
-            const uint sl = u % S, part = u / S, d0 = part * D / PS, d1 = (part + 1) * D / PS;
-            float l = part == 0 ? b_p[bpo + (ulong)e * S + sl] : 0.0f;
-            #pragma unroll 4
-            for (uint d = d0; d < d1; d++) l += Wp[(ulong)d * S + sl] * hb[d];
-            if (PS == 1) pi[sl] = l;
-            else pp[part * S + sl] = l;
-        }
+        /* B: logits of the owned groups (RC_B rows at a time), then unimix, entropy and z. */
+        for (uint i = lid; i < D; i += L) hn[i] = xh[i];
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (PS > 1) {
-            for (uint sl = lid; sl < S; sl += L) {
-                float l = 0.0f;
-                for (uint part = 0; part < PS; part++) l += pp[part * S + sl];
-                pi[sl] = l;
+        for (uint r0 = 0; r0 < ng * C; r0 += RC_B) {
+            const uint row = r0 + lid / SEG_B, gi = row / C, s_row = (p + gi * P) * C + row % C;
+            part[lid] = row < ng * C ? lane_dot(Wp + (ulong)s_row * D, hn, D, lid % SEG_B, SEG_B, vec4) : 0.0f;
+            rows_reduce(part, gates, lid, L, SEG_B);
+            if (lid < RC_B && r0 + lid < ng * C) {
+                const uint rr = r0 + lid, sr = (p + rr / C * P) * C + rr % C;
+                lg[rr] = gates[lid] + b_p[bpo + (ulong)e * S + sr];
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
-
-        /* Per group: unimix softmax, entropy, then z (probabilities, or a one-hot draw). */
-        float ent = 0.0f;
-        UNIMIX_GROUPS(ent, pi, xs + F)
-        barrier(CLK_LOCAL_MEM_FENCE);
-
-        /* y = w_y . concat(h', z) + b_y, |h'|^2 and the step's entropy, in one reduction. */
-        float3 acc = (float3)(0.0f, 0.0f, ent);
-        for (uint d = lid; d < D; d += L) {
-            acc.x += w_y[wyo + (ulong)e * (D + S) + d] * hb[d];
-            acc.y += hb[d] * hb[d];
+        /* Unimix softmax of each owned group, work-item per logit; a group's first work-item
+         * finds its max, then its sum of exponentials (gst: max then sum per group). */
+        for (uint gi = lid; gi < ng; gi += L) {
+            float m = -INFINITY;
+            for (uint c = 0; c < C; c++) m = fmax(m, lg[gi * C + c]);
+            gst[gi] = m;
         }
-        for (uint s = lid; s < S; s += L) acc.x += w_y[wyo + (ulong)e * (D + S) + D + s] * xs[F + s];
-        const float3 tot = group_sum3(acc, red, lid, L);
-        const float y = tot.x + b_y[byo + e];
-        if (lid == 0) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint i = lid; i < ng * C; i += L) lg[i] = exp(lg[i] - gst[i / C]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint gi = lid; gi < ng; gi += L) {
+            float sum = 0.0f;
+            for (uint c = 0; c < C; c++) sum += lg[gi * C + c];
+            gst[NG + gi] = sum;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float ent = 0.0f, yz = 0.0f;
+        for (uint i = lid; i < ng * C; i += L) {
+            const float pi = (1.0f - unimix) * (lg[i] / gst[NG + i / C]) + unimix / (float)C;
+            lg[i] = pi;
+            ent -= (pi > 0.0f) ? pi * log(pi) : 0.0f;
+        }
+        if (sample) { /* z = onehot(first class whose running sum of pi exceeds u), Philox u */
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (uint gi = lid; gi < ng; gi += L) {
+                const uint g = p + gi * P;
+                const uint4 rnd = philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi));
+                const float u = (float)(rnd.x >> 8) * (1.0f / 16777216.0f);
+                float cum = 0.0f;
+                uint pick = C - 1;
+                for (uint c = 0; c < C; c++) {
+                    cum += lg[gi * C + c];
+                    if (u < cum) {
+                        pick = c;
+                        break;
+                    }
+                }
+                for (uint c = 0; c < C; c++) lg[gi * C + c] = (c == pick) ? 1.0f : 0.0f;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint i = lid; i < ng * C; i += L) { /* z to the exchange buffer, y's z part */
+            const uint sz = (p + i / C * P) * C + i % C;
+            const float z = lg[i];
+            xz[sz] = z;
+            if (last && (flags & R_ZFIN)) zfin[zfo + (ulong)e * S + sz] = z;
+            yz += wy[D + sz] * z;
+        }
+        s = first_n_sum2(yz, ent, red, min(L, ng * C), lid, L);
+        if (lid == 0) slot[2 * P + p] = s.x, slot[3 * P + p] = s.y;
+        member_sync(count, abort_flag, ++nsync * P, spin_limit, P, lid);
+
+        /* The next state: h' (already in hn), z, y from the partial sums, f's shift register. */
+        for (uint i = lid; i < D; i += L) ha[i] = hn[i];
+        for (uint i = lid; i < S; i += L) xs[F + i] = xz[i];
+        for (uint i = lid; i < X_PARTS * P; i += L) red[i] = slot[i];
+        for (uint i = lid; i < K; i += L) fk[i] = xs[i];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < X_PARTS) { /* four sums side by side, each in the same order everywhere */
+            float a = 0.0f;
+            for (uint q = 0; q < P; q++) a += red[lid * P + q];
+            gates[lid] = a;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const float y = (gates[0] + gates[2]) + b_y[byo + e];
+        if (lid == 0 && p == 0) {
             Y[yo + (ulong)e * T + t] = y;
-            Hent[heo + (ulong)e * T + t] = tot.z;
-            if (flags & R_HNORM) hnorm[hno + (ulong)e * T + t] = sqrt(tot.y);
+            Hent[heo + (ulong)e * T + t] = gates[3];
+            if (flags & R_HNORM) hnorm[hno + (ulong)e * T + t] = sqrt(gates[1]);
         }
-        /* Feedback shift register in f's first K slots; h <- h'. */
-        const float shifted = (lid < K) ? (lid == 0 ? y : xs[lid - 1]) : 0.0f;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < K) xs[lid] = shifted;
-        for (uint j = lid; j < D; j += L) ha[j] = hb[j];
+        for (uint i = lid; i < K; i += L) xs[i] = i ? fk[i - 1] : y;
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    for (uint i = lid; i < D; i += L)
-        if (flags & R_HFIN) hfin[hfo + (ulong)e * D + i] = ha[i];
-    for (uint i = lid; i < S; i += L)
-        if (flags & R_ZFIN) zfin[zfo + (ulong)e * S + i] = xs[F + i];
-    for (uint i = lid; i < F; i += L)
-        if (flags & R_FFIN) ffin[ffo + (ulong)e * F + i] = xs[i];
+    for (uint i = lid; i < F && p == 0 && steps && (flags & R_FFIN); i += L) ffin[ffo + (ulong)e * F + i] = xs[i];
 }
 
 /* Ensemble summary over members per step (mean, population std of y) and per-member metrics:
@@ -274,119 +355,4 @@ __kernel void oclml_rssm_summary(__global const float *Y, ulong yo, __global con
         if (outs & 16) smooth[smo + i] = T > 1 ? sm / (float)(T - 1) : 0.0f;
         if (outs & 32) tent[teo + i] = h;
     }
-}
-
-/* ---- the wide path: three launches per step, each spread over the whole device ----
- * State lives in global memory: x[E][F + S] (f then z), h ping-pong [E][D], logits [E][S].
- * Weights are read in PyTorch's row-major layout by segments of SEG work-items per row
- * (coalesced), so every SM shares every member's work. */
-
-/* x = concat(f0, z0), h = h0. Grid: E work-groups. */
-__kernel void oclml_rssm_wide_init(__global const float *h0, ulong h0o, __global const float *z0,
-                                   ulong z0o, __global const float *f0, ulong f0o, uint flags,
-                                   __global float *x, __global float *h, uint D, uint S, uint F) {
-    const uint e = get_group_id(0), L = get_local_size(0), IN = F + S;
-    for (uint i = get_local_id(0); i < F; i += L)
-        x[(ulong)e * IN + i] = f0[f0o + ((flags & R_F0_SHARED) ? 0 : (ulong)e * F) + i];
-    for (uint i = get_local_id(0); i < S; i += L) x[(ulong)e * IN + F + i] = z0[z0o + (ulong)e * S + i];
-    for (uint i = get_local_id(0); i < D; i += L) h[(ulong)e * D + i] = h0[h0o + (ulong)e * D + i];
-}
-
-/* GRU for every (unit, member): work-group (j, e) with 3 segments of SEG work-items, segment g
- * computing gate g's input and hidden dot products. phase 1 (CHO only) writes r*h into rh;
- * phase 0 writes h'. hvec_n: h (TORCH) or rh (CHO). */
-__kernel void oclml_rssm_wide_gru(__global const float *w_ih, ulong wio, __global const float *w_hh,
-                                  ulong who, __global const float *b_ih, ulong bio,
-                                  __global const float *b_hh, ulong bho, __global const float *x,
-                                  __global const float *h, __global const float *hvec_n,
-                                  __global float *out, uint flags, uint cho, uint r_phase, uint D,
-                                  uint IN, uint SEG, __local float *red) {
-    const uint lid = get_local_id(0), g = lid / SEG, lane = lid % SEG;
-    const uint j = get_group_id(0), e = get_group_id(1), D3 = 3 * D;
-    const ulong row = (ulong)e * D3 + (ulong)g * D + j;
-    __global const float *wi = w_ih + wio + row * IN, *wh = w_hh + who + row * D;
-    __global const float *xe = x + (ulong)e * IN;
-    __global const float *he = ((g == 2 && !r_phase) ? hvec_n : h) + (ulong)e * D;
-    float ai = 0.0f, ah = 0.0f;
-    if (!r_phase || g == 0) {
-        for (uint k = lane; k < IN; k += SEG) ai += wi[k] * xe[k];
-        for (uint k = lane; k < D; k += SEG) ah += wh[k] * he[k];
-    }
-    ai = seg_sum(ai, red, lid, SEG);
-    ah = seg_sum(ah, red, lid, SEG);
-    __local float *gates = red + 3 * SEG;
-    if (lane == 0) {
-        gates[g] = ai + ((flags & R_BIH) ? b_ih[bio + row] : 0.0f);
-        gates[3 + g] = ah + ((flags & R_BHH) ? b_hh[bho + row] : 0.0f);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid == 0) {
-        const float hj = h[(ulong)e * D + j], r = r_sigmoid(gates[0] + gates[3]);
-        if (r_phase) {
-            out[(ulong)e * D + j] = r * hj;
-        } else {
-            const float z = r_sigmoid(gates[1] + gates[4]);
-            const float n = tanh(gates[2] + (cho ? gates[5] : r * gates[5]));
-            out[(ulong)e * D + j] = (1.0f - z) * n + z * hj;
-        }
-    }
-}
-
-/* Prior logits for every (logit, member): segments of SEG work-items per row of W_p. */
-__kernel void oclml_rssm_wide_prior(__global const float *w_p, ulong wpo, __global const float *b_p,
-                                    ulong bpo, __global const float *h, __global float *logits,
-                                    uint D, uint S, uint SEG, __local float *red) {
-    const uint lid = get_local_id(0), lane = lid % SEG, per = get_local_size(0) / SEG;
-    const uint e = get_group_id(1), s = get_group_id(0) * per + lid / SEG;
-    const bool ok = s < S;
-    float a = 0.0f;
-    if (ok) {
-        __global const float *w = w_p + wpo + ((ulong)e * S + s) * D;
-        for (uint k = lane; k < D; k += SEG) a += w[k] * h[(ulong)e * D + k];
-    }
-    a = seg_sum(a, red, lid, SEG);
-    if (ok && lane == 0) logits[(ulong)e * S + s] = a + b_p[bpo + (ulong)e * S + s];
-}
-
-/* The rest of a step, one work-group per member: unimix softmax, entropy, z (probabilities or a
- * draw), y, |h'|, feedback; at the last step the final state. */
-__kernel void oclml_rssm_wide_tail(__global float *logits, __global float *x, __global const float *h,
-                                   __global const float *w_y, ulong wyo, __global const float *b_y,
-                                   ulong byo, __global float *Y, ulong yo, __global float *Hent,
-                                   ulong heo, __global float *hnorm, ulong hno, __global float *hfin,
-                                   ulong hfo, __global float *zfin, ulong zfo, __global float *ffin,
-                                   ulong ffo, uint flags, uint t, uint T, uint D, uint G, uint C,
-                                   uint F, uint K, float unimix, uint sample, uint seed_lo,
-                                   uint seed_hi, uint t0, __local float *red) {
-    const uint lid = get_local_id(0), L = get_local_size(0), e = get_group_id(0);
-    const uint S = G * C, IN = F + S;
-    __global float *xe = x + (ulong)e * IN, *lg0 = logits + (ulong)e * S;
-    __global const float *he = h + (ulong)e * D;
-    float ent = 0.0f;
-    UNIMIX_GROUPS(ent, lg0, xe + F)
-    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-    float3 acc = (float3)(0.0f, 0.0f, ent);
-    for (uint d = lid; d < D; d += L) {
-        acc.x += w_y[wyo + (ulong)e * (D + S) + d] * he[d];
-        acc.y += he[d] * he[d];
-    }
-    for (uint s = lid; s < S; s += L) acc.x += w_y[wyo + (ulong)e * (D + S) + D + s] * xe[F + s];
-    const float3 tot = group_sum3(acc, red, lid, L);
-    const float y = tot.x + b_y[byo + e];
-    if (lid == 0) {
-        Y[yo + (ulong)e * T + t] = y;
-        Hent[heo + (ulong)e * T + t] = tot.z;
-        if (flags & R_HNORM) hnorm[hno + (ulong)e * T + t] = sqrt(tot.y);
-    }
-    const float shifted = (lid < K) ? (lid == 0 ? y : xe[lid - 1]) : 0.0f;
-    barrier(CLK_GLOBAL_MEM_FENCE);
-    if (lid < K) xe[lid] = shifted;
-    barrier(CLK_GLOBAL_MEM_FENCE); /* no early return before it: PoCL needs every work-item here */
-    const bool last = t + 1 == T;
-    for (uint i = lid; last && i < D; i += L)
-        if (flags & R_HFIN) hfin[hfo + (ulong)e * D + i] = he[i];
-    for (uint i = lid; last && i < S; i += L)
-        if (flags & R_ZFIN) zfin[zfo + (ulong)e * S + i] = xe[F + i];
-    for (uint i = lid; last && i < F; i += L)
-        if (flags & R_FFIN) ffin[ffo + (ulong)e * F + i] = xe[i];
 }

@@ -452,8 +452,11 @@ typedef struct oclml_rssm_outputs {
     oclml_tensor *variance, *smoothness, *total_entropy; /* [E] */
 } oclml_rssm_outputs;
 
-/* Runs the rollout. Invalid configurations (G * C not S, k > F, u outside [0, 1), T = 0, shape
- * mismatches) return a status and enqueue nothing. D may be up to 4x the work-group limit. */
+/* Runs the rollout: one launch for all T steps (on a GPU each member spread over
+ * compute units / E work-groups), then one for the summary. Invalid configurations (G * C not S,
+ * k > F, u outside [0, 1), T = 0, shape mismatches) return a status and enqueue nothing. A
+ * member's state (F + S + 2D floats, plus a few KB) must fit the device's local memory, else
+ * OCLML_ERR_UNSUPPORTED: on a 48 KB device D up to about 4900 with F 64 and a 32x32 latent. */
 OCLML_API oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *config,
                                           const oclml_rssm_weights *weights,
                                           const oclml_rssm_state *start,

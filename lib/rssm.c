@@ -1,13 +1,15 @@
-/* RSSM ensemble rollout (cl/rssm.cl): weights transposed once per call into scratch, then one
- * persistent work-group per member for all T steps, then one summary launch. */
+/* RSSM ensemble rollout (cl/rssm.cl): one launch runs all T steps with P work-groups per member,
+ * then one summary launch. */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define FILE_CL "rssm.cl"
-/* Per-member weight size from which GPUs take the wide path (set from H100 measurements). */
-#define WIDE_MIN_WEIGHT_BYTES (4.0 * 1024 * 1024)
+/* Per-member weight size from which GPUs use 1024-wide work-groups: the rows then come from
+ * device memory, and more work-items keep more loads in flight (H100: D1024 4.1 ms at 1024,
+ * 4.6 ms at 512; D256 0.80 ms at 256 and 0.91 ms at 1024). */
+#define WIDE_GROUP_WEIGHT_BYTES (4.0 * 1024 * 1024)
 
 oclml_status oclml_rssm_config_init(oclml_rssm_config *c) {
     if (!c) return OCLML_ERR_NULL_POINTER;
@@ -91,23 +93,6 @@ static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_config *c, const o
 }
 
 
-/* Transposes every member's [rows x cols] into dst (scratch). */
-static oclml_status transpose(oclml_ctx *ctx, const oclml_tensor *src, size_t E, size_t rows,
-                              size_t cols, cl_mem dst) {
-    cl_kernel k;
-    oclml_status st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_rssm_transpose", &k);
-    if (st) return st;
-    cl_ulong so = oclml__opt_offset(src);
-    cl_uint r = (cl_uint)rows, c = (cl_uint)cols;
-    oclml__arg args[] = {OCLML_ARG(src->mem), OCLML_ARG(so), OCLML_ARG(dst), OCLML_ARG(r), OCLML_ARG(c)};
-    size_t local[3] = {16, 16, 1};
-    if (ctx->info.max_work_group_size < 256) local[0] = local[1] = 1;
-    size_t global[3] = {(cols + local[0] - 1) / local[0] * local[0], (rows + local[1] - 1) / local[1] * local[1], E};
-    return oclml__launch(ctx, k, args, 5, 3, global, local);
-}
-
-/* ---- the wide path (cl/rssm.cl, oclml_rssm_wide_*): three launches per step over the whole
- * device, for members whose weights one SM cannot stream fast enough. ---- */
 static oclml_status launch_named(oclml_ctx *ctx, const char *name, const oclml__arg *args, unsigned n,
                                  cl_uint ndims, const size_t *global, const size_t *local) {
     cl_kernel k;
@@ -115,162 +100,103 @@ static oclml_status launch_named(oclml_ctx *ctx, const char *name, const oclml__
     return st ? st : oclml__launch(ctx, k, args, n, ndims, global, local);
 }
 
-static oclml_status rollout_wide(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
-                                 const oclml_rssm_state *s, const oclml_rssm_outputs *o, const dims *d,
-                                 cl_mem Yb, cl_ulong yo, cl_mem Hb, cl_ulong heo) {
-    size_t E = d->E, D = d->D, S = d->S, F = d->F, IN = F + S;
-    cl_mem xb = NULL, hb[2] = {NULL, NULL}, rh = NULL, lg = NULL;
-    oclml_status st = oclml__scratch_get(ctx, E * IN * sizeof(float), &xb);
-    if (!st) st = oclml__scratch_get(ctx, E * D * sizeof(float), &hb[0]);
-    if (!st) st = oclml__scratch_get(ctx, E * D * sizeof(float), &hb[1]);
-    if (!st) st = oclml__scratch_get(ctx, E * D * sizeof(float), &rh);
-    if (!st) st = oclml__scratch_get(ctx, E * S * sizeof(float), &lg);
-    size_t max_wg = ctx->info.max_work_group_size;
-    cl_uint SEG = ctx->info.is_gpu && max_wg >= 96 ? 32 : 1;
-    size_t tl = 1;
-    while (tl * 2 <= (max_wg < 256 ? max_wg : 256)) tl *= 2;
-    cl_uint flags = (w->b_ih ? 1 : 0) | (w->b_hh ? 2 : 0) | (o->hnorm ? 4 : 0) | (o->h_final ? 8 : 0) |
-                    (o->z_final ? 16 : 0) | (o->f_final ? 32 : 0) | (s->f->ndim == 1 ? 64 : 0);
-    cl_uint uD = (cl_uint)D, uS = (cl_uint)S, uF = (cl_uint)F, uIN = (cl_uint)IN, uT = (cl_uint)d->T,
-            uG = (cl_uint)d->G, uC = (cl_uint)d->C, uK = (cl_uint)d->K, cho = c->variant == OCLML_GRU_CHO,
-            sample = c->mode == OCLML_RSSM_SAMPLE, seed_lo = (cl_uint)c->seed,
-            seed_hi = (cl_uint)(c->seed >> 32), t0 = (cl_uint)c->step_offset;
-    float u = c->unimix;
-    cl_ulong h0o = oclml__opt_offset(s->h), z0o = oclml__opt_offset(s->z), f0o = oclml__opt_offset(s->f), wio = oclml__opt_offset(w->w_ih), who = oclml__opt_offset(w->w_hh),
-             bio = oclml__opt_offset(w->b_ih), bho = oclml__opt_offset(w->b_hh), wpo = oclml__opt_offset(w->w_p), bpo = oclml__opt_offset(w->b_p), wyo = oclml__opt_offset(w->w_y),
-             byo = oclml__opt_offset(w->b_y), hno = oclml__opt_offset(o->hnorm), hfo = oclml__opt_offset(o->h_final), zfo = oclml__opt_offset(o->z_final),
-             ffo = oclml__opt_offset(o->f_final);
-    cl_mem bi = oclml__opt_mem(w->b_ih), bh = oclml__opt_mem(w->b_hh), hn = oclml__opt_mem(o->hnorm), hf = oclml__opt_mem(o->h_final), zf = oclml__opt_mem(o->z_final),
-           ff = oclml__opt_mem(o->f_final);
-    if (!st) {
-        oclml__arg a0[] = {OCLML_ARG(s->h->mem), OCLML_ARG(h0o), OCLML_ARG(s->z->mem), OCLML_ARG(z0o),
-                           OCLML_ARG(s->f->mem), OCLML_ARG(f0o), OCLML_ARG(flags), OCLML_ARG(xb),
-                           OCLML_ARG(hb[0]), OCLML_ARG(uD), OCLML_ARG(uS), OCLML_ARG(uF)};
-        size_t g0 = E * tl;
-        st = launch_named(ctx, "oclml_rssm_wide_init", a0, 12, 1, &g0, &tl);
-    }
-    size_t gl_gru[2] = {D * 3 * SEG, E}, lo_gru[2] = {3 * SEG, 1};
-    size_t per = SEG > 1 ? (tl >= 256 ? 256 : tl) / SEG : 1;
-    size_t gl_pr[2] = {(S + per - 1) / per * per * SEG, E}, lo_pr[2] = {per * SEG, 1};
-    size_t gl_tail = E * tl;
-    for (size_t t = 0; t < d->T && !st; t++) {
-        cl_mem hin = hb[t % 2], hout = hb[(t + 1) % 2];
-        cl_uint ut = (cl_uint)t, one = 1, zero = 0;
-        if (cho) {
-            oclml__arg ar[] = {OCLML_ARG(w->w_ih->mem), OCLML_ARG(wio), OCLML_ARG(w->w_hh->mem), OCLML_ARG(who),
-                               OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(xb),
-                               OCLML_ARG(hin), OCLML_ARG(hin), OCLML_ARG(rh), OCLML_ARG(flags), OCLML_ARG(cho),
-                               OCLML_ARG(one), OCLML_ARG(uD), OCLML_ARG(uIN), OCLML_ARG(SEG),
-                               OCLML_LOCAL((3 * SEG + 8) * sizeof(float))};
-            st = launch_named(ctx, "oclml_rssm_wide_gru", ar, 19, 2, gl_gru, lo_gru);
-        }
-        cl_mem hvec = cho ? rh : hin;
-        oclml__arg ag[] = {OCLML_ARG(w->w_ih->mem), OCLML_ARG(wio), OCLML_ARG(w->w_hh->mem), OCLML_ARG(who),
-                           OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(xb),
-                           OCLML_ARG(hin), OCLML_ARG(hvec), OCLML_ARG(hout), OCLML_ARG(flags), OCLML_ARG(cho),
-                           OCLML_ARG(zero), OCLML_ARG(uD), OCLML_ARG(uIN), OCLML_ARG(SEG),
-                           OCLML_LOCAL((3 * SEG + 8) * sizeof(float))};
-        if (!st) st = launch_named(ctx, "oclml_rssm_wide_gru", ag, 19, 2, gl_gru, lo_gru);
-        oclml__arg ap[] = {OCLML_ARG(w->w_p->mem), OCLML_ARG(wpo), OCLML_ARG(w->b_p->mem), OCLML_ARG(bpo),
-                           OCLML_ARG(hout), OCLML_ARG(lg), OCLML_ARG(uD), OCLML_ARG(uS), OCLML_ARG(SEG),
-                           OCLML_LOCAL(per * SEG * sizeof(float))};
-        if (!st) st = launch_named(ctx, "oclml_rssm_wide_prior", ap, 10, 2, gl_pr, lo_pr);
-        oclml__arg at[] = {OCLML_ARG(lg), OCLML_ARG(xb), OCLML_ARG(hout), OCLML_ARG(w->w_y->mem), OCLML_ARG(wyo),
-                           OCLML_ARG(w->b_y->mem), OCLML_ARG(byo), OCLML_ARG(Yb), OCLML_ARG(yo), OCLML_ARG(Hb),
-                           OCLML_ARG(heo), OCLML_ARG(hn), OCLML_ARG(hno), OCLML_ARG(hf), OCLML_ARG(hfo),
-                           OCLML_ARG(zf), OCLML_ARG(zfo), OCLML_ARG(ff), OCLML_ARG(ffo), OCLML_ARG(flags),
-                           OCLML_ARG(ut), OCLML_ARG(uT), OCLML_ARG(uD), OCLML_ARG(uG), OCLML_ARG(uC),
-                           OCLML_ARG(uF), OCLML_ARG(uK), OCLML_ARG(u), OCLML_ARG(sample), OCLML_ARG(seed_lo),
-                           OCLML_ARG(seed_hi), OCLML_ARG(t0), OCLML_LOCAL(3 * tl * sizeof(float))};
-        if (!st) st = launch_named(ctx, "oclml_rssm_wide_tail", at, 33, 1, &gl_tail, &tl);
-    }
-    cl_mem scratch[] = {xb, hb[0], hb[1], rh, lg};
-    for (int i = 0; i < 5; i++)
-        if (scratch[i]) oclml__scratch_put(ctx, scratch[i]);
-    return st;
+/* Work-groups per member (P). All E P of them must be resident at once, so a GPU gets
+ * floor(compute units / E) (each work-group then has an SM's load pipes to itself); a CPU runs
+ * whole members (P = 1: its work-groups run one after another, and a sync would only wait for
+ * the abort). $OCLML_RSSM_SPLIT = N sets P (tests, tuning). */
+static size_t split_parts(const oclml_ctx *ctx, const dims *d, size_t L) {
+    const char *env = getenv("OCLML_RSSM_SPLIT");
+    size_t P = 1;
+    if (env && atoi(env) > 0) P = (size_t)atoi(env);
+    else if (ctx->info.is_gpu) P = (ctx->info.compute_units ? ctx->info.compute_units : 1) / d->E;
+    if (P > d->D) P = d->D;
+    if (P > L / 2) P = L / 2; /* the 4 P partial sums fit the work-group's 2 L reduction slots */
+    if (P < 1) P = 1;
+    size_t U = (d->D + P - 1) / P;
+    return (d->D + U - 1) / U; /* no work-group without units */
 }
 
-/* Which path: $OCLML_RSSM_PATH = "wide" or "persistent" decides; else the wide path on GPUs when
- * a member's weights are large (one SM per member streams them too slowly), the persistent one
- * otherwise (no launch per step). */
-static bool use_wide(const oclml_ctx *ctx, const dims *d) {
-    const char *env = getenv("OCLML_RSSM_PATH");
-    if (env && !strcmp(env, "wide")) return true;
-    if (env && !strcmp(env, "persistent")) return false;
+/* Local memory of the rollout kernel (the layout at the top of oclml_rssm_rollout). */
+static size_t rollout_local_bytes(const dims *d, size_t L, size_t P) {
+    size_t IN = d->F + d->S, r4 = ~(size_t)3, NG = (d->G + P - 1) / P;
+    return (((IN + 3) & r4) + 2 * ((d->D + 3) & r4) + 4 * L + NG * d->C + 2 * NG + d->K + 1) * sizeof(float);
+}
+
+/* The rollout's work-group size: on GPUs 256, or 1024 for members whose weights stream from
+ * device memory; 64 on CPUs; $OCLML_RSSM_WG overrides (tuning). Halved while the P = 1 layout
+ * (the guard's) does not fit the local memory; 0 when even 8 does not. */
+static size_t rollout_wg(const oclml_ctx *ctx, const dims *d) {
     double bytes = 4.0 * (3.0 * d->D * (d->F + d->S + d->D) + (double)d->S * d->D);
-    return ctx->info.is_gpu && bytes > WIDE_MIN_WEIGHT_BYTES;
+    size_t L = !ctx->info.is_gpu ? 64 : bytes > WIDE_GROUP_WEIGHT_BYTES ? 1024 : 256;
+    const char *wg = getenv("OCLML_RSSM_WG");
+    if (wg && atoi(wg) >= 8) L = (size_t)atoi(wg);
+    while (L >= 8 && (L > ctx->info.max_work_group_size || rollout_local_bytes(d, L, 1) > ctx->info.local_mem_bytes))
+        L /= 2;
+    return L >= 8 ? L : 0;
 }
 
-/* The persistent path: one work-group per member runs all T steps, state in local memory. */
-static oclml_status rollout_persistent(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
-                                       const oclml_rssm_state *s, const oclml_rssm_outputs *o, dims d,
-                                       cl_mem Yb, cl_ulong yo, cl_mem Hb, cl_ulong heo) {
-    /* Work-group: on a GPU as wide as the device allows (up to 1024), so that small D splits
-     * each unit's dot products over several work-items; on a CPU just wide enough for one unit
-     * per work-item. A power of two for the reductions; up to 4 units per work-item beyond. */
-    size_t max_wg = ctx->info.max_work_group_size, cap = 1, L = 64;
-    while (cap * 2 <= (max_wg < 1024 ? max_wg : 1024)) cap *= 2;
-    while (L < d.D && L < cap) L *= 2;
-    if (L > cap || ctx->info.is_gpu) L = cap;
-    if (d.D > 4 * L)
-        return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "D = %zu exceeds 4x the work-group size %zu", d.D, L);
-    /* Parts per unit (P) and per logit (PS) when the work-group outnumbers units or logits;
-     * halved until the partial sums fit the local memory. */
-    size_t P = d.D < L ? L / d.D : 1, PS = d.S < L ? L / d.S : 1;
-    if (P > 8) P = 8;
-    if (PS > 8) PS = 8;
-    size_t lbytes;
-    for (;;) {
-        size_t pp = 0;
-        if (P > 1 && 6 * d.D * P > pp) pp = 6 * d.D * P;
-        if (PS > 1 && d.S * PS > pp) pp = d.S * PS;
-        lbytes = (d.F + d.S + 2 * d.D + d.S + 3 * L + pp) * sizeof(float);
-        if (lbytes <= ctx->info.local_mem_bytes || (P == 1 && PS == 1)) break;
-        if (P > 1) P /= 2;
-        else PS /= 2;
-    }
-    if (lbytes > ctx->info.local_mem_bytes)
-        return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "the rollout's state needs %zu bytes of local memory, the device has %zu",
-                           lbytes, ctx->info.local_mem_bytes);
-    size_t E = d.E, D = d.D, S = d.S, F = d.F, T = d.T, IN = F + S;
-    cl_mem wiT = NULL, whT = NULL, wpT = NULL;
-    oclml_status st = oclml__scratch_get(ctx, E * 3 * D * IN * sizeof(float), &wiT);
-    if (!st) st = oclml__scratch_get(ctx, E * 3 * D * D * sizeof(float), &whT);
-    if (!st) st = oclml__scratch_get(ctx, E * S * D * sizeof(float), &wpT);
-    if (!st) st = transpose(ctx, w->w_ih, E, 3 * D, IN, wiT);
-    if (!st) st = transpose(ctx, w->w_hh, E, 3 * D, D, whT);
-    if (!st) st = transpose(ctx, w->w_p, E, S, D, wpT);
+/* The rollout kernel (cl/rssm.cl): P work-groups per member, all T steps in one launch; when
+ * P > 1 preceded by a reset of the sync counters and followed by a guard launch that recomputes
+ * with P = 1 only if a sync gave up. */
+static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
+                                  const oclml_rssm_state *s, const oclml_rssm_outputs *o, const dims *d,
+                                  cl_mem Yb, cl_ulong yo, cl_mem Hb, cl_ulong heo) {
+    size_t E = d->E, D = d->D, S = d->S, F = d->F, IN = F + S, L = rollout_wg(ctx, d);
+    if (!L)
+        return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "the rollout's state (D %zu, S %zu, F %zu) does not fit the device's %zu bytes of local memory",
+                           D, S, F, ctx->info.local_mem_bytes);
+    size_t P = split_parts(ctx, d, L), U = (D + P - 1) / P, lbytes = rollout_local_bytes(d, L, P);
+    cl_mem xch = NULL, sync = NULL;
+    oclml_status st = oclml__scratch_get(ctx, E * (3 * D + S + 8 * P) * sizeof(float), &xch);
+    if (!st) st = oclml__scratch_get(ctx, (E + 1) * sizeof(cl_uint), &sync);
     cl_kernel k;
     if (!st) st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_rssm_rollout", &k);
-    if (!st) {
-        cl_uint flags = (w->b_ih ? 1 : 0) | (w->b_hh ? 2 : 0) | (o->hnorm ? 4 : 0) | (o->h_final ? 8 : 0) |
-                        (o->z_final ? 16 : 0) | (o->f_final ? 32 : 0) | (s->f->ndim == 1 ? 64 : 0);
-        cl_uint cho = c->variant == OCLML_GRU_CHO, uT = (cl_uint)T, uD = (cl_uint)D, uG = (cl_uint)d.G,
-                uC = (cl_uint)d.C, uF = (cl_uint)F, uK = (cl_uint)d.K, sample = c->mode == OCLML_RSSM_SAMPLE,
-                seed_lo = (cl_uint)c->seed, seed_hi = (cl_uint)(c->seed >> 32), t0 = (cl_uint)c->step_offset,
-                uP = (cl_uint)P, uPS = (cl_uint)PS;
-        float u = c->unimix;
-        cl_mem bi = oclml__opt_mem(w->b_ih), bh = oclml__opt_mem(w->b_hh), hn = oclml__opt_mem(o->hnorm), hf = oclml__opt_mem(o->h_final),
-               zf = oclml__opt_mem(o->z_final), ff = oclml__opt_mem(o->f_final);
-        cl_ulong bio = oclml__opt_offset(w->b_ih), bho = oclml__opt_offset(w->b_hh), bpo = oclml__opt_offset(w->b_p), wyo = oclml__opt_offset(w->w_y), byo = oclml__opt_offset(w->b_y),
-                 h0o = oclml__opt_offset(s->h), z0o = oclml__opt_offset(s->z), f0o = oclml__opt_offset(s->f), hno = oclml__opt_offset(o->hnorm), hfo = oclml__opt_offset(o->h_final),
-                 zfo = oclml__opt_offset(o->z_final), ffo = oclml__opt_offset(o->f_final);
-        oclml__arg args[] = {
-            OCLML_ARG(wiT), OCLML_ARG(whT), OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho),
-            OCLML_ARG(wpT), OCLML_ARG(w->b_p->mem), OCLML_ARG(bpo), OCLML_ARG(w->w_y->mem), OCLML_ARG(wyo),
-            OCLML_ARG(w->b_y->mem), OCLML_ARG(byo), OCLML_ARG(s->h->mem), OCLML_ARG(h0o), OCLML_ARG(s->z->mem),
-            OCLML_ARG(z0o), OCLML_ARG(s->f->mem), OCLML_ARG(f0o), OCLML_ARG(Yb), OCLML_ARG(yo), OCLML_ARG(Hb),
-            OCLML_ARG(heo), OCLML_ARG(hn),
-            OCLML_ARG(hno), OCLML_ARG(hf), OCLML_ARG(hfo), OCLML_ARG(zf), OCLML_ARG(zfo), OCLML_ARG(ff),
-            OCLML_ARG(ffo), OCLML_ARG(flags), OCLML_ARG(cho), OCLML_ARG(uT), OCLML_ARG(uD), OCLML_ARG(uG),
-            OCLML_ARG(uC), OCLML_ARG(uF), OCLML_ARG(uK), OCLML_ARG(u), OCLML_ARG(sample), OCLML_ARG(seed_lo),
-            OCLML_ARG(seed_hi), OCLML_ARG(t0), OCLML_ARG(uP), OCLML_ARG(uPS), OCLML_LOCAL(lbytes)};
-        size_t global = E * L;
-        st = oclml__launch(ctx, k, args, sizeof args / sizeof args[0], 1, &global, &L);
+    if (!st && P > 1) {
+        cl_uint n = (cl_uint)(E + 1);
+        oclml__arg ar[] = {OCLML_ARG(sync), OCLML_ARG(n)};
+        size_t one = 1, g = E + 1;
+        st = launch_named(ctx, "oclml_rssm_sync_reset", ar, 2, 1, &g, &one);
     }
-    cl_mem scratch[] = {wiT, whT, wpT};
-    for (int i = 0; i < 3; i++)
-        if (scratch[i]) oclml__scratch_put(ctx, scratch[i]);
+    cl_uint flags = (w->b_ih ? 1 : 0) | (w->b_hh ? 2 : 0) | (o->hnorm ? 4 : 0) | (o->h_final ? 8 : 0) |
+                    (o->z_final ? 16 : 0) | (o->f_final ? 32 : 0) | (s->f->ndim == 1 ? 64 : 0);
+    cl_ulong wio = oclml__opt_offset(w->w_ih), who = oclml__opt_offset(w->w_hh), wpo = oclml__opt_offset(w->w_p);
+    cl_uint vec4 = IN % 4 == 0 && D % 4 == 0 && wio % 4 == 0 && who % 4 == 0 && wpo % 4 == 0;
+    cl_uint cho = c->variant == OCLML_GRU_CHO, uT = (cl_uint)d->T, uD = (cl_uint)D, uG = (cl_uint)d->G,
+            uC = (cl_uint)d->C, uF = (cl_uint)F, uK = (cl_uint)d->K, sample = c->mode == OCLML_RSSM_SAMPLE,
+            seed_lo = (cl_uint)c->seed, seed_hi = (cl_uint)(c->seed >> 32), t0 = (cl_uint)c->step_offset,
+            uP = (cl_uint)P, uU = (cl_uint)U, spin = ctx->info.is_gpu ? 1u << 22 : 1u << 26, guard = 0;
+    float u = c->unimix;
+    cl_mem bi = oclml__opt_mem(w->b_ih), bh = oclml__opt_mem(w->b_hh), hn = oclml__opt_mem(o->hnorm),
+           hf = oclml__opt_mem(o->h_final), zf = oclml__opt_mem(o->z_final), ff = oclml__opt_mem(o->f_final);
+    cl_ulong bio = oclml__opt_offset(w->b_ih), bho = oclml__opt_offset(w->b_hh), bpo = oclml__opt_offset(w->b_p),
+             wyo = oclml__opt_offset(w->w_y), byo = oclml__opt_offset(w->b_y), h0o = oclml__opt_offset(s->h),
+             z0o = oclml__opt_offset(s->z), f0o = oclml__opt_offset(s->f), hno = oclml__opt_offset(o->hnorm),
+             hfo = oclml__opt_offset(o->h_final), zfo = oclml__opt_offset(o->z_final), ffo = oclml__opt_offset(o->f_final);
+    oclml__arg args[] = {
+        OCLML_ARG(w->w_ih->mem), OCLML_ARG(wio), OCLML_ARG(w->w_hh->mem), OCLML_ARG(who), OCLML_ARG(bi),
+        OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(w->w_p->mem), OCLML_ARG(wpo),
+        OCLML_ARG(w->b_p->mem), OCLML_ARG(bpo), OCLML_ARG(w->w_y->mem), OCLML_ARG(wyo), OCLML_ARG(w->b_y->mem),
+        OCLML_ARG(byo), OCLML_ARG(s->h->mem), OCLML_ARG(h0o), OCLML_ARG(s->z->mem), OCLML_ARG(z0o),
+        OCLML_ARG(s->f->mem), OCLML_ARG(f0o), OCLML_ARG(Yb), OCLML_ARG(yo), OCLML_ARG(Hb), OCLML_ARG(heo),
+        OCLML_ARG(hn), OCLML_ARG(hno), OCLML_ARG(hf), OCLML_ARG(hfo), OCLML_ARG(zf), OCLML_ARG(zfo),
+        OCLML_ARG(ff), OCLML_ARG(ffo), OCLML_ARG(xch), OCLML_ARG(sync), OCLML_ARG(flags), OCLML_ARG(cho),
+        OCLML_ARG(uT), OCLML_ARG(uD), OCLML_ARG(uG), OCLML_ARG(uC), OCLML_ARG(uF), OCLML_ARG(uK),
+        OCLML_ARG(u), OCLML_ARG(sample), OCLML_ARG(seed_lo), OCLML_ARG(seed_hi), OCLML_ARG(t0), OCLML_ARG(uP),
+        OCLML_ARG(uU), OCLML_ARG(vec4), OCLML_ARG(spin), OCLML_ARG(guard), OCLML_LOCAL(lbytes)};
+    const unsigned nargs = sizeof args / sizeof args[0];
+    size_t global = E * P * L;
+    if (!st) st = oclml__launch(ctx, k, args, nargs, 1, &global, &L);
+    /* The guard: whole members, computing only if the split launch gave up. $OCLML_RSSM_GUARD=0
+     * leaves it out, so that tests see the split launch's own results. */
+    const char *genv = getenv("OCLML_RSSM_GUARD");
+    if (!st && P > 1 && !(genv && !strcmp(genv, "0"))) {
+        uP = 1, uU = (cl_uint)D, guard = 1; /* args[] point at these */
+        args[nargs - 1].size = rollout_local_bytes(d, L, 1);
+        global = E * L;
+        st = oclml__launch(ctx, k, args, nargs, 1, &global, &L);
+    }
+    if (xch) oclml__scratch_put(ctx, xch);
+    if (sync) oclml__scratch_put(ctx, sync);
     return st;
 }
 
@@ -284,8 +210,7 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, cons
     cl_ulong yo = oclml__opt_offset(o->y), heo = oclml__opt_offset(o->entropy);
     /* Entropy always lands somewhere: the summary's total entropy reads it. */
     if (!Hb) st = oclml__scratch_get(ctx, E * T * sizeof(float), &Hb);
-    if (!st) st = use_wide(ctx, &d) ? rollout_wide(ctx, c, w, s, o, &d, Yb, yo, Hb, heo)
-                                    : rollout_persistent(ctx, c, w, s, o, d, Yb, yo, Hb, heo);
+    if (!st) st = rollout_split(ctx, c, w, s, o, &d, Yb, yo, Hb, heo);
     cl_kernel ks;
     cl_uint outs = (o->y_mean ? 1 : 0) | (o->y_std ? 2 : 0) | (o->deltas ? 4 : 0) | (o->variance ? 8 : 0) |
                    (o->smoothness ? 16 : 0) | (o->total_entropy ? 32 : 0);

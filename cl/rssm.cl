@@ -42,6 +42,16 @@ inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
  * parity keeps a fast work-group's next partials off the slots a slow one is still reading). */
 #define X_PARTS 4 /* y's h part, |h'|^2, y's z part, entropy */
 
+/* A fence that orders this work-item's global writes before its later ones for every work-group
+ * of the device. OpenCL 1.2's mem_fence promises only the work-group; NVIDIA compiles it to
+ * membar.cta, so there it is PTX's membar.gl. Elsewhere mem_fence plus volatile accesses, and
+ * the host splits members only on devices where the tests have verified that (NVIDIA, PoCL). */
+#ifdef OCLML_NV
+#define DEVICE_FENCE() asm volatile("membar.gl;" ::: "memory")
+#else
+#define DEVICE_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
+
 /* The sync of a member's work-groups: waits until the counter reaches target (n P at the n-th
  * sync), or returns at once when the abort flag is up. Every work-item must call it; with P = 1
  * it is a barrier (the exchange buffer's writes become visible to the work-group). */
@@ -49,11 +59,11 @@ inline void member_sync(__global volatile uint *count, __global volatile uint *a
                         uint spin_limit, uint P, uint lid) {
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     if (lid == 0 && P > 1) {
-        mem_fence(CLK_GLOBAL_MEM_FENCE); /* the work-group's writes become visible before it counts */
+        DEVICE_FENCE(); /* the work-group's writes become visible before it counts */
         atomic_inc(count);
         for (uint n = 0; (int)(*count - target) < 0 && !*abort_flag; n++)
             if (n == spin_limit) *abort_flag = 1;
-        mem_fence(CLK_GLOBAL_MEM_FENCE);
+        DEVICE_FENCE();
     }
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
 }

@@ -452,7 +452,7 @@ typedef struct oclml_rssm_outputs {
     oclml_tensor *variance, *smoothness, *total_entropy; /* [E] */
 } oclml_rssm_outputs;
 
-/* Runs the rollout: one launch for all T steps (on a GPU each member spread over
+/* Runs the rollout: one launch for all T steps (on NVIDIA GPUs each member spread over
  * compute units / E work-groups), then one for the summary. Invalid configurations (G * C not S,
  * k > F, u outside [0, 1), T = 0, shape mismatches) return a status and enqueue nothing. A
  * member's state (F + S + 2D floats, plus a few KB) must fit the device's local memory, else

@@ -100,15 +100,16 @@ static oclml_status launch_named(oclml_ctx *ctx, const char *name, const oclml__
     return st ? st : oclml__launch(ctx, k, args, n, ndims, global, local);
 }
 
-/* Work-groups per member (P). All E P of them must be resident at once, so a GPU gets
- * floor(compute units / E) (each work-group then has an SM's load pipes to itself); a CPU runs
- * whole members (P = 1: its work-groups run one after another, and a sync would only wait for
- * the abort). $OCLML_RSSM_SPLIT = N sets P (tests, tuning). */
+/* Work-groups per member (P). All E P of them must be resident at once, so an NVIDIA GPU gets
+ * floor(compute units / E) (each work-group then has an SM's load pipes to itself). Other
+ * devices run whole members (P = 1): on CPUs work-groups run one after another, so a sync would
+ * only wait for the abort, and other GPUs' fences are not verified for syncs across work-groups
+ * (cl/rssm.cl, DEVICE_FENCE). $OCLML_RSSM_SPLIT = N sets P on any device (tests, tuning). */
 static size_t split_parts(const oclml_ctx *ctx, const dims *d, size_t L) {
     const char *env = getenv("OCLML_RSSM_SPLIT");
     size_t P = 1;
     if (env && atoi(env) > 0) P = (size_t)atoi(env);
-    else if (ctx->info.is_gpu) P = (ctx->info.compute_units ? ctx->info.compute_units : 1) / d->E;
+    else if (ctx->info.is_gpu && ctx->nv_options) P = (ctx->info.compute_units ? ctx->info.compute_units : 1) / d->E;
     if (P > d->D) P = d->D;
     if (P > L / 2) P = L / 2; /* the 4 P partial sums fit the work-group's 2 L reduction slots */
     if (P < 1) P = 1;

@@ -117,24 +117,45 @@ inline void rows_reduce(__local float *part, __local float *out, uint lid, uint 
 
 /* Gate pre-activations of units [j0, j0 + n) of the chunk, rpu rows per unit: 6 (input side r,
  * z, n, then hidden side r, z, n) or 2 (r's input and hidden side). gates[u rpu + q], biases
- * included. hvec_n: the vector of the n gate's hidden side (h, or r*h for CHO). */
+ * included (added to lane 0's share). hvec_n: the vector of the n gate's hidden side (h, or r*h
+ * for CHO). pre: this work-item's share (bias included) comes from registers (RSSM_REGS). */
 inline void gru_gates(__global const float *Wi, __global const float *Wh, __global const float *bi,
                       __global const float *bh, __local const float *xs, __local const float *ha,
                       __local const float *hvec_n, __local float *part, __local float *gates, uint j0,
-                      uint n, uint rpu, uint SEG, uint IN, uint D, uint vec4, uint lid, uint L) {
+                      uint n, uint rpu, uint SEG, uint IN, uint D, uint vec4, uint lid, uint L, bool pre,
+                      float a_pre) {
     const uint row = lid / SEG, lane = lid % SEG, u = row / rpu, q = row % rpu, side = rpu / 2;
     const uint gate = q % side;
     const ulong r = (ulong)gate * D + j0 + u;
     float a = 0.0f;
-    if (u < n) {
-        if (q < side) a = lane_dot(Wi + r * IN, xs, IN, lane, SEG, vec4);
-        else a = lane_dot(Wh + r * D, gate == 2 ? hvec_n : ha, D, lane, SEG, vec4);
+    if (pre) {
+        a = a_pre;
+    } else if (u < n) {
+        if (q < side) a = lane_dot(Wi + r * IN, xs, IN, lane, SEG, vec4) + ((lane == 0 && bi) ? bi[r] : 0.0f);
+        else a = lane_dot(Wh + r * D, gate == 2 ? hvec_n : ha, D, lane, SEG, vec4) + ((lane == 0 && bh) ? bh[r] : 0.0f);
     }
     part[lid] = a;
     rows_reduce(part, gates, lid, L, SEG);
-    if (lane == 0 && u < n) gates[row] += q < side ? (bi ? bi[r] : 0.0f) : (bh ? bh[r] : 0.0f);
-    barrier(CLK_LOCAL_MEM_FENCE);
 }
+
+#ifdef RSSM_REGS
+/* Register-resident weights. When a work-group's rows fit one chunk, each work-item serves the
+ * same row and lane every step, so its share of the row (up to REG float4, zero beyond the
+ * row) is loaded once before the steps; a step then reads only the vector from local memory. */
+#define REG_A 20
+#define REG_B 4
+#define REG_LOAD(WR, ROW4, N4, LANE, SEG, OWN, REG)                                               \
+    for (uint i_ = 0; i_ < (REG); i_++) {                                                      \
+        const uint k_ = (LANE) + i_ * (SEG);                                                    \
+        WR[i_] = ((OWN) && k_ < (N4)) ? (ROW4)[k_] : (float4)(0.0f);                            \
+    }
+#define REG_DOT(ACC, WR, X4, N4, LANE, SEG, REG)                                                 \
+    do {                                                                                        \
+        float4 a_ = (float4)(0.0f);                                                             \
+        for (uint i_ = 0; i_ < (REG); i_++) a_ += WR[i_] * (X4)[min((LANE) + i_ * (SEG), (N4) - 1)]; \
+        ACC = (a_.x + a_.y) + (a_.z + a_.w);                                                    \
+    } while (0)
+#endif
 
 /* Sums v over the first n work-items (in order, by work-item 0) for two values at once. */
 inline float2 first_n_sum2(float a, float b, __local float *red, uint n, uint lid, uint L) {
@@ -203,13 +224,35 @@ __kernel void oclml_rssm_rollout(
     const uint SEG_A = lanes_per_row(6 * U, L), UC_A = L / SEG_A / 6;
     const uint SEG_R = lanes_per_row(2 * U, L), UC_R = L / SEG_R / 2;
     const uint SEG_B = lanes_per_row(NG * C, L), RC_B = L / SEG_B;
+#ifdef RSSM_REGS
+    const uint nu = j_hi - j_lo, rowA = lid / SEG_A, laneA = lid % SEG_A, uA = rowA / 6, qA = rowA % 6;
+    const uint lenA4 = (qA < 3 ? IN : D) / 4;
+    const bool keepA = vec4 && nu <= UC_A && (IN / 4 + SEG_A - 1) / SEG_A <= REG_A && (D / 4 + SEG_A - 1) / SEG_A <= REG_A;
+    const bool ownA = keepA && uA < nu;
+    const ulong rA = (ulong)(qA % 3) * D + j_lo + uA;
+    float4 wa[REG_A];
+    REG_LOAD(wa, (__global const float4 *)(qA < 3 ? Wi + rA * IN : Wh + rA * D), lenA4, laneA, SEG_A, ownA, REG_A)
+    const float biasA = (ownA && laneA == 0) ? (qA < 3 ? (bi ? bi[rA] : 0.0f) : (bh ? bh[rA] : 0.0f)) : 0.0f;
+    const float wyA = (keepA && lid < nu) ? wy[j_lo + lid] : 0.0f;
+    const uint rowB = lid / SEG_B, laneB = lid % SEG_B, sB = (p + rowB / C * P) * C + rowB % C;
+    const bool keepB = vec4 && ng * C <= RC_B && (D / 4 + SEG_B - 1) / SEG_B <= REG_B;
+    const bool ownB = keepB && rowB < ng * C;
+    float4 wb[REG_B];
+    REG_LOAD(wb, (__global const float4 *)(Wp + (ulong)sB * D), D / 4, laneB, SEG_B, ownB, REG_B)
+    const float biasB = (ownB && laneB == 0) ? b_p[bpo + (ulong)e * S + sB] : 0.0f;
+    const bool keepZ = ng * C <= L;
+    const float wyZ = (keepZ && lid < ng * C) ? wy[D + (p + lid / C * P) * C + lid % C] : 0.0f;
+#else
+    const bool keepA = false, keepB = false, keepZ = false;
+    const float wyA = 0.0f, wyZ = 0.0f;
+#endif
     for (uint t = 0; t < steps; t++) {
         const bool last = t + 1 == T;
         __global volatile float *slot = xpart + (t % 2) * X_PARTS * P;
         if (cho) { /* A0: r * h of the owned units, shared through the exchange buffer */
             for (uint j0 = j_lo; j0 < j_hi; j0 += UC_R) {
                 gru_gates(Wi, Wh, bi, bh, xs, ha, ha, part, gates, j0, min(UC_R, j_hi - j0), 2, SEG_R, IN, D,
-                          vec4, lid, L);
+                          vec4, lid, L, false, 0.0f);
                 if (lid < min(UC_R, j_hi - j0)) xrh[j0 + lid] = r_sigmoid(gates[2 * lid] + gates[2 * lid + 1]) * ha[j0 + lid];
             }
             member_sync(count, abort_flag, ++nsync * P, spin_limit, P, lid);
@@ -220,7 +263,16 @@ __kernel void oclml_rssm_rollout(
         float yh = 0.0f, hq = 0.0f;
         for (uint j0 = j_lo; j0 < j_hi; j0 += UC_A) {
             const uint n = min(UC_A, j_hi - j0);
-            gru_gates(Wi, Wh, bi, bh, xs, ha, cho ? hn : ha, part, gates, j0, n, 6, SEG_A, IN, D, vec4, lid, L);
+            float a_pre = 0.0f;
+#ifdef RSSM_REGS
+            if (keepA) {
+                __local const float4 *x4 = (__local const float4 *)(qA < 3 ? xs : (qA == 5 && cho) ? hn : ha);
+                REG_DOT(a_pre, wa, x4, lenA4, laneA, SEG_A, REG_A);
+                a_pre = ownA ? a_pre + biasA : 0.0f;
+            }
+#endif
+            gru_gates(Wi, Wh, bi, bh, xs, ha, cho ? hn : ha, part, gates, j0, n, 6, SEG_A, IN, D, vec4, lid, L,
+                      keepA, a_pre);
             if (lid < n) {
                 __local const float *g = gates + 6 * lid;
                 const uint j = j0 + lid;
@@ -229,7 +281,7 @@ __kernel void oclml_rssm_rollout(
                 const float h = (1.0f - z) * nn + z * ha[j];
                 xh[j] = h;
                 if (last && (flags & R_HFIN)) hfin[hfo + (ulong)e * D + j] = h;
-                yh += wy[j] * h;
+                yh += (keepA ? wyA : wy[j]) * h;
                 hq += h * h;
             }
         }
@@ -241,13 +293,19 @@ __kernel void oclml_rssm_rollout(
         for (uint i = lid; i < D; i += L) hn[i] = xh[i];
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint r0 = 0; r0 < ng * C; r0 += RC_B) {
-            const uint row = r0 + lid / SEG_B, gi = row / C, s_row = (p + gi * P) * C + row % C;
-            part[lid] = row < ng * C ? lane_dot(Wp + (ulong)s_row * D, hn, D, lid % SEG_B, SEG_B, vec4) : 0.0f;
+            const uint row = r0 + lid / SEG_B, lane = lid % SEG_B, s_row = (p + row / C * P) * C + row % C;
+            float a = 0.0f;
+#ifdef RSSM_REGS
+            if (keepB) {
+                REG_DOT(a, wb, (__local const float4 *)hn, D / 4, laneB, SEG_B, REG_B);
+                a = ownB ? a + biasB : 0.0f;
+            } else
+#endif
+            if (row < ng * C)
+                a = lane_dot(Wp + (ulong)s_row * D, hn, D, lane, SEG_B, vec4) + (lane == 0 ? b_p[bpo + (ulong)e * S + s_row] : 0.0f);
+            part[lid] = a;
             rows_reduce(part, gates, lid, L, SEG_B);
-            if (lid < RC_B && r0 + lid < ng * C) {
-                const uint rr = r0 + lid, sr = (p + rr / C * P) * C + rr % C;
-                lg[rr] = gates[lid] + b_p[bpo + (ulong)e * S + sr];
-            }
+            if (lid < RC_B && r0 + lid < ng * C) lg[r0 + lid] = gates[lid];
             barrier(CLK_LOCAL_MEM_FENCE);
         }
         /* Unimix softmax of each owned group, work-item per logit; a group's first work-item
@@ -296,7 +354,7 @@ __kernel void oclml_rssm_rollout(
             const float z = lg[i];
             xz[sz] = z;
             if (last && (flags & R_ZFIN)) zfin[zfo + (ulong)e * S + sz] = z;
-            yz += wy[D + sz] * z;
+            yz += (keepZ ? wyZ : wy[D + sz]) * z;
         }
         s = first_n_sum2(yz, ent, red, min(L, ng * C), lid, L);
         if (lid == 0) slot[2 * P + p] = s.x, slot[3 * P + p] = s.y;

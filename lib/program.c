@@ -95,11 +95,14 @@ static oclml_status assemble_source(oclml_ctx *ctx, const char *file, char **sou
  * exactly what the ops will use.
  * On NVIDIA, registers are capped at 64 per work-item: its compiler budgets registers without
  * knowing the work-group size and otherwise builds row kernels that cannot run the 1024-wide
- * work-groups long rows need (65536 registers per SM / 1024 = 64). OCLML_NV tells kernels that
+ * work-groups long rows need (65536 registers per SM / 1024 = 64), unless the op sets its own cap
+ * (it then keeps its work-groups small enough). OCLML_NV tells kernels that
  * inline PTX is available (its mem_fence is CTA-scoped; device-wide syncs need membar.gl). */
 static char *full_options(const oclml_ctx *ctx, const char *op_options) {
-    return oclml__asprintf("-cl-std=CL1.2%s -DOCLML_MAX_WG=%zu -DOCLML_IS_GPU=%d -DOCLML_LONG_ITEMS=%d %s %s",
-                           ctx->nv_options ? " -cl-nv-maxrregcount=64 -DOCLML_NV=1" : "",
+    bool own_cap = op_options && strstr(op_options, "-cl-nv-maxrregcount"); /* an op's own cap */
+    return oclml__asprintf("-cl-std=CL1.2%s%s -DOCLML_MAX_WG=%zu -DOCLML_IS_GPU=%d -DOCLML_LONG_ITEMS=%d %s %s",
+                           ctx->nv_options && !own_cap ? " -cl-nv-maxrregcount=64" : "",
+                           ctx->nv_options ? " -DOCLML_NV=1" : "",
                            ctx->info.max_work_group_size, ctx->info.is_gpu, OCLML_LONG_ITEMS,
                            op_options ? op_options : "", ctx->build_options);
 }

@@ -93,10 +93,10 @@ static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_config *c, const o
 }
 
 
-static oclml_status launch_named(oclml_ctx *ctx, const char *name, const oclml__arg *args, unsigned n,
-                                 cl_uint ndims, const size_t *global, const size_t *local) {
+static oclml_status launch_named(oclml_ctx *ctx, const char *opts, const char *name, const oclml__arg *args,
+                                 unsigned n, cl_uint ndims, const size_t *global, const size_t *local) {
     cl_kernel k;
-    oclml_status st = oclml__get_kernel(ctx, FILE_CL, NULL, name, &k);
+    oclml_status st = oclml__get_kernel(ctx, FILE_CL, opts, name, &k);
     return st ? st : oclml__launch(ctx, k, args, n, ndims, global, local);
 }
 
@@ -141,27 +141,32 @@ static size_t rollout_wg(const oclml_ctx *ctx, const dims *d) {
  * with P = 1 only if a sync gave up. */
 static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
                                   const oclml_rssm_state *s, const oclml_rssm_outputs *o, const dims *d,
-                                  cl_mem Yb, cl_ulong yo, cl_mem Hb, cl_ulong heo) {
+                                  cl_mem Yb, cl_ulong yo, cl_mem Hb, cl_ulong heo, const char **opts) {
     size_t E = d->E, D = d->D, S = d->S, F = d->F, IN = F + S, L = rollout_wg(ctx, d);
     if (!L)
         return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "the rollout's state (D %zu, S %zu, F %zu) does not fit the device's %zu bytes of local memory",
                            D, S, F, ctx->info.local_mem_bytes);
     size_t P = split_parts(ctx, d, L), U = (D + P - 1) / P, lbytes = rollout_local_bytes(d, L, P);
+    cl_ulong wio = oclml__opt_offset(w->w_ih), who = oclml__opt_offset(w->w_hh), wpo = oclml__opt_offset(w->w_p);
+    cl_uint vec4 = IN % 4 == 0 && D % 4 == 0 && wio % 4 == 0 && who % 4 == 0 && wpo % 4 == 0;
+    /* Split members with float4 rows keep their weights in registers (cl/rssm.cl, RSSM_REGS):
+     * up to 96 floats a work-item, so NVIDIA's 64-register cap is lifted, which the 256-wide
+     * groups allow (65536 / 256). */
+    *opts = NULL;
+    if (P > 1 && vec4 && L <= 256) *opts = ctx->nv_options ? "-DRSSM_REGS -cl-nv-maxrregcount=255" : "-DRSSM_REGS";
     cl_mem xch = NULL, sync = NULL;
     oclml_status st = oclml__scratch_get(ctx, E * (3 * D + S + 8 * P) * sizeof(float), &xch);
     if (!st) st = oclml__scratch_get(ctx, (E + 1) * sizeof(cl_uint), &sync);
     cl_kernel k;
-    if (!st) st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_rssm_rollout", &k);
+    if (!st) st = oclml__get_kernel(ctx, FILE_CL, *opts, "oclml_rssm_rollout", &k);
     if (!st && P > 1) {
         cl_uint n = (cl_uint)(E + 1);
         oclml__arg ar[] = {OCLML_ARG(sync), OCLML_ARG(n)};
         size_t one = 1, g = E + 1;
-        st = launch_named(ctx, "oclml_rssm_sync_reset", ar, 2, 1, &g, &one);
+        st = launch_named(ctx, *opts, "oclml_rssm_sync_reset", ar, 2, 1, &g, &one);
     }
     cl_uint flags = (w->b_ih ? 1 : 0) | (w->b_hh ? 2 : 0) | (o->hnorm ? 4 : 0) | (o->h_final ? 8 : 0) |
                     (o->z_final ? 16 : 0) | (o->f_final ? 32 : 0) | (s->f->ndim == 1 ? 64 : 0);
-    cl_ulong wio = oclml__opt_offset(w->w_ih), who = oclml__opt_offset(w->w_hh), wpo = oclml__opt_offset(w->w_p);
-    cl_uint vec4 = IN % 4 == 0 && D % 4 == 0 && wio % 4 == 0 && who % 4 == 0 && wpo % 4 == 0;
     cl_uint cho = c->variant == OCLML_GRU_CHO, uT = (cl_uint)d->T, uD = (cl_uint)D, uG = (cl_uint)d->G,
             uC = (cl_uint)d->C, uF = (cl_uint)F, uK = (cl_uint)d->K, sample = c->mode == OCLML_RSSM_SAMPLE,
             seed_lo = (cl_uint)c->seed, seed_hi = (cl_uint)(c->seed >> 32), t0 = (cl_uint)c->step_offset,
@@ -211,11 +216,12 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, cons
     cl_ulong yo = oclml__opt_offset(o->y), heo = oclml__opt_offset(o->entropy);
     /* Entropy always lands somewhere: the summary's total entropy reads it. */
     if (!Hb) st = oclml__scratch_get(ctx, E * T * sizeof(float), &Hb);
-    if (!st) st = rollout_split(ctx, c, w, s, o, &d, Yb, yo, Hb, heo);
+    const char *opts = NULL; /* the rollout's program options, shared by the summary kernel */
+    if (!st) st = rollout_split(ctx, c, w, s, o, &d, Yb, yo, Hb, heo, &opts);
     cl_kernel ks;
     cl_uint outs = (o->y_mean ? 1 : 0) | (o->y_std ? 2 : 0) | (o->deltas ? 4 : 0) | (o->variance ? 8 : 0) |
                    (o->smoothness ? 16 : 0) | (o->total_entropy ? 32 : 0);
-    if (!st && outs) st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_rssm_summary", &ks);
+    if (!st && outs) st = oclml__get_kernel(ctx, FILE_CL, opts, "oclml_rssm_summary", &ks);
     if (!st && outs) {
         cl_uint has_y0 = s->y0 != NULL, uE = (cl_uint)E, uT = (cl_uint)T;
         cl_mem y0 = oclml__opt_mem(s->y0), ym = oclml__opt_mem(o->y_mean), ys = oclml__opt_mem(o->y_std), dl = oclml__opt_mem(o->deltas), va = oclml__opt_mem(o->variance),

@@ -262,31 +262,36 @@ END_TEST
 /* The split rollout (P work-groups per member, synced through global memory) against the
  * reference on any device: P = 2, 3, 5 where the device has that many compute units (a member's
  * work-groups must run at once; the guard is off, so a sync that gave up would show as wrong
- * results), with units and groups split unevenly and parts that own no group. Then more parts
+ * results), with units and groups split unevenly and parts that own no group; D 37 reads rows
+ * from memory, D 20 (float4 rows, one chunk per part) keeps them in registers. Then more parts
  * than compute units with the guard on: right results whether the syncs held or gave up. */
 START_TEST(split_rollout) {
     oclml_device_info info;
     ASSERT_OK(oclml_ctx_device_info(T, &info));
-    ens m;
-    ens_make(&m, 1, 37, 3, 5, 9, 4, 0);
-    oclml_rssm_config c = config(12, 3, 5, 4, _i, OCLML_RSSM_MEAN);
-    char parts[16];
-    setenv("OCLML_RSSM_GUARD", "0", 1);
-    const int tries[] = {2, 3, 5};
-    for (int i = 0; i < 3; i++) {
-        if ((unsigned)tries[i] > info.compute_units) continue;
-        snprintf(parts, sizeof parts, "%d", tries[i]);
+    const size_t dims[2][5] = {{37, 3, 5, 9, 4}, {20, 3, 4, 12, 4}}; /* D, G, C, F, k */
+    for (int v = 0; v < 2; v++) {
+        const size_t *dm = dims[v];
+        ens m;
+        ens_make(&m, 1, dm[0], dm[1], dm[2], dm[3], dm[4], 0);
+        oclml_rssm_config c = config(12, dm[1], dm[2], dm[4], _i, OCLML_RSSM_MEAN);
+        char parts[16];
+        setenv("OCLML_RSSM_GUARD", "0", 1);
+        const int tries[] = {2, 3, 5};
+        for (int i = 0; i < 3; i++) {
+            if ((unsigned)tries[i] > info.compute_units) continue;
+            snprintf(parts, sizeof parts, "%d", tries[i]);
+            setenv("OCLML_RSSM_SPLIT", parts, 1);
+            full_check(&m, &c, TOL_GEMM);
+        }
+        unsetenv("OCLML_RSSM_GUARD");
+        snprintf(parts, sizeof parts, "%u", info.compute_units + 2);
         setenv("OCLML_RSSM_SPLIT", parts, 1);
         full_check(&m, &c, TOL_GEMM);
+        c.mode = OCLML_RSSM_SAMPLE;
+        full_check(&m, &c, TOL_GEMM);
+        unsetenv("OCLML_RSSM_SPLIT");
+        ens_free(&m);
     }
-    unsetenv("OCLML_RSSM_GUARD");
-    snprintf(parts, sizeof parts, "%u", info.compute_units + 2);
-    setenv("OCLML_RSSM_SPLIT", parts, 1);
-    full_check(&m, &c, TOL_GEMM);
-    c.mode = OCLML_RSSM_SAMPLE;
-    full_check(&m, &c, TOL_GEMM);
-    unsetenv("OCLML_RSSM_SPLIT");
-    ens_free(&m);
 }
 END_TEST
 

@@ -42,28 +42,47 @@ inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
  * parity keeps a fast work-group's next partials off the slots a slow one is still reading). */
 #define X_PARTS 4 /* y's h part, |h'|^2, y's z part, entropy */
 
-/* A fence that orders this work-item's global writes before its later ones for every work-group
- * of the device. OpenCL 1.2's mem_fence promises only the work-group; NVIDIA compiles it to
- * membar.cta, so there it is PTX's membar.gl. Elsewhere mem_fence plus volatile accesses, and
- * the host splits members only on devices where the tests have verified that (NVIDIA, PoCL). */
+/* The sync's two halves. Arrive: this work-group's global writes become visible to every
+ * work-group of the device, then the counter counts it; load: the counter, and reads after it see
+ * what the arrivals before it wrote. OpenCL 1.2's mem_fence promises only the work-group
+ * (NVIDIA compiles it to membar.cta), so on NVIDIA they are PTX's release reduction and acquire
+ * load at GPU scope (cheaper than membar.gl around relaxed atomics). Elsewhere mem_fence plus
+ * volatile accesses, and the host splits members only where the tests have verified it (PoCL). */
 #ifdef OCLML_NV
-#define DEVICE_FENCE() asm volatile("membar.gl;" ::: "memory")
+inline void sync_arrive(__global volatile uint *count) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
+}
+inline uint sync_load(__global volatile uint *count) {
+    uint v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
+    return v;
+}
 #else
-#define DEVICE_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+inline void sync_arrive(__global volatile uint *count) {
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    atomic_inc(count);
+}
+inline uint sync_load(__global volatile uint *count) {
+    const uint v = *count;
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    return v;
+}
 #endif
 
 /* The sync of a member's work-groups: waits until the counter reaches target (n P at the n-th
- * sync), or returns at once when the abort flag is up. Every work-item must call it; with P = 1
+ * sync), or gives up: after spin_limit polls it raises the abort flag, and once the flag is up
+ * (checked every 64 polls) every sync returns at once. Every work-item must call it; with P = 1
  * it is a barrier (the exchange buffer's writes become visible to the work-group). */
 inline void member_sync(__global volatile uint *count, __global volatile uint *abort_flag, uint target,
                         uint spin_limit, uint P, uint lid) {
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     if (lid == 0 && P > 1) {
-        DEVICE_FENCE(); /* the work-group's writes become visible before it counts */
-        atomic_inc(count);
-        for (uint n = 0; (int)(*count - target) < 0 && !*abort_flag; n++)
-            if (n == spin_limit) *abort_flag = 1;
-        DEVICE_FENCE();
+        sync_arrive(count);
+        for (uint n = 1; (int)(sync_load(count) - target) < 0; n++)
+            if ((n & 63) == 0 && (*abort_flag || n >= spin_limit)) {
+                *abort_flag = 1;
+                break;
+            }
     }
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
 }

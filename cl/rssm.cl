@@ -176,8 +176,28 @@ inline void gru_gates(__global const float *Wi, __global const float *Wh, __glob
     } while (0)
 #endif
 
-/* Sums v over the first n work-items (in order, by work-item 0) for two values at once. */
+#ifdef OCLML_NV
+/* Butterfly sum over the 32 work-items of a warp, every one of which must call it. */
+inline float warp_sum(float v) {
+    for (uint o = 16; o > 0; o >>= 1) {
+        float t;
+        asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(o));
+        v += t;
+    }
+    return v;
+}
+#endif
+
+/* Sums over the first n work-items (values beyond n are 0), for two values at once; the result
+ * is work-item 0's. On NVIDIA, with n <= 32, one warp's shuffles and no barrier. */
 inline float2 first_n_sum2(float a, float b, __local float *red, uint n, uint lid, uint L) {
+#ifdef OCLML_NV
+    if (n <= 32 && L >= 32) {
+        float2 s = (float2)(0.0f);
+        if (lid < 32) s = (float2)(warp_sum(a), warp_sum(b));
+        return s;
+    }
+#endif
     red[lid] = a;
     red[L + lid] = b;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -385,7 +405,17 @@ __kernel void oclml_rssm_rollout(
         for (uint i = lid; i < X_PARTS * P; i += L) red[i] = slot[i];
         for (uint i = lid; i < K; i += L) fk[i] = xs[i];
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < X_PARTS) { /* four sums side by side, each in the same order everywhere */
+        /* Four sums side by side, each in the same order in every work-group: a warp each on
+         * NVIDIA, else a work-item each. */
+#ifdef OCLML_NV
+        if (P <= 32 && L >= 32 * X_PARTS) {
+            if (lid < 32 * X_PARTS) {
+                const float a = warp_sum(lid % 32 < P ? red[lid / 32 * P + lid % 32] : 0.0f);
+                if (lid % 32 == 0) gates[lid / 32] = a;
+            }
+        } else
+#endif
+        if (lid < X_PARTS) {
             float a = 0.0f;
             for (uint q = 0; q < P; q++) a += red[lid * P + q];
             gates[lid] = a;

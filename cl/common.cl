@@ -26,6 +26,20 @@ inline float seg_sum(float v, __local float *red, uint lid, uint G) {
     return r;
 }
 
+#ifdef OCLML_NV
+/* NVIDIA (OCLML_NV, set by the host there): butterfly sum over the 32 work-items of a warp
+ * through PTX shuffles, no local memory and no barrier; every work-item of the warp must call
+ * it, and all get the sum. */
+inline float warp_sum(float v) {
+    for (uint o = 16; o > 0; o >>= 1) {
+        float t;
+        asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(o));
+        v += t;
+    }
+    return v;
+}
+#endif
+
 inline float seg_max(float v, __local float *red, uint lid, uint G) {
     red[lid] = v;
     barrier(CLK_LOCAL_MEM_FENCE);

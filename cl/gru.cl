@@ -33,8 +33,16 @@ __kernel void oclml_gru_step_fused(__global const float *x, ulong xo, __global c
         float ai = 0.0f, ah = 0.0f;
         for (uint k = lane; k < I; k += S) ai += wi[k] * xb[k];
         for (uint k = lane; k < D; k += S) ah += wh[k] * hb[k];
-        ai = seg_sum(ai, red, lid, S);
-        ah = seg_sum(ah, red, lid, S);
+#ifdef OCLML_NV
+        if (S == 32) { /* a segment is a warp: shuffles instead of seg_sum's barriers */
+            ai = warp_sum(ai);
+            ah = warp_sum(ah);
+        } else
+#endif
+        {
+            ai = seg_sum(ai, red, lid, S);
+            ah = seg_sum(ah, red, lid, S);
+        }
         if (lane == 0) {
             gates[g] = ai + ((flags & GRU_B_IH) ? b_ih[bio + row] : 0.0f);
             gates[3 + g] = ah + ((flags & GRU_B_HH) ? b_hh[bho + row] : 0.0f);

@@ -176,18 +176,6 @@ inline void gru_gates(__global const float *Wi, __global const float *Wh, __glob
     } while (0)
 #endif
 
-#ifdef OCLML_NV
-/* Butterfly sum over the 32 work-items of a warp, every one of which must call it. */
-inline float warp_sum(float v) {
-    for (uint o = 16; o > 0; o >>= 1) {
-        float t;
-        asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(o));
-        v += t;
-    }
-    return v;
-}
-#endif
-
 /* Sums over the first n work-items (values beyond n are 0), for two values at once; the result
  * is work-item 0's. On NVIDIA, with n <= 32, one warp's shuffles and no barrier. */
 inline float2 first_n_sum2(float a, float b, __local float *red, uint n, uint lid, uint L) {

@@ -116,10 +116,15 @@ inline float lane_dot(__global const float *restrict w, __local const float *x, 
     return a0 + a1;
 }
 
-/* Largest power of two <= 32 work-items per row such that `rows` rows fit the work-group. */
+/* Work-items per row: the largest power of two <= 32 such that `rows` rows fit the work-group.
+ * When there are more rows than work-items, chunks of rows take turns; on GPUs 8 work-items then
+ * share a row, so that a warp's loads stay coalesced (8 x 16 bytes of one row). */
 inline uint lanes_per_row(uint rows, uint L) {
     uint s = 1;
     while (s < 32 && 2 * s * rows <= L) s *= 2;
+#if OCLML_IS_GPU
+    if (rows > L) s = 8;
+#endif
     return s;
 }
 

@@ -123,12 +123,13 @@ static size_t rollout_local_bytes(const dims *d, size_t L, size_t P) {
     return (((IN + 3) & r4) + 2 * ((d->D + 3) & r4) + 4 * L + NG * d->C + 2 * NG + d->K + 1) * sizeof(float);
 }
 
-/* The rollout's work-group size: on GPUs 256, or 1024 for members whose weights stream from
- * device memory; 64 on CPUs; $OCLML_RSSM_WG overrides (tuning). Halved while the P = 1 layout
- * (the guard's) does not fit the local memory; 0 when even 8 does not. */
-static size_t rollout_wg(const oclml_ctx *ctx, const dims *d) {
+/* The rollout's work-group size: on GPUs 256, 1024 for members whose weights stream from device
+ * memory or when each member has one work-group (whole_members: more loads in flight); 64 on
+ * CPUs; $OCLML_RSSM_WG overrides (tuning). Halved while the P = 1 layout (the guard's) does not
+ * fit the local memory; 0 when even 8 does not. */
+static size_t rollout_wg(const oclml_ctx *ctx, const dims *d, bool whole_members) {
     double bytes = 4.0 * (3.0 * d->D * (d->F + d->S + d->D) + (double)d->S * d->D);
-    size_t L = !ctx->info.is_gpu ? 64 : bytes > WIDE_GROUP_WEIGHT_BYTES ? 1024 : 256;
+    size_t L = !ctx->info.is_gpu ? 64 : (whole_members || bytes > WIDE_GROUP_WEIGHT_BYTES) ? 1024 : 256;
     const char *wg = getenv("OCLML_RSSM_WG");
     if (wg && atoi(wg) >= 8) L = (size_t)atoi(wg);
     while (L >= 8 && (L > ctx->info.max_work_group_size || rollout_local_bytes(d, L, 1) > ctx->info.local_mem_bytes))
@@ -136,17 +137,16 @@ static size_t rollout_wg(const oclml_ctx *ctx, const dims *d) {
     return L >= 8 ? L : 0;
 }
 
-/* The rollout kernel (cl/rssm.cl): P work-groups per member, all T steps in one launch; when
- * P > 1 preceded by a reset of the sync counters and followed by a guard launch that recomputes
- * with P = 1 only if a sync gave up. */
 static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
                                   const oclml_rssm_state *s, const oclml_rssm_outputs *o, const dims *d,
                                   cl_mem Yb, cl_ulong yo, cl_mem Hb, cl_ulong heo, const char **opts) {
-    size_t E = d->E, D = d->D, S = d->S, F = d->F, IN = F + S, L = rollout_wg(ctx, d);
+    size_t E = d->E, D = d->D, S = d->S, F = d->F, IN = F + S, L = rollout_wg(ctx, d, false);
     if (!L)
         return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "the rollout's state (D %zu, S %zu, F %zu) does not fit the device's %zu bytes of local memory",
                            D, S, F, ctx->info.local_mem_bytes);
-    size_t P = split_parts(ctx, d, L), U = (D + P - 1) / P, lbytes = rollout_local_bytes(d, L, P);
+    size_t P = split_parts(ctx, d, L);
+    if (P == 1) L = rollout_wg(ctx, d, true);
+    size_t U = (D + P - 1) / P, lbytes = rollout_local_bytes(d, L, P);
     cl_ulong wio = oclml__opt_offset(w->w_ih), who = oclml__opt_offset(w->w_hh), wpo = oclml__opt_offset(w->w_p);
     cl_uint vec4 = IN % 4 == 0 && D % 4 == 0 && wio % 4 == 0 && who % 4 == 0 && wpo % 4 == 0;
     /* Split members with float4 rows keep their weights in registers (cl/rssm.cl, RSSM_REGS):

@@ -37,7 +37,8 @@ inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
  * all work-groups are resident at once; should a device not run them together anyway, a sync
  * gives up after spin_limit polls and raises the abort flag, and the host's guard launch (P = 1,
  * guard = 1) recomputes the rollout: a rollout never hangs.
- * Weights stay in PyTorch's row-major layout; a row's dot product is split over SEG work-items.
+ * Weights stay in PyTorch's row-major layout; a row's dot product is split over SEG work-items,
+ * whose shares of the row stay in registers across steps when built with RSSM_REGS.
  * Exchange buffer per member: h' [D], z [S], r*h [D], partial sums [2 parities][4][P] (the
  * parity keeps a fast work-group's next partials off the slots a slow one is still reading). */
 #define X_PARTS 4 /* y's h part, |h'|^2, y's z part, entropy */
@@ -47,7 +48,8 @@ inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
  * what the arrivals before it wrote. OpenCL 1.2's mem_fence promises only the work-group
  * (NVIDIA compiles it to membar.cta), so on NVIDIA they are PTX's release reduction and acquire
  * load at GPU scope (cheaper than membar.gl around relaxed atomics). Elsewhere mem_fence plus
- * volatile accesses, and the host splits members only where the tests have verified it (PoCL). */
+ * volatile accesses: enough on PoCL (the tests split members there), unverified on other GPUs,
+ * so the host splits members by default only on NVIDIA. */
 #ifdef OCLML_NV
 inline void sync_arrive(__global volatile uint *count) {
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");

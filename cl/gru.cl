@@ -9,6 +9,21 @@
 
 inline float gru_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
 
+/* Work-item lane's share (every S-th element) of the dot product of a weight row with a
+ * vector, with four loads in flight: the serial loop waited out one load latency per element. */
+inline float strided_dot(__global const float *w, __global const float *v, uint n, uint lane, uint S) {
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    uint k = lane;
+    for (; k + 3 * S < n; k += 4 * S) {
+        a0 += w[k] * v[k];
+        a1 += w[k + S] * v[k + S];
+        a2 += w[k + 2 * S] * v[k + 2 * S];
+        a3 += w[k + 3 * S] * v[k + 3 * S];
+    }
+    for (; k < n; k += S) a0 += w[k] * v[k];
+    return (a0 + a1) + (a2 + a3);
+}
+
 /* Fused step for small batches: one work-group per hidden unit j and block of batch rows. Its
  * three segments of S work-items compute gate g's two dot products (input and hidden side) with
  * coalesced reads of the weight rows; work-item 0 combines the gates. hvec_n is the vector the
@@ -30,9 +45,7 @@ __kernel void oclml_gru_step_fused(__global const float *x, ulong xo, __global c
     for (uint b = b0; b < b1; b++) {
         __global const float *xb = x + xo + (ulong)b * I;
         __global const float *hb = (g == 2 ? hvec_n + hno : h + ho) + (ulong)b * D;
-        float ai = 0.0f, ah = 0.0f;
-        for (uint k = lane; k < I; k += S) ai += wi[k] * xb[k];
-        for (uint k = lane; k < D; k += S) ah += wh[k] * hb[k];
+        float ai = strided_dot(wi, xb, I, lane, S), ah = strided_dot(wh, hb, D, lane, S);
 #ifdef OCLML_NV
         if (S == 32) { /* a segment is a warp: shuffles instead of seg_sum's barriers */
             ai = warp_sum(ai);
@@ -71,8 +84,7 @@ __kernel void oclml_gru_cho_r(__global const float *x, ulong xo, __global const 
     const uint b0 = get_group_id(1) * BB, b1 = min(B, b0 + BB);
     for (uint b = b0; b < b1; b++) {
         float a = 0.0f;
-        for (uint k = lane; k < I; k += S) a += wi[k] * x[xo + (ulong)b * I + k];
-        for (uint k = lane; k < D; k += S) a += wh[k] * h[ho + (ulong)b * D + k];
+        a += strided_dot(wi, x + xo + (ulong)b * I, I, lane, S) + strided_dot(wh, h + ho + (ulong)b * D, D, lane, S);
         a = seg_sum(a, red, lid, S);
         if (lane == 0) {
             a += ((flags & GRU_B_IH) ? b_ih[bio + j] : 0.0f) + ((flags & GRU_B_HH) ? b_hh[bho + j] : 0.0f);

@@ -168,8 +168,10 @@ inline void gru_gates(__global const float *Wi, __global const float *Wh, __glob
 /* Register-resident weights. When a work-group's rows fit one chunk, each work-item serves the
  * same row and lane every step, so its share of the row (up to REG float4, zero beyond the
  * row) is loaded once before the steps; a step then reads only the vector from local memory. */
+#ifndef REG_A /* float4 per work-item kept for a GRU row and for a prior row */
 #define REG_A 20
 #define REG_B 4
+#endif
 #define REG_LOAD(WR, ROW4, N4, LANE, SEG, OWN, REG)                                               \
     for (uint i_ = 0; i_ < (REG); i_++) {                                                      \
         const uint k_ = (LANE) + i_ * (SEG);                                                    \

@@ -151,9 +151,13 @@ static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c, co
     cl_uint vec4 = IN % 4 == 0 && D % 4 == 0 && wio % 4 == 0 && who % 4 == 0 && wpo % 4 == 0;
     /* Split members with float4 rows keep their weights in registers (cl/rssm.cl, RSSM_REGS):
      * up to 96 floats a work-item, so NVIDIA's 64-register cap is lifted, which the 256-wide
-     * groups allow (65536 / 256). */
+     * groups allow (65536 / 256). CPUs (where only tests split members) keep 24 + 8 floats:
+     * PoCL takes minutes to compile the full variant, this one still runs the same code. */
     *opts = NULL;
-    if (P > 1 && vec4 && L <= 256) *opts = ctx->nv_options ? "-DRSSM_REGS -cl-nv-maxrregcount=255" : "-DRSSM_REGS";
+    if (P > 1 && vec4 && L <= 256)
+        *opts = !ctx->info.is_gpu ? "-DRSSM_REGS -DREG_A=6 -DREG_B=2"
+                : ctx->nv_options ? "-DRSSM_REGS -cl-nv-maxrregcount=255"
+                                  : "-DRSSM_REGS";
     cl_mem xch = NULL, sync = NULL;
     oclml_status st = oclml__scratch_get(ctx, E * (3 * D + S + 8 * P) * sizeof(float), &xch);
     if (!st) st = oclml__scratch_get(ctx, (E + 1) * sizeof(cl_uint), &sync);

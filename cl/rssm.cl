@@ -130,7 +130,8 @@ inline uint lanes_per_row(uint rows, uint L) {
     return s;
 }
 
-/* part[lid] holds each lane's share; sums each row's SEG shares into out[row] (+ bias). */
+/* part[lid] holds each lane's share (lane 0's with the row's bias); sums each row's SEG shares
+ * into out[row]. */
 inline void rows_reduce(__local float *part, __local float *out, uint lid, uint L, uint SEG) {
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lid < L / SEG) {

@@ -104,7 +104,7 @@ static oclml_status launch_named(oclml_ctx *ctx, const char *opts, const char *n
  * floor(compute units / E) (each work-group then has an SM's load pipes to itself). Other
  * devices run whole members (P = 1): on CPUs work-groups run one after another, so a sync would
  * only wait for the abort, and other GPUs' fences are not verified for syncs across work-groups
- * (cl/rssm.cl, DEVICE_FENCE). $OCLML_RSSM_SPLIT = N sets P on any device (tests, tuning). */
+ * (cl/rssm.cl, sync_arrive / sync_load). $OCLML_RSSM_SPLIT = N sets P on any device (tests, tuning). */
 static size_t split_parts(const oclml_ctx *ctx, const dims *d, size_t L) {
     const char *env = getenv("OCLML_RSSM_SPLIT");
     size_t P = 1;

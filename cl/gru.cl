@@ -93,25 +93,6 @@ __kernel void oclml_gru_cho_r(__global const float *x, ulong xo, __global const 
     }
 }
 
-/* Gate math after the GEMM path (TORCH): gx = x W_ih^T, gh = h W_hh^T, both [B x 3D]. */
-__kernel void oclml_gru_gates_torch(__global const float *gx, ulong gxo, __global const float *gh,
-                                    __global const float *h, ulong ho,
-                                    __global const float *b_ih, ulong bio,
-                                    __global const float *b_hh, ulong bho, __global float *h_new,
-                                    ulong hwo, uint flags, uint B, uint D) {
-    const ulong i = get_global_id(0);
-    if (i >= (ulong)B * D) return;
-    const ulong b = i / D, j = i % D, base = b * 3 * D;
-    float gi[3], gg[3];
-    for (uint g = 0; g < 3; g++) {
-        gi[g] = gx[gxo + base + g * D + j] + ((flags & GRU_B_IH) ? b_ih[bio + g * D + j] : 0.0f);
-        gg[g] = gh[base + g * D + j] + ((flags & GRU_B_HH) ? b_hh[bho + g * D + j] : 0.0f);
-    }
-    const float r = gru_sigmoid(gi[0] + gg[0]), z = gru_sigmoid(gi[1] + gg[1]);
-    const float n = tanh(gi[2] + r * gg[2]);
-    h_new[hwo + i] = (1.0f - z) * n + z * h[ho + i];
-}
-
 /* ---- backward of one step ----
  * From the forward pre-activations gx = x W_ih^T, gh = h W_hh^T ([B x 3D]; for CHO ghn = (r*h)
  * W_hn^T [B x D]) and dh' (the gradient of h'):

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* From cl_nv_device_attribute_query (not in every cl_ext.h). */
+#define OCLML_CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
+
 /* One candidate device with its indices, as listed to the user. */
 typedef struct device_entry {
     unsigned p, d;
@@ -165,6 +168,10 @@ static void query_info(oclml_ctx *ctx) {
         if (ext && !clGetDeviceInfo(ctx->device, CL_DEVICE_EXTENSIONS, ext_len, ext, NULL)) {
             ext[ext_len] = '\0';
             ctx->nv_options = strstr(ext, "cl_nv_compiler_options") != NULL;
+            cl_uint major = 0;
+            if (strstr(ext, "cl_nv_device_attribute_query") &&
+                !clGetDeviceInfo(ctx->device, OCLML_CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major, NULL))
+                ctx->nv_cc_major = major;
         }
         free(ext);
     }

@@ -1,15 +1,16 @@
-/* GRU step (cl/gru.cl): fused kernels for small batches, GEMM + gate kernel for large TORCH
- * batches. */
+/* GRU step, sequence and step backward (cl/gru.cl): fused kernels for small batches, one tiled
+ * GEMM with the gates in its epilogue for large TORCH batches (cl/gru_tiled.cl), GEMMs through
+ * CLBlast for the backward. */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define FILE_CL "gru.cl"
-/* From this batch size on, TORCH steps go through two GEMMs (x W_ih^T, h W_hh^T) and one gate
- * kernel: the fused kernel re-reads the weights for every block of batch rows. Measured on H100
- * at (B64, I64, D256): fused 27 us (45 before warp shuffles and four loads in flight), CLBlast
- * GEMMs 67-99 us. */
-#define GEMM_MIN_BATCH 128
+/* From this batch size on, TORCH steps take the tiled kernel: the fused kernel re-reads the
+ * weights for every block of batch rows. Measured on H100 at (B64, I64, D256): fused 27 us (45
+ * before warp shuffles and four loads in flight), CLBlast GEMMs 67-99 us. */
+#define TILED_MIN_BATCH 128
 
 typedef struct gru_args {
     const oclml_tensor *x, *h, *w_ih, *w_hh, *b_ih, *b_hh;
@@ -119,32 +120,54 @@ static oclml_tensor view2(oclml_ctx *ctx, cl_mem m, size_t r, size_t c) {
     return t;
 }
 
-/* TORCH step through GEMMs. gx_pre: the input projection x W_ih^T already computed (a sequence
- * computes all steps' at once) at element offset gx_off, or NULL. */
-static oclml_status step_gemm(oclml_ctx *ctx, const gru_args *a, cl_mem gx_pre, cl_ulong gx_off) {
-    cl_mem gx = gx_pre, gh = NULL;
-    size_t bytes = a->B * 3 * a->D * sizeof(float);
-    oclml_status st = gx ? OCLML_SUCCESS : oclml__scratch_get(ctx, bytes, &gx);
-    if (!st) st = oclml__scratch_get(ctx, bytes, &gh);
-    oclml_tensor tx = view2(ctx, gx, a->B, 3 * a->D), th = view2(ctx, gh, a->B, 3 * a->D);
-    if (!st && !gx_pre) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, a->x, a->w_ih, 0.0f, &tx);
-    if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, a->h, a->w_hh, 0.0f, &th);
-    cl_kernel k;
-    if (!st) st = oclml__get_kernel(ctx, FILE_CL, NULL, "oclml_gru_gates_torch", &k);
-    if (!st) {
-        cl_uint flags = (a->b_ih ? 1 : 0) | (a->b_hh ? 2 : 0), B = (cl_uint)a->B, D = (cl_uint)a->D;
-        cl_mem h = a->h->mem, bi = oclml__opt_mem(a->b_ih), bh = oclml__opt_mem(a->b_hh), hn = a->h_new->mem;
-        cl_ulong ho = oclml__opt_offset(a->h), bio = oclml__opt_offset(a->b_ih), bho = oclml__opt_offset(a->b_hh), hno = oclml__opt_offset(a->h_new);
-        oclml__arg args[] = {OCLML_ARG(gx), OCLML_ARG(gx_off), OCLML_ARG(gh), OCLML_ARG(h), OCLML_ARG(ho),
-                             OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(hn),
-                             OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(B), OCLML_ARG(D)};
-        size_t local = ctx->info.max_work_group_size < 256 ? ctx->info.max_work_group_size : 256;
-        size_t global = (a->B * a->D + local - 1) / local * local;
-        st = oclml__launch(ctx, k, args, 14, 1, &global, &local);
+/* The tiled step (cl/gru_tiled.cl) for TORCH batches from TILED_MIN_BATCH on. Its variants:
+ * tensor cores (3xTF32, fp32 accuracy) on NVIDIA compute capability 8 and up, FMAs elsewhere
+ * (OCLML_GRU_MMA=0 forces them there too); ksplit 2 doubles the work-groups' warps where the
+ * tiles alone would leave the device half empty. Returns OCLML_ERR_UNSUPPORTED where the device
+ * cannot run its work-groups (the caller then takes the fused kernel). */
+static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
+    const size_t tile_m = 64, tile_n = 32, items = 128;
+    size_t tiles_n = (a->D + tile_n - 1) / tile_n, tiles_m = (a->B + tile_m - 1) / tile_m;
+    size_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    cl_uint ksplit_log = ctx->info.is_gpu && tiles_n * tiles_m < 2 * cus ? 1 : 0;
+    for (;; ksplit_log--) {
+        size_t ld = (32u << ksplit_log) + 4, lds = (tile_m + 3 * tile_n) * ld * sizeof(float);
+        if ((items << ksplit_log) <= ctx->info.max_work_group_size && lds <= ctx->info.local_mem_bytes) break;
+        if (!ksplit_log) return OCLML_ERR_UNSUPPORTED;
     }
-    if (gx && !gx_pre) oclml__scratch_put(ctx, gx);
-    if (gh) oclml__scratch_put(ctx, gh);
-    return st;
+    const char *env = getenv("OCLML_GRU_MMA");
+    bool mma = ctx->nv_options && ctx->nv_cc_major >= 8 && !(env && !strcmp(env, "0"));
+    /* 64 accumulators and ten prefetched float4 a work-item: NVIDIA's default cap of 64
+     * registers would spill them (128 << ksplit_log work-items fit 255 each). */
+    const char *opts = mma ? "-DTILE_MMA=1 -cl-nv-maxrregcount=255"
+                     : ctx->nv_options ? "-cl-nv-maxrregcount=255" : NULL;
+    cl_kernel k;
+    oclml_status st = oclml__get_kernel(ctx, "gru_tiled.cl", opts, "oclml_gru_step_tiled", &k);
+    if (st) return st;
+    cl_uint flags = (a->b_ih ? 1 : 0) | (a->b_hh ? 2 : 0), B = (cl_uint)a->B, I = (cl_uint)a->I, D = (cl_uint)a->D;
+    cl_mem x = a->x->mem, h = a->h->mem, wi = a->w_ih->mem, wh = a->w_hh->mem, bi = oclml__opt_mem(a->b_ih),
+           bh = oclml__opt_mem(a->b_hh), hn = a->h_new->mem;
+    cl_ulong xo = oclml__opt_offset(a->x), ho = oclml__opt_offset(a->h), wio = oclml__opt_offset(a->w_ih),
+             who = oclml__opt_offset(a->w_hh), bio = oclml__opt_offset(a->b_ih), bho = oclml__opt_offset(a->b_hh),
+             hno = oclml__opt_offset(a->h_new);
+    /* float4 loads need every row start 16-byte aligned. */
+    cl_uint vec4 = a->I % 4 == 0 && a->D % 4 == 0 && xo % 4 == 0 && ho % 4 == 0 && wio % 4 == 0 && who % 4 == 0;
+    size_t lds = (tile_m + 3 * tile_n) * ((32u << ksplit_log) + 4) * sizeof(float);
+    oclml__arg args[] = {OCLML_ARG(x), OCLML_ARG(xo), OCLML_ARG(h), OCLML_ARG(ho), OCLML_ARG(wi), OCLML_ARG(wio),
+                         OCLML_ARG(wh), OCLML_ARG(who), OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh),
+                         OCLML_ARG(bho), OCLML_ARG(hn), OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(B),
+                         OCLML_ARG(I), OCLML_ARG(D), OCLML_ARG(ksplit_log), OCLML_ARG(vec4), OCLML_LOCAL(lds)};
+    size_t local[2] = {items << ksplit_log, 1}, global[2] = {tiles_n * local[0], tiles_m};
+    return oclml__launch(ctx, k, args, 21, 2, global, local);
+}
+
+/* One step: the tiled kernel for large TORCH batches, the fused kernels otherwise. */
+static oclml_status step(oclml_ctx *ctx, oclml_gru_variant v, const gru_args *a) {
+    if (v == OCLML_GRU_TORCH && a->B >= TILED_MIN_BATCH) {
+        oclml_status st = step_tiled(ctx, a);
+        if (st != OCLML_ERR_UNSUPPORTED) return st;
+    }
+    return step_fused(ctx, v, a);
 }
 
 oclml_status oclml_gru_step(oclml_ctx *ctx, oclml_gru_variant variant, const oclml_tensor *x,
@@ -153,8 +176,7 @@ oclml_status oclml_gru_step(oclml_ctx *ctx, oclml_gru_variant variant, const ocl
     gru_args a = {x, h, w_ih, w_hh, b_ih, b_hh, h_new, 0, 0, 0};
     oclml_status st = check_gru(ctx, variant, &a);
     if (st) return st;
-    if (variant == OCLML_GRU_TORCH && a.B >= GEMM_MIN_BATCH) return step_gemm(ctx, &a, NULL, 0);
-    return step_fused(ctx, variant, &a);
+    return step(ctx, variant, &a);
 }
 
 /* A [rows x cols] view at an element offset of a tensor's buffer (for one step of a sequence). */
@@ -185,20 +207,14 @@ oclml_status oclml_gru_sequence(oclml_ctx *ctx, oclml_gru_variant variant, const
     if (st) return st;
     if (overlaps(hs, x) || overlaps(hs, h0))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "hs must not overlap x or h0");
-    bool gemm = variant == OCLML_GRU_TORCH && B >= GEMM_MIN_BATCH;
-    cl_mem gx_all = NULL;
-    if (gemm) { /* the input projection of every step in one GEMM, as cuDNN does */
-        st = oclml__scratch_get(ctx, T * B * 3 * D * sizeof(float), &gx_all);
-        oclml_tensor xall = view_at(x, 0, T * B, I), g = view2(ctx, gx_all, T * B, 3 * D);
-        if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, &xall, w_ih, 0.0f, &g);
-    }
+    /* Each step's kernel reads its x directly: the tiled one folds the input projection into
+     * its K loop, so a separate GEMM over all steps' inputs would only add traffic. */
     for (size_t t = 0; t < T && !st; t++) {
         oclml_tensor xt = view_at(x, t * B * I, B, I), ht = view_at(hs, t * B * D, B, D);
         oclml_tensor hprev = t ? view_at(hs, (t - 1) * B * D, B, D) : *h0;
         gru_args s = {&xt, &hprev, w_ih, w_hh, b_ih, b_hh, &ht, B, I, D};
-        st = gemm ? step_gemm(ctx, &s, gx_all, (cl_ulong)(t * B * 3 * D)) : step_fused(ctx, variant, &s);
+        st = step(ctx, variant, &s);
     }
-    if (gx_all) oclml__scratch_put(ctx, gx_all);
     return st;
 }
 

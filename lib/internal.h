@@ -52,6 +52,9 @@ struct oclml_ctx {
     oclml_device_info info;
     /* The device takes NVIDIA's compiler options (cl_nv_compiler_options). */
     bool nv_options;
+    /* NVIDIA's compute capability major version (cl_nv_device_attribute_query), 0 elsewhere:
+     * 8 and up have the tf32 tensor-core instructions the tiled GRU step uses. */
+    unsigned nv_cc_major;
     char *kernel_path;    /* the option's directories, colon-separated, or NULL */
     char *build_options;  /* $OCLML_BUILD_OPTIONS then the option's, space-separated */
     oclml_log_fn log_fn;

@@ -1,5 +1,6 @@
-/* GRU step against the double reference (both variants, fused and GEMM paths, hidden sizes
- * above the work-group limit, batch 1 to 40) and against PyTorch's GRUCell golden vectors. */
+/* GRU step against the double reference (both variants, fused and tiled kernels, hidden sizes
+ * above the work-group limit, batch 1 to 700, unaligned rows) and against PyTorch's GRUCell
+ * golden vectors. */
 #include "testutil.h"
 
 #include <math.h>
@@ -7,7 +8,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void gru_case(int cho, size_t B, size_t I, size_t D, int bias) {
+/* A tensor holding data, wrapped at an element offset into a larger buffer (offset 0: plain). */
+static oclml_tensor *tensor_at(size_t offset, int nd, const size_t *shape, const float *data, size_t n) {
+    if (!offset) return test_tensor_from(nd, shape, data);
+    cl_context c;
+    oclml_ctx_cl_objects(T, &c, NULL, NULL);
+    cl_int err;
+    cl_mem buf = clCreateBuffer(c, CL_MEM_READ_WRITE, (n + offset) * sizeof(float), NULL, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    oclml_tensor *t;
+    ASSERT_OK(oclml_tensor_wrap(T, buf, offset * sizeof(float), nd, shape, &t));
+    clReleaseMemObject(buf); /* the tensor holds it */
+    ASSERT_OK(oclml_tensor_write(t, data, n));
+    return t;
+}
+
+/* offset: x and h start that many floats into their buffers (unaligned rows for vector loads). */
+static void gru_case_at(int cho, size_t B, size_t I, size_t D, int bias, size_t offset) {
     size_t xs[2] = {B, I}, hs[2] = {B, D}, wis[2] = {3 * D, I}, whs[2] = {3 * D, D}, bs = 3 * D;
     float *x = test_floats(B * I), *h = test_floats(B * D), *wi = test_floats(3 * D * I);
     float *wh = test_floats(3 * D * D), *bi = test_floats(3 * D), *bh = test_floats(3 * D), *out = test_floats(B * D);
@@ -18,7 +35,7 @@ static void gru_case(int cho, size_t B, size_t I, size_t D, int bias) {
     test_random(wh, 3 * D * D, -scale, scale);
     test_random(bi, 3 * D, -scale, scale);
     test_random(bh, 3 * D, -scale, scale);
-    oclml_tensor *X = test_tensor_from(2, xs, x), *H = test_tensor_from(2, hs, h);
+    oclml_tensor *X = tensor_at(offset, 2, xs, x, B * I), *H = tensor_at(offset, 2, hs, h, B * D);
     oclml_tensor *WI = test_tensor_from(2, wis, wi), *WH = test_tensor_from(2, whs, wh);
     oclml_tensor *BI = test_tensor_from(1, &bs, bi), *BH = test_tensor_from(1, &bs, bh), *HN = test_tensor(2, hs);
     ASSERT_OK(oclml_gru_step(T, cho, X, H, WI, WH, bias ? BI : NULL, bias ? BH : NULL, HN));
@@ -26,12 +43,17 @@ static void gru_case(int cho, size_t B, size_t I, size_t D, int bias) {
     double *ref = test_doubles(B * D);
     ref_gru_step(cho, B, I, D, x, h, wi, wh, bias ? bi : NULL, bias ? bh : NULL, ref);
     char what[96];
-    snprintf(what, sizeof what, "gru %s B%zu I%zu D%zu%s", cho ? "cho" : "torch", B, I, D, bias ? "" : " nobias");
+    snprintf(what, sizeof what, "gru %s B%zu I%zu D%zu%s offset %zu", cho ? "cho" : "torch", B, I, D,
+             bias ? "" : " nobias", offset);
     test_assert_close(what, out, ref, B * D, TOL_GEMM);
     oclml_tensor *all[] = {X, H, WI, WH, BI, BH, HN};
     for (int i = 0; i < 7; i++) oclml_tensor_destroy(all[i]);
     void *mem[] = {x, h, wi, wh, bi, bh, out, ref};
     for (int i = 0; i < 8; i++) free(mem[i]);
+}
+
+static void gru_case(int cho, size_t B, size_t I, size_t D, int bias) {
+    gru_case_at(cho, B, I, D, bias, 0);
 }
 
 START_TEST(small_and_odd_sizes) {
@@ -40,8 +62,23 @@ START_TEST(small_and_odd_sizes) {
     gru_case(cho, 1, 64, 256, 1);
     gru_case(cho, 3, 5, 7, 0);
     gru_case(cho, 17, 33, 129, 1);
-    gru_case(cho, 40, 64, 100, 1); /* GEMM path for TORCH */
-    gru_case(cho, 257, 3, 9, 1);
+    gru_case(cho, 40, 64, 100, 1);
+    gru_case(cho, 257, 3, 9, 1); /* tiled kernel for TORCH from batch 128 on */
+}
+END_TEST
+
+/* The tiled kernel (TORCH, batch >= 128): partial tiles in every direction, K not a multiple of
+ * its chunk, vector and scalar loads (sizes or offsets not multiples of 4), many chunks (x side
+ * shorter and longer than h side), and a large problem. CHO at the same sizes takes the fused
+ * kernels. */
+START_TEST(large_batch_tiled_kernel) {
+    int cho = _i;
+    gru_case(cho, 128, 64, 256, 1);   /* whole tiles, vector loads */
+    gru_case(cho, 129, 33, 65, 1);    /* one row and one unit past a tile, scalar loads */
+    gru_case(cho, 200, 68, 36, 0);    /* no biases, x side longer than h side */
+    gru_case_at(cho, 131, 64, 96, 1, 1); /* sizes fit float4, the rows do not start aligned */
+    gru_case(cho, 130, 1, 1, 1);
+    gru_case(cho, 700, 100, 300, 1);
 }
 END_TEST
 
@@ -140,7 +177,9 @@ static void sequence_case(int cho, size_t T_, size_t B, size_t I, size_t D) {
 
 START_TEST(sequence_matches_stepping) {
     sequence_case(_i, 6, 3, 5, 33);
-    sequence_case(_i, 4, 40, 7, 20); /* GEMM path with one input-projection GEMM (TORCH) */
+    sequence_case(_i, 4, 40, 7, 20);
+    sequence_case(_i, 3, 130, 8, 21); /* tiled kernel (TORCH); step t's h at unaligned offsets */
+    sequence_case(_i, 2, 128, 8, 12); /* tiled kernel with vector loads at every step */
     sequence_case(_i, 1, 1, 1, 1);
 }
 END_TEST
@@ -230,6 +269,7 @@ int main(void) {
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_loop_test(tc, small_and_odd_sizes, 0, 2);
     tcase_add_loop_test(tc, hidden_above_work_group_limit, 0, 2);
+    tcase_add_loop_test(tc, large_batch_tiled_kernel, 0, 2);
     tcase_add_test(tc, matches_pytorch_grucell);
     tcase_add_loop_test(tc, sequence_matches_stepping, 0, 2);
     tcase_add_loop_test(tc, backward_by_finite_differences, 0, 2);

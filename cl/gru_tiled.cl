@@ -1,0 +1,225 @@
+/* GRU step for large batches (TORCH variant; the gate math is gru.cl's): one tiled GEMM of
+ * [x | h] against the gate weights, with the gates in its epilogue. A work-group owns TILE_M
+ * batch rows and TILE_N hidden units, and for each of them four accumulators: r and z (input and
+ * hidden sides summed), the n gate's input side and its hidden side (kept apart: TORCH scales the
+ * hidden side by r). The K loop runs over x's columns with W_ih, then h's with W_hh, in chunks
+ * staged in local memory; h' is written directly, so no [B x 3D] pre-activation ever reaches
+ * global memory (the GEMM path it replaces wrote and re-read two of them).
+ *
+ * Work split: four warps (32 work-items each) per K-group, 2 x 2 over the tile, each warp a
+ * 32-row x 16-unit block. With ksplit = 2 a second K-group takes the second half of every chunk
+ * and hands its sums over through local memory at the end: twice the warps for shapes with few
+ * tiles (B256 x D1024 has only 128).
+ *
+ * Accumulator element e = mt*8 + nt*4 + i of a work-item is warp row mt*16 + gid + 8*(i>>1),
+ * warp unit nt*8 + 2*tig + (i&1) (gid = lane/4, tig = lane%4): the accumulator layout of the
+ * m16n8k8 tensor-core instruction, which the TILE_MMA variant uses; the portable variant computes
+ * the same elements with FMAs, so both share loads and epilogue. */
+#define TILE_M 64
+#define TILE_N 32
+#define KGROUP_ITEMS 128
+#define CHUNK_PER_KGROUP 32
+
+#ifndef TILE_MMA
+#define TILE_MMA 0
+#endif
+
+inline float tile_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
+
+/* Four consecutive elements k..k+3 of a row (zeros past K or for a missing row). vec4: K and
+ * every offset are multiples of 4, so the vector load is aligned and wholly inside the row. */
+inline float4 tile_load4(__global const float *row, uint k, uint K, bool ok, uint vec4) {
+    if (!ok || k >= K) return (float4)(0.0f);
+    if (vec4) return *(__global const float4 *)(row + k);
+    return (float4)(row[k], k + 1 < K ? row[k + 1] : 0.0f, k + 2 < K ? row[k + 2] : 0.0f,
+                    k + 3 < K ? row[k + 3] : 0.0f);
+}
+
+#if TILE_MMA
+/* d += a * b on the tensor cores, tf32 inputs, fp32 accumulation (PTX m16n8k8, sm_80 on). */
+inline void mma_tf32(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+    float d0, d1, d2, d3;
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%11,%12,%13};"
+        : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(d[0]), "f"(d[1]), "f"(d[2]),
+          "f"(d[3]));
+    d[0] = d0;
+    d[1] = d1;
+    d[2] = d2;
+    d[3] = d3;
+}
+
+/* fp32 accuracy from tf32 tensor cores ("3xTF32"): v = hi + lo with hi its top 11 significant
+ * bits and lo the rest (truncated to tf32 in turn); a*b = hi*hi + hi*lo + lo*hi up to ~2^-20
+ * relative, where one tf32 product alone would be off by ~2^-11. */
+#define TF32_MASK 0xffffe000u
+inline void tf32_split(float v, uint *hi, uint *lo) {
+    const uint h = as_uint(v) & TF32_MASK;
+    *hi = h;
+    *lo = as_uint(v - as_float(h)) & TF32_MASK;
+}
+
+/* One chunk's share of a K-group (kbase: its first column in the chunk) for this warp. */
+inline void tile_chunk(__local const float *As, __local const float *Ws, uint LD, uint kbase,
+                       uint wm, uint wn, uint gid, uint tig, float *acc_r, float *acc_z,
+                       float *acc_n) {
+#pragma unroll
+    for (uint kk = 0; kk < CHUNK_PER_KGROUP; kk += 8) {
+        uint ah[2][4], al[2][4], bh[3][2][2], bl[3][2][2];
+        for (uint mt = 0; mt < 2; mt++) {
+            __local const float *ap = As + (wm * 32 + mt * 16 + gid) * LD + kbase + kk + tig;
+            tf32_split(ap[0], &ah[mt][0], &al[mt][0]);
+            tf32_split(ap[8 * LD], &ah[mt][1], &al[mt][1]);
+            tf32_split(ap[4], &ah[mt][2], &al[mt][2]);
+            tf32_split(ap[8 * LD + 4], &ah[mt][3], &al[mt][3]);
+        }
+        for (uint g = 0; g < 3; g++)
+            for (uint nt = 0; nt < 2; nt++) {
+                __local const float *bp = Ws + (g * TILE_N + wn * 16 + nt * 8 + gid) * LD + kbase + kk + tig;
+                tf32_split(bp[0], &bh[g][nt][0], &bl[g][nt][0]);
+                tf32_split(bp[4], &bh[g][nt][1], &bl[g][nt][1]);
+            }
+        /* Small terms first; the twelve independent products of a pass hide the latency. */
+#pragma unroll
+        for (uint pass = 0; pass < 3; pass++)
+#pragma unroll
+            for (uint g = 0; g < 3; g++) {
+                float *acc = g == 0 ? acc_r : g == 1 ? acc_z : acc_n;
+                for (uint mt = 0; mt < 2; mt++)
+                    for (uint nt = 0; nt < 2; nt++) {
+                        uint *a = pass == 0 ? al[mt] : ah[mt], *b = pass == 1 ? bl[g][nt] : bh[g][nt];
+                        mma_tf32(acc + mt * 8 + nt * 4, a[0], a[1], a[2], a[3], b[0], b[1]);
+                    }
+            }
+    }
+}
+#else
+inline void tile_chunk(__local const float *As, __local const float *Ws, uint LD, uint kbase,
+                       uint wm, uint wn, uint gid, uint tig, float *acc_r, float *acc_z,
+                       float *acc_n) {
+#pragma unroll 4
+    for (uint k = kbase; k < kbase + CHUNK_PER_KGROUP; k++) {
+        float a[4], w[3][4];
+        for (uint mt = 0; mt < 2; mt++)
+            for (uint s = 0; s < 2; s++) a[mt * 2 + s] = As[(wm * 32 + mt * 16 + gid + 8 * s) * LD + k];
+        for (uint g = 0; g < 3; g++)
+            for (uint nt = 0; nt < 2; nt++)
+                for (uint s = 0; s < 2; s++)
+                    w[g][nt * 2 + s] = Ws[(g * TILE_N + wn * 16 + nt * 8 + 2 * tig + s) * LD + k];
+        for (uint e = 0; e < 16; e++) {
+            const float av = a[(e >> 3) * 2 + ((e >> 1) & 1)];
+            const uint wi = ((e >> 2) & 1) * 2 + (e & 1);
+            acc_r[e] = fma(av, w[0][wi], acc_r[e]);
+            acc_z[e] = fma(av, w[1][wi], acc_z[e]);
+            acc_n[e] = fma(av, w[2][wi], acc_n[e]);
+        }
+    }
+}
+#endif
+
+/* Chunk c (of nx over x, then over h) of the A rows and the three gates' weight rows, into
+ * registers: four and six float4 a work-item, whatever ksplit (the chunk widens with it). */
+inline void tile_fetch(uint c, uint nx, __global const float *x, __global const float *h,
+                       __global const float *w_ih, __global const float *w_hh, uint B, uint I,
+                       uint D, uint b0, uint j0, uint lid, uint ksplit_log, uint vec4, float4 *pa,
+                       float4 *pw) {
+    const bool xside = c < nx;
+    const uint K = xside ? I : D, chunk = CHUNK_PER_KGROUP << ksplit_log;
+    const uint k0 = (xside ? c : c - nx) * chunk, row_shift = 3 + ksplit_log;
+    const uint items = KGROUP_ITEMS << ksplit_log, col_mask = (8u << ksplit_log) - 1;
+    __global const float *A = xside ? x : h, *W = xside ? w_ih : w_hh;
+    for (uint i = 0; i < 4; i++) {
+        const uint q = lid + i * items, row = q >> row_shift, k = k0 + (q & col_mask) * 4;
+        pa[i] = tile_load4(A + (ulong)(b0 + row) * K, k, K, b0 + row < B, vec4);
+    }
+    for (uint i = 0; i < 6; i++) {
+        const uint q = lid + i * items, wrow = q >> row_shift, k = k0 + (q & col_mask) * 4;
+        const uint g = wrow / TILE_N, j = j0 + wrow % TILE_N;
+        pw[i] = tile_load4(W + ((ulong)g * D + j) * K, k, K, j < D, vec4);
+    }
+}
+
+inline void tile_store(__local float4 *lds, uint LD, uint lid, uint ksplit_log, const float4 *pa,
+                       const float4 *pw) {
+    const uint items = KGROUP_ITEMS << ksplit_log, row_shift = 3 + ksplit_log, col_mask = (8u << ksplit_log) - 1;
+    const uint LD4 = LD / 4;
+    for (uint i = 0; i < 4; i++) {
+        const uint q = lid + i * items;
+        lds[(q >> row_shift) * LD4 + (q & col_mask)] = pa[i];
+    }
+    for (uint i = 0; i < 6; i++) {
+        const uint q = lid + i * items;
+        lds[(TILE_M + (q >> row_shift)) * LD4 + (q & col_mask)] = pw[i];
+    }
+}
+
+/* Global size (D/TILE_N rounded up, B/TILE_M rounded up) work-groups of 128 << ksplit_log.
+ * lds: (TILE_M + 3*TILE_N) * (32 << ksplit_log) + 4) floats, at least 64*128 with ksplit = 2
+ * (the hand-over). vec4: see tile_load4. */
+__kernel void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const float *h, ulong ho,
+                                   __global const float *w_ih, ulong wio, __global const float *w_hh,
+                                   ulong who, __global const float *b_ih, ulong bio,
+                                   __global const float *b_hh, ulong bho, __global float *h_new,
+                                   ulong hwo, uint flags, uint B, uint I, uint D, uint ksplit_log,
+                                   uint vec4, __local float4 *lds) {
+    const uint lid = get_local_id(0), kg = lid / KGROUP_ITEMS, t = lid % KGROUP_ITEMS;
+    const uint warp = t / 32, lane = t % 32, gid = lane / 4, tig = lane % 4, wm = warp % 2, wn = warp / 2;
+    const uint LD = (CHUNK_PER_KGROUP << ksplit_log) + 4; /* +4: conflict-free column reads */
+    const uint j0 = get_group_id(0) * TILE_N, b0 = get_group_id(1) * TILE_M;
+    const uint chunk = CHUNK_PER_KGROUP << ksplit_log;
+    const uint nx = (I + chunk - 1) / chunk, nc = nx + (D + chunk - 1) / chunk;
+    __local const float *As = (__local const float *)lds, *Ws = As + TILE_M * LD;
+    x += xo;
+    h += ho;
+    w_ih += wio;
+    w_hh += who;
+    float acc_r[16], acc_z[16], acc_i[16], acc_h[16];
+    for (uint e = 0; e < 16; e++) acc_r[e] = acc_z[e] = acc_i[e] = acc_h[e] = 0.0f;
+    float4 pa[4], pw[6];
+    tile_fetch(0, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, ksplit_log, vec4, pa, pw);
+    for (uint c = 0; c < nc; c++) {
+        tile_store(lds, LD, lid, ksplit_log, pa, pw);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (c + 1 < nc) tile_fetch(c + 1, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, ksplit_log, vec4, pa, pw);
+        if (c < nx)
+            tile_chunk(As, Ws, LD, kg * CHUNK_PER_KGROUP, wm, wn, gid, tig, acc_r, acc_z, acc_i);
+        else
+            tile_chunk(As, Ws, LD, kg * CHUNK_PER_KGROUP, wm, wn, gid, tig, acc_r, acc_z, acc_h);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (ksplit_log) { /* the second K-group hands its sums to the first */
+        __local float *hand = (__local float *)lds;
+        if (kg == 1)
+            for (uint e = 0; e < 16; e++) {
+                hand[(e * 4 + 0) * KGROUP_ITEMS + t] = acc_r[e];
+                hand[(e * 4 + 1) * KGROUP_ITEMS + t] = acc_z[e];
+                hand[(e * 4 + 2) * KGROUP_ITEMS + t] = acc_i[e];
+                hand[(e * 4 + 3) * KGROUP_ITEMS + t] = acc_h[e];
+            }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (kg == 0)
+            for (uint e = 0; e < 16; e++) {
+                acc_r[e] += hand[(e * 4 + 0) * KGROUP_ITEMS + t];
+                acc_z[e] += hand[(e * 4 + 1) * KGROUP_ITEMS + t];
+                acc_i[e] += hand[(e * 4 + 2) * KGROUP_ITEMS + t];
+                acc_h[e] += hand[(e * 4 + 3) * KGROUP_ITEMS + t];
+            }
+    }
+    if (kg != 0) return; /* after the last barrier */
+    for (uint e = 0; e < 16; e++) {
+        const uint b = b0 + wm * 32 + (e >> 3) * 16 + gid + 8 * ((e >> 1) & 1);
+        const uint j = j0 + wn * 16 + ((e >> 2) & 1) * 8 + 2 * tig + (e & 1);
+        if (b >= B || j >= D) continue;
+        float bi[3] = {0.0f, 0.0f, 0.0f}, bh[3] = {0.0f, 0.0f, 0.0f};
+        for (uint g = 0; g < 3; g++) {
+            if (flags & 1) bi[g] = b_ih[bio + (ulong)g * D + j];
+            if (flags & 2) bh[g] = b_hh[bho + (ulong)g * D + j];
+        }
+        const float r = tile_sigmoid(acc_r[e] + bi[0] + bh[0]);
+        const float z = tile_sigmoid(acc_z[e] + bi[1] + bh[1]);
+        const float n = tanh(acc_i[e] + bi[2] + r * (acc_h[e] + bh[2]));
+        const ulong o = (ulong)b * D + j;
+        h_new[hwo + o] = (1.0f - z) * n + z * h[o];
+    }
+}

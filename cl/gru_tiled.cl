@@ -6,19 +6,41 @@
  * staged in local memory; h' is written directly, so no [B x 3D] pre-activation ever reaches
  * global memory (the GEMM path it replaces wrote and re-read two of them).
  *
- * Work split: four warps (32 work-items each) per K-group, 2 x 2 over the tile, each warp a
- * 32-row x 16-unit block. With ksplit = 2 a second K-group takes the second half of every chunk
- * and hands its sums over through local memory at the end: twice the warps for shapes with few
- * tiles (B256 x D1024 has only 128).
+ * Work split: TILE_WM x TILE_WN warps (32 work-items each) per K-group over the tile, each warp
+ * TILE_MT blocks of 16 rows by TILE_NT blocks of 8 units. With TILE_KSPLIT 2 a second K-group
+ * takes the second half of every chunk and hands its sums over through local memory at the end:
+ * twice the warps for shapes with few tiles. The host keeps 4 TILE_MT divisible by TILE_WN and
+ * 6 TILE_NT by TILE_WM, so every work-item stages the same number of float4 per chunk.
  *
- * Accumulator element e = mt*8 + nt*4 + i of a work-item is warp row mt*16 + gid + 8*(i>>1),
- * warp unit nt*8 + 2*tig + (i&1) (gid = lane/4, tig = lane%4): the accumulator layout of the
- * m16n8k8 tensor-core instruction, which the TILE_MMA variant uses; the portable variant computes
- * the same elements with FMAs, so both share loads and epilogue. */
-#define TILE_M 64
-#define TILE_N 32
-#define KGROUP_ITEMS 128
+ * Accumulator element e = (mt*TILE_NT + nt)*4 + i of a work-item is warp row mt*16 + gid +
+ * 8*(i>>1), warp unit nt*8 + 2*tig + (i&1) (gid = lane/4, tig = lane%4): the accumulator layout
+ * of the m16n8k8 tensor-core instruction, which the TILE_MMA variant uses; the portable variant
+ * computes the same elements with FMAs, so both share loads and epilogue. */
+#ifndef TILE_WM
+#define TILE_WM 2
+#endif
+#ifndef TILE_WN
+#define TILE_WN 2
+#endif
+#ifndef TILE_MT
+#define TILE_MT 2
+#endif
+#ifndef TILE_NT
+#define TILE_NT 2
+#endif
+#ifndef TILE_KSPLIT
+#define TILE_KSPLIT 1
+#endif
+#define TILE_M (TILE_WM * TILE_MT * 16)
+#define TILE_N (TILE_WN * TILE_NT * 8)
+#define KGROUP_ITEMS (32 * TILE_WM * TILE_WN)
+#define TILE_ITEMS (KGROUP_ITEMS * TILE_KSPLIT)
 #define CHUNK_PER_KGROUP 32
+#define CHUNK (CHUNK_PER_KGROUP * TILE_KSPLIT)
+#define LD (CHUNK + 4) /* local row stride; +4: conflict-free column reads */
+#define ACCS (TILE_MT * TILE_NT * 4)
+#define FETCH_A (4 * TILE_MT / TILE_WN) /* float4 a work-item stages per chunk */
+#define FETCH_W (6 * TILE_NT / TILE_WM)
 
 #ifndef TILE_MMA
 #define TILE_MMA 0
@@ -61,55 +83,60 @@ inline void tf32_split(float v, uint *hi, uint *lo) {
 }
 
 /* One chunk's share of a K-group (kbase: its first column in the chunk) for this warp. */
-inline void tile_chunk(__local const float *As, __local const float *Ws, uint LD, uint kbase,
-                       uint wm, uint wn, uint gid, uint tig, float *acc_r, float *acc_z,
-                       float *acc_n) {
+inline void tile_chunk(__local const float *As, __local const float *Ws, uint kbase, uint wm,
+                       uint wn, uint gid, uint tig, float *acc_r, float *acc_z, float *acc_n) {
 #pragma unroll
     for (uint kk = 0; kk < CHUNK_PER_KGROUP; kk += 8) {
-        uint ah[2][4], al[2][4], bh[3][2][2], bl[3][2][2];
-        for (uint mt = 0; mt < 2; mt++) {
-            __local const float *ap = As + (wm * 32 + mt * 16 + gid) * LD + kbase + kk + tig;
+        uint ah[TILE_MT][4], al[TILE_MT][4];
+#pragma unroll
+        for (uint mt = 0; mt < TILE_MT; mt++) {
+            __local const float *ap = As + (wm * TILE_MT * 16 + mt * 16 + gid) * LD + kbase + kk + tig;
             tf32_split(ap[0], &ah[mt][0], &al[mt][0]);
             tf32_split(ap[8 * LD], &ah[mt][1], &al[mt][1]);
             tf32_split(ap[4], &ah[mt][2], &al[mt][2]);
             tf32_split(ap[8 * LD + 4], &ah[mt][3], &al[mt][3]);
         }
-        for (uint g = 0; g < 3; g++)
-            for (uint nt = 0; nt < 2; nt++) {
-                __local const float *bp = Ws + (g * TILE_N + wn * 16 + nt * 8 + gid) * LD + kbase + kk + tig;
-                tf32_split(bp[0], &bh[g][nt][0], &bl[g][nt][0]);
-                tf32_split(bp[4], &bh[g][nt][1], &bl[g][nt][1]);
+#pragma unroll
+        for (uint g = 0; g < 3; g++) {
+            float *acc = g == 0 ? acc_r : g == 1 ? acc_z : acc_n;
+            uint bh[TILE_NT][2], bl[TILE_NT][2];
+#pragma unroll
+            for (uint nt = 0; nt < TILE_NT; nt++) {
+                __local const float *bp = Ws + (g * TILE_N + wn * TILE_NT * 8 + nt * 8 + gid) * LD + kbase + kk + tig;
+                tf32_split(bp[0], &bh[nt][0], &bl[nt][0]);
+                tf32_split(bp[4], &bh[nt][1], &bl[nt][1]);
             }
-        /* Small terms first; the twelve independent products of a pass hide the latency. */
+            /* Small terms first; a pass's TILE_MT x TILE_NT independent products hide the
+             * latency of the one before. */
 #pragma unroll
-        for (uint pass = 0; pass < 3; pass++)
+            for (uint pass = 0; pass < 3; pass++)
 #pragma unroll
-            for (uint g = 0; g < 3; g++) {
-                float *acc = g == 0 ? acc_r : g == 1 ? acc_z : acc_n;
-                for (uint mt = 0; mt < 2; mt++)
-                    for (uint nt = 0; nt < 2; nt++) {
-                        uint *a = pass == 0 ? al[mt] : ah[mt], *b = pass == 1 ? bl[g][nt] : bh[g][nt];
-                        mma_tf32(acc + mt * 8 + nt * 4, a[0], a[1], a[2], a[3], b[0], b[1]);
+                for (uint mt = 0; mt < TILE_MT; mt++)
+#pragma unroll
+                    for (uint nt = 0; nt < TILE_NT; nt++) {
+                        uint *av = pass == 0 ? al[mt] : ah[mt], *bv = pass == 1 ? bl[nt] : bh[nt];
+                        mma_tf32(acc + (mt * TILE_NT + nt) * 4, av[0], av[1], av[2], av[3], bv[0], bv[1]);
                     }
-            }
+        }
     }
 }
 #else
-inline void tile_chunk(__local const float *As, __local const float *Ws, uint LD, uint kbase,
-                       uint wm, uint wn, uint gid, uint tig, float *acc_r, float *acc_z,
-                       float *acc_n) {
+inline void tile_chunk(__local const float *As, __local const float *Ws, uint kbase, uint wm,
+                       uint wn, uint gid, uint tig, float *acc_r, float *acc_z, float *acc_n) {
 #pragma unroll 4
     for (uint k = kbase; k < kbase + CHUNK_PER_KGROUP; k++) {
-        float a[4], w[3][4];
-        for (uint mt = 0; mt < 2; mt++)
-            for (uint s = 0; s < 2; s++) a[mt * 2 + s] = As[(wm * 32 + mt * 16 + gid + 8 * s) * LD + k];
+        float a[TILE_MT * 2], w[3][TILE_NT * 2];
+        for (uint mt = 0; mt < TILE_MT; mt++)
+            for (uint s = 0; s < 2; s++) a[mt * 2 + s] = As[(wm * TILE_MT * 16 + mt * 16 + gid + 8 * s) * LD + k];
         for (uint g = 0; g < 3; g++)
-            for (uint nt = 0; nt < 2; nt++)
+            for (uint nt = 0; nt < TILE_NT; nt++)
                 for (uint s = 0; s < 2; s++)
-                    w[g][nt * 2 + s] = Ws[(g * TILE_N + wn * 16 + nt * 8 + 2 * tig + s) * LD + k];
-        for (uint e = 0; e < 16; e++) {
-            const float av = a[(e >> 3) * 2 + ((e >> 1) & 1)];
-            const uint wi = ((e >> 2) & 1) * 2 + (e & 1);
+                    w[g][nt * 2 + s] = Ws[(g * TILE_N + wn * TILE_NT * 8 + nt * 8 + 2 * tig + s) * LD + k];
+#pragma unroll
+        for (uint e = 0; e < ACCS; e++) {
+            const uint mt = e / (TILE_NT * 4), nt = e / 4 % TILE_NT;
+            const float av = a[mt * 2 + ((e >> 1) & 1)];
+            const uint wi = nt * 2 + (e & 1);
             acc_r[e] = fma(av, w[0][wi], acc_r[e]);
             acc_z[e] = fma(av, w[1][wi], acc_z[e]);
             acc_n[e] = fma(av, w[2][wi], acc_n[e]);
@@ -119,97 +146,91 @@ inline void tile_chunk(__local const float *As, __local const float *Ws, uint LD
 #endif
 
 /* Chunk c (of nx over x, then over h) of the A rows and the three gates' weight rows, into
- * registers: four and six float4 a work-item, whatever ksplit (the chunk widens with it). */
+ * registers. */
 inline void tile_fetch(uint c, uint nx, __global const float *x, __global const float *h,
                        __global const float *w_ih, __global const float *w_hh, uint B, uint I,
-                       uint D, uint b0, uint j0, uint lid, uint ksplit_log, uint vec4, float4 *pa,
-                       float4 *pw) {
+                       uint D, uint b0, uint j0, uint lid, uint vec4, float4 *pa, float4 *pw) {
     const bool xside = c < nx;
-    const uint K = xside ? I : D, chunk = CHUNK_PER_KGROUP << ksplit_log;
-    const uint k0 = (xside ? c : c - nx) * chunk, row_shift = 3 + ksplit_log;
-    const uint items = KGROUP_ITEMS << ksplit_log, col_mask = (8u << ksplit_log) - 1;
+    const uint K = xside ? I : D, k0 = (xside ? c : c - nx) * CHUNK;
     __global const float *A = xside ? x : h, *W = xside ? w_ih : w_hh;
-    for (uint i = 0; i < 4; i++) {
-        const uint q = lid + i * items, row = q >> row_shift, k = k0 + (q & col_mask) * 4;
+    for (uint i = 0; i < FETCH_A; i++) {
+        const uint q = lid + i * TILE_ITEMS, row = q / (CHUNK / 4), k = k0 + q % (CHUNK / 4) * 4;
         pa[i] = tile_load4(A + (ulong)(b0 + row) * K, k, K, b0 + row < B, vec4);
     }
-    for (uint i = 0; i < 6; i++) {
-        const uint q = lid + i * items, wrow = q >> row_shift, k = k0 + (q & col_mask) * 4;
+    for (uint i = 0; i < FETCH_W; i++) {
+        const uint q = lid + i * TILE_ITEMS, wrow = q / (CHUNK / 4), k = k0 + q % (CHUNK / 4) * 4;
         const uint g = wrow / TILE_N, j = j0 + wrow % TILE_N;
         pw[i] = tile_load4(W + ((ulong)g * D + j) * K, k, K, j < D, vec4);
     }
 }
 
-inline void tile_store(__local float4 *lds, uint LD, uint lid, uint ksplit_log, const float4 *pa,
-                       const float4 *pw) {
-    const uint items = KGROUP_ITEMS << ksplit_log, row_shift = 3 + ksplit_log, col_mask = (8u << ksplit_log) - 1;
-    const uint LD4 = LD / 4;
-    for (uint i = 0; i < 4; i++) {
-        const uint q = lid + i * items;
-        lds[(q >> row_shift) * LD4 + (q & col_mask)] = pa[i];
+inline void tile_store(__local float4 *lds, uint lid, const float4 *pa, const float4 *pw) {
+    for (uint i = 0; i < FETCH_A; i++) {
+        const uint q = lid + i * TILE_ITEMS;
+        lds[q / (CHUNK / 4) * (LD / 4) + q % (CHUNK / 4)] = pa[i];
     }
-    for (uint i = 0; i < 6; i++) {
-        const uint q = lid + i * items;
-        lds[(TILE_M + (q >> row_shift)) * LD4 + (q & col_mask)] = pw[i];
+    for (uint i = 0; i < FETCH_W; i++) {
+        const uint q = lid + i * TILE_ITEMS;
+        lds[(TILE_M + q / (CHUNK / 4)) * (LD / 4) + q % (CHUNK / 4)] = pw[i];
     }
 }
 
-/* Global size (D/TILE_N rounded up, B/TILE_M rounded up) work-groups of 128 << ksplit_log.
- * lds: (TILE_M + 3*TILE_N) * (32 << ksplit_log) + 4) floats, at least 64*128 with ksplit = 2
- * (the hand-over). vec4: see tile_load4. */
-__kernel void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const float *h, ulong ho,
-                                   __global const float *w_ih, ulong wio, __global const float *w_hh,
-                                   ulong who, __global const float *b_ih, ulong bio,
-                                   __global const float *b_hh, ulong bho, __global float *h_new,
-                                   ulong hwo, uint flags, uint B, uint I, uint D, uint ksplit_log,
-                                   uint vec4, __local float4 *lds) {
+/* Work-groups of TILE_ITEMS, global size (D/TILE_N rounded up * TILE_ITEMS, B/TILE_M rounded
+ * up). lds: the larger of (TILE_M + 3 TILE_N) LD floats (the chunk) and, with TILE_KSPLIT 2,
+ * 4 ACCS KGROUP_ITEMS floats (the hand-over). vec4: see tile_load4. */
+__kernel __attribute__((reqd_work_group_size(TILE_ITEMS, 1, 1)))
+void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const float *h, ulong ho,
+                          __global const float *w_ih, ulong wio, __global const float *w_hh,
+                          ulong who, __global const float *b_ih, ulong bio,
+                          __global const float *b_hh, ulong bho, __global float *h_new, ulong hwo,
+                          uint flags, uint B, uint I, uint D, uint vec4, __local float4 *lds) {
     const uint lid = get_local_id(0), kg = lid / KGROUP_ITEMS, t = lid % KGROUP_ITEMS;
-    const uint warp = t / 32, lane = t % 32, gid = lane / 4, tig = lane % 4, wm = warp % 2, wn = warp / 2;
-    const uint LD = (CHUNK_PER_KGROUP << ksplit_log) + 4; /* +4: conflict-free column reads */
+    const uint warp = t / 32, lane = t % 32, gid = lane / 4, tig = lane % 4;
+    const uint wm = warp % TILE_WM, wn = warp / TILE_WM;
     const uint j0 = get_group_id(0) * TILE_N, b0 = get_group_id(1) * TILE_M;
-    const uint chunk = CHUNK_PER_KGROUP << ksplit_log;
-    const uint nx = (I + chunk - 1) / chunk, nc = nx + (D + chunk - 1) / chunk;
+    const uint nx = (I + CHUNK - 1) / CHUNK, nc = nx + (D + CHUNK - 1) / CHUNK;
     __local const float *As = (__local const float *)lds, *Ws = As + TILE_M * LD;
     x += xo;
     h += ho;
     w_ih += wio;
     w_hh += who;
-    float acc_r[16], acc_z[16], acc_i[16], acc_h[16];
-    for (uint e = 0; e < 16; e++) acc_r[e] = acc_z[e] = acc_i[e] = acc_h[e] = 0.0f;
-    float4 pa[4], pw[6];
-    tile_fetch(0, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, ksplit_log, vec4, pa, pw);
+    float acc_r[ACCS], acc_z[ACCS], acc_i[ACCS], acc_h[ACCS];
+    for (uint e = 0; e < ACCS; e++) acc_r[e] = acc_z[e] = acc_i[e] = acc_h[e] = 0.0f;
+    float4 pa[FETCH_A], pw[FETCH_W];
+    tile_fetch(0, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, vec4, pa, pw);
     for (uint c = 0; c < nc; c++) {
-        tile_store(lds, LD, lid, ksplit_log, pa, pw);
+        tile_store(lds, lid, pa, pw);
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (c + 1 < nc) tile_fetch(c + 1, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, ksplit_log, vec4, pa, pw);
+        if (c + 1 < nc) tile_fetch(c + 1, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, vec4, pa, pw);
         if (c < nx)
-            tile_chunk(As, Ws, LD, kg * CHUNK_PER_KGROUP, wm, wn, gid, tig, acc_r, acc_z, acc_i);
+            tile_chunk(As, Ws, kg * CHUNK_PER_KGROUP, wm, wn, gid, tig, acc_r, acc_z, acc_i);
         else
-            tile_chunk(As, Ws, LD, kg * CHUNK_PER_KGROUP, wm, wn, gid, tig, acc_r, acc_z, acc_h);
+            tile_chunk(As, Ws, kg * CHUNK_PER_KGROUP, wm, wn, gid, tig, acc_r, acc_z, acc_h);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (ksplit_log) { /* the second K-group hands its sums to the first */
-        __local float *hand = (__local float *)lds;
-        if (kg == 1)
-            for (uint e = 0; e < 16; e++) {
-                hand[(e * 4 + 0) * KGROUP_ITEMS + t] = acc_r[e];
-                hand[(e * 4 + 1) * KGROUP_ITEMS + t] = acc_z[e];
-                hand[(e * 4 + 2) * KGROUP_ITEMS + t] = acc_i[e];
-                hand[(e * 4 + 3) * KGROUP_ITEMS + t] = acc_h[e];
-            }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (kg == 0)
-            for (uint e = 0; e < 16; e++) {
-                acc_r[e] += hand[(e * 4 + 0) * KGROUP_ITEMS + t];
-                acc_z[e] += hand[(e * 4 + 1) * KGROUP_ITEMS + t];
-                acc_i[e] += hand[(e * 4 + 2) * KGROUP_ITEMS + t];
-                acc_h[e] += hand[(e * 4 + 3) * KGROUP_ITEMS + t];
-            }
-    }
+#if TILE_KSPLIT == 2 /* the second K-group hands its sums to the first */
+    __local float *hand = (__local float *)lds;
+    if (kg == 1)
+        for (uint e = 0; e < ACCS; e++) {
+            hand[(e * 4 + 0) * KGROUP_ITEMS + t] = acc_r[e];
+            hand[(e * 4 + 1) * KGROUP_ITEMS + t] = acc_z[e];
+            hand[(e * 4 + 2) * KGROUP_ITEMS + t] = acc_i[e];
+            hand[(e * 4 + 3) * KGROUP_ITEMS + t] = acc_h[e];
+        }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (kg == 0)
+        for (uint e = 0; e < ACCS; e++) {
+            acc_r[e] += hand[(e * 4 + 0) * KGROUP_ITEMS + t];
+            acc_z[e] += hand[(e * 4 + 1) * KGROUP_ITEMS + t];
+            acc_i[e] += hand[(e * 4 + 2) * KGROUP_ITEMS + t];
+            acc_h[e] += hand[(e * 4 + 3) * KGROUP_ITEMS + t];
+        }
+#endif
     if (kg != 0) return; /* after the last barrier */
-    for (uint e = 0; e < 16; e++) {
-        const uint b = b0 + wm * 32 + (e >> 3) * 16 + gid + 8 * ((e >> 1) & 1);
-        const uint j = j0 + wn * 16 + ((e >> 2) & 1) * 8 + 2 * tig + (e & 1);
+    for (uint e = 0; e < ACCS; e++) {
+        const uint mt = e / (TILE_NT * 4), nt = e / 4 % TILE_NT;
+        const uint b = b0 + wm * TILE_MT * 16 + mt * 16 + gid + 8 * ((e >> 1) & 1);
+        const uint j = j0 + wn * TILE_NT * 8 + nt * 8 + 2 * tig + (e & 1);
         if (b >= B || j >= D) continue;
         float bi[3] = {0.0f, 0.0f, 0.0f}, bh[3] = {0.0f, 0.0f, 0.0f};
         for (uint g = 0; g < 3; g++) {

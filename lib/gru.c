@@ -3,6 +3,7 @@
  * CLBlast for the backward. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,27 +121,54 @@ static oclml_tensor view2(oclml_ctx *ctx, cl_mem m, size_t r, size_t c) {
     return t;
 }
 
-/* The tiled step (cl/gru_tiled.cl) for TORCH batches from TILED_MIN_BATCH on. Its variants:
- * tensor cores (3xTF32, fp32 accuracy) on NVIDIA compute capability 8 and up, FMAs elsewhere
- * (OCLML_GRU_MMA=0 forces them there too); ksplit 2 doubles the work-groups' warps where the
- * tiles alone would leave the device half empty. Returns OCLML_ERR_UNSUPPORTED where the device
- * cannot run its work-groups (the caller then takes the fused kernel). */
-static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
-    const size_t tile_m = 64, tile_n = 32, items = 128;
-    size_t tiles_n = (a->D + tile_n - 1) / tile_n, tiles_m = (a->B + tile_m - 1) / tile_m;
+/* The tiled kernel's shape (cl/gru_tiled.cl): wm x wn warps per K-group, each mt x nt blocks of
+ * 16 rows x 8 units, ksplit K-groups. */
+typedef struct tile_shape {
+    unsigned wm, wn, mt, nt, ksplit;
+} tile_shape;
+
+static size_t tile_items(const tile_shape *s) { return 32u * s->wm * s->wn * s->ksplit; }
+
+static size_t tile_local_bytes(const tile_shape *s) {
+    size_t chunk = (size_t)(s->wm * s->mt * 16 + 3 * s->wn * s->nt * 8) * (32 * s->ksplit + 4);
+    size_t hand = s->ksplit > 1 ? (size_t)16 * s->mt * s->nt * 32 * s->wm * s->wn : 0;
+    return (chunk > hand ? chunk : hand) * sizeof(float);
+}
+
+/* OCLML_GRU_TILE="wm,wn,mt,nt,ksplit" (tuning on a new device), else: 64 x 32 tiles, and a
+ * second K-group where the tiles alone would leave the device's compute units half empty. */
+static tile_shape choose_tile(const oclml_ctx *ctx, const gru_args *a) {
+    tile_shape s = {2, 2, 2, 2, 1};
+    const char *env = getenv("OCLML_GRU_TILE");
+    tile_shape e;
+    if (env && sscanf(env, "%u,%u,%u,%u,%u", &e.wm, &e.wn, &e.mt, &e.nt, &e.ksplit) == 5 && e.wm && e.wn &&
+        e.mt && e.nt && (e.ksplit == 1 || e.ksplit == 2) && 4 * e.mt % e.wn == 0 && 6 * e.nt % e.wm == 0)
+        return e;
     size_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
-    cl_uint ksplit_log = ctx->info.is_gpu && tiles_n * tiles_m < 2 * cus ? 1 : 0;
-    for (;; ksplit_log--) {
-        size_t ld = (32u << ksplit_log) + 4, lds = (tile_m + 3 * tile_n) * ld * sizeof(float);
-        if ((items << ksplit_log) <= ctx->info.max_work_group_size && lds <= ctx->info.local_mem_bytes) break;
-        if (!ksplit_log) return OCLML_ERR_UNSUPPORTED;
+    size_t tiles = (a->D + 31) / 32 * ((a->B + 63) / 64);
+    if (ctx->info.is_gpu && tiles < 2 * cus) s.ksplit = 2;
+    return s;
+}
+
+/* The tiled step for TORCH batches from TILED_MIN_BATCH on. Its variants: tensor cores (3xTF32,
+ * fp32 accuracy) on NVIDIA compute capability 8 and up, FMAs elsewhere (OCLML_GRU_MMA=0 forces
+ * them there too). Returns OCLML_ERR_UNSUPPORTED where the device cannot run its work-groups
+ * (the caller then takes the fused kernel). */
+static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
+    tile_shape ts = choose_tile(ctx, a);
+    if (tile_items(&ts) > ctx->info.max_work_group_size || tile_local_bytes(&ts) > ctx->info.local_mem_bytes) {
+        ts = (tile_shape){2, 2, 2, 2, 1};
+        if (tile_items(&ts) > ctx->info.max_work_group_size || tile_local_bytes(&ts) > ctx->info.local_mem_bytes)
+            return OCLML_ERR_UNSUPPORTED;
     }
     const char *env = getenv("OCLML_GRU_MMA");
     bool mma = ctx->nv_options && ctx->nv_cc_major >= 8 && !(env && !strcmp(env, "0"));
-    /* 64 accumulators and ten prefetched float4 a work-item: NVIDIA's default cap of 64
-     * registers would spill them (128 << ksplit_log work-items fit 255 each). */
-    const char *opts = mma ? "-DTILE_MMA=1 -cl-nv-maxrregcount=255"
-                     : ctx->nv_options ? "-cl-nv-maxrregcount=255" : NULL;
+    /* Four accumulator sets and the staged float4 a work-item: NVIDIA's default cap of 64
+     * registers would spill them (a work-group of up to 256 fits 255 each). */
+    char opts[160];
+    snprintf(opts, sizeof opts, "-DTILE_WM=%u -DTILE_WN=%u -DTILE_MT=%u -DTILE_NT=%u -DTILE_KSPLIT=%u%s%s", ts.wm,
+             ts.wn, ts.mt, ts.nt, ts.ksplit, mma ? " -DTILE_MMA=1" : "",
+             ctx->nv_options ? " -cl-nv-maxrregcount=255" : "");
     cl_kernel k;
     oclml_status st = oclml__get_kernel(ctx, "gru_tiled.cl", opts, "oclml_gru_step_tiled", &k);
     if (st) return st;
@@ -152,13 +180,13 @@ static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
              hno = oclml__opt_offset(a->h_new);
     /* float4 loads need every row start 16-byte aligned. */
     cl_uint vec4 = a->I % 4 == 0 && a->D % 4 == 0 && xo % 4 == 0 && ho % 4 == 0 && wio % 4 == 0 && who % 4 == 0;
-    size_t lds = (tile_m + 3 * tile_n) * ((32u << ksplit_log) + 4) * sizeof(float);
     oclml__arg args[] = {OCLML_ARG(x), OCLML_ARG(xo), OCLML_ARG(h), OCLML_ARG(ho), OCLML_ARG(wi), OCLML_ARG(wio),
                          OCLML_ARG(wh), OCLML_ARG(who), OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh),
                          OCLML_ARG(bho), OCLML_ARG(hn), OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(B),
-                         OCLML_ARG(I), OCLML_ARG(D), OCLML_ARG(ksplit_log), OCLML_ARG(vec4), OCLML_LOCAL(lds)};
-    size_t local[2] = {items << ksplit_log, 1}, global[2] = {tiles_n * local[0], tiles_m};
-    return oclml__launch(ctx, k, args, 21, 2, global, local);
+                         OCLML_ARG(I), OCLML_ARG(D), OCLML_ARG(vec4), OCLML_LOCAL(tile_local_bytes(&ts))};
+    size_t tile_m = ts.wm * ts.mt * 16, tile_n = ts.wn * ts.nt * 8;
+    size_t local[2] = {tile_items(&ts), 1}, global[2] = {(a->D + tile_n - 1) / tile_n * local[0], (a->B + tile_m - 1) / tile_m};
+    return oclml__launch(ctx, k, args, 20, 2, global, local);
 }
 
 /* One step: the tiled kernel for large TORCH batches, the fused kernels otherwise. */

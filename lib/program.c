@@ -122,8 +122,8 @@ static void disk_key(const oclml_ctx *ctx, const char *source, const char *optio
     oclml__sha256_final(&s, key);
 }
 
-static oclml_status build_failed(oclml_ctx *ctx, cl_program prog, cl_int err, const char *file,
-                                 const char *options) {
+/* The compiler's output for a program (malloc'd; NULL if there is none). */
+static char *build_log(oclml_ctx *ctx, cl_program prog) {
     size_t n = 0;
     clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
     char *log = malloc(n + 1);
@@ -132,6 +132,12 @@ static oclml_status build_failed(oclml_ctx *ctx, cl_program prog, cl_int err, co
         clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
         log[n] = '\0';
     }
+    return log;
+}
+
+static oclml_status build_failed(oclml_ctx *ctx, cl_program prog, cl_int err, const char *file,
+                                 const char *options) {
+    char *log = build_log(ctx, prog);
     char *text = oclml__asprintf("building %s failed (%s) on device '%s' [%s]\noptions: %s\nbuild log:\n%s",
                                  file, oclml__cl_error_name(err), ctx->info.device_name,
                                  ctx->info.platform_name, options, log ? log : "(unavailable)");
@@ -209,8 +215,13 @@ static oclml_status build_program(oclml_ctx *ctx, const char *file, const char *
                 st = build_failed(ctx, prog, err, file, options);
                 clReleaseProgram(prog);
                 prog = NULL;
-            } else
+            } else {
+                /* Warnings, or register and spill counts with -cl-nv-verbose. */
+                char *log = build_log(ctx, prog);
+                if (log && log[strspn(log, " \n")]) oclml__log(ctx, OCLML_LOG_DEBUG, "%s build log:\n%s", file, log);
+                free(log);
                 program_to_disk(ctx, prog, key);
+            }
         }
     }
     free(source);

@@ -45,6 +45,13 @@
 #ifndef TILE_MMA
 #define TILE_MMA 0
 #endif
+#ifndef TILE_PASS_OUTER
+#define TILE_PASS_OUTER 0
+#endif
+#ifndef TILE_ASYNC
+#define TILE_ASYNC 0
+#endif
+#define STAGE4 ((TILE_M + 3 * TILE_N) * LD / 4) /* one chunk's float4 in local memory */
 
 inline float tile_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
 
@@ -96,6 +103,30 @@ inline void tile_chunk(__local const float *As, __local const float *Ws, uint kb
             tf32_split(ap[4], &ah[mt][2], &al[mt][2]);
             tf32_split(ap[8 * LD + 4], &ah[mt][3], &al[mt][3]);
         }
+#if TILE_PASS_OUTER
+        uint bh[3][TILE_NT][2], bl[3][TILE_NT][2];
+#pragma unroll
+        for (uint g = 0; g < 3; g++)
+#pragma unroll
+            for (uint nt = 0; nt < TILE_NT; nt++) {
+                __local const float *bp = Ws + (g * TILE_N + wn * TILE_NT * 8 + nt * 8 + gid) * LD + kbase + kk + tig;
+                tf32_split(bp[0], &bh[g][nt][0], &bl[g][nt][0]);
+                tf32_split(bp[4], &bh[g][nt][1], &bl[g][nt][1]);
+            }
+#pragma unroll
+        for (uint pass = 0; pass < 3; pass++)
+#pragma unroll
+            for (uint g = 0; g < 3; g++) {
+                float *acc = g == 0 ? acc_r : g == 1 ? acc_z : acc_n;
+#pragma unroll
+                for (uint mt = 0; mt < TILE_MT; mt++)
+#pragma unroll
+                    for (uint nt = 0; nt < TILE_NT; nt++) {
+                        uint *av = pass == 0 ? al[mt] : ah[mt], *bv = pass == 1 ? bl[g][nt] : bh[g][nt];
+                        mma_tf32(acc + (mt * TILE_NT + nt) * 4, av[0], av[1], av[2], av[3], bv[0], bv[1]);
+                    }
+            }
+#else
 #pragma unroll
         for (uint g = 0; g < 3; g++) {
             float *acc = g == 0 ? acc_r : g == 1 ? acc_z : acc_n;
@@ -118,6 +149,7 @@ inline void tile_chunk(__local const float *As, __local const float *Ws, uint kb
                         mma_tf32(acc + (mt * TILE_NT + nt) * 4, av[0], av[1], av[2], av[3], bv[0], bv[1]);
                     }
         }
+#endif
     }
 }
 #else
@@ -164,6 +196,37 @@ inline void tile_fetch(uint c, uint nx, __global const float *x, __global const 
     }
 }
 
+#if TILE_ASYNC
+/* cp.async (sm_80 on): 16 bytes from global to local memory without a trip through registers;
+ * src_bytes 0 writes zeros. Needs every row 16-byte aligned (the host's vec4 case). */
+inline void async_copy16(__local float4 *dst, __global const float *src, uint src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(ulong)dst), "l"((ulong)src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+inline void tile_issue(uint c, uint nx, __global const float *x, __global const float *h,
+                       __global const float *w_ih, __global const float *w_hh, uint B, uint I,
+                       uint D, uint b0, uint j0, uint lid, __local float4 *stage) {
+    const bool xside = c < nx;
+    const uint K = xside ? I : D, k0 = (xside ? c : c - nx) * CHUNK;
+    __global const float *A = xside ? x : h, *W = xside ? w_ih : w_hh;
+    for (uint i = 0; i < FETCH_A; i++) {
+        const uint q = lid + i * TILE_ITEMS, row = q / (CHUNK / 4), k = k0 + q % (CHUNK / 4) * 4;
+        const bool ok = b0 + row < B && k < K;
+        async_copy16(stage + row * (LD / 4) + q % (CHUNK / 4), ok ? A + (ulong)(b0 + row) * K + k : A, ok ? 16 : 0);
+    }
+    for (uint i = 0; i < FETCH_W; i++) {
+        const uint q = lid + i * TILE_ITEMS, wrow = q / (CHUNK / 4), k = k0 + q % (CHUNK / 4) * 4;
+        const uint g = wrow / TILE_N, j = j0 + wrow % TILE_N;
+        const bool ok = j < D && k < K;
+        async_copy16(stage + (TILE_M + wrow) * (LD / 4) + q % (CHUNK / 4),
+                     ok ? W + ((ulong)g * D + j) * K + k : W, ok ? 16 : 0);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+#endif
+
 inline void tile_store(__local float4 *lds, uint lid, const float4 *pa, const float4 *pw) {
     for (uint i = 0; i < FETCH_A; i++) {
         const uint q = lid + i * TILE_ITEMS;
@@ -196,12 +259,23 @@ void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const floa
     w_hh += who;
     float acc_r[ACCS], acc_z[ACCS], acc_i[ACCS], acc_h[ACCS];
     for (uint e = 0; e < ACCS; e++) acc_r[e] = acc_z[e] = acc_i[e] = acc_h[e] = 0.0f;
+#if TILE_ASYNC /* two stages: chunk c + 1 lands while chunk c is multiplied */
+    tile_issue(0, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, lds);
+    for (uint c = 0; c < nc; c++) {
+        if (c + 1 < nc) tile_issue(c + 1, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, lds + ((c + 1) & 1) * STAGE4);
+        else asm volatile("cp.async.commit_group;" ::: "memory"); /* an empty group keeps the count */
+        asm volatile("cp.async.wait_group 1;" ::: "memory");
+        barrier(CLK_LOCAL_MEM_FENCE);
+        As = (__local const float *)(lds + (c & 1) * STAGE4);
+        Ws = As + TILE_M * LD;
+#else /* registers hold chunk c + 1 while chunk c is multiplied */
     float4 pa[FETCH_A], pw[FETCH_W];
     tile_fetch(0, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, vec4, pa, pw);
     for (uint c = 0; c < nc; c++) {
         tile_store(lds, lid, pa, pw);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (c + 1 < nc) tile_fetch(c + 1, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, vec4, pa, pw);
+#endif
         if (c < nx)
             tile_chunk(As, Ws, kg * CHUNK_PER_KGROUP, wm, wn, gid, tig, acc_r, acc_z, acc_i);
         else

@@ -163,12 +163,19 @@ static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
     }
     const char *env = getenv("OCLML_GRU_MMA");
     bool mma = ctx->nv_options && ctx->nv_cc_major >= 8 && !(env && !strcmp(env, "0"));
+    cl_ulong xo0 = oclml__opt_offset(a->x), ho0 = oclml__opt_offset(a->h), wio0 = oclml__opt_offset(a->w_ih), who0 = oclml__opt_offset(a->w_hh);
+    cl_uint vec4 = a->I % 4 == 0 && a->D % 4 == 0 && xo0 % 4 == 0 && ho0 % 4 == 0 && wio0 % 4 == 0 && who0 % 4 == 0;
+    const char *ea = getenv("OCLML_GRU_ASYNC"), *eo = getenv("OCLML_GRU_ORDER");
+    bool async = mma && vec4 && ea && !strcmp(ea, "1");
+    size_t lds_bytes = tile_local_bytes(&ts) * (async ? 2 : 1);
+    if (lds_bytes > ctx->info.local_mem_bytes) { async = false; lds_bytes = tile_local_bytes(&ts); }
     /* Four accumulator sets and the staged float4 a work-item: NVIDIA's default cap of 64
      * registers would spill them (a work-group of up to 256 fits 255 each). */
     char opts[160];
-    snprintf(opts, sizeof opts, "-DTILE_WM=%u -DTILE_WN=%u -DTILE_MT=%u -DTILE_NT=%u -DTILE_KSPLIT=%u%s%s", ts.wm,
+    snprintf(opts, sizeof opts, "-DTILE_WM=%u -DTILE_WN=%u -DTILE_MT=%u -DTILE_NT=%u -DTILE_KSPLIT=%u%s%s%s%s", ts.wm,
              ts.wn, ts.mt, ts.nt, ts.ksplit, mma ? " -DTILE_MMA=1" : "",
-             ctx->nv_options ? " -cl-nv-maxrregcount=255" : "");
+             ctx->nv_options ? " -cl-nv-maxrregcount=255" : "", async ? " -DTILE_ASYNC=1" : "",
+             eo && !strcmp(eo, "1") ? " -DTILE_PASS_OUTER=1" : "");
     cl_kernel k;
     oclml_status st = oclml__get_kernel(ctx, "gru_tiled.cl", opts, "oclml_gru_step_tiled", &k);
     if (st) return st;
@@ -178,12 +185,10 @@ static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
     cl_ulong xo = oclml__opt_offset(a->x), ho = oclml__opt_offset(a->h), wio = oclml__opt_offset(a->w_ih),
              who = oclml__opt_offset(a->w_hh), bio = oclml__opt_offset(a->b_ih), bho = oclml__opt_offset(a->b_hh),
              hno = oclml__opt_offset(a->h_new);
-    /* float4 loads need every row start 16-byte aligned. */
-    cl_uint vec4 = a->I % 4 == 0 && a->D % 4 == 0 && xo % 4 == 0 && ho % 4 == 0 && wio % 4 == 0 && who % 4 == 0;
     oclml__arg args[] = {OCLML_ARG(x), OCLML_ARG(xo), OCLML_ARG(h), OCLML_ARG(ho), OCLML_ARG(wi), OCLML_ARG(wio),
                          OCLML_ARG(wh), OCLML_ARG(who), OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh),
                          OCLML_ARG(bho), OCLML_ARG(hn), OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(B),
-                         OCLML_ARG(I), OCLML_ARG(D), OCLML_ARG(vec4), OCLML_LOCAL(tile_local_bytes(&ts))};
+                         OCLML_ARG(I), OCLML_ARG(D), OCLML_ARG(vec4), OCLML_LOCAL(lds_bytes)};
     size_t tile_m = ts.wm * ts.mt * 16, tile_n = ts.wn * ts.nt * 8;
     size_t local[2] = {tile_items(&ts), 1}, global[2] = {(a->D + tile_n - 1) / tile_n * local[0], (a->B + tile_m - 1) / tile_m};
     return oclml__launch(ctx, k, args, 20, 2, global, local);

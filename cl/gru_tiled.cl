@@ -49,7 +49,7 @@
 #define TILE_PASS_OUTER 0
 #endif
 #ifndef TILE_ASYNC
-#define TILE_ASYNC 0
+#define TILE_ASYNC 0 /* 0: staged through registers; 2 to 4: cp.async ring of that many chunks */
 #endif
 #define STAGE4 ((TILE_M + 3 * TILE_N) * LD / 4) /* one chunk's float4 in local memory */
 
@@ -197,6 +197,13 @@ inline void tile_fetch(uint c, uint nx, __global const float *x, __global const 
 }
 
 #if TILE_ASYNC
+#if TILE_ASYNC == 2
+#define ASYNC_WAIT "cp.async.wait_group 1;"
+#elif TILE_ASYNC == 3
+#define ASYNC_WAIT "cp.async.wait_group 2;"
+#else
+#define ASYNC_WAIT "cp.async.wait_group 3;"
+#endif
 /* cp.async (sm_80 on): 16 bytes from global to local memory without a trip through registers;
  * src_bytes 0 writes zeros. Needs every row 16-byte aligned (the host's vec4 case). */
 inline void async_copy16(__local float4 *dst, __global const float *src, uint src_bytes) {
@@ -259,14 +266,18 @@ void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const floa
     w_hh += who;
     float acc_r[ACCS], acc_z[ACCS], acc_i[ACCS], acc_h[ACCS];
     for (uint e = 0; e < ACCS; e++) acc_r[e] = acc_z[e] = acc_i[e] = acc_h[e] = 0.0f;
-#if TILE_ASYNC /* two stages: chunk c + 1 lands while chunk c is multiplied */
-    tile_issue(0, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, lds);
+#if TILE_ASYNC /* a ring of TILE_ASYNC chunks: TILE_ASYNC - 1 are in flight while one is multiplied */
+    for (uint sn = 0; sn + 1 < TILE_ASYNC; sn++) {
+        if (sn < nc) tile_issue(sn, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, lds + sn * STAGE4);
+        else asm volatile("cp.async.commit_group;" ::: "memory"); /* empty groups keep the count */
+    }
     for (uint c = 0; c < nc; c++) {
-        if (c + 1 < nc) tile_issue(c + 1, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, lds + ((c + 1) & 1) * STAGE4);
-        else asm volatile("cp.async.commit_group;" ::: "memory"); /* an empty group keeps the count */
-        asm volatile("cp.async.wait_group 1;" ::: "memory");
+        const uint n = c + TILE_ASYNC - 1;
+        if (n < nc) tile_issue(n, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, lds + n % TILE_ASYNC * STAGE4);
+        else asm volatile("cp.async.commit_group;" ::: "memory");
+        asm volatile(ASYNC_WAIT ::: "memory"); /* chunk c has landed */
         barrier(CLK_LOCAL_MEM_FENCE);
-        As = (__local const float *)(lds + (c & 1) * STAGE4);
+        As = (__local const float *)(lds + c % TILE_ASYNC * STAGE4);
         Ws = As + TILE_M * LD;
 #else /* registers hold chunk c + 1 while chunk c is multiplied */
     float4 pa[FETCH_A], pw[FETCH_W];

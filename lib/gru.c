@@ -166,15 +166,17 @@ static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
     cl_ulong xo0 = oclml__opt_offset(a->x), ho0 = oclml__opt_offset(a->h), wio0 = oclml__opt_offset(a->w_ih), who0 = oclml__opt_offset(a->w_hh);
     cl_uint vec4 = a->I % 4 == 0 && a->D % 4 == 0 && xo0 % 4 == 0 && ho0 % 4 == 0 && wio0 % 4 == 0 && who0 % 4 == 0;
     const char *ea = getenv("OCLML_GRU_ASYNC"), *eo = getenv("OCLML_GRU_ORDER");
-    bool async = mma && vec4 && ea && !strcmp(ea, "1");
-    size_t lds_bytes = tile_local_bytes(&ts) * (async ? 2 : 1);
-    if (lds_bytes > ctx->info.local_mem_bytes) { async = false; lds_bytes = tile_local_bytes(&ts); }
+    unsigned async = mma && vec4 && ea ? (unsigned)atoi(ea) : 0;
+    if (async > 4) async = 4;
+    while (async >= 2 && tile_local_bytes(&ts) * async > ctx->info.local_mem_bytes) async--;
+    if (async < 2) async = 0;
+    size_t lds_bytes = tile_local_bytes(&ts) * (async ? async : 1);
     /* Four accumulator sets and the staged float4 a work-item: NVIDIA's default cap of 64
      * registers would spill them (a work-group of up to 256 fits 255 each). */
     char opts[160];
     snprintf(opts, sizeof opts, "-DTILE_WM=%u -DTILE_WN=%u -DTILE_MT=%u -DTILE_NT=%u -DTILE_KSPLIT=%u%s%s%s%s", ts.wm,
              ts.wn, ts.mt, ts.nt, ts.ksplit, mma ? " -DTILE_MMA=1" : "",
-             ctx->nv_options ? " -cl-nv-maxrregcount=255" : "", async ? " -DTILE_ASYNC=1" : "",
+             ctx->nv_options ? " -cl-nv-maxrregcount=255" : "", async ? (async == 2 ? " -DTILE_ASYNC=2" : async == 3 ? " -DTILE_ASYNC=3" : " -DTILE_ASYNC=4") : "",
              eo && !strcmp(eo, "1") ? " -DTILE_PASS_OUTER=1" : "");
     cl_kernel k;
     oclml_status st = oclml__get_kernel(ctx, "gru_tiled.cl", opts, "oclml_gru_step_tiled", &k);

@@ -28,6 +28,9 @@
 #ifndef TILE_NT
 #define TILE_NT 2
 #endif
+#ifndef TILE_MMA
+#define TILE_MMA 0 /* 0: FMAs; 1: tensor cores, 3xTF32; 2: tensor cores, TF32 + BF16 corrections */
+#endif
 #ifndef TILE_KSPLIT
 #define TILE_KSPLIT 1
 #endif
@@ -37,14 +40,17 @@
 #define TILE_ITEMS (KGROUP_ITEMS * TILE_KSPLIT)
 #define CHUNK_PER_KGROUP 32
 #define CHUNK (CHUNK_PER_KGROUP * TILE_KSPLIT)
-#define LD (CHUNK + 4) /* local row stride; +4: conflict-free column reads */
+/* Local row stride: +4 makes the scalar column reads conflict-free, +8 the float2 ones (16
+ * work-items' 8-byte reads then cover 4 rows of 8 words in distinct banks). */
+#if TILE_MMA == 2
+#define LD (CHUNK + 8)
+#else
+#define LD (CHUNK + 4)
+#endif
 #define ACCS (TILE_MT * TILE_NT * 4)
 #define FETCH_A (4 * TILE_MT / TILE_WN) /* float4 a work-item stages per chunk */
 #define FETCH_W (6 * TILE_NT / TILE_WM)
 
-#ifndef TILE_MMA
-#define TILE_MMA 0
-#endif
 #ifndef TILE_PASS_OUTER
 #define TILE_PASS_OUTER 0
 #endif
@@ -89,6 +95,75 @@ inline void tf32_split(float v, uint *hi, uint *lo) {
     *lo = as_uint(v - as_float(h)) & TF32_MASK;
 }
 
+#if TILE_MMA == 2
+/* d += a * b on the tensor cores, bf16 inputs (two per register), fp32 accumulation (m16n8k16). */
+inline void mma_bf16(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+    float d0, d1, d2, d3;
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%11,%12,%13};"
+        : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(d[0]), "f"(d[1]), "f"(d[2]),
+          "f"(d[3]));
+    d[0] = d0;
+    d[1] = d1;
+    d[2] = d2;
+    d[3] = d3;
+}
+
+/* Two floats as bf16 (round to nearest), lo in the low half: the k-order of an mma register. */
+inline uint bf16x2(float lo, float hi) {
+    uint d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
+/* fp32 accuracy in two tensor-core products instead of 3xTF32's three: with v = hi + lo (hi
+ * the tf32 part), a*b = a_hi*b_hi (tf32, exact products) + a_hi*b_lo + a_lo*b_lo + a_lo*b_hi,
+ * the last three being ~2^-11 of the first: one bf16 product of K 16 takes them, A' = [a | a_lo]
+ * against B' = [b_lo | b_hi], each ~2^-8 off, so ~2^-19 of a*b.
+ * K order: a thread's two tf32 k-slots (tig, tig + 4) hold columns 2 tig and 2 tig + 1, the
+ * same pair its bf16 registers need, so one float2 read per row feeds both products (A and B
+ * use the same order, so the sums are unchanged). */
+inline void tile_chunk(__local const float *As, __local const float *Ws, uint kbase, uint wm,
+                       uint wn, uint gid, uint tig, float *acc_r, float *acc_z, float *acc_n) {
+#pragma unroll
+    for (uint kk = 0; kk < CHUNK_PER_KGROUP; kk += 8) {
+        uint ath[TILE_MT][4], ab[TILE_MT][4];
+#pragma unroll
+        for (uint mt = 0; mt < TILE_MT; mt++) {
+            __local const float *ap = As + (wm * TILE_MT * 16 + mt * 16 + gid) * LD + kbase + kk + 2 * tig;
+            const float2 r0 = *(__local const float2 *)ap, r8 = *(__local const float2 *)(ap + 8 * LD);
+            const uint h0x = as_uint(r0.x) & TF32_MASK, h0y = as_uint(r0.y) & TF32_MASK;
+            const uint h8x = as_uint(r8.x) & TF32_MASK, h8y = as_uint(r8.y) & TF32_MASK;
+            ath[mt][0] = h0x;
+            ath[mt][1] = h8x;
+            ath[mt][2] = h0y;
+            ath[mt][3] = h8y;
+            ab[mt][0] = bf16x2(r0.x, r0.y);
+            ab[mt][1] = bf16x2(r8.x, r8.y);
+            ab[mt][2] = bf16x2(r0.x - as_float(h0x), r0.y - as_float(h0y));
+            ab[mt][3] = bf16x2(r8.x - as_float(h8x), r8.y - as_float(h8y));
+        }
+#pragma unroll
+        for (uint g = 0; g < 3; g++) {
+            float *acc = g == 0 ? acc_r : g == 1 ? acc_z : acc_n;
+#pragma unroll
+            for (uint nt = 0; nt < TILE_NT; nt++) {
+                const float2 w = *(__local const float2 *)(Ws + (g * TILE_N + wn * TILE_NT * 8 + nt * 8 + gid) * LD +
+                                                          kbase + kk + 2 * tig);
+                const uint hx = as_uint(w.x) & TF32_MASK, hy = as_uint(w.y) & TF32_MASK;
+                const uint blo = bf16x2(w.x - as_float(hx), w.y - as_float(hy)), bhi = bf16x2(as_float(hx), as_float(hy));
+#pragma unroll
+                for (uint mt = 0; mt < TILE_MT; mt++) {
+                    float *d = acc + (mt * TILE_NT + nt) * 4;
+                    mma_bf16(d, ab[mt][0], ab[mt][1], ab[mt][2], ab[mt][3], blo, bhi);
+                    mma_tf32(d, ath[mt][0], ath[mt][1], ath[mt][2], ath[mt][3], hx, hy);
+                }
+            }
+        }
+    }
+}
+#else
 /* One chunk's share of a K-group (kbase: its first column in the chunk) for this warp. */
 inline void tile_chunk(__local const float *As, __local const float *Ws, uint kbase, uint wm,
                        uint wn, uint gid, uint tig, float *acc_r, float *acc_z, float *acc_n) {
@@ -152,6 +227,7 @@ inline void tile_chunk(__local const float *As, __local const float *Ws, uint kb
 #endif
     }
 }
+#endif
 #else
 inline void tile_chunk(__local const float *As, __local const float *Ws, uint kbase, uint wm,
                        uint wn, uint gid, uint tig, float *acc_r, float *acc_z, float *acc_n) {

@@ -129,8 +129,9 @@ typedef struct tile_shape {
 
 static size_t tile_items(const tile_shape *s) { return 32u * s->wm * s->wn * s->ksplit; }
 
-static size_t tile_local_bytes(const tile_shape *s) {
-    size_t chunk = (size_t)(s->wm * s->mt * 16 + 3 * s->wn * s->nt * 8) * (32 * s->ksplit + 4);
+/* pad: the local rows' padding, 4 floats (8 for the mma variant 2). */
+static size_t tile_local_bytes(const tile_shape *s, unsigned pad) {
+    size_t chunk = (size_t)(s->wm * s->mt * 16 + 3 * s->wn * s->nt * 8) * (32 * s->ksplit + pad);
     size_t hand = s->ksplit > 1 ? (size_t)16 * s->mt * s->nt * 32 * s->wm * s->wn : 0;
     return (chunk > hand ? chunk : hand) * sizeof(float);
 }
@@ -155,27 +156,29 @@ static tile_shape choose_tile(const oclml_ctx *ctx, const gru_args *a) {
  * them there too). Returns OCLML_ERR_UNSUPPORTED where the device cannot run its work-groups
  * (the caller then takes the fused kernel). */
 static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
+    const char *env = getenv("OCLML_GRU_MMA");
+    unsigned mma = ctx->nv_options && ctx->nv_cc_major >= 8 ? (env ? (unsigned)atoi(env) : 1) : 0;
+    if (mma > 2) mma = 1;
+    unsigned pad = mma == 2 ? 8 : 4;
     tile_shape ts = choose_tile(ctx, a);
-    if (tile_items(&ts) > ctx->info.max_work_group_size || tile_local_bytes(&ts) > ctx->info.local_mem_bytes) {
+    if (tile_items(&ts) > ctx->info.max_work_group_size || tile_local_bytes(&ts, pad) > ctx->info.local_mem_bytes) {
         ts = (tile_shape){2, 2, 2, 2, 1};
-        if (tile_items(&ts) > ctx->info.max_work_group_size || tile_local_bytes(&ts) > ctx->info.local_mem_bytes)
+        if (tile_items(&ts) > ctx->info.max_work_group_size || tile_local_bytes(&ts, pad) > ctx->info.local_mem_bytes)
             return OCLML_ERR_UNSUPPORTED;
     }
-    const char *env = getenv("OCLML_GRU_MMA");
-    bool mma = ctx->nv_options && ctx->nv_cc_major >= 8 && !(env && !strcmp(env, "0"));
     cl_ulong xo0 = oclml__opt_offset(a->x), ho0 = oclml__opt_offset(a->h), wio0 = oclml__opt_offset(a->w_ih), who0 = oclml__opt_offset(a->w_hh);
     cl_uint vec4 = a->I % 4 == 0 && a->D % 4 == 0 && xo0 % 4 == 0 && ho0 % 4 == 0 && wio0 % 4 == 0 && who0 % 4 == 0;
     const char *ea = getenv("OCLML_GRU_ASYNC"), *eo = getenv("OCLML_GRU_ORDER");
     unsigned async = mma && vec4 && ea ? (unsigned)atoi(ea) : 0;
     if (async > 4) async = 4;
-    while (async >= 2 && tile_local_bytes(&ts) * async > ctx->info.local_mem_bytes) async--;
+    while (async >= 2 && tile_local_bytes(&ts, pad) * async > ctx->info.local_mem_bytes) async--;
     if (async < 2) async = 0;
-    size_t lds_bytes = tile_local_bytes(&ts) * (async ? async : 1);
+    size_t lds_bytes = tile_local_bytes(&ts, pad) * (async ? async : 1);
     /* Four accumulator sets and the staged float4 a work-item: NVIDIA's default cap of 64
      * registers would spill them (a work-group of up to 256 fits 255 each). */
     char opts[160];
     snprintf(opts, sizeof opts, "-DTILE_WM=%u -DTILE_WN=%u -DTILE_MT=%u -DTILE_NT=%u -DTILE_KSPLIT=%u%s%s%s%s", ts.wm,
-             ts.wn, ts.mt, ts.nt, ts.ksplit, mma ? " -DTILE_MMA=1" : "",
+             ts.wn, ts.mt, ts.nt, ts.ksplit, mma == 2 ? " -DTILE_MMA=2" : mma ? " -DTILE_MMA=1" : "",
              ctx->nv_options ? " -cl-nv-maxrregcount=255" : "", async ? (async == 2 ? " -DTILE_ASYNC=2" : async == 3 ? " -DTILE_ASYNC=3" : " -DTILE_ASYNC=4") : "",
              eo && !strcmp(eo, "1") ? " -DTILE_PASS_OUTER=1" : "");
     cl_kernel k;

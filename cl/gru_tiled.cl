@@ -38,7 +38,13 @@
 #define TILE_N (TILE_WN * TILE_NT * 8)
 #define KGROUP_ITEMS (32 * TILE_WM * TILE_WN)
 #define TILE_ITEMS (KGROUP_ITEMS * TILE_KSPLIT)
-#define CHUNK_PER_KGROUP 32
+#ifndef TILE_KC
+#define TILE_KC 32
+#endif
+#ifndef TILE_VEC4
+#define TILE_VEC4 0 /* 1: K and every row offset are multiples of 4 (aligned float4 loads) */
+#endif
+#define CHUNK_PER_KGROUP TILE_KC
 #define CHUNK (CHUNK_PER_KGROUP * TILE_KSPLIT)
 /* Local row stride: +4 makes the scalar column reads conflict-free, +8 the float2 ones (16
  * work-items' 8-byte reads then cover 4 rows of 8 words in distinct banks). */
@@ -48,8 +54,8 @@
 #define LD (CHUNK + 4)
 #endif
 #define ACCS (TILE_MT * TILE_NT * 4)
-#define FETCH_A (4 * TILE_MT / TILE_WN) /* float4 a work-item stages per chunk */
-#define FETCH_W (6 * TILE_NT / TILE_WM)
+#define FETCH_A (TILE_MT * TILE_KC / 8 / TILE_WN) /* float4 a work-item stages per chunk */
+#define FETCH_W (3 * TILE_NT * TILE_KC / 16 / TILE_WM)
 
 #ifndef TILE_PASS_OUTER
 #define TILE_PASS_OUTER 0
@@ -61,11 +67,11 @@
 
 inline float tile_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
 
-/* Four consecutive elements k..k+3 of a row (zeros past K or for a missing row). vec4: K and
+/* Four consecutive elements k..k+3 of a row (zeros past K or for a missing row). With TILE_VEC4 (K and
  * every offset are multiples of 4, so the vector load is aligned and wholly inside the row. */
-inline float4 tile_load4(__global const float *row, uint k, uint K, bool ok, uint vec4) {
+inline float4 tile_load4(__global const float *row, uint k, uint K, bool ok) {
     if (!ok || k >= K) return (float4)(0.0f);
-    if (vec4) return *(__global const float4 *)(row + k);
+    if (TILE_VEC4) return *(__global const float4 *)(row + k);
     return (float4)(row[k], k + 1 < K ? row[k + 1] : 0.0f, k + 2 < K ? row[k + 2] : 0.0f,
                     k + 3 < K ? row[k + 3] : 0.0f);
 }
@@ -257,18 +263,18 @@ inline void tile_chunk(__local const float *As, __local const float *Ws, uint kb
  * registers. */
 inline void tile_fetch(uint c, uint nx, __global const float *x, __global const float *h,
                        __global const float *w_ih, __global const float *w_hh, uint B, uint I,
-                       uint D, uint b0, uint j0, uint lid, uint vec4, float4 *pa, float4 *pw) {
+                       uint D, uint b0, uint j0, uint lid, float4 *pa, float4 *pw) {
     const bool xside = c < nx;
     const uint K = xside ? I : D, k0 = (xside ? c : c - nx) * CHUNK;
     __global const float *A = xside ? x : h, *W = xside ? w_ih : w_hh;
     for (uint i = 0; i < FETCH_A; i++) {
         const uint q = lid + i * TILE_ITEMS, row = q / (CHUNK / 4), k = k0 + q % (CHUNK / 4) * 4;
-        pa[i] = tile_load4(A + (ulong)(b0 + row) * K, k, K, b0 + row < B, vec4);
+        pa[i] = tile_load4(A + (ulong)(b0 + row) * K, k, K, b0 + row < B);
     }
     for (uint i = 0; i < FETCH_W; i++) {
         const uint q = lid + i * TILE_ITEMS, wrow = q / (CHUNK / 4), k = k0 + q % (CHUNK / 4) * 4;
         const uint g = wrow / TILE_N, j = j0 + wrow % TILE_N;
-        pw[i] = tile_load4(W + ((ulong)g * D + j) * K, k, K, j < D, vec4);
+        pw[i] = tile_load4(W + ((ulong)g * D + j) * K, k, K, j < D);
     }
 }
 
@@ -323,13 +329,13 @@ inline void tile_store(__local float4 *lds, uint lid, const float4 *pa, const fl
 
 /* Work-groups of TILE_ITEMS, global size (D/TILE_N rounded up * TILE_ITEMS, B/TILE_M rounded
  * up). lds: the larger of (TILE_M + 3 TILE_N) LD floats (the chunk) and, with TILE_KSPLIT 2,
- * 4 ACCS KGROUP_ITEMS floats (the hand-over). vec4: see tile_load4. */
+ * 4 ACCS KGROUP_ITEMS floats (the hand-over). */
 __kernel __attribute__((reqd_work_group_size(TILE_ITEMS, 1, 1)))
 void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const float *h, ulong ho,
                           __global const float *w_ih, ulong wio, __global const float *w_hh,
                           ulong who, __global const float *b_ih, ulong bio,
                           __global const float *b_hh, ulong bho, __global float *h_new, ulong hwo,
-                          uint flags, uint B, uint I, uint D, uint vec4, __local float4 *lds) {
+                          uint flags, uint B, uint I, uint D, __local float4 *lds) {
     const uint lid = get_local_id(0), kg = lid / KGROUP_ITEMS, t = lid % KGROUP_ITEMS;
     const uint warp = t / 32, lane = t % 32, gid = lane / 4, tig = lane % 4;
     const uint wm = warp % TILE_WM, wn = warp / TILE_WM;
@@ -357,11 +363,11 @@ void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const floa
         Ws = As + TILE_M * LD;
 #else /* registers hold chunk c + 1 while chunk c is multiplied */
     float4 pa[FETCH_A], pw[FETCH_W];
-    tile_fetch(0, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, vec4, pa, pw);
+    tile_fetch(0, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, pa, pw);
     for (uint c = 0; c < nc; c++) {
         tile_store(lds, lid, pa, pw);
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (c + 1 < nc) tile_fetch(c + 1, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, vec4, pa, pw);
+        if (c + 1 < nc) tile_fetch(c + 1, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, pa, pw);
 #endif
         if (c < nx)
             tile_chunk(As, Ws, kg * CHUNK_PER_KGROUP, wm, wn, gid, tig, acc_r, acc_z, acc_i);

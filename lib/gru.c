@@ -130,8 +130,8 @@ typedef struct tile_shape {
 static size_t tile_items(const tile_shape *s) { return 32u * s->wm * s->wn * s->ksplit; }
 
 /* pad: the local rows' padding, 4 floats (8 for the mma variant 2). */
-static size_t tile_local_bytes(const tile_shape *s, unsigned pad) {
-    size_t chunk = (size_t)(s->wm * s->mt * 16 + 3 * s->wn * s->nt * 8) * (32 * s->ksplit + pad);
+static size_t tile_local_bytes(const tile_shape *s, unsigned kc, unsigned pad) {
+    size_t chunk = (size_t)(s->wm * s->mt * 16 + 3 * s->wn * s->nt * 8) * (kc * s->ksplit + pad);
     size_t hand = s->ksplit > 1 ? (size_t)16 * s->mt * s->nt * 32 * s->wm * s->wn : 0;
     return (chunk > hand ? chunk : hand) * sizeof(float);
 }
@@ -160,10 +160,12 @@ static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
     unsigned mma = ctx->nv_options && ctx->nv_cc_major >= 8 ? (env ? (unsigned)atoi(env) : 1) : 0;
     if (mma > 2) mma = 1;
     unsigned pad = mma == 2 ? 8 : 4;
+    const char *ek = getenv("OCLML_GRU_KC");
+    unsigned kc = ek && atoi(ek) == 64 ? 64 : 32;
     tile_shape ts = choose_tile(ctx, a);
-    if (tile_items(&ts) > ctx->info.max_work_group_size || tile_local_bytes(&ts, pad) > ctx->info.local_mem_bytes) {
+    if (tile_items(&ts) > ctx->info.max_work_group_size || tile_local_bytes(&ts, kc, pad) > ctx->info.local_mem_bytes) {
         ts = (tile_shape){2, 2, 2, 2, 1};
-        if (tile_items(&ts) > ctx->info.max_work_group_size || tile_local_bytes(&ts, pad) > ctx->info.local_mem_bytes)
+        if (tile_items(&ts) > ctx->info.max_work_group_size || tile_local_bytes(&ts, kc, pad) > ctx->info.local_mem_bytes)
             return OCLML_ERR_UNSUPPORTED;
     }
     cl_ulong xo0 = oclml__opt_offset(a->x), ho0 = oclml__opt_offset(a->h), wio0 = oclml__opt_offset(a->w_ih), who0 = oclml__opt_offset(a->w_hh);
@@ -171,13 +173,13 @@ static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
     const char *ea = getenv("OCLML_GRU_ASYNC"), *eo = getenv("OCLML_GRU_ORDER");
     unsigned async = mma && vec4 && ea ? (unsigned)atoi(ea) : 0;
     if (async > 4) async = 4;
-    while (async >= 2 && tile_local_bytes(&ts, pad) * async > ctx->info.local_mem_bytes) async--;
+    while (async >= 2 && tile_local_bytes(&ts, kc, pad) * async > ctx->info.local_mem_bytes) async--;
     if (async < 2) async = 0;
-    size_t lds_bytes = tile_local_bytes(&ts, pad) * (async ? async : 1);
+    size_t lds_bytes = tile_local_bytes(&ts, kc, pad) * (async ? async : 1);
     /* Four accumulator sets and the staged float4 a work-item: NVIDIA's default cap of 64
      * registers would spill them (a work-group of up to 256 fits 255 each). */
-    char opts[160];
-    snprintf(opts, sizeof opts, "-DTILE_WM=%u -DTILE_WN=%u -DTILE_MT=%u -DTILE_NT=%u -DTILE_KSPLIT=%u%s%s%s%s", ts.wm,
+    char opts[200];
+    snprintf(opts, sizeof opts, "-DTILE_KC=%u -DTILE_VEC4=%u -DTILE_WM=%u -DTILE_WN=%u -DTILE_MT=%u -DTILE_NT=%u -DTILE_KSPLIT=%u%s%s%s%s", kc, vec4, ts.wm,
              ts.wn, ts.mt, ts.nt, ts.ksplit, mma == 2 ? " -DTILE_MMA=2" : mma ? " -DTILE_MMA=1" : "",
              ctx->nv_options ? " -cl-nv-maxrregcount=255" : "", async ? (async == 2 ? " -DTILE_ASYNC=2" : async == 3 ? " -DTILE_ASYNC=3" : " -DTILE_ASYNC=4") : "",
              eo && !strcmp(eo, "1") ? " -DTILE_PASS_OUTER=1" : "");
@@ -193,10 +195,10 @@ static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
     oclml__arg args[] = {OCLML_ARG(x), OCLML_ARG(xo), OCLML_ARG(h), OCLML_ARG(ho), OCLML_ARG(wi), OCLML_ARG(wio),
                          OCLML_ARG(wh), OCLML_ARG(who), OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh),
                          OCLML_ARG(bho), OCLML_ARG(hn), OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(B),
-                         OCLML_ARG(I), OCLML_ARG(D), OCLML_ARG(vec4), OCLML_LOCAL(lds_bytes)};
+                         OCLML_ARG(I), OCLML_ARG(D), OCLML_LOCAL(lds_bytes)};
     size_t tile_m = ts.wm * ts.mt * 16, tile_n = ts.wn * ts.nt * 8;
     size_t local[2] = {tile_items(&ts), 1}, global[2] = {(a->D + tile_n - 1) / tile_n * local[0], (a->B + tile_m - 1) / tile_m};
-    return oclml__launch(ctx, k, args, 20, 2, global, local);
+    return oclml__launch(ctx, k, args, 19, 2, global, local);
 }
 
 /* One step: the tiled kernel for large TORCH batches, the fused kernels otherwise. */

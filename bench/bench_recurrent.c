@@ -58,7 +58,7 @@ int bench_gru(bench_env *env) {
         bench_result r = {.op = "gru_step", .max_rel_err = -1};
         char sh[48], variant[48];
         snprintf(sh, sizeof sh, "B%zu,I%zu,D%zu", B, I, D);
-        snprintf(variant, sizeof variant, "%s", B >= 128 ? "2 GEMMs + gate kernel" : "fused, 1 launch");
+        snprintf(variant, sizeof variant, "%s", B >= 128 ? "tiled, gates fused, 1 launch" : "fused, 1 launch");
         r.shape = sh;
         r.variant = variant;
         r.flops = 6.0 * B * D * (I + D);

@@ -29,7 +29,7 @@
 #define TILE_NT 2
 #endif
 #ifndef TILE_MMA
-#define TILE_MMA 0 /* 0: FMAs; 1: tensor cores, 3xTF32; 2: tensor cores, TF32 + BF16 corrections */
+#define TILE_MMA 0 /* 0: FMAs; 1: tensor cores (3xTF32) */
 #endif
 #ifndef TILE_KSPLIT
 #define TILE_KSPLIT 1
@@ -38,37 +38,20 @@
 #define TILE_N (TILE_WN * TILE_NT * 8)
 #define KGROUP_ITEMS (32 * TILE_WM * TILE_WN)
 #define TILE_ITEMS (KGROUP_ITEMS * TILE_KSPLIT)
-#ifndef TILE_KC
-#define TILE_KC 32
-#endif
 #ifndef TILE_VEC4
 #define TILE_VEC4 0 /* 1: K and every row offset are multiples of 4 (aligned float4 loads) */
 #endif
-#define CHUNK_PER_KGROUP TILE_KC
+#define CHUNK_PER_KGROUP 32
 #define CHUNK (CHUNK_PER_KGROUP * TILE_KSPLIT)
-/* Local row stride: +4 makes the scalar column reads conflict-free, +8 the float2 ones (16
- * work-items' 8-byte reads then cover 4 rows of 8 words in distinct banks). */
-#if TILE_MMA == 2
-#define LD (CHUNK + 8)
-#else
-#define LD (CHUNK + 4)
-#endif
+#define LD (CHUNK + 4) /* local row stride; +4: conflict-free column reads */
 #define ACCS (TILE_MT * TILE_NT * 4)
-#define FETCH_A (TILE_MT * TILE_KC / 8 / TILE_WN) /* float4 a work-item stages per chunk */
-#define FETCH_W (3 * TILE_NT * TILE_KC / 16 / TILE_WM)
-
-#ifndef TILE_PASS_OUTER
-#define TILE_PASS_OUTER 0
-#endif
-#ifndef TILE_ASYNC
-#define TILE_ASYNC 0 /* 0: staged through registers; 2 to 4: cp.async ring of that many chunks */
-#endif
-#define STAGE4 ((TILE_M + 3 * TILE_N) * LD / 4) /* one chunk's float4 in local memory */
+#define FETCH_A (4 * TILE_MT / TILE_WN) /* float4 a work-item stages per chunk */
+#define FETCH_W (6 * TILE_NT / TILE_WM)
 
 inline float tile_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
 
-/* Four consecutive elements k..k+3 of a row (zeros past K or for a missing row). With TILE_VEC4 (K and
- * every offset are multiples of 4, so the vector load is aligned and wholly inside the row. */
+/* Four consecutive elements k..k+3 of a row (zeros past K or for a missing row). With TILE_VEC4
+ * the vector load is aligned and wholly inside the row. */
 inline float4 tile_load4(__global const float *row, uint k, uint K, bool ok) {
     if (!ok || k >= K) return (float4)(0.0f);
     if (TILE_VEC4) return *(__global const float4 *)(row + k);
@@ -101,76 +84,9 @@ inline void tf32_split(float v, uint *hi, uint *lo) {
     *lo = as_uint(v - as_float(h)) & TF32_MASK;
 }
 
-#if TILE_MMA == 2
-/* d += a * b on the tensor cores, bf16 inputs (two per register), fp32 accumulation (m16n8k16). */
-inline void mma_bf16(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
-    float d0, d1, d2, d3;
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%10,%11,%12,%13};"
-        : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(d[0]), "f"(d[1]), "f"(d[2]),
-          "f"(d[3]));
-    d[0] = d0;
-    d[1] = d1;
-    d[2] = d2;
-    d[3] = d3;
-}
-
-/* Two floats as bf16 (round to nearest), lo in the low half: the k-order of an mma register. */
-inline uint bf16x2(float lo, float hi) {
-    uint d;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-    return d;
-}
-
-/* fp32 accuracy in two tensor-core products instead of 3xTF32's three: with v = hi + lo (hi
- * the tf32 part), a*b = a_hi*b_hi (tf32, exact products) + a_hi*b_lo + a_lo*b_lo + a_lo*b_hi,
- * the last three being ~2^-11 of the first: one bf16 product of K 16 takes them, A' = [a | a_lo]
- * against B' = [b_lo | b_hi], each ~2^-8 off, so ~2^-19 of a*b.
- * K order: a thread's two tf32 k-slots (tig, tig + 4) hold columns 2 tig and 2 tig + 1, the
- * same pair its bf16 registers need, so one float2 read per row feeds both products (A and B
- * use the same order, so the sums are unchanged). */
-inline void tile_chunk(__local const float *As, __local const float *Ws, uint kbase, uint wm,
-                       uint wn, uint gid, uint tig, float *acc_r, float *acc_z, float *acc_n) {
-#pragma unroll
-    for (uint kk = 0; kk < CHUNK_PER_KGROUP; kk += 8) {
-        uint ath[TILE_MT][4], ab[TILE_MT][4];
-#pragma unroll
-        for (uint mt = 0; mt < TILE_MT; mt++) {
-            __local const float *ap = As + (wm * TILE_MT * 16 + mt * 16 + gid) * LD + kbase + kk + 2 * tig;
-            const float2 r0 = *(__local const float2 *)ap, r8 = *(__local const float2 *)(ap + 8 * LD);
-            const uint h0x = as_uint(r0.x) & TF32_MASK, h0y = as_uint(r0.y) & TF32_MASK;
-            const uint h8x = as_uint(r8.x) & TF32_MASK, h8y = as_uint(r8.y) & TF32_MASK;
-            ath[mt][0] = h0x;
-            ath[mt][1] = h8x;
-            ath[mt][2] = h0y;
-            ath[mt][3] = h8y;
-            ab[mt][0] = bf16x2(r0.x, r0.y);
-            ab[mt][1] = bf16x2(r8.x, r8.y);
-            ab[mt][2] = bf16x2(r0.x - as_float(h0x), r0.y - as_float(h0y));
-            ab[mt][3] = bf16x2(r8.x - as_float(h8x), r8.y - as_float(h8y));
-        }
-#pragma unroll
-        for (uint g = 0; g < 3; g++) {
-            float *acc = g == 0 ? acc_r : g == 1 ? acc_z : acc_n;
-#pragma unroll
-            for (uint nt = 0; nt < TILE_NT; nt++) {
-                const float2 w = *(__local const float2 *)(Ws + (g * TILE_N + wn * TILE_NT * 8 + nt * 8 + gid) * LD +
-                                                          kbase + kk + 2 * tig);
-                const uint hx = as_uint(w.x) & TF32_MASK, hy = as_uint(w.y) & TF32_MASK;
-                const uint blo = bf16x2(w.x - as_float(hx), w.y - as_float(hy)), bhi = bf16x2(as_float(hx), as_float(hy));
-#pragma unroll
-                for (uint mt = 0; mt < TILE_MT; mt++) {
-                    float *d = acc + (mt * TILE_NT + nt) * 4;
-                    mma_bf16(d, ab[mt][0], ab[mt][1], ab[mt][2], ab[mt][3], blo, bhi);
-                    mma_tf32(d, ath[mt][0], ath[mt][1], ath[mt][2], ath[mt][3], hx, hy);
-                }
-            }
-        }
-    }
-}
-#else
-/* One chunk's share of a K-group (kbase: its first column in the chunk) for this warp. */
+/* One chunk's share of a K-group (kbase: its first column in the chunk) for this warp. The
+ * passes run small terms first, each over all 3 x TILE_MT x TILE_NT independent products, so a
+ * product waits on its predecessor only a pass later. */
 inline void tile_chunk(__local const float *As, __local const float *Ws, uint kbase, uint wm,
                        uint wn, uint gid, uint tig, float *acc_r, float *acc_z, float *acc_n) {
 #pragma unroll
@@ -184,7 +100,6 @@ inline void tile_chunk(__local const float *As, __local const float *Ws, uint kb
             tf32_split(ap[4], &ah[mt][2], &al[mt][2]);
             tf32_split(ap[8 * LD + 4], &ah[mt][3], &al[mt][3]);
         }
-#if TILE_PASS_OUTER
         uint bh[3][TILE_NT][2], bl[3][TILE_NT][2];
 #pragma unroll
         for (uint g = 0; g < 3; g++)
@@ -207,34 +122,10 @@ inline void tile_chunk(__local const float *As, __local const float *Ws, uint kb
                         mma_tf32(acc + (mt * TILE_NT + nt) * 4, av[0], av[1], av[2], av[3], bv[0], bv[1]);
                     }
             }
-#else
-#pragma unroll
-        for (uint g = 0; g < 3; g++) {
-            float *acc = g == 0 ? acc_r : g == 1 ? acc_z : acc_n;
-            uint bh[TILE_NT][2], bl[TILE_NT][2];
-#pragma unroll
-            for (uint nt = 0; nt < TILE_NT; nt++) {
-                __local const float *bp = Ws + (g * TILE_N + wn * TILE_NT * 8 + nt * 8 + gid) * LD + kbase + kk + tig;
-                tf32_split(bp[0], &bh[nt][0], &bl[nt][0]);
-                tf32_split(bp[4], &bh[nt][1], &bl[nt][1]);
-            }
-            /* Small terms first; a pass's TILE_MT x TILE_NT independent products hide the
-             * latency of the one before. */
-#pragma unroll
-            for (uint pass = 0; pass < 3; pass++)
-#pragma unroll
-                for (uint mt = 0; mt < TILE_MT; mt++)
-#pragma unroll
-                    for (uint nt = 0; nt < TILE_NT; nt++) {
-                        uint *av = pass == 0 ? al[mt] : ah[mt], *bv = pass == 1 ? bl[nt] : bh[nt];
-                        mma_tf32(acc + (mt * TILE_NT + nt) * 4, av[0], av[1], av[2], av[3], bv[0], bv[1]);
-                    }
-        }
-#endif
     }
 }
-#endif
 #else
+/* The same elements with FMAs. */
 inline void tile_chunk(__local const float *As, __local const float *Ws, uint kbase, uint wm,
                        uint wn, uint gid, uint tig, float *acc_r, float *acc_z, float *acc_n) {
 #pragma unroll 4
@@ -278,44 +169,6 @@ inline void tile_fetch(uint c, uint nx, __global const float *x, __global const 
     }
 }
 
-#if TILE_ASYNC
-#if TILE_ASYNC == 2
-#define ASYNC_WAIT "cp.async.wait_group 1;"
-#elif TILE_ASYNC == 3
-#define ASYNC_WAIT "cp.async.wait_group 2;"
-#else
-#define ASYNC_WAIT "cp.async.wait_group 3;"
-#endif
-/* cp.async (sm_80 on): 16 bytes from global to local memory without a trip through registers;
- * src_bytes 0 writes zeros. Needs every row 16-byte aligned (the host's vec4 case). */
-inline void async_copy16(__local float4 *dst, __global const float *src, uint src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(ulong)dst), "l"((ulong)src),
-                 "r"(src_bytes)
-                 : "memory");
-}
-
-inline void tile_issue(uint c, uint nx, __global const float *x, __global const float *h,
-                       __global const float *w_ih, __global const float *w_hh, uint B, uint I,
-                       uint D, uint b0, uint j0, uint lid, __local float4 *stage) {
-    const bool xside = c < nx;
-    const uint K = xside ? I : D, k0 = (xside ? c : c - nx) * CHUNK;
-    __global const float *A = xside ? x : h, *W = xside ? w_ih : w_hh;
-    for (uint i = 0; i < FETCH_A; i++) {
-        const uint q = lid + i * TILE_ITEMS, row = q / (CHUNK / 4), k = k0 + q % (CHUNK / 4) * 4;
-        const bool ok = b0 + row < B && k < K;
-        async_copy16(stage + row * (LD / 4) + q % (CHUNK / 4), ok ? A + (ulong)(b0 + row) * K + k : A, ok ? 16 : 0);
-    }
-    for (uint i = 0; i < FETCH_W; i++) {
-        const uint q = lid + i * TILE_ITEMS, wrow = q / (CHUNK / 4), k = k0 + q % (CHUNK / 4) * 4;
-        const uint g = wrow / TILE_N, j = j0 + wrow % TILE_N;
-        const bool ok = j < D && k < K;
-        async_copy16(stage + (TILE_M + wrow) * (LD / 4) + q % (CHUNK / 4),
-                     ok ? W + ((ulong)g * D + j) * K + k : W, ok ? 16 : 0);
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-#endif
-
 inline void tile_store(__local float4 *lds, uint lid, const float4 *pa, const float4 *pw) {
     for (uint i = 0; i < FETCH_A; i++) {
         const uint q = lid + i * TILE_ITEMS;
@@ -348,27 +201,13 @@ void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const floa
     w_hh += who;
     float acc_r[ACCS], acc_z[ACCS], acc_i[ACCS], acc_h[ACCS];
     for (uint e = 0; e < ACCS; e++) acc_r[e] = acc_z[e] = acc_i[e] = acc_h[e] = 0.0f;
-#if TILE_ASYNC /* a ring of TILE_ASYNC chunks: TILE_ASYNC - 1 are in flight while one is multiplied */
-    for (uint sn = 0; sn + 1 < TILE_ASYNC; sn++) {
-        if (sn < nc) tile_issue(sn, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, lds + sn * STAGE4);
-        else asm volatile("cp.async.commit_group;" ::: "memory"); /* empty groups keep the count */
-    }
-    for (uint c = 0; c < nc; c++) {
-        const uint n = c + TILE_ASYNC - 1;
-        if (n < nc) tile_issue(n, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, lds + n % TILE_ASYNC * STAGE4);
-        else asm volatile("cp.async.commit_group;" ::: "memory");
-        asm volatile(ASYNC_WAIT ::: "memory"); /* chunk c has landed */
-        barrier(CLK_LOCAL_MEM_FENCE);
-        As = (__local const float *)(lds + c % TILE_ASYNC * STAGE4);
-        Ws = As + TILE_M * LD;
-#else /* registers hold chunk c + 1 while chunk c is multiplied */
+    /* registers hold chunk c + 1 while chunk c is multiplied */
     float4 pa[FETCH_A], pw[FETCH_W];
     tile_fetch(0, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, pa, pw);
     for (uint c = 0; c < nc; c++) {
         tile_store(lds, lid, pa, pw);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (c + 1 < nc) tile_fetch(c + 1, nx, x, h, w_ih, w_hh, B, I, D, b0, j0, lid, pa, pw);
-#endif
         if (c < nx)
             tile_chunk(As, Ws, kg * CHUNK_PER_KGROUP, wm, wn, gid, tig, acc_r, acc_z, acc_i);
         else

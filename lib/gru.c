@@ -129,73 +129,66 @@ typedef struct tile_shape {
 
 static size_t tile_items(const tile_shape *s) { return 32u * s->wm * s->wn * s->ksplit; }
 
-/* pad: the local rows' padding, 4 floats (8 for the mma variant 2). */
-static size_t tile_local_bytes(const tile_shape *s, unsigned kc, unsigned pad) {
-    size_t chunk = (size_t)(s->wm * s->mt * 16 + 3 * s->wn * s->nt * 8) * (kc * s->ksplit + pad);
+/* One chunk of rows (32 columns per K-group, rows padded by 4), or the K-groups' hand-over. */
+static size_t tile_local_bytes(const tile_shape *s) {
+    size_t chunk = (size_t)(s->wm * s->mt * 16 + 3 * s->wn * s->nt * 8) * (32 * s->ksplit + 4);
     size_t hand = s->ksplit > 1 ? (size_t)16 * s->mt * s->nt * 32 * s->wm * s->wn : 0;
     return (chunk > hand ? chunk : hand) * sizeof(float);
 }
 
-/* OCLML_GRU_TILE="wm,wn,mt,nt,ksplit" (tuning on a new device), else: 64 x 32 tiles, and a
- * second K-group where the tiles alone would leave the device's compute units half empty. */
-static tile_shape choose_tile(const oclml_ctx *ctx, const gru_args *a) {
-    tile_shape s = {2, 2, 2, 2, 1};
+static bool tile_fits(const oclml_ctx *ctx, const tile_shape *s) {
+    return tile_items(s) <= ctx->info.max_work_group_size && tile_local_bytes(s) <= ctx->info.local_mem_bytes;
+}
+
+/* OCLML_GRU_TILE="wm,wn,mt,nt,ksplit" sets the shape (tuning on a new device). Otherwise, on
+ * tensor cores: 64 x 16 tiles (warps of 32 x 8; on the H100 every shape from 32 x 16 to 128 x 32
+ * and cp.async staging measured within 49-66 us at B4096, this one the fastest, with few
+ * registers), with FMAs: 64 x 32 (fewer reads per FMA). A second K-group where the tiles alone
+ * would leave the compute units half empty (B256 D1024: 48.6 against 51.8 us). */
+static tile_shape choose_tile(const oclml_ctx *ctx, const gru_args *a, bool mma) {
+    tile_shape s = {2, 2, 2, mma ? 1 : 2, 1}, e;
     const char *env = getenv("OCLML_GRU_TILE");
-    tile_shape e;
     if (env && sscanf(env, "%u,%u,%u,%u,%u", &e.wm, &e.wn, &e.mt, &e.nt, &e.ksplit) == 5 && e.wm && e.wn &&
-        e.mt && e.nt && (e.ksplit == 1 || e.ksplit == 2) && 4 * e.mt % e.wn == 0 && 6 * e.nt % e.wm == 0)
+        e.mt && e.nt && (e.ksplit == 1 || e.ksplit == 2) && 4 * e.mt % e.wn == 0 && 6 * e.nt % e.wm == 0 &&
+        tile_fits(ctx, &e))
         return e;
     size_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
-    size_t tiles = (a->D + 31) / 32 * ((a->B + 63) / 64);
+    size_t tiles = (a->D + s.wn * s.nt * 8 - 1) / (s.wn * s.nt * 8) * ((a->B + 63) / 64);
     if (ctx->info.is_gpu && tiles < 2 * cus) s.ksplit = 2;
+    if (!tile_fits(ctx, &s)) s.ksplit = 1;
     return s;
 }
 
-/* The tiled step for TORCH batches from TILED_MIN_BATCH on. Its variants: tensor cores (3xTF32,
- * fp32 accuracy) on NVIDIA compute capability 8 and up, FMAs elsewhere (OCLML_GRU_MMA=0 forces
- * them there too). Returns OCLML_ERR_UNSUPPORTED where the device cannot run its work-groups
- * (the caller then takes the fused kernel). */
+/* The tiled step for TORCH batches from TILED_MIN_BATCH on: tensor cores (3xTF32, fp32
+ * accuracy) on NVIDIA compute capability 8 and up, FMAs elsewhere (OCLML_GRU_MMA=0 forces them
+ * there too). Returns OCLML_ERR_UNSUPPORTED where the device cannot run its work-groups (the
+ * caller then takes the fused kernel). */
 static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
     const char *env = getenv("OCLML_GRU_MMA");
-    unsigned mma = ctx->nv_options && ctx->nv_cc_major >= 8 ? (env ? (unsigned)atoi(env) : 1) : 0;
-    if (mma > 2) mma = 1;
-    unsigned pad = mma == 2 ? 8 : 4;
-    const char *ek = getenv("OCLML_GRU_KC");
-    unsigned kc = ek && atoi(ek) == 64 ? 64 : 32;
-    tile_shape ts = choose_tile(ctx, a);
-    if (tile_items(&ts) > ctx->info.max_work_group_size || tile_local_bytes(&ts, kc, pad) > ctx->info.local_mem_bytes) {
-        ts = (tile_shape){2, 2, 2, 2, 1};
-        if (tile_items(&ts) > ctx->info.max_work_group_size || tile_local_bytes(&ts, kc, pad) > ctx->info.local_mem_bytes)
-            return OCLML_ERR_UNSUPPORTED;
-    }
-    cl_ulong xo0 = oclml__opt_offset(a->x), ho0 = oclml__opt_offset(a->h), wio0 = oclml__opt_offset(a->w_ih), who0 = oclml__opt_offset(a->w_hh);
-    cl_uint vec4 = a->I % 4 == 0 && a->D % 4 == 0 && xo0 % 4 == 0 && ho0 % 4 == 0 && wio0 % 4 == 0 && who0 % 4 == 0;
-    const char *ea = getenv("OCLML_GRU_ASYNC"), *eo = getenv("OCLML_GRU_ORDER");
-    unsigned async = mma && vec4 && ea ? (unsigned)atoi(ea) : 0;
-    if (async > 4) async = 4;
-    while (async >= 2 && tile_local_bytes(&ts, kc, pad) * async > ctx->info.local_mem_bytes) async--;
-    if (async < 2) async = 0;
-    size_t lds_bytes = tile_local_bytes(&ts, kc, pad) * (async ? async : 1);
-    /* Four accumulator sets and the staged float4 a work-item: NVIDIA's default cap of 64
-     * registers would spill them (a work-group of up to 256 fits 255 each). */
-    char opts[200];
-    snprintf(opts, sizeof opts, "-DTILE_KC=%u -DTILE_VEC4=%u -DTILE_WM=%u -DTILE_WN=%u -DTILE_MT=%u -DTILE_NT=%u -DTILE_KSPLIT=%u%s%s%s%s", kc, vec4, ts.wm,
-             ts.wn, ts.mt, ts.nt, ts.ksplit, mma == 2 ? " -DTILE_MMA=2" : mma ? " -DTILE_MMA=1" : "",
-             ctx->nv_options ? " -cl-nv-maxrregcount=255" : "", async ? (async == 2 ? " -DTILE_ASYNC=2" : async == 3 ? " -DTILE_ASYNC=3" : " -DTILE_ASYNC=4") : "",
-             eo && !strcmp(eo, "1") ? " -DTILE_PASS_OUTER=1" : "");
-    cl_kernel k;
-    oclml_status st = oclml__get_kernel(ctx, "gru_tiled.cl", opts, "oclml_gru_step_tiled", &k);
-    if (st) return st;
+    bool mma = ctx->nv_options && ctx->nv_cc_major >= 8 && !(env && !strcmp(env, "0"));
+    tile_shape ts = choose_tile(ctx, a, mma);
+    if (!tile_fits(ctx, &ts)) return OCLML_ERR_UNSUPPORTED;
     cl_uint flags = (a->b_ih ? 1 : 0) | (a->b_hh ? 2 : 0), B = (cl_uint)a->B, I = (cl_uint)a->I, D = (cl_uint)a->D;
     cl_mem x = a->x->mem, h = a->h->mem, wi = a->w_ih->mem, wh = a->w_hh->mem, bi = oclml__opt_mem(a->b_ih),
            bh = oclml__opt_mem(a->b_hh), hn = a->h_new->mem;
     cl_ulong xo = oclml__opt_offset(a->x), ho = oclml__opt_offset(a->h), wio = oclml__opt_offset(a->w_ih),
              who = oclml__opt_offset(a->w_hh), bio = oclml__opt_offset(a->b_ih), bho = oclml__opt_offset(a->b_hh),
              hno = oclml__opt_offset(a->h_new);
+    /* float4 loads need every row start 16-byte aligned. */
+    bool vec4 = a->I % 4 == 0 && a->D % 4 == 0 && xo % 4 == 0 && ho % 4 == 0 && wio % 4 == 0 && who % 4 == 0;
+    /* Four accumulator sets and the staged float4 a work-item: NVIDIA's default cap of 64
+     * registers would spill them (a work-group of up to 256 fits 255 each). */
+    char opts[160];
+    snprintf(opts, sizeof opts, "-DTILE_WM=%u -DTILE_WN=%u -DTILE_MT=%u -DTILE_NT=%u -DTILE_KSPLIT=%u -DTILE_VEC4=%d%s%s",
+             ts.wm, ts.wn, ts.mt, ts.nt, ts.ksplit, vec4, mma ? " -DTILE_MMA=1" : "",
+             ctx->nv_options ? " -cl-nv-maxrregcount=255" : "");
+    cl_kernel k;
+    oclml_status st = oclml__get_kernel(ctx, "gru_tiled.cl", opts, "oclml_gru_step_tiled", &k);
+    if (st) return st;
     oclml__arg args[] = {OCLML_ARG(x), OCLML_ARG(xo), OCLML_ARG(h), OCLML_ARG(ho), OCLML_ARG(wi), OCLML_ARG(wio),
                          OCLML_ARG(wh), OCLML_ARG(who), OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh),
                          OCLML_ARG(bho), OCLML_ARG(hn), OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(B),
-                         OCLML_ARG(I), OCLML_ARG(D), OCLML_LOCAL(lds_bytes)};
+                         OCLML_ARG(I), OCLML_ARG(D), OCLML_LOCAL(tile_local_bytes(&ts))};
     size_t tile_m = ts.wm * ts.mt * 16, tile_n = ts.wn * ts.nt * 8;
     size_t local[2] = {tile_items(&ts), 1}, global[2] = {(a->D + tile_n - 1) / tile_n * local[0], (a->B + tile_m - 1) / tile_m};
     return oclml__launch(ctx, k, args, 19, 2, global, local);

@@ -4,6 +4,15 @@
 /* Kernels address tensors as (buffer, element offset): a wrapped cl_mem may start anywhere. */
 #define OCLML_AT(buf, off) ((buf) + (off))
 
+/* The logistic function of the elementwise op, the GRU gates and the RSSM rollout (one
+ * definition, so they round alike). exp(-x) overflows to inf for x < -88: the result is then 0,
+ * not NaN. */
+inline float oclml_sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
+
+/* The GRU kernels' bias flags (gru.cl, gru_tiled.cl; lib/gru.c bias_flags). */
+#define GRU_B_IH 1 /* b_ih given */
+#define GRU_B_HH 2 /* b_hh given */
+
 /* ---- Row kernels ----
  * A work-group of L work-items handles L/G rows at once; a "segment" of G consecutive
  * work-items (G a power of two) owns one row. Work-item `lane` of a segment holds the row's

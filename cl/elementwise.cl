@@ -9,7 +9,6 @@
 #define GELU_K 0.79788456080286536f /* sqrt(2 / pi) */
 #define GELU_C 0.044715f
 
-inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp(-x)); }
 inline float relu_f(float x) { return (x > 0.0f || isnan(x)) ? x : 0.0f; }
 inline float gelu_tanh_u(float x) { return GELU_K * (x + GELU_C * x * x * x); }
 
@@ -22,12 +21,12 @@ inline float gelu_tanh_u(float x) { return GELU_K * (x + GELU_C * x * x * x); }
 #define U_RSQRT(x, p) (1.0f / sqrt(x))
 #define U_RECIP(x, p) (1.0f / (x))
 #define U_RELU(x, p) relu_f(x)
-#define U_SIGMOID(x, p) sigmoid_f(x)
+#define U_SIGMOID(x, p) oclml_sigmoid(x)
 #define U_TANH(x, p) tanh(x)
 /* 1 + erf(z) = erfc(-z) and 1 + tanh(u) = 2 sigmoid(2u) keep negative inputs accurate. */
 #define U_GELU_ERF(x, p) (0.5f * (x) * erfc(-(x) * SQRT1_2))
-#define U_GELU_TANH(x, p) ((x) * sigmoid_f(2.0f * gelu_tanh_u(x)))
-#define U_SILU(x, p) ((x) * sigmoid_f(x))
+#define U_GELU_TANH(x, p) ((x) * oclml_sigmoid(2.0f * gelu_tanh_u(x)))
+#define U_SILU(x, p) ((x) * oclml_sigmoid(x))
 #define U_POW(x, p) pow((x), (p))
 
 /* dx = dy * f'(x). Derivatives avoid 1 - t^2 and 1 - sigmoid, which lose all precision where
@@ -41,10 +40,10 @@ inline float d_gelu_erf(float x) {
 }
 inline float d_gelu_tanh(float x) {
     const float u = gelu_tanh_u(x);
-    return sigmoid_f(2.0f * u) + 0.5f * x * sech2(u) * GELU_K * (1.0f + 3.0f * GELU_C * x * x);
+    return oclml_sigmoid(2.0f * u) + 0.5f * x * sech2(u) * GELU_K * (1.0f + 3.0f * GELU_C * x * x);
 }
 inline float d_silu(float x) {
-    return sigmoid_f(x) * (1.0f + x * sigmoid_f(-x));
+    return oclml_sigmoid(x) * (1.0f + x * oclml_sigmoid(-x));
 }
 #define D_NEG(x, g, p) (-(g))
 #define D_ABS(x, g, p) ((g) * sign(x))
@@ -54,7 +53,7 @@ inline float d_silu(float x) {
 #define D_RSQRT(x, g, p) ((g) * -0.5f / ((x) * sqrt(x)))
 #define D_RECIP(x, g, p) (-(g) / ((x) * (x)))
 #define D_RELU(x, g, p) (isnan(x) ? (x) : (x) > 0.0f ? (g) : 0.0f)
-#define D_SIGMOID(x, g, p) ((g) * sigmoid_f(x) * sigmoid_f(-(x)))
+#define D_SIGMOID(x, g, p) ((g) * oclml_sigmoid(x) * oclml_sigmoid(-(x)))
 #define D_TANH(x, g, p) ((g) * sech2(x))
 #define D_GELU_ERF(x, g, p) ((g) * d_gelu_erf(x))
 #define D_GELU_TANH(x, g, p) ((g) * d_gelu_tanh(x))

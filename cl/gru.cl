@@ -3,11 +3,7 @@
  *   r = sigmoid(W_ir x + b_ir + W_hr h + b_hr),  z = sigmoid(W_iz x + b_iz + W_hz h + b_hz)
  *   TORCH: n = tanh(W_in x + b_in + r * (W_hn h + b_hn));  CHO: n = tanh(W_in x + b_in + W_hn (r*h) + b_hn)
  *   h' = (1 - z) * n + z * h
- * flags: 1 b_ih given, 2 b_hh given. */
-#define GRU_B_IH 1
-#define GRU_B_HH 2
-
-inline float gru_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
+ * flags: GRU_B_IH | GRU_B_HH (common.cl). */
 
 /* Work-item lane's share (every S-th element) of the dot product of a weight row with a
  * vector, with four loads in flight: the serial loop waited out one load latency per element. */
@@ -63,8 +59,8 @@ __kernel void oclml_gru_step_fused(__global const float *x, ulong xo, __global c
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid == 0) {
             const float hj = h[ho + (ulong)b * D + j];
-            const float r = gru_sigmoid(gates[0] + gates[3]);
-            const float z = gru_sigmoid(gates[1] + gates[4]);
+            const float r = oclml_sigmoid(gates[0] + gates[3]);
+            const float z = oclml_sigmoid(gates[1] + gates[4]);
             const float n = tanh(gates[2] + (cho ? gates[5] : r * gates[5]));
             h_new[hwo + (ulong)b * D + j] = (1.0f - z) * n + z * hj;
         }
@@ -88,7 +84,7 @@ __kernel void oclml_gru_cho_r(__global const float *x, ulong xo, __global const 
         a = seg_sum(a, red, lid, S);
         if (lane == 0) {
             a += ((flags & GRU_B_IH) ? b_ih[bio + j] : 0.0f) + ((flags & GRU_B_HH) ? b_hh[bho + j] : 0.0f);
-            rh[(ulong)b * D + j] = gru_sigmoid(a) * h[ho + (ulong)b * D + j];
+            rh[(ulong)b * D + j] = oclml_sigmoid(a) * h[ho + (ulong)b * D + j];
         }
     }
 }
@@ -110,7 +106,7 @@ __kernel void oclml_gru_bwd_r(__global const float *gx, __global const float *gh
     const ulong b = i / D, j = i % D;
     const float a = gx[b * 3 * D + j] + gh[b * 3 * D + j] + ((flags & GRU_B_IH) ? b_ih[bio + j] : 0.0f) +
                     ((flags & GRU_B_HH) ? b_hh[bho + j] : 0.0f);
-    const float r = gru_sigmoid(a);
+    const float r = oclml_sigmoid(a);
     r_out[i] = r;
     rh[i] = r * h[ho + i];
 }
@@ -129,7 +125,7 @@ __kernel void oclml_gru_bwd_gates(__global const float *gx, __global const float
         gi[g] = gx[base + g * D + j] + ((flags & GRU_B_IH) ? b_ih[bio + g * D + j] : 0.0f);
         gg[g] = gh[base + g * D + j] + ((flags & GRU_B_HH) ? b_hh[bho + g * D + j] : 0.0f);
     }
-    const float r = gru_sigmoid(gi[0] + gg[0]), z = gru_sigmoid(gi[1] + gg[1]);
+    const float r = oclml_sigmoid(gi[0] + gg[0]), z = oclml_sigmoid(gi[1] + gg[1]);
     const float hn_lin = cho ? ghn[i] + ((flags & GRU_B_HH) ? b_hh[bho + 2 * D + j] : 0.0f) : gg[2];
     const float n = tanh(gi[2] + (cho ? hn_lin : r * hn_lin));
     const float g = dhn[dho + i], hj = h[ho + i];

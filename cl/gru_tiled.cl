@@ -48,8 +48,6 @@
 #define FETCH_A (4 * TILE_MT / TILE_WN) /* float4 a work-item stages per chunk */
 #define FETCH_W (6 * TILE_NT / TILE_WM)
 
-inline float tile_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
-
 /* Four consecutive elements k..k+3 of a row (zeros past K or for a missing row). With TILE_VEC4
  * the vector load is aligned and wholly inside the row. */
 inline float4 tile_load4(__global const float *row, uint k, uint K, bool ok) {
@@ -240,11 +238,11 @@ void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const floa
         if (b >= B || j >= D) continue;
         float bi[3] = {0.0f, 0.0f, 0.0f}, bh[3] = {0.0f, 0.0f, 0.0f};
         for (uint g = 0; g < 3; g++) {
-            if (flags & 1) bi[g] = b_ih[bio + (ulong)g * D + j];
-            if (flags & 2) bh[g] = b_hh[bho + (ulong)g * D + j];
+            if (flags & GRU_B_IH) bi[g] = b_ih[bio + (ulong)g * D + j];
+            if (flags & GRU_B_HH) bh[g] = b_hh[bho + (ulong)g * D + j];
         }
-        const float r = tile_sigmoid(acc_r[e] + bi[0] + bh[0]);
-        const float z = tile_sigmoid(acc_z[e] + bi[1] + bh[1]);
+        const float r = oclml_sigmoid(acc_r[e] + bi[0] + bh[0]);
+        const float z = oclml_sigmoid(acc_z[e] + bi[1] + bh[1]);
         const float n = tanh(acc_i[e] + bi[2] + r * (acc_h[e] + bh[2]));
         const ulong o = (ulong)b * D + j;
         h_new[hwo + o] = (1.0f - z) * n + z * h[o];

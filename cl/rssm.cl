@@ -9,8 +9,6 @@
 #define R_FFIN 32
 #define R_F0_SHARED 64
 
-inline float r_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
-
 /* Philox4x32-10 (Salmon et al. 2011), the counter-based generator of RSSM.md. */
 inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
     for (uint i = 0; i < 10; i++) {
@@ -290,7 +288,7 @@ __kernel void oclml_rssm_rollout(
             for (uint j0 = j_lo; j0 < j_hi; j0 += UC_R) {
                 gru_gates(Wi, Wh, bi, bh, xs, ha, ha, part, gates, j0, min(UC_R, j_hi - j0), 2, SEG_R, IN, D,
                           vec4, lid, L, false, 0.0f);
-                if (lid < min(UC_R, j_hi - j0)) xrh[j0 + lid] = r_sigmoid(gates[2 * lid] + gates[2 * lid + 1]) * ha[j0 + lid];
+                if (lid < min(UC_R, j_hi - j0)) xrh[j0 + lid] = oclml_sigmoid(gates[2 * lid] + gates[2 * lid + 1]) * ha[j0 + lid];
             }
             member_sync(count, abort_flag, ++nsync * P, spin_limit, P, lid);
             for (uint i = lid; i < D; i += L) hn[i] = xrh[i];
@@ -313,7 +311,7 @@ __kernel void oclml_rssm_rollout(
             if (lid < n) {
                 __local const float *g = gates + 6 * lid;
                 const uint j = j0 + lid;
-                const float r = r_sigmoid(g[0] + g[3]), z = r_sigmoid(g[1] + g[4]);
+                const float r = oclml_sigmoid(g[0] + g[3]), z = oclml_sigmoid(g[1] + g[4]);
                 const float nn = tanh(g[2] + (cho ? g[5] : r * g[5]));
                 const float h = (1.0f - z) * nn + z * ha[j];
                 xh[j] = h;

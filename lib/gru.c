@@ -57,6 +57,10 @@ static oclml_status check_gru(oclml_ctx *ctx, oclml_gru_variant v, gru_args *a) 
     return OCLML_SUCCESS;
 }
 
+/* The kernels' bias flags (cl/gru.cl, cl/gru_tiled.cl): 1 b_ih given, 2 b_hh given. */
+static cl_uint bias_flags(const oclml_tensor *b_ih, const oclml_tensor *b_hh) {
+    return (b_ih ? 1u : 0u) | (b_hh ? 2u : 0u);
+}
 
 /* Segment width and batch rows per work-group for the fused kernels. */
 static void fused_shape(const oclml_ctx *ctx, const gru_args *a, cl_uint *S, cl_uint *BB) {
@@ -67,7 +71,7 @@ static void fused_shape(const oclml_ctx *ctx, const gru_args *a, cl_uint *S, cl_
 }
 
 static oclml_status step_fused(oclml_ctx *ctx, oclml_gru_variant v, const gru_args *a) {
-    cl_uint S, BB, flags = (a->b_ih ? 1 : 0) | (a->b_hh ? 2 : 0), cho = v == OCLML_GRU_CHO;
+    cl_uint S, BB, flags = bias_flags(a->b_ih, a->b_hh), cho = v == OCLML_GRU_CHO;
     cl_uint B = (cl_uint)a->B, I = (cl_uint)a->I, D = (cl_uint)a->D;
     fused_shape(ctx, a, &S, &BB);
     size_t groups_b = (a->B + BB - 1) / BB;
@@ -128,10 +132,17 @@ typedef struct tile_shape {
 } tile_shape;
 
 static size_t tile_items(const tile_shape *s) { return 32u * s->wm * s->wn * s->ksplit; }
+static size_t tile_rows(const tile_shape *s) { return 16u * s->wm * s->mt; }
+static size_t tile_units(const tile_shape *s) { return 8u * s->wn * s->nt; }
+
+/* Work-groups for B rows x D units. */
+static size_t tile_count(const tile_shape *s, size_t B, size_t D) {
+    return (D + tile_units(s) - 1) / tile_units(s) * ((B + tile_rows(s) - 1) / tile_rows(s));
+}
 
 /* One chunk of rows (32 columns per K-group, rows padded by 4), or the K-groups' hand-over. */
 static size_t tile_local_bytes(const tile_shape *s) {
-    size_t chunk = (size_t)(s->wm * s->mt * 16 + 3 * s->wn * s->nt * 8) * (32 * s->ksplit + 4);
+    size_t chunk = (tile_rows(s) + 3 * tile_units(s)) * (32 * s->ksplit + 4);
     size_t hand = s->ksplit > 1 ? (size_t)16 * s->mt * s->nt * 32 * s->wm * s->wn : 0;
     return (chunk > hand ? chunk : hand) * sizeof(float);
 }
@@ -153,8 +164,7 @@ static tile_shape choose_tile(const oclml_ctx *ctx, const gru_args *a, bool mma)
         tile_fits(ctx, &e))
         return e;
     size_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
-    size_t tiles = (a->D + s.wn * s.nt * 8 - 1) / (s.wn * s.nt * 8) * ((a->B + 63) / 64);
-    if (ctx->info.is_gpu && tiles < 2 * cus) s.ksplit = 2;
+    if (ctx->info.is_gpu && tile_count(&s, a->B, a->D) < 2 * cus) s.ksplit = 2;
     if (!tile_fits(ctx, &s)) s.ksplit = 1;
     return s;
 }
@@ -168,7 +178,7 @@ static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
     bool mma = ctx->nv_options && ctx->nv_cc_major >= 8 && !(env && !strcmp(env, "0"));
     tile_shape ts = choose_tile(ctx, a, mma);
     if (!tile_fits(ctx, &ts)) return OCLML_ERR_UNSUPPORTED;
-    cl_uint flags = (a->b_ih ? 1 : 0) | (a->b_hh ? 2 : 0), B = (cl_uint)a->B, I = (cl_uint)a->I, D = (cl_uint)a->D;
+    cl_uint flags = bias_flags(a->b_ih, a->b_hh), B = (cl_uint)a->B, I = (cl_uint)a->I, D = (cl_uint)a->D;
     cl_mem x = a->x->mem, h = a->h->mem, wi = a->w_ih->mem, wh = a->w_hh->mem, bi = oclml__opt_mem(a->b_ih),
            bh = oclml__opt_mem(a->b_hh), hn = a->h_new->mem;
     cl_ulong xo = oclml__opt_offset(a->x), ho = oclml__opt_offset(a->h), wio = oclml__opt_offset(a->w_ih),
@@ -189,8 +199,8 @@ static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
                          OCLML_ARG(wh), OCLML_ARG(who), OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh),
                          OCLML_ARG(bho), OCLML_ARG(hn), OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(B),
                          OCLML_ARG(I), OCLML_ARG(D), OCLML_LOCAL(tile_local_bytes(&ts))};
-    size_t tile_m = ts.wm * ts.mt * 16, tile_n = ts.wn * ts.nt * 8;
-    size_t local[2] = {tile_items(&ts), 1}, global[2] = {(a->D + tile_n - 1) / tile_n * local[0], (a->B + tile_m - 1) / tile_m};
+    size_t local[2] = {tile_items(&ts), 1};
+    size_t global[2] = {(a->D + tile_units(&ts) - 1) / tile_units(&ts) * local[0], (a->B + tile_rows(&ts) - 1) / tile_rows(&ts)};
     return oclml__launch(ctx, k, args, 19, 2, global, local);
 }
 
@@ -298,7 +308,7 @@ oclml_status oclml_gru_step_backward(oclml_ctx *ctx, oclml_gru_variant variant, 
                  rh = view2(ctx, m[7], B, D), ghn = view2(ctx, m[8], B, D),
                  drh = view2(ctx, m[9], B, D), ones = view2(ctx, m[10], B, 1);
     oclml_tensor w_hn = rows_of(w_hh, 2 * D, D);
-    cl_uint flags = (b_ih ? 1 : 0) | (b_hh ? 2 : 0), ucho = cho, uB = (cl_uint)B, uD = (cl_uint)D;
+    cl_uint flags = bias_flags(b_ih, b_hh), ucho = cho, uB = (cl_uint)B, uD = (cl_uint)D;
     cl_mem bi = oclml__opt_mem(b_ih), bh = oclml__opt_mem(b_hh);
     cl_ulong bio = oclml__opt_offset(b_ih), bho = oclml__opt_offset(b_hh), ho = oclml__opt_offset(h), dho = oclml__opt_offset(dh_new);
     /* Forward pre-activations. */

@@ -105,6 +105,23 @@ int bench_sizes(const bench_env *env, const char *defaults, long *out, int max) 
     return n;
 }
 
+int bench_shapes(const char *s, int dims, long *out, int max) {
+    int n = 0;
+    while (s && *s && n < max) {
+        const char *item = s;
+        char *end = (char *)s;
+        for (int d = 0; d < dims; d++) {
+            long v = strtol(item, &end, 10);
+            if (end == item || v <= 0 || (d + 1 < dims && *end != 'x')) return n;
+            out[n * dims + d] = v;
+            item = end + 1;
+        }
+        n++;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
 void bench_random(float *x, size_t n, unsigned seed) {
     unsigned long long state = 0x9E3779B97F4A7C15ull ^ seed;
     for (size_t i = 0; i < n; i++) {

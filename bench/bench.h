@@ -44,6 +44,9 @@ double bench_fma_gflops(bench_env *env);
 
 /* Parses --sizes (or the given defaults) into up to max numbers; returns the count. */
 int bench_sizes(const bench_env *env, const char *defaults, long *out, int max);
+/* Shapes of `dims` sizes each, "AxB,AxB" (dims 2) or "AxBxC,..." (dims 3), into out[n * dims + d];
+ * returns how many, stopping at the first malformed one. */
+int bench_shapes(const char *s, int dims, long *out, int max);
 
 /* Fills with uniform values in [-1, 1) from a fixed seed. */
 void bench_random(float *x, size_t n, unsigned seed);

@@ -37,10 +37,11 @@ static oclml_status run_gru(void *u) {
 }
 
 int bench_gru(bench_env *env) {
-    static const size_t shapes[][3] = {{1, 64, 256}, {64, 64, 256}, {4096, 64, 256}, {1, 64, 1024}, {256, 256, 1024}};
-    int count = env->quick ? 2 : 5;
+    /* the canonical shapes of torch_peers.py, or --sizes "BxIxD,..." */
+    long shapes[16][3] = {{1, 64, 256}, {64, 64, 256}, {4096, 64, 256}, {1, 64, 1024}, {256, 256, 1024}};
+    int count = env->sizes ? bench_shapes(env->sizes, 3, &shapes[0][0], 16) : env->quick ? 2 : 5;
     for (int i = 0; i < count; i++) {
-        size_t B = shapes[i][0], I = shapes[i][1], D = shapes[i][2];
+        size_t B = (size_t)shapes[i][0], I = (size_t)shapes[i][1], D = (size_t)shapes[i][2];
         size_t xs[2] = {B, I}, hs[2] = {B, D}, wis[2] = {3 * D, I}, whs[2] = {3 * D, D}, bs = 3 * D;
         float sc = 1.0f / sqrtf((float)D);
         float *x = filled(B * I, 1, 11), *h = filled(B * D, 1, 12), *wi = filled(3 * D * I, sc, 13);

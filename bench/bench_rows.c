@@ -14,18 +14,7 @@ static const long QUICK_SHAPES[][2] = {{256, 1024}, {64, 40000}};
 /* The shapes to run: --sizes takes "ROWSxCOLS,ROWSxCOLS". */
 int bench_row_shapes(const bench_env *env, long shapes[][2], int max) {
     int n = 0;
-    if (env->sizes) {
-        const char *s = env->sizes;
-        while (*s && n < max) {
-            char *end;
-            long r = strtol(s, &end, 10), c = (*end == 'x') ? strtol(end + 1, &end, 10) : 0;
-            if (r <= 0 || c <= 0) break;
-            shapes[n][0] = r;
-            shapes[n++][1] = c;
-            s = *end == ',' ? end + 1 : end;
-        }
-        return n;
-    }
+    if (env->sizes) return bench_shapes(env->sizes, 2, &shapes[0][0], max);
     const long(*src)[2] = env->quick ? QUICK_SHAPES : DEFAULT_SHAPES;
     int count = env->quick ? 2 : 5;
     for (; n < count && n < max; n++) memcpy(shapes[n], src[n], sizeof shapes[n]);

@@ -31,6 +31,7 @@ static void usage(void) {
            "  --json FILE    also write one JSON object per result line (BENCH.md)\n"
            "  --reps N       timed repetitions (default 20), --warm N warm-up runs (default 3)\n"
            "  --sizes LIST   comma-separated sizes for the subcommand instead of its defaults\n"
+           "                 (copy, gemm, elementwise: N; softmax, norm: ROWSxCOLS; gru: BxIxD)\n"
            "  --quick        small default sizes (CPU devices, smoke runs)\n"
            "subcommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) printf("  %-12s %s\n", commands[i].name, commands[i].what);

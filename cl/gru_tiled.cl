@@ -73,13 +73,14 @@ inline void mma_tf32(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint
 }
 
 /* fp32 accuracy from tf32 tensor cores ("3xTF32"): v = hi + lo with hi its top 11 significant
- * bits and lo the rest (truncated to tf32 in turn); a*b = hi*hi + hi*lo + lo*hi up to ~2^-20
- * relative, where one tf32 product alone would be off by ~2^-11. */
+ * bits; a*b = hi*hi + hi*lo + lo*hi up to ~2^-20 relative, where one tf32 product alone would be
+ * off by ~2^-11. lo is passed whole: the tensor cores read only its tf32 bits (ptxas drops a
+ * mask here by itself), and the bits they drop are ~2^-22 of v. */
 #define TF32_MASK 0xffffe000u
 inline void tf32_split(float v, uint *hi, uint *lo) {
     const uint h = as_uint(v) & TF32_MASK;
     *hi = h;
-    *lo = as_uint(v - as_float(h)) & TF32_MASK;
+    *lo = as_uint(v - as_float(h));
 }
 
 /* One chunk's share of a K-group (kbase: its first column in the chunk) for this warp. The
@@ -231,20 +232,36 @@ void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const floa
         }
 #endif
     if (kg != 0) return; /* after the last barrier */
+    /* Every load before the first store: nothing tells the compiler that h_new aliases none of
+     * them, so a load placed after a store waits for it, and the epilogue became eight round trips
+     * to memory in a row (~2.5 us of a 50 us step on the H100). A work-item's elements share
+     * 2 TILE_NT units, so their biases are loaded once. */
+    float bias_r[TILE_NT * 2], bias_z[TILE_NT * 2], bias_in[TILE_NT * 2], bias_hn[TILE_NT * 2], h_old[ACCS];
+    for (uint u = 0; u < TILE_NT * 2; u++) {
+        const uint j = j0 + wn * TILE_NT * 8 + u / 2 * 8 + 2 * tig + (u & 1);
+        float bi[3] = {0.0f, 0.0f, 0.0f}, bh[3] = {0.0f, 0.0f, 0.0f};
+        for (uint g = 0; g < 3 && j < D; g++) {
+            if (flags & GRU_B_IH) bi[g] = b_ih[bio + (ulong)g * D + j];
+            if (flags & GRU_B_HH) bh[g] = b_hh[bho + (ulong)g * D + j];
+        }
+        bias_r[u] = bi[0] + bh[0];
+        bias_z[u] = bi[1] + bh[1];
+        bias_in[u] = bi[2];
+        bias_hn[u] = bh[2];
+    }
     for (uint e = 0; e < ACCS; e++) {
         const uint mt = e / (TILE_NT * 4), nt = e / 4 % TILE_NT;
         const uint b = b0 + wm * TILE_MT * 16 + mt * 16 + gid + 8 * ((e >> 1) & 1);
         const uint j = j0 + wn * TILE_NT * 8 + nt * 8 + 2 * tig + (e & 1);
-        if (b >= B || j >= D) continue;
-        float bi[3] = {0.0f, 0.0f, 0.0f}, bh[3] = {0.0f, 0.0f, 0.0f};
-        for (uint g = 0; g < 3; g++) {
-            if (flags & GRU_B_IH) bi[g] = b_ih[bio + (ulong)g * D + j];
-            if (flags & GRU_B_HH) bh[g] = b_hh[bho + (ulong)g * D + j];
-        }
-        const float r = oclml_sigmoid(acc_r[e] + bi[0] + bh[0]);
-        const float z = oclml_sigmoid(acc_z[e] + bi[1] + bh[1]);
-        const float n = tanh(acc_i[e] + bi[2] + r * (acc_h[e] + bh[2]));
-        const ulong o = (ulong)b * D + j;
-        h_new[hwo + o] = (1.0f - z) * n + z * h[o];
+        h_old[e] = b < B && j < D ? h[(ulong)b * D + j] : 0.0f;
+    }
+    for (uint e = 0; e < ACCS; e++) {
+        const uint mt = e / (TILE_NT * 4), nt = e / 4 % TILE_NT, u = nt * 2 + (e & 1);
+        const uint b = b0 + wm * TILE_MT * 16 + mt * 16 + gid + 8 * ((e >> 1) & 1);
+        const uint j = j0 + wn * TILE_NT * 8 + nt * 8 + 2 * tig + (e & 1);
+        const float r = oclml_sigmoid(acc_r[e] + bias_r[u]);
+        const float z = oclml_sigmoid(acc_z[e] + bias_z[u]);
+        const float n = tanh(acc_i[e] + bias_in[u] + r * (acc_h[e] + bias_hn[u]));
+        if (b < B && j < D) h_new[hwo + (ulong)b * D + j] = (1.0f - z) * n + z * h_old[e];
     }
 }

@@ -154,8 +154,11 @@ static bool tile_fits(const oclml_ctx *ctx, const tile_shape *s) {
 /* OCLML_GRU_TILE="wm,wn,mt,nt,ksplit" sets the shape (tuning on a new device). Otherwise, on
  * tensor cores: 64 x 16 tiles (warps of 32 x 8; on the H100 every shape from 32 x 16 to 128 x 32
  * and cp.async staging measured within 49-66 us at B4096, this one the fastest, with few
- * registers), with FMAs: 64 x 32 (fewer reads per FMA). A second K-group where the tiles alone
- * would leave the compute units half empty (B256 D1024: 48.6 against 51.8 us). */
+ * registers), with FMAs: 64 x 32 (fewer reads per FMA). Where the tiles would leave the compute
+ * units less than two work-groups each, a second K-group doubles the warps (B256 D1024: 48.6
+ * against 51.8 us); and where 64 x 32 tiles then fill between half and all of the compute units
+ * once, those (16 warps, one work-group a unit: no unit runs two while others run one, and each
+ * staged row serves twice the units; B256 D1024 46.8 against 48.6-49.3 us, same run). */
 static tile_shape choose_tile(const oclml_ctx *ctx, const gru_args *a, bool mma) {
     tile_shape s = {2, 2, 2, mma ? 1 : 2, 1}, e;
     const char *env = getenv("OCLML_GRU_TILE");
@@ -164,7 +167,13 @@ static tile_shape choose_tile(const oclml_ctx *ctx, const gru_args *a, bool mma)
         tile_fits(ctx, &e))
         return e;
     size_t cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
-    if (ctx->info.is_gpu && tile_count(&s, a->B, a->D) < 2 * cus) s.ksplit = 2;
+    if (ctx->info.is_gpu && tile_count(&s, a->B, a->D) < 2 * cus) {
+        s.ksplit = 2;
+        tile_shape wide = s;
+        wide.wn *= 2;
+        size_t n = tile_count(&wide, a->B, a->D);
+        if (mma && 2 * n > cus && n <= cus && tile_fits(ctx, &wide)) s = wide;
+    }
     if (!tile_fits(ctx, &s)) s.ksplit = 1;
     return s;
 }

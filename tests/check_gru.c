@@ -83,9 +83,9 @@ START_TEST(large_batch_tiled_kernel) {
 END_TEST
 
 /* The tile shapes a GPU picks that CPUs do not: a second K-group (GPUs with few tiles per compute
- * unit), whose hand-over splits the epilogue between the groups, and 16-unit warps. */
+ * unit) and its hand-over, 64 x 32 tiles of 16 warps, and 16-unit warps. */
 START_TEST(tiled_kernel_shapes) {
-    static const char *shapes[] = {"2,2,2,1,2", "1,2,1,2,2"};
+    static const char *shapes[] = {"2,2,2,1,2", "2,4,2,1,2", "1,2,1,2,2"};
     setenv("OCLML_GRU_TILE", shapes[_i], 1);
     gru_case(0, 129, 33, 65, 1);
     gru_case(0, 200, 68, 36, 0);
@@ -282,7 +282,7 @@ int main(void) {
     tcase_add_loop_test(tc, small_and_odd_sizes, 0, 2);
     tcase_add_loop_test(tc, hidden_above_work_group_limit, 0, 2);
     tcase_add_loop_test(tc, large_batch_tiled_kernel, 0, 2);
-    tcase_add_loop_test(tc, tiled_kernel_shapes, 0, 2);
+    tcase_add_loop_test(tc, tiled_kernel_shapes, 0, 3);
     tcase_add_test(tc, matches_pytorch_grucell);
     tcase_add_loop_test(tc, sequence_matches_stepping, 0, 2);
     tcase_add_loop_test(tc, backward_by_finite_differences, 0, 2);

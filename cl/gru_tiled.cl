@@ -48,6 +48,15 @@
 #define FETCH_A (4 * TILE_MT / TILE_WN) /* float4 a work-item stages per chunk */
 #define FETCH_W (6 * TILE_NT / TILE_WM)
 
+/* Where a work-item's accumulator element e sits (the layout in the header): its row in the
+ * tile, and its unit slot u (of 2 TILE_NT: unit nt * 8 + 2 tig + (e & 1) of the warp), whose
+ * unit in the tile slot_unit gives. */
+inline uint elem_row(uint e, uint wm, uint gid) {
+    return wm * TILE_MT * 16 + e / (TILE_NT * 4) * 16 + gid + 8 * ((e >> 1) & 1);
+}
+inline uint elem_slot(uint e) { return e / 4 % TILE_NT * 2 + (e & 1); }
+inline uint slot_unit(uint u, uint wn, uint tig) { return wn * TILE_NT * 8 + u / 2 * 8 + 2 * tig + (u & 1); }
+
 /* Four consecutive elements k..k+3 of a row (zeros past K or for a missing row). With TILE_VEC4
  * the vector load is aligned and wholly inside the row. */
 inline float4 tile_load4(__global const float *row, uint k, uint K, bool ok) {
@@ -133,14 +142,11 @@ inline void tile_chunk(__local const float *As, __local const float *Ws, uint kb
         for (uint mt = 0; mt < TILE_MT; mt++)
             for (uint s = 0; s < 2; s++) a[mt * 2 + s] = As[(wm * TILE_MT * 16 + mt * 16 + gid + 8 * s) * LD + k];
         for (uint g = 0; g < 3; g++)
-            for (uint nt = 0; nt < TILE_NT; nt++)
-                for (uint s = 0; s < 2; s++)
-                    w[g][nt * 2 + s] = Ws[(g * TILE_N + wn * TILE_NT * 8 + nt * 8 + 2 * tig + s) * LD + k];
+            for (uint u = 0; u < TILE_NT * 2; u++) w[g][u] = Ws[(g * TILE_N + slot_unit(u, wn, tig)) * LD + k];
 #pragma unroll
         for (uint e = 0; e < ACCS; e++) {
-            const uint mt = e / (TILE_NT * 4), nt = e / 4 % TILE_NT;
-            const float av = a[mt * 2 + ((e >> 1) & 1)];
-            const uint wi = nt * 2 + (e & 1);
+            const float av = a[e / (TILE_NT * 4) * 2 + ((e >> 1) & 1)];
+            const uint wi = elem_slot(e);
             acc_r[e] = fma(av, w[0][wi], acc_r[e]);
             acc_z[e] = fma(av, w[1][wi], acc_z[e]);
             acc_n[e] = fma(av, w[2][wi], acc_n[e]);
@@ -238,7 +244,7 @@ void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const floa
      * 2 TILE_NT units, so their biases are loaded once. */
     float bias_r[TILE_NT * 2], bias_z[TILE_NT * 2], bias_in[TILE_NT * 2], bias_hn[TILE_NT * 2], h_old[ACCS];
     for (uint u = 0; u < TILE_NT * 2; u++) {
-        const uint j = j0 + wn * TILE_NT * 8 + u / 2 * 8 + 2 * tig + (u & 1);
+        const uint j = j0 + slot_unit(u, wn, tig);
         float bi[3] = {0.0f, 0.0f, 0.0f}, bh[3] = {0.0f, 0.0f, 0.0f};
         for (uint g = 0; g < 3 && j < D; g++) {
             if (flags & GRU_B_IH) bi[g] = b_ih[bio + (ulong)g * D + j];
@@ -250,15 +256,11 @@ void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const floa
         bias_hn[u] = bh[2];
     }
     for (uint e = 0; e < ACCS; e++) {
-        const uint mt = e / (TILE_NT * 4), nt = e / 4 % TILE_NT;
-        const uint b = b0 + wm * TILE_MT * 16 + mt * 16 + gid + 8 * ((e >> 1) & 1);
-        const uint j = j0 + wn * TILE_NT * 8 + nt * 8 + 2 * tig + (e & 1);
+        const uint b = b0 + elem_row(e, wm, gid), j = j0 + slot_unit(elem_slot(e), wn, tig);
         h_old[e] = b < B && j < D ? h[(ulong)b * D + j] : 0.0f;
     }
     for (uint e = 0; e < ACCS; e++) {
-        const uint mt = e / (TILE_NT * 4), nt = e / 4 % TILE_NT, u = nt * 2 + (e & 1);
-        const uint b = b0 + wm * TILE_MT * 16 + mt * 16 + gid + 8 * ((e >> 1) & 1);
-        const uint j = j0 + wn * TILE_NT * 8 + nt * 8 + 2 * tig + (e & 1);
+        const uint u = elem_slot(e), b = b0 + elem_row(e, wm, gid), j = j0 + slot_unit(u, wn, tig);
         const float r = oclml_sigmoid(acc_r[e] + bias_r[u]);
         const float z = oclml_sigmoid(acc_z[e] + bias_z[u]);
         const float n = tanh(acc_i[e] + bias_in[u] + r * (acc_h[e] + bias_hn[u]));

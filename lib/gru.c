@@ -135,10 +135,10 @@ static size_t tile_items(const tile_shape *s) { return 32u * s->wm * s->wn * s->
 static size_t tile_rows(const tile_shape *s) { return 16u * s->wm * s->mt; }
 static size_t tile_units(const tile_shape *s) { return 8u * s->wn * s->nt; }
 
-/* Work-groups for B rows x D units. */
-static size_t tile_count(const tile_shape *s, size_t B, size_t D) {
-    return (D + tile_units(s) - 1) / tile_units(s) * ((B + tile_rows(s) - 1) / tile_rows(s));
-}
+/* Work-groups along D units, along B rows, and in all. */
+static size_t tile_groups_d(const tile_shape *s, size_t D) { return (D + tile_units(s) - 1) / tile_units(s); }
+static size_t tile_groups_b(const tile_shape *s, size_t B) { return (B + tile_rows(s) - 1) / tile_rows(s); }
+static size_t tile_count(const tile_shape *s, size_t B, size_t D) { return tile_groups_d(s, D) * tile_groups_b(s, B); }
 
 /* One chunk of rows (32 columns per K-group, rows padded by 4), or the K-groups' hand-over. */
 static size_t tile_local_bytes(const tile_shape *s) {
@@ -209,7 +209,7 @@ static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
                          OCLML_ARG(bho), OCLML_ARG(hn), OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(B),
                          OCLML_ARG(I), OCLML_ARG(D), OCLML_LOCAL(tile_local_bytes(&ts))};
     size_t local[2] = {tile_items(&ts), 1};
-    size_t global[2] = {(a->D + tile_units(&ts) - 1) / tile_units(&ts) * local[0], (a->B + tile_rows(&ts) - 1) / tile_rows(&ts)};
+    size_t global[2] = {tile_groups_d(&ts, a->D) * local[0], tile_groups_b(&ts, a->B)};
     return oclml__launch(ctx, k, args, 19, 2, global, local);
 }
 

@@ -91,12 +91,16 @@ typedef enum oclml_log_level {
 typedef void (*oclml_log_fn)(void *user, oclml_log_level level, const char *message);
 
 typedef struct oclml_ctx_options {
+    /* sizeof(oclml_ctx_options), set by oclml_ctx_options_init: lets the struct grow without
+     * breaking callers compiled against an older header. */
+    size_t struct_size;
     /* Device selector: "gpu", "cpu", "P:D" (platform and device index), or a case-insensitive
      * substring of the platform or device name. NULL: $OCLML_DEVICE, else the first GPU, else the
      * first device of any kind. */
     const char *device;
-    /* Colon-separated directories searched for .cl sources before $OCLML_KERNEL_PATH and the
-     * install directory. NULL: none. */
+    /* Colon-separated directories searched for kernel sources (NAME.cl under ops/ or at the top,
+     * helper headers under include/) before $OCLML_KERNEL_PATH and the install directory. A
+     * directory others can write is skipped. NULL: none. */
     const char *kernel_path;
     /* Directory of the on-disk program cache. NULL: $OCLML_CACHE_DIR, else
      * $XDG_CACHE_HOME/oclml (or ~/.cache/oclml). An empty string disables the disk cache. */
@@ -105,8 +109,10 @@ typedef struct oclml_ctx_options {
     size_t cache_max_bytes;
     /* Extra OpenCL build options appended to every program (after $OCLML_BUILD_OPTIONS). */
     const char *build_options;
-    /* Non-zero: compile every kernel file found at context creation, so no op pays the compile. */
-    int warmup;
+    /* Tuning values over the defaults and the device's tuned-values files, e.g.
+     * "gru.tile=4:1:2:2:1, rssm.split=4" (oclml-info lists the keys). NULL: $OCLML_TUNE. An
+     * unknown key or a bad value makes context creation fail with OCLML_ERR_INVALID_ARGUMENT. */
+    const char *tuning;
     /* Non-zero: create the queue with profiling enabled (benchmarks use event timings). */
     int profiling;
     /* Diagnostic callback and its user pointer. NULL: silent, unless $OCLML_VERBOSE=1, which sends
@@ -115,7 +121,8 @@ typedef struct oclml_ctx_options {
     void *log_user;
 } oclml_ctx_options;
 
-/* Fills *options with the defaults (all NULL/0). */
+/* Fills *options with the defaults (all NULL/0) and sets struct_size; call it before setting
+ * fields (a struct without struct_size is refused). */
 OCLML_API oclml_status oclml_ctx_options_init(oclml_ctx_options *options);
 
 /* Creates a context on the selected device. options may be NULL (defaults). On failure *ctx is
@@ -138,8 +145,12 @@ OCLML_API oclml_status oclml_ctx_destroy(oclml_ctx *ctx);
 OCLML_API oclml_status oclml_ctx_finish(oclml_ctx *ctx);
 
 /* Readable text of the last failure on this context ("" if none). The pointer stays valid until
- * the next library call on the context from any thread; copy it if needed. */
+ * the next library call on the context from any thread; copy it if needed. A context shared by
+ * threads has one record, written by whichever call failed last: such programs should use
+ * oclml_ctx_last_error_copy, which copies the text under the record's lock. */
 OCLML_API const char *oclml_ctx_last_error(const oclml_ctx *ctx);
+/* Copies the last failure's text into buf (len bytes, truncated, always terminated). */
+OCLML_API oclml_status oclml_ctx_last_error_copy(const oclml_ctx *ctx, char *buf, size_t len);
 
 /* The OpenCL or CLBlast code behind the last OCLML_ERR_OPENCL / OCLML_ERR_CLBLAST (0 if none). */
 OCLML_API oclml_status oclml_ctx_backend_error(const oclml_ctx *ctx, int *code);
@@ -182,18 +193,66 @@ typedef struct oclml_cache_info {
 
 OCLML_API oclml_status oclml_ctx_cache_info(const oclml_ctx *ctx, oclml_cache_info *info);
 
-/* Builds (or loads from cache) the program of one kernel file, e.g. "memory.cl", with the given
- * extra options; reports the time it took in milliseconds when seconds_ms is not NULL. Used by
- * oclml-info and warm-up; ops build what they need themselves. */
+/* Builds (or loads from cache) every kernel of one kernel file, e.g. a custom "my_op.cl" on the
+ * kernel path, with the given extra options; reports the time it took in milliseconds when
+ * elapsed_ms is not NULL. Ops build only the variant they run themselves; this is for checking
+ * that a file compiles. Helper headers (NAME.h) are not kernel files and are refused. */
 OCLML_API oclml_status oclml_ctx_build_file(oclml_ctx *ctx, const char *file, const char *options,
                                             double *elapsed_ms);
 
-/* Lists the kernel files found on the search path (excluding the shared common.cl): calls fn once
- * per file name. */
+/* Lists the kernel files found on the search path: calls fn once per file name with the
+ * directory it comes from. */
 OCLML_API oclml_status oclml_ctx_kernel_files(oclml_ctx *ctx,
                                               void (*fn)(void *user, const char *file,
                                                          const char *dir),
                                               void *user);
+
+/* The ops of the library, in the order of its op list (softmax, layernorm, gru_step, ...): the
+ * name, the kernel file it runs, its tuning keys (comma-separated, "" if none) and one line on
+ * what it does. Calls fn once per op. */
+typedef struct oclml_op_desc {
+    const char *name;
+    const char *kernel_file;
+    const char *tunables;
+    const char *summary;
+} oclml_op_desc;
+OCLML_API oclml_status oclml_ops_list(void (*fn)(void *user, const oclml_op_desc *op), void *user);
+
+/* Compiles, up front, the kernel variants that the listed ops would pick on this device for
+ * their common shapes (row lengths from 1 to 65536 and the long-row path, GRU batches below and
+ * from 128, the RSSM rollout's default configuration, ...), in parallel where the driver allows,
+ * so that no later call pays a compile. ops: comma-separated op names, NULL or "" for all.
+ * threads: parallel builds (0: one per CPU core, at most 8). progress (may be NULL) is called
+ * after each program with the op, a description of the variant, its build time (0 when it was
+ * cached in memory), and the count done and in total; from the calling thread. */
+typedef void (*oclml_prewarm_fn)(void *user, const char *op, const char *variant, double ms,
+                                  size_t done, size_t total);
+OCLML_API oclml_status oclml_ctx_prewarm(oclml_ctx *ctx, const char *ops, unsigned threads,
+                                         oclml_prewarm_fn progress, void *user);
+
+/* The context's tuning table: calls fn once per key with its value ("4:1:2:2:1"), where the
+ * value came from ("default", "shipped file", "tuned file", "tuning option", "OCLML_TUNE") and
+ * what it does. 0 generally means: the op decides from the shape and the device. */
+OCLML_API oclml_status oclml_ctx_tuning(const oclml_ctx *ctx,
+                                        void (*fn)(void *user, const char *key, const char *value,
+                                                   const char *source, const char *help),
+                                        void *user);
+
+/* The device capabilities the planners use, for tools and logs. Probing the PTX facts builds a
+ * tiny kernel once per context (on GPUs). */
+typedef struct oclml_device_caps {
+    int is_gpu;
+    unsigned compute_units;
+    size_t max_work_group_size;
+    size_t local_mem_bytes;
+    unsigned simd_width; /* warp or wavefront width; 1 where unknown */
+    int fp64, fp16;
+    unsigned nv_cc_major, nv_cc_minor; /* NVIDIA compute capability, 0.0 elsewhere */
+    int register_cap_option;           /* the compiler takes a per-work-item register cap */
+    int inline_ptx;                    /* inline PTX (warp shuffles, GPU-scope sync) builds */
+    int mma_tf32;                      /* TF32 mma.sync (tensor cores) builds */
+} oclml_device_caps;
+OCLML_API oclml_status oclml_ctx_device_caps(oclml_ctx *ctx, oclml_device_caps *caps);
 
 /* Device-side timing. Between begin and end, every kernel the context enqueues is recorded; end
  * waits for them and gives the span from the first kernel's start to the last one's end, in
@@ -273,7 +332,7 @@ OCLML_API oclml_status oclml_gemm_batched(oclml_ctx *ctx, oclml_transpose trans_
 
 /* Describes the kernel variant a row op runs for rows x cols on this device (for benchmarks and
  * logs). op: "softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "layernorm",
- * "rmsnorm", "layernorm_backward" or "rmsnorm_backward". Builds the op's kernels if needed. */
+ * "rmsnorm", "layernorm_backward" or "rmsnorm_backward". Plans only: builds nothing. */
 OCLML_API oclml_status oclml_op_variant(oclml_ctx *ctx, const char *op, size_t rows, size_t cols,
                                         char *text, size_t len);
 
@@ -377,8 +436,9 @@ typedef enum oclml_gru_variant {
 
 /* h_new = GRU(x, h) for a batch: x [B x I], h [B x D], h_new [B x D] (must not overlap x or h).
  * b_ih and b_hh may be NULL (zero). No size caps. Batches below 128 run as one fused launch
- * (TORCH) or two (CHO, whose n gate needs r * h of every unit first); larger TORCH batches as two
- * GEMMs and a gate kernel. */
+ * (TORCH) or two (CHO, whose n gate needs r * h of every unit first); TORCH batches from 128 as
+ * one tiled kernel that computes [x | h] times the gates' weight rows and applies the gates in
+ * its epilogue (on devices with TF32 tensor cores through the 3xTF32 split, at fp32 accuracy). */
 OCLML_API oclml_status oclml_gru_step(oclml_ctx *ctx, oclml_gru_variant variant,
                                       const oclml_tensor *x, const oclml_tensor *h,
                                       const oclml_tensor *w_ih, const oclml_tensor *w_hh,
@@ -395,8 +455,8 @@ OCLML_API oclml_status oclml_gru_step_backward(
     oclml_tensor *dw_ih, oclml_tensor *dw_hh, oclml_tensor *db_ih, oclml_tensor *db_hh);
 
 /* GRU over T steps with inputs known in advance: x [T x B x I], h0 [B x D], every hidden state
- * into hs [T x B x D] (hs[t] = GRU(x[t], hs[t-1])). On the GEMM path (TORCH, large B) the input
- * projection of all steps is one GEMM. The steps are enqueued back to back: no host round trip. */
+ * into hs [T x B x D] (hs[t] = GRU(x[t], hs[t-1])): one oclml_gru_step launch per step, each
+ * reading its x[t] in place, enqueued back to back (no host round trip). */
 OCLML_API oclml_status oclml_gru_sequence(oclml_ctx *ctx, oclml_gru_variant variant,
                                           const oclml_tensor *x, const oclml_tensor *h0,
                                           const oclml_tensor *w_ih, const oclml_tensor *w_hh,
@@ -409,6 +469,7 @@ OCLML_API oclml_status oclml_gru_sequence(oclml_ctx *ctx, oclml_gru_variant vari
 typedef enum oclml_rssm_mode { OCLML_RSSM_MEAN = 0, OCLML_RSSM_SAMPLE = 1 } oclml_rssm_mode;
 
 typedef struct oclml_rssm_config {
+    size_t struct_size; /* sizeof(oclml_rssm_config), set by oclml_rssm_config_init */
     oclml_gru_variant variant;
     size_t steps;        /* T >= 1 */
     size_t groups;       /* G */
@@ -420,7 +481,8 @@ typedef struct oclml_rssm_config {
     uint64_t step_offset; /* SAMPLE mode: counter of the first step, to continue a rollout */
 } oclml_rssm_config;
 
-/* Fills c with RSSM.md's defaults: TORCH, T 50, G 16, C 16, k 8, u 0.01, MEAN, seed 0. */
+/* Fills c with RSSM.md's defaults: TORCH, T 50, G 16, C 16, k 8, u 0.01, MEAN, seed 0, and sets
+ * struct_size (a config without it is refused). */
 OCLML_API oclml_status oclml_rssm_config_init(oclml_rssm_config *c);
 
 typedef struct oclml_rssm_weights {

@@ -1,18 +1,24 @@
 /* oclml-info: what liboclml sees on this machine. Lists OpenCL platforms and devices, which one
- * the library picks and why, whether every kernel file compiles there (with timing), and the
- * state of the program cache. Exit status 0 when every kernel compiles, 1 otherwise. */
+ * the library picks and why, its capabilities, the tuning table and where each value came from,
+ * the op list, and the state of the program cache. With --warm it compiles, up front and in
+ * parallel, every kernel variant the ops would pick on this device (exit status 1 if one fails). */
 #include <oclml.h>
+
+#include "tree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void usage(void) {
-    printf("usage: oclml-info [--device SELECTOR] [--no-compile]\n"
+    printf("usage: oclml-info [--device SELECTOR] [--tune KEY=VALUE,...] [--warm [OPS]] [--ops]\n"
            "  SELECTOR: gpu, cpu, P:D, or part of a platform or device name (default: $OCLML_DEVICE,\n"
            "            else the first GPU, else the first device)\n"
+           "  --warm [OPS]: compile the variants the ops (comma-separated; default all) pick here\n"
+           "  --ops: list the ops with their kernel files and tuning keys\n"
            "environment: OCLML_DEVICE, OCLML_KERNEL_PATH, OCLML_CACHE_DIR, OCLML_BUILD_OPTIONS,\n"
-           "             OCLML_VERBOSE\n");
+           "             OCLML_TUNE, OCLML_VERBOSE\n");
 }
 
 static void list_platforms(void) {
@@ -47,24 +53,24 @@ static void list_platforms(void) {
     }
 }
 
-typedef struct compile_report {
-    oclml_ctx *ctx;
-    int files, failed;
-    double total_ms;
-} compile_report;
+static void show_progress(void *user, const char *op, const char *variant, double ms, size_t done,
+                          size_t total) {
+    double *sum = user;
+    *sum += ms;
+    printf("  [%3zu/%zu] %-22s %8.1f ms  %s\n", done, total, op, ms, variant);
+    fflush(stdout);
+}
 
-static void compile_one(void *user, const char *file, const char *dir) {
-    compile_report *r = user;
-    double ms = 0;
-    oclml_status st = oclml_ctx_build_file(r->ctx, file, NULL, &ms);
-    r->files++;
-    r->total_ms += ms;
-    if (st) {
-        r->failed++;
-        printf("  %-18s FAILED (%s)\n%s\n", file, oclml_status_name(st), oclml_ctx_last_error(r->ctx));
-    } else {
-        printf("  %-18s ok   %8.1f ms   (%s)\n", file, ms, dir);
-    }
+static void show_tunable(void *user, const char *key, const char *value, const char *source,
+                         const char *help) {
+    (void)user;
+    printf("  %-12s %-12s %-14s %s\n", key, value, source, help);
+}
+
+static void show_op(void *user, const oclml_op_desc *op) {
+    (void)user;
+    printf("  %-22s %-22s %-28s %s\n", op->name, op->kernel_file, op->tunables[0] ? op->tunables : "-",
+           op->summary);
 }
 
 static void print_cache(const oclml_ctx *ctx) {
@@ -82,12 +88,19 @@ static void print_cache(const oclml_ctx *ctx) {
 int main(int argc, char **argv) {
     oclml_ctx_options opts;
     oclml_ctx_options_init(&opts);
-    int compile = 1;
+    opts.kernel_path = oclml_tree_kernel_path();
+    int warm = 0, ops = 0;
+    const char *warm_ops = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             opts.device = argv[++i];
-        else if (!strcmp(argv[i], "--no-compile"))
-            compile = 0;
+        else if (!strcmp(argv[i], "--tune") && i + 1 < argc)
+            opts.tuning = argv[++i];
+        else if (!strcmp(argv[i], "--warm")) {
+            warm = 1;
+            if (i + 1 < argc && argv[i + 1][0] != '-') warm_ops = argv[++i];
+        } else if (!strcmp(argv[i], "--ops"))
+            ops = 1;
         else {
             usage();
             return strcmp(argv[i], "--help") ? 2 : 0;
@@ -111,17 +124,35 @@ int main(int argc, char **argv) {
            d.device_name, d.platform_name, d.selected_by, d.device_version, d.driver_version,
            d.compute_units, d.clock_mhz, d.max_work_group_size, d.local_mem_bytes >> 10,
            (double)d.global_mem_bytes / (1 << 30), (double)d.max_alloc_bytes / (1 << 30));
-
-    compile_report r = {.ctx = ctx};
-    if (compile) {
-        printf("\nkernel files (compiled for the selected device):\n");
-        st = oclml_ctx_kernel_files(ctx, compile_one, &r);
-        if (st) printf("  %s\n", oclml_ctx_last_error(ctx));
+    oclml_device_caps c;
+    oclml_ctx_device_caps(ctx, &c);
+    printf("  capabilities: SIMD width %u, fp64 %s, fp16 %s, register cap option %s, inline PTX %s, "
+           "TF32 mma.sync %s",
+           c.simd_width, c.fp64 ? "yes" : "no", c.fp16 ? "yes" : "no",
+           c.register_cap_option ? "yes" : "no", c.inline_ptx ? "yes" : "no", c.mma_tf32 ? "yes" : "no");
+    if (c.nv_cc_major) printf(", compute capability %u.%u", c.nv_cc_major, c.nv_cc_minor);
+    printf("\n\ntuning table (key, value, source, meaning):\n");
+    oclml_ctx_tuning(ctx, show_tunable, NULL);
+    if (ops) {
+        printf("\nops (name, kernel file, tuning keys, what it does):\n");
+        oclml_ops_list(show_op, NULL);
+    }
+    if (warm) {
+        printf("\ncompiling the variants the ops pick on this device (%s):\n", warm_ops ? warm_ops : "all ops");
+        fflush(stdout);
+        double sum = 0, t0 = 0;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        t0 = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+        st = oclml_ctx_prewarm(ctx, warm_ops, 0, show_progress, &sum);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        if (st) printf("  %s: %s\n", oclml_status_name(st), oclml_ctx_last_error(ctx));
         else
-            printf("  %d of %d files compiled in %.1f ms\n", r.files - r.failed, r.files, r.total_ms);
+            printf("  done in %.1f s wall (%.1f s of builds, in parallel)\n",
+                   (ts.tv_sec * 1e3 + ts.tv_nsec / 1e6 - t0) / 1e3, sum / 1e3);
     }
     printf("\n");
     print_cache(ctx);
     oclml_ctx_destroy(ctx);
-    return (st || r.failed) ? 1 : 0;
+    return st ? 1 : 0;
 }

@@ -1,0 +1,23 @@
+/* Helpers every kernel file includes (#include "common.h"): addressing, the shared logistic
+ * function, and which kernels a build compiles.
+ *
+ * A program is built for one variant: the host passes -DOCLML_WANT_<kernel>=1 for each kernel
+ * the op will launch (or -DOCLML_WANT_ALL=1), and a file guards each kernel with
+ * #if OCLML_WANT(name), so a build compiles only what runs. */
+#ifndef OCLML_COMMON_H
+#define OCLML_COMMON_H
+
+#ifndef OCLML_WANT_ALL
+#define OCLML_WANT_ALL 0
+#endif
+#define OCLML_WANT(name) (OCLML_WANT_ALL || OCLML_WANT_##name)
+
+/* Kernels address tensors as (buffer, element offset): a wrapped cl_mem may start anywhere. */
+#define OCLML_AT(buf, off) ((buf) + (off))
+
+/* The logistic function of the elementwise op, the GRU gates and the RSSM rollout (one
+ * definition, so they round alike). exp(-x) overflows to inf for x < -88: the result is then 0,
+ * not NaN. */
+inline float oclml_sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
+
+#endif

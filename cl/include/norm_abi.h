@@ -1,0 +1,9 @@
+/* The norms' host/kernel contract, valid C and OpenCL C (lib/ops/norm.c, cl/ops/norm.cl): the
+ * flag bits of which optional tensors a call passes. Absent gamma and beta act as 1 and 0. */
+#ifndef OCLML_NORM_ABI_H
+#define OCLML_NORM_ABI_H
+#define HAS_GAMMA 1 /* gamma given */
+#define HAS_BETA 2  /* beta given */
+#define SAVE_MEAN 4 /* write the row means */
+#define SAVE_RSTD 8 /* write the row rstd */
+#endif

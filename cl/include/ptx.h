@@ -1,0 +1,70 @@
+/* The only inline PTX of the kernels, behind OCLML_PTX: core defines it where the device's
+ * capability probe built inline PTX (NVIDIA), and only for programs that include this header.
+ * Each helper has a portable counterpart or a portable caller path, tested on PoCL.
+ *   warp_sum         sum over the 32 work-items of a warp by shuffles (no local memory, no
+ *                    barrier); every work-item of the warp must call it, all get the sum
+ *   sync_arrive/load a counter in global memory as a device-wide sync point: arrive makes this
+ *                    work-group's global writes visible to every work-group, then counts it;
+ *                    load reads the counter, and reads after it see what arrivals before wrote
+ *   mma_tf32         d += a * b on TF32 tensor cores (m16n8k8), where the op defines
+ *                    OCLML_WANT_MMA_TF32 (it does so only where the capability is present) */
+#ifndef OCLML_PTX_H
+#define OCLML_PTX_H
+
+#ifndef OCLML_PTX
+#define OCLML_PTX 0
+#endif
+
+#if OCLML_PTX
+inline float warp_sum(float v) {
+    for (uint o = 16; o > 0; o >>= 1) {
+        float t;
+        asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(o));
+        v += t;
+    }
+    return v;
+}
+
+/* PTX's release reduction and acquire load at GPU scope (cheaper than membar.gl around relaxed
+ * atomics): OpenCL 1.2's mem_fence promises only the work-group (NVIDIA compiles it to
+ * membar.cta). */
+inline void sync_arrive(__global volatile uint *count) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
+}
+inline uint sync_load(__global volatile uint *count) {
+    uint v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
+    return v;
+}
+#else
+/* mem_fence plus volatile accesses: enough on PoCL (the tests split RSSM members there),
+ * unverified on other GPUs, so hosts split work over work-groups by default only where
+ * OCLML_PTX is set. */
+inline void sync_arrive(__global volatile uint *count) {
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    atomic_inc(count);
+}
+inline uint sync_load(__global volatile uint *count) {
+    const uint v = *count;
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    return v;
+}
+#endif
+
+#if OCLML_PTX && defined(OCLML_WANT_MMA_TF32)
+/* d += a * b on the tensor cores, tf32 inputs, fp32 accumulation (PTX m16n8k8, sm_80 on). */
+inline void mma_tf32(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+    float d0, d1, d2, d3;
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%11,%12,%13};"
+        : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(d[0]), "f"(d[1]), "f"(d[2]),
+          "f"(d[3]));
+    d[0] = d0;
+    d[1] = d1;
+    d[2] = d2;
+    d[3] = d3;
+}
+#endif
+
+#endif

@@ -1,0 +1,101 @@
+/* Row kernels (softmax, norms): the register path's layout and segment reductions.
+ * The variant is chosen by the host (lib/ops/rows.c) and passed as defines: ROW_ITEMS vectors of
+ * ROW_VEC (1 or 4) floats per work-item. Long rows take the chunked path, OCLML_LONG_ITEMS
+ * elements per work-item and chunk (rows_abi.h). */
+#ifndef OCLML_ROWS_H
+#define OCLML_ROWS_H
+#include "common.h"
+#include "rows_abi.h"
+
+#ifndef ROW_ITEMS
+#define ROW_ITEMS 1
+#endif
+#ifndef ROW_VEC
+#define ROW_VEC 1
+#endif
+#define ROW_FLOATS (ROW_ITEMS * ROW_VEC)
+
+/*
+ * A work-group of L work-items handles L/G rows at once; a "segment" of G consecutive
+ * work-items (G a power of two) owns one row. Work-item `lane` of a segment holds the row's
+ * elements (i*G + lane)*VEC .. +VEC-1 for i < ITEMS in registers, so a row is read from memory
+ * once, reduced, and written once. Loads are coalesced: consecutive lanes touch consecutive
+ * elements (or float4 vectors when VEC == 4; the host picks VEC 4 only when the row length and
+ * every tensor offset are multiples of 4, so the casts below are aligned). */
+
+/* Reductions over the G work-items of a segment through local memory (OpenCL 1.2 has no
+ * portable sub-group operations). Every work-item of the work-group must call them. */
+inline float seg_sum(float v, __local float *red, uint lid, uint G) {
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = G >> 1; s > 0; s >>= 1) {
+        if ((lid & (G - 1)) < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = red[lid & ~(G - 1)];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+
+inline float seg_max(float v, __local float *red, uint lid, uint G) {
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = G >> 1; s > 0; s >>= 1) {
+        if ((lid & (G - 1)) < s) red[lid] = fmax(red[lid], red[lid + s]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = red[lid & ~(G - 1)];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+/* v[ITEMS*VEC] <- the lane's elements of row p (cols long); missing elements get `fill`. */
+#define ROW_LOAD1(v, p, ITEMS, lane, G, cols, ok, fill)                                          \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                     \
+        const uint c_ = i_ * (G) + (lane);                                                     \
+        v[i_] = ((ok) && c_ < (cols)) ? (p)[c_] : (fill);                                       \
+    }
+#define ROW_LOAD4(v, p, ITEMS, lane, G, cols, ok, fill)                                          \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                     \
+        const uint c_ = i_ * (G) + (lane);                                                     \
+        const float4 q_ = ((ok) && c_ < (cols) / 4) ? ((__global const float4 *)(p))[c_]       \
+                                                    : (float4)(fill);                           \
+        v[4 * i_] = q_.x; v[4 * i_ + 1] = q_.y; v[4 * i_ + 2] = q_.z; v[4 * i_ + 3] = q_.w;     \
+    }
+/* Row p <- v (only existing elements). */
+#define ROW_STORE1(v, p, ITEMS, lane, G, cols, ok)                                               \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                     \
+        const uint c_ = i_ * (G) + (lane);                                                     \
+        if ((ok) && c_ < (cols)) (p)[c_] = v[i_];                                               \
+    }
+#define ROW_STORE4(v, p, ITEMS, lane, G, cols, ok)                                               \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                     \
+        const uint c_ = i_ * (G) + (lane);                                                     \
+        if ((ok) && c_ < (cols) / 4)                                                           \
+            ((__global float4 *)(p))[c_] = (float4)(v[4 * i_], v[4 * i_ + 1], v[4 * i_ + 2],   \
+                                                    v[4 * i_ + 3]);                             \
+    }
+/* Whether element k of v[] (k < ITEMS*VEC) is a real element of the row. */
+#define ROW_VALID1(k, lane, G, cols) (((k) * (G) + (lane)) < (cols))
+#define ROW_VALID4(k, lane, G, cols) (((((k) >> 2) * (G) + (lane)) << 2) + ((k) & 3) < (cols))
+
+/* The standard prologue of a row kernel: which row this work-item serves and its lane. */
+#define ROW_PROLOGUE(G, rows)                                                                    \
+    const uint lid = get_local_id(0);                                                           \
+    const uint lane = lid & ((G) - 1);                                                          \
+    const ulong row = (ulong)get_group_id(0) * (get_local_size(0) / (G)) + lid / (G);           \
+    const bool ok = row < (rows);
+
+/* The variant's accessors: ROW_LOAD, ROW_STORE, ROW_VALID for ROW_VEC. */
+#if ROW_VEC == 4
+#define ROW_LOAD ROW_LOAD4
+#define ROW_STORE ROW_STORE4
+#define ROW_VALID ROW_VALID4
+#else
+#define ROW_LOAD ROW_LOAD1
+#define ROW_STORE ROW_STORE1
+#define ROW_VALID ROW_VALID1
+#endif
+
+#endif

@@ -1,0 +1,6 @@
+/* The row ops' host/kernel contract, valid C and OpenCL C (lib/ops/rows.c, cl/include/rows.h):
+ * the chunk length of the long-row path, in elements per work-item. */
+#ifndef OCLML_ROWS_ABI_H
+#define OCLML_ROWS_ABI_H
+#define OCLML_LONG_ITEMS 16
+#endif

@@ -1,0 +1,62 @@
+/* Argument validation shared by every op. Each check records a readable error naming the
+ * argument, so that callers learn which input was wrong. */
+#include "core/core.h"
+
+oclml_status oclml__check_ctx(const oclml_ctx *ctx) {
+    if (!ctx) return OCLML_ERR_NULL_POINTER;
+    oclml__clear_error(ctx);
+    return OCLML_SUCCESS;
+}
+
+oclml_status oclml__check_tensor(const oclml_ctx *ctx, const oclml_tensor *t, const char *name) {
+    if (!t) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "tensor argument '%s' is NULL", name);
+    if (t->ctx != ctx)
+        return oclml__fail(ctx, OCLML_ERR_CONTEXT_MISMATCH,
+                           "tensor '%s' belongs to another context", name);
+    return OCLML_SUCCESS;
+}
+
+oclml_status oclml__check_matrix_view(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                                      size_t *rows, size_t *cols) {
+    oclml_status st = oclml__check_tensor(ctx, t, name);
+    if (st) return st;
+    *cols = t->shape[t->ndim - 1];
+    *rows = t->numel / *cols;
+    return OCLML_SUCCESS;
+}
+
+oclml_status oclml__check_same_shape(const oclml_ctx *ctx, const oclml_tensor *a, const char *an,
+                                     const oclml_tensor *b, const char *bn) {
+    oclml_status st = oclml__check_tensor(ctx, a, an);
+    if (!st) st = oclml__check_tensor(ctx, b, bn);
+    if (st) return st;
+    bool same = a->ndim == b->ndim;
+    for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
+    if (!same)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "tensors '%s' and '%s' must have the same shape", an, bn);
+    return OCLML_SUCCESS;
+}
+
+oclml_status oclml__check_numel(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                                size_t n) {
+    oclml_status st = oclml__check_tensor(ctx, t, name);
+    if (st) return st;
+    if (t->numel != n)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "tensor '%s' has %zu elements, %zu expected", name, t->numel, n);
+    return OCLML_SUCCESS;
+}
+
+oclml_status oclml__check_shape(const oclml_ctx *ctx, const oclml_tensor *t, const char *name, int nd,
+                                size_t a, size_t b, size_t c) {
+    oclml_status st = oclml__check_tensor(ctx, t, name);
+    if (st) return st;
+    const size_t want[3] = {a, b, c};
+    bool ok = t->ndim == nd;
+    for (int i = 0; ok && i < nd; i++) ok = t->shape[i] == want[i];
+    if (ok) return OCLML_SUCCESS;
+    if (nd == 1) return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu]", name, a);
+    if (nd == 2) return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu]", name, a, b);
+    return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu x %zu]", name, a, b, c);
+}

@@ -1,0 +1,318 @@
+/* The core's interface to the ops: context, device capabilities, tuning table, programs and
+ * launches, tensors, errors and checks. Internal names start with oclml__ and are not exported
+ * (the link exports only oclml_ followed by a letter). Core never includes an op's header; the
+ * ops include this. */
+#ifndef OCLML_CORE_H
+#define OCLML_CORE_H
+
+#define OCLML_BUILDING_LIBRARY 1
+#include "oclml.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+
+#include "core/sha256.h"
+
+/* ---- device capabilities (device.c) ----
+ * What ops may ask of a device, probed once per context. Ops plan from these facts and never
+ * from vendor names. The PTX facts are probed lazily (building a tiny kernel, through the
+ * program caches) on first use, so creating a context compiles nothing. */
+typedef struct oclml__caps {
+    bool is_gpu;
+    unsigned compute_units;
+    size_t max_work_group_size;
+    size_t local_mem_bytes;
+    /* Work-items that execute in lock-step (NVIDIA warp, AMD wavefront); 1 where unknown. */
+    unsigned simd_width;
+    bool fp64, fp16;
+    /* NVIDIA compute capability (0.0 elsewhere). */
+    unsigned nv_cc_major, nv_cc_minor;
+    /* The compiler takes a per-work-item register cap (cl_nv_compiler_options). */
+    bool register_cap_option;
+    /* Probed lazily: inline PTX compiles and runs (warp shuffles, GPU-scope acquire/release);
+     * TF32 mma.sync m16n8k8 compiles (tensor cores). */
+    int ptx_probed; /* 0 not yet, 1 done; guarded by caps_lock */
+    bool inline_ptx;
+    bool mma_tf32;
+} oclml__caps;
+
+/* ---- tuning table (tune.c) ----
+ * Every tunable knob of every op, with the value in force for this context and where it came
+ * from. Keys are declared by the ops (oclml__tunables, lib/ops/registry.c); core only parses and
+ * looks them up. A value is 1 to OCLML__TUNE_MAX_INTS integers; 0 usually means "let the op
+ * decide from the shape and the capabilities". */
+#define OCLML__TUNE_MAX_INTS 5
+typedef struct oclml__tunable {
+    const char *key;       /* "gru.tile" */
+    unsigned n;            /* how many integers the value has */
+    long min, max;         /* bounds of each integer */
+    long defaults[OCLML__TUNE_MAX_INTS];
+    const char *help;
+} oclml__tunable;
+
+/* Defined by the op layer: the tunables of every op, terminated by an entry with key NULL. */
+extern const oclml__tunable oclml__tunables[];
+
+typedef enum oclml__tune_source {
+    OCLML__TUNE_DEFAULT,
+    OCLML__TUNE_SHIPPED,
+    OCLML__TUNE_FILE,
+    OCLML__TUNE_OPTION,
+    OCLML__TUNE_ENV
+} oclml__tune_source;
+
+typedef struct oclml__tune_value {
+    long v[OCLML__TUNE_MAX_INTS];
+    oclml__tune_source source;
+} oclml__tune_value;
+
+/* ---- programs ----
+ * A program is one kernel file built for one variant: the op's defines select what the file
+ * compiles, and `kernels` names the kernels it must contain (each gets -DOCLML_WANT_<name>=1;
+ * a file guards each kernel with #if OCLML_WANT(name), so nothing else is compiled). */
+typedef struct oclml__program_spec {
+    const char *file;    /* under cl/ops, e.g. "norm.cl" */
+    const char *defines; /* "-DROW_ITEMS=4 -DROW_VEC=4"; NULL: none */
+    const char *kernels; /* space-separated kernel names */
+    /* Registers a work-item may use: 0 the device's default for full-size work-groups; a larger
+     * number where the op keeps its work-groups small enough (translated by device.c). */
+    unsigned max_registers;
+} oclml__program_spec;
+
+typedef struct oclml__kernel_entry {
+    char *name;
+    cl_kernel kernel;
+    struct oclml__kernel_entry *next;
+} oclml__kernel_entry;
+
+typedef enum { OCLML__PROG_BUILDING, OCLML__PROG_READY, OCLML__PROG_FAILED } oclml__prog_state;
+
+typedef struct oclml__program_entry {
+    char *request;   /* file, options and kernels as requested: the fast lookup key */
+    uint8_t key[32]; /* SHA-256 of the composed source and the complete options */
+    oclml__prog_state state;
+    oclml_status failure;
+    cl_program program;
+    oclml__kernel_entry *kernels;
+    struct oclml__program_entry *next;
+} oclml__program_entry;
+
+/* A pooled device buffer for temporaries. */
+typedef struct oclml__scratch {
+    cl_mem mem;
+    size_t bytes;
+    bool in_use;
+    struct oclml__scratch *next;
+} oclml__scratch;
+
+typedef struct oclml__diskcache {
+    bool enabled;
+    char dir[1024];
+    char disabled_reason[256];
+    uint64_t max_bytes;
+} oclml__diskcache;
+
+struct oclml_ctx {
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue;
+
+    oclml_device_info info;
+    oclml__caps caps;
+    oclml__tune_value *tune; /* one per oclml__tunables entry */
+    char *kernel_path;       /* the option's directories, then $OCLML_KERNEL_PATH's */
+    char *build_options;     /* $OCLML_BUILD_OPTIONS then the option's, space-separated */
+    oclml_log_fn log_fn;
+    void *log_user;
+
+    /* build_lock guards the program list and the counters (never held during a compile: a
+     * program being built is marked BUILDING and others wait on built_cond); launch_lock makes
+     * set-args plus enqueue on a shared kernel object atomic; error_lock guards the error text;
+     * caps_lock the lazy capability probe. */
+    pthread_mutex_t build_lock;
+    pthread_cond_t built_cond;
+    pthread_mutex_t launch_lock;
+    pthread_mutex_t error_lock;
+    pthread_mutex_t scratch_lock;
+    pthread_mutex_t caps_lock;
+
+    oclml__program_entry *programs;
+    oclml__scratch *scratch;
+    oclml__diskcache disk;
+    unsigned long memory_hits, disk_hits, disk_misses, disk_evictions, builds;
+
+    char *last_error;
+    int backend_error;
+
+    /* Work-group caps learned per kernel family from launches the device refused for lack of
+     * resources (ops/rows.c); guarded by build_lock. */
+    struct {
+        char base[64];
+        size_t cap;
+    } wg_caps[32];
+    unsigned n_wg_caps;
+
+    /* Profiling (profile.c): events of the kernels enqueued since profile_begin. */
+    bool profiling_queue;
+    bool profiling_active;
+    cl_event *events;
+    size_t n_events, cap_events;
+};
+
+struct oclml_tensor {
+    oclml_ctx *ctx;
+    cl_mem mem;
+    size_t offset_bytes;
+    int ndim;
+    size_t shape[OCLML_MAX_DIMS];
+    size_t numel;
+};
+
+/* ---- errors and logging (status.c) ---- */
+
+/* Records a readable failure text on the context and returns status. ctx may be NULL. */
+oclml_status oclml__fail(const oclml_ctx *ctx, oclml_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Records an OpenCL failure: keeps the code, names the call. */
+oclml_status oclml__cl_fail(const oclml_ctx *ctx, cl_int err, const char *what);
+/* Sets the last-error text to a long, pre-built string (build logs). */
+oclml_status oclml__fail_text(const oclml_ctx *ctx, oclml_status status, int backend, char *text);
+void oclml__log(const oclml_ctx *ctx, oclml_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *oclml__cl_error_name(cl_int err);
+/* Clears the last-error text at the start of a public call. */
+void oclml__clear_error(const oclml_ctx *ctx);
+
+/* ---- strings and files (util.c) ---- */
+char *oclml__strdup(const char *s);
+char *oclml__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Reads a whole file; returns NULL (errno set) on failure. */
+char *oclml__read_file(const char *path, size_t *len);
+bool oclml__mul_ok(size_t a, size_t b, size_t *out);
+bool oclml__add_ok(size_t a, size_t b, size_t *out);
+double oclml__now_ms(void);
+/* Whether a directory may be trusted with code: ours, not a symlink, not writable by others.
+ * On false, *why says what is wrong (a static printf format taking the path). */
+bool oclml__dir_is_private(const char *path, const char **why);
+
+/* ---- argument checks (check.c) ---- */
+oclml_status oclml__check_ctx(const oclml_ctx *ctx);
+/* Checks a tensor argument: not NULL, same context. name appears in the error text. */
+oclml_status oclml__check_tensor(const oclml_ctx *ctx, const oclml_tensor *t, const char *name);
+/* Checks that a tensor is 2-D or more and returns (rows, cols) with cols the last dimension. */
+oclml_status oclml__check_matrix_view(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                                      size_t *rows, size_t *cols);
+/* Checks that two tensors have the same shape. */
+oclml_status oclml__check_same_shape(const oclml_ctx *ctx, const oclml_tensor *a, const char *an,
+                                     const oclml_tensor *b, const char *bn);
+/* Checks that a tensor has exactly nd (1 to 3) dimensions of sizes a, b, c (unused ones
+ * ignored). */
+oclml_status oclml__check_shape(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                                int nd, size_t a, size_t b, size_t c);
+/* Checks that a tensor is 1-D (or any shape) with exactly n elements. */
+oclml_status oclml__check_numel(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                                size_t n);
+
+/* ---- device capabilities (device.c) ---- */
+void oclml__device_probe(oclml_ctx *ctx);
+/* The capabilities with the lazily probed PTX facts filled in (builds the probe kernels on the
+ * first call; later calls return at once). */
+const oclml__caps *oclml__caps_full(oclml_ctx *ctx);
+/* The build options that carry the capabilities into kernels (-DOCLML_PTX=1 where inline PTX
+ * works) and the register cap of a spec, in the device's own option syntax. malloc'd. */
+char *oclml__device_options(oclml_ctx *ctx, unsigned max_registers);
+
+/* ---- tuning table (tune.c) ---- */
+/* Fills ctx->tune: defaults (0 mostly means: the op decides from the shape and the
+ * capabilities), the shipped and the cache directory's tuned-values files for this device, then
+ * the option string (or $OCLML_TUNE when the option is NULL). An unknown key or a bad value in
+ * the option is an error. */
+oclml_status oclml__tune_init(oclml_ctx *ctx, const char *option);
+/* The value of a key (must be declared in oclml__tunables; i < its n). */
+long oclml__tune(const oclml_ctx *ctx, const char *key, unsigned i);
+const char *oclml__tune_source_name(oclml__tune_source s);
+
+/* ---- programs and kernels (program.c) ---- */
+
+/* Returns kernel `name` of the program described by spec, building (or loading from the caches)
+ * just that variant if needed. The kernel object is owned by the cache; launch it only through
+ * oclml__launch. */
+oclml_status oclml__kernel(oclml_ctx *ctx, const oclml__program_spec *spec, const char *name,
+                           cl_kernel *kernel);
+/* The kernel `name` of `file` in a program of its own, without variant defines. */
+static inline oclml_status oclml__simple_kernel(oclml_ctx *ctx, const char *file, const char *name,
+                                                cl_kernel *kernel) {
+    oclml__program_spec spec = {file, NULL, name, 0};
+    return oclml__kernel(ctx, &spec, name, kernel);
+}
+/* Builds the program of spec if it is not built yet; *built_ms is the time it took (0 for a
+ * memory-cache hit). For prewarm. */
+oclml_status oclml__program_build(oclml_ctx *ctx, const oclml__program_spec *spec,
+                                  double *built_ms);
+void oclml__programs_free(oclml_ctx *ctx);
+/* Builds a self-contained source (capability probes) through the disk cache; records no error. */
+oclml_status oclml__build_probe(oclml_ctx *ctx, const char *label, const char *source,
+                                const char *options);
+
+/* ---- launches (launch.c) ---- */
+
+/* One kernel argument: a value (ptr != NULL) or local memory of size bytes (ptr == NULL). */
+typedef struct oclml__arg {
+    size_t size;
+    const void *ptr;
+} oclml__arg;
+#define OCLML_ARG(x) ((oclml__arg){sizeof(x), &(x)})
+#define OCLML_LOCAL(bytes) ((oclml__arg){(bytes), NULL})
+
+/* Sets the arguments and enqueues the kernel atomically with respect to other threads. local may
+ * be NULL. cl_err (may be NULL) receives the OpenCL code of this launch's own failure (0 on
+ * success): ops that re-plan on a refused work-group size read it, never the context's record. */
+oclml_status oclml__launch(oclml_ctx *ctx, cl_kernel kernel, const oclml__arg *args,
+                           unsigned nargs, cl_uint dims, const size_t *global, const size_t *local,
+                           cl_int *cl_err);
+
+/* A 1-D launch for n work units: a work-group size the device takes, and a global size that is a
+ * multiple of it, capped so that kernels stride over large ranges (enough groups to fill every
+ * compute unit several times over). */
+void oclml__grid_1d(const oclml_ctx *ctx, size_t n, size_t *global, size_t *local);
+
+/* Records the event of a kernel enqueued while profiling is active. Caller holds launch_lock. */
+void oclml__profile_commit(oclml_ctx *ctx, cl_event ev);
+/* For commands enqueued outside oclml__launch (CLBlast): records ev when profiling, else releases
+ * it. Takes launch_lock itself. */
+void oclml__event_done(oclml_ctx *ctx, cl_event ev);
+/* When profiling, enqueues a marker and records it: CLBlast returns the event of its last kernel
+ * only, so the marker stands for the start of a multi-kernel CLBlast routine. */
+void oclml__profile_mark(oclml_ctx *ctx);
+
+/* ---- disk cache (diskcache.c) ---- */
+void oclml__diskcache_open(oclml_ctx *ctx, const char *dir_option, size_t max_bytes);
+/* Loads and verifies an entry; true with *bin (malloc'd) on a hit. A bad entry is evicted. */
+bool oclml__diskcache_load(oclml_ctx *ctx, const uint8_t key[32], unsigned char **bin,
+                           size_t *len);
+void oclml__diskcache_store(oclml_ctx *ctx, const uint8_t key[32], const unsigned char *bin,
+                            size_t len);
+/* Removes the entry of key (a binary the driver rejected). */
+void oclml__diskcache_evict(oclml_ctx *ctx, const uint8_t key[32]);
+void oclml__diskcache_usage(const oclml_ctx *ctx, size_t *entries, uint64_t *bytes);
+
+/* ---- scratch pool (tensor.c) ---- */
+oclml_status oclml__scratch_get(oclml_ctx *ctx, size_t bytes, cl_mem *mem);
+void oclml__scratch_put(oclml_ctx *ctx, cl_mem mem);
+void oclml__scratch_free_all(oclml_ctx *ctx, bool only_unused);
+
+/* Element offset of a tensor within its buffer (kernels take element offsets). */
+static inline cl_ulong oclml__elem_offset(const oclml_tensor *t) {
+    return (cl_ulong)(t->offset_bytes / sizeof(float));
+}
+
+/* An optional tensor as kernel arguments: its buffer and element offset, or NULL and 0 (the
+ * kernel's flag bits say not to touch it). */
+static inline cl_mem oclml__opt_mem(const oclml_tensor *t) { return t ? t->mem : NULL; }
+static inline cl_ulong oclml__opt_offset(const oclml_tensor *t) {
+    return t ? oclml__elem_offset(t) : 0;
+}
+
+#endif

@@ -1,0 +1,135 @@
+/* Device facts and capabilities, probed once per context: the one place that knows vendor
+ * extensions and compiler options. Ops ask capabilities ("has TF32 mma.sync", "takes a register
+ * cap"), never vendor names. */
+#include "core/core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* From cl_nv_device_attribute_query and cl_amd_device_attribute_query (not in every cl_ext.h). */
+#define NV_COMPUTE_CAPABILITY_MAJOR 0x4000
+#define NV_COMPUTE_CAPABILITY_MINOR 0x4001
+#define NV_WARP_SIZE 0x4003
+#define AMD_WAVEFRONT_WIDTH 0x4043
+
+/* Registers per work-item when an op asks for the default: NVIDIA's compiler budgets registers
+ * without knowing the work-group size and otherwise builds row kernels that cannot run the
+ * 1024-wide work-groups long rows need (65536 registers per SM / 1024 = 64). */
+#define DEFAULT_REGISTER_CAP 64
+
+static void device_text(oclml_ctx *ctx, cl_device_info what, char *out, size_t len) {
+    out[0] = '\0';
+    clGetDeviceInfo(ctx->device, what, len - 1, out, NULL);
+}
+
+static char *extensions(oclml_ctx *ctx) {
+    size_t n = 0;
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_EXTENSIONS, 0, NULL, &n) || !n) return NULL;
+    char *ext = malloc(n + 1);
+    if (ext && clGetDeviceInfo(ctx->device, CL_DEVICE_EXTENSIONS, n, ext, NULL)) {
+        free(ext);
+        return NULL;
+    }
+    if (ext) ext[n] = '\0';
+    return ext;
+}
+
+void oclml__device_probe(oclml_ctx *ctx) {
+    oclml_device_info *i = &ctx->info;
+    oclml__caps *c = &ctx->caps;
+    clGetPlatformInfo(ctx->platform, CL_PLATFORM_NAME, sizeof i->platform_name - 1, i->platform_name, NULL);
+    clGetPlatformInfo(ctx->platform, CL_PLATFORM_VERSION, sizeof i->platform_version - 1,
+                      i->platform_version, NULL);
+    device_text(ctx, CL_DEVICE_NAME, i->device_name, sizeof i->device_name);
+    device_text(ctx, CL_DEVICE_VERSION, i->device_version, sizeof i->device_version);
+    device_text(ctx, CL_DRIVER_VERSION, i->driver_version, sizeof i->driver_version);
+    cl_device_type type = 0;
+    clGetDeviceInfo(ctx->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    i->is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
+    cl_uint cu = 0, mhz = 0;
+    clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
+    clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof mhz, &mhz, NULL);
+    i->compute_units = cu ? cu : 1;
+    i->clock_mhz = mhz;
+    clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof i->max_work_group_size,
+                    &i->max_work_group_size, NULL);
+    if (!i->max_work_group_size) i->max_work_group_size = 1;
+    cl_ulong v = 0;
+    clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof v, &v, NULL);
+    i->local_mem_bytes = (size_t)v;
+    clGetDeviceInfo(ctx->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof v, &v, NULL);
+    i->global_mem_bytes = v;
+    clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof v, &v, NULL);
+    i->max_alloc_bytes = v;
+
+    c->is_gpu = i->is_gpu;
+    c->compute_units = i->compute_units;
+    c->max_work_group_size = i->max_work_group_size;
+    c->local_mem_bytes = i->local_mem_bytes;
+    c->simd_width = 1;
+    cl_device_fp_config fp = 0;
+    c->fp64 = !clGetDeviceInfo(ctx->device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp, &fp, NULL) && fp;
+    char *ext = extensions(ctx);
+    if (ext) {
+        c->fp16 = strstr(ext, "cl_khr_fp16") != NULL;
+        c->register_cap_option = strstr(ext, "cl_nv_compiler_options") != NULL;
+        cl_uint u = 0;
+        if (strstr(ext, "cl_nv_device_attribute_query")) {
+            if (!clGetDeviceInfo(ctx->device, NV_COMPUTE_CAPABILITY_MAJOR, sizeof u, &u, NULL)) c->nv_cc_major = u;
+            if (!clGetDeviceInfo(ctx->device, NV_COMPUTE_CAPABILITY_MINOR, sizeof u, &u, NULL)) c->nv_cc_minor = u;
+            if (!clGetDeviceInfo(ctx->device, NV_WARP_SIZE, sizeof u, &u, NULL) && u) c->simd_width = u;
+        }
+        if (strstr(ext, "cl_amd_device_attribute_query") &&
+            !clGetDeviceInfo(ctx->device, AMD_WAVEFRONT_WIDTH, sizeof u, &u, NULL) && u)
+            c->simd_width = u;
+        free(ext);
+    }
+}
+
+/* The probes: a kernel with the inline PTX the helpers use (warp shuffle, GPU-scope release
+ * and acquire), and one with the TF32 tensor-core instruction. Built, not run: a driver that
+ * compiles them runs them (PoCL and non-NVIDIA drivers reject the asm at build time). */
+static const char *PTX_PROBE =
+    "__kernel void oclml_probe_ptx(__global uint *p, float v) {\n"
+    "    float t;\n"
+    "    asm volatile(\"shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\" : \"=f\"(t) : \"f\"(v), \"r\"(1));\n"
+    "    asm volatile(\"red.release.gpu.global.add.u32 [%0], 1;\" ::\"l\"(p) : \"memory\");\n"
+    "    uint u;\n"
+    "    asm volatile(\"ld.acquire.gpu.global.u32 %0, [%1];\" : \"=r\"(u) : \"l\"(p) : \"memory\");\n"
+    "    p[1] = u + (uint)t;\n"
+    "}\n";
+static const char *MMA_PROBE =
+    "__kernel void oclml_probe_mma(__global float *p) {\n"
+    "    uint a0 = as_uint(p[0]), b0 = as_uint(p[1]);\n"
+    "    float d0, d1, d2, d3;\n"
+    "    asm(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, \"\n"
+    "        \"{%8,%9}, {%10,%11,%12,%13};\"\n"
+    "        : \"=f\"(d0), \"=f\"(d1), \"=f\"(d2), \"=f\"(d3)\n"
+    "        : \"r\"(a0), \"r\"(a0), \"r\"(a0), \"r\"(a0), \"r\"(b0), \"r\"(b0), \"f\"(0.0f), \"f\"(0.0f),\n"
+    "          \"f\"(0.0f), \"f\"(0.0f));\n"
+    "    p[2] = d0 + d1 + d2 + d3;\n"
+    "}\n";
+
+const oclml__caps *oclml__caps_full(oclml_ctx *ctx) {
+    pthread_mutex_lock(&ctx->caps_lock);
+    if (!ctx->caps.ptx_probed) {
+        /* Only GPUs run PTX; a CPU driver is spared the failing compile. */
+        if (ctx->caps.is_gpu) {
+            ctx->caps.inline_ptx = !oclml__build_probe(ctx, "ptx probe", PTX_PROBE, "-cl-std=CL1.2");
+            ctx->caps.mma_tf32 = ctx->caps.inline_ptx &&
+                                 !oclml__build_probe(ctx, "mma probe", MMA_PROBE, "-cl-std=CL1.2");
+        }
+        ctx->caps.ptx_probed = 1;
+        oclml__log(ctx, OCLML_LOG_DEBUG, "capabilities: inline PTX %s, TF32 mma.sync %s",
+                   ctx->caps.inline_ptx ? "yes" : "no", ctx->caps.mma_tf32 ? "yes" : "no");
+    }
+    pthread_mutex_unlock(&ctx->caps_lock);
+    return &ctx->caps;
+}
+
+char *oclml__device_options(oclml_ctx *ctx, unsigned max_registers) {
+    unsigned cap = max_registers ? max_registers : DEFAULT_REGISTER_CAP;
+    if (ctx->caps.register_cap_option) return oclml__asprintf(" -cl-nv-maxrregcount=%u", cap);
+    return oclml__strdup("");
+}

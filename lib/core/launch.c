@@ -1,0 +1,42 @@
+/* Enqueuing kernels: arguments and enqueue as one step under the launch lock (kernel objects
+ * are shared by every thread of a context), and the 1-D grid most ops use. */
+#include "core/core.h"
+
+#include <stdio.h>
+
+oclml_status oclml__launch(oclml_ctx *ctx, cl_kernel kernel, const oclml__arg *args,
+                           unsigned nargs, cl_uint dims, const size_t *global, const size_t *local,
+                           cl_int *cl_err) {
+    cl_int err = CL_SUCCESS;
+    unsigned i;
+    pthread_mutex_lock(&ctx->launch_lock);
+    for (i = 0; i < nargs && !err; i++) err = clSetKernelArg(kernel, i, args[i].size, args[i].ptr);
+    bool arg_failed = err != CL_SUCCESS;
+    if (!err) {
+        cl_event ev = NULL;
+        err = clEnqueueNDRangeKernel(ctx->queue, kernel, dims, NULL, global, local, 0, NULL,
+                                     ctx->profiling_active ? &ev : NULL);
+        if (ev) oclml__profile_commit(ctx, ev);
+    }
+    pthread_mutex_unlock(&ctx->launch_lock);
+    if (cl_err) *cl_err = err;
+    if (!err) return OCLML_SUCCESS;
+    char name[64] = "?", what[128];
+    clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, sizeof name - 1, name, NULL);
+    if (arg_failed)
+        snprintf(what, sizeof what, "clSetKernelArg(%s, %u)", name, i - 1);
+    else
+        snprintf(what, sizeof what, "clEnqueueNDRangeKernel(%s)", name);
+    return oclml__cl_fail(ctx, err, what);
+}
+
+void oclml__grid_1d(const oclml_ctx *ctx, size_t n, size_t *global, size_t *local) {
+    size_t wg = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256;
+    if (wg == 0) wg = 1;
+    size_t groups = (n + wg - 1) / wg;
+    size_t cap = (size_t)(ctx->caps.compute_units ? ctx->caps.compute_units : 1) * 32;
+    if (groups > cap) groups = cap;
+    if (groups == 0) groups = 1;
+    *local = wg;
+    *global = groups * wg;
+}

@@ -1,0 +1,286 @@
+/* LayerNorm and RMSNorm along the last axis, forward and backward (cl/ops/norm.cl). */
+#include "ops/ops.h"
+#include "ops/rows.h"
+
+#include "../../cl/include/norm_abi.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define FILE_CL "norm.cl"
+
+static const oclml__row_family LN_FWD = {FILE_CL, "oclml_layernorm_fwd",
+                                         "oclml_layernorm_fwd_part oclml_layernorm_fwd_finish", 1, NULL};
+static const oclml__row_family RMS_FWD = {FILE_CL, "oclml_rmsnorm_fwd",
+                                          "oclml_rmsnorm_fwd_part oclml_rmsnorm_fwd_finish", 1, NULL};
+static const oclml__row_family LN_BWD = {FILE_CL, "oclml_layernorm_bwd",
+                                         "oclml_layernorm_bwd_part oclml_layernorm_bwd_finish", 2, NULL};
+static const oclml__row_family RMS_BWD = {FILE_CL, "oclml_rmsnorm_bwd",
+                                          "oclml_rmsnorm_bwd_part oclml_rmsnorm_bwd_finish", 2, NULL};
+/* The backward fused with dgamma/dbeta; its long_pair is the parameter pass's finish kernel. */
+static const oclml__row_family LN_BWD_PARAMS = {
+    FILE_CL, "oclml_layernorm_bwd_params", NULL, 4,
+    "oclml_layernorm_bwd_params oclml_norm_param_finish"};
+static const oclml__row_family RMS_BWD_PARAMS = {
+    FILE_CL, "oclml_rmsnorm_bwd_params", NULL, 4, "oclml_rmsnorm_bwd_params oclml_norm_param_finish"};
+/* dgamma/dbeta for rows too long for the fused kernel: column partials, then their sum. */
+static const oclml__program_spec PARAM_PASS = {FILE_CL, NULL,
+                                               "oclml_norm_param_part oclml_norm_param_finish", 0};
+
+const oclml__row_family *oclml__norm_family(const char *op) {
+    bool rms = !strncmp(op, "rms", 3);
+    if (strstr(op, "backward")) return rms ? &RMS_BWD_PARAMS : &LN_BWD_PARAMS;
+    return rms ? &RMS_FWD : &LN_FWD;
+}
+
+/* An optional tensor's buffer and offset as kernel arguments (a NULL tensor passes a NULL
+ * buffer, which its flag bit tells the kernel not to touch). */
+typedef struct opt_arg {
+    cl_mem mem;
+    cl_ulong off;
+} opt_arg;
+
+static opt_arg opt(const oclml_tensor *t) {
+    opt_arg a = {oclml__opt_mem(t), oclml__opt_offset(t)};
+    return a;
+}
+
+/* Checks an optional per-column ([cols]) or per-row ([rows]) tensor. */
+static oclml_status check_opt(oclml_ctx *ctx, const oclml_tensor *t, const char *name, size_t n) {
+    return t ? oclml__check_numel(ctx, t, name, n) : OCLML_SUCCESS;
+}
+
+static oclml_status check_eps(oclml_ctx *ctx, float eps) {
+    if (!(eps >= 0.0f) || eps != eps || eps > 1e30f)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "eps must be finite and >= 0");
+    return OCLML_SUCCESS;
+}
+
+static bool vec4_all(const oclml_tensor *const *ts, int n) {
+    for (int i = 0; i < n; i++)
+        if (!oclml__vec4_offset(ts[i])) return false;
+    return true;
+}
+
+typedef struct norm_call {
+    bool rms;
+    const oclml_tensor *x, *gamma, *beta, *mean, *rstd, *dy;
+    float eps;
+    oclml_tensor *y, *out_mean, *out_rstd; /* forward */
+    oclml_tensor *dx, *dgamma, *dbeta;     /* backward */
+} norm_call;
+
+static oclml_status forward_attempt(oclml_ctx *ctx, const void *call, bool *replan) {
+    const norm_call *c = call;
+    const oclml_tensor *x = c->x, *gamma = c->gamma, *beta = c->beta;
+    oclml_tensor *y = c->y, *mean = c->out_mean, *rstd = c->out_rstd;
+    size_t rows, cols;
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = oclml__check_same_shape(ctx, x, "x", y, "y");
+    if (!st) st = oclml__check_matrix_view(ctx, x, "x", &rows, &cols);
+    if (!st) st = check_opt(ctx, gamma, "gamma", cols);
+    if (!st) st = check_opt(ctx, beta, "beta", cols);
+    if (!st) st = check_opt(ctx, mean, "mean", rows);
+    if (!st) st = check_opt(ctx, rstd, "rstd", rows);
+    if (!st) st = check_eps(ctx, c->eps);
+    if (st) return st;
+    const oclml_tensor *all[] = {x, y, gamma, beta};
+    const oclml__row_family *f = c->rms ? &RMS_FWD : &LN_FWD;
+    oclml__row_plan p;
+    st = oclml__row_plan_for(ctx, f, rows, cols, vec4_all(all, 4), &p);
+    if (st) return st;
+    cl_uint flags = (gamma ? HAS_GAMMA : 0) | (beta ? HAS_BETA : 0) | (mean ? SAVE_MEAN : 0) |
+                    (rstd ? SAVE_RSTD : 0);
+    opt_arg g = opt(gamma), b = opt(beta), m = opt(mean), r = opt(rstd);
+    cl_ulong xo = oclml__elem_offset(x), yo = oclml__elem_offset(y);
+    float eps = c->eps;
+    oclml__arg args[] = {OCLML_ARG(x->mem), OCLML_ARG(xo), OCLML_ARG(g.mem), OCLML_ARG(g.off),
+                         OCLML_ARG(b.mem), OCLML_ARG(b.off), OCLML_ARG(y->mem), OCLML_ARG(yo),
+                         OCLML_ARG(m.mem), OCLML_ARG(m.off), OCLML_ARG(r.mem), OCLML_ARG(r.off),
+                         OCLML_ARG(flags), OCLML_ARG(eps), {0, NULL}};
+    if (!p.long_rows) return oclml__row_launch(ctx, f, &p, args, 14, replan);
+    cl_mem part;
+    st = oclml__scratch_get(ctx, p.rows * p.nchunks * 3 * sizeof(float), &part);
+    if (st) return st;
+    oclml__arg a1[] = {OCLML_ARG(x->mem), OCLML_ARG(xo), OCLML_ARG(part)};
+    st = oclml__row_launch_long(ctx, f, false, &p, a1, 3);
+    args[14] = OCLML_ARG(part);
+    if (!st) st = oclml__row_launch_long(ctx, f, true, &p, args, 15);
+    oclml__scratch_put(ctx, part);
+    return st;
+}
+
+/* part[split][col] = (dgamma, dbeta) partials -> dgamma, dbeta, with the finish kernel of the
+ * program `spec`. */
+static oclml_status param_finish(oclml_ctx *ctx, const oclml__program_spec *spec, cl_mem part,
+                                 size_t splits, size_t cols, oclml_tensor *dgamma, oclml_tensor *dbeta) {
+    cl_kernel k;
+    oclml_status st = oclml__kernel(ctx, spec, "oclml_norm_param_finish", &k);
+    if (st) return st;
+    size_t local = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256;
+    size_t global = (cols + local - 1) / local * local;
+    opt_arg dg = opt(dgamma), db = opt(dbeta);
+    cl_uint usplits = (cl_uint)splits, ucols = (cl_uint)cols, flags = (dgamma ? 1 : 0) | (dbeta ? 2 : 0);
+    oclml__arg args[] = {OCLML_ARG(part), OCLML_ARG(usplits), OCLML_ARG(ucols), OCLML_ARG(dg.mem),
+                         OCLML_ARG(dg.off), OCLML_ARG(db.mem), OCLML_ARG(db.off), OCLML_ARG(flags)};
+    return oclml__launch(ctx, k, args, 8, 1, &global, &local, NULL);
+}
+
+/* dgamma and dbeta for rows too long for the fused kernel: column sums over row slices, enough
+ * slices that every compute unit has work. */
+static oclml_status param_grads(oclml_ctx *ctx, const norm_call *c, size_t rows, size_t cols) {
+    cl_kernel kp;
+    oclml_status st = oclml__kernel(ctx, &PARAM_PASS, "oclml_norm_param_part", &kp);
+    if (st) return st;
+    size_t local = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256;
+    size_t col_groups = (cols + local - 1) / local;
+    size_t want_groups = (size_t)ctx->caps.compute_units * 8;
+    size_t splits = want_groups / col_groups;
+    if (splits < 1) splits = 1;
+    if (splits > rows) splits = rows;
+    cl_uint rows_per_split = (cl_uint)((rows + splits - 1) / splits);
+    splits = (rows + rows_per_split - 1) / rows_per_split;
+    cl_mem part;
+    st = oclml__scratch_get(ctx, splits * cols * 2 * sizeof(float), &part);
+    if (st) return st;
+    opt_arg m = opt(c->rms ? NULL : c->mean), r = opt(c->rstd);
+    cl_ulong xo = oclml__elem_offset(c->x), go = oclml__elem_offset(c->dy);
+    cl_uint urms = c->rms, urows = (cl_uint)rows, ucols = (cl_uint)cols;
+    oclml__arg a1[] = {OCLML_ARG(c->x->mem), OCLML_ARG(xo), OCLML_ARG(m.mem), OCLML_ARG(m.off),
+                       OCLML_ARG(r.mem), OCLML_ARG(r.off), OCLML_ARG(c->dy->mem), OCLML_ARG(go),
+                       OCLML_ARG(urms), OCLML_ARG(part), OCLML_ARG(urows), OCLML_ARG(ucols),
+                       OCLML_ARG(rows_per_split)};
+    size_t g1[2] = {col_groups * local, splits}, l1[2] = {local, 1};
+    st = oclml__launch(ctx, kp, a1, 13, 2, g1, l1, NULL);
+    if (!st) st = param_finish(ctx, &PARAM_PASS, part, splits, cols, c->dgamma, c->dbeta);
+    oclml__scratch_put(ctx, part);
+    return st;
+}
+
+/* dx with dgamma/dbeta fused: a fixed number of work-groups loops over the rows. *done is false
+ * when the row does not fit the fused kernel's registers. */
+static oclml_status fused_backward(oclml_ctx *ctx, const norm_call *c, const oclml__arg *args,
+                                   size_t rows, size_t cols, bool vec4, bool *done, bool *replan) {
+    const oclml__row_family *f = c->rms ? &RMS_BWD_PARAMS : &LN_BWD_PARAMS;
+    oclml__row_plan p;
+    *done = false;
+    oclml_status st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &p);
+    if (st || p.long_rows) return st;
+    /* Enough groups to fill the device a few times over, no more: each writes a partial row. */
+    size_t row_groups = p.global[0] / p.local;
+    size_t per_cu = p.local >= 1024 ? 2 : 2048 / p.local;
+    size_t groups = (size_t)ctx->caps.compute_units * per_cu;
+    if (groups > row_groups) groups = row_groups;
+    p.global[0] = groups * p.local;
+    cl_mem part;
+    st = oclml__scratch_get(ctx, groups * cols * 2 * sizeof(float), &part);
+    if (st) return st;
+    oclml__arg all[14];
+    memcpy(all, args, 13 * sizeof *args);
+    all[13] = OCLML_ARG(part);
+    st = oclml__row_launch(ctx, f, &p, all, 14, replan);
+    oclml__program_spec spec = oclml__row_spec(f, &p);
+    if (!st) st = param_finish(ctx, &spec, part, groups, cols, c->dgamma, c->dbeta);
+    oclml__scratch_put(ctx, part);
+    *done = true;
+    return st;
+}
+
+static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *replan) {
+    const norm_call *c = call;
+    const oclml_tensor *x = c->x, *gamma = c->gamma, *dy = c->dy;
+    oclml_tensor *dx = c->dx;
+    size_t rows, cols;
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = oclml__check_same_shape(ctx, x, "x", dy, "dy");
+    if (!st) st = oclml__check_same_shape(ctx, x, "x", dx, "dx");
+    if (!st) st = oclml__check_matrix_view(ctx, x, "x", &rows, &cols);
+    if (!st && !c->rms) st = oclml__check_numel(ctx, c->mean, "mean", rows);
+    if (!st) st = oclml__check_numel(ctx, c->rstd, "rstd", rows);
+    if (!st) st = check_opt(ctx, gamma, "gamma", cols);
+    if (!st) st = check_opt(ctx, c->dgamma, "dgamma", cols);
+    if (!st) st = check_opt(ctx, c->dbeta, "dbeta", cols);
+    if (st) return st;
+    const oclml_tensor *all[] = {x, dy, dx, gamma};
+    cl_uint flags = gamma ? HAS_GAMMA : 0;
+    opt_arg g = opt(gamma), m = opt(c->rms ? NULL : c->mean), r = opt(c->rstd);
+    cl_ulong xo = oclml__elem_offset(x), go = oclml__elem_offset(dy), dxo = oclml__elem_offset(dx);
+    oclml__arg args[] = {OCLML_ARG(x->mem), OCLML_ARG(xo), OCLML_ARG(g.mem), OCLML_ARG(g.off),
+                         OCLML_ARG(m.mem), OCLML_ARG(m.off), OCLML_ARG(r.mem), OCLML_ARG(r.off),
+                         OCLML_ARG(dy->mem), OCLML_ARG(go), OCLML_ARG(dx->mem), OCLML_ARG(dxo),
+                         OCLML_ARG(flags), {0, NULL}};
+    if (c->dgamma || c->dbeta) {
+        bool done;
+        st = fused_backward(ctx, c, args, rows, cols, vec4_all(all, 4), &done, replan);
+        if (st || done) return st;
+    }
+    const oclml__row_family *f = c->rms ? &RMS_BWD : &LN_BWD;
+    oclml__row_plan p;
+    st = oclml__row_plan_for(ctx, f, rows, cols, vec4_all(all, 4), &p);
+    if (st) return st;
+    if (!p.long_rows) {
+        st = oclml__row_launch(ctx, f, &p, args, 13, replan);
+    } else {
+        cl_mem part;
+        st = oclml__scratch_get(ctx, p.rows * p.nchunks * 2 * sizeof(float), &part);
+        if (st) return st;
+        /* The part kernel takes everything but dx. */
+        oclml__arg a1[] = {args[0], args[1], args[2], args[3], args[4],  args[5],        args[6],
+                           args[7], args[8], args[9], args[12], OCLML_ARG(part)};
+        st = oclml__row_launch_long(ctx, f, false, &p, a1, 12);
+        args[13] = OCLML_ARG(part);
+        if (!st) st = oclml__row_launch_long(ctx, f, true, &p, args, 14);
+        oclml__scratch_put(ctx, part);
+    }
+    if (!st && (c->dgamma || c->dbeta)) st = param_grads(ctx, c, rows, cols);
+    return st;
+}
+
+oclml_status oclml_layernorm(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma,
+                             const oclml_tensor *beta, float eps, oclml_tensor *y, oclml_tensor *mean,
+                             oclml_tensor *rstd) {
+    norm_call c = {.rms = false, .x = x, .gamma = gamma, .beta = beta, .eps = eps, .y = y,
+                   .out_mean = mean, .out_rstd = rstd};
+    return oclml__row_retry(ctx, forward_attempt, &c);
+}
+
+oclml_status oclml_rmsnorm(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma, float eps,
+                           oclml_tensor *y, oclml_tensor *rstd) {
+    norm_call c = {.rms = true, .x = x, .gamma = gamma, .eps = eps, .y = y, .out_rstd = rstd};
+    return oclml__row_retry(ctx, forward_attempt, &c);
+}
+
+oclml_status oclml_layernorm_backward(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma,
+                                      const oclml_tensor *mean, const oclml_tensor *rstd,
+                                      const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dgamma,
+                                      oclml_tensor *dbeta) {
+    norm_call c = {.rms = false, .x = x, .gamma = gamma, .mean = mean, .rstd = rstd, .dy = dy,
+                   .dx = dx, .dgamma = dgamma, .dbeta = dbeta};
+    return oclml__row_retry(ctx, backward_attempt, &c);
+}
+
+oclml_status oclml_rmsnorm_backward(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma,
+                                    const oclml_tensor *rstd, const oclml_tensor *dy, oclml_tensor *dx,
+                                    oclml_tensor *dgamma) {
+    norm_call c = {.rms = true, .x = x, .gamma = gamma, .rstd = rstd, .dy = dy, .dx = dx,
+                   .dgamma = dgamma};
+    return oclml__row_retry(ctx, backward_attempt, &c);
+}
+
+/* ---- the op list's planner: the programs these ops build for a row length ---- */
+void oclml__norm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
+    const oclml__row_family *f = oclml__norm_family(op);
+    for (size_t i = 0; i < OCLML__WARM_ROW_LENGTHS; i++) {
+        oclml__row_plan p;
+        if (oclml__row_plan_for(ctx, f, 1024, oclml__warm_row_lengths[i], true, &p)) continue;
+        if (p.long_rows && strstr(op, "backward")) {
+            /* Too long for the fused kernel: the plain backward's long pair and the parameter
+             * pass. */
+            const oclml__row_family *plain = !strncmp(op, "rms", 3) ? &RMS_BWD : &LN_BWD;
+            oclml__warm_add(list, op, p.variant, oclml__row_spec(plain, &p));
+            oclml__warm_add(list, op, "parameter gradients", PARAM_PASS);
+            continue;
+        }
+        oclml__warm_add(list, op, p.variant, oclml__row_spec(f, &p));
+    }
+}

@@ -1,0 +1,47 @@
+/* What the ops share besides core: the prewarm list that each op's warm planner fills, and the
+ * planners named in ops.def. */
+#ifndef OCLML_OPS_H
+#define OCLML_OPS_H
+
+#include "core/core.h"
+
+#include <string.h>
+
+/* Programs to build up front, collected from the ops' warm planners. */
+typedef struct oclml__warm_item {
+    const char *op;
+    char variant[96];
+    char file[32], defines[160], kernels[160];
+    unsigned max_registers;
+} oclml__warm_item;
+
+typedef struct oclml__warm_list {
+    oclml__warm_item *items;
+    size_t n, cap;
+    bool out_of_memory;
+} oclml__warm_list;
+
+/* Adds spec (copied) unless an item with the same program is there already. */
+void oclml__warm_add(oclml__warm_list *list, const char *op, const char *variant,
+                     oclml__program_spec spec);
+
+/* Row lengths whose variants row ops prewarm: the register variants and the long-row path. */
+#define OCLML__WARM_ROW_LENGTHS 9
+extern const size_t oclml__warm_row_lengths[OCLML__WARM_ROW_LENGTHS];
+
+#define OCLML_OP(name, file, tunables, warm, summary)
+#define OCLML_TUNABLE(key, n, min, max, def, help)
+#include "ops/ops.def"
+#undef OCLML_OP
+#undef OCLML_TUNABLE
+
+typedef void oclml__warm_fn(oclml_ctx *ctx, const char *op, oclml__warm_list *list);
+oclml__warm_fn oclml__memory_warm, oclml__elementwise_warm, oclml__reduce_warm, oclml__probe_warm,
+    oclml__softmax_warm, oclml__norm_warm, oclml__gru_warm, oclml__rssm_warm, oclml__history_warm;
+
+/* The row families of the row ops, for oclml_op_variant. */
+struct oclml__row_family;
+const struct oclml__row_family *oclml__softmax_family(const char *op);
+const struct oclml__row_family *oclml__norm_family(const char *op);
+
+#endif

@@ -1,0 +1,76 @@
+/* Device limit probe: the fp32 FMA rate (cl/probe.cl). */
+#include "ops/ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define PROBE_ITERS 2048
+#define PROBE_CHAINS 16
+
+/* The host's value of one work-item's result, with the kernel's exact operation order. fmaf is
+ * correctly rounded like OpenCL's fma, so device and host agree bit for bit. */
+static float expected(size_t gid, float m, float c) {
+    float a[PROBE_CHAINS];
+    const float base = (float)gid * 1e-6f;
+    for (int j = 0; j < PROBE_CHAINS; j++) a[j] = j ? base + (float)j : base;
+    for (int i = 0; i < PROBE_ITERS; i++)
+        for (int j = 0; j < PROBE_CHAINS; j++) a[j] = fmaf(a[j], m, c);
+    return ((((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))) +
+            (((a[8] + a[9]) + (a[10] + a[11])) + ((a[12] + a[13]) + (a[14] + a[15]))));
+}
+
+/* Checks a few work-items' results, so a miscompiled or skipped probe cannot report a rate. */
+static oclml_status verify(oclml_ctx *ctx, cl_mem out, size_t global, float m, float c) {
+    size_t idx[4] = {0, 1, global / 2 + 7, global - 1};
+    for (int i = 0; i < 4; i++) {
+        float got;
+        cl_int err = clEnqueueReadBuffer(ctx->queue, out, CL_TRUE, idx[i] * sizeof got, sizeof got,
+                                         &got, 0, NULL, NULL);
+        if (err) return oclml__cl_fail(ctx, err, "clEnqueueReadBuffer (probe)");
+        float want = expected(idx[i], m, c);
+        if (!(fabsf(got - want) <= 1e-5f * fabsf(want)))
+            return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED,
+                               "FMA probe result wrong at work-item %zu: %.9g, expected %.9g", idx[i],
+                               (double)got, (double)want);
+    }
+    return OCLML_SUCCESS;
+}
+
+oclml_status oclml_probe_fma_gflops(oclml_ctx *ctx, double *gflops) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (st) return st;
+    if (!gflops) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "gflops is NULL");
+    cl_kernel k;
+    st = oclml__simple_kernel(ctx, "probe.cl", "oclml_probe_fma", &k);
+    if (st) return st;
+    size_t local = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256;
+    size_t global = (size_t)ctx->caps.compute_units * 32 * local;
+    cl_int err;
+    cl_mem out = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, global * sizeof(float), NULL, &err);
+    if (!out) return oclml__cl_fail(ctx, err, "clCreateBuffer (probe)");
+    float m = 0.999f, c = 0.001f;
+    cl_int iters = PROBE_ITERS;
+    oclml__arg args[] = {OCLML_ARG(out), OCLML_ARG(m), OCLML_ARG(c), OCLML_ARG(iters)};
+    /* The best of a few runs: the first may pay clock ramp-up. Host timing around clFinish keeps
+     * this independent of the queue's profiling flag; the run is long enough (>1 ms on a large
+     * GPU) for the launch latency to be small beside it. */
+    double best = 0;
+    for (int rep = 0; rep < 5 && !st; rep++) {
+        double t0 = oclml__now_ms();
+        st = oclml__launch(ctx, k, args, 4, 1, &global, &local, NULL);
+        err = st ? CL_SUCCESS : clFinish(ctx->queue);
+        if (err) st = oclml__cl_fail(ctx, err, "clFinish");
+        double ms = oclml__now_ms() - t0;
+        double rate = (double)global * PROBE_ITERS * PROBE_CHAINS * 2 / (ms * 1e-3) / 1e9;
+        if (rate > best) best = rate;
+    }
+    if (!st) st = verify(ctx, out, global, m, c);
+    clReleaseMemObject(out);
+    if (!st) *gflops = best;
+    return st;
+}
+
+void oclml__probe_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
+    oclml__warm_add(list, op, "FMA chains", (oclml__program_spec){"probe.cl", NULL, "oclml_probe_fma", 0});
+    (void)ctx;
+}

@@ -1,0 +1,172 @@
+/* Row-kernel planning: choose work-items per row, register items per work-item and vector width
+ * from the row length and the device's work-group limit; the variant's program; launches. */
+#include "ops/rows.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Floats a work-item keeps in registers: beyond 32 the kernels would spill. Below 16 the
+ * planner widens rows over more work-items instead, for more parallelism per row. */
+#define MAX_FLOATS 32
+#define TARGET_FLOATS 16
+/* Work-items per work-group when one row needs fewer: several rows share a group. */
+#define ROWS_GROUP 256
+
+static size_t pow2_floor(size_t v) {
+    size_t p = 1;
+    while (p * 2 <= v) p *= 2;
+    return p;
+}
+
+static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, bool vec4_ok,
+                                unsigned arrays, size_t wg_cap, oclml__row_plan *p) {
+    memset(p, 0, sizeof *p);
+    if (rows > UINT_MAX || cols > UINT_MAX / 2)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "%zu rows of %zu columns exceed the kernels' 32-bit row and column indexing",
+                           rows, cols);
+    p->rows = rows;
+    p->cols = cols;
+    size_t max_wg = ctx->caps.max_work_group_size < wg_cap ? ctx->caps.max_work_group_size : wg_cap;
+    size_t max_g = pow2_floor(max_wg < 1024 ? max_wg : 1024);
+    /* Short rows get few work-items each: the segment's reduction costs a barrier per
+     * halving, so 8 lanes holding 4 float4 each beat 32 lanes holding one (rows are contiguous,
+     * so a warp still reads whole 128-byte lines). A CPU runs a work-group as a loop: one lane. */
+    size_t min_g = ctx->caps.is_gpu ? 8 : 1;
+    if (min_g > max_g) min_g = max_g;
+    unsigned vec = (vec4_ok && cols % 4 == 0) ? 4 : 1;
+    size_t units = cols / vec;
+    size_t g = min_g;
+    const size_t target = TARGET_FLOATS / arrays, max_floats = MAX_FLOATS / arrays;
+    while (g < max_g && (units + g - 1) / g * vec > target) g *= 2;
+    size_t items = (units + g - 1) / g;
+    if (items * vec > max_floats) {
+        /* Long rows: chunked path with scalar coalesced access. */
+        p->long_rows = true;
+        p->local = pow2_floor(max_wg < ROWS_GROUP ? max_wg : ROWS_GROUP);
+        size_t chunk = p->local * OCLML_LONG_ITEMS;
+        p->nchunks = (unsigned)((cols + chunk - 1) / chunk);
+        p->global[0] = (size_t)p->nchunks * p->local;
+        p->global[1] = rows;
+        p->G = (unsigned)p->local;
+        snprintf(p->variant, sizeof p->variant, "chunked: %u chunks of %zu per row, 2 reads",
+                 p->nchunks, chunk);
+        return OCLML_SUCCESS;
+    }
+    size_t it = 1;
+    while (it < items) it *= 2;
+    p->G = (unsigned)g;
+    p->items = (unsigned)it;
+    p->vec = vec;
+    size_t local = g < ROWS_GROUP ? ROWS_GROUP : g;
+    if (local > max_wg) local = g;
+    p->local = local;
+    size_t rows_per_group = local / g;
+    p->global[0] = (rows + rows_per_group - 1) / rows_per_group * local;
+    p->global[1] = 1;
+    snprintf(p->variant, sizeof p->variant, "registers: %u items/row, %zu rows/group, %ux%u floats",
+             p->G, rows_per_group, p->items, p->vec);
+    snprintf(p->defines, sizeof p->defines, "-DROW_ITEMS=%u -DROW_VEC=%u", p->items, p->vec);
+    return OCLML_SUCCESS;
+}
+
+static size_t learned_cap(oclml_ctx *ctx, const char *base) {
+    size_t cap = SIZE_MAX;
+    pthread_mutex_lock(&ctx->build_lock);
+    for (unsigned i = 0; i < ctx->n_wg_caps; i++)
+        if (!strcmp(ctx->wg_caps[i].base, base)) cap = ctx->wg_caps[i].cap;
+    pthread_mutex_unlock(&ctx->build_lock);
+    return cap;
+}
+
+static void learn_cap(oclml_ctx *ctx, const char *base, size_t cap) {
+    pthread_mutex_lock(&ctx->build_lock);
+    unsigned i = 0;
+    while (i < ctx->n_wg_caps && strcmp(ctx->wg_caps[i].base, base)) i++;
+    if (i == ctx->n_wg_caps && i < sizeof ctx->wg_caps / sizeof ctx->wg_caps[0]) {
+        snprintf(ctx->wg_caps[i].base, sizeof ctx->wg_caps[i].base, "%s", base);
+        ctx->n_wg_caps++;
+    }
+    if (i < ctx->n_wg_caps) ctx->wg_caps[i].cap = cap;
+    pthread_mutex_unlock(&ctx->build_lock);
+}
+
+oclml_status oclml__row_plan_for(oclml_ctx *ctx, const oclml__row_family *f, size_t rows,
+                                 size_t cols, bool vec4_ok, oclml__row_plan *p) {
+    return plan_within(ctx, rows, cols, vec4_ok, f->arrays, learned_cap(ctx, f->kernel), p);
+}
+
+oclml__program_spec oclml__row_spec(const oclml__row_family *f, const oclml__row_plan *p) {
+    oclml__program_spec s = {.file = f->file, .kernels = f->long_pair};
+    if (!p->long_rows) {
+        s.defines = p->defines;
+        s.kernels = f->register_program ? f->register_program : f->kernel;
+    }
+    return s;
+}
+
+static oclml_status launch(oclml_ctx *ctx, const oclml__row_family *f, const char *kernel,
+                           const oclml__row_plan *p, const oclml__arg *args, unsigned nargs,
+                           cl_uint third, cl_uint dims, cl_int *code) {
+    cl_kernel k;
+    oclml__program_spec spec = oclml__row_spec(f, p);
+    oclml_status st = oclml__kernel(ctx, &spec, kernel, &k);
+    if (st) return st;
+    oclml__arg all[32];
+    if (nargs > 28) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "too many kernel arguments");
+    memcpy(all, args, nargs * sizeof *args);
+    cl_uint rows = (cl_uint)p->rows, cols = (cl_uint)p->cols;
+    all[nargs] = OCLML_ARG(rows);
+    all[nargs + 1] = OCLML_ARG(cols);
+    all[nargs + 2] = OCLML_ARG(third);
+    all[nargs + 3] = OCLML_LOCAL(p->local * sizeof(float) * 2);
+    size_t local[2] = {p->local, 1};
+    return oclml__launch(ctx, k, all, nargs + 4, dims, p->global, local, code);
+}
+
+oclml_status oclml__row_launch(oclml_ctx *ctx, const oclml__row_family *f,
+                               const oclml__row_plan *p, const oclml__arg *args, unsigned nargs,
+                               bool *replan) {
+    cl_int code = 0;
+    *replan = false;
+    oclml_status st = launch(ctx, f, f->kernel, p, args, nargs, p->G, 1, &code);
+    if (st == OCLML_ERR_OPENCL && p->local > 1 &&
+        (code == CL_OUT_OF_RESOURCES || code == CL_INVALID_WORK_GROUP_SIZE)) {
+        oclml__log(ctx, OCLML_LOG_DEBUG, "%s refused work-groups of %zu: capping at %zu", f->kernel,
+                   p->local, p->local / 2);
+        learn_cap(ctx, f->kernel, p->local / 2);
+        *replan = true;
+    }
+    return st;
+}
+
+oclml_status oclml__row_launch_long(oclml_ctx *ctx, const oclml__row_family *f, bool finish,
+                                    const oclml__row_plan *p, const oclml__arg *args,
+                                    unsigned nargs) {
+    /* long_pair is "part finish". */
+    char name[96];
+    const char *pair = f->long_pair, *space = strchr(pair, ' ');
+    if (!space || strlen(space + 1) >= sizeof name || (size_t)(space - pair) >= sizeof name)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "bad long-row kernel pair '%s'", pair);
+    if (finish)
+        snprintf(name, sizeof name, "%s", space + 1);
+    else
+        snprintf(name, sizeof name, "%.*s", (int)(space - pair), pair);
+    return launch(ctx, f, name, p, args, nargs, p->nchunks, 2, NULL);
+}
+
+oclml_status oclml__row_retry(oclml_ctx *ctx, oclml_status (*attempt)(oclml_ctx *, const void *, bool *),
+                              const void *call) {
+    /* Each re-plan halves a cap, from at most 1024: eleven tries reach a single work-item. */
+    for (int i = 0; i < 12; i++) {
+        bool replan = false;
+        oclml_status st = attempt(ctx, call, &replan);
+        if (!replan) {
+            if (!st && i) oclml__clear_error(ctx);
+            return st;
+        }
+    }
+    return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "no work-group size of this op fits the device");
+}

@@ -2,6 +2,8 @@
  * objects, status codes, last-error text, log callback. */
 #include "testutil.h"
 
+#include <stdio.h>
+
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>

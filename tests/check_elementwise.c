@@ -3,6 +3,8 @@
  * offsets, extremes and NaN. */
 #include "testutil.h"
 
+#include <stdio.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,6 +2,8 @@
  * transpose, alpha and beta, batched, and bad input. */
 #include "testutil.h"
 
+#include <stdio.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -85,12 +85,11 @@ END_TEST
 /* The tile shapes a GPU picks that CPUs do not: a second K-group (GPUs with few tiles per compute
  * unit) and its hand-over, 64 x 32 tiles of 16 warps, and 16-unit warps. */
 START_TEST(tiled_kernel_shapes) {
-    static const char *shapes[] = {"2,2,2,1,2", "2,4,2,1,2", "1,2,1,2,2"};
-    setenv("OCLML_GRU_TILE", shapes[_i], 1);
+    static const char *shapes[] = {"gru.tile=2:2:2:1:2", "gru.tile=2:4:2:1:2", "gru.tile=1:2:1:2:2"};
+    test_retune(shapes[_i]);
     gru_case(0, 129, 33, 65, 1);
     gru_case(0, 200, 68, 36, 0);
     gru_case_at(0, 131, 64, 96, 1, 1);
-    unsetenv("OCLML_GRU_TILE");
 }
 END_TEST
 

@@ -3,6 +3,8 @@
  * finite differences. */
 #include "testutil.h"
 
+#include <stdio.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

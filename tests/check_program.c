@@ -2,6 +2,7 @@
  * log, build options, the in-memory program cache, listing and warm-up. */
 #include "testutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,7 +26,7 @@ START_TEST(option_path_comes_first) {
     char dir[1024];
     test_tmpdir(dir, sizeof dir, "path");
     test_write_file(dir, "custom.cl", GOOD);
-    /* memory.cl in this directory would shadow the real one; common.cl still comes from the
+    /* memory.cl in this directory would shadow the real one; helper headers still come from the
      * environment's path. */
     oclml_ctx *ctx = ctx_with_path(dir);
     ASSERT_OK(oclml_ctx_build_file(ctx, "custom.cl", "-DOCLML_TEST_VALUE=1", NULL));
@@ -131,24 +132,40 @@ static void count_file(void *user, const char *file, const char *dir) {
     listing *l = user;
     l->n++;
     l->memory += !strcmp(file, "memory.cl");
-    l->common += !strcmp(file, "common.cl");
+    l->common += !strcmp(file, "common.h") || !strcmp(file, "common.cl");
 }
 
-START_TEST(kernel_files_and_warmup) {
+static void count_progress(void *user, const char *op, const char *variant, double ms, size_t done,
+                           size_t total) {
+    size_t *calls = user;
+    ck_assert_uint_eq(done, *calls + 1);
+    ck_assert_uint_le(done, total);
+    ck_assert_ptr_nonnull(op);
+    ck_assert_ptr_nonnull(variant);
+    ck_assert(ms >= 0);
+    (*calls)++;
+}
+
+START_TEST(kernel_files_and_prewarm) {
     listing l = {0};
     ASSERT_OK(oclml_ctx_kernel_files(T, count_file, &l));
     ck_assert_int_eq(l.memory, 1);
-    ck_assert_int_eq(l.common, 0);
+    ck_assert_int_eq(l.common, 0); /* helpers are headers, not kernel files */
     ASSERT_STATUS(oclml_ctx_kernel_files(T, NULL, NULL), OCLML_ERR_NULL_POINTER);
+    /* A helper header is not a kernel file. */
+    ASSERT_STATUS(oclml_ctx_build_file(T, "common.h", NULL, NULL), OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_ctx_build_file(T, "common.cl", NULL, NULL), OCLML_ERR_KERNEL_NOT_FOUND);
 
     oclml_ctx_options o;
     oclml_ctx_options_init(&o);
-    o.warmup = 1;
     o.cache_dir = "";
     oclml_ctx *ctx = test_ctx_new(&o);
     oclml_cache_info c0, c1;
+    size_t calls = 0;
+    ASSERT_OK(oclml_ctx_prewarm(ctx, "fill,copy", 2, count_progress, &calls));
+    ck_assert_uint_eq(calls, 2); /* one program each */
     oclml_ctx_cache_info(ctx, &c0);
-    ck_assert_uint_eq(c0.builds, (unsigned long)l.n);
+    ck_assert_uint_eq(c0.builds, 2);
     size_t n = 5;
     oclml_tensor *t;
     ASSERT_OK(oclml_tensor_create(ctx, 1, &n, &t));
@@ -156,8 +173,83 @@ START_TEST(kernel_files_and_warmup) {
     oclml_ctx_cache_info(ctx, &c1);
     ck_assert_uint_eq(c1.builds, c0.builds); /* the op paid no compile */
     ck_assert_uint_eq(c1.memory_hits, c0.memory_hits + 1);
+    /* Prewarming again builds nothing; an unknown op is refused before anything is built. */
+    calls = 0;
+    ASSERT_OK(oclml_ctx_prewarm(ctx, "fill", 0, count_progress, &calls));
+    ck_assert_uint_eq(calls, 1);
+    ASSERT_STATUS(oclml_ctx_prewarm(ctx, "fill,no_such_op", 0, NULL, NULL), OCLML_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(oclml_ctx_last_error(ctx), "no_such_op"));
     oclml_tensor_destroy(t);
     oclml_ctx_destroy(ctx);
+}
+END_TEST
+
+/* A row op compiles the one variant it runs: one program, and the next row length of another
+ * variant one more. */
+START_TEST(one_variant_per_call) {
+    oclml_ctx_options o;
+    oclml_ctx_options_init(&o);
+    o.cache_dir = "";
+    oclml_ctx *ctx = test_ctx_new(&o);
+    size_t shape[2] = {3, 40};
+    oclml_tensor *x, *y;
+    ASSERT_OK(oclml_tensor_create(ctx, 2, shape, &x));
+    ASSERT_OK(oclml_tensor_create(ctx, 2, shape, &y));
+    ASSERT_OK(oclml_fill(ctx, x, 1.0f));
+    oclml_cache_info c0, c1, c2;
+    oclml_ctx_cache_info(ctx, &c0);
+    ASSERT_OK(oclml_softmax(ctx, x, y));
+    oclml_ctx_cache_info(ctx, &c1);
+    ck_assert_uint_eq(c1.builds, c0.builds + 1);
+    ASSERT_OK(oclml_softmax(ctx, x, y));
+    oclml_ctx_cache_info(ctx, &c2);
+    ck_assert_uint_eq(c2.builds, c1.builds);
+    oclml_tensor_destroy(x);
+    oclml_tensor_destroy(y);
+    oclml_ctx_destroy(ctx);
+}
+END_TEST
+
+/* The tuning option: known keys with valid values are taken and listed with their source;
+ * unknown keys and bad values make context creation fail with a clear error. */
+static void find_key(void *user, const char *key, const char *value, const char *source,
+                     const char *help) {
+    char *out = user;
+    if (!strcmp(key, "rssm.split")) snprintf(out, 128, "%s %s", value, source);
+    ck_assert_ptr_nonnull(help);
+}
+
+START_TEST(tuning_option) {
+    oclml_ctx_options o;
+    oclml_ctx_options_init(&o);
+    o.tuning = "rssm.split=3, gru.tile=2:2:2:1:2";
+    oclml_ctx *ctx = test_ctx_new(&o);
+    char seen[128] = "";
+    ASSERT_OK(oclml_ctx_tuning(ctx, find_key, seen));
+    ck_assert_str_eq(seen, "3 tuning option");
+    oclml_ctx_destroy(ctx);
+    static const char *bad[] = {"rssm.splitt=3", "rssm.split=abc", "rssm.split=-1", "gru.tile=1:2",
+                                "rssm.split", "rssm.guard=2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char err[1024];
+        o.tuning = bad[i];
+        ctx = NULL;
+        ck_assert_int_eq(oclml_ctx_create(&ctx, &o, err, sizeof err), OCLML_ERR_INVALID_ARGUMENT);
+        ck_assert_ptr_null(ctx);
+        ck_assert_msg(strstr(err, "rssm") || strstr(err, "gru"), "error should name the key: %s", err);
+    }
+    /* $OCLML_TUNE applies when the option is not given (read once, at creation). */
+    setenv("OCLML_TUNE", "rssm.split=5", 1);
+    o.tuning = NULL;
+    ctx = test_ctx_new(&o);
+    ASSERT_OK(oclml_ctx_tuning(ctx, find_key, seen));
+    ck_assert_str_eq(seen, "5 OCLML_TUNE");
+    oclml_ctx_destroy(ctx);
+    unsetenv("OCLML_TUNE");
+    /* Options without struct_size (not filled by oclml_ctx_options_init) are refused. */
+    oclml_ctx_options raw;
+    memset(&raw, 0, sizeof raw);
+    ck_assert_int_eq(oclml_ctx_create(&ctx, &raw, NULL, 0), OCLML_ERR_INVALID_ARGUMENT);
 }
 END_TEST
 
@@ -171,7 +263,9 @@ int main(void) {
     tcase_add_test(tc, compile_error_gives_build_log);
     tcase_add_test(tc, build_options_from_environment);
     tcase_add_test(tc, memory_cache_hits);
-    tcase_add_test(tc, kernel_files_and_warmup);
+    tcase_add_test(tc, kernel_files_and_prewarm);
+    tcase_add_test(tc, one_variant_per_call);
+    tcase_add_test(tc, tuning_option);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

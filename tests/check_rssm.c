@@ -271,26 +271,27 @@ START_TEST(split_rollout) {
     const size_t dims[2][5] = {{37, 3, 5, 9, 4}, {20, 3, 4, 12, 4}}; /* D, G, C, F, k */
     for (int v = 0; v < 2; v++) {
         const size_t *dm = dims[v];
-        ens m;
-        ens_make(&m, 1, dm[0], dm[1], dm[2], dm[3], dm[4], 0);
         oclml_rssm_config c = config(12, dm[1], dm[2], dm[4], _i, OCLML_RSSM_MEAN);
-        char parts[16];
-        setenv("OCLML_RSSM_GUARD", "0", 1);
-        const int tries[] = {2, 3, 5};
-        for (int i = 0; i < 3; i++) {
-            if ((unsigned)tries[i] > info.compute_units) continue;
-            snprintf(parts, sizeof parts, "%d", tries[i]);
-            setenv("OCLML_RSSM_SPLIT", parts, 1);
+        char tuning[64];
+        /* Each tuning is a context of its own, so the inputs are made anew in each. */
+        const int tries[] = {2, 3, 5, -1};
+        for (int i = 0; i < 4; i++) {
+            if (tries[i] > 0 && (unsigned)tries[i] > info.compute_units) continue;
+            if (tries[i] > 0)
+                snprintf(tuning, sizeof tuning, "rssm.guard=0, rssm.split=%d", tries[i]);
+            else
+                snprintf(tuning, sizeof tuning, "rssm.split=%u", info.compute_units + 2);
+            test_retune(tuning);
+            ens m;
+            ens_make(&m, 1, dm[0], dm[1], dm[2], dm[3], dm[4], 0);
+            c.mode = OCLML_RSSM_MEAN;
             full_check(&m, &c, TOL_GEMM);
+            if (tries[i] < 0) {
+                c.mode = OCLML_RSSM_SAMPLE;
+                full_check(&m, &c, TOL_GEMM);
+            }
+            ens_free(&m);
         }
-        unsetenv("OCLML_RSSM_GUARD");
-        snprintf(parts, sizeof parts, "%u", info.compute_units + 2);
-        setenv("OCLML_RSSM_SPLIT", parts, 1);
-        full_check(&m, &c, TOL_GEMM);
-        c.mode = OCLML_RSSM_SAMPLE;
-        full_check(&m, &c, TOL_GEMM);
-        unsetenv("OCLML_RSSM_SPLIT");
-        ens_free(&m);
     }
 }
 END_TEST

@@ -23,6 +23,14 @@ oclml_ctx *test_ctx_new(const oclml_ctx_options *opts) {
 
 void test_setup(void) { T = test_ctx_new(NULL); }
 
+void test_retune(const char *tuning) {
+    oclml_ctx_options o;
+    oclml_ctx_options_init(&o);
+    o.tuning = tuning;
+    if (T) oclml_ctx_destroy(T);
+    T = test_ctx_new(&o);
+}
+
 void test_teardown(void) {
     if (T) oclml_ctx_destroy(T);
     T = NULL;

@@ -4,6 +4,7 @@
 #define OCLML_TESTUTIL_H
 
 #include <check.h>
+#include <stdio.h>
 #include <oclml.h>
 #include <stdbool.h>
 
@@ -17,6 +18,9 @@ void test_setup(void);
 void test_teardown(void);
 /* Creates a context with the given options (NULL: defaults) or fails the test with its text. */
 oclml_ctx *test_ctx_new(const oclml_ctx_options *opts);
+/* Replaces T by a context with the tuning option `tuning` (how tests pick variants: never
+ * setenv, which is process-global). NULL: the defaults again. */
+void test_retune(const char *tuning);
 
 /* The seed of this test run: $OCLML_TEST_SEED, else time-based. Printed by failing checks. */
 unsigned test_seed(void);

@@ -5,7 +5,7 @@
  * empty history gives zeros; length 1 gives slope 0 and std 0.
  * One work-group per (batch entry, series); the windows are nested suffixes, so one pass feeds
  * all four, and a second pass sums squared deviations for the standard deviation. */
-#include "common.h"
+#include "rows.h"
 #define WINDOWS 4
 
 inline uint window_len(uint w, uint len) {

@@ -3,7 +3,7 @@
  * NaN propagates: sum and mean through the arithmetic; max and argmax treat NaN as the largest
  * value (the first NaN's index for argmax), as PyTorch does. Argmax returns the first index of
  * the maximum, as a float (exact below 2^24). */
-#include "common.h"
+#include "rows.h"
 #define R_SUM 0
 #define R_MAX 1
 #define R_MEAN 2

@@ -185,6 +185,9 @@ const char *oclml__cl_error_name(cl_int err);
 /* Clears the last-error text at the start of a public call. */
 void oclml__clear_error(const oclml_ctx *ctx);
 
+/* Adds one to a counter of the context's cache statistics (under build_lock). */
+void oclml__count(oclml_ctx *ctx, unsigned long *counter);
+
 /* ---- strings and files (util.c) ---- */
 char *oclml__strdup(const char *s);
 char *oclml__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

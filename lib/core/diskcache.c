@@ -171,7 +171,7 @@ bool oclml__diskcache_load(oclml_ctx *ctx, const uint8_t key[32], unsigned char 
         free(payload);
         oclml__log(ctx, OCLML_LOG_WARN, "disk cache entry %s evicted: %s", path, problem);
         unlink(path);
-        ctx->disk_evictions++;
+        oclml__count(ctx, &ctx->disk_evictions);
         return false;
     }
     utimensat(AT_FDCWD, path, NULL, 0); /* mark as recently used for eviction order */
@@ -243,7 +243,7 @@ static void enforce_cap(oclml_ctx *ctx) {
             snprintf(path, sizeof path, "%s/%s", ctx->disk.dir, list[i].name);
             if (!unlink(path)) {
                 bytes -= list[i].bytes;
-                ctx->disk_evictions++;
+                oclml__count(ctx, &ctx->disk_evictions);
             }
         }
     }

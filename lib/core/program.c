@@ -279,7 +279,7 @@ static char *build_log(oclml_ctx *ctx, cl_program prog) {
     return log;
 }
 
-static void count(oclml_ctx *ctx, unsigned long *counter) {
+void oclml__count(oclml_ctx *ctx, unsigned long *counter) {
     pthread_mutex_lock(&ctx->build_lock);
     (*counter)++;
     pthread_mutex_unlock(&ctx->build_lock);
@@ -291,7 +291,7 @@ static cl_program program_from_disk(oclml_ctx *ctx, const uint8_t key[32], const
     unsigned char *bin = NULL;
     size_t len = 0;
     if (!oclml__diskcache_load(ctx, key, &bin, &len)) {
-        count(ctx, &ctx->disk_misses);
+        oclml__count(ctx, &ctx->disk_misses);
         return NULL;
     }
     cl_int err, bin_status = CL_SUCCESS;
@@ -304,11 +304,11 @@ static cl_program program_from_disk(oclml_ctx *ctx, const uint8_t key[32], const
         oclml__log(ctx, OCLML_LOG_WARN, "cached binary rejected by the driver (%s); rebuilding",
                    oclml__cl_error_name(err ? err : bin_status));
         oclml__diskcache_evict(ctx, key);
-        count(ctx, &ctx->disk_evictions);
-        count(ctx, &ctx->disk_misses);
+        oclml__count(ctx, &ctx->disk_evictions);
+        oclml__count(ctx, &ctx->disk_misses);
         return NULL;
     }
-    count(ctx, &ctx->disk_hits);
+    oclml__count(ctx, &ctx->disk_hits);
     return prog;
 }
 
@@ -342,7 +342,7 @@ static oclml_status build_source(oclml_ctx *ctx, const char *label, const char *
     cl_int err;
     prog = clCreateProgramWithSource(ctx->context, 1, &source, NULL, &err);
     if (!prog) return quiet ? OCLML_ERR_OPENCL : oclml__cl_fail(ctx, err, "clCreateProgramWithSource");
-    count(ctx, &ctx->builds);
+    oclml__count(ctx, &ctx->builds);
     oclml__log(ctx, OCLML_LOG_DEBUG, "building %s with: %s", label, options);
     err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
     char *log = build_log(ctx, prog);

@@ -7,6 +7,7 @@
 #include "common.h"
 #include "ptx.h"
 #include "gru_abi.h"
+#include "gru_cell.h"
 
 /* Work-item lane's share (every S-th element) of the dot product of a weight row with a
  * vector, with four loads in flight: the serial loop waited out one load latency per element. */
@@ -63,10 +64,8 @@ __kernel void oclml_gru_step_fused(__global const float *x, ulong xo, __global c
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid == 0) {
             const float hj = h[ho + (ulong)b * D + j];
-            const float r = oclml_sigmoid(gates[0] + gates[3]);
-            const float z = oclml_sigmoid(gates[1] + gates[4]);
-            const float n = tanh(gates[2] + (cho ? gates[5] : r * gates[5]));
-            h_new[hwo + (ulong)b * D + j] = (1.0f - z) * n + z * hj;
+            h_new[hwo + (ulong)b * D + j] =
+                gru_cell(gates[0] + gates[3], gates[1] + gates[4], gates[2], gates[5], hj, cho);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }

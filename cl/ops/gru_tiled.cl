@@ -18,6 +18,7 @@
  * computes the same elements with FMAs, so both share loads and epilogue. */
 #include "common.h"
 #include "gru_abi.h"
+#include "gru_cell.h"
 #if TILE_MMA
 #define OCLML_WANT_MMA_TF32 1
 #endif
@@ -253,9 +254,8 @@ void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const floa
     }
     for (uint e = 0; e < ACCS; e++) {
         const uint u = elem_slot(e), b = b0 + elem_row(e, wm, gid), j = j0 + slot_unit(u, wn, tig);
-        const float r = oclml_sigmoid(acc_r[e] + bias_r[u]);
-        const float z = oclml_sigmoid(acc_z[e] + bias_z[u]);
-        const float n = tanh(acc_i[e] + bias_in[u] + r * (acc_h[e] + bias_hn[u]));
-        if (b < B && j < D) h_new[hwo + (ulong)b * D + j] = (1.0f - z) * n + z * h_old[e];
+        const float hj = gru_cell(acc_r[e] + bias_r[u], acc_z[e] + bias_z[u], acc_i[e] + bias_in[u],
+                                  acc_h[e] + bias_hn[u], h_old[e], false);
+        if (b < B && j < D) h_new[hwo + (ulong)b * D + j] = hj;
     }
 }

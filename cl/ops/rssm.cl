@@ -4,6 +4,7 @@
 #include "common.h"
 #include "ptx.h"
 #include "gru_abi.h"
+#include "gru_cell.h"
 #include "rssm_abi.h"
 
 /* Philox4x32-10 (Salmon et al. 2011), the counter-based generator of RSSM.md. */
@@ -291,9 +292,7 @@ __kernel void oclml_rssm_rollout(
             if (lid < n) {
                 __local const float *g = gates + 6 * lid;
                 const uint j = j0 + lid;
-                const float r = oclml_sigmoid(g[0] + g[3]), z = oclml_sigmoid(g[1] + g[4]);
-                const float nn = tanh(g[2] + (cho ? g[5] : r * g[5]));
-                const float h = (1.0f - z) * nn + z * ha[j];
+                const float h = gru_cell(g[0] + g[3], g[1] + g[4], g[2], g[5], ha[j], cho);
                 xh[j] = h;
                 if (last && (flags & R_HFIN)) hfin[hfo + (ulong)e * D + j] = h;
                 yh += (keepA ? wyA : wy[j]) * h;

@@ -5,9 +5,8 @@
  * Variants: the register path per ROW_ITEMS x ROW_VEC (rows.h), the chunked path's part/finish
  * pairs; each kernel is compiled only when wanted. */
 #include "rows.h"
+#include "online_softmax.h"
 
-/* exp(v - m), with masked positions exactly 0 even when the whole row is masked (m = -inf). */
-inline float masked_exp(float v, float m) { return (v == -INFINITY) ? 0.0f : exp(v - m); }
 
 /* The result of one element from its input v, the row max m, the sum s (and 1/s). */
 inline float softmax_out(float v, float m, float inv_s) { return masked_exp(v, m) * inv_s; }
@@ -83,16 +82,6 @@ SOFTMAX_BWD(oclml_log_softmax_bwd, 1)
     const uint c0 = chunk * L * OCLML_LONG_ITEMS + lid;                                         \
     for (uint j = 0, c = c0; j < OCLML_LONG_ITEMS && c < cols; j++, c += L)
 
-/* Online (max, sum exp) merge of one value. */
-inline void online_add(float *m, float *s, float v) {
-    if (v > *m) {
-        *s = *s * masked_exp(*m, v) + 1.0f;
-        *m = v;
-    } else {
-        *s += masked_exp(v, *m);
-    }
-}
-
 /* Merges the (m, s) pairs of a work-group into the group's (M, S). */
 inline float2 group_merge(float m, float s, __local float *red, uint lid, uint L) {
     const float M = seg_max(m, red, lid, L);
@@ -116,12 +105,7 @@ inline float2 row_stats(__global const float *part, ulong row, uint nch, __local
     float m = -INFINITY, s = 0.0f;
     for (uint c = lid; c < nch; c += L) {
         const float2 p = vload2(row * nch + c, part);
-        if (p.x > m) {
-            s = s * masked_exp(m, p.x) + p.y;
-            m = p.x;
-        } else {
-            s += (p.x == -INFINITY) ? p.y : p.y * exp(p.x - m);
-        }
+        online_merge(&m, &s, p.x, p.y);
     }
     return group_merge(m, s, red, lid, L);
 }

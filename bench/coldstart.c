@@ -620,11 +620,14 @@ static void measure_op(const options *o, op_row *row) {
 }
 
 static void table_header(const options *o) {
-    printf("cold: first call with every cache empty; disk: first call with liboclml's disk cache "
-           "filled%s\n", o->keep_caches ? " (--keep-caches: caches as the environment has them)"
-                                        : ", PoCL's empty");
-    printf("second: second call in the cold process; builds: liboclml programs built (cold), "
-           "hits: disk cache hits (disk)\n\n");
+    if (o->keep_caches)
+        printf("cold: first call in a fresh process, caches as the environment has them "
+               "(--keep-caches)\n");
+    else
+        printf("cold: first call with every cache empty; disk: first call with liboclml's disk "
+               "cache filled, PoCL's empty\n");
+    printf("second: second call in the cold process; builds: liboclml programs built (cold)%s\n\n",
+           o->keep_caches ? "" : ", hits: disk cache hits (disk)");
     printf("%-21s %-20s %9s %10s %10s %10s %6s %5s\n", "op", "kernel file", "ctx_ms", "cold_ms",
            "disk_ms", "second_ms", "builds", "hits");
 }

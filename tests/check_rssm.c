@@ -296,6 +296,29 @@ START_TEST(split_rollout) {
 }
 END_TEST
 
+/* The general (work-group) kernel on any device: what GPUs run, here with 8-wide groups and
+ * members split in two (rssm.wg = 8 picks it; CPUs default to the one-work-item kernel). The
+ * disk cache is off: storing a program binary makes PoCL compile every kernel for every group
+ * size first, which takes minutes for this kernel (PoCL still takes about a minute and a half to
+ * specialise it for 8-wide groups). */
+START_TEST(general_kernel_any_device) {
+    oclml_ctx_options o;
+    oclml_ctx_options_init(&o);
+    o.cache_dir = "";
+    o.tuning = "rssm.wg=8, rssm.split=2";
+    oclml_ctx_destroy(T);
+    T = test_ctx_new(&o);
+    ens m;
+    ens_make(&m, 2, 12, 2, 3, 5, 2, 0);
+    oclml_rssm_config c = config(6, 2, 3, 2, 0, OCLML_RSSM_MEAN);
+    full_check(&m, &c, TOL_GEMM);
+    c.variant = OCLML_GRU_CHO;
+    c.mode = OCLML_RSSM_SAMPLE;
+    full_check(&m, &c, TOL_GEMM);
+    ens_free(&m);
+}
+END_TEST
+
 START_TEST(invalid_configurations) {
     ens m;
     ens_make(&m, 2, 8, 2, 3, 4, 2, 0);
@@ -348,6 +371,7 @@ int main(void) {
     tcase_add_loop_test(tc, continues_from_returned_state, 0, 2);
     tcase_add_test(tc, hidden_above_work_group_limit);
     tcase_add_loop_test(tc, split_rollout, 0, 2);
+    tcase_add_test(tc, general_kernel_any_device);
     tcase_add_test(tc, invalid_configurations);
     suite_add_tcase(s, tc);
     return test_main(s);

@@ -94,6 +94,169 @@ inline float lane_dot(__global const float *restrict w, __local const float *x, 
     return a0 + a1;
 }
 
+/* Zeroes the sync counters and the abort flag before a split launch. */
+#if OCLML_WANT(oclml_rssm_sync_reset)
+__kernel void oclml_rssm_sync_reset(__global uint *sync, uint n) {
+    if (get_global_id(0) < n) sync[get_global_id(0)] = 0;
+}
+#endif
+
+#ifdef RSSM_CPU
+/* ---- The CPU rollout (RSSM_CPU; lib/rssm.c picks it on devices that are not GPUs) ----
+ * The same phases, syncs, exchange buffer and guard as the general kernel below, with one
+ * work-item per work-group (the host launches L = 1): every loop runs over rows, units and groups
+ * in that work-item, so there is no barrier, no register array and nothing unrolled. PoCL builds
+ * a work-group function per local size and, for the program binary that the disk cache stores, a
+ * generic one; PoCL 3.1 took 35-45 s and 135 s for these with the general kernel (barriers
+ * inside the step loop, 64-wide groups), about a second each with this one. Sums run in a fixed
+ * order; they differ from the general kernel's (another order of the same terms) by rounding
+ * only. Local memory: x [IN], h [D], h' or r*h [D], the owned groups' logits [NG C]. */
+inline void cpu_sync(__global volatile uint *count, __global volatile uint *abort_flag, uint target,
+                     uint spin_limit, uint P) {
+    if (P > 1) {
+        sync_arrive(count);
+        for (uint n = 1; (int)(sync_load(count) - target) < 0; n++)
+            if ((n & 63) == 0 && (*abort_flag || n >= spin_limit)) {
+                *abort_flag = 1;
+                break;
+            }
+    }
+}
+
+/* Row r's dot product with x (n elements), bias added when given. */
+inline float cpu_row(__global const float *restrict w, ulong r, __local const float *x, uint n, uint vec4,
+                     __global const float *b) {
+    return lane_dot(w + r * n, x, n, 0, 1, vec4) + (b ? b[r] : 0.0f);
+}
+
+#if OCLML_WANT(oclml_rssm_rollout)
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void oclml_rssm_rollout(
+    __global const float *restrict w_ih, ulong wio, __global const float *restrict w_hh, ulong who,
+    __global const float *restrict b_ih, ulong bio, __global const float *restrict b_hh, ulong bho,
+    __global const float *restrict w_p, ulong wpo, __global const float *restrict b_p, ulong bpo,
+    __global const float *restrict w_y, ulong wyo, __global const float *restrict b_y, ulong byo,
+    __global const float *h0, ulong h0o, __global const float *z0, ulong z0o,
+    __global const float *f0, ulong f0o, __global float *Y, ulong yo, __global float *Hent,
+    ulong heo, __global float *hnorm, ulong hno, __global float *hfin, ulong hfo, __global float *zfin,
+    ulong zfo, __global float *ffin, ulong ffo, __global volatile float *xch,
+    __global volatile uint *sync, uint flags, uint cho, uint T, uint D, uint G, uint C, uint F,
+    uint K, float unimix, uint sample, uint seed_lo, uint seed_hi, uint t0, uint P, uint U,
+    uint vec4, uint spin_limit, uint guard, __local float4 *lm4) {
+    const uint e = get_group_id(0) / P, p = get_group_id(0) % P, E = get_num_groups(0) / P;
+    const uint S = G * C, IN = F + S, D3 = 3 * D;
+    const uint j_lo = min(p * U, D), j_hi = min(j_lo + U, D); /* owned units */
+    const uint ng = p < G ? (G - p + P - 1) / P : 0;           /* owned groups */
+    __local float *xs = (__local float *)lm4;      /* x = concat(f, z): IN; float4-aligned */
+    __local float *ha = xs + ((IN + 3) & ~3u);     /* h: D */
+    __local float *hn = ha + ((D + 3) & ~3u);      /* h' (phase B), r*h (CHO phase A): D */
+    __local float *lg = hn + ((D + 3) & ~3u);      /* the owned groups' logits: NG C */
+    __global volatile float *xh = xch + (ulong)e * (3 * D + S + 2 * X_PARTS * P);
+    __global volatile float *xz = xh + D, *xrh = xz + S, *xpart = xrh + D;
+    __global volatile uint *count = sync + e, *abort_flag = sync + E;
+    __global const float *Wi = w_ih + wio + (ulong)e * D3 * IN, *Wh = w_hh + who + (ulong)e * D3 * D;
+    __global const float *Wp = w_p + wpo + (ulong)e * S * D, *wy = w_y + wyo + (ulong)e * (D + S);
+    __global const float *bi = (flags & R_BIH) ? b_ih + bio + (ulong)e * D3 : 0;
+    __global const float *bh = (flags & R_BHH) ? b_hh + bho + (ulong)e * D3 : 0;
+    __global const float *bp = b_p + bpo + (ulong)e * S;
+
+    /* A guard launch computes only when the split launch before it gave up. */
+    const uint steps = (guard ? *abort_flag : 1u) ? T : 0;
+    uint nsync = 0;
+    for (uint i = 0; i < F && steps; i++) xs[i] = f0[f0o + ((flags & R_F0_SHARED) ? 0 : (ulong)e * F) + i];
+    for (uint i = 0; i < S && steps; i++) xs[F + i] = z0[z0o + (ulong)e * S + i];
+    for (uint i = 0; i < D && steps; i++) ha[i] = h0[h0o + (ulong)e * D + i];
+
+    for (uint t = 0; t < steps; t++) {
+        const bool last = t + 1 == T;
+        __global volatile float *slot = xpart + (t % 2) * X_PARTS * P;
+        if (cho) { /* A0: r * h of the owned units, shared through the exchange buffer */
+            for (uint j = j_lo; j < j_hi; j++)
+                xrh[j] = oclml_sigmoid(cpu_row(Wi, j, xs, IN, vec4, bi) + cpu_row(Wh, j, ha, D, vec4, bh)) * ha[j];
+            cpu_sync(count, abort_flag, ++nsync * P, spin_limit, P);
+            for (uint i = 0; i < D; i++) hn[i] = xrh[i];
+        }
+        /* A: the GRU for the owned units. */
+        float yh = 0.0f, hq = 0.0f;
+        for (uint j = j_lo; j < j_hi; j++) {
+            const float ir = cpu_row(Wi, j, xs, IN, vec4, bi), iz = cpu_row(Wi, D + j, xs, IN, vec4, bi);
+            const float in = cpu_row(Wi, 2 * D + j, xs, IN, vec4, bi);
+            const float hr = cpu_row(Wh, j, ha, D, vec4, bh), hz = cpu_row(Wh, D + j, ha, D, vec4, bh);
+            const float hh = cpu_row(Wh, 2 * D + j, cho ? hn : ha, D, vec4, bh);
+            const float h = gru_cell(ir + hr, iz + hz, in, hh, ha[j], cho);
+            xh[j] = h;
+            if (last && (flags & R_HFIN)) hfin[hfo + (ulong)e * D + j] = h;
+            yh += wy[j] * h;
+            hq += h * h;
+        }
+        slot[p] = yh, slot[P + p] = hq;
+        cpu_sync(count, abort_flag, ++nsync * P, spin_limit, P);
+
+        /* B: per owned group, its logits, unimix softmax, entropy and z. */
+        for (uint i = 0; i < D; i++) hn[i] = xh[i];
+        float ent = 0.0f, yz = 0.0f;
+        for (uint gi = 0; gi < ng; gi++) {
+            const uint g = p + gi * P;
+            __local float *l = lg + gi * C;
+            float m = -INFINITY, sum = 0.0f;
+            for (uint c = 0; c < C; c++) {
+                l[c] = cpu_row(Wp, (ulong)g * C + c, hn, D, vec4, bp);
+                m = fmax(m, l[c]);
+            }
+            for (uint c = 0; c < C; c++) sum += (l[c] = exp(l[c] - m));
+            for (uint c = 0; c < C; c++) {
+                const float pi = (1.0f - unimix) * (l[c] / sum) + unimix / (float)C;
+                l[c] = pi;
+                ent -= (pi > 0.0f) ? pi * log(pi) : 0.0f;
+            }
+            if (sample) { /* z = onehot(first class whose running sum of pi exceeds u), Philox u */
+                const uint4 rnd = philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi));
+                const float u = (float)(rnd.x >> 8) * (1.0f / 16777216.0f);
+                float cum = 0.0f;
+                uint pick = C - 1;
+                for (uint c = 0; c < C; c++) {
+                    cum += l[c];
+                    if (u < cum) {
+                        pick = c;
+                        break;
+                    }
+                }
+                for (uint c = 0; c < C; c++) l[c] = (c == pick) ? 1.0f : 0.0f;
+            }
+            for (uint c = 0; c < C; c++) { /* z to the exchange buffer, y's z part */
+                const uint sz = g * C + c;
+                xz[sz] = l[c];
+                if (last && (flags & R_ZFIN)) zfin[zfo + (ulong)e * S + sz] = l[c];
+                yz += wy[D + sz] * l[c];
+            }
+        }
+        slot[2 * P + p] = yz, slot[3 * P + p] = ent;
+        cpu_sync(count, abort_flag, ++nsync * P, spin_limit, P);
+
+        /* The next state: h' (already in hn), z, y from the partial sums (the same order in
+         * every work-group), f's shift register. */
+        for (uint i = 0; i < D; i++) ha[i] = hn[i];
+        for (uint i = 0; i < S; i++) xs[F + i] = xz[i];
+        float sums[X_PARTS];
+        for (uint k = 0; k < X_PARTS; k++) {
+            float a = 0.0f;
+            for (uint q = 0; q < P; q++) a += slot[k * P + q];
+            sums[k] = a;
+        }
+        const float y = (sums[0] + sums[2]) + b_y[byo + e];
+        if (p == 0) {
+            Y[yo + (ulong)e * T + t] = y;
+            Hent[heo + (ulong)e * T + t] = sums[3];
+            if (flags & R_HNORM) hnorm[hno + (ulong)e * T + t] = sqrt(sums[1]);
+        }
+        for (uint i = K; i > 1; i--) xs[i - 1] = xs[i - 2];
+        if (K) xs[0] = y;
+    }
+    for (uint i = 0; i < F && p == 0 && steps && (flags & R_FFIN); i++) ffin[ffo + (ulong)e * F + i] = xs[i];
+}
+#endif
+
+#else /* the general kernel: GPUs, and any device under rssm.wg >= 8 */
+
 /* Work-items per row: the largest power of two <= 32 such that `rows` rows fit the work-group.
  * When there are more rows than work-items, chunks of rows take turns; on GPUs 8 work-items then
  * share a row, so that a warp's loads stay coalesced (8 x 16 bytes of one row). */
@@ -183,11 +346,6 @@ inline float2 first_n_sum2(float a, float b, __local float *red, uint n, uint li
 }
 
 /* Zeroes the sync counters and the abort flag before a split launch. */
-#if OCLML_WANT(oclml_rssm_sync_reset)
-__kernel void oclml_rssm_sync_reset(__global uint *sync, uint n) {
-    if (get_global_id(0) < n) sync[get_global_id(0)] = 0;
-}
-#endif
 
 #if OCLML_WANT(oclml_rssm_rollout)
 __kernel void oclml_rssm_rollout(
@@ -408,6 +566,8 @@ __kernel void oclml_rssm_rollout(
     for (uint i = lid; i < F && p == 0 && steps && (flags & R_FFIN); i += L) ffin[ffo + (ulong)e * F + i] = xs[i];
 }
 #endif
+
+#endif /* RSSM_CPU */
 
 /* Ensemble summary over members per step (mean, population std of y) and per-member metrics:
  * step deltas |y_t+1 - y_t| (y_0 given), variance of y over the trajectory, smoothness (mean

@@ -109,14 +109,21 @@ typedef struct rssm_variant {
     oclml__program_spec spec;
 } rssm_variant;
 
-static void variant_init(rssm_variant *v, const oclml_ctx *ctx, bool regs) {
-    /* CPUs (where only tests split members) keep 24 + 8 floats in registers: PoCL takes minutes
-     * to compile the full variant, this one still runs the same code. */
-    snprintf(v->defines, sizeof v->defines, "-DOCLML_IS_GPU=%d%s", ctx->caps.is_gpu,
-             !regs ? "" : ctx->caps.is_gpu ? " -DRSSM_REGS" : " -DRSSM_REGS -DREG_A=6 -DREG_B=2");
+/* The rollout kernel's shapes: the one-work-item kernel (RSSM_CPU: no barrier, nothing
+ * unrolled; what CPUs run, as PoCL compiled the general kernel for minutes), the general kernel,
+ * and the general kernel with each work-item's weight rows in registers (RSSM_REGS). */
+typedef enum { ROLLOUT_SERIAL, ROLLOUT_GENERAL, ROLLOUT_REGS } rollout_shape;
+
+static void variant_init(rssm_variant *v, const oclml_ctx *ctx, rollout_shape shape) {
+    /* CPUs (the general kernel only under rssm.wg) keep 24 + 8 floats in registers. */
+    const char *extra = shape == ROLLOUT_SERIAL  ? " -DRSSM_CPU"
+                        : shape == ROLLOUT_GENERAL ? ""
+                        : ctx->caps.is_gpu        ? " -DRSSM_REGS"
+                                                  : " -DRSSM_REGS -DREG_A=6 -DREG_B=2";
+    snprintf(v->defines, sizeof v->defines, "-DOCLML_IS_GPU=%d%s", ctx->caps.is_gpu, extra);
     v->spec = (oclml__program_spec){FILE_CL, v->defines,
                                     "oclml_rssm_rollout oclml_rssm_sync_reset oclml_rssm_summary",
-                                    regs && ctx->caps.is_gpu ? 255 : 0};
+                                    shape == ROLLOUT_REGS && ctx->caps.is_gpu ? 255 : 0};
 }
 
 static oclml_status launch_named(oclml_ctx *ctx, const rssm_variant *v, const char *name, const oclml__arg *args,
@@ -132,11 +139,12 @@ static oclml_status launch_named(oclml_ctx *ctx, const rssm_variant *v, const ch
  * one after another, so a sync would only wait for the abort, and other GPUs' fences are not
  * verified for syncs across work-groups (cl/include/ptx.h). The tuning key rssm.split sets P on
  * any device (tests, tuning). */
-static size_t split_parts(oclml_ctx *ctx, const dims *d, size_t L) {
+static size_t split_parts(oclml_ctx *ctx, const dims *d, size_t L, bool serial) {
     size_t P = (size_t)oclml__tune(ctx, "rssm.split", 0);
     if (P == 0) P = ctx->caps.is_gpu && oclml__caps_full(ctx)->inline_ptx ? ctx->caps.compute_units / d->E : 1;
     if (P > d->D) P = d->D;
-    if (P > L / 2) P = L / 2; /* the 4 P partial sums fit the work-group's 2 L reduction slots */
+    /* The general kernel's 4 P partial sums fit the work-group's 2 L reduction slots. */
+    if (!serial && P > L / 2) P = L / 2;
     if (P < 1) P = 1;
     size_t U = (d->D + P - 1) / P;
     return (d->D + U - 1) / U; /* no work-group without units */
@@ -148,9 +156,9 @@ static size_t rollout_local_bytes(const dims *d, size_t L, size_t P) {
     return (((IN + 3) & r4) + 2 * ((d->D + 3) & r4) + 4 * L + NG * d->C + 2 * NG + d->K + 1) * sizeof(float);
 }
 
-/* The rollout's work-group size: on GPUs 256, 1024 for members whose weights stream from device
- * memory or when each member has one work-group (whole_members: more loads in flight); 64 on
- * CPUs; the tuning key rssm.wg overrides it. Halved while the P = 1 layout (the guard's) does not
+/* The general kernel's work-group size: on GPUs 256, 1024 for members whose weights stream from
+ * device memory or when each member has one work-group (whole_members: more loads in flight); 64
+ * on CPUs; the tuning key rssm.wg (8 and up) overrides it. Halved while the P = 1 layout (the guard's) does not
  * fit the local memory; 0 when even 8 does not. */
 static size_t rollout_wg(const oclml_ctx *ctx, const dims *d, bool whole_members) {
     double bytes = 4.0 * (3.0 * d->D * (d->F + d->S + d->D) + (double)d->S * d->D);
@@ -164,19 +172,23 @@ static size_t rollout_wg(const oclml_ctx *ctx, const dims *d, bool whole_members
 static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
                                   const oclml_rssm_state *s, const oclml_rssm_outputs *o, const dims *d,
                                   cl_mem Yb, cl_ulong yo, cl_mem Hb, cl_ulong heo, rssm_variant *v) {
-    size_t E = d->E, D = d->D, S = d->S, F = d->F, IN = F + S, L = rollout_wg(ctx, d, false);
-    if (!L)
+    /* The one-work-item kernel where rssm.wg says 1, or by default on devices that are not GPUs
+     * (PoCL compiles it in seconds, the general kernel in minutes; it also runs faster there). */
+    long wg = oclml__tune(ctx, "rssm.wg", 0);
+    const bool serial = wg == 1 || (wg == 0 && !ctx->caps.is_gpu);
+    size_t E = d->E, D = d->D, S = d->S, F = d->F, IN = F + S, L = serial ? 1 : rollout_wg(ctx, d, false);
+    if (!L || (serial && rollout_local_bytes(d, 1, 1) > ctx->caps.local_mem_bytes))
         return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "the rollout's state (D %zu, S %zu, F %zu) does not fit the device's %zu bytes of local memory",
                            D, S, F, ctx->caps.local_mem_bytes);
-    size_t P = split_parts(ctx, d, L);
-    if (P == 1) L = rollout_wg(ctx, d, true);
+    size_t P = split_parts(ctx, d, L, serial);
+    if (P == 1 && !serial) L = rollout_wg(ctx, d, true);
     size_t U = (D + P - 1) / P, lbytes = rollout_local_bytes(d, L, P);
     cl_ulong wio = oclml__opt_offset(w->w_ih), who = oclml__opt_offset(w->w_hh), wpo = oclml__opt_offset(w->w_p);
     cl_uint vec4 = IN % 4 == 0 && D % 4 == 0 && wio % 4 == 0 && who % 4 == 0 && wpo % 4 == 0;
     /* Split members with float4 rows keep their weights in registers (cl/ops/rssm.cl,
      * RSSM_REGS): up to 96 floats a work-item, so the default register cap is lifted, which the
      * 256-wide groups allow (65536 / 256). */
-    variant_init(v, ctx, P > 1 && vec4 && L <= 256);
+    variant_init(v, ctx, serial ? ROLLOUT_SERIAL : P > 1 && vec4 && L <= 256 ? ROLLOUT_REGS : ROLLOUT_GENERAL);
     cl_mem xch = NULL, sync = NULL;
     oclml_status st = oclml__scratch_get(ctx, E * (3 * D + S + 8 * P) * sizeof(float), &xch);
     if (!st) st = oclml__scratch_get(ctx, (E + 1) * sizeof(cl_uint), &sync);
@@ -268,10 +280,15 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, cons
  * weights where the device has GPU-scope sync ---- */
 void oclml__rssm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     rssm_variant v;
-    variant_init(&v, ctx, false);
+    if (!ctx->caps.is_gpu) {
+        variant_init(&v, ctx, ROLLOUT_SERIAL);
+        oclml__warm_add(list, op, "one work-item per member part", v.spec);
+        return;
+    }
+    variant_init(&v, ctx, ROLLOUT_GENERAL);
     oclml__warm_add(list, op, "whole members", v.spec);
-    if (ctx->caps.is_gpu && oclml__caps_full(ctx)->inline_ptx) {
-        variant_init(&v, ctx, true);
+    if (oclml__caps_full(ctx)->inline_ptx) {
+        variant_init(&v, ctx, ROLLOUT_REGS);
         oclml__warm_add(list, op, "split members, weights in registers", v.spec);
     }
 }

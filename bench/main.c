@@ -2,6 +2,7 @@
  * op family on its canonical shapes and reports against the device's limits measured in the same
  * run. */
 #include "bench.h"
+#include "tree.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ int main(int argc, char **argv) {
     bench_env env = {.reps = 20, .warm = 3};
     oclml_ctx_options opts;
     oclml_ctx_options_init(&opts);
+    opts.kernel_path = oclml_tree_kernel_path();
     opts.profiling = 1;
     const char *json = NULL;
     int first_cmd = argc;

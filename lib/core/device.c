@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* From cl_nv_device_attribute_query and cl_amd_device_attribute_query (not in every cl_ext.h). */
 #define NV_COMPUTE_CAPABILITY_MAJOR 0x4000
@@ -111,14 +112,64 @@ static const char *MMA_PROBE =
     "    p[2] = d0 + d1 + d2 + d3;\n"
     "}\n";
 
+/* The probes' results are kept in the disk cache directory, keyed like a program (device, driver,
+ * library version), so that a process whose disk cache knows the device builds no probe: on
+ * NVIDIA even a cached program binary is PTX that the driver compiles again at load. */
+static void probe_file(const oclml_ctx *ctx, char *path, size_t len) {
+    oclml__sha256_ctx s;
+    uint8_t key[32];
+    char hex[65];
+    oclml__sha256_init(&s);
+    oclml__sha256_update_str(&s, "oclml-caps-v1");
+    oclml__sha256_update_str(&s, ctx->info.platform_name);
+    oclml__sha256_update_str(&s, ctx->info.platform_version);
+    oclml__sha256_update_str(&s, ctx->info.device_name);
+    oclml__sha256_update_str(&s, ctx->info.device_version);
+    oclml__sha256_update_str(&s, ctx->info.driver_version);
+    oclml__sha256_update_str(&s, OCLML_VERSION_STRING);
+    oclml__sha256_final(&s, key);
+    oclml__hex(key, 32, hex);
+    snprintf(path, len, "%s/caps-%s.txt", ctx->disk.dir, hex);
+}
+
+static bool probes_from_disk(oclml_ctx *ctx) {
+    char path[1200];
+    if (!ctx->disk.enabled) return false;
+    probe_file(ctx, path, sizeof path);
+    size_t n;
+    char *text = oclml__read_file(path, &n);
+    int ptx = -1, mma = -1;
+    bool ok = text && sscanf(text, "inline_ptx=%d mma_tf32=%d", &ptx, &mma) == 2 && (ptx == 0 || ptx == 1) &&
+              (mma == 0 || mma == 1);
+    free(text);
+    if (ok) {
+        ctx->caps.inline_ptx = ptx;
+        ctx->caps.mma_tf32 = mma;
+    }
+    return ok;
+}
+
+static void probes_to_disk(oclml_ctx *ctx) {
+    char path[1200], tmp[1300];
+    if (!ctx->disk.enabled) return;
+    probe_file(ctx, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    bool ok = fprintf(f, "inline_ptx=%d mma_tf32=%d\n", ctx->caps.inline_ptx, ctx->caps.mma_tf32) > 0;
+    ok = !fclose(f) && ok;
+    if (!ok || rename(tmp, path)) unlink(tmp); /* readers never see a partial file */
+}
+
 const oclml__caps *oclml__caps_full(oclml_ctx *ctx) {
     pthread_mutex_lock(&ctx->caps_lock);
     if (!ctx->caps.ptx_probed) {
         /* Only GPUs run PTX; a CPU driver is spared the failing compile. */
-        if (ctx->caps.is_gpu) {
+        if (ctx->caps.is_gpu && !probes_from_disk(ctx)) {
             ctx->caps.inline_ptx = !oclml__build_probe(ctx, "ptx probe", PTX_PROBE, "-cl-std=CL1.2");
             ctx->caps.mma_tf32 = ctx->caps.inline_ptx &&
                                  !oclml__build_probe(ctx, "mma probe", MMA_PROBE, "-cl-std=CL1.2");
+            probes_to_disk(ctx);
         }
         ctx->caps.ptx_probed = 1;
         oclml__log(ctx, OCLML_LOG_DEBUG, "capabilities: inline PTX %s, TF32 mma.sync %s",

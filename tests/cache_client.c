@@ -14,6 +14,7 @@ int main(int argc, char **argv) {
     oclml_ctx_options o;
     oclml_ctx_options_init(&o);
     o.cache_dir = strcmp(argv[1], "-") ? argv[1] : NULL;
+    o.tuning = "cache.binaries=1"; /* on every driver, PoCL included */
     if (argc > 4) o.cache_max_bytes = strtoull(argv[4], NULL, 10);
     char err[4096];
     oclml_ctx *ctx;

@@ -30,6 +30,10 @@ typedef struct oclml__caps {
     unsigned nv_cc_major, nv_cc_minor;
     /* The compiler takes a per-work-item register cap (cl_nv_compiler_options). */
     bool register_cap_option;
+    /* The driver keeps its own cache of compiled programs, and fetching a program binary costs
+     * more than that cache saves (PoCL: the binary makes it compile every kernel for every
+     * work-group size first, seconds to minutes). Our disk cache then stays out of the way. */
+    bool driver_program_cache;
     /* Probed lazily: inline PTX compiles and runs (warp shuffles, GPU-scope acquire/release);
      * TF32 mma.sync m16n8k8 compiles (tensor cores). */
     int ptx_probed; /* 0 not yet, 1 done; guarded by caps_lock */

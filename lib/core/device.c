@@ -69,6 +69,7 @@ void oclml__device_probe(oclml_ctx *ctx) {
     c->max_work_group_size = i->max_work_group_size;
     c->local_mem_bytes = i->local_mem_bytes;
     c->simd_width = 1;
+    c->driver_program_cache = strstr(i->platform_name, "Portable Computing Language") != NULL;
     cl_device_fp_config fp = 0;
     c->fp64 = !clGetDeviceInfo(ctx->device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp, &fp, NULL) && fp;
     char *ext = extensions(ctx);

@@ -285,9 +285,16 @@ void oclml__count(oclml_ctx *ctx, unsigned long *counter) {
     pthread_mutex_unlock(&ctx->build_lock);
 }
 
+/* Whether programs go through the disk cache: where it is enabled, and by default not where the
+ * driver caches programs itself at less cost (the tuning key cache.binaries overrides that). */
+static bool disk_binaries(const oclml_ctx *ctx) {
+    long policy = oclml__tune(ctx, "cache.binaries", 0);
+    return ctx->disk.enabled && (policy == 1 || (policy == -1 && !ctx->caps.driver_program_cache));
+}
+
 /* Tries the disk cache: a verified binary that the driver accepts and builds. */
 static cl_program program_from_disk(oclml_ctx *ctx, const uint8_t key[32], const char *options) {
-    if (!ctx->disk.enabled) return NULL;
+    if (!disk_binaries(ctx)) return NULL;
     unsigned char *bin = NULL;
     size_t len = 0;
     if (!oclml__diskcache_load(ctx, key, &bin, &len)) {
@@ -313,7 +320,7 @@ static cl_program program_from_disk(oclml_ctx *ctx, const uint8_t key[32], const
 }
 
 static void program_to_disk(oclml_ctx *ctx, cl_program prog, const uint8_t key[32]) {
-    if (!ctx->disk.enabled) return;
+    if (!disk_binaries(ctx)) return;
     size_t len = 0;
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) || len == 0) return;
     unsigned char *bin = malloc(len);

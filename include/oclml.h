@@ -12,6 +12,14 @@
  * NaN/Inf policy: a NaN input gives NaN in every output element that depends on it (the math
  * propagates it; no kernel filters NaN). Infinities follow IEEE arithmetic except where an op
  * documents otherwise.
+ *
+ * Partial results: validation happens before anything is enqueued, but an op of several launches
+ * whose later launch fails (out of device resources, a lost device) returns that failure with
+ * the earlier launches' outputs written. The ops of one launch, or whose earlier launches write
+ * only scratch memory, never do this. Those that can: layernorm_backward and rmsnorm_backward
+ * (dx before dgamma and dbeta), gru_step with OCLML_GRU_CHO and gru_step_backward (some of
+ * their outputs), gru_sequence (the steps before the failing one), rssm_rollout (the per-step
+ * outputs before the summary's).
  */
 #ifndef OCLML_H
 #define OCLML_H

@@ -132,6 +132,20 @@ START_TEST(unsafe_directories_refused) {
     r = client(link, "memory.cl", NULL, 0);
     ck_assert_int_eq(r.enabled, 0);
     ck_assert_ptr_nonnull(strstr(r.reason, "symbolic link"));
+    /* A trailing slash once made lstat follow the link. */
+    char slashed[1200];
+    snprintf(slashed, sizeof slashed, "%s//", link);
+    r = client(slashed, "memory.cl", NULL, 0);
+    ck_assert_int_eq(r.enabled, 0);
+    ck_assert_ptr_nonnull(strstr(r.reason, "symbolic link"));
+    /* A path too long to hold is refused, not cut to another directory's name. */
+    char longer[1400];
+    int n = snprintf(longer, sizeof longer, "%s/", dir);
+    while (n < 1100) n += snprintf(longer + n, sizeof longer - (size_t)n, "x");
+    r = client(longer, "memory.cl", NULL, 0);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(r.enabled, 0);
+    ck_assert_ptr_nonnull(strstr(r.reason, "longer than"));
     if (geteuid() == 0) { /* only root can hand a directory to another user */
         ck_assert_int_eq(chown(dir, 65534, 65534), 0);
         r = client(dir, "memory.cl", NULL, 0);

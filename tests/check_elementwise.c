@@ -99,7 +99,9 @@ END_TEST
 START_TEST(extremes_and_nan) {
     float x[] = {1e4f, -1e4f, 0.0f, -0.0f, NAN, 30.0f, -30.0f, 1e-40f};
     size_t n = 8;
+    float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     oclml_tensor *X = test_tensor_from(1, &n, x), *Y = test_tensor(1, &n), *G = test_tensor_from(1, &n, x);
+    oclml_tensor *ONES = test_tensor_from(1, &n, ones);
     int ops[] = {OCLML_SIGMOID, OCLML_TANH, OCLML_GELU_ERF, OCLML_GELU_TANH, OCLML_SILU, OCLML_RELU, OCLML_NEG, OCLML_ABS};
     for (int k = 0; k < 8; k++) {
         float y[8];
@@ -117,10 +119,17 @@ START_TEST(extremes_and_nan) {
         ck_assert_msg(isnan(y[4]), "%s backward at NaN gives %g", UNARY[ops[k]], y[4]);
         for (size_t i = 0; i < n; i++)
             if (i != 4) ck_assert_msg(!isnan(y[i]), "%s backward(%g) is NaN", UNARY[ops[k]], x[i]);
+        /* With a finite dy, NaN in x alone must reach dx wherever f' depends on x (every op here
+         * but neg): abs' through sign(NaN) = 0 once gave 0. */
+        ASSERT_OK(oclml_unary_backward(T, ops[k], X, ONES, Y));
+        test_read(Y, y, n);
+        if (ops[k] != OCLML_NEG)
+            ck_assert_msg(isnan(y[4]), "%s backward at x = NaN, dy = 1 gives %g", UNARY[ops[k]], y[4]);
     }
     oclml_tensor_destroy(X);
     oclml_tensor_destroy(Y);
     oclml_tensor_destroy(G);
+    oclml_tensor_destroy(ONES);
 }
 END_TEST
 

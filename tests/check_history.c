@@ -60,6 +60,60 @@ START_TEST(full_length_without_lengths) {
 }
 END_TEST
 
+/* A loss series with a large offset (1000 plus a slow trend and noise): the slope must keep
+ * its accuracy (a sum of position times value loses it to cancellation; NUMERICS.md's offset
+ * series). */
+START_TEST(offset_series_keep_slope_accuracy) {
+    size_t B = 2, N = 4000, shape[3] = {B, 2, N}, fs[2] = {B, 64};
+    float *series = test_floats(B * 2 * N), *out = test_floats(B * 64);
+    test_random(series, B * 2 * N, -0.05f, 0.05f);
+    for (size_t k = 0; k < B * 2; k++)
+        for (size_t i = 0; i < N; i++) series[k * N + i] += (k % 2 ? 1.0e4f : 1000.0f) - 1e-4f * (float)i;
+    oclml_tensor *S = test_tensor_from(3, shape, series), *Fo = test_tensor(2, fs);
+    ASSERT_OK(oclml_history_encode(T, S, NULL, Fo));
+    test_read(Fo, out, B * 64);
+    double ref[2 * 64];
+    for (size_t b = 0; b < B; b++) ref_history_encode(series + b * 2 * N, series + (b * 2 + 1) * N, N, ref + b * 64);
+    for (size_t b = 0; b < B; b++)
+        for (int sw = 0; sw < 8; sw++) { /* every series and window: the slope, relative */
+            size_t k = b * 64 + (size_t)sw * 8 + 5;
+            double rel = fabs(out[k] - ref[k]) / fabs(ref[k]);
+            ck_assert_msg(rel < 2e-4 || fabs(out[k] - ref[k]) < 1e-7,
+                          "slope (entry %zu, series/window %d): %.9g vs %.9g (rel %.2e)", b, sw,
+                          out[k], ref[k], rel);
+        }
+    oclml_tensor_destroy(S);
+    oclml_tensor_destroy(Fo);
+    free(series);
+    free(out);
+}
+END_TEST
+
+/* NaN in a window makes the window's statistics NaN, min and max included; windows that do not
+ * reach it stay finite. */
+START_TEST(nan_in_a_window) {
+    size_t B = 1, N = 300, shape[3] = {B, 2, N}, fs[2] = {B, 64};
+    float *series = test_floats(2 * N), out[64];
+    test_random(series, 2 * N, -1, 1);
+    series[N - 3] = NAN;  /* loss: in every window */
+    series[N + 100] = NAN; /* gradient norm: only in the whole-history window */
+    oclml_tensor *S = test_tensor_from(3, shape, series), *Fo = test_tensor(2, fs);
+    ASSERT_OK(oclml_history_encode(T, S, NULL, Fo));
+    test_read(Fo, out, 64);
+    for (int w = 0; w < 4; w++)
+        for (int stat = 0; stat < 4; stat++) /* mean, std, min, max */
+            ck_assert_msg(isnan(out[w * 8 + stat]), "loss window %d stat %d: %g", w, stat, out[w * 8 + stat]);
+    for (int w = 0; w < 3; w++)
+        for (int stat = 0; stat < 8; stat++)
+            ck_assert_msg(isfinite(out[32 + w * 8 + stat]), "gnorm window %d stat %d: %g", w, stat,
+                          out[32 + w * 8 + stat]);
+    ck_assert(isnan(out[32 + 3 * 8 + 2]) && isnan(out[32 + 3 * 8 + 3]));
+    oclml_tensor_destroy(S);
+    oclml_tensor_destroy(Fo);
+    free(series);
+}
+END_TEST
+
 START_TEST(bad_input_touches_nothing) {
     size_t s3[3] = {2, 3, 10}, s2[3] = {2, 2, 10}, f1[2] = {2, 63}, f2[2] = {2, 64}, three = 3;
     oclml_tensor *A = test_tensor(3, s3), *S = test_tensor(3, s2), *F1 = test_tensor(2, f1), *F2 = test_tensor(2, f2);
@@ -83,6 +137,8 @@ int main(void) {
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_test(tc, mixed_lengths_batch);
     tcase_add_test(tc, full_length_without_lengths);
+    tcase_add_test(tc, offset_series_keep_slope_accuracy);
+    tcase_add_test(tc, nan_in_a_window);
     tcase_add_test(tc, bad_input_touches_nothing);
     suite_add_tcase(s, tc);
     return test_main(s);

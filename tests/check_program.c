@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *GOOD =
@@ -98,6 +99,42 @@ START_TEST(build_options_from_environment) {
     ASSERT_OK(oclml_ctx_build_file(ctx, "needs_define.cl", NULL, NULL));
     oclml_ctx_destroy(ctx);
     unsetenv("OCLML_BUILD_OPTIONS");
+}
+END_TEST
+
+/* Build options reach the driver only well formed: a bare -D once crashed PoCL inside
+ * clBuildProgram. Refused at context creation (environment) or at the call (argument). */
+START_TEST(malformed_build_options_refused) {
+    static const char *bad[] = {"-D", "-DX=1 -D", "-D=1", "-DA='b c'", "DFOO", "-I"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("OCLML_BUILD_OPTIONS", bad[i], 1);
+        oclml_ctx_options o;
+        oclml_ctx_options_init(&o);
+        oclml_ctx *ctx = NULL;
+        char err[1024];
+        ck_assert_int_eq(oclml_ctx_create(&ctx, &o, err, sizeof err), OCLML_ERR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(err, "malformed") != NULL, "%s: %s", bad[i], err);
+        unsetenv("OCLML_BUILD_OPTIONS");
+        ASSERT_STATUS(oclml_ctx_build_file(T, "memory.cl", bad[i], NULL), OCLML_ERR_INVALID_ARGUMENT);
+    }
+    ASSERT_OK(oclml_ctx_build_file(T, "memory.cl", "-DFOO=1 -cl-fast-relaxed-math", NULL));
+}
+END_TEST
+
+/* A kernel directory that others can write is skipped (as the disk cache refuses one), and the
+ * error names it as skipped. */
+START_TEST(writable_kernel_dir_skipped) {
+    char dir[1024];
+    test_tmpdir(dir, sizeof dir, "open");
+    test_write_file(dir, "custom.cl", GOOD);
+    chmod(dir, 0777);
+    oclml_ctx *ctx = ctx_with_path(dir);
+    ASSERT_STATUS(oclml_ctx_build_file(ctx, "custom.cl", "-DOCLML_TEST_VALUE=1", NULL), OCLML_ERR_KERNEL_NOT_FOUND);
+    ck_assert_msg(strstr(oclml_ctx_last_error(ctx), "writable by others") != NULL, "%s",
+                  oclml_ctx_last_error(ctx));
+    chmod(dir, 0755);
+    ASSERT_OK(oclml_ctx_build_file(ctx, "custom.cl", "-DOCLML_TEST_VALUE=1", NULL));
+    oclml_ctx_destroy(ctx);
 }
 END_TEST
 
@@ -262,6 +299,8 @@ int main(void) {
     tcase_add_test(tc, current_directory_is_never_searched);
     tcase_add_test(tc, compile_error_gives_build_log);
     tcase_add_test(tc, build_options_from_environment);
+    tcase_add_test(tc, malformed_build_options_refused);
+    tcase_add_test(tc, writable_kernel_dir_skipped);
     tcase_add_test(tc, memory_cache_hits);
     tcase_add_test(tc, kernel_files_and_prewarm);
     tcase_add_test(tc, one_variant_per_call);

@@ -319,6 +319,35 @@ START_TEST(general_kernel_any_device) {
 }
 END_TEST
 
+/* A member whose state holds a NaN gives NaN in everything of its own that depends on it, the
+ * entropies included (an entropy sum that skipped NaN probabilities stayed finite); the other
+ * member is untouched. */
+START_TEST(nan_member_stays_nan) {
+    ens m;
+    ens_make(&m, 2, 8, 2, 3, 4, 2, 0);
+    m.h0[3] = NAN; /* member 0 */
+    ASSERT_OK(oclml_tensor_write(m.th, m.h0, 2 * 8));
+    size_t T6 = 6, en[2] = {2, T6}, two = 2;
+    oclml_tensor *Y = test_tensor(2, en), *H = test_tensor(2, en), *TE = test_tensor(1, &two);
+    oclml_rssm_outputs o = {.y = Y, .entropy = H, .total_entropy = TE};
+    oclml_rssm_config c = config(T6, 2, 3, 2, OCLML_GRU_TORCH, OCLML_RSSM_MEAN);
+    ASSERT_OK(oclml_rssm_rollout(T, &c, &m.weights, &m.start, &o));
+    float y[12], h[12], te[2];
+    test_read(Y, y, 12);
+    test_read(H, h, 12);
+    test_read(TE, te, 2);
+    for (size_t t = 0; t < T6; t++) {
+        ck_assert_msg(isnan(y[t]) && isnan(h[t]), "member 0 step %zu: y %g, entropy %g", t, y[t], h[t]);
+        ck_assert_msg(isfinite(y[T6 + t]) && isfinite(h[T6 + t]), "member 1 step %zu", t);
+    }
+    ck_assert_msg(isnan(te[0]) && isfinite(te[1]), "total entropy %g %g", te[0], te[1]);
+    oclml_tensor_destroy(Y);
+    oclml_tensor_destroy(H);
+    oclml_tensor_destroy(TE);
+    ens_free(&m);
+}
+END_TEST
+
 START_TEST(invalid_configurations) {
     ens m;
     ens_make(&m, 2, 8, 2, 3, 4, 2, 0);
@@ -330,6 +359,14 @@ START_TEST(invalid_configurations) {
     bad.groups = 3; /* G * C = 9, S = 6 */
     ASSERT_STATUS(oclml_rssm_rollout(T, &bad, &m.weights, &m.start, &o), OCLML_ERR_INVALID_CONFIG);
     ck_assert_ptr_nonnull(strstr(oclml_ctx_last_error(T), "G * C"));
+    /* A product that wraps around to S (2^63 * 2 + 6 = 6 mod 2^64) is no match either. */
+    bad.groups = ((size_t)1 << (sizeof(size_t) * 8 - 1)) + 3;
+    bad.classes = 2;
+    ASSERT_STATUS(oclml_rssm_rollout(T, &bad, &m.weights, &m.start, &o), OCLML_ERR_INVALID_CONFIG);
+    /* A config not filled by oclml_rssm_config_init is refused. */
+    bad = c;
+    bad.struct_size = 0;
+    ASSERT_STATUS(oclml_rssm_rollout(T, &bad, &m.weights, &m.start, &o), OCLML_ERR_INVALID_CONFIG);
     bad = c;
     bad.feedback = 5; /* k > F = 4 */
     ASSERT_STATUS(oclml_rssm_rollout(T, &bad, &m.weights, &m.start, &o), OCLML_ERR_INVALID_CONFIG);
@@ -372,6 +409,7 @@ int main(void) {
     tcase_add_test(tc, hidden_above_work_group_limit);
     tcase_add_loop_test(tc, split_rollout, 0, 2);
     tcase_add_test(tc, general_kernel_any_device);
+    tcase_add_test(tc, nan_member_stays_nan);
     tcase_add_test(tc, invalid_configurations);
     suite_add_tcase(s, tc);
     return test_main(s);

@@ -49,7 +49,7 @@ inline float d_silu(float x) {
     return oclml_sigmoid(x) * (1.0f + x * oclml_sigmoid(-x));
 }
 #define D_NEG(x, g, p) (-(g))
-#define D_ABS(x, g, p) ((g) * sign(x))
+#define D_ABS(x, g, p) (isnan(x) ? (x) : (g) * sign(x)) /* sign(NaN) is 0: keep the NaN */
 #define D_EXP(x, g, p) ((g) * exp(x))
 #define D_LOG(x, g, p) ((g) / (x))
 #define D_SQRT(x, g, p) ((g) * 0.5f / sqrt(x))

@@ -4,7 +4,10 @@
  * change (last - first) / (|first| + 1e-8). A window longer than the history uses all of it; an
  * empty history gives zeros; length 1 gives slope 0 and std 0.
  * One work-group per (batch entry, series); the windows are nested suffixes, so one pass feeds
- * all four, and a second pass sums squared deviations for the standard deviation. */
+ * all four (sums, extremes, differences), and a second pass takes the deviations from the
+ * window's mean: squared for the standard deviation, times the centred position for the slope
+ * (centred on both sides, so a large offset costs no accuracy). A NaN in a window makes its min
+ * and max NaN (fmin and fmax alone would drop it). */
 #include "rows.h"
 #define WINDOWS 4
 
@@ -22,9 +25,9 @@ __kernel void oclml_history_encode(__global const float *series, ulong so, __glo
     const uint len = has_lengths ? min((uint)lengths[lo + b], N) : N;
     __global const float *v = series + so + ((ulong)b * 2 + s) * N;
     __global float *o = out + oo + (ulong)b * 64 + s * 32;
-    float sum[WINDOWS], mn[WINDOWS], mx[WINDOWS], slope[WINDOWS], dif[WINDOWS];
+    float sum[WINDOWS], mn[WINDOWS], mx[WINDOWS], slope[WINDOWS], dif[WINDOWS], nans[WINDOWS];
     for (uint w = 0; w < WINDOWS; w++) {
-        sum[w] = slope[w] = dif[w] = 0.0f;
+        sum[w] = slope[w] = dif[w] = nans[w] = 0.0f;
         mn[w] = INFINITY;
         mx[w] = -INFINITY;
     }
@@ -34,11 +37,10 @@ __kernel void oclml_history_encode(__global const float *series, ulong so, __glo
         for (uint w = 0; w < WINDOWS; w++) {
             const uint n = window_len(w, len), start = len - n;
             if (i < start) continue;
-            const float p = (float)(i - start) - 0.5f * (float)(n - 1);
             sum[w] += x;
             mn[w] = fmin(mn[w], x);
             mx[w] = fmax(mx[w], x);
-            slope[w] += p * x;
+            nans[w] += isnan(x) ? 1.0f : 0.0f;
             if (i > start) dif[w] += fabs(x - prev);
         }
     }
@@ -48,15 +50,23 @@ __kernel void oclml_history_encode(__global const float *series, ulong so, __glo
         sum[w] = seg_sum(sum[w], red, lid, L);
         mn[w] = -seg_max(-mn[w], red, lid, L);
         mx[w] = seg_max(mx[w], red, lid, L);
-        slope[w] = seg_sum(slope[w], red, lid, L);
         dif[w] = seg_sum(dif[w], red, lid, L);
+        if (seg_sum(nans[w], red, lid, L) > 0.0f) mn[w] = mx[w] = NAN;
         mean[w] = n > 0.0f ? sum[w] / n : 0.0f;
     }
     float sq[WINDOWS] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (uint i = lid; i < len; i += L)
-        for (uint w = 0; w < WINDOWS; w++)
-            if (i >= len - window_len(w, len)) sq[w] += (v[i] - mean[w]) * (v[i] - mean[w]);
-    for (uint w = 0; w < WINDOWS; w++) sq[w] = seg_sum(sq[w], red, lid, L);
+        for (uint w = 0; w < WINDOWS; w++) {
+            const uint n = window_len(w, len), start = len - n;
+            if (i < start) continue;
+            const float d = v[i] - mean[w], p = (float)(i - start) - 0.5f * (float)(n - 1);
+            sq[w] += d * d;
+            slope[w] += p * d;
+        }
+    for (uint w = 0; w < WINDOWS; w++) {
+        sq[w] = seg_sum(sq[w], red, lid, L);
+        slope[w] = seg_sum(slope[w], red, lid, L);
+    }
     if (lid != 0) return;
     for (uint w = 0; w < WINDOWS; w++) {
         const uint n = window_len(w, len);

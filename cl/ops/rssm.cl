@@ -206,7 +206,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void oclml_rssm_rollout(
             for (uint c = 0; c < C; c++) {
                 const float pi = (1.0f - unimix) * (l[c] / sum) + unimix / (float)C;
                 l[c] = pi;
-                ent -= (pi > 0.0f) ? pi * log(pi) : 0.0f;
+                ent -= (pi > 0.0f || isnan(pi)) ? pi * log(pi) : 0.0f; /* NaN in, NaN out */
             }
             if (sample) { /* z = onehot(first class whose running sum of pi exceeds u), Philox u */
                 const uint4 rnd = philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi));
@@ -500,7 +500,7 @@ __kernel void oclml_rssm_rollout(
         for (uint i = lid; i < ng * C; i += L) {
             const float pi = (1.0f - unimix) * (lg[i] / gst[NG + i / C]) + unimix / (float)C;
             lg[i] = pi;
-            ent -= (pi > 0.0f) ? pi * log(pi) : 0.0f;
+            ent -= (pi > 0.0f || isnan(pi)) ? pi * log(pi) : 0.0f; /* NaN in, NaN out */
         }
         if (sample) { /* z = onehot(first class whose running sum of pi exceeds u), Philox u */
             barrier(CLK_LOCAL_MEM_FENCE);

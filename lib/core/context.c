@@ -143,6 +143,11 @@ static oclml_ctx *ctx_alloc(const oclml_ctx_options *o) {
 /* Shared tail of create and wrap: device facts, disk cache, tuning table. Nothing is compiled
  * here: ops build the variant they run on first use, or oclml_ctx_prewarm does it up front. */
 static oclml_status ctx_finish_setup(oclml_ctx *ctx, const oclml_ctx_options *o) {
+    if (!oclml__options_well_formed(ctx->build_options))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "build options '%s' ($OCLML_BUILD_OPTIONS, then the build_options "
+                           "option) are malformed: each must be a -option, -D needs a name, no "
+                           "quotes or backslashes", ctx->build_options);
     oclml__device_probe(ctx);
     oclml__diskcache_open(ctx, o->cache_dir, o->cache_max_bytes);
     oclml__log(ctx, OCLML_LOG_INFO, "device %s [%s], selected by %s", ctx->info.device_name,

@@ -259,6 +259,9 @@ static inline oclml_status oclml__simple_kernel(oclml_ctx *ctx, const char *file
 oclml_status oclml__program_build(oclml_ctx *ctx, const oclml__program_spec *spec,
                                   double *built_ms);
 void oclml__programs_free(oclml_ctx *ctx);
+/* Whether a string of build options is well formed: -options only, -D with a name, no quotes
+ * or backslashes (drivers have crashed on less). */
+bool oclml__options_well_formed(const char *opts);
 /* Builds a self-contained source (capability probes) through the disk cache; records no error. */
 oclml_status oclml__build_probe(oclml_ctx *ctx, const char *label, const char *source,
                                 const char *options);

@@ -56,19 +56,28 @@ void oclml__diskcache_open(oclml_ctx *ctx, const char *dir_option, size_t max_by
         disable(ctx, "disabled: %s is empty", origin);
         return;
     }
+    int n;
     if (dir) {
-        snprintf(d->dir, sizeof d->dir, "%s", dir);
+        n = snprintf(d->dir, sizeof d->dir, "%s", dir);
     } else {
         const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
         if (xdg && *xdg == '/')
-            snprintf(d->dir, sizeof d->dir, "%s/oclml", xdg);
+            n = snprintf(d->dir, sizeof d->dir, "%s/oclml", xdg);
         else if (home && *home == '/')
-            snprintf(d->dir, sizeof d->dir, "%s/.cache/oclml", home);
+            n = snprintf(d->dir, sizeof d->dir, "%s/.cache/oclml", home);
         else {
             disable(ctx, "%s", "no XDG_CACHE_HOME or HOME to place it in");
             return;
         }
     }
+    /* A path that does not fit is refused, not cut short (a cut path names another directory). */
+    if (n < 0 || (size_t)n >= sizeof d->dir) {
+        d->dir[0] = '\0';
+        disable(ctx, "the cache directory's path is longer than %s characters", "1023");
+        return;
+    }
+    /* Without trailing slashes, lstat sees a symbolic link as one ("dir/" would follow it). */
+    for (size_t len = strlen(d->dir); len > 1 && d->dir[len - 1] == '/'; len--) d->dir[len - 1] = '\0';
     if (make_dirs(d->dir)) {
         disable(ctx, "cannot create %s", d->dir);
         return;

@@ -30,10 +30,18 @@ typedef struct search_path {
     int n;
 } search_path;
 
+/* A kernel directory is code we run: one that others can write (the same rule as the disk
+ * cache's) is skipped, and named as skipped wherever the search path is listed. */
+static bool dir_writable_by_others(const char *dir) {
+    struct stat st;
+    return !stat(dir, &st) && S_ISDIR(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH)) &&
+           !(st.st_mode & S_ISVTX);
+}
+
 static bool dir_usable(const oclml_ctx *ctx, const char *dir) {
     struct stat st;
     if (stat(dir, &st) || !S_ISDIR(st.st_mode)) return false;
-    if (st.st_mode & (S_IWGRP | S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+    if (dir_writable_by_others(dir)) {
         oclml__log(ctx, OCLML_LOG_WARN, "kernel directory %s is writable by others: not used", dir);
         return false;
     }
@@ -56,7 +64,8 @@ static void search_dirs(const oclml_ctx *ctx, search_path *sp, char *listed, siz
                 memcpy(dir, s, n);
                 dir[n] = '\0';
                 if (listed && used < len)
-                    used += (size_t)snprintf(listed + used, len - used, "%s%s", used ? ", " : "", dir);
+                    used += (size_t)snprintf(listed + used, len - used, "%s%s%s", used ? ", " : "", dir,
+                                             dir_writable_by_others(dir) ? " (skipped: writable by others)" : "");
                 if (sp->n < MAX_SEARCH_DIRS && dir_usable(ctx, dir)) memcpy(sp->dirs[sp->n++], dir, n + 1);
             }
             s = colon ? colon + 1 : NULL;
@@ -209,7 +218,7 @@ static oclml_status compose_file(oclml_ctx *ctx, const char *file, char **source
 
 /* Build options must reach the driver as options: a stray -D without a name or an unbalanced
  * quote has crashed drivers inside clBuildProgram. */
-static bool options_well_formed(const char *opts) {
+bool oclml__options_well_formed(const char *opts) {
     for (const char *p = opts; *p;) {
         while (*p == ' ') p++;
         if (!*p) break;
@@ -335,7 +344,7 @@ static void program_to_disk(oclml_ctx *ctx, cl_program prog, const uint8_t key[3
  * errors and logs. quiet: a failure records no error (capability probes). */
 static oclml_status build_source(oclml_ctx *ctx, const char *label, const char *source,
                                  const char *options, bool quiet, cl_program *out) {
-    if (!options_well_formed(ctx->build_options))
+    if (!oclml__options_well_formed(ctx->build_options))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "build options '%s' are malformed (each must be a -option; -D needs a "
                            "name; no quotes or backslashes)", ctx->build_options);
@@ -544,7 +553,7 @@ oclml_status oclml_ctx_build_file(oclml_ctx *ctx, const char *file, const char *
     oclml_status st = oclml__check_ctx(ctx);
     if (st) return st;
     if (!file) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "file is NULL");
-    if (options && !options_well_formed(options))
+    if (options && !oclml__options_well_formed(options))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "build options '%s' are malformed (each must be a -option; -D needs a "
                            "name; no quotes or backslashes)", options);

@@ -69,7 +69,8 @@ static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_config *c, const o
     d->G = c->groups;
     d->C = c->classes;
     d->K = c->feedback;
-    if (d->G * d->C != d->S)
+    size_t gc;
+    if (!oclml__mul_ok(d->G, d->C, &gc) || gc != d->S) /* a product that wraps is no match */
         return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG, "G * C = %zu x %zu does not match z's %zu", d->G, d->C, d->S);
     if (d->K > d->F)
         return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG, "feedback k = %zu exceeds F = %zu", d->K, d->F);

@@ -9,8 +9,8 @@ static void stats(const float *v, size_t n, double *f) {
     double mean = 0, var = 0, mn = INFINITY, mx = -INFINITY, sxy = 0, sxx = 0, dif = 0, pm = (n - 1) / 2.0;
     for (size_t i = 0; i < n; i++) {
         mean += v[i];
-        mn = fmin(mn, v[i]);
-        mx = fmax(mx, v[i]);
+        mn = isnan(v[i]) || isnan(mn) ? NAN : fmin(mn, v[i]); /* NaN propagates (RSSM.md) */
+        mx = isnan(v[i]) || isnan(mx) ? NAN : fmax(mx, v[i]);
     }
     mean /= n;
     for (size_t i = 0; i < n; i++) {

@@ -305,7 +305,7 @@ START_TEST(general_kernel_any_device) {
     oclml_ctx_options o;
     oclml_ctx_options_init(&o);
     o.cache_dir = "";
-    o.tuning = "rssm.wg=8, rssm.split=2";
+    o.tuning = "rssm.wg=8, rssm.split=2"; /* GPUs raise 8 to two warps (lib/ops/rssm.c) */
     oclml_ctx_destroy(T);
     T = test_ctx_new(&o);
     ens m;

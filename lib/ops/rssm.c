@@ -183,6 +183,14 @@ static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c, co
                            D, S, F, ctx->caps.local_mem_bytes);
     size_t P = split_parts(ctx, d, L, serial);
     if (P == 1 && !serial) L = rollout_wg(ctx, d, true);
+    /* Split members sync by one work-item spinning while its group waits at a barrier: on an
+     * H100 that hung for groups of one warp (8 to 32 work-items, any P > 1) and ran from two
+     * warps up, so GPUs keep split groups at least two SIMD widths wide. */
+    size_t min_split_wg = 2 * (size_t)ctx->caps.simd_width;
+    if (P > 1 && !serial && ctx->caps.is_gpu && L < min_split_wg &&
+        min_split_wg <= ctx->caps.max_work_group_size &&
+        rollout_local_bytes(d, min_split_wg, 1) <= ctx->caps.local_mem_bytes)
+        L = min_split_wg;
     size_t U = (D + P - 1) / P, lbytes = rollout_local_bytes(d, L, P);
     cl_ulong wio = oclml__opt_offset(w->w_ih), who = oclml__opt_offset(w->w_hh), wpo = oclml__opt_offset(w->w_p);
     cl_uint vec4 = IN % 4 == 0 && D % 4 == 0 && wio % 4 == 0 && who % 4 == 0 && wpo % 4 == 0;

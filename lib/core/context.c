@@ -373,8 +373,10 @@ oclml_status oclml_ctx_cache_info(const oclml_ctx *ctx, oclml_cache_info *info) 
 
 oclml_status oclml_ctx_device_caps(oclml_ctx *ctx, oclml_device_caps *caps) {
     if (!ctx || !caps) return OCLML_ERR_NULL_POINTER;
-    const oclml__caps *c = oclml__caps_full(ctx);
+    const oclml__caps *c = &ctx->caps;
     memset(caps, 0, sizeof *caps);
+    caps->inline_ptx = oclml__caps_ptx(ctx);
+    caps->mma_tf32 = oclml__caps_mma(ctx);
     caps->is_gpu = c->is_gpu;
     caps->compute_units = c->compute_units;
     caps->max_work_group_size = c->max_work_group_size;
@@ -385,8 +387,6 @@ oclml_status oclml_ctx_device_caps(oclml_ctx *ctx, oclml_device_caps *caps) {
     caps->nv_cc_major = c->nv_cc_major;
     caps->nv_cc_minor = c->nv_cc_minor;
     caps->register_cap_option = c->register_cap_option;
-    caps->inline_ptx = c->inline_ptx;
-    caps->mma_tf32 = c->mma_tf32;
     return OCLML_SUCCESS;
 }
 

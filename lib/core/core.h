@@ -34,11 +34,11 @@ typedef struct oclml__caps {
      * more than that cache saves (PoCL: the binary makes it compile every kernel for every
      * work-group size first, seconds to minutes). Our disk cache then stays out of the way. */
     bool driver_program_cache;
-    /* Probed lazily: inline PTX compiles and runs (warp shuffles, GPU-scope acquire/release);
-     * TF32 mma.sync m16n8k8 compiles (tensor cores). */
-    int ptx_probed; /* 0 not yet, 1 done; guarded by caps_lock */
-    bool inline_ptx;
-    bool mma_tf32;
+    /* Probed lazily, each when first asked (oclml__caps_ptx, oclml__caps_mma): inline PTX
+     * compiles (warp shuffles, GPU-scope acquire/release); TF32 mma.sync m16n8k8 compiles (tensor
+     * cores). -1 not probed yet; guarded by caps_lock. */
+    int inline_ptx;
+    int mma_tf32;
 } oclml__caps;
 
 /* ---- tuning table (tune.c) ----
@@ -224,9 +224,11 @@ oclml_status oclml__check_numel(const oclml_ctx *ctx, const oclml_tensor *t, con
 
 /* ---- device capabilities (device.c) ---- */
 void oclml__device_probe(oclml_ctx *ctx);
-/* The capabilities with the lazily probed PTX facts filled in (builds the probe kernels on the
- * first call; later calls return at once). */
-const oclml__caps *oclml__caps_full(oclml_ctx *ctx);
+/* The lazily probed facts: whether inline PTX builds, whether TF32 mma.sync builds. The first
+ * call per context builds a tiny probe kernel (or reads the result the disk cache directory
+ * kept for this device and driver); later calls return at once. */
+bool oclml__caps_ptx(oclml_ctx *ctx);
+bool oclml__caps_mma(oclml_ctx *ctx);
 /* The build options that carry the capabilities into kernels (-DOCLML_PTX=1 where inline PTX
  * works) and the register cap of a spec, in the device's own option syntax. malloc'd. */
 char *oclml__device_options(oclml_ctx *ctx, unsigned max_registers);

@@ -69,6 +69,7 @@ void oclml__device_probe(oclml_ctx *ctx) {
     c->max_work_group_size = i->max_work_group_size;
     c->local_mem_bytes = i->local_mem_bytes;
     c->simd_width = 1;
+    c->inline_ptx = c->mma_tf32 = -1; /* probed when first asked */
     c->driver_program_cache = strstr(i->platform_name, "Portable Computing Language") != NULL;
     cl_device_fp_config fp = 0;
     c->fp64 = !clGetDeviceInfo(ctx->device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp, &fp, NULL) && fp;
@@ -133,21 +134,20 @@ static void probe_file(const oclml_ctx *ctx, char *path, size_t len) {
     snprintf(path, len, "%s/caps-%s.txt", ctx->disk.dir, hex);
 }
 
-static bool probes_from_disk(oclml_ctx *ctx) {
+/* Reads the kept results; a fact still unknown there stays -1. */
+static void probes_from_disk(oclml_ctx *ctx) {
     char path[1200];
-    if (!ctx->disk.enabled) return false;
+    if (!ctx->disk.enabled) return;
     probe_file(ctx, path, sizeof path);
     size_t n;
     char *text = oclml__read_file(path, &n);
     int ptx = -1, mma = -1;
-    bool ok = text && sscanf(text, "inline_ptx=%d mma_tf32=%d", &ptx, &mma) == 2 && (ptx == 0 || ptx == 1) &&
-              (mma == 0 || mma == 1);
-    free(text);
-    if (ok) {
-        ctx->caps.inline_ptx = ptx;
-        ctx->caps.mma_tf32 = mma;
+    if (text && sscanf(text, "inline_ptx=%d mma_tf32=%d", &ptx, &mma) == 2 && ptx >= -1 && ptx <= 1 &&
+        mma >= -1 && mma <= 1) {
+        if (ctx->caps.inline_ptx < 0) ctx->caps.inline_ptx = ptx;
+        if (ctx->caps.mma_tf32 < 0) ctx->caps.mma_tf32 = mma;
     }
-    return ok;
+    free(text);
 }
 
 static void probes_to_disk(oclml_ctx *ctx) {
@@ -162,22 +162,25 @@ static void probes_to_disk(oclml_ctx *ctx) {
     if (!ok || rename(tmp, path)) unlink(tmp); /* readers never see a partial file */
 }
 
-const oclml__caps *oclml__caps_full(oclml_ctx *ctx) {
+/* One lazily probed fact: from the disk cache directory's record, else by building its probe.
+ * Only GPUs run PTX: a CPU driver is spared the failing compile. */
+static bool probe(oclml_ctx *ctx, int *fact, const char *label, const char *source) {
     pthread_mutex_lock(&ctx->caps_lock);
-    if (!ctx->caps.ptx_probed) {
-        /* Only GPUs run PTX; a CPU driver is spared the failing compile. */
-        if (ctx->caps.is_gpu && !probes_from_disk(ctx)) {
-            ctx->caps.inline_ptx = !oclml__build_probe(ctx, "ptx probe", PTX_PROBE, "-cl-std=CL1.2");
-            ctx->caps.mma_tf32 = ctx->caps.inline_ptx &&
-                                 !oclml__build_probe(ctx, "mma probe", MMA_PROBE, "-cl-std=CL1.2");
-            probes_to_disk(ctx);
-        }
-        ctx->caps.ptx_probed = 1;
-        oclml__log(ctx, OCLML_LOG_DEBUG, "capabilities: inline PTX %s, TF32 mma.sync %s",
-                   ctx->caps.inline_ptx ? "yes" : "no", ctx->caps.mma_tf32 ? "yes" : "no");
+    if (*fact < 0 && ctx->caps.is_gpu) probes_from_disk(ctx);
+    if (*fact < 0) {
+        *fact = ctx->caps.is_gpu && !oclml__build_probe(ctx, label, source, "-cl-std=CL1.2");
+        oclml__log(ctx, OCLML_LOG_DEBUG, "capability %s: %s", label, *fact ? "yes" : "no");
+        if (ctx->caps.is_gpu) probes_to_disk(ctx);
     }
+    bool yes = *fact == 1;
     pthread_mutex_unlock(&ctx->caps_lock);
-    return &ctx->caps;
+    return yes;
+}
+
+bool oclml__caps_ptx(oclml_ctx *ctx) { return probe(ctx, &ctx->caps.inline_ptx, "inline PTX", PTX_PROBE); }
+
+bool oclml__caps_mma(oclml_ctx *ctx) {
+    return oclml__caps_ptx(ctx) && probe(ctx, &ctx->caps.mma_tf32, "TF32 mma.sync", MMA_PROBE);
 }
 
 char *oclml__device_options(oclml_ctx *ctx, unsigned max_registers) {

@@ -251,7 +251,7 @@ static char *full_options(oclml_ctx *ctx, const oclml__program_spec *spec, bool 
         }
     }
     char *opts = dev ? oclml__asprintf("-cl-std=CL1.2%s%s%s %s %s", dev,
-                                       uses_ptx && oclml__caps_full(ctx)->inline_ptx ? " -DOCLML_PTX=1" : "",
+                                       uses_ptx && oclml__caps_ptx(ctx) ? " -DOCLML_PTX=1" : "",
                                        wants, spec->defines ? spec->defines : "", ctx->build_options)
                      : NULL;
     free(dev);

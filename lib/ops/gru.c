@@ -190,7 +190,7 @@ static tile_shape choose_tile(const oclml_ctx *ctx, const gru_args *a, bool mma)
 /* Whether the tiled step runs on TF32 tensor cores: where the device has them, unless the tuning
  * key gru.mma is 0. */
 static bool use_mma(oclml_ctx *ctx) {
-    return oclml__tune(ctx, "gru.mma", 0) != 0 && ctx->caps.is_gpu && oclml__caps_full(ctx)->mma_tf32;
+    return oclml__tune(ctx, "gru.mma", 0) != 0 && ctx->caps.is_gpu && oclml__caps_mma(ctx);
 }
 
 /* The tiled step's program for a tile shape. */

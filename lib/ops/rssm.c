@@ -142,7 +142,7 @@ static oclml_status launch_named(oclml_ctx *ctx, const rssm_variant *v, const ch
  * any device (tests, tuning). */
 static size_t split_parts(oclml_ctx *ctx, const dims *d, size_t L, bool serial) {
     size_t P = (size_t)oclml__tune(ctx, "rssm.split", 0);
-    if (P == 0) P = ctx->caps.is_gpu && oclml__caps_full(ctx)->inline_ptx ? ctx->caps.compute_units / d->E : 1;
+    if (P == 0) P = ctx->caps.is_gpu && oclml__caps_ptx(ctx) ? ctx->caps.compute_units / d->E : 1;
     if (P > d->D) P = d->D;
     /* The general kernel's 4 P partial sums fit the work-group's 2 L reduction slots. */
     if (!serial && P > L / 2) P = L / 2;
@@ -296,7 +296,7 @@ void oclml__rssm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     }
     variant_init(&v, ctx, ROLLOUT_GENERAL);
     oclml__warm_add(list, op, "whole members", v.spec);
-    if (oclml__caps_full(ctx)->inline_ptx) {
+    if (oclml__caps_ptx(ctx)) {
         variant_init(&v, ctx, ROLLOUT_REGS);
         oclml__warm_add(list, op, "split members, weights in registers", v.spec);
     }

@@ -1,7 +1,10 @@
-/* Thread safety: two threads with two contexts, and several threads sharing one context (first
- * build raced, kernels shared, GEMM through CLBlast), each checking its own results. */
+/* Thread safety: two threads with two contexts, several threads sharing one context (first build
+ * raced, kernels shared, GEMM through CLBlast, failing calls mixed in), and different ops' first
+ * calls building at once, each checking its own results. CI runs this suite under
+ * ThreadSanitizer too (configure --enable-tsan). */
 #include "testutil.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,9 @@ static void *work(void *arg) {
     pthread_barrier_wait(&start);
     for (int it = 0; it < ITERS && !st && !w->failures; it++) {
         float v = (float)(w->id * 1000 + it);
+        /* A failing call mixed into the work: it must fail alone, touching nothing of anyone's. */
+        oclml_status bad = oclml_copy(w->ctx, a, ma); /* n elements into 64: refused */
+        if (bad != OCLML_ERR_INVALID_SHAPE) record_failure(w, "mismatched copy was not refused", bad);
         for (int i = 0; i < 64; i++) m[i] = v + (float)i;
         st = oclml_fill(w->ctx, a, v);
         if (!st) st = oclml_copy(w->ctx, a, b);
@@ -78,6 +84,78 @@ START_TEST(two_threads_two_contexts) {
 }
 END_TEST
 
+/* Threads making different ops' first calls at once on one context: their programs build
+ * concurrently (no build waits behind another's compile), each result checked. */
+typedef struct first_call {
+    oclml_ctx *ctx;
+    int which;
+    oclml_status st;
+    double err;
+    float x[7 * 96]; /* made before the threads start: test_random is not thread-safe */
+} first_call;
+
+static void *first_call_work(void *arg) {
+    first_call *f = arg;
+    size_t shape[2] = {7, 96};
+    const float *x = f->x;
+    float y[7 * 96];
+    oclml_tensor *X = NULL, *Y = NULL;
+    oclml_status st = oclml_tensor_create(f->ctx, 2, shape, &X);
+    if (!st) st = oclml_tensor_create(f->ctx, 2, shape, &Y);
+    if (!st) st = oclml_tensor_write(X, x, 7 * 96);
+    pthread_barrier_wait(&start);
+    if (!st) {
+        switch (f->which) {
+        case 0: st = oclml_softmax(f->ctx, X, Y); break;
+        case 1: st = oclml_layernorm(f->ctx, X, NULL, NULL, 1e-5f, Y, NULL, NULL); break;
+        case 2: st = oclml_unary(f->ctx, OCLML_RELU, X, Y); break;
+        default: st = oclml_log_softmax(f->ctx, X, Y); break;
+        }
+    }
+    if (!st) st = oclml_tensor_read(Y, y, 7 * 96);
+    f->st = st;
+    f->err = 0;
+    double ref[7 * 96];
+    if (f->which == 0 || f->which == 3) ref_softmax(7, 96, x, f->which == 3, ref);
+    else if (f->which == 1) ref_norm(0, 7, 96, x, NULL, NULL, 1e-5, ref, NULL, NULL);
+    else
+        for (int i = 0; i < 7 * 96; i++) ref[i] = ref_unary(OCLML_RELU, 0, x[i]);
+    for (int i = 0; !st && i < 7 * 96; i++) {
+        /* Normalised outputs are O(1): judged against 1 near zero, as NUMERICS.md does. */
+        double e = fabs(y[i] - ref[i]) / (fabs(ref[i]) + (f->which == 1 ? 1.0 : 1e-3));
+        if (e > f->err) f->err = e;
+    }
+    if (X) oclml_tensor_destroy(X);
+    if (Y) oclml_tensor_destroy(Y);
+    return NULL;
+}
+
+START_TEST(first_calls_build_concurrently) {
+    oclml_ctx_options o;
+    oclml_ctx_options_init(&o);
+    o.cache_dir = "";
+    oclml_ctx *ctx = test_ctx_new(&o);
+    static first_call f[4];
+    pthread_t th[4];
+    pthread_barrier_init(&start, NULL, 4);
+    for (int i = 0; i < 4; i++) {
+        f[i] = (first_call){ctx, i, OCLML_SUCCESS, 0, {0}};
+        test_random(f[i].x, 7 * 96, -2, 2);
+    }
+    for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, first_call_work, &f[i]);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&start);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(f[i].st == OCLML_SUCCESS, "op %d: %s", i, oclml_status_name(f[i].st));
+        ck_assert_msg(f[i].err < 1e-5, "op %d: relative error %g", i, f[i].err);
+    }
+    oclml_cache_info c;
+    oclml_ctx_cache_info(ctx, &c);
+    ck_assert_uint_eq(c.builds, 4);
+    oclml_ctx_destroy(ctx);
+}
+END_TEST
+
 START_TEST(four_threads_one_context) {
     /* No disk cache: all four threads race to build the same programs from source. */
     oclml_ctx_options o;
@@ -99,6 +177,7 @@ int main(void) {
     TCase *tc = tcase_create("threads");
     tcase_add_test(tc, two_threads_two_contexts);
     tcase_add_test(tc, four_threads_one_context);
+    tcase_add_test(tc, first_calls_build_concurrently);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Benchmark results: one JSON-lines file per (device, suite) in bench/results, ours and the
+PyTorch peer from the same run side by side; markdown tables for RESULTS.md; plots.
+
+  scripts/results.py store DEVICE OURS.jsonl [PEER.jsonl] [--coldstart FILE] [--date DATE]
+      replaces bench/results/DEVICE-SUITE.jsonl for every suite the files hold
+  scripts/results.py tables [DEVICE]     markdown tables of the stored files (stdout)
+  scripts/results.py plots OUTDIR        one PNG per (device, suite) with gnuplot
+
+Figures: GB/s for memory-bound ops, GFLOP/s for GEMM, microseconds for latency-bound ones (GRU
+step, RSSM rollout); the limit is the copy bandwidth or the FMA rate measured in the same run.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "bench", "results")
+
+SUITES = {
+    "copy": "copy",
+    "gemm": "gemm", "gemm_batched": "gemm",
+    "softmax": "softmax", "log_softmax": "softmax", "softmax_bwd": "softmax",
+    "layernorm": "norm", "rmsnorm": "norm", "layernorm_bwd": "norm", "rmsnorm_bwd": "norm",
+    "add": "elementwise", "bias_add": "elementwise", "gelu": "elementwise",
+    "gelu_bwd": "elementwise", "relu": "elementwise", "silu_bwd": "elementwise",
+    "sum": "elementwise", "max": "elementwise",
+    "gru_step": "gru", "rssm_rollout": "rssm",
+}
+
+
+def read_lines(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def suite_of(row):
+    if row.get("suite") == "coldstart":
+        return "coldstart"
+    return SUITES.get(row["op"], "other")
+
+
+def store(device, ours, peer=None, coldstart=None, date=None):
+    rows = [dict(r, impl=r.get("impl", "oclml")) for r in read_lines(ours)]
+    if peer:
+        rows += [dict(r, impl=r.get("impl", "torch")) for r in read_lines(peer)]
+    if coldstart:
+        rows += read_lines(coldstart)
+    if date:
+        rows = [dict(r, date=r.get("date", date)) for r in rows]
+    by_suite = {}
+    for r in rows:
+        by_suite.setdefault(suite_of(r), []).append(r)
+    os.makedirs(RESULTS, exist_ok=True)
+    for suite, items in sorted(by_suite.items()):
+        path = os.path.join(RESULTS, "%s-%s.jsonl" % (device, suite))
+        with open(path, "w") as f:
+            for r in items:
+                f.write(json.dumps(r, sort_keys=False) + "\n")
+        print("wrote %s (%d lines)" % (os.path.relpath(path, ROOT), len(items)))
+
+
+def stored():
+    """{(device, suite): rows} of bench/results."""
+    out = {}
+    for name in sorted(os.listdir(RESULTS)):
+        if name.endswith(".jsonl") and "-" in name:
+            device, suite = name[:-6].rsplit("-", 1)
+            out[(device, suite)] = read_lines(os.path.join(RESULTS, name))
+    return out
+
+
+def figure(row):
+    """(value, unit, higher is better) of a result line."""
+    if "gflops" in row and row["op"].startswith("gemm"):
+        return row["gflops"], "GFLOP/s", True
+    if "gbps" in row and row["op"] not in ("gru_step", "rssm_rollout"):
+        return row["gbps"], "GB/s", True
+    return row["median_ms"] * 1e3, "us", False
+
+
+def limit_of(rows):
+    copy = [r for r in rows if r["op"] == "copy" and r.get("impl") == "oclml"]
+    return copy[0]["gbps"] if copy else None
+
+
+def joined(rows):
+    """[(op, shape, variant, ours, peer)] with the peer's best variant beside ours."""
+    ours = [r for r in rows if r.get("impl") == "oclml"]
+    peers = {}
+    for r in rows:
+        if r.get("impl") not in (None, "oclml"):
+            key = (r["op"], r["shape"])
+            best = peers.get(key)
+            if best is None or r["median_ms"] < best["median_ms"]:
+                peers[key] = r
+    return [(r["op"], r["shape"], r.get("variant", ""), r, peers.get((r["op"], r["shape"])))
+            for r in ours]
+
+
+def tables(device=None):
+    for (dev, suite), rows in stored().items():
+        if device and dev != device:
+            continue
+        if suite == "coldstart":
+            print("\n### %s, %s\n" % (dev, suite))
+            print("| op | context ms | first call, empty caches, ms | with liboclml's disk cache, ms |")
+            print("|---|---|---|---|")
+            for r in rows:
+                disk = r.get("first_ms_disk_cache")
+                print("| %s | %.0f | %.1f | %s |" % (r["op"], r["ctx_ms"], r["first_ms_cold"],
+                                                     "-" if disk is None else "%.1f" % disk))
+            continue
+        pairs = joined(rows)
+        if not pairs:
+            continue
+        date = rows[0].get("date", "")
+        print("\n### %s, %s %s\n" % (dev, suite, date))
+        print("| op | shape | liboclml | PyTorch | ratio | of limit | max rel err |")
+        print("|---|---|---|---|---|---|---|")
+        for op, shape, _, o, p in pairs:
+            v, unit, higher = figure(o)
+            pv = figure(p)[0] if p else None
+            ratio = "-" if pv is None else "%.2fx" % ((v / pv) if higher else (pv / v))
+            frac = o.get("limit_fraction")
+            err = o.get("max_rel_err")
+            print("| %s | %s | %.1f %s | %s | %s | %s | %s |" % (
+                op, shape, v, unit, "-" if pv is None else "%.1f" % pv, ratio,
+                "-" if frac is None else "%.0f%%" % (100 * frac),
+                "-" if err is None or err < 0 else "%.1e" % err))
+
+
+def plots(outdir):
+    os.makedirs(outdir, exist_ok=True)
+    for (dev, suite), rows in stored().items():
+        pairs = joined(rows) if suite != "coldstart" else []
+        if not pairs:
+            continue
+        unit = figure(pairs[0][3])[1]
+        limit = limit_of(stored().get((dev, "copy"), [])) if unit == "GB/s" else None
+        with tempfile.NamedTemporaryFile("w", suffix=".dat", delete=False) as dat:
+            for op, shape, _, o, p in pairs:
+                v = figure(o)[0]
+                pv = figure(p)[0] if p else 0
+                dat.write('"%s %s" %g %g\n' % (op, shape, v, pv))
+        png = os.path.join(outdir, "%s-%s.png" % (dev, suite))
+        script = "\n".join([
+            "set terminal pngcairo size 1100,520 font ',10'" if has_cairo() else "set terminal png size 1100,520",
+            "set output '%s'" % png,
+            "set title '%s: %s, liboclml vs PyTorch (%s%s)'" % (
+                dev, suite, unit, ", higher is better" if unit != "us" else ", lower is better"),
+            "set style data histograms", "set style histogram cluster gap 1",
+            "set style fill solid 0.8 border -1", "set boxwidth 0.9",
+            "set xtics rotate by -30 left", "set key top left", "set grid ytics",
+            "set ylabel '%s'" % unit, "set yrange [0:*]",
+            ("set arrow from graph 0, first %g to graph 1, first %g nohead dt 2 lw 2 lc rgb 'red'"
+             % (limit, limit)) if limit else "",
+            ("set label 'copy bandwidth %.0f GB/s' at graph 0.01, first %g offset 0,0.6 tc rgb 'red'"
+             % (limit, limit)) if limit else "",
+            "plot '%s' using 2:xtic(1) title 'liboclml', '' using 3 title 'PyTorch'" % dat.name,
+        ])
+        subprocess.run(["gnuplot"], input=script, text=True, check=True)
+        os.unlink(dat.name)
+        print("wrote", os.path.relpath(png, ROOT))
+
+
+def has_cairo():
+    out = subprocess.run(["gnuplot", "-e", "set terminal"], capture_output=True, text=True)
+    return "pngcairo" in out.stdout + out.stderr
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[0] == "store":
+        opts = {}
+        for flag in ("--coldstart", "--date"):
+            if flag in argv:
+                i = argv.index(flag)
+                opts[flag] = argv[i + 1]
+                argv = argv[:i] + argv[i + 2:]
+        store(argv[1], argv[2], argv[3] if len(argv) > 3 else None, opts.get("--coldstart"),
+              opts.get("--date"))
+    elif argv and argv[0] == "tables":
+        tables(argv[1] if len(argv) > 1 else None)
+    elif len(argv) == 2 and argv[0] == "plots":
+        plots(argv[1])
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -10,7 +10,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int bench_fail(bench_env *env, oclml_status st, const char *what) {
-    fprintf(stderr, "oclml-bench: %s: %s\n%s\n", what, oclml_status_name(st), oclml_ctx_last_error(env->ctx));
+    fprintf(stderr, "oclml-bench: %s: %s\n%s\n", what, oclml_status_name(st),
+            oclml_ctx_last_error(env->ctx));
     return 1;
 }
 
@@ -48,8 +49,10 @@ void bench_report(bench_env *env, const bench_result *r) {
     double gbps = r->bytes > 0 ? r->bytes / s / 1e9 : 0;
     double gflops = r->flops > 0 ? r->flops / s / 1e9 : 0;
     double limit = 0;
-    if (gbps > 0) limit = gbps / bench_copy_gbps(env);
-    else if (gflops > 0) limit = gflops / bench_fma_gflops(env);
+    if (gbps > 0)
+        limit = gbps / bench_copy_gbps(env);
+    else if (gflops > 0)
+        limit = gflops / bench_fma_gflops(env);
     char g1[32] = "-", g2[32] = "-", lf[32] = "-", re[32] = "-";
     if (gbps > 0) snprintf(g1, sizeof g1, "%.1f", gbps);
     if (gflops > 0) snprintf(g2, sizeof g2, "%.1f", gflops);
@@ -59,9 +62,10 @@ void bench_report(bench_env *env, const bench_result *r) {
            r->t.min_ms, g1, g2, lf, re, r->variant ? r->variant : "");
     fflush(stdout);
     if (!env->json) return;
-    fprintf(env->json, "{\"op\":\"%s\",\"shape\":\"%s\",\"impl\":\"oclml\",\"device\":\"%s\","
-            "\"median_ms\":%.5f,\"min_ms\":%.5f,\"max_ms\":%.5f", r->op, r->shape,
-            env->dev.device_name, r->t.median_ms, r->t.min_ms, r->t.max_ms);
+    fprintf(env->json,
+            "{\"op\":\"%s\",\"shape\":\"%s\",\"impl\":\"oclml\",\"device\":\"%s\","
+            "\"median_ms\":%.5f,\"min_ms\":%.5f,\"max_ms\":%.5f",
+            r->op, r->shape, env->dev.device_name, r->t.median_ms, r->t.min_ms, r->t.max_ms);
     if (gbps > 0) fprintf(env->json, ",\"gbps\":%.1f", gbps);
     if (gflops > 0) fprintf(env->json, ",\"gflops\":%.1f", gflops);
     if (limit > 0) fprintf(env->json, ",\"limit_fraction\":%.3f", limit);
@@ -87,7 +91,8 @@ double bench_copy_gbps(bench_env *env) {
     if (env->copy_gbps == 0) {
         size_t n = env->quick ? (size_t)16 << 20 : (size_t)256 << 20;
         bench_timing t;
-        env->copy_gbps = bench_copy_probe(env, n, &t, NULL) ? -1 : 8.0 * (double)n / (t.median_ms * 1e-3) / 1e9;
+        env->copy_gbps =
+            bench_copy_probe(env, n, &t, NULL) ? -1 : 8.0 * (double)n / (t.median_ms * 1e-3) / 1e9;
     }
     return env->copy_gbps;
 }

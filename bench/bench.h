@@ -12,10 +12,10 @@ typedef struct bench_env {
     oclml_device_info dev;
     FILE *json;
     int reps, warm;
-    int quick;          /* small default sizes, for CPUs and smoke runs */
-    const char *sizes;  /* --sizes: the subcommand's own list, comma-separated */
-    double copy_gbps;   /* measured on first use */
-    double fma_gflops;  /* measured on first use */
+    int quick;         /* small default sizes, for CPUs and smoke runs */
+    const char *sizes; /* --sizes: the subcommand's own list, comma-separated */
+    double copy_gbps;  /* measured on first use */
+    double fma_gflops; /* measured on first use */
 } bench_env;
 
 typedef struct bench_timing {
@@ -25,9 +25,9 @@ typedef struct bench_timing {
 typedef struct bench_result {
     const char *op, *shape, *variant;
     bench_timing t;
-    double bytes;        /* bytes moved by one run (0: not memory-bound) */
-    double flops;        /* flops of one run (0: none reported) */
-    double max_rel_err;  /* < 0: not checked */
+    double bytes;       /* bytes moved by one run (0: not memory-bound) */
+    double flops;       /* flops of one run (0: none reported) */
+    double max_rel_err; /* < 0: not checked */
 } bench_result;
 
 /* Runs fn warm+reps times, timing each run on the device; 0 on success. */

@@ -38,7 +38,8 @@ int bench_gemm(bench_env *env) {
     int ns = bench_sizes(env, env->quick ? "256,512" : "1024,2048,4096,8192", sizes, 8);
     for (int i = 0; i < ns; i++) {
         size_t n = (size_t)sizes[i], shape[2] = {n, n};
-        float *a = malloc(n * n * sizeof *a), *b = malloc(n * n * sizeof *b), *c = malloc(n * n * sizeof *c);
+        float *a = malloc(n * n * sizeof *a), *b = malloc(n * n * sizeof *b),
+              *c = malloc(n * n * sizeof *c);
         gemm_args g = {env->ctx, NULL, NULL, NULL};
         oclml_status st = (a && b && c) ? OCLML_SUCCESS : OCLML_ERR_OUT_OF_MEMORY;
         if (!st) st = oclml_tensor_create(env->ctx, 2, shape, &g.a);
@@ -50,7 +51,8 @@ int bench_gemm(bench_env *env) {
             st = oclml_tensor_write(g.a, a, n * n);
         }
         if (!st) st = oclml_tensor_write(g.b, b, n * n);
-        bench_result r = {.op = "gemm", .variant = "CLBlast sgemm, timed from a marker before its first kernel"};
+        bench_result r = {.op = "gemm",
+                          .variant = "CLBlast sgemm, timed from a marker before its first kernel"};
         int rc = st ? bench_fail(env, st, "gemm setup") : bench_time(env, gemm_run, &g, &r.t);
         if (!rc && (st = oclml_tensor_read(g.c, c, n * n))) rc = bench_fail(env, st, "download");
         if (!rc) {

@@ -8,7 +8,8 @@
 
 #include "ref/ref.h"
 
-static const long DEFAULT_SHAPES[][2] = {{8192, 4096}, {65536, 1024}, {16384, 8192}, {4096, 32768}, {1048576, 128}};
+static const long DEFAULT_SHAPES[][2] = {
+    {8192, 4096}, {65536, 1024}, {16384, 8192}, {4096, 32768}, {1048576, 128}};
 static const long QUICK_SHAPES[][2] = {{256, 1024}, {64, 40000}};
 
 /* The shapes to run: --sizes takes "ROWSxCOLS,ROWSxCOLS". */
@@ -22,7 +23,8 @@ int bench_row_shapes(const bench_env *env, long shapes[][2], int max) {
 }
 
 /* Worst relative error over up to 8 sampled rows, by the reference function of the op. */
-typedef void (*row_ref_fn)(size_t cols, const float *x, const float *y_dev, double *err_out, void *user);
+typedef void (*row_ref_fn)(size_t cols, const float *x, const float *y_dev, double *err_out,
+                           void *user);
 
 typedef struct row_case {
     oclml_ctx *ctx;
@@ -35,9 +37,12 @@ enum { SOFTMAX, LOG_SOFTMAX, SOFTMAX_BWD };
 static oclml_status run_case(void *user) {
     row_case *c = user;
     switch (c->op) {
-    case SOFTMAX: return oclml_softmax(c->ctx, c->t[0], c->t[1]);
-    case LOG_SOFTMAX: return oclml_log_softmax(c->ctx, c->t[0], c->t[1]);
-    default: return oclml_softmax_backward(c->ctx, c->t[1], c->t[2], c->t[3]);
+    case SOFTMAX:
+        return oclml_softmax(c->ctx, c->t[0], c->t[1]);
+    case LOG_SOFTMAX:
+        return oclml_log_softmax(c->ctx, c->t[0], c->t[1]);
+    default:
+        return oclml_softmax_backward(c->ctx, c->t[1], c->t[2], c->t[3]);
     }
 }
 
@@ -55,7 +60,8 @@ int bench_softmax(bench_env *env) {
     int ns = bench_row_shapes(env, shapes, 16);
     static const char *names[] = {"softmax", "log_softmax", "softmax_bwd"};
     for (int i = 0; i < ns; i++) {
-        size_t rows = (size_t)shapes[i][0], cols = (size_t)shapes[i][1], n = rows * cols, shape[2] = {rows, cols};
+        size_t rows = (size_t)shapes[i][0], cols = (size_t)shapes[i][1], n = rows * cols,
+               shape[2] = {rows, cols};
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
         double *ref = malloc(cols * 8 * sizeof *ref);
         row_case c = {env->ctx, {NULL}, 0};
@@ -68,8 +74,11 @@ int bench_softmax(bench_env *env) {
         }
         if (!st) st = oclml_tensor_write(c.t[2], x, n); /* dy: any data */
         char variant[2][96] = {"", ""};
-        if (!st) st = oclml_op_variant(env->ctx, "softmax", rows, cols, variant[0], sizeof variant[0]);
-        if (!st) st = oclml_op_variant(env->ctx, "softmax_backward", rows, cols, variant[1], sizeof variant[1]);
+        if (!st)
+            st = oclml_op_variant(env->ctx, "softmax", rows, cols, variant[0], sizeof variant[0]);
+        if (!st)
+            st = oclml_op_variant(env->ctx, "softmax_backward", rows, cols, variant[1],
+                                  sizeof variant[1]);
         int rc = st ? bench_fail(env, st, "softmax setup") : 0;
         for (int op = 0; op < 3 && !rc; op++) {
             c.op = op;
@@ -83,7 +92,8 @@ int bench_softmax(bench_env *env) {
             r.max_rel_err = -1;
             if (op != SOFTMAX_BWD) { /* the first rows against the reference */
                 size_t check = rows < 8 ? rows : 8;
-                if ((st = oclml_tensor_read(c.t[1], y, n))) rc = bench_fail(env, st, "download");
+                if ((st = oclml_tensor_read(c.t[1], y, n)))
+                    rc = bench_fail(env, st, "download");
                 else {
                     ref_softmax(check, cols, x, op == LOG_SOFTMAX, ref);
                     r.max_rel_err = max_rel(y, ref, check * cols);
@@ -113,10 +123,15 @@ enum { LN_FWD, RMS_FWD, LN_BWD, RMS_BWD };
 static oclml_status run_norm(void *user) {
     norm_case *c = user;
     switch (c->op) {
-    case LN_FWD: return oclml_layernorm(c->ctx, c->x, c->g, c->b, 1e-5f, c->y, c->mean, c->rstd);
-    case RMS_FWD: return oclml_rmsnorm(c->ctx, c->x, c->g, 1e-5f, c->y, c->rstd);
-    case LN_BWD: return oclml_layernorm_backward(c->ctx, c->x, c->g, c->mean, c->rstd, c->dy, c->dx, c->dg, c->db);
-    default: return oclml_rmsnorm_backward(c->ctx, c->x, c->g, c->rstd, c->dy, c->dx, c->dg);
+    case LN_FWD:
+        return oclml_layernorm(c->ctx, c->x, c->g, c->b, 1e-5f, c->y, c->mean, c->rstd);
+    case RMS_FWD:
+        return oclml_rmsnorm(c->ctx, c->x, c->g, 1e-5f, c->y, c->rstd);
+    case LN_BWD:
+        return oclml_layernorm_backward(c->ctx, c->x, c->g, c->mean, c->rstd, c->dy, c->dx, c->dg,
+                                        c->db);
+    default:
+        return oclml_rmsnorm_backward(c->ctx, c->x, c->g, c->rstd, c->dy, c->dx, c->dg);
     }
 }
 
@@ -125,7 +140,8 @@ int bench_norm(bench_env *env) {
     int ns = bench_row_shapes(env, shapes, 16);
     static const char *names[] = {"layernorm", "rmsnorm", "layernorm_bwd", "rmsnorm_bwd"};
     for (int i = 0; i < ns; i++) {
-        size_t rows = (size_t)shapes[i][0], cols = (size_t)shapes[i][1], n = rows * cols, shape[2] = {rows, cols};
+        size_t rows = (size_t)shapes[i][0], cols = (size_t)shapes[i][1], n = rows * cols,
+               shape[2] = {rows, cols};
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *g = malloc(cols * sizeof *g);
         double *ref = malloc(cols * 8 * sizeof *ref);
         norm_case c = {.ctx = env->ctx};
@@ -144,8 +160,11 @@ int bench_norm(bench_env *env) {
         if (!st) st = oclml_tensor_write(c.g, g, cols);
         if (!st) st = oclml_tensor_write(c.b, g, cols);
         char variant[2][96] = {"", ""};
-        if (!st) st = oclml_op_variant(env->ctx, "layernorm", rows, cols, variant[0], sizeof variant[0]);
-        if (!st) st = oclml_op_variant(env->ctx, "layernorm_backward", rows, cols, variant[1], sizeof variant[1]);
+        if (!st)
+            st = oclml_op_variant(env->ctx, "layernorm", rows, cols, variant[0], sizeof variant[0]);
+        if (!st)
+            st = oclml_op_variant(env->ctx, "layernorm_backward", rows, cols, variant[1],
+                                  sizeof variant[1]);
         int rc = st ? bench_fail(env, st, "norm setup") : 0;
         for (int op = 0; op < 4 && !rc; op++) {
             c.op = op;
@@ -160,9 +179,11 @@ int bench_norm(bench_env *env) {
             r.bytes = (op >= LN_BWD ? 12.0 : 8.0) * (double)n;
             if (op < LN_BWD) {
                 size_t check = rows < 8 ? rows : 8;
-                if ((st = oclml_tensor_read(c.y, y, n))) rc = bench_fail(env, st, "download");
+                if ((st = oclml_tensor_read(c.y, y, n)))
+                    rc = bench_fail(env, st, "download");
                 else {
-                    ref_norm(op == RMS_FWD, check, cols, x, g, op == LN_FWD ? g : NULL, 1e-5, ref, NULL, NULL);
+                    ref_norm(op == RMS_FWD, check, cols, x, g, op == LN_FWD ? g : NULL, 1e-5, ref,
+                             NULL, NULL);
                     r.max_rel_err = max_rel(y, ref, check * cols);
                 }
             }

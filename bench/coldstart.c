@@ -444,7 +444,8 @@ typedef struct op_list {
 static void collect_op(void *user, const oclml_op_desc *op) {
     op_list *l = user;
     if (l->n == MAX_OPS) return;
-    l->rows[l->n++] = (op_row){.name = op->name, .kernel_file = op->kernel_file,
+    l->rows[l->n++] = (op_row){.name = op->name,
+                               .kernel_file = op->kernel_file,
                                .has_runner = find_runner(op->name) != NULL};
 }
 
@@ -482,8 +483,8 @@ static int make_tmp(char *out, size_t len) {
  * strings added; the returned array (malloc'ed) borrows them and environ's. */
 static char **child_env(const options *o, const char *tmp, const char *pocl_dir,
                         char vars[3][1200]) {
-    static const char *const ours[] = {"OCLML_CACHE_DIR=", "POCL_CACHE_DIR=",
-                                       "CUDA_CACHE_DISABLE="};
+    static const char *const ours[] = {
+        "OCLML_CACHE_DIR=", "POCL_CACHE_DIR=", "CUDA_CACHE_DISABLE="};
     size_t n = 0;
     while (environ[n]) n++;
     char **env = malloc((n + 4) * sizeof *env);
@@ -551,9 +552,12 @@ static int parse_result(const char *path, child_result *r) {
     int found = 0;
     while (!found && fgets(line, sizeof line, f)) {
         int at = 0;
-        found = sscanf(line, "RESULT ctx_ms=%lf first_ms=%lf second_ms=%lf builds=%lu "
-                             "disk_hits=%lu device=%n", &r->ctx_ms, &r->first_ms, &r->second_ms,
-                       &r->builds, &r->disk_hits, &at) == 5 && at > 0;
+        found =
+            sscanf(line,
+                   "RESULT ctx_ms=%lf first_ms=%lf second_ms=%lf builds=%lu "
+                   "disk_hits=%lu device=%n",
+                   &r->ctx_ms, &r->first_ms, &r->second_ms, &r->builds, &r->disk_hits, &at) == 5 &&
+            at > 0;
         if (found) snprintf(r->device, sizeof r->device, "%s", line + at);
     }
     fclose(f);
@@ -564,9 +568,12 @@ static int parse_result(const char *path, child_result *r) {
 /* What went wrong: the exit status, then the tail of the child's stderr. */
 static void describe_failure(int status, const char *err_path, char *out, size_t len) {
     char why[64], tail[768];
-    if (WIFEXITED(status)) snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(status));
-    else if (WIFSIGNALED(status)) snprintf(why, sizeof why, "signal %d", WTERMSIG(status));
-    else snprintf(why, sizeof why, "status %d", status);
+    if (WIFEXITED(status))
+        snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(why, sizeof why, "signal %d", WTERMSIG(status));
+    else
+        snprintf(why, sizeof why, "status %d", status);
     file_tail(err_path, tail, sizeof tail);
     snprintf(out, len, "%s%s%s", status ? why : "no RESULT line", *tail ? "\n" : "", tail);
 }
@@ -609,8 +616,8 @@ static void measure_op(const options *o, op_row *row) {
         return;
     }
     progress(row->name, o->keep_caches ? "first call, caches kept" : "cold");
-    row->failed = run_child(o, row->name, tmp, "pocl-cold", &row->cold, row->error,
-                            sizeof row->error) != 0;
+    row->failed =
+        run_child(o, row->name, tmp, "pocl-cold", &row->cold, row->error, sizeof row->error) != 0;
     if (!row->failed && !o->keep_caches) {
         progress(row->name, "liboclml disk cache filled");
         row->failed = run_child(o, row->name, tmp, "pocl-disk", &row->disk, row->error,
@@ -661,9 +668,12 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
     }
     fputc('"', f);
 }
@@ -678,8 +688,10 @@ static void json_row(FILE *f, const options *o, const op_row *r, const char *dat
     json_str(f, r->cold.device);
     fprintf(f, ",\"caches\":\"%s\",\"ctx_ms\":%.3f,\"first_ms_cold\":%.3f",
             o->keep_caches ? "kept" : "empty", r->cold.ctx_ms, r->cold.first_ms);
-    if (o->keep_caches) fprintf(f, ",\"first_ms_disk_cache\":null");
-    else fprintf(f, ",\"first_ms_disk_cache\":%.3f", r->disk.first_ms);
+    if (o->keep_caches)
+        fprintf(f, ",\"first_ms_disk_cache\":null");
+    else
+        fprintf(f, ",\"first_ms_disk_cache\":%.3f", r->disk.first_ms);
     fprintf(f, ",\"second_ms\":%.3f,\"builds\":%lu", r->cold.second_ms, r->cold.builds);
     if (!o->keep_caches) fprintf(f, ",\"disk_hits\":%lu", r->disk.disk_hits);
     fprintf(f, ",\"date\":\"%s\"}\n", date);
@@ -726,8 +738,10 @@ static int select_ops(const op_list *l, char **names, int n_names, int *selected
         size_t i = 0;
         while (i < l->n && strcmp(l->rows[i].name, names[k])) i++;
         if (i == l->n) {
-            fprintf(stderr, "oclml-coldstart: '%s' is not an op of the library (oclml-info "
-                            "--ops lists them)\n", names[k]);
+            fprintf(stderr,
+                    "oclml-coldstart: '%s' is not an op of the library (oclml-info "
+                    "--ops lists them)\n",
+                    names[k]);
             return -1;
         }
         selected[i] = 1;
@@ -771,14 +785,19 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
-        if (!strcmp(a, "--device") && has) o.device = argv[++i];
-        else if (!strcmp(a, "--json") && has) o.json = argv[++i];
-        else if (!strcmp(a, "--child") && has) child = argv[++i];
-        else if (!strcmp(a, "--keep-caches")) o.keep_caches = 1;
+        if (!strcmp(a, "--device") && has)
+            o.device = argv[++i];
+        else if (!strcmp(a, "--json") && has)
+            o.json = argv[++i];
+        else if (!strcmp(a, "--child") && has)
+            child = argv[++i];
+        else if (!strcmp(a, "--keep-caches"))
+            o.keep_caches = 1;
         else if (a[0] == '-') {
             usage(strcmp(a, "--help") ? stderr : stdout);
             return strcmp(a, "--help") ? 2 : 0;
-        } else argv[1 + n_names++] = argv[i]; /* op names, packed at the front */
+        } else
+            argv[1 + n_names++] = argv[i]; /* op names, packed at the front */
     }
     if (child) return child_main(child, o.device);
     ssize_t n = readlink("/proc/self/exe", o.exe, sizeof o.exe - 1);

@@ -19,23 +19,26 @@ static const bench_cmd commands[] = {
     {"gemm", bench_gemm, "SGEMM through CLBlast, square sizes"},
     {"softmax", bench_softmax, "softmax, log-softmax and softmax backward, canonical row shapes"},
     {"norm", bench_norm, "layernorm and RMSnorm forward and backward, canonical row shapes"},
-    {"elementwise", bench_elementwise, "add, bias add, gelu, relu, backward, sum and max on 64M elements"},
+    {"elementwise", bench_elementwise,
+     "add, bias add, gelu, relu, backward, sum and max on 64M elements"},
     {"gru", bench_gru, "GRU step latency on the canonical (B, I, D)"},
     {"rssm", bench_rssm, "RSSM ensemble rollout, E5 T50 at D256 and D1024"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void usage(void) {
-    printf("usage: oclml-bench [options] [SUBCOMMAND ...]   (no subcommand: all)\n"
-           "options:\n"
-           "  --device SEL   device selector (gpu, cpu, P:D, name substring; default $OCLML_DEVICE)\n"
-           "  --json FILE    also write one JSON object per result line (BENCH.md)\n"
-           "  --reps N       timed repetitions (default 20), --warm N warm-up runs (default 3)\n"
-           "  --sizes LIST   comma-separated sizes for the subcommand instead of its defaults\n"
-           "                 (copy, gemm, elementwise: N; softmax, norm: ROWSxCOLS; gru: BxIxD)\n"
-           "  --quick        small default sizes (CPU devices, smoke runs)\n"
-           "subcommands:\n");
-    for (size_t i = 0; i < N_COMMANDS; i++) printf("  %-12s %s\n", commands[i].name, commands[i].what);
+    printf(
+        "usage: oclml-bench [options] [SUBCOMMAND ...]   (no subcommand: all)\n"
+        "options:\n"
+        "  --device SEL   device selector (gpu, cpu, P:D, name substring; default $OCLML_DEVICE)\n"
+        "  --json FILE    also write one JSON object per result line (BENCH.md)\n"
+        "  --reps N       timed repetitions (default 20), --warm N warm-up runs (default 3)\n"
+        "  --sizes LIST   comma-separated sizes for the subcommand instead of its defaults\n"
+        "                 (copy, gemm, elementwise: N; softmax, norm: ROWSxCOLS; gru: BxIxD)\n"
+        "  --quick        small default sizes (CPU devices, smoke runs)\n"
+        "subcommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        printf("  %-12s %s\n", commands[i].name, commands[i].what);
 }
 
 int main(int argc, char **argv) {
@@ -49,12 +52,18 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
-        if (!strcmp(a, "--device") && has) opts.device = argv[++i];
-        else if (!strcmp(a, "--json") && has) json = argv[++i];
-        else if (!strcmp(a, "--reps") && has) env.reps = atoi(argv[++i]);
-        else if (!strcmp(a, "--warm") && has) env.warm = atoi(argv[++i]);
-        else if (!strcmp(a, "--sizes") && has) env.sizes = argv[++i];
-        else if (!strcmp(a, "--quick")) env.quick = 1;
+        if (!strcmp(a, "--device") && has)
+            opts.device = argv[++i];
+        else if (!strcmp(a, "--json") && has)
+            json = argv[++i];
+        else if (!strcmp(a, "--reps") && has)
+            env.reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--warm") && has)
+            env.warm = atoi(argv[++i]);
+        else if (!strcmp(a, "--sizes") && has)
+            env.sizes = argv[++i];
+        else if (!strcmp(a, "--quick"))
+            env.quick = 1;
         else if (!strcmp(a, "--help") || a[0] == '-') {
             usage();
             return strcmp(a, "--help") ? 2 : 0;
@@ -90,8 +99,9 @@ int main(int argc, char **argv) {
            env.dev.compute_units);
     double copy = bench_copy_gbps(&env), fma = bench_fma_gflops(&env);
     if (copy <= 0 || fma <= 0) {
-        fprintf(stderr, "oclml-bench: the device limits could not be measured (is OCLML_KERNEL_PATH set "
-                        "when running from the build tree?)\n");
+        fprintf(stderr,
+                "oclml-bench: the device limits could not be measured (is OCLML_KERNEL_PATH set "
+                "when running from the build tree?)\n");
         oclml_ctx_destroy(env.ctx);
         return 1;
     }

@@ -6,7 +6,10 @@
 int main(void) {
     char err[4096];
     oclml_ctx *ctx;
-    if (oclml_ctx_create(&ctx, NULL, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+    if (oclml_ctx_create(&ctx, NULL, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
     const size_t shape[2] = {2, 2};
     const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
     float c[4];
@@ -18,8 +21,10 @@ int main(void) {
     if (!st) st = oclml_tensor_write(tb, b, 4);
     if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, ta, tb, 0.0f, tc);
     if (!st) st = oclml_tensor_read(tc, c, 4);
-    if (st) fprintf(stderr, "%s: %s\n", oclml_status_name(st), oclml_ctx_last_error(ctx));
-    else printf("[[%g %g] [%g %g]]  (expected [[19 22] [43 50]])\n", c[0], c[1], c[2], c[3]);
+    if (st)
+        fprintf(stderr, "%s: %s\n", oclml_status_name(st), oclml_ctx_last_error(ctx));
+    else
+        printf("[[%g %g] [%g %g]]  (expected [[19 22] [43 50]])\n", c[0], c[1], c[2], c[3]);
     oclml_ctx_destroy(ctx); /* frees the tensors' buffers with the context's queue drained */
     return st ? 1 : 0;
 }

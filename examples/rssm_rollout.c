@@ -18,16 +18,23 @@ static float uniform(unsigned *state) {
 }
 
 int main(int argc, char **argv) {
-    const size_t counts[8] = {E * 3 * D * IN, E * 3 * D * D, E * 3 * D, E * 3 * D, E * S * D, E * S, E * (D + S), E};
+    const size_t counts[8] = {E * 3 * D * IN, E * 3 * D * D, E * 3 * D,   E * 3 * D,
+                              E * S * D,      E * S,         E * (D + S), E};
     const float scales[8] = {0.11f, 0.125f, 0.125f, 0.125f, 0.25f, 0.5f, 0.09f, 0.5f};
     float *host[8];
     unsigned seed = 42;
     FILE *in = argc > 1 ? fopen(argv[1], "rb") : NULL;
-    if (argc > 1 && !in) { fprintf(stderr, "cannot open %s\n", argv[1]); return 1; }
+    if (argc > 1 && !in) {
+        fprintf(stderr, "cannot open %s\n", argv[1]);
+        return 1;
+    }
     for (int i = 0; i < 8; i++) {
         host[i] = malloc(counts[i] * sizeof(float));
         if (in) {
-            if (fread(host[i], sizeof(float), counts[i], in) != counts[i]) { fprintf(stderr, "short weights file\n"); return 1; }
+            if (fread(host[i], sizeof(float), counts[i], in) != counts[i]) {
+                fprintf(stderr, "short weights file\n");
+                return 1;
+            }
         } else {
             for (size_t k = 0; k < counts[i]; k++) host[i][k] = scales[i] * uniform(&seed);
         }
@@ -36,8 +43,12 @@ int main(int argc, char **argv) {
 
     char err[4096];
     oclml_ctx *ctx;
-    if (oclml_ctx_create(&ctx, NULL, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
-    const size_t shp[8][3] = {{E, 3 * D, IN}, {E, 3 * D, D}, {E, 3 * D}, {E, 3 * D}, {E, S, D}, {E, S}, {E, D + S}, {E}};
+    if (oclml_ctx_create(&ctx, NULL, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    const size_t shp[8][3] = {{E, 3 * D, IN}, {E, 3 * D, D}, {E, 3 * D}, {E, 3 * D},
+                              {E, S, D},      {E, S},        {E, D + S}, {E}};
     const int nd[8] = {3, 3, 2, 2, 3, 2, 2, 1};
     oclml_tensor *w[8], *h0, *z0, *f0, *y, *mean, *std, *var, *smooth, *ent;
     oclml_status st = OCLML_SUCCESS;
@@ -49,7 +60,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < E * D; i++) hz[i] = 0.0f;
     for (int i = 0; i < E * S; i++) zz[i] = 1.0f / C;
     for (int i = 0; i < E * F; i++) fz[i] = 0.5f * uniform(&seed);
-    const size_t sh[2] = {E, D}, sz[2] = {E, S}, sf[2] = {E, F}, sy[2] = {E, T}, st_[1] = {T}, se[1] = {E};
+    const size_t sh[2] = {E, D}, sz[2] = {E, S}, sf[2] = {E, F}, sy[2] = {E, T}, st_[1] = {T},
+                 se[1] = {E};
     if (!st) st = oclml_tensor_create(ctx, 2, sh, &h0);
     if (!st) st = oclml_tensor_write(h0, hz, E * D);
     if (!st) st = oclml_tensor_create(ctx, 2, sz, &z0);
@@ -68,7 +80,12 @@ int main(int argc, char **argv) {
     cfg.steps = T, cfg.groups = G, cfg.classes = C, cfg.feedback = K;
     oclml_rssm_weights weights = {w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]};
     oclml_rssm_state start = {h0, z0, f0, NULL};
-    oclml_rssm_outputs out = {.y = y, .y_mean = mean, .y_std = std, .variance = var, .smoothness = smooth, .total_entropy = ent};
+    oclml_rssm_outputs out = {.y = y,
+                              .y_mean = mean,
+                              .y_std = std,
+                              .variance = var,
+                              .smoothness = smooth,
+                              .total_entropy = ent};
     if (!st) st = oclml_rssm_rollout(ctx, &cfg, &weights, &start, &out);
     float m[T], s[T], v[E], sm[E], te[E];
     if (!st) st = oclml_tensor_read(mean, m, T);
@@ -82,12 +99,14 @@ int main(int argc, char **argv) {
     }
     oclml_device_info info;
     oclml_ctx_device_info(ctx, &info);
-    printf("RSSM ensemble of %d members, D %d, %dx%d latent, %d steps on %s\n\n", E, D, G, C, T, info.device_name);
+    printf("RSSM ensemble of %d members, D %d, %dx%d latent, %d steps on %s\n\n", E, D, G, C, T,
+           info.device_name);
     printf(" step   mean y   +- std   band\n");
     for (int t = 0; t < T; t++) {
         int lo = (int)roundf(20 + 10 * (m[t] - s[t])), hi = (int)roundf(20 + 10 * (m[t] + s[t]));
         printf(" %4d %8.4f %8.4f   ", t + 1, m[t], s[t]);
-        for (int c = 0; c < 40; c++) putchar(c == (int)roundf(20 + 10 * m[t]) ? '*' : (c >= lo && c <= hi) ? '-' : ' ');
+        for (int c = 0; c < 40; c++)
+            putchar(c == (int)roundf(20 + 10 * m[t]) ? '*' : (c >= lo && c <= hi) ? '-' : ' ');
         putchar('\n');
     }
     printf("\n member  variance  smoothness  total entropy\n");

@@ -49,23 +49,23 @@ extern "C" {
  * (-1024..-2050). When an OpenCL or CLBlast call fails, the status is OCLML_ERR_OPENCL or
  * OCLML_ERR_CLBLAST and the underlying code is kept: oclml_ctx_backend_error().
  * ------------------------------------------------------------------------------------------- */
-#define OCLML_STATUS_LIST(X)                                                                     \
-    X(OCLML_SUCCESS, 0, "success")                                                               \
-    X(OCLML_ERR_INVALID_ARGUMENT, -7001, "invalid argument")                                     \
-    X(OCLML_ERR_NULL_POINTER, -7002, "a required pointer argument is NULL")                      \
-    X(OCLML_ERR_INVALID_SHAPE, -7003, "tensor shapes do not fit the operation")                  \
-    X(OCLML_ERR_BUFFER_TOO_SMALL, -7004, "a buffer is smaller than the data it must hold")       \
-    X(OCLML_ERR_SIZE_OVERFLOW, -7005, "a size computation overflows")                            \
-    X(OCLML_ERR_OUT_OF_MEMORY, -7006, "out of host memory")                                      \
-    X(OCLML_ERR_NO_DEVICE, -7007, "no OpenCL device found")                                      \
-    X(OCLML_ERR_DEVICE_NOT_FOUND, -7008, "no OpenCL device matches the selector")                \
-    X(OCLML_ERR_KERNEL_NOT_FOUND, -7009, "kernel source file not found")                         \
-    X(OCLML_ERR_BUILD_FAILED, -7010, "OpenCL program build failed")                              \
-    X(OCLML_ERR_OPENCL, -7011, "an OpenCL call failed")                                          \
-    X(OCLML_ERR_CLBLAST, -7012, "a CLBlast call failed")                                         \
-    X(OCLML_ERR_IO, -7013, "file input/output failed")                                           \
-    X(OCLML_ERR_UNSUPPORTED, -7014, "not supported on this device")                              \
-    X(OCLML_ERR_CONTEXT_MISMATCH, -7015, "tensors belong to different contexts")                 \
+#define OCLML_STATUS_LIST(X)                                                               \
+    X(OCLML_SUCCESS, 0, "success")                                                         \
+    X(OCLML_ERR_INVALID_ARGUMENT, -7001, "invalid argument")                               \
+    X(OCLML_ERR_NULL_POINTER, -7002, "a required pointer argument is NULL")                \
+    X(OCLML_ERR_INVALID_SHAPE, -7003, "tensor shapes do not fit the operation")            \
+    X(OCLML_ERR_BUFFER_TOO_SMALL, -7004, "a buffer is smaller than the data it must hold") \
+    X(OCLML_ERR_SIZE_OVERFLOW, -7005, "a size computation overflows")                      \
+    X(OCLML_ERR_OUT_OF_MEMORY, -7006, "out of host memory")                                \
+    X(OCLML_ERR_NO_DEVICE, -7007, "no OpenCL device found")                                \
+    X(OCLML_ERR_DEVICE_NOT_FOUND, -7008, "no OpenCL device matches the selector")          \
+    X(OCLML_ERR_KERNEL_NOT_FOUND, -7009, "kernel source file not found")                   \
+    X(OCLML_ERR_BUILD_FAILED, -7010, "OpenCL program build failed")                        \
+    X(OCLML_ERR_OPENCL, -7011, "an OpenCL call failed")                                    \
+    X(OCLML_ERR_CLBLAST, -7012, "a CLBlast call failed")                                   \
+    X(OCLML_ERR_IO, -7013, "file input/output failed")                                     \
+    X(OCLML_ERR_UNSUPPORTED, -7014, "not supported on this device")                        \
+    X(OCLML_ERR_CONTEXT_MISMATCH, -7015, "tensors belong to different contexts")           \
     X(OCLML_ERR_INVALID_CONFIG, -7016, "invalid op configuration")
 
 typedef enum oclml_status {
@@ -210,10 +210,8 @@ OCLML_API oclml_status oclml_ctx_build_file(oclml_ctx *ctx, const char *file, co
 
 /* Lists the kernel files found on the search path: calls fn once per file name with the
  * directory it comes from. */
-OCLML_API oclml_status oclml_ctx_kernel_files(oclml_ctx *ctx,
-                                              void (*fn)(void *user, const char *file,
-                                                         const char *dir),
-                                              void *user);
+OCLML_API oclml_status oclml_ctx_kernel_files(
+    oclml_ctx *ctx, void (*fn)(void *user, const char *file, const char *dir), void *user);
 
 /* The ops of the library, in the order of its op list (softmax, layernorm, gru_step, ...): the
  * name, the kernel file it runs, its tuning keys (comma-separated, "" if none) and one line on
@@ -234,7 +232,7 @@ OCLML_API oclml_status oclml_ops_list(void (*fn)(void *user, const oclml_op_desc
  * after each program with the op, a description of the variant, its build time (0 when it was
  * cached in memory), and the count done and in total; from the calling thread. */
 typedef void (*oclml_prewarm_fn)(void *user, const char *op, const char *variant, double ms,
-                                  size_t done, size_t total);
+                                 size_t done, size_t total);
 OCLML_API oclml_status oclml_ctx_prewarm(oclml_ctx *ctx, const char *ops, unsigned threads,
                                          oclml_prewarm_fn progress, void *user);
 
@@ -388,15 +386,30 @@ OCLML_API oclml_status oclml_rmsnorm_backward(oclml_ctx *ctx, const oclml_tensor
  * and min propagate NaN too); inputs of +-1e4 never overflow sigmoid, tanh, gelu or silu.
  * ------------------------------------------------------------------------------------------- */
 typedef enum oclml_unary_op {
-    OCLML_NEG, OCLML_ABS, OCLML_EXP, OCLML_LOG, OCLML_SQRT, OCLML_RSQRT, OCLML_RECIP,
-    OCLML_RELU, OCLML_SIGMOID, OCLML_TANH,
+    OCLML_NEG,
+    OCLML_ABS,
+    OCLML_EXP,
+    OCLML_LOG,
+    OCLML_SQRT,
+    OCLML_RSQRT,
+    OCLML_RECIP,
+    OCLML_RELU,
+    OCLML_SIGMOID,
+    OCLML_TANH,
     OCLML_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt 2)) */
     OCLML_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     OCLML_SILU,      /* x sigmoid(x) */
     OCLML_POW        /* x^p: through oclml_pow only */
 } oclml_unary_op;
 
-typedef enum oclml_binary_op { OCLML_ADD, OCLML_SUB, OCLML_MUL, OCLML_DIV, OCLML_MAX, OCLML_MIN } oclml_binary_op;
+typedef enum oclml_binary_op {
+    OCLML_ADD,
+    OCLML_SUB,
+    OCLML_MUL,
+    OCLML_DIV,
+    OCLML_MAX,
+    OCLML_MIN
+} oclml_binary_op;
 
 /* y = f(x). */
 OCLML_API oclml_status oclml_unary(oclml_ctx *ctx, oclml_unary_op op, const oclml_tensor *x,
@@ -423,7 +436,10 @@ OCLML_API oclml_status oclml_binary_scalar(oclml_ctx *ctx, oclml_binary_op op,
  * index of the maximum as a float, exact for indices below 2^24 (larger extents are refused).
  * ------------------------------------------------------------------------------------------- */
 typedef enum oclml_reduce_op {
-    OCLML_REDUCE_SUM, OCLML_REDUCE_MAX, OCLML_REDUCE_MEAN, OCLML_REDUCE_ARGMAX
+    OCLML_REDUCE_SUM,
+    OCLML_REDUCE_MAX,
+    OCLML_REDUCE_MEAN,
+    OCLML_REDUCE_ARGMAX
 } oclml_reduce_op;
 
 /* y[r] = op over the last axis of row r; y has as many elements as x has rows. */
@@ -479,13 +495,13 @@ typedef enum oclml_rssm_mode { OCLML_RSSM_MEAN = 0, OCLML_RSSM_SAMPLE = 1 } oclm
 typedef struct oclml_rssm_config {
     size_t struct_size; /* sizeof(oclml_rssm_config), set by oclml_rssm_config_init */
     oclml_gru_variant variant;
-    size_t steps;        /* T >= 1 */
-    size_t groups;       /* G */
-    size_t classes;      /* C; S = G * C must match z's size */
-    size_t feedback;     /* k, 0 <= k <= F: prediction shift register in f's first k slots */
-    float unimix;        /* u in [0, 1): pi = (1 - u) softmax + u / C; RSSM.md's default 0.01 */
+    size_t steps;    /* T >= 1 */
+    size_t groups;   /* G */
+    size_t classes;  /* C; S = G * C must match z's size */
+    size_t feedback; /* k, 0 <= k <= F: prediction shift register in f's first k slots */
+    float unimix;    /* u in [0, 1): pi = (1 - u) softmax + u / C; RSSM.md's default 0.01 */
     oclml_rssm_mode mode;
-    uint64_t seed;       /* SAMPLE mode: Philox4x32-10 key */
+    uint64_t seed;        /* SAMPLE mode: Philox4x32-10 key */
     uint64_t step_offset; /* SAMPLE mode: counter of the first step, to continue a rollout */
 } oclml_rssm_config;
 
@@ -513,9 +529,9 @@ typedef struct oclml_rssm_state {
 
 /* Outputs; every one but y may be NULL. */
 typedef struct oclml_rssm_outputs {
-    oclml_tensor *y;        /* [E x T] predictions y_1 .. y_T */
-    oclml_tensor *entropy;  /* [E x T] H_t */
-    oclml_tensor *hnorm;    /* [E x T] |h_t+1| */
+    oclml_tensor *y;                           /* [E x T] predictions y_1 .. y_T */
+    oclml_tensor *entropy;                     /* [E x T] H_t */
+    oclml_tensor *hnorm;                       /* [E x T] |h_t+1| */
     oclml_tensor *h_final, *z_final, *f_final; /* [E x D], [E x S], [E x F]: to continue */
     oclml_tensor *y_mean, *y_std;              /* [T] over members (population std) */
     oclml_tensor *deltas;                      /* [E x T] |y_t+1 - y_t| */

@@ -32,7 +32,8 @@ fi
 
 echo "== building"
 [ -x configure ] || autoreconf -fi
-[ -f Makefile ] || ./configure
+# OCLML_CONFIGURE_FLAGS: extra configure options (CI: --enable-werror).
+[ -f Makefile ] || ./configure ${OCLML_CONFIGURE_FLAGS:-}
 make -j"$(nproc)"
 
 [ "$demo" = 1 ] || exit 0

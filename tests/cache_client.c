@@ -24,8 +24,9 @@ int main(int argc, char **argv) {
     }
     double ms = 0;
     bool fill = !strcmp(argv[2], "memory.cl");
-    oclml_status st = fill ? oclml_ctx_prewarm(ctx, "fill", 1, NULL, NULL)
-                           : oclml_ctx_build_file(ctx, argv[2], argc > 3 && *argv[3] ? argv[3] : NULL, &ms);
+    oclml_status st =
+        fill ? oclml_ctx_prewarm(ctx, "fill", 1, NULL, NULL)
+             : oclml_ctx_build_file(ctx, argv[2], argc > 3 && *argv[3] ? argv[3] : NULL, &ms);
     /* The program must also run: fill through it when it is memory.cl. */
     if (!st && fill) {
         size_t n = 3;
@@ -39,7 +40,8 @@ int main(int argc, char **argv) {
     }
     oclml_cache_info c;
     oclml_ctx_cache_info(ctx, &c);
-    printf("status=%d enabled=%d builds=%lu hits=%lu misses=%lu evictions=%lu entries=%zu bytes=%llu ms=%.3f reason=%s\n",
+    printf("status=%d enabled=%d builds=%lu hits=%lu misses=%lu evictions=%lu entries=%zu "
+           "bytes=%llu ms=%.3f reason=%s\n",
            (int)st, c.enabled, c.builds, c.disk_hits, c.disk_misses, c.disk_evictions, c.entries,
            (unsigned long long)c.bytes, ms, c.disabled_reason[0] ? c.disabled_reason : "-");
     oclml_ctx_destroy(ctx);

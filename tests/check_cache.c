@@ -17,18 +17,20 @@ typedef struct run_result {
     char reason[256];
 } run_result;
 
-static run_result client(const char *dir, const char *file, const char *options, unsigned long cap) {
+static run_result client(const char *dir, const char *file, const char *options,
+                         unsigned long cap) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s/tests/cache_client' '%s' '%s' '%s' %lu", getenv("OCLML_TEST_BUILDDIR"),
-             dir, file, options ? options : "", cap);
+    snprintf(cmd, sizeof cmd, "'%s/tests/cache_client' '%s' '%s' '%s' %lu",
+             getenv("OCLML_TEST_BUILDDIR"), dir, file, options ? options : "", cap);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     char line[1024] = "";
     char *got = fgets(line, sizeof line, p);
     pclose(p);
     run_result r = {0};
-    ck_assert_msg(got && sscanf(line, "status=%d enabled=%d builds=%lu hits=%lu misses=%lu evictions=%lu "
-                                      "entries=%lu bytes=%lu ms=%lf reason=%255[^\n]",
+    ck_assert_msg(got && sscanf(line,
+                                "status=%d enabled=%d builds=%lu hits=%lu misses=%lu evictions=%lu "
+                                "entries=%lu bytes=%lu ms=%lf reason=%255[^\n]",
                                 &r.status, &r.enabled, &r.builds, &r.hits, &r.misses, &r.evictions,
                                 &r.entries, &r.bytes, &r.ms, r.reason) == 10,
                   "cache_client printed: %s", line);

@@ -61,7 +61,8 @@ START_TEST(good_selectors) {
     ASSERT_OK(try_select(d.is_gpu ? "GPU" : "CPU", err, sizeof err));
     /* A substring of the device name, in another case. */
     char part[8] = {0};
-    for (int i = 0; i < 4 && d.device_name[i]; i++) part[i] = (char)toupper((unsigned char)d.device_name[i]);
+    for (int i = 0; i < 4 && d.device_name[i]; i++)
+        part[i] = (char)toupper((unsigned char)d.device_name[i]);
     ASSERT_OK(try_select(part, err, sizeof err));
     /* The environment selects when the option does not; the option wins over it. */
     setenv("OCLML_DEVICE", "0:0", 1);
@@ -133,9 +134,11 @@ START_TEST(wrap_application_objects) {
     /* A queue of another context is refused. */
     cl_context c2 = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
     cl_command_queue q2 = clCreateCommandQueue(c2, dev, 0, &err);
-    ASSERT_STATUS(oclml_ctx_wrap(&ctx, c, dev, q2, NULL, text, sizeof text), OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_ctx_wrap(&ctx, c, dev, q2, NULL, text, sizeof text),
+                  OCLML_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(text, "in-order queue"));
-    ASSERT_STATUS(oclml_ctx_wrap(&ctx, NULL, dev, q, NULL, text, sizeof text), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_ctx_wrap(&ctx, NULL, dev, q, NULL, text, sizeof text),
+                  OCLML_ERR_NULL_POINTER);
     clReleaseCommandQueue(q2);
     clReleaseContext(c2);
     clReleaseCommandQueue(q);
@@ -160,7 +163,8 @@ START_TEST(status_codes) {
     ck_assert_str_eq(oclml_status_str((oclml_status)-11), "unknown status");
     ck_assert_str_eq(oclml_status_name(OCLML_ERR_BUILD_FAILED), "OCLML_ERR_BUILD_FAILED");
     char v[32];
-    snprintf(v, sizeof v, "%d.%d.%d", OCLML_VERSION_MAJOR, OCLML_VERSION_MINOR, OCLML_VERSION_PATCH);
+    snprintf(v, sizeof v, "%d.%d.%d", OCLML_VERSION_MAJOR, OCLML_VERSION_MINOR,
+             OCLML_VERSION_PATCH);
     ck_assert_str_eq(oclml_version_string(), v);
     ck_assert_str_eq(oclml_ctx_last_error(NULL), "context is NULL");
     int code;

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *UNARY[] = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "recip", "relu",
-                              "sigmoid", "tanh", "gelu_erf", "gelu_tanh", "silu", "pow"};
+static const char *UNARY[] = {"neg",  "abs",     "exp",  "log",      "sqrt",      "rsqrt", "recip",
+                              "relu", "sigmoid", "tanh", "gelu_erf", "gelu_tanh", "silu",  "pow"};
 #define N_UNARY 14
 static const size_t SIZES[] = {1, 3, 4, 5, 255, 256, 257, 4099, 100003};
 
@@ -28,8 +28,10 @@ static void domain(int op, float *lo, float *hi) {
 static oclml_status run_unary(int op, float p, oclml_tensor *x, oclml_tensor *y) {
     return op == OCLML_POW ? oclml_pow(T, x, p, y) : oclml_unary(T, op, x, y);
 }
-static oclml_status run_unary_bwd(int op, float p, oclml_tensor *x, oclml_tensor *dy, oclml_tensor *dx) {
-    return op == OCLML_POW ? oclml_pow_backward(T, x, p, dy, dx) : oclml_unary_backward(T, op, x, dy, dx);
+static oclml_status run_unary_bwd(int op, float p, oclml_tensor *x, oclml_tensor *dy,
+                                  oclml_tensor *dx) {
+    return op == OCLML_POW ? oclml_pow_backward(T, x, p, dy, dx)
+                           : oclml_unary_backward(T, op, x, dy, dx);
 }
 
 START_TEST(unary_forward_and_backward) {
@@ -41,7 +43,8 @@ START_TEST(unary_forward_and_backward) {
         domain(op, &lo, &hi);
         test_random(x, n, lo, hi);
         test_random(g, n, -1, 1);
-        oclml_tensor *X = test_tensor_from(1, &n, x), *G = test_tensor_from(1, &n, g), *Y = test_tensor(1, &n);
+        oclml_tensor *X = test_tensor_from(1, &n, x), *G = test_tensor_from(1, &n, g),
+                     *Y = test_tensor(1, &n);
         double *ref = test_doubles(n), *scale = test_doubles(n);
         ASSERT_OK(run_unary(op, p, X, Y));
         test_read(Y, y, n);
@@ -79,9 +82,11 @@ START_TEST(unary_backward_by_finite_differences) {
     test_random(x, n, lo, hi);
     for (size_t i = 0; i < n; i++) {
         g[i] = 1.0f;
-        if (op == OCLML_ABS || op == OCLML_RELU) x[i] += x[i] > 0 ? 0.05f : -0.05f; /* off the kink */
+        if (op == OCLML_ABS || op == OCLML_RELU)
+            x[i] += x[i] > 0 ? 0.05f : -0.05f; /* off the kink */
     }
-    oclml_tensor *X = test_tensor_from(1, &n, x), *G = test_tensor_from(1, &n, g), *DX = test_tensor(1, &n);
+    oclml_tensor *X = test_tensor_from(1, &n, x), *G = test_tensor_from(1, &n, g),
+                 *DX = test_tensor(1, &n);
     ASSERT_OK(run_unary_bwd(op, p, X, G, DX));
     test_read(DX, dx, n);
     double fd[64];
@@ -100,9 +105,11 @@ START_TEST(extremes_and_nan) {
     float x[] = {1e4f, -1e4f, 0.0f, -0.0f, NAN, 30.0f, -30.0f, 1e-40f};
     size_t n = 8;
     float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    oclml_tensor *X = test_tensor_from(1, &n, x), *Y = test_tensor(1, &n), *G = test_tensor_from(1, &n, x);
+    oclml_tensor *X = test_tensor_from(1, &n, x), *Y = test_tensor(1, &n),
+                 *G = test_tensor_from(1, &n, x);
     oclml_tensor *ONES = test_tensor_from(1, &n, ones);
-    int ops[] = {OCLML_SIGMOID, OCLML_TANH, OCLML_GELU_ERF, OCLML_GELU_TANH, OCLML_SILU, OCLML_RELU, OCLML_NEG, OCLML_ABS};
+    int ops[] = {OCLML_SIGMOID, OCLML_TANH, OCLML_GELU_ERF, OCLML_GELU_TANH,
+                 OCLML_SILU,    OCLML_RELU, OCLML_NEG,      OCLML_ABS};
     for (int k = 0; k < 8; k++) {
         float y[8];
         double ref[8];
@@ -110,7 +117,8 @@ START_TEST(extremes_and_nan) {
         test_read(Y, y, n);
         for (size_t i = 0; i < n; i++) {
             ref[i] = ref_unary(ops[k], 0, x[i]);
-            if (i != 4) ck_assert_msg(isfinite(y[i]), "%s(%g) = %g overflowed", UNARY[ops[k]], x[i], y[i]);
+            if (i != 4)
+                ck_assert_msg(isfinite(y[i]), "%s(%g) = %g overflowed", UNARY[ops[k]], x[i], y[i]);
         }
         ck_assert_msg(isnan(y[4]), "%s(NaN) = %g, expected NaN", UNARY[ops[k]], y[4]);
         test_assert_close(UNARY[ops[k]], y, ref, n, TOL_ELEMENTWISE);
@@ -124,7 +132,8 @@ START_TEST(extremes_and_nan) {
         ASSERT_OK(oclml_unary_backward(T, ops[k], X, ONES, Y));
         test_read(Y, y, n);
         if (ops[k] != OCLML_NEG)
-            ck_assert_msg(isnan(y[4]), "%s backward at x = NaN, dy = 1 gives %g", UNARY[ops[k]], y[4]);
+            ck_assert_msg(isnan(y[4]), "%s backward at x = NaN, dy = 1 gives %g", UNARY[ops[k]],
+                          y[4]);
     }
     oclml_tensor_destroy(X);
     oclml_tensor_destroy(Y);
@@ -204,7 +213,8 @@ END_TEST
 
 START_TEST(bad_input_touches_nothing) {
     size_t s[2] = {3, 4}, s2[2] = {4, 3}, three = 3;
-    oclml_tensor *A = test_tensor(2, s), *B = test_tensor(2, s2), *Y = test_tensor(2, s), *V = test_tensor(1, &three);
+    oclml_tensor *A = test_tensor(2, s), *B = test_tensor(2, s2), *Y = test_tensor(2, s),
+                 *V = test_tensor(1, &three);
     ASSERT_STATUS(oclml_unary(T, (oclml_unary_op)99, A, Y), OCLML_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(oclml_unary(T, OCLML_POW, A, Y), OCLML_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(oclml_unary(T, OCLML_EXP, A, B), OCLML_ERR_INVALID_SHAPE);

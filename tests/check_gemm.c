@@ -10,7 +10,8 @@
 
 /* Runs one GEMM case and checks it. beta == 0 poisons C with NaN first: it must not leak. */
 static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, float alpha, float beta) {
-    size_t ashape[2] = {ta ? k : m, ta ? m : k}, bshape[2] = {tb ? n : k, tb ? k : n}, cshape[2] = {m, n};
+    size_t ashape[2] = {ta ? k : m, ta ? m : k}, bshape[2] = {tb ? n : k, tb ? k : n},
+           cshape[2] = {m, n};
     float *a = test_floats(m * k), *b = test_floats(k * n), *c = test_floats(m * n);
     test_random(a, m * k, -1, 1);
     test_random(b, k * n, -1, 1);
@@ -36,7 +37,8 @@ static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, float alpha,
     free(ref);
 }
 
-static const size_t SHAPES[][3] = {{1, 1, 1}, {7, 7, 7}, {129, 129, 129}, {7, 129, 33}, {130, 3, 257}};
+static const size_t SHAPES[][3] = {
+    {1, 1, 1}, {7, 7, 7}, {129, 129, 129}, {7, 129, 33}, {130, 3, 257}};
 
 START_TEST(small_and_odd_all_transposes) {
     int t = _i;

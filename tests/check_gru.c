@@ -9,7 +9,8 @@
 #include <string.h>
 
 /* A tensor holding data, wrapped at an element offset into a larger buffer (offset 0: plain). */
-static oclml_tensor *tensor_at(size_t offset, int nd, const size_t *shape, const float *data, size_t n) {
+static oclml_tensor *tensor_at(size_t offset, int nd, const size_t *shape, const float *data,
+                               size_t n) {
     if (!offset) return test_tensor_from(nd, shape, data);
     cl_context c;
     oclml_ctx_cl_objects(T, &c, NULL, NULL);
@@ -27,7 +28,8 @@ static oclml_tensor *tensor_at(size_t offset, int nd, const size_t *shape, const
 static void gru_case_at(int cho, size_t B, size_t I, size_t D, int bias, size_t offset) {
     size_t xs[2] = {B, I}, hs[2] = {B, D}, wis[2] = {3 * D, I}, whs[2] = {3 * D, D}, bs = 3 * D;
     float *x = test_floats(B * I), *h = test_floats(B * D), *wi = test_floats(3 * D * I);
-    float *wh = test_floats(3 * D * D), *bi = test_floats(3 * D), *bh = test_floats(3 * D), *out = test_floats(B * D);
+    float *wh = test_floats(3 * D * D), *bi = test_floats(3 * D), *bh = test_floats(3 * D),
+          *out = test_floats(B * D);
     float scale = 1.0f / sqrtf((float)D); /* PyTorch's init range keeps the gates unsaturated */
     test_random(x, B * I, -1, 1);
     test_random(h, B * D, -1, 1);
@@ -37,14 +39,15 @@ static void gru_case_at(int cho, size_t B, size_t I, size_t D, int bias, size_t 
     test_random(bh, 3 * D, -scale, scale);
     oclml_tensor *X = tensor_at(offset, 2, xs, x, B * I), *H = tensor_at(offset, 2, hs, h, B * D);
     oclml_tensor *WI = test_tensor_from(2, wis, wi), *WH = test_tensor_from(2, whs, wh);
-    oclml_tensor *BI = test_tensor_from(1, &bs, bi), *BH = test_tensor_from(1, &bs, bh), *HN = test_tensor(2, hs);
+    oclml_tensor *BI = test_tensor_from(1, &bs, bi), *BH = test_tensor_from(1, &bs, bh),
+                 *HN = test_tensor(2, hs);
     ASSERT_OK(oclml_gru_step(T, cho, X, H, WI, WH, bias ? BI : NULL, bias ? BH : NULL, HN));
     test_read(HN, out, B * D);
     double *ref = test_doubles(B * D);
     ref_gru_step(cho, B, I, D, x, h, wi, wh, bias ? bi : NULL, bias ? bh : NULL, ref);
     char what[96];
-    snprintf(what, sizeof what, "gru %s B%zu I%zu D%zu%s offset %zu", cho ? "cho" : "torch", B, I, D,
-             bias ? "" : " nobias", offset);
+    snprintf(what, sizeof what, "gru %s B%zu I%zu D%zu%s offset %zu", cho ? "cho" : "torch", B, I,
+             D, bias ? "" : " nobias", offset);
     test_assert_close(what, out, ref, B * D, TOL_GEMM);
     oclml_tensor *all[] = {X, H, WI, WH, BI, BH, HN};
     for (int i = 0; i < 7; i++) oclml_tensor_destroy(all[i]);
@@ -73,9 +76,9 @@ END_TEST
  * kernels. */
 START_TEST(large_batch_tiled_kernel) {
     int cho = _i;
-    gru_case(cho, 128, 64, 256, 1);   /* whole tiles, vector loads */
-    gru_case(cho, 129, 33, 65, 1);    /* one row and one unit past a tile, scalar loads */
-    gru_case(cho, 200, 68, 36, 0);    /* no biases, x side longer than h side */
+    gru_case(cho, 128, 64, 256, 1);      /* whole tiles, vector loads */
+    gru_case(cho, 129, 33, 65, 1);       /* one row and one unit past a tile, scalar loads */
+    gru_case(cho, 200, 68, 36, 0);       /* no biases, x side longer than h side */
     gru_case_at(cho, 131, 64, 96, 1, 1); /* sizes fit float4, the rows do not start aligned */
     gru_case(cho, 130, 1, 1, 1);
     gru_case(cho, 700, 100, 300, 1);
@@ -85,7 +88,8 @@ END_TEST
 /* The tile shapes a GPU picks that CPUs do not: a second K-group (GPUs with few tiles per compute
  * unit) and its hand-over, 64 x 32 tiles of 16 warps, and 16-unit warps. */
 START_TEST(tiled_kernel_shapes) {
-    static const char *shapes[] = {"gru.tile=2:2:2:1:2", "gru.tile=2:4:2:1:2", "gru.tile=1:2:1:2:2"};
+    static const char *shapes[] = {"gru.tile=2:2:2:1:2", "gru.tile=2:4:2:1:2",
+                                   "gru.tile=1:2:1:2:2"};
     test_retune(shapes[_i]);
     gru_case(0, 129, 33, 65, 1);
     gru_case(0, 200, 68, 36, 0);
@@ -102,7 +106,8 @@ END_TEST
 /* Reads "name count values..." lines of tests/data/gru_golden.txt. */
 static float *read_vec(FILE *f, const char *name, size_t *n) {
     char got[32];
-    ck_assert_msg(fscanf(f, "%31s %zu", got, n) == 2 && !strcmp(got, name), "golden file: expected %s, got %s", name, got);
+    ck_assert_msg(fscanf(f, "%31s %zu", got, n) == 2 && !strcmp(got, name),
+                  "golden file: expected %s, got %s", name, got);
     float *v = test_floats(*n);
     for (size_t i = 0; i < *n; i++) ck_assert(fscanf(f, "%f", &v[i]) == 1);
     return v;
@@ -129,8 +134,10 @@ START_TEST(matches_pytorch_grucell) {
         float *want = read_vec(f, "h_new", &n), *out = test_floats(B * D);
         size_t xs[2] = {B, I}, hs[2] = {B, D}, wis[2] = {3 * D, I}, whs[2] = {3 * D, D}, bs = 3 * D;
         oclml_tensor *X = test_tensor_from(2, xs, x), *H = test_tensor_from(2, hs, h);
-        oclml_tensor *WI = test_tensor_from(2, wis, wi), *WH = test_tensor_from(2, whs, wh), *HN = test_tensor(2, hs);
-        oclml_tensor *BI = bias ? test_tensor_from(1, &bs, bi) : NULL, *BH = bias ? test_tensor_from(1, &bs, bh) : NULL;
+        oclml_tensor *WI = test_tensor_from(2, wis, wi), *WH = test_tensor_from(2, whs, wh),
+                     *HN = test_tensor(2, hs);
+        oclml_tensor *BI = bias ? test_tensor_from(1, &bs, bi) : NULL,
+                     *BH = bias ? test_tensor_from(1, &bs, bh) : NULL;
         ASSERT_OK(oclml_gru_step(T, OCLML_GRU_TORCH, X, H, WI, WH, BI, BH, HN));
         test_read(HN, out, B * D);
         double *ref = test_doubles(B * D);
@@ -153,18 +160,23 @@ END_TEST
 /* The sequence op against the reference stepped T times (each step from the reference's own
  * previous state, rounded to float as the device stores it). */
 static void sequence_case(int cho, size_t T_, size_t B, size_t I, size_t D) {
-    size_t xs[3] = {T_, B, I}, hs0[2] = {B, D}, hss[3] = {T_, B, D}, wis[2] = {3 * D, I}, whs[2] = {3 * D, D}, bs = 3 * D;
+    size_t xs[3] = {T_, B, I}, hs0[2] = {B, D}, hss[3] = {T_, B, D}, wis[2] = {3 * D, I},
+           whs[2] = {3 * D, D}, bs = 3 * D;
     float sc = 1.0f / sqrtf((float)D);
-    float *x = test_floats(T_ * B * I), *h0 = test_floats(B * D), *wi = test_floats(3 * D * I), *wh = test_floats(3 * D * D);
-    float *bi = test_floats(3 * D), *bh = test_floats(3 * D), *out = test_floats(T_ * B * D), *hprev = test_floats(B * D);
+    float *x = test_floats(T_ * B * I), *h0 = test_floats(B * D), *wi = test_floats(3 * D * I),
+          *wh = test_floats(3 * D * D);
+    float *bi = test_floats(3 * D), *bh = test_floats(3 * D), *out = test_floats(T_ * B * D),
+          *hprev = test_floats(B * D);
     test_random(x, T_ * B * I, -1, 1);
     test_random(h0, B * D, -1, 1);
     test_random(wi, 3 * D * I, -sc, sc);
     test_random(wh, 3 * D * D, -sc, sc);
     test_random(bi, 3 * D, -sc, sc);
     test_random(bh, 3 * D, -sc, sc);
-    oclml_tensor *X = test_tensor_from(3, xs, x), *H0 = test_tensor_from(2, hs0, h0), *WI = test_tensor_from(2, wis, wi);
-    oclml_tensor *WH = test_tensor_from(2, whs, wh), *BI = test_tensor_from(1, &bs, bi), *BH = test_tensor_from(1, &bs, bh);
+    oclml_tensor *X = test_tensor_from(3, xs, x), *H0 = test_tensor_from(2, hs0, h0),
+                 *WI = test_tensor_from(2, wis, wi);
+    oclml_tensor *WH = test_tensor_from(2, whs, wh), *BI = test_tensor_from(1, &bs, bi),
+                 *BH = test_tensor_from(1, &bs, bh);
     oclml_tensor *HS = test_tensor(3, hss);
     ASSERT_OK(oclml_gru_sequence(T, cho, X, H0, WI, WH, BI, BH, HS));
     test_read(HS, out, T_ * B * D);
@@ -178,7 +190,8 @@ static void sequence_case(int cho, size_t T_, size_t B, size_t I, size_t D) {
         ref_gru_step(cho, B, I, D, x + t * B * I, hp, wi, wh, bi, bh, ref + t * B * D);
     }
     char what[80];
-    snprintf(what, sizeof what, "gru sequence %s T%zu B%zu I%zu D%zu", cho ? "cho" : "torch", T_, B, I, D);
+    snprintf(what, sizeof what, "gru sequence %s T%zu B%zu I%zu D%zu", cho ? "cho" : "torch", T_, B,
+             I, D);
     test_assert_close(what, out, ref, T_ * B * D, TOL_GEMM);
     oclml_tensor *all[] = {X, H0, WI, WH, BI, BH, HS};
     for (int i = 0; i < 7; i++) oclml_tensor_destroy(all[i]);
@@ -197,8 +210,9 @@ END_TEST
 
 /* The step's backward against central differences of the double reference: L = sum(g * h'),
  * dL/d(every input and parameter). */
-static double loss(int cho, size_t B, size_t I, size_t D, const float *x, const float *h, const float *wi,
-                   const float *wh, const float *bi, const float *bh, const float *g, double *scratch) {
+static double loss(int cho, size_t B, size_t I, size_t D, const float *x, const float *h,
+                   const float *wi, const float *wh, const float *bi, const float *bh,
+                   const float *g, double *scratch) {
     ref_gru_step(cho, B, I, D, x, h, wi, wh, bi, bh, scratch);
     double l = 0;
     for (size_t i = 0; i < B * D; i++) l += g[i] * scratch[i];
@@ -217,10 +231,12 @@ START_TEST(backward_by_finite_differences) {
     size_t xs[2] = {B, I}, hs[2] = {B, D}, wis[2] = {3 * D, I}, whs[2] = {3 * D, D}, bs = 3 * D;
     oclml_tensor *X = test_tensor_from(2, xs, v[0]), *H = test_tensor_from(2, hs, v[1]);
     oclml_tensor *WI = test_tensor_from(2, wis, v[2]), *WH = test_tensor_from(2, whs, v[3]);
-    oclml_tensor *BI = test_tensor_from(1, &bs, v[4]), *BH = test_tensor_from(1, &bs, v[5]), *G = test_tensor_from(2, hs, v[6]);
-    oclml_tensor *out[6] = {test_tensor(2, xs), test_tensor(2, hs), test_tensor(2, wis), test_tensor(2, whs),
-                            test_tensor(1, &bs), test_tensor(1, &bs)};
-    ASSERT_OK(oclml_gru_step_backward(T, cho, X, H, WI, WH, BI, BH, G, out[0], out[1], out[2], out[3], out[4], out[5]));
+    oclml_tensor *BI = test_tensor_from(1, &bs, v[4]), *BH = test_tensor_from(1, &bs, v[5]),
+                 *G = test_tensor_from(2, hs, v[6]);
+    oclml_tensor *out[6] = {test_tensor(2, xs),  test_tensor(2, hs),  test_tensor(2, wis),
+                            test_tensor(2, whs), test_tensor(1, &bs), test_tensor(1, &bs)};
+    ASSERT_OK(oclml_gru_step_backward(T, cho, X, H, WI, WH, BI, BH, G, out[0], out[1], out[2],
+                                      out[3], out[4], out[5]));
     double *tmp = test_doubles(B * D);
     static const char *names[6] = {"dx", "dh", "dw_ih", "dw_hh", "db_ih", "db_hh"};
     for (int k = 0; k < 6; k++) {
@@ -251,20 +267,33 @@ START_TEST(backward_by_finite_differences) {
 END_TEST
 
 START_TEST(bad_input_touches_nothing) {
-    size_t xs[2] = {2, 3}, hs[2] = {2, 4}, wis[2] = {12, 3}, whs[2] = {12, 4}, bad[2] = {11, 4}, b12 = 12, b5 = 5;
-    oclml_tensor *X = test_tensor(2, xs), *H = test_tensor(2, hs), *WI = test_tensor(2, wis), *WH = test_tensor(2, whs);
-    oclml_tensor *BAD = test_tensor(2, bad), *B12 = test_tensor(1, &b12), *B5 = test_tensor(1, &b5), *HN = test_tensor(2, hs);
-    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, X, H, WI, BAD, NULL, NULL, HN), OCLML_ERR_INVALID_SHAPE);
-    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, X, H, WI, WH, B5, NULL, HN), OCLML_ERR_INVALID_SHAPE);
-    ASSERT_STATUS(oclml_gru_step(T, (oclml_gru_variant)5, X, H, WI, WH, B12, B12, HN), OCLML_ERR_INVALID_ARGUMENT);
-    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, X, H, WI, WH, NULL, NULL, H), OCLML_ERR_INVALID_ARGUMENT);
-    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, NULL, H, WI, WH, NULL, NULL, HN), OCLML_ERR_NULL_POINTER);
-    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, H, X, WI, WH, NULL, NULL, HN), OCLML_ERR_INVALID_SHAPE);
-    ASSERT_STATUS(oclml_gru_sequence(T, OCLML_GRU_TORCH, X, H, WI, WH, NULL, NULL, HN), OCLML_ERR_INVALID_SHAPE);
-    ASSERT_STATUS(oclml_gru_sequence(T, OCLML_GRU_TORCH, NULL, H, WI, WH, NULL, NULL, HN), OCLML_ERR_NULL_POINTER);
-    ASSERT_STATUS(oclml_gru_step_backward(T, OCLML_GRU_TORCH, X, H, WI, WH, NULL, NULL, HN, H, NULL, NULL, NULL, NULL, NULL),
+    size_t xs[2] = {2, 3}, hs[2] = {2, 4}, wis[2] = {12, 3}, whs[2] = {12, 4}, bad[2] = {11, 4},
+           b12 = 12, b5 = 5;
+    oclml_tensor *X = test_tensor(2, xs), *H = test_tensor(2, hs), *WI = test_tensor(2, wis),
+                 *WH = test_tensor(2, whs);
+    oclml_tensor *BAD = test_tensor(2, bad), *B12 = test_tensor(1, &b12), *B5 = test_tensor(1, &b5),
+                 *HN = test_tensor(2, hs);
+    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, X, H, WI, BAD, NULL, NULL, HN),
+                  OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, X, H, WI, WH, B5, NULL, HN),
+                  OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_gru_step(T, (oclml_gru_variant)5, X, H, WI, WH, B12, B12, HN),
+                  OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, X, H, WI, WH, NULL, NULL, H),
+                  OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, NULL, H, WI, WH, NULL, NULL, HN),
+                  OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_gru_step(T, OCLML_GRU_TORCH, H, X, WI, WH, NULL, NULL, HN),
+                  OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_gru_sequence(T, OCLML_GRU_TORCH, X, H, WI, WH, NULL, NULL, HN),
+                  OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_gru_sequence(T, OCLML_GRU_TORCH, NULL, H, WI, WH, NULL, NULL, HN),
+                  OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_gru_step_backward(T, OCLML_GRU_TORCH, X, H, WI, WH, NULL, NULL, HN, H, NULL,
+                                          NULL, NULL, NULL, NULL),
                   OCLML_ERR_INVALID_SHAPE); /* dx must be [B x I] */
-    ASSERT_STATUS(oclml_gru_step_backward(T, OCLML_GRU_TORCH, X, H, WI, WH, B5, NULL, HN, NULL, NULL, NULL, NULL, NULL, NULL),
+    ASSERT_STATUS(oclml_gru_step_backward(T, OCLML_GRU_TORCH, X, H, WI, WH, B5, NULL, HN, NULL,
+                                          NULL, NULL, NULL, NULL, NULL),
                   OCLML_ERR_INVALID_SHAPE);
     float out[8];
     test_read(HN, out, 8);

@@ -27,11 +27,12 @@ static void fake_free(oclml_ctx *ctx) {
     free(ctx);
 }
 
-static const oclml__row_family FAMILY = {"softmax.cl", "oclml_softmax_fwd",
-                                         "oclml_softmax_fwd_part oclml_softmax_fwd_finish", 1, NULL};
+static const oclml__row_family FAMILY = {
+    "softmax.cl", "oclml_softmax_fwd", "oclml_softmax_fwd_part oclml_softmax_fwd_finish", 1, NULL};
 
 START_TEST(row_plans_per_device) {
-    oclml_ctx *gpu = fake_ctx(true, 1024, 132), *cpu = fake_ctx(false, 4096, 2), *small = fake_ctx(true, 16, 4);
+    oclml_ctx *gpu = fake_ctx(true, 1024, 132), *cpu = fake_ctx(false, 4096, 2),
+              *small = fake_ctx(true, 16, 4);
     oclml__row_plan p;
     /* Short rows: a few lanes per row on GPUs, one on CPUs; float4 where the offsets allow. */
     ASSERT_OK(oclml__row_plan_for(gpu, &FAMILY, 4096, 64, true, &p));
@@ -61,7 +62,8 @@ START_TEST(row_plans_per_device) {
     ck_assert(p.long_rows);
     ck_assert_uint_le(p.local, 16);
     /* Beyond 32-bit indexing is refused with a reason. */
-    ck_assert_int_eq(oclml__row_plan_for(gpu, &FAMILY, (size_t)1 << 33, 4, true, &p), OCLML_ERR_INVALID_SHAPE);
+    ck_assert_int_eq(oclml__row_plan_for(gpu, &FAMILY, (size_t)1 << 33, 4, true, &p),
+                     OCLML_ERR_INVALID_SHAPE);
     ck_assert_ptr_nonnull(strstr(gpu->last_error, "32-bit"));
     fake_free(gpu);
     fake_free(cpu);

@@ -27,7 +27,8 @@ START_TEST(profiling_times_ops) {
     ASSERT_OK(oclml_tensor_create(ctx, 1, &n, &t));
     double ms = -1;
     ASSERT_OK(oclml_ctx_profile_begin(ctx));
-    ASSERT_STATUS(oclml_ctx_profile_end(ctx, &ms), OCLML_ERR_INVALID_ARGUMENT); /* nothing enqueued */
+    ASSERT_STATUS(oclml_ctx_profile_end(ctx, &ms),
+                  OCLML_ERR_INVALID_ARGUMENT); /* nothing enqueued */
     ASSERT_OK(oclml_ctx_profile_begin(ctx));
     ASSERT_OK(oclml_fill(ctx, t, 1.0f));
     ASSERT_OK(oclml_fill(ctx, t, 2.0f));

@@ -8,12 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *GOOD =
-    "__kernel void k(__global float *x) {\n"
-    "#ifndef OCLML_TEST_VALUE\n"
-    "#error OCLML_TEST_VALUE must be defined\n"
-    "#endif\n"
-    "    x[get_global_id(0)] = OCLML_TEST_VALUE; }\n";
+static const char *GOOD = "__kernel void k(__global float *x) {\n"
+                          "#ifndef OCLML_TEST_VALUE\n"
+                          "#error OCLML_TEST_VALUE must be defined\n"
+                          "#endif\n"
+                          "    x[get_global_id(0)] = OCLML_TEST_VALUE; }\n";
 
 static oclml_ctx *ctx_with_path(const char *dir) {
     oclml_ctx_options o;
@@ -42,9 +41,11 @@ START_TEST(missing_file_names_searched_paths) {
     oclml_ctx *ctx = ctx_with_path(dir);
     ASSERT_STATUS(oclml_ctx_build_file(ctx, "nothere.cl", NULL, NULL), OCLML_ERR_KERNEL_NOT_FOUND);
     const char *e = oclml_ctx_last_error(ctx);
-    ck_assert_msg(strstr(e, "nothere.cl") && strstr(e, dir) && strstr(e, getenv("OCLML_KERNEL_PATH")),
+    ck_assert_msg(strstr(e, "nothere.cl") && strstr(e, dir) &&
+                      strstr(e, getenv("OCLML_KERNEL_PATH")),
                   "error should name the file and every directory searched: %s", e);
-    ASSERT_STATUS(oclml_ctx_build_file(ctx, "../cl/memory.cl", NULL, NULL), OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_ctx_build_file(ctx, "../cl/memory.cl", NULL, NULL),
+                  OCLML_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(oclml_ctx_build_file(ctx, "memory.txt", NULL, NULL), OCLML_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(oclml_ctx_build_file(ctx, NULL, NULL, NULL), OCLML_ERR_NULL_POINTER);
     oclml_ctx_destroy(ctx);
@@ -71,9 +72,11 @@ END_TEST
 START_TEST(compile_error_gives_build_log) {
     char dir[1024];
     test_tmpdir(dir, sizeof dir, "broken");
-    test_write_file(dir, "broken.cl", "__kernel void k(__global float *x) { x[0] = undeclared_name; }\n");
+    test_write_file(dir, "broken.cl",
+                    "__kernel void k(__global float *x) { x[0] = undeclared_name; }\n");
     oclml_ctx *ctx = ctx_with_path(dir);
-    ASSERT_STATUS(oclml_ctx_build_file(ctx, "broken.cl", "-DMARKER_OPTION=7", NULL), OCLML_ERR_BUILD_FAILED);
+    ASSERT_STATUS(oclml_ctx_build_file(ctx, "broken.cl", "-DMARKER_OPTION=7", NULL),
+                  OCLML_ERR_BUILD_FAILED);
     const char *e = oclml_ctx_last_error(ctx);
     oclml_device_info d;
     oclml_ctx_device_info(ctx, &d);
@@ -115,7 +118,8 @@ START_TEST(malformed_build_options_refused) {
         ck_assert_int_eq(oclml_ctx_create(&ctx, &o, err, sizeof err), OCLML_ERR_INVALID_ARGUMENT);
         ck_assert_msg(strstr(err, "malformed") != NULL, "%s: %s", bad[i], err);
         unsetenv("OCLML_BUILD_OPTIONS");
-        ASSERT_STATUS(oclml_ctx_build_file(T, "memory.cl", bad[i], NULL), OCLML_ERR_INVALID_ARGUMENT);
+        ASSERT_STATUS(oclml_ctx_build_file(T, "memory.cl", bad[i], NULL),
+                      OCLML_ERR_INVALID_ARGUMENT);
     }
     ASSERT_OK(oclml_ctx_build_file(T, "memory.cl", "-DFOO=1 -cl-fast-relaxed-math", NULL));
 }
@@ -129,7 +133,8 @@ START_TEST(writable_kernel_dir_skipped) {
     test_write_file(dir, "custom.cl", GOOD);
     chmod(dir, 0777);
     oclml_ctx *ctx = ctx_with_path(dir);
-    ASSERT_STATUS(oclml_ctx_build_file(ctx, "custom.cl", "-DOCLML_TEST_VALUE=1", NULL), OCLML_ERR_KERNEL_NOT_FOUND);
+    ASSERT_STATUS(oclml_ctx_build_file(ctx, "custom.cl", "-DOCLML_TEST_VALUE=1", NULL),
+                  OCLML_ERR_KERNEL_NOT_FOUND);
     ck_assert_msg(strstr(oclml_ctx_last_error(ctx), "writable by others") != NULL, "%s",
                   oclml_ctx_last_error(ctx));
     chmod(dir, 0755);
@@ -214,7 +219,8 @@ START_TEST(kernel_files_and_prewarm) {
     calls = 0;
     ASSERT_OK(oclml_ctx_prewarm(ctx, "fill", 0, count_progress, &calls));
     ck_assert_uint_eq(calls, 1);
-    ASSERT_STATUS(oclml_ctx_prewarm(ctx, "fill,no_such_op", 0, NULL, NULL), OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_ctx_prewarm(ctx, "fill,no_such_op", 0, NULL, NULL),
+                  OCLML_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(oclml_ctx_last_error(ctx), "no_such_op"));
     oclml_tensor_destroy(t);
     oclml_ctx_destroy(ctx);
@@ -265,15 +271,16 @@ START_TEST(tuning_option) {
     ASSERT_OK(oclml_ctx_tuning(ctx, find_key, seen));
     ck_assert_str_eq(seen, "3 tuning option");
     oclml_ctx_destroy(ctx);
-    static const char *bad[] = {"rssm.splitt=3", "rssm.split=abc", "rssm.split=-1", "gru.tile=1:2",
-                                "rssm.split", "rssm.guard=2"};
+    static const char *bad[] = {"rssm.splitt=3", "rssm.split=abc", "rssm.split=-1",
+                                "gru.tile=1:2",  "rssm.split",     "rssm.guard=2"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[1024];
         o.tuning = bad[i];
         ctx = NULL;
         ck_assert_int_eq(oclml_ctx_create(&ctx, &o, err, sizeof err), OCLML_ERR_INVALID_ARGUMENT);
         ck_assert_ptr_null(ctx);
-        ck_assert_msg(strstr(err, "rssm") || strstr(err, "gru"), "error should name the key: %s", err);
+        ck_assert_msg(strstr(err, "rssm") || strstr(err, "gru"), "error should name the key: %s",
+                      err);
     }
     /* $OCLML_TUNE applies when the option is not given (read once, at creation). */
     setenv("OCLML_TUNE", "rssm.split=5", 1);

@@ -23,10 +23,14 @@ static double ref_reduce(int op, const float *x, size_t n) {
         }
     }
     switch (op) {
-    case OCLML_REDUCE_SUM: return s;
-    case OCLML_REDUCE_MEAN: return s / (double)n;
-    case OCLML_REDUCE_MAX: return best;
-    default: return (double)bi;
+    case OCLML_REDUCE_SUM:
+        return s;
+    case OCLML_REDUCE_MEAN:
+        return s / (double)n;
+    case OCLML_REDUCE_MAX:
+        return best;
+    default:
+        return (double)bi;
     }
 }
 
@@ -43,11 +47,14 @@ static void check_rows(int op, size_t rows, size_t cols, float *x) {
         ref[r] = ref_reduce(op, x + r * cols, cols);
         double a = 0;
         for (size_t c = 0; c < cols; c++) a += fabs(x[r * cols + c]);
-        scale[r] = (op == OCLML_REDUCE_SUM) ? a : (op == OCLML_REDUCE_MEAN) ? a / cols : fabs(ref[r]);
+        scale[r] = (op == OCLML_REDUCE_SUM)    ? a
+                   : (op == OCLML_REDUCE_MEAN) ? a / cols
+                                               : fabs(ref[r]);
     }
     char what[64];
     snprintf(what, sizeof what, "reduce_rows %s %zux%zu", NAMES[op], rows, cols);
-    test_assert_close_scaled(what, y, ref, scale, rows, op >= OCLML_REDUCE_MAX && op != OCLML_REDUCE_MEAN ? 0 : TOL_REDUCTION);
+    test_assert_close_scaled(what, y, ref, scale, rows,
+                             op >= OCLML_REDUCE_MAX && op != OCLML_REDUCE_MEAN ? 0 : TOL_REDUCTION);
     (void)n;
     oclml_tensor_destroy(X);
     oclml_tensor_destroy(Y);
@@ -67,7 +74,9 @@ static void check_all(int op, size_t n, float *x) {
     double scale = (op == OCLML_REDUCE_SUM) ? a : (op == OCLML_REDUCE_MEAN) ? a / n : fabs(ref);
     char what[64];
     snprintf(what, sizeof what, "reduce_all %s n=%zu", NAMES[op], n);
-    test_assert_close_scaled(what, &y, &ref, &scale, 1, op == OCLML_REDUCE_MAX || op == OCLML_REDUCE_ARGMAX ? 0 : TOL_REDUCTION);
+    test_assert_close_scaled(what, &y, &ref, &scale, 1,
+                             op == OCLML_REDUCE_MAX || op == OCLML_REDUCE_ARGMAX ? 0
+                                                                                 : TOL_REDUCTION);
     oclml_tensor_destroy(X);
     oclml_tensor_destroy(Y);
 }
@@ -113,7 +122,8 @@ END_TEST
 
 START_TEST(bad_input_touches_nothing) {
     size_t s[2] = {3, 4}, two = 2, one = 1, three = 3;
-    oclml_tensor *X = test_tensor(2, s), *Y2 = test_tensor(1, &two), *Y1 = test_tensor(1, &one), *Y3 = test_tensor(1, &three);
+    oclml_tensor *X = test_tensor(2, s), *Y2 = test_tensor(1, &two), *Y1 = test_tensor(1, &one),
+                 *Y3 = test_tensor(1, &three);
     ASSERT_STATUS(oclml_reduce_rows(T, OCLML_REDUCE_SUM, X, Y2), OCLML_ERR_INVALID_SHAPE);
     ASSERT_STATUS(oclml_reduce_rows(T, (oclml_reduce_op)9, X, Y3), OCLML_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(oclml_reduce_rows(T, OCLML_REDUCE_SUM, NULL, Y3), OCLML_ERR_NULL_POINTER);

@@ -10,7 +10,7 @@
 typedef struct ens {
     size_t E, D, G, C, F, K, S;
     int shared_f;
-    float *w[8];             /* w_ih, w_hh, b_ih, b_hh, w_p, b_p, w_y, b_y */
+    float *w[8]; /* w_ih, w_hh, b_ih, b_hh, w_p, b_p, w_y, b_y */
     float *h0, *z0, *f0, *y0;
     oclml_tensor *tw[8], *th, *tz, *tf, *ty0;
     oclml_rssm_weights weights;
@@ -28,9 +28,11 @@ static float *rnd(size_t n, float scale) {
     return v;
 }
 
-static void ens_make(ens *m, size_t E, size_t D, size_t G, size_t C, size_t F, size_t K, int shared_f) {
+static void ens_make(ens *m, size_t E, size_t D, size_t G, size_t C, size_t F, size_t K,
+                     int shared_f) {
     memset(m, 0, sizeof *m);
-    m->E = E, m->D = D, m->G = G, m->C = C, m->F = F, m->K = K, m->S = G * C, m->shared_f = shared_f;
+    m->E = E, m->D = D, m->G = G, m->C = C, m->F = F, m->K = K, m->S = G * C,
+    m->shared_f = shared_f;
     size_t S = m->S, IN = F + S;
     float si = 1.0f / sqrtf((float)IN), sd = 1.0f / sqrtf((float)D);
     m->w[0] = rnd(E * 3 * D * IN, si);
@@ -58,7 +60,8 @@ static void ens_make(ens *m, size_t E, size_t D, size_t G, size_t C, size_t F, s
     m->tz = make(2, E, S, 0, m->z0);
     m->tf = shared_f ? make(1, F, 0, 0, m->f0) : make(2, E, F, 0, m->f0);
     m->ty0 = make(1, E, 0, 0, m->y0);
-    m->weights = (oclml_rssm_weights){m->tw[0], m->tw[1], m->tw[2], m->tw[3], m->tw[4], m->tw[5], m->tw[6], m->tw[7]};
+    m->weights = (oclml_rssm_weights){m->tw[0], m->tw[1], m->tw[2], m->tw[3],
+                                      m->tw[4], m->tw[5], m->tw[6], m->tw[7]};
     m->start = (oclml_rssm_state){m->th, m->tz, m->tf, m->ty0};
 }
 
@@ -76,9 +79,30 @@ static void ens_free(ens *m) {
 }
 
 static ref_rssm_args ref_args(const ens *m, const oclml_rssm_config *c) {
-    ref_rssm_args a = {c->variant == OCLML_GRU_CHO, c->mode == OCLML_RSSM_SAMPLE, m->E, c->steps, m->D, m->G, m->C,
-                       m->F, c->feedback, c->unimix, c->seed, c->step_offset, m->w[0], m->w[1], m->w[2], m->w[3],
-                       m->w[4], m->w[5], m->w[6], m->w[7], m->h0, m->z0, m->f0, m->shared_f};
+    ref_rssm_args a = {c->variant == OCLML_GRU_CHO,
+                       c->mode == OCLML_RSSM_SAMPLE,
+                       m->E,
+                       c->steps,
+                       m->D,
+                       m->G,
+                       m->C,
+                       m->F,
+                       c->feedback,
+                       c->unimix,
+                       c->seed,
+                       c->step_offset,
+                       m->w[0],
+                       m->w[1],
+                       m->w[2],
+                       m->w[3],
+                       m->w[4],
+                       m->w[5],
+                       m->w[6],
+                       m->w[7],
+                       m->h0,
+                       m->z0,
+                       m->f0,
+                       m->shared_f};
     return a;
 }
 
@@ -94,17 +118,18 @@ static void full_check(ens *m, const oclml_rssm_config *c, double tol) {
     ASSERT_OK(oclml_rssm_rollout(T, c, &m->weights, &m->start, &o));
 
     ref_rssm_args a = ref_args(m, c);
-    double *ry = test_doubles(En), *rh = test_doubles(En), *rn = test_doubles(En), *rhf = test_doubles(E * D);
+    double *ry = test_doubles(En), *rh = test_doubles(En), *rn = test_doubles(En),
+           *rhf = test_doubles(E * D);
     double *rzf = test_doubles(E * S), *rff = test_doubles(E * F);
     ref_rssm_rollout(&a, ry, rh, rn, rhf, rzf, rff);
     float *out = test_floats(En > E * (D + S + F) ? En : E * (D + S + F));
     char what[96];
-#define CHECK(t, count, ref, name)                                                                \
-    do {                                                                                         \
-        test_read(t, out, count);                                                                \
-        snprintf(what, sizeof what, "rssm %s E%zu T%zu D%zu G%zu C%zu %s", name, E, n, D, m->G, m->C, \
-                 c->mode ? "sample" : "mean");                                                   \
-        test_assert_close(what, out, ref, count, tol);                                           \
+#define CHECK(t, count, ref, name)                                                              \
+    do {                                                                                        \
+        test_read(t, out, count);                                                               \
+        snprintf(what, sizeof what, "rssm %s E%zu T%zu D%zu G%zu C%zu %s", name, E, n, D, m->G, \
+                 m->C, c->mode ? "sample" : "mean");                                            \
+        test_assert_close(what, out, ref, count, tol);                                          \
     } while (0)
     CHECK(Y, En, ry, "y");
     CHECK(H, En, rh, "entropy");
@@ -242,7 +267,8 @@ START_TEST(continues_from_returned_state) {
         for (size_t t = 0; t < 10; t++) {
             float part = t < 6 ? y6[e * 6 + t] : y4[e * 4 + t - 6];
             ck_assert_msg(fabsf(part - ya[e * 10 + t]) <= 1e-5f * (1 + fabsf(ya[e * 10 + t])),
-                          "member %zu step %zu: continued %g vs whole %g", e, t, part, ya[e * 10 + t]);
+                          "member %zu step %zu: continued %g vs whole %g", e, t, part,
+                          ya[e * 10 + t]);
         }
     oclml_tensor *t6[] = {Yall, Y6, Y4, HF, ZF, FF};
     for (int i = 0; i < 6; i++) oclml_tensor_destroy(t6[i]);
@@ -337,7 +363,8 @@ START_TEST(nan_member_stays_nan) {
     test_read(H, h, 12);
     test_read(TE, te, 2);
     for (size_t t = 0; t < T6; t++) {
-        ck_assert_msg(isnan(y[t]) && isnan(h[t]), "member 0 step %zu: y %g, entropy %g", t, y[t], h[t]);
+        ck_assert_msg(isnan(y[t]) && isnan(h[t]), "member 0 step %zu: y %g, entropy %g", t, y[t],
+                      h[t]);
         ck_assert_msg(isfinite(y[T6 + t]) && isfinite(h[T6 + t]), "member 1 step %zu", t);
     }
     ck_assert_msg(isnan(te[0]) && isfinite(te[1]), "total entropy %g %g", te[0], te[1]);

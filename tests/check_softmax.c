@@ -8,7 +8,8 @@
 #include <string.h>
 
 typedef oclml_status (*fwd_fn)(oclml_ctx *, const oclml_tensor *, oclml_tensor *);
-typedef oclml_status (*bwd_fn)(oclml_ctx *, const oclml_tensor *, const oclml_tensor *, oclml_tensor *);
+typedef oclml_status (*bwd_fn)(oclml_ctx *, const oclml_tensor *, const oclml_tensor *,
+                               oclml_tensor *);
 
 /* Runs forward then backward on rows x cols with input x, checking both. */
 static void check_case(size_t rows, size_t cols, const float *x, int log, double fwd_tol) {
@@ -36,7 +37,8 @@ static void check_case(size_t rows, size_t cols, const float *x, int log, double
         double *scale = test_doubles(n);
         ref_softmax_backward(rows, cols, y, dy, log, ref);
         ref_softmax_backward_scale(rows, cols, y, dy, log, scale);
-        snprintf(what, sizeof what, "%s backward %zux%zu", log ? "log_softmax" : "softmax", rows, cols);
+        snprintf(what, sizeof what, "%s backward %zux%zu", log ? "log_softmax" : "softmax", rows,
+                 cols);
         test_assert_close_scaled(what, dx, ref, scale, n, TOL_ELEMENTWISE);
         free(scale);
     }
@@ -57,7 +59,8 @@ static void random_case(size_t rows, size_t cols, int log) {
     free(x);
 }
 
-static const size_t COLS[] = {1, 2, 3, 4, 7, 31, 32, 33, 127, 128, 129, 255, 256, 257, 1000, 1024, 1031, 4096, 8191};
+static const size_t COLS[] = {1,   2,   3,   4,   7,    31,   32,   33,   127, 128,
+                              129, 255, 256, 257, 1000, 1024, 1031, 4096, 8191};
 
 START_TEST(sizes_around_the_work_group) {
     for (size_t i = 0; i < sizeof COLS / sizeof COLS[0]; i++) random_case(_i ? 3 : 1, COLS[i], _i);
@@ -82,9 +85,7 @@ START_TEST(long_rows_chunked) {
 }
 END_TEST
 
-START_TEST(very_long_row) {
-    random_case(1, 1100000, 0);
-}
+START_TEST(very_long_row) { random_case(1, 1100000, 0); }
 END_TEST
 
 /* Tensors at an odd element offset force the scalar path even for multiple-of-4 rows. */
@@ -125,13 +126,13 @@ START_TEST(extremes_masks_and_nan) {
         for (int s = 0; s < 3; s++) {
             size_t cols = sizes[s], rows = 5, n = rows * cols;
             float *x = test_floats(n);
-            test_random(x, n, -1e4f, 1e4f);           /* row 0: +-1e4, must not overflow */
+            test_random(x, n, -1e4f, 1e4f); /* row 0: +-1e4, must not overflow */
             for (size_t c = 0; c < cols; c++) {
-                x[cols + c] = 3.25f;                    /* row 1: equal values */
-                x[2 * cols + c] = -INFINITY;            /* row 2: fully masked */
+                x[cols + c] = 3.25f;                         /* row 1: equal values */
+                x[2 * cols + c] = -INFINITY;                 /* row 2: fully masked */
                 if (c % 3 == 0) x[3 * cols + c] = -INFINITY; /* row 3: partly masked */
             }
-            x[4 * cols + cols / 2] = NAN;               /* row 4: NaN makes the row NaN */
+            x[4 * cols + cols / 2] = NAN; /* row 4: NaN makes the row NaN */
             check_case(rows, cols, x, log, TOL_ELEMENTWISE);
             free(x);
         }
@@ -168,7 +169,8 @@ START_TEST(backward_by_finite_differences) {
         }
         fd[i] = (lp - lm) / (2.0 * ((double)(keep + h) - keep));
     }
-    test_assert_close(log ? "log_softmax backward vs finite differences" : "softmax backward vs finite differences",
+    test_assert_close(log ? "log_softmax backward vs finite differences"
+                          : "softmax backward vs finite differences",
                       dx, fd, n, 1e-3);
     oclml_tensor *all[] = {X, Y, W, DX};
     for (int i = 0; i < 4; i++) oclml_tensor_destroy(all[i]);

@@ -36,7 +36,8 @@ END_TEST
 
 START_TEST(bad_shapes_rejected) {
     oclml_tensor *t = (oclml_tensor *)1;
-    size_t zero[2] = {3, 0}, huge[2] = {SIZE_MAX / 2, 4}, big[1] = {SIZE_MAX / 2}, over[1] = {((size_t)1 << 62) / 5};
+    size_t zero[2] = {3, 0}, huge[2] = {SIZE_MAX / 2, 4}, big[1] = {SIZE_MAX / 2},
+           over[1] = {((size_t)1 << 62) / 5};
     size_t ok[1] = {4};
     ASSERT_STATUS(oclml_tensor_create(T, 0, ok, &t), OCLML_ERR_INVALID_SHAPE);
     ck_assert_ptr_null(t);
@@ -78,7 +79,8 @@ START_TEST(wrap_with_offset) {
     cl_int err;
     float base[100];
     test_random(base, 100, -1, 1);
-    cl_mem buf = clCreateBuffer(clctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof base, base, &err);
+    cl_mem buf =
+        clCreateBuffer(clctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof base, base, &err);
     ck_assert_int_eq(err, CL_SUCCESS);
     size_t shape[2] = {3, 10};
     oclml_tensor *t;
@@ -103,7 +105,8 @@ START_TEST(wrap_with_offset) {
 
     size_t too_big[1] = {61};
     oclml_tensor *u = NULL;
-    ASSERT_STATUS(oclml_tensor_wrap(T, buf, 40 * sizeof(float), 1, too_big, &u), OCLML_ERR_BUFFER_TOO_SMALL);
+    ASSERT_STATUS(oclml_tensor_wrap(T, buf, 40 * sizeof(float), 1, too_big, &u),
+                  OCLML_ERR_BUFFER_TOO_SMALL);
     ASSERT_STATUS(oclml_tensor_wrap(T, buf, 2, 1, shape, &u), OCLML_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(oclml_tensor_wrap(T, NULL, 0, 1, shape, &u), OCLML_ERR_NULL_POINTER);
     ck_assert_ptr_null(u);

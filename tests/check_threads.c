@@ -44,7 +44,8 @@ static void *work(void *arg) {
         float v = (float)(w->id * 1000 + it);
         /* A failing call mixed into the work: it must fail alone, touching nothing of anyone's. */
         oclml_status bad = oclml_copy(w->ctx, a, ma); /* n elements into 64: refused */
-        if (bad != OCLML_ERR_INVALID_SHAPE) record_failure(w, "mismatched copy was not refused", bad);
+        if (bad != OCLML_ERR_INVALID_SHAPE)
+            record_failure(w, "mismatched copy was not refused", bad);
         for (int i = 0; i < 64; i++) m[i] = v + (float)i;
         st = oclml_fill(w->ctx, a, v);
         if (!st) st = oclml_copy(w->ctx, a, b);
@@ -106,18 +107,28 @@ static void *first_call_work(void *arg) {
     pthread_barrier_wait(&start);
     if (!st) {
         switch (f->which) {
-        case 0: st = oclml_softmax(f->ctx, X, Y); break;
-        case 1: st = oclml_layernorm(f->ctx, X, NULL, NULL, 1e-5f, Y, NULL, NULL); break;
-        case 2: st = oclml_unary(f->ctx, OCLML_RELU, X, Y); break;
-        default: st = oclml_log_softmax(f->ctx, X, Y); break;
+        case 0:
+            st = oclml_softmax(f->ctx, X, Y);
+            break;
+        case 1:
+            st = oclml_layernorm(f->ctx, X, NULL, NULL, 1e-5f, Y, NULL, NULL);
+            break;
+        case 2:
+            st = oclml_unary(f->ctx, OCLML_RELU, X, Y);
+            break;
+        default:
+            st = oclml_log_softmax(f->ctx, X, Y);
+            break;
         }
     }
     if (!st) st = oclml_tensor_read(Y, y, 7 * 96);
     f->st = st;
     f->err = 0;
     double ref[7 * 96];
-    if (f->which == 0 || f->which == 3) ref_softmax(7, 96, x, f->which == 3, ref);
-    else if (f->which == 1) ref_norm(0, 7, 96, x, NULL, NULL, 1e-5, ref, NULL, NULL);
+    if (f->which == 0 || f->which == 3)
+        ref_softmax(7, 96, x, f->which == 3, ref);
+    else if (f->which == 1)
+        ref_norm(0, 7, 96, x, NULL, NULL, 1e-5, ref, NULL, NULL);
     else
         for (int i = 0; i < 7 * 96; i++) ref[i] = ref_unary(OCLML_RELU, 0, x[i]);
     for (int i = 0; !st && i < 7 * 96; i++) {

@@ -89,7 +89,9 @@ oclml_tensor *test_tensor(int ndim, const size_t *shape) {
     return t;
 }
 
-void test_read(const oclml_tensor *t, float *out, size_t n) { ASSERT_OK(oclml_tensor_read(t, out, n)); }
+void test_read(const oclml_tensor *t, float *out, size_t n) {
+    ASSERT_OK(oclml_tensor_read(t, out, n));
+}
 
 void test_assert_close_scaled(const char *what, const float *out, const double *ref,
                               const double *scale, size_t n, double tol) {
@@ -97,8 +99,9 @@ void test_assert_close_scaled(const char *what, const float *out, const double *
     size_t worst = 0;
     for (size_t i = 0; i < n; i++) {
         if (isfinite(ref[i]))
-            ck_assert_msg(!isnan(out[i]), "%s[%zu] is NaN (never written?), reference %.9g (seed %u)",
-                          what, i, ref[i], test_seed());
+            ck_assert_msg(!isnan(out[i]),
+                          "%s[%zu] is NaN (never written?), reference %.9g (seed %u)", what, i,
+                          ref[i], test_seed());
         if (isnan(ref[i])) {
             ck_assert_msg(isnan(out[i]), "%s[%zu] = %.9g, reference is NaN (seed %u)", what, i,
                           (double)out[i], test_seed());
@@ -119,14 +122,15 @@ void test_assert_close_scaled(const char *what, const float *out, const double *
         }
     }
     double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    ck_assert_msg(rel <= tol, "%s: relative L2 error %.3g > %.1g (n=%zu, seed %u)", what, rel, tol, n,
-                  test_seed());
+    ck_assert_msg(rel <= tol, "%s: relative L2 error %.3g > %.1g (n=%zu, seed %u)", what, rel, tol,
+                  n, test_seed());
     double bound = tol * maxscale * 10 + 1e-30;
-    ck_assert_msg(maxerr <= bound, "%s[%zu] = %.9g vs reference %.9g: error %.3g > %.3g (seed %u)", what,
-                  worst, (double)out[worst], ref[worst], maxerr, bound, test_seed());
+    ck_assert_msg(maxerr <= bound, "%s[%zu] = %.9g vs reference %.9g: error %.3g > %.3g (seed %u)",
+                  what, worst, (double)out[worst], ref[worst], maxerr, bound, test_seed());
 }
 
-void test_assert_close(const char *what, const float *out, const double *ref, size_t n, double tol) {
+void test_assert_close(const char *what, const float *out, const double *ref, size_t n,
+                       double tol) {
     test_assert_close_scaled(what, out, ref, NULL, n, tol);
 }
 
@@ -134,7 +138,8 @@ void test_assert_status(oclml_status got, oclml_status want, const char *expr, c
                         int line) {
     if (got != want)
         ck_abort_msg("%s:%d: %s returned %s, expected %s; last error: %s", file, line, expr,
-                     oclml_status_name(got), oclml_status_name(want), T ? oclml_ctx_last_error(T) : "");
+                     oclml_status_name(got), oclml_status_name(want),
+                     T ? oclml_ctx_last_error(T) : "");
 }
 
 void test_tmpdir(char *out, size_t len, const char *tag) {
@@ -162,7 +167,8 @@ static int device_count_in_child(void) {
         if (clGetPlatformIDs(16, p, &np) == CL_SUCCESS)
             for (cl_uint i = 0; i < np && i < 16; i++) {
                 cl_uint nd = 0;
-                if (clGetDeviceIDs(p[i], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) == CL_SUCCESS) total += nd;
+                if (clGetDeviceIDs(p[i], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) == CL_SUCCESS)
+                    total += nd;
             }
         _exit(total > 0 ? 0 : 1);
     }

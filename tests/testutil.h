@@ -27,9 +27,9 @@ unsigned test_seed(void);
 /* Uniform values in [lo, hi) from a per-call stream of the run's seed. */
 void test_random(float *x, size_t n, float lo, float hi);
 
-float *test_floats(size_t n);        /* malloc'd, NaN-filled */
-double *test_doubles(size_t n);      /* malloc'd */
-oclml_tensor *test_tensor(int ndim, const size_t *shape);          /* NaN-poisoned */
+float *test_floats(size_t n);                             /* malloc'd, NaN-filled */
+double *test_doubles(size_t n);                           /* malloc'd */
+oclml_tensor *test_tensor(int ndim, const size_t *shape); /* NaN-poisoned */
 oclml_tensor *test_tensor_from(int ndim, const size_t *shape, const float *data);
 void test_read(const oclml_tensor *t, float *out, size_t n);
 
@@ -46,7 +46,8 @@ void test_assert_close_scaled(const char *what, const float *out, const double *
 /* Asserts status == want, printing the library's last error otherwise. */
 #define ASSERT_OK(expr) test_assert_status((expr), OCLML_SUCCESS, #expr, __FILE__, __LINE__)
 #define ASSERT_STATUS(expr, want) test_assert_status((expr), (want), #expr, __FILE__, __LINE__)
-void test_assert_status(oclml_status got, oclml_status want, const char *expr, const char *file, int line);
+void test_assert_status(oclml_status got, oclml_status want, const char *expr, const char *file,
+                        int line);
 
 /* A fresh directory under $OCLML_TEST_TMP (the build tree). */
 void test_tmpdir(char *out, size_t len, const char *tag);

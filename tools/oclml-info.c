@@ -12,13 +12,14 @@
 #include <time.h>
 
 static void usage(void) {
-    printf("usage: oclml-info [--device SELECTOR] [--tune KEY=VALUE,...] [--warm [OPS]] [--ops]\n"
-           "  SELECTOR: gpu, cpu, P:D, or part of a platform or device name (default: $OCLML_DEVICE,\n"
-           "            else the first GPU, else the first device)\n"
-           "  --warm [OPS]: compile the variants the ops (comma-separated; default all) pick here\n"
-           "  --ops: list the ops with their kernel files and tuning keys\n"
-           "environment: OCLML_DEVICE, OCLML_KERNEL_PATH, OCLML_CACHE_DIR, OCLML_BUILD_OPTIONS,\n"
-           "             OCLML_TUNE, OCLML_VERBOSE\n");
+    printf(
+        "usage: oclml-info [--device SELECTOR] [--tune KEY=VALUE,...] [--warm [OPS]] [--ops]\n"
+        "  SELECTOR: gpu, cpu, P:D, or part of a platform or device name (default: $OCLML_DEVICE,\n"
+        "            else the first GPU, else the first device)\n"
+        "  --warm [OPS]: compile the variants the ops (comma-separated; default all) pick here\n"
+        "  --ops: list the ops with their kernel files and tuning keys\n"
+        "environment: OCLML_DEVICE, OCLML_KERNEL_PATH, OCLML_CACHE_DIR, OCLML_BUILD_OPTIONS,\n"
+        "             OCLML_TUNE, OCLML_VERBOSE\n");
 }
 
 static void list_platforms(void) {
@@ -36,7 +37,8 @@ static void list_platforms(void) {
         printf("  platform %u: %s (%s)\n", p, name, version);
         cl_device_id devices[16];
         cl_uint nd = 0;
-        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 16, devices, &nd) != CL_SUCCESS) continue;
+        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 16, devices, &nd) != CL_SUCCESS)
+            continue;
         for (cl_uint d = 0; d < nd && d < 16; d++) {
             char dname[256] = "";
             cl_device_type type = 0;
@@ -47,7 +49,9 @@ static void list_platforms(void) {
             clGetDeviceInfo(devices[d], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
             clGetDeviceInfo(devices[d], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
             printf("    %u:%u  %-40s %s, %u compute units, %.1f GiB\n", p, d, dname,
-                   type & CL_DEVICE_TYPE_GPU ? "GPU" : type & CL_DEVICE_TYPE_CPU ? "CPU" : "other",
+                   type & CL_DEVICE_TYPE_GPU   ? "GPU"
+                   : type & CL_DEVICE_TYPE_CPU ? "CPU"
+                                               : "other",
                    cu, (double)mem / (1 << 30));
         }
     }
@@ -69,18 +73,19 @@ static void show_tunable(void *user, const char *key, const char *value, const c
 
 static void show_op(void *user, const oclml_op_desc *op) {
     (void)user;
-    printf("  %-22s %-22s %-28s %s\n", op->name, op->kernel_file, op->tunables[0] ? op->tunables : "-",
-           op->summary);
+    printf("  %-22s %-22s %-28s %s\n", op->name, op->kernel_file,
+           op->tunables[0] ? op->tunables : "-", op->summary);
 }
 
 static void print_cache(const oclml_ctx *ctx) {
     oclml_cache_info c;
     oclml_ctx_cache_info(ctx, &c);
     if (c.enabled)
-        printf("program cache: %s\n  %zu entries, %.1f MiB of %.0f MiB cap; this run: %lu disk hits, "
-               "%lu misses, %lu builds from source, %lu evictions\n",
-               c.dir, c.entries, (double)c.bytes / (1 << 20), (double)c.max_bytes / (1 << 20),
-               c.disk_hits, c.disk_misses, c.builds, c.disk_evictions);
+        printf(
+            "program cache: %s\n  %zu entries, %.1f MiB of %.0f MiB cap; this run: %lu disk hits, "
+            "%lu misses, %lu builds from source, %lu evictions\n",
+            c.dir, c.entries, (double)c.bytes / (1 << 20), (double)c.max_bytes / (1 << 20),
+            c.disk_hits, c.disk_misses, c.builds, c.disk_evictions);
     else
         printf("program cache: off (%s)\n", c.disabled_reason);
 }
@@ -126,10 +131,12 @@ int main(int argc, char **argv) {
            (double)d.global_mem_bytes / (1 << 30), (double)d.max_alloc_bytes / (1 << 30));
     oclml_device_caps c;
     oclml_ctx_device_caps(ctx, &c);
-    printf("  capabilities: SIMD width %u, fp64 %s, fp16 %s, register cap option %s, inline PTX %s, "
-           "TF32 mma.sync %s",
-           c.simd_width, c.fp64 ? "yes" : "no", c.fp16 ? "yes" : "no",
-           c.register_cap_option ? "yes" : "no", c.inline_ptx ? "yes" : "no", c.mma_tf32 ? "yes" : "no");
+    printf(
+        "  capabilities: SIMD width %u, fp64 %s, fp16 %s, register cap option %s, inline PTX %s, "
+        "TF32 mma.sync %s",
+        c.simd_width, c.fp64 ? "yes" : "no", c.fp16 ? "yes" : "no",
+        c.register_cap_option ? "yes" : "no", c.inline_ptx ? "yes" : "no",
+        c.mma_tf32 ? "yes" : "no");
     if (c.nv_cc_major) printf(", compute capability %u.%u", c.nv_cc_major, c.nv_cc_minor);
     printf("\n\ntuning table (key, value, source, meaning):\n");
     oclml_ctx_tuning(ctx, show_tunable, NULL);
@@ -138,7 +145,8 @@ int main(int argc, char **argv) {
         oclml_ops_list(show_op, NULL);
     }
     if (warm) {
-        printf("\ncompiling the variants the ops pick on this device (%s):\n", warm_ops ? warm_ops : "all ops");
+        printf("\ncompiling the variants the ops pick on this device (%s):\n",
+               warm_ops ? warm_ops : "all ops");
         fflush(stdout);
         double sum = 0, t0 = 0;
         struct timespec ts;
@@ -146,7 +154,8 @@ int main(int argc, char **argv) {
         t0 = ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
         st = oclml_ctx_prewarm(ctx, warm_ops, 0, show_progress, &sum);
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        if (st) printf("  %s: %s\n", oclml_status_name(st), oclml_ctx_last_error(ctx));
+        if (st)
+            printf("  %s: %s\n", oclml_status_name(st), oclml_ctx_last_error(ctx));
         else
             printf("  done in %.1f s wall (%.1f s of builds, in parallel)\n",
                    (ts.tv_sec * 1e3 + ts.tv_nsec / 1e6 - t0) / 1e3, sum / 1e3);

@@ -37,7 +37,6 @@ inline float seg_sum(float v, __local float *red, uint lid, uint G) {
     return r;
 }
 
-
 inline float seg_max(float v, __local float *red, uint lid, uint G) {
     red[lid] = v;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -51,40 +50,43 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
 }
 
 /* v[ITEMS*VEC] <- the lane's elements of row p (cols long); missing elements get `fill`. */
-#define ROW_LOAD1(v, p, ITEMS, lane, G, cols, ok, fill)                                          \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                     \
-        const uint c_ = i_ * (G) + (lane);                                                     \
-        v[i_] = ((ok) && c_ < (cols)) ? (p)[c_] : (fill);                                       \
+#define ROW_LOAD1(v, p, ITEMS, lane, G, cols, ok, fill)   \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {               \
+        const uint c_ = i_ * (G) + (lane);                \
+        v[i_] = ((ok) && c_ < (cols)) ? (p)[c_] : (fill); \
     }
-#define ROW_LOAD4(v, p, ITEMS, lane, G, cols, ok, fill)                                          \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                     \
-        const uint c_ = i_ * (G) + (lane);                                                     \
-        const float4 q_ = ((ok) && c_ < (cols) / 4) ? ((__global const float4 *)(p))[c_]       \
-                                                    : (float4)(fill);                           \
-        v[4 * i_] = q_.x; v[4 * i_ + 1] = q_.y; v[4 * i_ + 2] = q_.z; v[4 * i_ + 3] = q_.w;     \
+#define ROW_LOAD4(v, p, ITEMS, lane, G, cols, ok, fill)                                      \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                  \
+        const uint c_ = i_ * (G) + (lane);                                                   \
+        const float4 q_ =                                                                    \
+            ((ok) && c_ < (cols) / 4) ? ((__global const float4 *)(p))[c_] : (float4)(fill); \
+        v[4 * i_] = q_.x;                                                                    \
+        v[4 * i_ + 1] = q_.y;                                                                \
+        v[4 * i_ + 2] = q_.z;                                                                \
+        v[4 * i_ + 3] = q_.w;                                                                \
     }
 /* Row p <- v (only existing elements). */
-#define ROW_STORE1(v, p, ITEMS, lane, G, cols, ok)                                               \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                     \
-        const uint c_ = i_ * (G) + (lane);                                                     \
-        if ((ok) && c_ < (cols)) (p)[c_] = v[i_];                                               \
+#define ROW_STORE1(v, p, ITEMS, lane, G, cols, ok) \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {        \
+        const uint c_ = i_ * (G) + (lane);         \
+        if ((ok) && c_ < (cols)) (p)[c_] = v[i_];  \
     }
-#define ROW_STORE4(v, p, ITEMS, lane, G, cols, ok)                                               \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                     \
-        const uint c_ = i_ * (G) + (lane);                                                     \
-        if ((ok) && c_ < (cols) / 4)                                                           \
-            ((__global float4 *)(p))[c_] = (float4)(v[4 * i_], v[4 * i_ + 1], v[4 * i_ + 2],   \
-                                                    v[4 * i_ + 3]);                             \
+#define ROW_STORE4(v, p, ITEMS, lane, G, cols, ok)                                \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                       \
+        const uint c_ = i_ * (G) + (lane);                                        \
+        if ((ok) && c_ < (cols) / 4)                                              \
+            ((__global float4 *)(p))[c_] =                                        \
+                (float4)(v[4 * i_], v[4 * i_ + 1], v[4 * i_ + 2], v[4 * i_ + 3]); \
     }
 /* Whether element k of v[] (k < ITEMS*VEC) is a real element of the row. */
 #define ROW_VALID1(k, lane, G, cols) (((k) * (G) + (lane)) < (cols))
-#define ROW_VALID4(k, lane, G, cols) (((((k) >> 2) * (G) + (lane)) << 2) + ((k) & 3) < (cols))
+#define ROW_VALID4(k, lane, G, cols) (((((k) >> 2) * (G) + (lane)) << 2) + ((k)&3) < (cols))
 
 /* The standard prologue of a row kernel: which row this work-item serves and its lane. */
-#define ROW_PROLOGUE(G, rows)                                                                    \
-    const uint lid = get_local_id(0);                                                           \
-    const uint lane = lid & ((G) - 1);                                                          \
-    const ulong row = (ulong)get_group_id(0) * (get_local_size(0) / (G)) + lid / (G);           \
+#define ROW_PROLOGUE(G, rows)                                                         \
+    const uint lid = get_local_id(0);                                                 \
+    const uint lane = lid & ((G)-1);                                                  \
+    const ulong row = (ulong)get_group_id(0) * (get_local_size(0) / (G)) + lid / (G); \
     const bool ok = row < (rows);
 
 /* The variant's accessors: ROW_LOAD, ROW_STORE, ROW_VALID for ROW_VEC. */

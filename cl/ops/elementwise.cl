@@ -27,9 +27,9 @@ inline float gelu_tanh_u(float x) { return GELU_K * (x + GELU_C * x * x * x); }
 #define U_SIGMOID(x, p) oclml_sigmoid(x)
 #define U_TANH(x, p) tanh(x)
 /* 1 + erf(z) = erfc(-z) and 1 + tanh(u) = 2 sigmoid(2u) keep negative inputs accurate. */
-#define U_GELU_ERF(x, p) (0.5f * (x) * erfc(-(x) * SQRT1_2))
-#define U_GELU_TANH(x, p) ((x) * oclml_sigmoid(2.0f * gelu_tanh_u(x)))
-#define U_SILU(x, p) ((x) * oclml_sigmoid(x))
+#define U_GELU_ERF(x, p) (0.5f * (x)*erfc(-(x)*SQRT1_2))
+#define U_GELU_TANH(x, p) ((x)*oclml_sigmoid(2.0f * gelu_tanh_u(x)))
+#define U_SILU(x, p) ((x)*oclml_sigmoid(x))
 #define U_POW(x, p) pow((x), (p))
 
 /* dx = dy * f'(x). Derivatives avoid 1 - t^2 and 1 - sigmoid, which lose all precision where
@@ -45,23 +45,21 @@ inline float d_gelu_tanh(float x) {
     const float u = gelu_tanh_u(x);
     return oclml_sigmoid(2.0f * u) + 0.5f * x * sech2(u) * GELU_K * (1.0f + 3.0f * GELU_C * x * x);
 }
-inline float d_silu(float x) {
-    return oclml_sigmoid(x) * (1.0f + x * oclml_sigmoid(-x));
-}
+inline float d_silu(float x) { return oclml_sigmoid(x) * (1.0f + x * oclml_sigmoid(-x)); }
 #define D_NEG(x, g, p) (-(g))
-#define D_ABS(x, g, p) (isnan(x) ? (x) : (g) * sign(x)) /* sign(NaN) is 0: keep the NaN */
-#define D_EXP(x, g, p) ((g) * exp(x))
+#define D_ABS(x, g, p) (isnan(x) ? (x) : (g)*sign(x)) /* sign(NaN) is 0: keep the NaN */
+#define D_EXP(x, g, p) ((g)*exp(x))
 #define D_LOG(x, g, p) ((g) / (x))
-#define D_SQRT(x, g, p) ((g) * 0.5f / sqrt(x))
-#define D_RSQRT(x, g, p) ((g) * -0.5f / ((x) * sqrt(x)))
+#define D_SQRT(x, g, p) ((g)*0.5f / sqrt(x))
+#define D_RSQRT(x, g, p) ((g) * -0.5f / ((x)*sqrt(x)))
 #define D_RECIP(x, g, p) (-(g) / ((x) * (x)))
 #define D_RELU(x, g, p) (isnan(x) ? (x) : (x) > 0.0f ? (g) : 0.0f)
-#define D_SIGMOID(x, g, p) ((g) * oclml_sigmoid(x) * oclml_sigmoid(-(x)))
-#define D_TANH(x, g, p) ((g) * sech2(x))
-#define D_GELU_ERF(x, g, p) ((g) * d_gelu_erf(x))
-#define D_GELU_TANH(x, g, p) ((g) * d_gelu_tanh(x))
-#define D_SILU(x, g, p) ((g) * d_silu(x))
-#define D_POW(x, g, p) ((g) * (p) * pow((x), (p) - 1.0f))
+#define D_SIGMOID(x, g, p) ((g)*oclml_sigmoid(x) * oclml_sigmoid(-(x)))
+#define D_TANH(x, g, p) ((g)*sech2(x))
+#define D_GELU_ERF(x, g, p) ((g)*d_gelu_erf(x))
+#define D_GELU_TANH(x, g, p) ((g)*d_gelu_tanh(x))
+#define D_SILU(x, g, p) ((g)*d_silu(x))
+#define D_POW(x, g, p) ((g) * (p)*pow((x), (p)-1.0f))
 
 /* Binary ops, NaN-propagating max and min. */
 #define B_ADD(a, b) ((a) + (b))
@@ -73,16 +71,23 @@ inline float d_silu(float x) {
 
 /* Applies F to each component of a float4 (F takes scalars). */
 #define MAP4(F, v_, p_) (float4)(F((v_).x, p_), F((v_).y, p_), F((v_).z, p_), F((v_).w, p_))
-#define MAP4_2(F, a_, b_)                                                                      \
+#define MAP4_2(F, a_, b_) \
     (float4)(F((a_).x, (b_).x), F((a_).y, (b_).y), F((a_).z, (b_).z), F((a_).w, (b_).w))
-#define MAP4_3(F, s_, t_, p_)                                                                  \
-    (float4)(F((s_).x, (t_).x, p_), F((s_).y, (t_).y, p_), F((s_).z, (t_).z, p_),             \
+#define MAP4_3(F, s_, t_, p_)                                                     \
+    (float4)(F((s_).x, (t_).x, p_), F((s_).y, (t_).y, p_), F((s_).z, (t_).z, p_), \
              F((s_).w, (t_).w, p_))
 
-#define STRIDE_LOOPS(body4, body1)                                                              \
-    const ulong n4 = n / 4;                                                                     \
-    for (ulong i = get_global_id(0); i < n4; i += get_global_size(0)) { body4 }                 \
-    { const ulong i = 4 * n4 + get_global_id(0); if (i < n) { body1 } }
+#define STRIDE_LOOPS(body4, body1)                                      \
+    const ulong n4 = n / 4;                                             \
+    for (ulong i = get_global_id(0); i < n4; i += get_global_size(0)) { \
+        body4                                                           \
+    }                                                                   \
+    {                                                                   \
+        const ulong i = 4 * n4 + get_global_id(0);                      \
+        if (i < n) {                                                    \
+            body1                                                       \
+        }                                                               \
+    }
 
 /* The variant's function: UNARY=RELU selects U_RELU and D_RELU, BINARY=ADD selects B_ADD. */
 #define EW_CAT(a, b) EW_CAT_(a, b)
@@ -94,25 +99,24 @@ inline float d_silu(float x) {
 #define BINARY ADD
 #endif
 
-#define OCLML_UNARY(F, D)                                                                          \
-    __kernel void oclml_unary(__global const float *x, ulong xo, __global float *y,     \
-                                     ulong yo, ulong n, float p) {                              \
-        __global const float *xs = x + xo;                                                      \
-        __global float *ys = y + yo;                                                            \
-        STRIDE_LOOPS(vstore4(MAP4(F, vload4(i, xs), p), i, ys);, ys[i] = F(xs[i], p);)          \
+#define OCLML_UNARY(F, D)                                                                     \
+    __kernel void oclml_unary(__global const float *x, ulong xo, __global float *y, ulong yo, \
+                              ulong n, float p) {                                             \
+        __global const float *xs = x + xo;                                                    \
+        __global float *ys = y + yo;                                                          \
+        STRIDE_LOOPS(vstore4(MAP4(F, vload4(i, xs), p), i, ys);, ys[i] = F(xs[i], p);)        \
     }
 #if OCLML_WANT(oclml_unary)
 OCLML_UNARY(EW_CAT(U_, UNARY), EW_CAT(D_, UNARY))
 #endif
 
-#define OCLML_UNARY_BWD(F, D)                                                                          \
-    __kernel void oclml_unary_bwd(__global const float *x, ulong xo,                    \
-                                         __global const float *dy, ulong go, __global float *dx, \
-                                         ulong dxo, ulong n, float p) {                         \
-        __global const float *xs = x + xo, *gs = dy + go;                                       \
-        __global float *ds = dx + dxo;                                                          \
-        STRIDE_LOOPS(vstore4(MAP4_3(D, vload4(i, xs), vload4(i, gs), p), i, ds);,              \
-                     ds[i] = D(xs[i], gs[i], p);)                                               \
+#define OCLML_UNARY_BWD(F, D)                                                                  \
+    __kernel void oclml_unary_bwd(__global const float *x, ulong xo, __global const float *dy, \
+                                  ulong go, __global float *dx, ulong dxo, ulong n, float p) { \
+        __global const float *xs = x + xo, *gs = dy + go;                                      \
+        __global float *ds = dx + dxo;                                                         \
+        STRIDE_LOOPS(vstore4(MAP4_3(D, vload4(i, xs), vload4(i, gs), p), i, ds);               \
+                     , ds[i] = D(xs[i], gs[i], p);)                                            \
     }
 #if OCLML_WANT(oclml_unary_bwd)
 OCLML_UNARY_BWD(EW_CAT(U_, UNARY), EW_CAT(D_, UNARY))
@@ -121,34 +125,33 @@ OCLML_UNARY_BWD(EW_CAT(U_, UNARY), EW_CAT(D_, UNARY))
 /* y = a op b for same-shape b; a op s for a scalar; a op b[col] for a row vector b of `cols`
  * elements broadcast over rows (the column advances by a fixed step per stride, so no 64-bit
  * division runs per element). */
-#define OCLML_BINARY(F)                                                                         \
+#define OCLML_BINARY(F)                                                                    \
     __kernel void oclml_binary(__global const float *a, ulong ao, __global const float *b, \
-                                      ulong bo, __global float *y, ulong yo, ulong n) {         \
-        __global const float *as = a + ao, *bs = b + bo;                                        \
-        __global float *ys = y + yo;                                                            \
-        STRIDE_LOOPS(vstore4(MAP4_2(F, vload4(i, as), vload4(i, bs)), i, ys);,                  \
-                     ys[i] = F(as[i], bs[i]);)                                                  \
+                               ulong bo, __global float *y, ulong yo, ulong n) {           \
+        __global const float *as = a + ao, *bs = b + bo;                                   \
+        __global float *ys = y + yo;                                                       \
+        STRIDE_LOOPS(vstore4(MAP4_2(F, vload4(i, as), vload4(i, bs)), i, ys);              \
+                     , ys[i] = F(as[i], bs[i]);)                                           \
     }
 #if OCLML_WANT(oclml_binary)
 OCLML_BINARY(EW_CAT(B_, BINARY))
 #endif
 
-#define OCLML_BINARY_SCALAR(F)                                                                         \
-    __kernel void oclml_binary_scalar(__global const float *a, ulong ao, float s,        \
-                                             __global float *y, ulong yo, ulong n) {            \
-        __global const float *as = a + ao;                                                      \
-        __global float *ys = y + yo;                                                            \
-        const float4 s4 = (float4)(s);                                                          \
-        STRIDE_LOOPS(vstore4(MAP4_2(F, vload4(i, as), s4), i, ys);, ys[i] = F(as[i], s);)       \
+#define OCLML_BINARY_SCALAR(F)                                                            \
+    __kernel void oclml_binary_scalar(__global const float *a, ulong ao, float s,         \
+                                      __global float *y, ulong yo, ulong n) {             \
+        __global const float *as = a + ao;                                                \
+        __global float *ys = y + yo;                                                      \
+        const float4 s4 = (float4)(s);                                                    \
+        STRIDE_LOOPS(vstore4(MAP4_2(F, vload4(i, as), s4), i, ys);, ys[i] = F(as[i], s);) \
     }
 #if OCLML_WANT(oclml_binary_scalar)
 OCLML_BINARY_SCALAR(EW_CAT(B_, BINARY))
 #endif
 
-#define OCLML_BINARY_ROW(F)                                                                         \
-    __kernel void oclml_binary_row(__global const float *a, ulong ao,                    \
-                                          __global const float *b, ulong bo, __global float *y, \
-                                          ulong yo, ulong n, uint cols) {                       \
+#define OCLML_BINARY_ROW(F)                                                                     \
+    __kernel void oclml_binary_row(__global const float *a, ulong ao, __global const float *b,  \
+                                   ulong bo, __global float *y, ulong yo, ulong n, uint cols) { \
         __global const float *as = a + ao, *bs = b + bo;                                        \
         __global float *ys = y + yo;                                                            \
         const uint step = (uint)(get_global_size(0) % cols);                                    \
@@ -163,22 +166,20 @@ OCLML_BINARY_SCALAR(EW_CAT(B_, BINARY))
 OCLML_BINARY_ROW(EW_CAT(B_, BINARY))
 #endif
 
-#define OCLML_BINARY_ROW4(F)                                                                         \
-    __kernel void oclml_binary_row4(__global const float *a, ulong ao,                   \
-                                           __global const float *b, ulong bo, __global float *y, \
-                                           ulong yo, ulong n, uint cols) {                      \
-        __global const float *as = a + ao, *bs = b + bo;                                        \
-        __global float *ys = y + yo;                                                            \
-        const uint c4 = cols / 4, step = (uint)(get_global_size(0) % c4);                       \
-        uint c = (uint)(get_global_id(0) % c4);                                                 \
-        for (ulong i = get_global_id(0); i < n / 4; i += get_global_size(0)) {                  \
-            vstore4(MAP4_2(F, vload4(i, as), vload4(c, bs)), i, ys);                            \
-            c += step;                                                                          \
-            if (c >= c4) c -= c4;                                                               \
-        }                                                                                       \
+#define OCLML_BINARY_ROW4(F)                                                                     \
+    __kernel void oclml_binary_row4(__global const float *a, ulong ao, __global const float *b,  \
+                                    ulong bo, __global float *y, ulong yo, ulong n, uint cols) { \
+        __global const float *as = a + ao, *bs = b + bo;                                         \
+        __global float *ys = y + yo;                                                             \
+        const uint c4 = cols / 4, step = (uint)(get_global_size(0) % c4);                        \
+        uint c = (uint)(get_global_id(0) % c4);                                                  \
+        for (ulong i = get_global_id(0); i < n / 4; i += get_global_size(0)) {                   \
+            vstore4(MAP4_2(F, vload4(i, as), vload4(c, bs)), i, ys);                             \
+            c += step;                                                                           \
+            if (c >= c4) c -= c4;                                                                \
+        }                                                                                        \
     }
 /* Rows of a multiple of 4 columns: float4 groups never straddle rows. */
 #if OCLML_WANT(oclml_binary_row4)
 OCLML_BINARY_ROW4(EW_CAT(B_, BINARY))
 #endif
-

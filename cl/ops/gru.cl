@@ -11,7 +11,8 @@
 
 /* Work-item lane's share (every S-th element) of the dot product of a weight row with a
  * vector, with four loads in flight: the serial loop waited out one load latency per element. */
-inline float strided_dot(__global const float *w, __global const float *v, uint n, uint lane, uint S) {
+inline float strided_dot(__global const float *w, __global const float *v, uint n, uint lane,
+                         uint S) {
     float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
     uint k = lane;
     for (; k + 3 * S < n; k += 4 * S) {
@@ -85,10 +86,12 @@ __kernel void oclml_gru_cho_r(__global const float *x, ulong xo, __global const 
     const uint b0 = get_group_id(1) * BB, b1 = min(B, b0 + BB);
     for (uint b = b0; b < b1; b++) {
         float a = 0.0f;
-        a += strided_dot(wi, x + xo + (ulong)b * I, I, lane, S) + strided_dot(wh, h + ho + (ulong)b * D, D, lane, S);
+        a += strided_dot(wi, x + xo + (ulong)b * I, I, lane, S) +
+             strided_dot(wh, h + ho + (ulong)b * D, D, lane, S);
         a = seg_sum(a, red, lid, S);
         if (lane == 0) {
-            a += ((flags & GRU_B_IH) ? b_ih[bio + j] : 0.0f) + ((flags & GRU_B_HH) ? b_hh[bho + j] : 0.0f);
+            a += ((flags & GRU_B_IH) ? b_ih[bio + j] : 0.0f) +
+                 ((flags & GRU_B_HH) ? b_hh[bho + j] : 0.0f);
             rh[(ulong)b * D + j] = oclml_sigmoid(a) * h[ho + (ulong)b * D + j];
         }
     }
@@ -111,7 +114,8 @@ __kernel void oclml_gru_bwd_r(__global const float *gx, __global const float *gh
     const ulong i = get_global_id(0);
     if (i >= (ulong)B * D) return;
     const ulong b = i / D, j = i % D;
-    const float a = gx[b * 3 * D + j] + gh[b * 3 * D + j] + ((flags & GRU_B_IH) ? b_ih[bio + j] : 0.0f) +
+    const float a = gx[b * 3 * D + j] + gh[b * 3 * D + j] +
+                    ((flags & GRU_B_IH) ? b_ih[bio + j] : 0.0f) +
                     ((flags & GRU_B_HH) ? b_hh[bho + j] : 0.0f);
     const float r = oclml_sigmoid(a);
     r_out[i] = r;

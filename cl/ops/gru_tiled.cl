@@ -62,7 +62,9 @@ inline uint elem_row(uint e, uint wm, uint gid) {
     return wm * TILE_MT * 16 + e / (TILE_NT * 4) * 16 + gid + 8 * ((e >> 1) & 1);
 }
 inline uint elem_slot(uint e) { return e / 4 % TILE_NT * 2 + (e & 1); }
-inline uint slot_unit(uint u, uint wn, uint tig) { return wn * TILE_NT * 8 + u / 2 * 8 + 2 * tig + (u & 1); }
+inline uint slot_unit(uint u, uint wn, uint tig) {
+    return wn * TILE_NT * 8 + u / 2 * 8 + 2 * tig + (u & 1);
+}
 
 /* Four consecutive elements k..k+3 of a row (zeros past K or for a missing row). With TILE_VEC4
  * the vector load is aligned and wholly inside the row. */
@@ -95,7 +97,8 @@ inline void tile_chunk(__local const float *As, __local const float *Ws, uint kb
         uint ah[TILE_MT][4], al[TILE_MT][4];
 #pragma unroll
         for (uint mt = 0; mt < TILE_MT; mt++) {
-            __local const float *ap = As + (wm * TILE_MT * 16 + mt * 16 + gid) * LD + kbase + kk + tig;
+            __local const float *ap =
+                As + (wm * TILE_MT * 16 + mt * 16 + gid) * LD + kbase + kk + tig;
             tf32_split(ap[0], &ah[mt][0], &al[mt][0]);
             tf32_split(ap[8 * LD], &ah[mt][1], &al[mt][1]);
             tf32_split(ap[4], &ah[mt][2], &al[mt][2]);
@@ -106,7 +109,8 @@ inline void tile_chunk(__local const float *As, __local const float *Ws, uint kb
         for (uint g = 0; g < 3; g++)
 #pragma unroll
             for (uint nt = 0; nt < TILE_NT; nt++) {
-                __local const float *bp = Ws + (g * TILE_N + wn * TILE_NT * 8 + nt * 8 + gid) * LD + kbase + kk + tig;
+                __local const float *bp =
+                    Ws + (g * TILE_N + wn * TILE_NT * 8 + nt * 8 + gid) * LD + kbase + kk + tig;
                 tf32_split(bp[0], &bh[g][nt][0], &bl[g][nt][0]);
                 tf32_split(bp[4], &bh[g][nt][1], &bl[g][nt][1]);
             }
@@ -119,8 +123,10 @@ inline void tile_chunk(__local const float *As, __local const float *Ws, uint kb
                 for (uint mt = 0; mt < TILE_MT; mt++)
 #pragma unroll
                     for (uint nt = 0; nt < TILE_NT; nt++) {
-                        uint *av = pass == 0 ? al[mt] : ah[mt], *bv = pass == 1 ? bl[g][nt] : bh[g][nt];
-                        mma_tf32(acc + (mt * TILE_NT + nt) * 4, av[0], av[1], av[2], av[3], bv[0], bv[1]);
+                        uint *av = pass == 0 ? al[mt] : ah[mt],
+                             *bv = pass == 1 ? bl[g][nt] : bh[g][nt];
+                        mma_tf32(acc + (mt * TILE_NT + nt) * 4, av[0], av[1], av[2], av[3], bv[0],
+                                 bv[1]);
                     }
             }
     }
@@ -133,9 +139,11 @@ inline void tile_chunk(__local const float *As, __local const float *Ws, uint kb
     for (uint k = kbase; k < kbase + CHUNK_PER_KGROUP; k++) {
         float a[TILE_MT * 2], w[3][TILE_NT * 2];
         for (uint mt = 0; mt < TILE_MT; mt++)
-            for (uint s = 0; s < 2; s++) a[mt * 2 + s] = As[(wm * TILE_MT * 16 + mt * 16 + gid + 8 * s) * LD + k];
+            for (uint s = 0; s < 2; s++)
+                a[mt * 2 + s] = As[(wm * TILE_MT * 16 + mt * 16 + gid + 8 * s) * LD + k];
         for (uint g = 0; g < 3; g++)
-            for (uint u = 0; u < TILE_NT * 2; u++) w[g][u] = Ws[(g * TILE_N + slot_unit(u, wn, tig)) * LD + k];
+            for (uint u = 0; u < TILE_NT * 2; u++)
+                w[g][u] = Ws[(g * TILE_N + slot_unit(u, wn, tig)) * LD + k];
 #pragma unroll
         for (uint e = 0; e < ACCS; e++) {
             const float av = a[e / (TILE_NT * 4) * 2 + ((e >> 1) & 1)];
@@ -181,12 +189,12 @@ inline void tile_store(__local float4 *lds, uint lid, const float4 *pa, const fl
 /* Work-groups of TILE_ITEMS, global size (D/TILE_N rounded up * TILE_ITEMS, B/TILE_M rounded
  * up). lds: the larger of (TILE_M + 3 TILE_N) LD floats (the chunk) and, with TILE_KSPLIT 2,
  * 4 ACCS KGROUP_ITEMS floats (the hand-over). */
-__kernel __attribute__((reqd_work_group_size(TILE_ITEMS, 1, 1)))
-void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const float *h, ulong ho,
-                          __global const float *w_ih, ulong wio, __global const float *w_hh,
-                          ulong who, __global const float *b_ih, ulong bio,
-                          __global const float *b_hh, ulong bho, __global float *h_new, ulong hwo,
-                          uint flags, uint B, uint I, uint D, __local float4 *lds) {
+__kernel __attribute__((reqd_work_group_size(TILE_ITEMS, 1, 1))) void
+oclml_gru_step_tiled(__global const float *x, ulong xo, __global const float *h, ulong ho,
+                     __global const float *w_ih, ulong wio, __global const float *w_hh, ulong who,
+                     __global const float *b_ih, ulong bio, __global const float *b_hh, ulong bho,
+                     __global float *h_new, ulong hwo, uint flags, uint B, uint I, uint D,
+                     __local float4 *lds) {
     const uint lid = get_local_id(0), kg = lid / KGROUP_ITEMS, t = lid % KGROUP_ITEMS;
     const uint warp = t / 32, lane = t % 32, gid = lane / 4, tig = lane % 4;
     const uint wm = warp % TILE_WM, wn = warp / TILE_WM;
@@ -235,7 +243,8 @@ void oclml_gru_step_tiled(__global const float *x, ulong xo, __global const floa
      * them, so a load placed after a store waits for it, and the epilogue became eight round trips
      * to memory in a row (~2.5 us of a 50 us step on the H100). A work-item's elements share
      * 2 TILE_NT units, so their biases are loaded once. */
-    float bias_r[TILE_NT * 2], bias_z[TILE_NT * 2], bias_in[TILE_NT * 2], bias_hn[TILE_NT * 2], h_old[ACCS];
+    float bias_r[TILE_NT * 2], bias_z[TILE_NT * 2], bias_in[TILE_NT * 2], bias_hn[TILE_NT * 2],
+        h_old[ACCS];
     for (uint u = 0; u < TILE_NT * 2; u++) {
         const uint j = j0 + slot_unit(u, wn, tig);
         float bi[3] = {0.0f, 0.0f, 0.0f}, bh[3] = {0.0f, 0.0f, 0.0f};

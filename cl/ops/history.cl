@@ -17,9 +17,9 @@ inline uint window_len(uint w, uint len) {
 }
 
 #if OCLML_WANT(oclml_history_encode)
-__kernel void oclml_history_encode(__global const float *series, ulong so, __global const float *lengths,
-                                   ulong lo, uint has_lengths, uint N, __global float *out, ulong oo,
-                                   __local float *red) {
+__kernel void oclml_history_encode(__global const float *series, ulong so,
+                                   __global const float *lengths, ulong lo, uint has_lengths,
+                                   uint N, __global float *out, ulong oo, __local float *red) {
     const uint lid = get_local_id(0), L = get_local_size(0);
     const uint b = get_group_id(0) / 2, s = get_group_id(0) % 2;
     const uint len = has_lengths ? min((uint)lengths[lo + b], N) : N;

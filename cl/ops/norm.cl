@@ -8,26 +8,26 @@
 
 /* v[k] = v[k] * gamma[col] + beta[col] for the lane's columns, reading gamma and beta as the
  * values are needed so that no second row array occupies registers. */
-#define AFFINE1(v, gamma, beta, flags, ITEMS, lane, G, cols)                                         \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                     \
-        const uint c_ = i_ * (G) + (lane);                                                     \
-        if (c_ < (cols))                                                                        \
-            v[i_] = v[i_] * (((flags) & HAS_GAMMA) ? (gamma)[c_] : 1.0f) +                      \
-                    (((flags) & HAS_BETA) ? (beta)[c_] : 0.0f);                                 \
+#define AFFINE1(v, gamma, beta, flags, ITEMS, lane, G, cols)             \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                              \
+        const uint c_ = i_ * (G) + (lane);                               \
+        if (c_ < (cols))                                                 \
+            v[i_] = v[i_] * (((flags)&HAS_GAMMA) ? (gamma)[c_] : 1.0f) + \
+                    (((flags)&HAS_BETA) ? (beta)[c_] : 0.0f);            \
     }
-#define AFFINE4(v, gamma, beta, flags, ITEMS, lane, G, cols)                                         \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                     \
+#define AFFINE4(v, gamma, beta, flags, ITEMS, lane, G, cols)                                   \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                    \
         const uint c_ = i_ * (G) + (lane);                                                     \
-        if (c_ < (cols) / 4) {                                                                  \
-            const float4 g_ = ((flags) & HAS_GAMMA) ? ((__global const float4 *)(gamma))[c_]    \
-                                                    : (float4)(1.0f);                           \
-            const float4 b_ = ((flags) & HAS_BETA) ? ((__global const float4 *)(beta))[c_]      \
-                                                   : (float4)(0.0f);                            \
-            v[4 * i_] = v[4 * i_] * g_.x + b_.x;                                                \
-            v[4 * i_ + 1] = v[4 * i_ + 1] * g_.y + b_.y;                                        \
-            v[4 * i_ + 2] = v[4 * i_ + 2] * g_.z + b_.z;                                        \
-            v[4 * i_ + 3] = v[4 * i_ + 3] * g_.w + b_.w;                                        \
-        }                                                                                       \
+        if (c_ < (cols) / 4) {                                                                 \
+            const float4 g_ =                                                                  \
+                ((flags)&HAS_GAMMA) ? ((__global const float4 *)(gamma))[c_] : (float4)(1.0f); \
+            const float4 b_ =                                                                  \
+                ((flags)&HAS_BETA) ? ((__global const float4 *)(beta))[c_] : (float4)(0.0f);   \
+            v[4 * i_] = v[4 * i_] * g_.x + b_.x;                                               \
+            v[4 * i_ + 1] = v[4 * i_ + 1] * g_.y + b_.y;                                       \
+            v[4 * i_ + 2] = v[4 * i_ + 2] * g_.z + b_.z;                                       \
+            v[4 * i_ + 3] = v[4 * i_ + 3] * g_.w + b_.w;                                       \
+        }                                                                                      \
     }
 
 #if ROW_VEC == 4
@@ -36,77 +36,75 @@
 #define AFFINE AFFINE1
 #endif
 
-#define NORM_FWD(NAME, RMS)                                                         \
-    __kernel void NAME(                                                       \
-        __global const float *x, ulong xo, __global const float *gamma, ulong go,               \
-        __global const float *beta, ulong bo, __global float *y, ulong yo, __global float *mean, \
-        ulong mo, __global float *rstd, ulong ro, uint flags, float eps, uint rows, uint cols,  \
-        uint G, __local float *red) {                                                           \
-        ROW_PROLOGUE(G, rows)                                                                   \
-        float v[ROW_FLOATS];                                                                                                         \
-        ROW_LOAD(v, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                   \
+#define NORM_FWD(NAME, RMS)                                                                        \
+    __kernel void NAME(__global const float *x, ulong xo, __global const float *gamma, ulong go,   \
+                       __global const float *beta, ulong bo, __global float *y, ulong yo,          \
+                       __global float *mean, ulong mo, __global float *rstd, ulong ro, uint flags, \
+                       float eps, uint rows, uint cols, uint G, __local float *red) {              \
+        ROW_PROLOGUE(G, rows)                                                                      \
+        float v[ROW_FLOATS];                                                                       \
+        ROW_LOAD(v, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                       \
         /* The mean is taken about the row's first element (shifted data): a row of equal      \
-         * values gives exactly that value, whatever the rounding of the division. */           \
-        float mu = 0.0f, acc = 0.0f;                                                            \
-        if (!RMS) {                                                                             \
-            const float pivot = ok ? x[xo + row * cols] : 0.0f;                                 \
-            for (uint k = 0; k < ROW_FLOATS; k++)                                              \
-                acc += ROW_VALID(k, lane, G, cols) ? v[k] - pivot : 0.0f;                  \
-            mu = pivot + seg_sum(acc, red, lid, G) / (float)cols;                               \
-            acc = 0.0f;                                                                         \
-        }                                                                                       \
-        for (uint k = 0; k < ROW_FLOATS; k++) {                                                \
-            const float d = ROW_VALID(k, lane, G, cols) ? v[k] - mu : 0.0f;               \
-            acc += d * d;                                                                       \
-        }                                                                                       \
-        const float rs = rsqrt(seg_sum(acc, red, lid, G) / (float)cols + eps);                  \
-        for (uint k = 0; k < ROW_FLOATS; k++) v[k] = (v[k] - mu) * rs;                         \
-        AFFINE(v, gamma + go, beta + bo, flags, ROW_ITEMS, lane, G, cols)                      \
-        ROW_STORE(v, y + yo + row * cols, ROW_ITEMS, lane, G, cols, ok)                        \
-        if (ok && lane == 0) {                                                                  \
-            if (flags & SAVE_MEAN) mean[mo + row] = mu;                                         \
-            if (flags & SAVE_RSTD) rstd[ro + row] = rs;                                         \
-        }                                                                                       \
+         * values gives exactly that value, whatever the rounding of the division. */   \
+        float mu = 0.0f, acc = 0.0f;                                                               \
+        if (!RMS) {                                                                                \
+            const float pivot = ok ? x[xo + row * cols] : 0.0f;                                    \
+            for (uint k = 0; k < ROW_FLOATS; k++)                                                  \
+                acc += ROW_VALID(k, lane, G, cols) ? v[k] - pivot : 0.0f;                          \
+            mu = pivot + seg_sum(acc, red, lid, G) / (float)cols;                                  \
+            acc = 0.0f;                                                                            \
+        }                                                                                          \
+        for (uint k = 0; k < ROW_FLOATS; k++) {                                                    \
+            const float d = ROW_VALID(k, lane, G, cols) ? v[k] - mu : 0.0f;                        \
+            acc += d * d;                                                                          \
+        }                                                                                          \
+        const float rs = rsqrt(seg_sum(acc, red, lid, G) / (float)cols + eps);                     \
+        for (uint k = 0; k < ROW_FLOATS; k++) v[k] = (v[k] - mu) * rs;                             \
+        AFFINE(v, gamma + go, beta + bo, flags, ROW_ITEMS, lane, G, cols)                          \
+        ROW_STORE(v, y + yo + row * cols, ROW_ITEMS, lane, G, cols, ok)                            \
+        if (ok && lane == 0) {                                                                     \
+            if (flags & SAVE_MEAN) mean[mo + row] = mu;                                            \
+            if (flags & SAVE_RSTD) rstd[ro + row] = rs;                                            \
+        }                                                                                          \
     }
 
 /* Backward of the row: with xhat = (x - mean) * rstd and gd = dy * gamma,
  * LayerNorm dx = rstd * (gd - mean(gd) - xhat * mean(gd * xhat)), RMSNorm drops mean(gd).
  * NORM_BWD_ROW leaves xhat in h[] and dy in d[] when PARAMS (for the parameter gradients). */
-#define NORM_BWD_ROW(RMS, PARAMS)                                                   \
-    {                                                                                           \
-        const float mu = (RMS || !ok) ? 0.0f : mean[mo + row];                                  \
-        const float rs = ok ? rstd[ro + row] : 0.0f;                                            \
-        ROW_LOAD(h, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                   \
-        ROW_LOAD(gd, dy + dyo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                \
-        for (uint k = 0; k < ROW_FLOATS; k++) h[k] = (h[k] - mu) * rs;                         \
-        if (PARAMS)                                                                             \
-            for (uint k = 0; k < ROW_FLOATS; k++) {                                            \
-                dg[k] += gd[k] * h[k];                                                          \
-                db[k] += gd[k];                                                                 \
-            }                                                                                   \
-        AFFINE(gd, gamma + go, gamma + go, (flags & HAS_GAMMA), ROW_ITEMS, lane, G, cols)      \
-        float a = 0.0f, b = 0.0f;                                                               \
-        for (uint k = 0; k < ROW_FLOATS; k++) {                                                \
-            a += gd[k];                                                                         \
-            b += ROW_VALID(k, lane, G, cols) ? gd[k] * h[k] : 0.0f;                        \
-        }                                                                                       \
-        a = RMS ? 0.0f : seg_sum(a, red, lid, G) / (float)cols;                                 \
-        b = seg_sum(b, red, lid, G) / (float)cols;                                              \
-        for (uint k = 0; k < ROW_FLOATS; k++) gd[k] = rs * (gd[k] - a - h[k] * b);             \
-        ROW_STORE(gd, dx + dxo + row * cols, ROW_ITEMS, lane, G, cols, ok)                     \
+#define NORM_BWD_ROW(RMS, PARAMS)                                                         \
+    {                                                                                     \
+        const float mu = (RMS || !ok) ? 0.0f : mean[mo + row];                            \
+        const float rs = ok ? rstd[ro + row] : 0.0f;                                      \
+        ROW_LOAD(h, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)              \
+        ROW_LOAD(gd, dy + dyo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)           \
+        for (uint k = 0; k < ROW_FLOATS; k++) h[k] = (h[k] - mu) * rs;                    \
+        if (PARAMS)                                                                       \
+            for (uint k = 0; k < ROW_FLOATS; k++) {                                       \
+                dg[k] += gd[k] * h[k];                                                    \
+                db[k] += gd[k];                                                           \
+            }                                                                             \
+        AFFINE(gd, gamma + go, gamma + go, (flags & HAS_GAMMA), ROW_ITEMS, lane, G, cols) \
+        float a = 0.0f, b = 0.0f;                                                         \
+        for (uint k = 0; k < ROW_FLOATS; k++) {                                           \
+            a += gd[k];                                                                   \
+            b += ROW_VALID(k, lane, G, cols) ? gd[k] * h[k] : 0.0f;                       \
+        }                                                                                 \
+        a = RMS ? 0.0f : seg_sum(a, red, lid, G) / (float)cols;                           \
+        b = seg_sum(b, red, lid, G) / (float)cols;                                        \
+        for (uint k = 0; k < ROW_FLOATS; k++) gd[k] = rs * (gd[k] - a - h[k] * b);        \
+        ROW_STORE(gd, dx + dxo + row * cols, ROW_ITEMS, lane, G, cols, ok)                \
     }
 
-#define NORM_BWD_ARGS                                                                           \
-    __global const float *x, ulong xo, __global const float *gamma, ulong go,                   \
-        __global const float *mean, ulong mo, __global const float *rstd, ulong ro,             \
+#define NORM_BWD_ARGS                                                               \
+    __global const float *x, ulong xo, __global const float *gamma, ulong go,       \
+        __global const float *mean, ulong mo, __global const float *rstd, ulong ro, \
         __global const float *dy, ulong dyo, __global float *dx, ulong dxo, uint flags
 
-#define NORM_BWD(NAME, RMS)                                                         \
-    __kernel void NAME(NORM_BWD_ARGS, uint rows, uint cols, uint G,           \
-                                         __local float *red) {                                  \
-        ROW_PROLOGUE(G, rows)                                                                   \
-        float h[ROW_FLOATS], gd[ROW_FLOATS], dg[ROW_FLOATS], db[ROW_FLOATS];                \
-        NORM_BWD_ROW(RMS, 0)                                                        \
+#define NORM_BWD(NAME, RMS)                                                               \
+    __kernel void NAME(NORM_BWD_ARGS, uint rows, uint cols, uint G, __local float *red) { \
+        ROW_PROLOGUE(G, rows)                                                             \
+        float h[ROW_FLOATS], gd[ROW_FLOATS], dg[ROW_FLOATS], db[ROW_FLOATS];              \
+        NORM_BWD_ROW(RMS, 0)                                                              \
     }
 
 /* The same, fused with the parameter gradients: a fixed number of work-groups loops over the
@@ -114,34 +112,35 @@
  * are read once for dx, dgamma and dbeta together. At the end each work-group folds its row
  * slots and writes one partial per column: part[group][col] = (dgamma, dbeta), summed by
  * oclml_norm_param_finish. */
-#define NORM_BWD_PARAMS(NAME, RMS)                                                  \
-    __kernel void NAME(NORM_BWD_ARGS, __global float *part, uint rows,        \
-                                         uint cols, uint G, __local float *red) {               \
-        const uint lid = get_local_id(0), lane = lid & (G - 1), L = get_local_size(0);          \
-        const uint slots = L / G, groups = get_num_groups(0);                                   \
-        const ulong row_groups = ((ulong)rows + slots - 1) / slots;                             \
-        float h[ROW_FLOATS], gd[ROW_FLOATS], dg[ROW_FLOATS], db[ROW_FLOATS];                \
-        for (uint k = 0; k < ROW_FLOATS; k++) dg[k] = db[k] = 0.0f;                            \
-        for (ulong rg = get_group_id(0); rg < row_groups; rg += groups) {                       \
-            const ulong row = rg * slots + lid / G;                                             \
-            const bool ok = row < rows;                                                         \
-            NORM_BWD_ROW(RMS, 1)                                                    \
-        }                                                                                       \
-        for (uint k = 0; k < ROW_FLOATS; k++) {                                                \
-            const uint col = (ROW_VEC == 4) ? (((k >> 2) * G + lane) << 2) + (k & 3) : k * G + lane; \
-            red[lid] = dg[k];                                                                   \
-            red[L + lid] = db[k];                                                               \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                       \
-            if (lid < G && col < cols) {                                                        \
-                float sg = 0.0f, sb = 0.0f;                                                     \
-                for (uint s = 0; s < slots; s++) {                                              \
-                    sg += red[s * G + lid];                                                     \
-                    sb += red[L + s * G + lid];                                                 \
-                }                                                                               \
-                vstore2((float2)(sg, sb), (ulong)get_group_id(0) * cols + col, part);           \
-            }                                                                                   \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                       \
-        }                                                                                       \
+#define NORM_BWD_PARAMS(NAME, RMS)                                                        \
+    __kernel void NAME(NORM_BWD_ARGS, __global float *part, uint rows, uint cols, uint G, \
+                       __local float *red) {                                              \
+        const uint lid = get_local_id(0), lane = lid & (G - 1), L = get_local_size(0);    \
+        const uint slots = L / G, groups = get_num_groups(0);                             \
+        const ulong row_groups = ((ulong)rows + slots - 1) / slots;                       \
+        float h[ROW_FLOATS], gd[ROW_FLOATS], dg[ROW_FLOATS], db[ROW_FLOATS];              \
+        for (uint k = 0; k < ROW_FLOATS; k++) dg[k] = db[k] = 0.0f;                       \
+        for (ulong rg = get_group_id(0); rg < row_groups; rg += groups) {                 \
+            const ulong row = rg * slots + lid / G;                                       \
+            const bool ok = row < rows;                                                   \
+            NORM_BWD_ROW(RMS, 1)                                                          \
+        }                                                                                 \
+        for (uint k = 0; k < ROW_FLOATS; k++) {                                           \
+            const uint col =                                                              \
+                (ROW_VEC == 4) ? (((k >> 2) * G + lane) << 2) + (k & 3) : k * G + lane;   \
+            red[lid] = dg[k];                                                             \
+            red[L + lid] = db[k];                                                         \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                 \
+            if (lid < G && col < cols) {                                                  \
+                float sg = 0.0f, sb = 0.0f;                                               \
+                for (uint s = 0; s < slots; s++) {                                        \
+                    sg += red[s * G + lid];                                               \
+                    sb += red[L + s * G + lid];                                           \
+                }                                                                         \
+                vstore2((float2)(sg, sb), (ulong)get_group_id(0) * cols + col, part);     \
+            }                                                                             \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                 \
+        }                                                                                 \
     }
 
 #if OCLML_WANT(oclml_layernorm_fwd)
@@ -164,35 +163,38 @@ NORM_BWD_PARAMS(oclml_rmsnorm_bwd_params, 1)
 #endif
 
 /* ---- chunked path for long rows (grid: chunks x L, rows) ---- */
-#define NORM_CHUNK_LOOP                                                                         \
-    const uint lid = get_local_id(0), L = get_local_size(0), chunk = get_group_id(0);           \
-    const ulong row = get_global_id(1);                                                         \
-    for (uint j = 0, c = chunk * L * OCLML_LONG_ITEMS + lid; j < OCLML_LONG_ITEMS && c < cols;  \
+#define NORM_CHUNK_LOOP                                                                        \
+    const uint lid = get_local_id(0), L = get_local_size(0), chunk = get_group_id(0);          \
+    const ulong row = get_global_id(1);                                                        \
+    for (uint j = 0, c = chunk * L * OCLML_LONG_ITEMS + lid; j < OCLML_LONG_ITEMS && c < cols; \
          j++, c += L)
 
 /* Pass 1, forward: per chunk (sum, sum of squares about the chunk mean, count); RMS: (0, sum of
  * squares, count). The merge is Chan's, so long rows keep the two-pass accuracy. */
-#define NORM_FWD_PART(NAME, RMS)                                                                \
-    __kernel void NAME(__global const float *x, ulong xo, __global float *part, uint rows,      \
-                       uint cols, uint nch, __local float *red) {                               \
-        const float pivot = RMS ? 0.0f : x[xo + get_global_id(1) * cols];                       \
-        float s = 0.0f, n = 0.0f;                                                               \
-        {                                                                                       \
-            NORM_CHUNK_LOOP { s += RMS ? 0.0f : x[xo + row * cols + c] - pivot; n += 1.0f; }    \
-        }                                                                                       \
-        const uint lid = get_local_id(0), L = get_local_size(0), chunk = get_group_id(0);       \
-        const ulong row = get_global_id(1);                                                     \
-        const float cnt = seg_sum(n, red, lid, L);                                              \
-        const float cmean = pivot + seg_sum(s, red, lid, L) / cnt;                              \
-        float q = 0.0f;                                                                         \
-        {                                                                                       \
-            NORM_CHUNK_LOOP {                                                                   \
-                const float d = x[xo + row * cols + c] - cmean;                                 \
-                q += d * d;                                                                     \
-            }                                                                                   \
-        }                                                                                       \
-        q = seg_sum(q, red, lid, L);                                                            \
-        if (lid == 0) vstore3((float3)(cmean, q, cnt), row * nch + chunk, part);                \
+#define NORM_FWD_PART(NAME, RMS)                                                           \
+    __kernel void NAME(__global const float *x, ulong xo, __global float *part, uint rows, \
+                       uint cols, uint nch, __local float *red) {                          \
+        const float pivot = RMS ? 0.0f : x[xo + get_global_id(1) * cols];                  \
+        float s = 0.0f, n = 0.0f;                                                          \
+        {                                                                                  \
+            NORM_CHUNK_LOOP {                                                              \
+                s += RMS ? 0.0f : x[xo + row * cols + c] - pivot;                          \
+                n += 1.0f;                                                                 \
+            }                                                                              \
+        }                                                                                  \
+        const uint lid = get_local_id(0), L = get_local_size(0), chunk = get_group_id(0);  \
+        const ulong row = get_global_id(1);                                                \
+        const float cnt = seg_sum(n, red, lid, L);                                         \
+        const float cmean = pivot + seg_sum(s, red, lid, L) / cnt;                         \
+        float q = 0.0f;                                                                    \
+        {                                                                                  \
+            NORM_CHUNK_LOOP {                                                              \
+                const float d = x[xo + row * cols + c] - cmean;                            \
+                q += d * d;                                                                \
+            }                                                                              \
+        }                                                                                  \
+        q = seg_sum(q, red, lid, L);                                                       \
+        if (lid == 0) vstore3((float3)(cmean, q, cnt), row *nch + chunk, part);            \
     }
 #if OCLML_WANT(oclml_layernorm_fwd_part)
 NORM_FWD_PART(oclml_layernorm_fwd_part, 0)
@@ -214,23 +216,23 @@ inline float2 merge_chunks(__global const float *part, ulong row, uint nch) {
     return (float2)(mean, m2 / n);
 }
 
-#define NORM_FWD_FINISH(NAME, RMS)                                                              \
-    __kernel void NAME(__global const float *x, ulong xo, __global const float *gamma, ulong go, \
-                       __global const float *beta, ulong bo, __global float *y, ulong yo,       \
-                       __global float *mean, ulong mo, __global float *rstd, ulong ro,          \
-                       uint flags, float eps, __global const float *part, uint rows, uint cols, \
-                       uint nch, __local float *red) {                                          \
-        const float2 mv = merge_chunks(part, get_global_id(1), nch);                            \
-        const float mu = RMS ? 0.0f : mv.x, rs = rsqrt(mv.y + eps);                             \
-        NORM_CHUNK_LOOP {                                                                       \
-            const float g = (flags & HAS_GAMMA) ? gamma[go + c] : 1.0f;                         \
-            const float b = (flags & HAS_BETA) ? beta[bo + c] : 0.0f;                           \
-            y[yo + row * cols + c] = (x[xo + row * cols + c] - mu) * rs * g + b;                \
-        }                                                                                       \
-        if (chunk == 0 && lid == 0) {                                                           \
-            if (flags & SAVE_MEAN) mean[mo + row] = mu;                                         \
-            if (flags & SAVE_RSTD) rstd[ro + row] = rs;                                         \
-        }                                                                                       \
+#define NORM_FWD_FINISH(NAME, RMS)                                                                 \
+    __kernel void NAME(__global const float *x, ulong xo, __global const float *gamma, ulong go,   \
+                       __global const float *beta, ulong bo, __global float *y, ulong yo,          \
+                       __global float *mean, ulong mo, __global float *rstd, ulong ro, uint flags, \
+                       float eps, __global const float *part, uint rows, uint cols, uint nch,      \
+                       __local float *red) {                                                       \
+        const float2 mv = merge_chunks(part, get_global_id(1), nch);                               \
+        const float mu = RMS ? 0.0f : mv.x, rs = rsqrt(mv.y + eps);                                \
+        NORM_CHUNK_LOOP {                                                                          \
+            const float g = (flags & HAS_GAMMA) ? gamma[go + c] : 1.0f;                            \
+            const float b = (flags & HAS_BETA) ? beta[bo + c] : 0.0f;                              \
+            y[yo + row * cols + c] = (x[xo + row * cols + c] - mu) * rs * g + b;                   \
+        }                                                                                          \
+        if (chunk == 0 && lid == 0) {                                                              \
+            if (flags & SAVE_MEAN) mean[mo + row] = mu;                                            \
+            if (flags & SAVE_RSTD) rstd[ro + row] = rs;                                            \
+        }                                                                                          \
     }
 #if OCLML_WANT(oclml_layernorm_fwd_finish)
 NORM_FWD_FINISH(oclml_layernorm_fwd_finish, 0)
@@ -240,25 +242,26 @@ NORM_FWD_FINISH(oclml_rmsnorm_fwd_finish, 1)
 #endif
 
 /* Pass 1, backward: per chunk (sum gd, sum gd * xhat). */
-#define NORM_BWD_PART(NAME, RMS)                                                                \
-    __kernel void NAME(__global const float *x, ulong xo, __global const float *gamma, ulong go, \
-                       __global const float *mean, ulong mo, __global const float *rstd,        \
-                       ulong ro, __global const float *dy, ulong dyo, uint flags,              \
-                       __global float *part, uint rows, uint cols, uint nch, __local float *red) { \
-        float a = 0.0f, b = 0.0f;                                                               \
-        const ulong r = get_global_id(1);                                                       \
-        const float mu = RMS ? 0.0f : mean[mo + r], rs = rstd[ro + r];                          \
-        {                                                                                       \
-            NORM_CHUNK_LOOP {                                                                   \
-                const float gd = dy[dyo + row * cols + c] * ((flags & HAS_GAMMA) ? gamma[go + c] : 1.0f); \
-                a += gd;                                                                        \
-                b += gd * (x[xo + row * cols + c] - mu) * rs;                                   \
-            }                                                                                   \
-        }                                                                                       \
-        const uint lid = get_local_id(0), L = get_local_size(0);                                \
-        a = seg_sum(a, red, lid, L);                                                            \
-        b = seg_sum(b, red, lid, L);                                                            \
-        if (lid == 0) vstore2((float2)(a, b), r * nch + get_group_id(0), part);                 \
+#define NORM_BWD_PART(NAME, RMS)                                                                   \
+    __kernel void NAME(__global const float *x, ulong xo, __global const float *gamma, ulong go,   \
+                       __global const float *mean, ulong mo, __global const float *rstd, ulong ro, \
+                       __global const float *dy, ulong dyo, uint flags, __global float *part,      \
+                       uint rows, uint cols, uint nch, __local float *red) {                       \
+        float a = 0.0f, b = 0.0f;                                                                  \
+        const ulong r = get_global_id(1);                                                          \
+        const float mu = RMS ? 0.0f : mean[mo + r], rs = rstd[ro + r];                             \
+        {                                                                                          \
+            NORM_CHUNK_LOOP {                                                                      \
+                const float gd =                                                                   \
+                    dy[dyo + row * cols + c] * ((flags & HAS_GAMMA) ? gamma[go + c] : 1.0f);       \
+                a += gd;                                                                           \
+                b += gd * (x[xo + row * cols + c] - mu) * rs;                                      \
+            }                                                                                      \
+        }                                                                                          \
+        const uint lid = get_local_id(0), L = get_local_size(0);                                   \
+        a = seg_sum(a, red, lid, L);                                                               \
+        b = seg_sum(b, red, lid, L);                                                               \
+        if (lid == 0) vstore2((float2)(a, b), r *nch + get_group_id(0), part);                     \
     }
 #if OCLML_WANT(oclml_layernorm_bwd_part)
 NORM_BWD_PART(oclml_layernorm_bwd_part, 0)
@@ -267,27 +270,28 @@ NORM_BWD_PART(oclml_layernorm_bwd_part, 0)
 NORM_BWD_PART(oclml_rmsnorm_bwd_part, 1)
 #endif
 
-#define NORM_BWD_FINISH(NAME, RMS)                                                              \
-    __kernel void NAME(__global const float *x, ulong xo, __global const float *gamma, ulong go, \
-                       __global const float *mean, ulong mo, __global const float *rstd,        \
-                       ulong ro, __global const float *dy, ulong dyo, __global float *dx,       \
-                       ulong dxo, uint flags, __global const float *part, uint rows, uint cols, \
-                       uint nch, __local float *red) {                                          \
-        const ulong r = get_global_id(1);                                                       \
-        float a = 0.0f, b = 0.0f;                                                               \
-        for (uint c = 0; c < nch; c++) {                                                        \
-            const float2 p = vload2(r * nch + c, part);                                         \
-            a += p.x;                                                                           \
-            b += p.y;                                                                           \
-        }                                                                                       \
-        a = RMS ? 0.0f : a / (float)cols;                                                       \
-        b /= (float)cols;                                                                       \
-        const float mu = RMS ? 0.0f : mean[mo + r], rs = rstd[ro + r];                          \
-        NORM_CHUNK_LOOP {                                                                       \
-            const float gd = dy[dyo + row * cols + c] * ((flags & HAS_GAMMA) ? gamma[go + c] : 1.0f); \
-            const float h = (x[xo + row * cols + c] - mu) * rs;                                 \
-            dx[dxo + row * cols + c] = rs * (gd - a - h * b);                                   \
-        }                                                                                       \
+#define NORM_BWD_FINISH(NAME, RMS)                                                                 \
+    __kernel void NAME(__global const float *x, ulong xo, __global const float *gamma, ulong go,   \
+                       __global const float *mean, ulong mo, __global const float *rstd, ulong ro, \
+                       __global const float *dy, ulong dyo, __global float *dx, ulong dxo,         \
+                       uint flags, __global const float *part, uint rows, uint cols, uint nch,     \
+                       __local float *red) {                                                       \
+        const ulong r = get_global_id(1);                                                          \
+        float a = 0.0f, b = 0.0f;                                                                  \
+        for (uint c = 0; c < nch; c++) {                                                           \
+            const float2 p = vload2(r * nch + c, part);                                            \
+            a += p.x;                                                                              \
+            b += p.y;                                                                              \
+        }                                                                                          \
+        a = RMS ? 0.0f : a / (float)cols;                                                          \
+        b /= (float)cols;                                                                          \
+        const float mu = RMS ? 0.0f : mean[mo + r], rs = rstd[ro + r];                             \
+        NORM_CHUNK_LOOP {                                                                          \
+            const float gd =                                                                       \
+                dy[dyo + row * cols + c] * ((flags & HAS_GAMMA) ? gamma[go + c] : 1.0f);           \
+            const float h = (x[xo + row * cols + c] - mu) * rs;                                    \
+            dx[dxo + row * cols + c] = rs * (gd - a - h * b);                                      \
+        }                                                                                          \
     }
 #if OCLML_WANT(oclml_layernorm_bwd_finish)
 NORM_BWD_FINISH(oclml_layernorm_bwd_finish, 0)
@@ -303,7 +307,8 @@ NORM_BWD_FINISH(oclml_rmsnorm_bwd_finish, 1)
 __kernel void oclml_norm_param_part(__global const float *x, ulong xo, __global const float *mean,
                                     ulong mo, __global const float *rstd, ulong ro,
                                     __global const float *dy, ulong dyo, uint rms,
-                                    __global float *part, uint rows, uint cols, uint rows_per_split) {
+                                    __global float *part, uint rows, uint cols,
+                                    uint rows_per_split) {
     const uint c = get_global_id(0), split = get_global_id(1);
     if (c >= cols) return;
     const uint r0 = split * rows_per_split;

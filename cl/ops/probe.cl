@@ -10,10 +10,22 @@ __kernel void oclml_probe_fma(__global float *out, float m, float c, int iters) 
     float a8 = base + 8.0f, a9 = base + 9.0f, a10 = base + 10.0f, a11 = base + 11.0f;
     float a12 = base + 12.0f, a13 = base + 13.0f, a14 = base + 14.0f, a15 = base + 15.0f;
     for (int i = 0; i < iters; i++) {
-        a0 = fma(a0, m, c); a1 = fma(a1, m, c); a2 = fma(a2, m, c); a3 = fma(a3, m, c);
-        a4 = fma(a4, m, c); a5 = fma(a5, m, c); a6 = fma(a6, m, c); a7 = fma(a7, m, c);
-        a8 = fma(a8, m, c); a9 = fma(a9, m, c); a10 = fma(a10, m, c); a11 = fma(a11, m, c);
-        a12 = fma(a12, m, c); a13 = fma(a13, m, c); a14 = fma(a14, m, c); a15 = fma(a15, m, c);
+        a0 = fma(a0, m, c);
+        a1 = fma(a1, m, c);
+        a2 = fma(a2, m, c);
+        a3 = fma(a3, m, c);
+        a4 = fma(a4, m, c);
+        a5 = fma(a5, m, c);
+        a6 = fma(a6, m, c);
+        a7 = fma(a7, m, c);
+        a8 = fma(a8, m, c);
+        a9 = fma(a9, m, c);
+        a10 = fma(a10, m, c);
+        a11 = fma(a11, m, c);
+        a12 = fma(a12, m, c);
+        a13 = fma(a13, m, c);
+        a14 = fma(a14, m, c);
+        a15 = fma(a15, m, c);
     }
     out[get_global_id(0)] = ((((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))) +
                              (((a8 + a9) + (a10 + a11)) + ((a12 + a13) + (a14 + a15))));

@@ -51,8 +51,8 @@ inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
  * sync), or gives up: after spin_limit polls it raises the abort flag, and once the flag is up
  * (checked every 64 polls) every sync returns at once. Every work-item must call it; with P = 1
  * it is a barrier (the exchange buffer's writes become visible to the work-group). */
-inline void member_sync(__global volatile uint *count, __global volatile uint *abort_flag, uint target,
-                        uint spin_limit, uint P, uint lid) {
+inline void member_sync(__global volatile uint *count, __global volatile uint *abort_flag,
+                        uint target, uint spin_limit, uint P, uint lid) {
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     if (lid == 0 && P > 1) {
         sync_arrive(count);
@@ -67,8 +67,8 @@ inline void member_sync(__global volatile uint *count, __global volatile uint *a
 
 /* This work-item's share (every SEG-th element, or float4) of a weight row's dot product with a
  * vector in local memory. vec4: rows and vectors 16-byte aligned (the host checks). */
-inline float lane_dot(__global const float *restrict w, __local const float *x, uint n, uint lane, uint SEG,
-                      uint vec4) {
+inline float lane_dot(__global const float *restrict w, __local const float *x, uint n, uint lane,
+                      uint SEG, uint vec4) {
     if (vec4) { /* four loads in flight per work-item: the rows come from L1/L2, latency-bound */
         __global const float4 *w4 = (__global const float4 *)w;
         __local const float4 *x4 = (__local const float4 *)x;
@@ -124,8 +124,8 @@ inline void cpu_sync(__global volatile uint *count, __global volatile uint *abor
 }
 
 /* Row r's dot product with x (n elements), bias added when given. */
-inline float cpu_row(__global const float *restrict w, ulong r, __local const float *x, uint n, uint vec4,
-                     __global const float *b) {
+inline float cpu_row(__global const float *restrict w, ulong r, __local const float *x, uint n,
+                     uint vec4, __global const float *b) {
     return lane_dot(w + r * n, x, n, 0, 1, vec4) + (b ? b[r] : 0.0f);
 }
 
@@ -137,23 +137,24 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void oclml_rssm_rollout(
     __global const float *restrict w_y, ulong wyo, __global const float *restrict b_y, ulong byo,
     __global const float *h0, ulong h0o, __global const float *z0, ulong z0o,
     __global const float *f0, ulong f0o, __global float *Y, ulong yo, __global float *Hent,
-    ulong heo, __global float *hnorm, ulong hno, __global float *hfin, ulong hfo, __global float *zfin,
-    ulong zfo, __global float *ffin, ulong ffo, __global volatile float *xch,
+    ulong heo, __global float *hnorm, ulong hno, __global float *hfin, ulong hfo,
+    __global float *zfin, ulong zfo, __global float *ffin, ulong ffo, __global volatile float *xch,
     __global volatile uint *sync, uint flags, uint cho, uint T, uint D, uint G, uint C, uint F,
     uint K, float unimix, uint sample, uint seed_lo, uint seed_hi, uint t0, uint P, uint U,
     uint vec4, uint spin_limit, uint guard, __local float4 *lm4) {
     const uint e = get_group_id(0) / P, p = get_group_id(0) % P, E = get_num_groups(0) / P;
     const uint S = G * C, IN = F + S, D3 = 3 * D;
     const uint j_lo = min(p * U, D), j_hi = min(j_lo + U, D); /* owned units */
-    const uint ng = p < G ? (G - p + P - 1) / P : 0;           /* owned groups */
-    __local float *xs = (__local float *)lm4;      /* x = concat(f, z): IN; float4-aligned */
-    __local float *ha = xs + ((IN + 3) & ~3u);     /* h: D */
-    __local float *hn = ha + ((D + 3) & ~3u);      /* h' (phase B), r*h (CHO phase A): D */
-    __local float *lg = hn + ((D + 3) & ~3u);      /* the owned groups' logits: NG C */
+    const uint ng = p < G ? (G - p + P - 1) / P : 0;          /* owned groups */
+    __local float *xs = (__local float *)lm4;  /* x = concat(f, z): IN; float4-aligned */
+    __local float *ha = xs + ((IN + 3) & ~3u); /* h: D */
+    __local float *hn = ha + ((D + 3) & ~3u);  /* h' (phase B), r*h (CHO phase A): D */
+    __local float *lg = hn + ((D + 3) & ~3u);  /* the owned groups' logits: NG C */
     __global volatile float *xh = xch + (ulong)e * (3 * D + S + 2 * X_PARTS * P);
     __global volatile float *xz = xh + D, *xrh = xz + S, *xpart = xrh + D;
     __global volatile uint *count = sync + e, *abort_flag = sync + E;
-    __global const float *Wi = w_ih + wio + (ulong)e * D3 * IN, *Wh = w_hh + who + (ulong)e * D3 * D;
+    __global const float *Wi = w_ih + wio + (ulong)e * D3 * IN,
+                         *Wh = w_hh + who + (ulong)e * D3 * D;
     __global const float *Wp = w_p + wpo + (ulong)e * S * D, *wy = w_y + wyo + (ulong)e * (D + S);
     __global const float *bi = (flags & R_BIH) ? b_ih + bio + (ulong)e * D3 : 0;
     __global const float *bh = (flags & R_BHH) ? b_hh + bho + (ulong)e * D3 : 0;
@@ -162,7 +163,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void oclml_rssm_rollout(
     /* A guard launch computes only when the split launch before it gave up. */
     const uint steps = (guard ? *abort_flag : 1u) ? T : 0;
     uint nsync = 0;
-    for (uint i = 0; i < F && steps; i++) xs[i] = f0[f0o + ((flags & R_F0_SHARED) ? 0 : (ulong)e * F) + i];
+    for (uint i = 0; i < F && steps; i++)
+        xs[i] = f0[f0o + ((flags & R_F0_SHARED) ? 0 : (ulong)e * F) + i];
     for (uint i = 0; i < S && steps; i++) xs[F + i] = z0[z0o + (ulong)e * S + i];
     for (uint i = 0; i < D && steps; i++) ha[i] = h0[h0o + (ulong)e * D + i];
 
@@ -171,16 +173,20 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void oclml_rssm_rollout(
         __global volatile float *slot = xpart + (t % 2) * X_PARTS * P;
         if (cho) { /* A0: r * h of the owned units, shared through the exchange buffer */
             for (uint j = j_lo; j < j_hi; j++)
-                xrh[j] = oclml_sigmoid(cpu_row(Wi, j, xs, IN, vec4, bi) + cpu_row(Wh, j, ha, D, vec4, bh)) * ha[j];
+                xrh[j] = oclml_sigmoid(cpu_row(Wi, j, xs, IN, vec4, bi) +
+                                       cpu_row(Wh, j, ha, D, vec4, bh)) *
+                         ha[j];
             cpu_sync(count, abort_flag, ++nsync * P, spin_limit, P);
             for (uint i = 0; i < D; i++) hn[i] = xrh[i];
         }
         /* A: the GRU for the owned units. */
         float yh = 0.0f, hq = 0.0f;
         for (uint j = j_lo; j < j_hi; j++) {
-            const float ir = cpu_row(Wi, j, xs, IN, vec4, bi), iz = cpu_row(Wi, D + j, xs, IN, vec4, bi);
+            const float ir = cpu_row(Wi, j, xs, IN, vec4, bi),
+                        iz = cpu_row(Wi, D + j, xs, IN, vec4, bi);
             const float in = cpu_row(Wi, 2 * D + j, xs, IN, vec4, bi);
-            const float hr = cpu_row(Wh, j, ha, D, vec4, bh), hz = cpu_row(Wh, D + j, ha, D, vec4, bh);
+            const float hr = cpu_row(Wh, j, ha, D, vec4, bh),
+                        hz = cpu_row(Wh, D + j, ha, D, vec4, bh);
             const float hh = cpu_row(Wh, 2 * D + j, cho ? hn : ha, D, vec4, bh);
             const float h = gru_cell(ir + hr, iz + hz, in, hh, ha[j], cho);
             xh[j] = h;
@@ -209,7 +215,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void oclml_rssm_rollout(
                 ent -= (pi > 0.0f || isnan(pi)) ? pi * log(pi) : 0.0f; /* NaN in, NaN out */
             }
             if (sample) { /* z = onehot(first class whose running sum of pi exceeds u), Philox u */
-                const uint4 rnd = philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi));
+                const uint4 rnd =
+                    philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi));
                 const float u = (float)(rnd.x >> 8) * (1.0f / 16777216.0f);
                 float cum = 0.0f;
                 uint pick = C - 1;
@@ -251,7 +258,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void oclml_rssm_rollout(
         for (uint i = K; i > 1; i--) xs[i - 1] = xs[i - 2];
         if (K) xs[0] = y;
     }
-    for (uint i = 0; i < F && p == 0 && steps && (flags & R_FFIN); i++) ffin[ffo + (ulong)e * F + i] = xs[i];
+    for (uint i = 0; i < F && p == 0 && steps && (flags & R_FFIN); i++)
+        ffin[ffo + (ulong)e * F + i] = xs[i];
 }
 #endif
 
@@ -287,9 +295,9 @@ inline void rows_reduce(__local float *part, __local float *out, uint lid, uint 
  * for CHO). pre: this work-item's share (bias included) comes from registers (RSSM_REGS). */
 inline void gru_gates(__global const float *Wi, __global const float *Wh, __global const float *bi,
                       __global const float *bh, __local const float *xs, __local const float *ha,
-                      __local const float *hvec_n, __local float *part, __local float *gates, uint j0,
-                      uint n, uint rpu, uint SEG, uint IN, uint D, uint vec4, uint lid, uint L, bool pre,
-                      float a_pre) {
+                      __local const float *hvec_n, __local float *part, __local float *gates,
+                      uint j0, uint n, uint rpu, uint SEG, uint IN, uint D, uint vec4, uint lid,
+                      uint L, bool pre, float a_pre) {
     const uint row = lid / SEG, lane = lid % SEG, u = row / rpu, q = row % rpu, side = rpu / 2;
     const uint gate = q % side;
     const ulong r = (ulong)gate * D + j0 + u;
@@ -297,8 +305,11 @@ inline void gru_gates(__global const float *Wi, __global const float *Wh, __glob
     if (pre) {
         a = a_pre;
     } else if (u < n) {
-        if (q < side) a = lane_dot(Wi + r * IN, xs, IN, lane, SEG, vec4) + ((lane == 0 && bi) ? bi[r] : 0.0f);
-        else a = lane_dot(Wh + r * D, gate == 2 ? hvec_n : ha, D, lane, SEG, vec4) + ((lane == 0 && bh) ? bh[r] : 0.0f);
+        if (q < side)
+            a = lane_dot(Wi + r * IN, xs, IN, lane, SEG, vec4) + ((lane == 0 && bi) ? bi[r] : 0.0f);
+        else
+            a = lane_dot(Wh + r * D, gate == 2 ? hvec_n : ha, D, lane, SEG, vec4) +
+                ((lane == 0 && bh) ? bh[r] : 0.0f);
     }
     part[lid] = a;
     rows_reduce(part, gates, lid, L, SEG);
@@ -312,16 +323,16 @@ inline void gru_gates(__global const float *Wi, __global const float *Wh, __glob
 #define REG_A 20
 #define REG_B 4
 #endif
-#define REG_LOAD(WR, ROW4, N4, LANE, SEG, OWN, REG)                                               \
-    for (uint i_ = 0; i_ < (REG); i_++) {                                                      \
-        const uint k_ = (LANE) + i_ * (SEG);                                                    \
-        WR[i_] = ((OWN) && k_ < (N4)) ? (ROW4)[k_] : (float4)(0.0f);                            \
+#define REG_LOAD(WR, ROW4, N4, LANE, SEG, OWN, REG)                  \
+    for (uint i_ = 0; i_ < (REG); i_++) {                            \
+        const uint k_ = (LANE) + i_ * (SEG);                         \
+        WR[i_] = ((OWN) && k_ < (N4)) ? (ROW4)[k_] : (float4)(0.0f); \
     }
-#define REG_DOT(ACC, WR, X4, N4, LANE, SEG, REG)                                                 \
-    do {                                                                                        \
-        float4 a_ = (float4)(0.0f);                                                             \
-        for (uint i_ = 0; i_ < (REG); i_++) a_ += WR[i_] * (X4)[min((LANE) + i_ * (SEG), (N4) - 1)]; \
-        ACC = (a_.x + a_.y) + (a_.z + a_.w);                                                    \
+#define REG_DOT(ACC, WR, X4, N4, LANE, SEG, REG)                                                   \
+    do {                                                                                           \
+        float4 a_ = (float4)(0.0f);                                                                \
+        for (uint i_ = 0; i_ < (REG); i_++) a_ += WR[i_] * (X4)[min((LANE) + i_ * (SEG), (N4)-1)]; \
+        ACC = (a_.x + a_.y) + (a_.z + a_.w);                                                       \
     } while (0)
 #endif
 
@@ -355,8 +366,8 @@ __kernel void oclml_rssm_rollout(
     __global const float *restrict w_y, ulong wyo, __global const float *restrict b_y, ulong byo,
     __global const float *h0, ulong h0o, __global const float *z0, ulong z0o,
     __global const float *f0, ulong f0o, __global float *Y, ulong yo, __global float *Hent,
-    ulong heo, __global float *hnorm, ulong hno, __global float *hfin, ulong hfo, __global float *zfin,
-    ulong zfo, __global float *ffin, ulong ffo, __global volatile float *xch,
+    ulong heo, __global float *hnorm, ulong hno, __global float *hfin, ulong hfo,
+    __global float *zfin, ulong zfo, __global float *ffin, ulong ffo, __global volatile float *xch,
     __global volatile uint *sync, uint flags, uint cho, uint T, uint D, uint G, uint C, uint F,
     uint K, float unimix, uint sample, uint seed_lo, uint seed_hi, uint t0, uint P, uint U,
     uint vec4, uint spin_limit, uint guard, __local float4 *lm4) {
@@ -364,23 +375,24 @@ __kernel void oclml_rssm_rollout(
     const uint e = get_group_id(0) / P, p = get_group_id(0) % P, E = get_num_groups(0) / P;
     const uint S = G * C, IN = F + S, D3 = 3 * D;
     const uint j_lo = min(p * U, D), j_hi = min(j_lo + U, D); /* owned units */
-    const uint ng = p < G ? (G - p + P - 1) / P : 0;           /* owned groups */
+    const uint ng = p < G ? (G - p + P - 1) / P : 0;          /* owned groups */
     const uint NG = (G + P - 1) / P;
-    __local float *lm = (__local float *)lm4;      /* float4: aligned for the vec4 loads */
-    __local float *xs = lm;                        /* x = concat(f, z): IN */
-    __local float *ha = xs + ((IN + 3) & ~3u);     /* h: D */
-    __local float *hn = ha + ((D + 3) & ~3u);      /* h' (phase B), r*h (CHO phase A): D */
-    __local float *part = hn + ((D + 3) & ~3u);    /* L */
-    __local float *gates = part + L;               /* L */
-    __local float *red = gates + L;                /* 2 L */
-    __local float *lg = red + 2 * L;               /* the owned groups' logits: NG C */
-    __local float *gst = lg + NG * C;              /* per owned group: max, then sum: 2 NG */
-    __local float *fk = gst + 2 * NG;              /* f's first K slots while shifting */
-    __local uint *run = (__local uint *)(fk + K);  /* 1: this launch computes */
+    __local float *lm = (__local float *)lm4;     /* float4: aligned for the vec4 loads */
+    __local float *xs = lm;                       /* x = concat(f, z): IN */
+    __local float *ha = xs + ((IN + 3) & ~3u);    /* h: D */
+    __local float *hn = ha + ((D + 3) & ~3u);     /* h' (phase B), r*h (CHO phase A): D */
+    __local float *part = hn + ((D + 3) & ~3u);   /* L */
+    __local float *gates = part + L;              /* L */
+    __local float *red = gates + L;               /* 2 L */
+    __local float *lg = red + 2 * L;              /* the owned groups' logits: NG C */
+    __local float *gst = lg + NG * C;             /* per owned group: max, then sum: 2 NG */
+    __local float *fk = gst + 2 * NG;             /* f's first K slots while shifting */
+    __local uint *run = (__local uint *)(fk + K); /* 1: this launch computes */
     __global volatile float *xh = xch + (ulong)e * (3 * D + S + 2 * X_PARTS * P);
     __global volatile float *xz = xh + D, *xrh = xz + S, *xpart = xrh + D;
     __global volatile uint *count = sync + e, *abort_flag = sync + E;
-    __global const float *Wi = w_ih + wio + (ulong)e * D3 * IN, *Wh = w_hh + who + (ulong)e * D3 * D;
+    __global const float *Wi = w_ih + wio + (ulong)e * D3 * IN,
+                         *Wh = w_hh + who + (ulong)e * D3 * D;
     __global const float *Wp = w_p + wpo + (ulong)e * S * D, *wy = w_y + wyo + (ulong)e * (D + S);
     __global const float *bi = (flags & R_BIH) ? b_ih + bio + (ulong)e * D3 : 0;
     __global const float *bh = (flags & R_BHH) ? b_hh + bho + (ulong)e * D3 : 0;
@@ -390,7 +402,8 @@ __kernel void oclml_rssm_rollout(
     barrier(CLK_LOCAL_MEM_FENCE);
     const uint steps = *run ? T : 0;
     uint nsync = 0;
-    for (uint i = lid; i < F && steps; i += L) xs[i] = f0[f0o + ((flags & R_F0_SHARED) ? 0 : (ulong)e * F) + i];
+    for (uint i = lid; i < F && steps; i += L)
+        xs[i] = f0[f0o + ((flags & R_F0_SHARED) ? 0 : (ulong)e * F) + i];
     for (uint i = lid; i < S && steps; i += L) xs[F + i] = z0[z0o + (ulong)e * S + i];
     for (uint i = lid; i < D && steps; i += L) ha[i] = h0[h0o + (ulong)e * D + i];
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -399,14 +412,18 @@ __kernel void oclml_rssm_rollout(
     const uint SEG_R = lanes_per_row(2 * U, L), UC_R = L / SEG_R / 2;
     const uint SEG_B = lanes_per_row(NG * C, L), RC_B = L / SEG_B;
 #ifdef RSSM_REGS
-    const uint nu = j_hi - j_lo, rowA = lid / SEG_A, laneA = lid % SEG_A, uA = rowA / 6, qA = rowA % 6;
+    const uint nu = j_hi - j_lo, rowA = lid / SEG_A, laneA = lid % SEG_A, uA = rowA / 6,
+               qA = rowA % 6;
     const uint lenA4 = (qA < 3 ? IN : D) / 4;
-    const bool keepA = vec4 && nu <= UC_A && (IN / 4 + SEG_A - 1) / SEG_A <= REG_A && (D / 4 + SEG_A - 1) / SEG_A <= REG_A;
+    const bool keepA = vec4 && nu <= UC_A && (IN / 4 + SEG_A - 1) / SEG_A <= REG_A &&
+                       (D / 4 + SEG_A - 1) / SEG_A <= REG_A;
     const bool ownA = keepA && uA < nu;
     const ulong rA = (ulong)(qA % 3) * D + j_lo + uA;
     float4 wa[REG_A];
-    REG_LOAD(wa, (__global const float4 *)(qA < 3 ? Wi + rA * IN : Wh + rA * D), lenA4, laneA, SEG_A, ownA, REG_A)
-    const float biasA = (ownA && laneA == 0) ? (qA < 3 ? (bi ? bi[rA] : 0.0f) : (bh ? bh[rA] : 0.0f)) : 0.0f;
+    REG_LOAD(wa, (__global const float4 *)(qA < 3 ? Wi + rA * IN : Wh + rA * D), lenA4, laneA,
+             SEG_A, ownA, REG_A)
+    const float biasA =
+        (ownA && laneA == 0) ? (qA < 3 ? (bi ? bi[rA] : 0.0f) : (bh ? bh[rA] : 0.0f)) : 0.0f;
     const float wyA = (keepA && lid < nu) ? wy[j_lo + lid] : 0.0f;
     const uint rowB = lid / SEG_B, laneB = lid % SEG_B, sB = (p + rowB / C * P) * C + rowB % C;
     const bool keepB = vec4 && ng * C <= RC_B && (D / 4 + SEG_B - 1) / SEG_B <= REG_B;
@@ -425,9 +442,11 @@ __kernel void oclml_rssm_rollout(
         __global volatile float *slot = xpart + (t % 2) * X_PARTS * P;
         if (cho) { /* A0: r * h of the owned units, shared through the exchange buffer */
             for (uint j0 = j_lo; j0 < j_hi; j0 += UC_R) {
-                gru_gates(Wi, Wh, bi, bh, xs, ha, ha, part, gates, j0, min(UC_R, j_hi - j0), 2, SEG_R, IN, D,
-                          vec4, lid, L, false, 0.0f);
-                if (lid < min(UC_R, j_hi - j0)) xrh[j0 + lid] = oclml_sigmoid(gates[2 * lid] + gates[2 * lid + 1]) * ha[j0 + lid];
+                gru_gates(Wi, Wh, bi, bh, xs, ha, ha, part, gates, j0, min(UC_R, j_hi - j0), 2,
+                          SEG_R, IN, D, vec4, lid, L, false, 0.0f);
+                if (lid < min(UC_R, j_hi - j0))
+                    xrh[j0 + lid] =
+                        oclml_sigmoid(gates[2 * lid] + gates[2 * lid + 1]) * ha[j0 + lid];
             }
             member_sync(count, abort_flag, ++nsync * P, spin_limit, P, lid);
             for (uint i = lid; i < D; i += L) hn[i] = xrh[i];
@@ -440,13 +459,15 @@ __kernel void oclml_rssm_rollout(
             float a_pre = 0.0f;
 #ifdef RSSM_REGS
             if (keepA) {
-                __local const float4 *x4 = (__local const float4 *)(qA < 3 ? xs : (qA == 5 && cho) ? hn : ha);
+                __local const float4 *x4 = (__local const float4 *)(qA < 3             ? xs
+                                                                    : (qA == 5 && cho) ? hn
+                                                                                       : ha);
                 REG_DOT(a_pre, wa, x4, lenA4, laneA, SEG_A, REG_A);
                 a_pre = ownA ? a_pre + biasA : 0.0f;
             }
 #endif
-            gru_gates(Wi, Wh, bi, bh, xs, ha, cho ? hn : ha, part, gates, j0, n, 6, SEG_A, IN, D, vec4, lid, L,
-                      keepA, a_pre);
+            gru_gates(Wi, Wh, bi, bh, xs, ha, cho ? hn : ha, part, gates, j0, n, 6, SEG_A, IN, D,
+                      vec4, lid, L, keepA, a_pre);
             if (lid < n) {
                 __local const float *g = gates + 6 * lid;
                 const uint j = j0 + lid;
@@ -465,7 +486,8 @@ __kernel void oclml_rssm_rollout(
         for (uint i = lid; i < D; i += L) hn[i] = xh[i];
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint r0 = 0; r0 < ng * C; r0 += RC_B) {
-            const uint row = r0 + lid / SEG_B, lane = lid % SEG_B, s_row = (p + row / C * P) * C + row % C;
+            const uint row = r0 + lid / SEG_B, lane = lid % SEG_B,
+                       s_row = (p + row / C * P) * C + row % C;
             float a = 0.0f;
 #ifdef RSSM_REGS
             if (keepB) {
@@ -473,8 +495,9 @@ __kernel void oclml_rssm_rollout(
                 a = ownB ? a + biasB : 0.0f;
             } else
 #endif
-            if (row < ng * C)
-                a = lane_dot(Wp + (ulong)s_row * D, hn, D, lane, SEG_B, vec4) + (lane == 0 ? b_p[bpo + (ulong)e * S + s_row] : 0.0f);
+                if (row < ng * C)
+                a = lane_dot(Wp + (ulong)s_row * D, hn, D, lane, SEG_B, vec4) +
+                    (lane == 0 ? b_p[bpo + (ulong)e * S + s_row] : 0.0f);
             part[lid] = a;
             rows_reduce(part, gates, lid, L, SEG_B);
             if (lid < RC_B && r0 + lid < ng * C) lg[r0 + lid] = gates[lid];
@@ -506,7 +529,8 @@ __kernel void oclml_rssm_rollout(
             barrier(CLK_LOCAL_MEM_FENCE);
             for (uint gi = lid; gi < ng; gi += L) {
                 const uint g = p + gi * P;
-                const uint4 rnd = philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi));
+                const uint4 rnd =
+                    philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi));
                 const float u = (float)(rnd.x >> 8) * (1.0f / 16777216.0f);
                 float cum = 0.0f;
                 uint pick = C - 1;
@@ -548,7 +572,7 @@ __kernel void oclml_rssm_rollout(
             }
         } else
 #endif
-        if (lid < X_PARTS) {
+            if (lid < X_PARTS) {
             float a = 0.0f;
             for (uint q = 0; q < P; q++) a += red[lid * P + q];
             gates[lid] = a;
@@ -563,7 +587,8 @@ __kernel void oclml_rssm_rollout(
         for (uint i = lid; i < K; i += L) xs[i] = i ? fk[i - 1] : y;
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    for (uint i = lid; i < F && p == 0 && steps && (flags & R_FFIN); i += L) ffin[ffo + (ulong)e * F + i] = xs[i];
+    for (uint i = lid; i < F && p == 0 && steps && (flags & R_FFIN); i += L)
+        ffin[ffo + (ulong)e * F + i] = xs[i];
 }
 #endif
 
@@ -574,12 +599,12 @@ __kernel void oclml_rssm_rollout(
  * |y_t+1 - 2 y_t + y_t-1| over the steps that have both neighbours, the given y_0 included),
  * total entropy. One work-item per step (ensemble stats) and per member (metrics). */
 #if OCLML_WANT(oclml_rssm_summary)
-__kernel void oclml_rssm_summary(__global const float *Y, ulong yo, __global const float *Hent, ulong heo,
-                                 __global const float *y0, ulong y0o, uint has_y0, uint E, uint T,
-                                 __global float *ymean, ulong ymo, __global float *ystd, ulong yso,
-                                 __global float *deltas, ulong dlo, __global float *var, ulong vo,
-                                 __global float *smooth, ulong smo, __global float *tent, ulong teo,
-                                 uint outs) {
+__kernel void oclml_rssm_summary(__global const float *Y, ulong yo, __global const float *Hent,
+                                 ulong heo, __global const float *y0, ulong y0o, uint has_y0,
+                                 uint E, uint T, __global float *ymean, ulong ymo,
+                                 __global float *ystd, ulong yso, __global float *deltas, ulong dlo,
+                                 __global float *var, ulong vo, __global float *smooth, ulong smo,
+                                 __global float *tent, ulong teo, uint outs) {
     const uint i = get_global_id(0);
     if (i < T && (outs & 3)) {
         float m = 0.0f, q = 0.0f;

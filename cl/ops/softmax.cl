@@ -7,7 +7,6 @@
 #include "rows.h"
 #include "online_softmax.h"
 
-
 /* The result of one element from its input v, the row max m, the sum s (and 1/s). */
 inline float softmax_out(float v, float m, float inv_s) { return masked_exp(v, m) * inv_s; }
 inline float log_softmax_out(float v, float m, float log_s) {
@@ -15,48 +14,46 @@ inline float log_softmax_out(float v, float m, float log_s) {
 }
 
 /* ---- register path: one row per segment, read once, written once ---- */
-#define SOFTMAX_FWD(NAME, LOG)                                                      \
-    __kernel void NAME(__global const float *x, ulong xoff, __global float *y, \
-                                         ulong yoff, uint rows, uint cols, uint G,              \
-                                         __local float *red) {                                  \
-        ROW_PROLOGUE(G, rows)                                                                   \
-        __global const float *xr = x + xoff + row * cols;                                       \
-        __global float *yr = y + yoff + row * cols;                                             \
-        float v[ROW_FLOATS];                                                                   \
-        ROW_LOAD(v, xr, ROW_ITEMS, lane, G, cols, ok, -INFINITY)                               \
-        float m = -INFINITY;                                                                    \
-        for (uint k = 0; k < ROW_FLOATS; k++) m = fmax(m, v[k]);                              \
-        m = seg_max(m, red, lid, G);                                                            \
-        float s = 0.0f;                                                                         \
-        for (uint k = 0; k < ROW_FLOATS; k++) s += masked_exp(v[k], m);                       \
-        s = seg_sum(s, red, lid, G);                                                            \
-        if (LOG) {                                                                              \
-            const float log_s = log(s);                                                         \
-            for (uint k = 0; k < ROW_FLOATS; k++) v[k] = log_softmax_out(v[k], m, log_s);      \
-        } else {                                                                                \
-            const float inv_s = (s == 0.0f) ? 0.0f : 1.0f / s;                                 \
-            for (uint k = 0; k < ROW_FLOATS; k++) v[k] = softmax_out(v[k], m, inv_s);          \
-        }                                                                                       \
-        ROW_STORE(v, yr, ROW_ITEMS, lane, G, cols, ok)                                         \
+#define SOFTMAX_FWD(NAME, LOG)                                                             \
+    __kernel void NAME(__global const float *x, ulong xoff, __global float *y, ulong yoff, \
+                       uint rows, uint cols, uint G, __local float *red) {                 \
+        ROW_PROLOGUE(G, rows)                                                              \
+        __global const float *xr = x + xoff + row * cols;                                  \
+        __global float *yr = y + yoff + row * cols;                                        \
+        float v[ROW_FLOATS];                                                               \
+        ROW_LOAD(v, xr, ROW_ITEMS, lane, G, cols, ok, -INFINITY)                           \
+        float m = -INFINITY;                                                               \
+        for (uint k = 0; k < ROW_FLOATS; k++) m = fmax(m, v[k]);                           \
+        m = seg_max(m, red, lid, G);                                                       \
+        float s = 0.0f;                                                                    \
+        for (uint k = 0; k < ROW_FLOATS; k++) s += masked_exp(v[k], m);                    \
+        s = seg_sum(s, red, lid, G);                                                       \
+        if (LOG) {                                                                         \
+            const float log_s = log(s);                                                    \
+            for (uint k = 0; k < ROW_FLOATS; k++) v[k] = log_softmax_out(v[k], m, log_s);  \
+        } else {                                                                           \
+            const float inv_s = (s == 0.0f) ? 0.0f : 1.0f / s;                             \
+            for (uint k = 0; k < ROW_FLOATS; k++) v[k] = softmax_out(v[k], m, inv_s);      \
+        }                                                                                  \
+        ROW_STORE(v, yr, ROW_ITEMS, lane, G, cols, ok)                                     \
     }
 
 /* Backward. softmax: dx = y * (dy - sum(y * dy)); log-softmax: dx = dy - exp(y) * sum(dy). */
-#define SOFTMAX_BWD(NAME, LOG)                                                      \
-    __kernel void NAME(__global const float *y, ulong yoff,                   \
-                                         __global const float *dy, ulong dyoff,                 \
-                                         __global float *dx, ulong dxoff, uint rows, uint cols, \
-                                         uint G, __local float *red) {                          \
-        ROW_PROLOGUE(G, rows)                                                                   \
-        const ulong base = row * cols;                                                          \
-        float v[ROW_FLOATS], g[ROW_FLOATS];                                                   \
-        ROW_LOAD(v, y + yoff + base, ROW_ITEMS, lane, G, cols, ok, 0.0f)                       \
-        ROW_LOAD(g, dy + dyoff + base, ROW_ITEMS, lane, G, cols, ok, 0.0f)                     \
-        float s = 0.0f;                                                                         \
-        for (uint k = 0; k < ROW_FLOATS; k++) s += LOG ? g[k] : v[k] * g[k];                  \
-        s = seg_sum(s, red, lid, G);                                                            \
-        for (uint k = 0; k < ROW_FLOATS; k++)                                                  \
-            v[k] = LOG ? g[k] - exp(v[k]) * s : v[k] * (g[k] - s);                              \
-        ROW_STORE(v, dx + dxoff + base, ROW_ITEMS, lane, G, cols, ok)                          \
+#define SOFTMAX_BWD(NAME, LOG)                                                                     \
+    __kernel void NAME(__global const float *y, ulong yoff, __global const float *dy, ulong dyoff, \
+                       __global float *dx, ulong dxoff, uint rows, uint cols, uint G,              \
+                       __local float *red) {                                                       \
+        ROW_PROLOGUE(G, rows)                                                                      \
+        const ulong base = row * cols;                                                             \
+        float v[ROW_FLOATS], g[ROW_FLOATS];                                                        \
+        ROW_LOAD(v, y + yoff + base, ROW_ITEMS, lane, G, cols, ok, 0.0f)                           \
+        ROW_LOAD(g, dy + dyoff + base, ROW_ITEMS, lane, G, cols, ok, 0.0f)                         \
+        float s = 0.0f;                                                                            \
+        for (uint k = 0; k < ROW_FLOATS; k++) s += LOG ? g[k] : v[k] * g[k];                       \
+        s = seg_sum(s, red, lid, G);                                                               \
+        for (uint k = 0; k < ROW_FLOATS; k++)                                                      \
+            v[k] = LOG ? g[k] - exp(v[k]) * s : v[k] * (g[k] - s);                                 \
+        ROW_STORE(v, dx + dxoff + base, ROW_ITEMS, lane, G, cols, ok)                              \
     }
 
 #if OCLML_WANT(oclml_softmax_fwd)
@@ -75,11 +72,11 @@ SOFTMAX_BWD(oclml_log_softmax_bwd, 1)
 /* ---- chunked path for long rows ----
  * Grid: (chunks x L, rows). Pass 1 writes each chunk's (max, sum of exp) or backward sum to
  * part[row][chunk]; pass 2 merges the row's partials and writes the chunk's outputs. */
-#define CHUNK_LOOP(c)                                                                           \
-    const uint lid = get_local_id(0), L = get_local_size(0);                                    \
-    const uint chunk = get_group_id(0);                                                         \
-    const ulong row = get_global_id(1);                                                         \
-    const uint c0 = chunk * L * OCLML_LONG_ITEMS + lid;                                         \
+#define CHUNK_LOOP(c)                                        \
+    const uint lid = get_local_id(0), L = get_local_size(0); \
+    const uint chunk = get_group_id(0);                      \
+    const ulong row = get_global_id(1);                      \
+    const uint c0 = chunk * L * OCLML_LONG_ITEMS + lid;      \
     for (uint j = 0, c = c0; j < OCLML_LONG_ITEMS && c < cols; j++, c += L)
 
 /* Merges the (m, s) pairs of a work-group into the group's (M, S). */
@@ -110,18 +107,18 @@ inline float2 row_stats(__global const float *part, ulong row, uint nch, __local
     return group_merge(m, s, red, lid, L);
 }
 
-#define SOFTMAX_FWD_FINISH(NAME, LOG)                                                           \
-    __kernel void NAME(__global const float *x, ulong xoff, __global float *y, ulong yoff,      \
-                       __global const float *part, uint rows, uint cols, uint nch,              \
-                       __local float *red) {                                                    \
-        const float2 st = row_stats(part, get_global_id(1), nch, red, get_local_id(0),          \
-                                    get_local_size(0));                                         \
-        const float inv_s = (st.y == 0.0f) ? 0.0f : 1.0f / st.y, log_s = log(st.y);            \
-        CHUNK_LOOP(c) {                                                                         \
-            const float v = x[xoff + row * cols + c];                                           \
-            y[yoff + row * cols + c] = LOG ? log_softmax_out(v, st.x, log_s)                    \
-                                           : softmax_out(v, st.x, inv_s);                       \
-        }                                                                                       \
+#define SOFTMAX_FWD_FINISH(NAME, LOG)                                                        \
+    __kernel void NAME(__global const float *x, ulong xoff, __global float *y, ulong yoff,   \
+                       __global const float *part, uint rows, uint cols, uint nch,           \
+                       __local float *red) {                                                 \
+        const float2 st =                                                                    \
+            row_stats(part, get_global_id(1), nch, red, get_local_id(0), get_local_size(0)); \
+        const float inv_s = (st.y == 0.0f) ? 0.0f : 1.0f / st.y, log_s = log(st.y);          \
+        CHUNK_LOOP(c) {                                                                      \
+            const float v = x[xoff + row * cols + c];                                        \
+            y[yoff + row * cols + c] =                                                       \
+                LOG ? log_softmax_out(v, st.x, log_s) : softmax_out(v, st.x, inv_s);         \
+        }                                                                                    \
     }
 #if OCLML_WANT(oclml_softmax_fwd_finish)
 SOFTMAX_FWD_FINISH(oclml_softmax_fwd_finish, 0)
@@ -130,17 +127,16 @@ SOFTMAX_FWD_FINISH(oclml_softmax_fwd_finish, 0)
 SOFTMAX_FWD_FINISH(oclml_log_softmax_fwd_finish, 1)
 #endif
 
-#define SOFTMAX_BWD_PART(NAME, LOG)                                                             \
-    __kernel void NAME(__global const float *y, ulong yoff, __global const float *dy,           \
-                       ulong dyoff, __global float *part, uint rows, uint cols, uint nch,       \
-                       __local float *red) {                                                    \
-        float s = 0.0f;                                                                         \
-        CHUNK_LOOP(c) {                                                                         \
-            const ulong i = row * cols + c;                                                     \
-            s += LOG ? dy[dyoff + i] : y[yoff + i] * dy[dyoff + i];                             \
-        }                                                                                       \
-        s = seg_sum(s, red, lid, L);                                                            \
-        if (lid == 0) part[row * nch + chunk] = s;                                              \
+#define SOFTMAX_BWD_PART(NAME, LOG)                                                                \
+    __kernel void NAME(__global const float *y, ulong yoff, __global const float *dy, ulong dyoff, \
+                       __global float *part, uint rows, uint cols, uint nch, __local float *red) { \
+        float s = 0.0f;                                                                            \
+        CHUNK_LOOP(c) {                                                                            \
+            const ulong i = row * cols + c;                                                        \
+            s += LOG ? dy[dyoff + i] : y[yoff + i] * dy[dyoff + i];                                \
+        }                                                                                          \
+        s = seg_sum(s, red, lid, L);                                                               \
+        if (lid == 0) part[row * nch + chunk] = s;                                                 \
     }
 #if OCLML_WANT(oclml_softmax_bwd_part)
 SOFTMAX_BWD_PART(oclml_softmax_bwd_part, 0)
@@ -149,19 +145,19 @@ SOFTMAX_BWD_PART(oclml_softmax_bwd_part, 0)
 SOFTMAX_BWD_PART(oclml_log_softmax_bwd_part, 1)
 #endif
 
-#define SOFTMAX_BWD_FINISH(NAME, LOG)                                                           \
-    __kernel void NAME(__global const float *y, ulong yoff, __global const float *dy,           \
-                       ulong dyoff, __global float *dx, ulong dxoff, __global const float *part, \
-                       uint rows, uint cols, uint nch, __local float *red) {                    \
-        float s = 0.0f;                                                                         \
-        for (uint c = get_local_id(0); c < nch; c += get_local_size(0))                        \
-            s += part[get_global_id(1) * nch + c];                                              \
-        s = seg_sum(s, red, get_local_id(0), get_local_size(0));                                \
-        CHUNK_LOOP(c) {                                                                         \
-            const ulong i = row * cols + c;                                                     \
-            const float yv = y[yoff + i], g = dy[dyoff + i];                                    \
-            dx[dxoff + i] = LOG ? g - exp(yv) * s : yv * (g - s);                               \
-        }                                                                                       \
+#define SOFTMAX_BWD_FINISH(NAME, LOG)                                                              \
+    __kernel void NAME(__global const float *y, ulong yoff, __global const float *dy, ulong dyoff, \
+                       __global float *dx, ulong dxoff, __global const float *part, uint rows,     \
+                       uint cols, uint nch, __local float *red) {                                  \
+        float s = 0.0f;                                                                            \
+        for (uint c = get_local_id(0); c < nch; c += get_local_size(0))                            \
+            s += part[get_global_id(1) * nch + c];                                                 \
+        s = seg_sum(s, red, get_local_id(0), get_local_size(0));                                   \
+        CHUNK_LOOP(c) {                                                                            \
+            const ulong i = row * cols + c;                                                        \
+            const float yv = y[yoff + i], g = dy[dyoff + i];                                       \
+            dx[dxoff + i] = LOG ? g - exp(yv) * s : yv * (g - s);                                  \
+        }                                                                                          \
     }
 #if OCLML_WANT(oclml_softmax_bwd_finish)
 SOFTMAX_BWD_FINISH(oclml_softmax_bwd_finish, 0)

@@ -48,8 +48,8 @@ oclml_status oclml__check_numel(const oclml_ctx *ctx, const oclml_tensor *t, con
     return OCLML_SUCCESS;
 }
 
-oclml_status oclml__check_shape(const oclml_ctx *ctx, const oclml_tensor *t, const char *name, int nd,
-                                size_t a, size_t b, size_t c) {
+oclml_status oclml__check_shape(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                                int nd, size_t a, size_t b, size_t c) {
     oclml_status st = oclml__check_tensor(ctx, t, name);
     if (st) return st;
     const size_t want[3] = {a, b, c};
@@ -57,6 +57,7 @@ oclml_status oclml__check_shape(const oclml_ctx *ctx, const oclml_tensor *t, con
     for (int i = 0; ok && i < nd; i++) ok = t->shape[i] == want[i];
     if (ok) return OCLML_SUCCESS;
     if (nd == 1) return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu]", name, a);
-    if (nd == 2) return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu]", name, a, b);
+    if (nd == 2)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu]", name, a, b);
     return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu x %zu]", name, a, b, c);
 }

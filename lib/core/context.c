@@ -27,7 +27,8 @@ static int list_devices(device_entry *list, unsigned max) {
     for (cl_uint p = 0; p < np && p < 16; p++) {
         cl_device_id devices[16];
         cl_uint nd = 0;
-        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 16, devices, &nd) != CL_SUCCESS) continue;
+        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 16, devices, &nd) != CL_SUCCESS)
+            continue;
         for (cl_uint d = 0; d < nd && d < 16 && n < max; d++) {
             device_entry *e = &list[n++];
             memset(e, 0, sizeof *e);
@@ -49,7 +50,9 @@ static bool contains_nocase(const char *hay, const char *needle) {
     size_t n = strlen(needle);
     for (; *hay; hay++) {
         size_t i = 0;
-        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) i++;
+        while (i < n && hay[i] &&
+               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
         if (i == n) return true;
     }
     return n == 0;
@@ -83,7 +86,8 @@ static int pick(const device_entry *list, int n, const char *sel) {
         return -1;
     }
     for (int i = 0; i < n; i++)
-        if (contains_nocase(list[i].platform_name, sel) || contains_nocase(list[i].device_name, sel))
+        if (contains_nocase(list[i].platform_name, sel) ||
+            contains_nocase(list[i].device_name, sel))
             return i;
     return -1;
 }
@@ -131,12 +135,12 @@ static oclml_ctx *ctx_alloc(const oclml_ctx_options *o) {
     if (!ctx->log_fn && verbose && !strcmp(verbose, "1")) ctx->log_fn = log_to_stderr;
     /* The environment is read here, once: ops never call getenv. */
     const char *env_path = getenv("OCLML_KERNEL_PATH");
-    ctx->kernel_path = oclml__asprintf("%s:%s", o->kernel_path ? o->kernel_path : "",
-                                       env_path ? env_path : "");
+    ctx->kernel_path =
+        oclml__asprintf("%s:%s", o->kernel_path ? o->kernel_path : "", env_path ? env_path : "");
     const char *env_opts = getenv("OCLML_BUILD_OPTIONS");
-    ctx->build_options = oclml__asprintf("%s%s%s", env_opts ? env_opts : "",
-                                         env_opts && o->build_options ? " " : "",
-                                         o->build_options ? o->build_options : "");
+    ctx->build_options =
+        oclml__asprintf("%s%s%s", env_opts ? env_opts : "", env_opts && o->build_options ? " " : "",
+                        o->build_options ? o->build_options : "");
     return ctx;
 }
 
@@ -147,7 +151,8 @@ static oclml_status ctx_finish_setup(oclml_ctx *ctx, const oclml_ctx_options *o)
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "build options '%s' ($OCLML_BUILD_OPTIONS, then the build_options "
                            "option) are malformed: each must be a -option, -D needs a name, no "
-                           "quotes or backslashes", ctx->build_options);
+                           "quotes or backslashes",
+                           ctx->build_options);
     oclml__device_probe(ctx);
     oclml__diskcache_open(ctx, o->cache_dir, o->cache_max_bytes);
     oclml__log(ctx, OCLML_LOG_INFO, "device %s [%s], selected by %s", ctx->info.device_name,
@@ -193,8 +198,10 @@ oclml_status oclml_ctx_create(oclml_ctx **out, const oclml_ctx_options *options,
     const oclml_ctx_options *o = options ? options : &defaults;
     if (o->struct_size != sizeof *o) {
         if (err_text && err_len)
-            snprintf(err_text, err_len, "options.struct_size is %zu, not %zu: fill the options with "
-                     "oclml_ctx_options_init first", o->struct_size, sizeof *o);
+            snprintf(err_text, err_len,
+                     "options.struct_size is %zu, not %zu: fill the options with "
+                     "oclml_ctx_options_init first",
+                     o->struct_size, sizeof *o);
         return OCLML_ERR_INVALID_ARGUMENT;
     }
     oclml_ctx *ctx = ctx_alloc(o);
@@ -211,8 +218,9 @@ oclml_status oclml_ctx_create(oclml_ctx **out, const oclml_ctx_options *options,
     int n = list_devices(list, MAX_DEVICES);
     double t_list = oclml__now_ms();
     if (n == 0) {
-        oclml__fail(ctx, OCLML_ERR_NO_DEVICE,
-                    "no OpenCL platform or device found (is an ICD such as pocl-opencl-icd installed?)");
+        oclml__fail(
+            ctx, OCLML_ERR_NO_DEVICE,
+            "no OpenCL platform or device found (is an ICD such as pocl-opencl-icd installed?)");
         return fail_create(ctx, OCLML_ERR_NO_DEVICE, err_text, err_len);
     }
     const char *sel = o->device;
@@ -227,7 +235,8 @@ oclml_status oclml_ctx_create(oclml_ctx **out, const oclml_ctx_options *options,
         describe_devices(devices, sizeof devices, list, n);
         oclml__fail(ctx, OCLML_ERR_DEVICE_NOT_FOUND,
                     "no OpenCL device matches %s='%s' (use gpu, cpu, P:D, or part of a platform "
-                    "or device name); devices found:%s", origin, sel, devices);
+                    "or device name); devices found:%s",
+                    origin, sel, devices);
         return fail_create(ctx, OCLML_ERR_DEVICE_NOT_FOUND, err_text, err_len);
     }
     if (sel && *sel)
@@ -281,8 +290,10 @@ oclml_status oclml_ctx_wrap(oclml_ctx **out, cl_context cl_ctx, cl_device_id dev
     const oclml_ctx_options *o = options ? options : &defaults;
     if (o->struct_size != sizeof *o) {
         if (err_text && err_len)
-            snprintf(err_text, err_len, "options.struct_size is %zu, not %zu: fill the options with "
-                     "oclml_ctx_options_init first", o->struct_size, sizeof *o);
+            snprintf(err_text, err_len,
+                     "options.struct_size is %zu, not %zu: fill the options with "
+                     "oclml_ctx_options_init first",
+                     o->struct_size, sizeof *o);
         return OCLML_ERR_INVALID_ARGUMENT;
     }
     oclml_ctx *ctx = ctx_alloc(o);
@@ -391,7 +402,8 @@ oclml_status oclml_ctx_device_caps(oclml_ctx *ctx, oclml_device_caps *caps) {
 }
 
 oclml_status oclml_ctx_tuning(const oclml_ctx *ctx,
-                              void (*fn)(void *, const char *, const char *, const char *, const char *),
+                              void (*fn)(void *, const char *, const char *, const char *,
+                                         const char *),
                               void *user) {
     if (!ctx || !fn) return OCLML_ERR_NULL_POINTER;
     for (size_t i = 0; oclml__tunables[i].key; i++) {
@@ -399,7 +411,8 @@ oclml_status oclml_ctx_tuning(const oclml_ctx *ctx,
         char value[128];
         size_t used = 0;
         for (unsigned j = 0; j < t->n && used < sizeof value; j++)
-            used += (size_t)snprintf(value + used, sizeof value - used, "%s%ld", j ? ":" : "", ctx->tune[i].v[j]);
+            used += (size_t)snprintf(value + used, sizeof value - used, "%s%ld", j ? ":" : "",
+                                     ctx->tune[i].v[j]);
         fn(user, t->key, value, oclml__tune_source_name(ctx->tune[i].source), t->help);
     }
     return OCLML_SUCCESS;

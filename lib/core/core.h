@@ -48,9 +48,9 @@ typedef struct oclml__caps {
  * decide from the shape and the capabilities". */
 #define OCLML__TUNE_MAX_INTS 5
 typedef struct oclml__tunable {
-    const char *key;       /* "gru.tile" */
-    unsigned n;            /* how many integers the value has */
-    long min, max;         /* bounds of each integer */
+    const char *key; /* "gru.tile" */
+    unsigned n;      /* how many integers the value has */
+    long min, max;   /* bounds of each integer */
     long defaults[OCLML__TUNE_MAX_INTS];
     const char *help;
 } oclml__tunable;
@@ -281,9 +281,8 @@ typedef struct oclml__arg {
 /* Sets the arguments and enqueues the kernel atomically with respect to other threads. local may
  * be NULL. cl_err (may be NULL) receives the OpenCL code of this launch's own failure (0 on
  * success): ops that re-plan on a refused work-group size read it, never the context's record. */
-oclml_status oclml__launch(oclml_ctx *ctx, cl_kernel kernel, const oclml__arg *args,
-                           unsigned nargs, cl_uint dims, const size_t *global, const size_t *local,
-                           cl_int *cl_err);
+oclml_status oclml__launch(oclml_ctx *ctx, cl_kernel kernel, const oclml__arg *args, unsigned nargs,
+                           cl_uint dims, const size_t *global, const size_t *local, cl_int *cl_err);
 
 /* A 1-D launch for n work units: a work-group size the device takes, and a global size that is a
  * multiple of it, capped so that kernels stride over large ranges (enough groups to fill every
@@ -302,8 +301,7 @@ void oclml__profile_mark(oclml_ctx *ctx);
 /* ---- disk cache (diskcache.c) ---- */
 void oclml__diskcache_open(oclml_ctx *ctx, const char *dir_option, size_t max_bytes);
 /* Loads and verifies an entry; true with *bin (malloc'd) on a hit. A bad entry is evicted. */
-bool oclml__diskcache_load(oclml_ctx *ctx, const uint8_t key[32], unsigned char **bin,
-                           size_t *len);
+bool oclml__diskcache_load(oclml_ctx *ctx, const uint8_t key[32], unsigned char **bin, size_t *len);
 void oclml__diskcache_store(oclml_ctx *ctx, const uint8_t key[32], const unsigned char *bin,
                             size_t len);
 /* Removes the entry of key (a binary the driver rejected). */

@@ -39,7 +39,8 @@ static char *extensions(oclml_ctx *ctx) {
 void oclml__device_probe(oclml_ctx *ctx) {
     oclml_device_info *i = &ctx->info;
     oclml__caps *c = &ctx->caps;
-    clGetPlatformInfo(ctx->platform, CL_PLATFORM_NAME, sizeof i->platform_name - 1, i->platform_name, NULL);
+    clGetPlatformInfo(ctx->platform, CL_PLATFORM_NAME, sizeof i->platform_name - 1,
+                      i->platform_name, NULL);
     clGetPlatformInfo(ctx->platform, CL_PLATFORM_VERSION, sizeof i->platform_version - 1,
                       i->platform_version, NULL);
     device_text(ctx, CL_DEVICE_NAME, i->device_name, sizeof i->device_name);
@@ -79,9 +80,12 @@ void oclml__device_probe(oclml_ctx *ctx) {
         c->register_cap_option = strstr(ext, "cl_nv_compiler_options") != NULL;
         cl_uint u = 0;
         if (strstr(ext, "cl_nv_device_attribute_query")) {
-            if (!clGetDeviceInfo(ctx->device, NV_COMPUTE_CAPABILITY_MAJOR, sizeof u, &u, NULL)) c->nv_cc_major = u;
-            if (!clGetDeviceInfo(ctx->device, NV_COMPUTE_CAPABILITY_MINOR, sizeof u, &u, NULL)) c->nv_cc_minor = u;
-            if (!clGetDeviceInfo(ctx->device, NV_WARP_SIZE, sizeof u, &u, NULL) && u) c->simd_width = u;
+            if (!clGetDeviceInfo(ctx->device, NV_COMPUTE_CAPABILITY_MAJOR, sizeof u, &u, NULL))
+                c->nv_cc_major = u;
+            if (!clGetDeviceInfo(ctx->device, NV_COMPUTE_CAPABILITY_MINOR, sizeof u, &u, NULL))
+                c->nv_cc_minor = u;
+            if (!clGetDeviceInfo(ctx->device, NV_WARP_SIZE, sizeof u, &u, NULL) && u)
+                c->simd_width = u;
         }
         if (strstr(ext, "cl_amd_device_attribute_query") &&
             !clGetDeviceInfo(ctx->device, AMD_WAVEFRONT_WIDTH, sizeof u, &u, NULL) && u)
@@ -96,23 +100,26 @@ void oclml__device_probe(oclml_ctx *ctx) {
 static const char *PTX_PROBE =
     "__kernel void oclml_probe_ptx(__global uint *p, float v) {\n"
     "    float t;\n"
-    "    asm volatile(\"shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\" : \"=f\"(t) : \"f\"(v), \"r\"(1));\n"
+    "    asm volatile(\"shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\" : \"=f\"(t) : \"f\"(v), "
+    "\"r\"(1));\n"
     "    asm volatile(\"red.release.gpu.global.add.u32 [%0], 1;\" ::\"l\"(p) : \"memory\");\n"
     "    uint u;\n"
-    "    asm volatile(\"ld.acquire.gpu.global.u32 %0, [%1];\" : \"=r\"(u) : \"l\"(p) : \"memory\");\n"
+    "    asm volatile(\"ld.acquire.gpu.global.u32 %0, [%1];\" : \"=r\"(u) : \"l\"(p) : "
+    "\"memory\");\n"
     "    p[1] = u + (uint)t;\n"
     "}\n";
-static const char *MMA_PROBE =
-    "__kernel void oclml_probe_mma(__global float *p) {\n"
-    "    uint a0 = as_uint(p[0]), b0 = as_uint(p[1]);\n"
-    "    float d0, d1, d2, d3;\n"
-    "    asm(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, \"\n"
-    "        \"{%8,%9}, {%10,%11,%12,%13};\"\n"
-    "        : \"=f\"(d0), \"=f\"(d1), \"=f\"(d2), \"=f\"(d3)\n"
-    "        : \"r\"(a0), \"r\"(a0), \"r\"(a0), \"r\"(a0), \"r\"(b0), \"r\"(b0), \"f\"(0.0f), \"f\"(0.0f),\n"
-    "          \"f\"(0.0f), \"f\"(0.0f));\n"
-    "    p[2] = d0 + d1 + d2 + d3;\n"
-    "}\n";
+static const char *MMA_PROBE = "__kernel void oclml_probe_mma(__global float *p) {\n"
+                               "    uint a0 = as_uint(p[0]), b0 = as_uint(p[1]);\n"
+                               "    float d0, d1, d2, d3;\n"
+                               "    asm(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, \"\n"
+                               "        \"{%8,%9}, {%10,%11,%12,%13};\"\n"
+                               "        : \"=f\"(d0), \"=f\"(d1), \"=f\"(d2), \"=f\"(d3)\n"
+                               "        : \"r\"(a0), \"r\"(a0), \"r\"(a0), \"r\"(a0), \"r\"(b0), "
+                               "\"r\"(b0), \"f\"(0.0f), \"f\"(0.0f),\n"
+                               "          \"f\"(0.0f), \"f\"(0.0f));\n"
+                               "    p[2] = d0 + d1 + d2 + d3;\n"
+                               "}\n";
 
 /* The probes' results are kept in the disk cache directory, keyed like a program (device, driver,
  * library version), so that a process whose disk cache knows the device builds no probe: on
@@ -142,8 +149,8 @@ static void probes_from_disk(oclml_ctx *ctx) {
     size_t n;
     char *text = oclml__read_file(path, &n);
     int ptx = -1, mma = -1;
-    if (text && sscanf(text, "inline_ptx=%d mma_tf32=%d", &ptx, &mma) == 2 && ptx >= -1 && ptx <= 1 &&
-        mma >= -1 && mma <= 1) {
+    if (text && sscanf(text, "inline_ptx=%d mma_tf32=%d", &ptx, &mma) == 2 && ptx >= -1 &&
+        ptx <= 1 && mma >= -1 && mma <= 1) {
         if (ctx->caps.inline_ptx < 0) ctx->caps.inline_ptx = ptx;
         if (ctx->caps.mma_tf32 < 0) ctx->caps.mma_tf32 = mma;
     }
@@ -157,7 +164,8 @@ static void probes_to_disk(oclml_ctx *ctx) {
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) return;
-    bool ok = fprintf(f, "inline_ptx=%d mma_tf32=%d\n", ctx->caps.inline_ptx, ctx->caps.mma_tf32) > 0;
+    bool ok =
+        fprintf(f, "inline_ptx=%d mma_tf32=%d\n", ctx->caps.inline_ptx, ctx->caps.mma_tf32) > 0;
     ok = !fclose(f) && ok;
     if (!ok || rename(tmp, path)) unlink(tmp); /* readers never see a partial file */
 }
@@ -177,7 +185,9 @@ static bool probe(oclml_ctx *ctx, int *fact, const char *label, const char *sour
     return yes;
 }
 
-bool oclml__caps_ptx(oclml_ctx *ctx) { return probe(ctx, &ctx->caps.inline_ptx, "inline PTX", PTX_PROBE); }
+bool oclml__caps_ptx(oclml_ctx *ctx) {
+    return probe(ctx, &ctx->caps.inline_ptx, "inline PTX", PTX_PROBE);
+}
 
 bool oclml__caps_mma(oclml_ctx *ctx) {
     return oclml__caps_ptx(ctx) && probe(ctx, &ctx->caps.mma_tf32, "TF32 mma.sync", MMA_PROBE);

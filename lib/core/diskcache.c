@@ -77,7 +77,8 @@ void oclml__diskcache_open(oclml_ctx *ctx, const char *dir_option, size_t max_by
         return;
     }
     /* Without trailing slashes, lstat sees a symbolic link as one ("dir/" would follow it). */
-    for (size_t len = strlen(d->dir); len > 1 && d->dir[len - 1] == '/'; len--) d->dir[len - 1] = '\0';
+    for (size_t len = strlen(d->dir); len > 1 && d->dir[len - 1] == '/'; len--)
+        d->dir[len - 1] = '\0';
     if (make_dirs(d->dir)) {
         disable(ctx, "cannot create %s", d->dir);
         return;
@@ -87,11 +88,11 @@ void oclml__diskcache_open(oclml_ctx *ctx, const char *dir_option, size_t max_by
         disable(ctx, "cannot stat %s", d->dir);
         return;
     }
-    const char *unsafe = S_ISLNK(st.st_mode)              ? "%s is a symbolic link"
-                         : !S_ISDIR(st.st_mode)           ? "%s is not a directory"
-                         : st.st_uid != geteuid()         ? "%s is owned by another user"
+    const char *unsafe = S_ISLNK(st.st_mode)                ? "%s is a symbolic link"
+                         : !S_ISDIR(st.st_mode)             ? "%s is not a directory"
+                         : st.st_uid != geteuid()           ? "%s is owned by another user"
                          : st.st_mode & (S_IWGRP | S_IWOTH) ? "%s is writable by others"
-                                                          : NULL;
+                                                            : NULL;
     if (unsafe) {
         disable(ctx, unsafe, d->dir);
         return;
@@ -149,7 +150,8 @@ void oclml__diskcache_evict(oclml_ctx *ctx, const uint8_t key[32]) {
     unlink(path);
 }
 
-bool oclml__diskcache_load(oclml_ctx *ctx, const uint8_t key[32], unsigned char **bin, size_t *len) {
+bool oclml__diskcache_load(oclml_ctx *ctx, const uint8_t key[32], unsigned char **bin,
+                           size_t *len) {
     if (!ctx->disk.enabled) return false;
     char path[1200];
     entry_path(ctx, key, path, sizeof path);
@@ -266,8 +268,8 @@ void oclml__diskcache_store(oclml_ctx *ctx, const uint8_t key[32], const unsigne
     snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", ctx->disk.dir);
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        oclml__log(ctx, OCLML_LOG_WARN, "disk cache: cannot create a file in %s: %s",
-                   ctx->disk.dir, strerror(errno));
+        oclml__log(ctx, OCLML_LOG_WARN, "disk cache: cannot create a file in %s: %s", ctx->disk.dir,
+                   strerror(errno));
         return;
     }
     unsigned char header[HEADER_BYTES];

@@ -4,8 +4,8 @@
 
 #include <stdio.h>
 
-oclml_status oclml__launch(oclml_ctx *ctx, cl_kernel kernel, const oclml__arg *args,
-                           unsigned nargs, cl_uint dims, const size_t *global, const size_t *local,
+oclml_status oclml__launch(oclml_ctx *ctx, cl_kernel kernel, const oclml__arg *args, unsigned nargs,
+                           cl_uint dims, const size_t *global, const size_t *local,
                            cl_int *cl_err) {
     cl_int err = CL_SUCCESS;
     unsigned i;

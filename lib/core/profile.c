@@ -32,7 +32,8 @@ void oclml__event_done(oclml_ctx *ctx, cl_event ev) {
 void oclml__profile_mark(oclml_ctx *ctx) {
     pthread_mutex_lock(&ctx->launch_lock);
     cl_event ev = NULL;
-    if (ctx->profiling_active && clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &ev) == CL_SUCCESS)
+    if (ctx->profiling_active &&
+        clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &ev) == CL_SUCCESS)
         oclml__profile_commit(ctx, ev);
     pthread_mutex_unlock(&ctx->launch_lock);
 }
@@ -67,17 +68,23 @@ oclml_status oclml_ctx_profile_end(oclml_ctx *ctx, double *device_ms) {
     if (active && ctx->n_events) err = clWaitForEvents((cl_uint)ctx->n_events, ctx->events);
     for (size_t i = 0; active && !err && i < ctx->n_events; i++) {
         cl_ulong s = 0, e = 0;
-        err = clGetEventProfilingInfo(ctx->events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL);
-        if (!err) err = clGetEventProfilingInfo(ctx->events[i], CL_PROFILING_COMMAND_END, sizeof e, &e, NULL);
+        err =
+            clGetEventProfilingInfo(ctx->events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, NULL);
+        if (!err)
+            err = clGetEventProfilingInfo(ctx->events[i], CL_PROFILING_COMMAND_END, sizeof e, &e,
+                                          NULL);
         if (i == 0 || s < first) first = s;
         if (e > last) last = e;
     }
     size_t n = ctx->n_events;
     drop_events(ctx);
     pthread_mutex_unlock(&ctx->launch_lock);
-    if (!active) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "profile_end without profile_begin");
+    if (!active)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "profile_end without profile_begin");
     if (err) return oclml__cl_fail(ctx, err, "profiling events");
-    if (n == 0) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "no kernel was enqueued while profiling");
+    if (n == 0)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "no kernel was enqueued while profiling");
     *device_ms = (double)(last - first) * 1e-6;
     return OCLML_SUCCESS;
 }

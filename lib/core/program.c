@@ -64,9 +64,11 @@ static void search_dirs(const oclml_ctx *ctx, search_path *sp, char *listed, siz
                 memcpy(dir, s, n);
                 dir[n] = '\0';
                 if (listed && used < len)
-                    used += (size_t)snprintf(listed + used, len - used, "%s%s%s", used ? ", " : "", dir,
-                                             dir_writable_by_others(dir) ? " (skipped: writable by others)" : "");
-                if (sp->n < MAX_SEARCH_DIRS && dir_usable(ctx, dir)) memcpy(sp->dirs[sp->n++], dir, n + 1);
+                    used += (size_t)snprintf(
+                        listed + used, len - used, "%s%s%s", used ? ", " : "", dir,
+                        dir_writable_by_others(dir) ? " (skipped: writable by others)" : "");
+                if (sp->n < MAX_SEARCH_DIRS && dir_usable(ctx, dir))
+                    memcpy(sp->dirs[sp->n++], dir, n + 1);
             }
             s = colon ? colon + 1 : NULL;
         }
@@ -74,7 +76,8 @@ static void search_dirs(const oclml_ctx *ctx, search_path *sp, char *listed, siz
 }
 
 /* Finds sub/name, then name, in the search path's directories. */
-static bool find_in(const search_path *sp, const char *sub, const char *name, char *path, size_t len) {
+static bool find_in(const search_path *sp, const char *sub, const char *name, char *path,
+                    size_t len) {
     struct stat st;
     for (int i = 0; i < sp->n; i++) {
         snprintf(path, len, "%s/%s/%s", sp->dirs[i], sub, name);
@@ -87,7 +90,8 @@ static bool find_in(const search_path *sp, const char *sub, const char *name, ch
 
 static bool name_with_suffix(const char *name, const char *suffix) {
     size_t n = strlen(name), s = strlen(suffix);
-    return n > s && n < 128 && !strchr(name, '/') && name[0] != '.' && !strcmp(name + n - s, suffix);
+    return n > s && n < 128 && !strchr(name, '/') && name[0] != '.' &&
+           !strcmp(name + n - s, suffix);
 }
 
 /* ---- composing the source ----
@@ -185,7 +189,8 @@ static oclml_status compose(composer *c, const char *path, const char *label, in
         line = end + 1;
     }
     free(text);
-    if (!ok && !st) st = oclml__fail(c->ctx, OCLML_ERR_OUT_OF_MEMORY, "out of memory composing %s", label);
+    if (!ok && !st)
+        st = oclml__fail(c->ctx, OCLML_ERR_OUT_OF_MEMORY, "out of memory composing %s", label);
     return st;
 }
 
@@ -194,7 +199,8 @@ static oclml_status compose_file(oclml_ctx *ctx, const char *file, char **source
     if (!name_with_suffix(file, ".cl"))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "'%s' is not a kernel file name (NAME.cl, no directory; helpers are "
-                           "headers that kernel files include)", file);
+                           "headers that kernel files include)",
+                           file);
     search_path sp;
     char listed[4096];
     search_dirs(ctx, &sp, listed, sizeof listed);
@@ -202,7 +208,8 @@ static oclml_status compose_file(oclml_ctx *ctx, const char *file, char **source
     if (!find_in(&sp, "ops", file, path, sizeof path))
         return oclml__fail(ctx, OCLML_ERR_KERNEL_NOT_FOUND,
                            "kernel source '%s' not found; searched: %s (set OCLML_KERNEL_PATH or "
-                           "the kernel_path option)", file, listed[0] ? listed : "(no directory)");
+                           "the kernel_path option)",
+                           file, listed[0] ? listed : "(no directory)");
     composer c = {.ctx = ctx, .sp = &sp};
     oclml_status st = compose(&c, path, file, 0);
     if (st) {
@@ -245,22 +252,26 @@ static char *full_options(oclml_ctx *ctx, const oclml__program_spec *spec, bool 
         size_t used = 0;
         for (const char *s = spec->kernels; *s && used < sizeof wants;) {
             size_t n = strcspn(s, " ");
-            if (n) used += (size_t)snprintf(wants + used, sizeof wants - used, " -DOCLML_WANT_%.*s=1", (int)n, s);
+            if (n)
+                used += (size_t)snprintf(wants + used, sizeof wants - used, " -DOCLML_WANT_%.*s=1",
+                                         (int)n, s);
             s += n;
             s += strspn(s, " ");
         }
     }
-    char *opts = dev ? oclml__asprintf("-cl-std=CL1.2%s%s%s %s %s", dev,
-                                       uses_ptx && oclml__caps_ptx(ctx) ? " -DOCLML_PTX=1" : "",
-                                       wants, spec->defines ? spec->defines : "", ctx->build_options)
-                     : NULL;
+    char *opts =
+        dev ? oclml__asprintf("-cl-std=CL1.2%s%s%s %s %s", dev,
+                              uses_ptx && oclml__caps_ptx(ctx) ? " -DOCLML_PTX=1" : "", wants,
+                              spec->defines ? spec->defines : "", ctx->build_options)
+            : NULL;
     free(dev);
     return opts;
 }
 
 /* ---- building ---- */
 
-static void disk_key(const oclml_ctx *ctx, const char *source, const char *options, uint8_t key[32]) {
+static void disk_key(const oclml_ctx *ctx, const char *source, const char *options,
+                     uint8_t key[32]) {
     oclml__sha256_ctx s;
     oclml__sha256_init(&s);
     oclml__sha256_update_str(&s, "oclml-program-cache-v2");
@@ -312,9 +323,11 @@ static cl_program program_from_disk(oclml_ctx *ctx, const uint8_t key[32], const
     }
     cl_int err, bin_status = CL_SUCCESS;
     const unsigned char *bins[1] = {bin};
-    cl_program prog = clCreateProgramWithBinary(ctx->context, 1, &ctx->device, &len, bins, &bin_status, &err);
+    cl_program prog =
+        clCreateProgramWithBinary(ctx->context, 1, &ctx->device, &len, bins, &bin_status, &err);
     free(bin);
-    if (prog && !err && !bin_status) err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
+    if (prog && !err && !bin_status)
+        err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
     if (!prog || err || bin_status) {
         if (prog) clReleaseProgram(prog);
         oclml__log(ctx, OCLML_LOG_WARN, "cached binary rejected by the driver (%s); rebuilding",
@@ -347,7 +360,8 @@ static oclml_status build_source(oclml_ctx *ctx, const char *label, const char *
     if (!oclml__options_well_formed(ctx->build_options))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "build options '%s' are malformed (each must be a -option; -D needs a "
-                           "name; no quotes or backslashes)", ctx->build_options);
+                           "name; no quotes or backslashes)",
+                           ctx->build_options);
     uint8_t key[32];
     disk_key(ctx, source, options, key);
     cl_program prog = program_from_disk(ctx, key, options);
@@ -357,7 +371,8 @@ static oclml_status build_source(oclml_ctx *ctx, const char *label, const char *
     }
     cl_int err;
     prog = clCreateProgramWithSource(ctx->context, 1, &source, NULL, &err);
-    if (!prog) return quiet ? OCLML_ERR_OPENCL : oclml__cl_fail(ctx, err, "clCreateProgramWithSource");
+    if (!prog)
+        return quiet ? OCLML_ERR_OPENCL : oclml__cl_fail(ctx, err, "clCreateProgramWithSource");
     oclml__count(ctx, &ctx->builds);
     oclml__log(ctx, OCLML_LOG_DEBUG, "building %s with: %s", label, options);
     err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
@@ -366,15 +381,17 @@ static oclml_status build_source(oclml_ctx *ctx, const char *label, const char *
     if (err) {
         st = OCLML_ERR_BUILD_FAILED;
         if (!quiet)
-            oclml__fail_text(ctx, st, err,
-                             oclml__asprintf("building %s failed (%s) on device '%s' [%s]\noptions: "
-                                             "%s\nbuild log:\n%s",
-                                             label, oclml__cl_error_name(err), ctx->info.device_name,
-                                             ctx->info.platform_name, options, log ? log : "(unavailable)"));
+            oclml__fail_text(
+                ctx, st, err,
+                oclml__asprintf("building %s failed (%s) on device '%s' [%s]\noptions: "
+                                "%s\nbuild log:\n%s",
+                                label, oclml__cl_error_name(err), ctx->info.device_name,
+                                ctx->info.platform_name, options, log ? log : "(unavailable)"));
         clReleaseProgram(prog);
     } else {
         /* Warnings, or register and spill counts with -cl-nv-verbose. */
-        if (log && log[strspn(log, " \n")]) oclml__log(ctx, OCLML_LOG_DEBUG, "%s build log:\n%s", label, log);
+        if (log && log[strspn(log, " \n")])
+            oclml__log(ctx, OCLML_LOG_DEBUG, "%s build log:\n%s", label, log);
         program_to_disk(ctx, prog, key);
         *out = prog;
     }
@@ -424,7 +441,8 @@ static void unlink_entry(oclml_ctx *ctx, oclml__program_entry *e) {
 }
 
 /* Composes and builds the program of e (not holding build_lock). */
-static oclml_status build_entry(oclml_ctx *ctx, const oclml__program_spec *spec, oclml__program_entry *e) {
+static oclml_status build_entry(oclml_ctx *ctx, const oclml__program_spec *spec,
+                                oclml__program_entry *e) {
     char *source = NULL, *options = NULL;
     bool uses_ptx = false;
     oclml_status st = compose_file(ctx, spec->file, &source, &uses_ptx);
@@ -443,11 +461,14 @@ static oclml_status build_entry(oclml_ctx *ctx, const oclml__program_spec *spec,
     cl_program shared = NULL;
     pthread_mutex_lock(&ctx->build_lock);
     for (oclml__program_entry *o = ctx->programs; o && !shared; o = o->next)
-        if (o != e && o->state == OCLML__PROG_READY && !memcmp(o->key, e->key, 32)) shared = o->program;
+        if (o != e && o->state == OCLML__PROG_READY && !memcmp(o->key, e->key, 32))
+            shared = o->program;
     if (shared) clRetainProgram(shared);
     pthread_mutex_unlock(&ctx->build_lock);
-    if (shared) e->program = shared;
-    else st = build_source(ctx, spec->file, source, options, false, &e->program);
+    if (shared)
+        e->program = shared;
+    else
+        st = build_source(ctx, spec->file, source, options, false, &e->program);
     free(source);
     free(options);
     return st;
@@ -459,7 +480,8 @@ static oclml_status get_program(oclml_ctx *ctx, const oclml__program_spec *spec,
     char req[1024];
     if (built_ms) *built_ms = 0;
     if (!spec->file || request_text(spec, req, sizeof req))
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "kernel request too long or without a file");
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "kernel request too long or without a file");
     pthread_mutex_lock(&ctx->build_lock);
     for (;;) {
         oclml__program_entry *e = ctx->programs;
@@ -535,7 +557,8 @@ oclml_status oclml__kernel(oclml_ctx *ctx, const oclml__program_spec *spec, cons
     return st;
 }
 
-oclml_status oclml__program_build(oclml_ctx *ctx, const oclml__program_spec *spec, double *built_ms) {
+oclml_status oclml__program_build(oclml_ctx *ctx, const oclml__program_spec *spec,
+                                  double *built_ms) {
     oclml__program_entry *p;
     return get_program(ctx, spec, &p, built_ms);
 }
@@ -556,7 +579,8 @@ oclml_status oclml_ctx_build_file(oclml_ctx *ctx, const char *file, const char *
     if (options && !oclml__options_well_formed(options))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "build options '%s' are malformed (each must be a -option; -D needs a "
-                           "name; no quotes or backslashes)", options);
+                           "name; no quotes or backslashes)",
+                           options);
     double t0 = oclml__now_ms();
     oclml__program_spec spec = {.file = file, .defines = options};
     oclml__program_entry *p;

@@ -14,9 +14,11 @@ static oclml_status shape_size(const oclml_ctx *ctx, int ndim, const size_t *sha
     size_t n = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] == 0)
-            return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "dimension %d is 0; every dimension must be >= 1", i);
+            return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                               "dimension %d is 0; every dimension must be >= 1", i);
         if (!oclml__mul_ok(n, shape[i], &n))
-            return oclml__fail(ctx, OCLML_ERR_SIZE_OVERFLOW, "element count of the shape overflows");
+            return oclml__fail(ctx, OCLML_ERR_SIZE_OVERFLOW,
+                               "element count of the shape overflows");
     }
     if (!oclml__mul_ok(n, sizeof(float), bytes))
         return oclml__fail(ctx, OCLML_ERR_SIZE_OVERFLOW, "byte size of the shape overflows");
@@ -24,8 +26,8 @@ static oclml_status shape_size(const oclml_ctx *ctx, int ndim, const size_t *sha
     return OCLML_SUCCESS;
 }
 
-static oclml_status tensor_new(oclml_ctx *ctx, cl_mem mem, size_t offset, int ndim, const size_t *shape,
-                               size_t numel, oclml_tensor **out) {
+static oclml_status tensor_new(oclml_ctx *ctx, cl_mem mem, size_t offset, int ndim,
+                               const size_t *shape, size_t numel, oclml_tensor **out) {
     oclml_tensor *t = calloc(1, sizeof *t);
     if (!t) return oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of host memory");
     t->ctx = ctx;
@@ -38,7 +40,8 @@ static oclml_status tensor_new(oclml_ctx *ctx, cl_mem mem, size_t offset, int nd
     return OCLML_SUCCESS;
 }
 
-oclml_status oclml_tensor_create(oclml_ctx *ctx, int ndim, const size_t *shape, oclml_tensor **out) {
+oclml_status oclml_tensor_create(oclml_ctx *ctx, int ndim, const size_t *shape,
+                                 oclml_tensor **out) {
     oclml_status st = oclml__check_ctx(ctx);
     if (st) return st;
     if (!out) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "tensor out-pointer is NULL");
@@ -62,11 +65,12 @@ oclml_status oclml_tensor_wrap(oclml_ctx *ctx, cl_mem buffer, size_t offset_byte
                                const size_t *shape, oclml_tensor **out) {
     oclml_status st = oclml__check_ctx(ctx);
     if (st) return st;
-    if (!out || !buffer) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "buffer or out-pointer is NULL");
+    if (!out || !buffer)
+        return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "buffer or out-pointer is NULL");
     *out = NULL;
     if (offset_bytes % sizeof(float))
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "offset %zu is not a multiple of 4 bytes",
-                           offset_bytes);
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "offset %zu is not a multiple of 4 bytes", offset_bytes);
     size_t numel, bytes, end;
     st = shape_size(ctx, ndim, shape, &numel, &bytes);
     if (st) return st;
@@ -76,7 +80,8 @@ oclml_status oclml_tensor_wrap(oclml_ctx *ctx, cl_mem buffer, size_t offset_byte
     if (!err) err = clGetMemObjectInfo(buffer, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
     if (err) return oclml__cl_fail(ctx, err, "clGetMemObjectInfo");
     if (owner != ctx->context)
-        return oclml__fail(ctx, OCLML_ERR_CONTEXT_MISMATCH, "the buffer belongs to another cl_context");
+        return oclml__fail(ctx, OCLML_ERR_CONTEXT_MISMATCH,
+                           "the buffer belongs to another cl_context");
     if (!oclml__add_ok(offset_bytes, bytes, &end) || end > size)
         return oclml__fail(ctx, OCLML_ERR_BUFFER_TOO_SMALL,
                            "buffer of %zu bytes cannot hold %zu bytes at offset %zu", size, bytes,
@@ -98,8 +103,8 @@ static oclml_status check_transfer(const oclml_tensor *t, const void *host, size
     oclml__clear_error(t->ctx);
     if (!host) return oclml__fail(t->ctx, OCLML_ERR_NULL_POINTER, "host pointer is NULL");
     if (count != t->numel)
-        return oclml__fail(t->ctx, OCLML_ERR_INVALID_SHAPE, "count %zu does not match the tensor's %zu elements",
-                           count, t->numel);
+        return oclml__fail(t->ctx, OCLML_ERR_INVALID_SHAPE,
+                           "count %zu does not match the tensor's %zu elements", count, t->numel);
     return OCLML_SUCCESS;
 }
 

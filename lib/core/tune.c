@@ -15,8 +15,8 @@
 #error "OCLML_DATA_DIR must be defined by the build ($(pkgdatadir))"
 #endif
 
-static const char *SOURCE_NAMES[] = {"default", "shipped file", "tuned file",
-                                     "tuning option", "OCLML_TUNE"};
+static const char *SOURCE_NAMES[] = {"default", "shipped file", "tuned file", "tuning option",
+                                     "OCLML_TUNE"};
 
 const char *oclml__tune_source_name(oclml__tune_source s) {
     return (unsigned)s < sizeof SOURCE_NAMES / sizeof SOURCE_NAMES[0] ? SOURCE_NAMES[s] : "?";
@@ -24,12 +24,14 @@ const char *oclml__tune_source_name(oclml__tune_source s) {
 
 static int find_key(const char *key, size_t n) {
     for (int i = 0; oclml__tunables[i].key; i++)
-        if (strlen(oclml__tunables[i].key) == n && !strncmp(oclml__tunables[i].key, key, n)) return i;
+        if (strlen(oclml__tunables[i].key) == n && !strncmp(oclml__tunables[i].key, key, n))
+            return i;
     return -1;
 }
 
 /* Parses "a:b:c" into the knob's integers; every one must be given and within bounds. */
-static bool parse_value(const oclml__tunable *t, const char *s, size_t n, long out[OCLML__TUNE_MAX_INTS]) {
+static bool parse_value(const oclml__tunable *t, const char *s, size_t n,
+                        long out[OCLML__TUNE_MAX_INTS]) {
     char buf[128];
     if (n == 0 || n >= sizeof buf) return false;
     memcpy(buf, s, n);
@@ -58,32 +60,36 @@ static oclml_status set_from(oclml_ctx *ctx, const char *key, size_t kn, const c
         for (int j = 0; oclml__tunables[j].key && used < sizeof known; j++)
             used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", j ? ", " : "",
                                      oclml__tunables[j].key);
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "%s: unknown tuning key '%.*s' (known: %s)",
-                           origin, (int)kn, key, known);
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "%s: unknown tuning key '%.*s' (known: %s)", origin, (int)kn, key,
+                           known);
     }
     const oclml__tunable *t = &oclml__tunables[i];
     long v[OCLML__TUNE_MAX_INTS] = {0};
     if (!parse_value(t, val, vn, v))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "%s: bad value '%.*s' for %s: %u integer%s from %ld to %ld, ':' between "
-                           "them (%s)", origin, (int)vn, val, t->key, t->n, t->n > 1 ? "s" : "",
-                           t->min, t->max, t->help);
+                           "them (%s)",
+                           origin, (int)vn, val, t->key, t->n, t->n > 1 ? "s" : "", t->min, t->max,
+                           t->help);
     memcpy(ctx->tune[i].v, v, sizeof v);
     ctx->tune[i].source = src;
     return OCLML_SUCCESS;
 }
 
 /* "key=value, key=value" (commas, semicolons or spaces between entries). */
-static oclml_status apply_string(oclml_ctx *ctx, const char *s, oclml__tune_source src, const char *origin) {
+static oclml_status apply_string(oclml_ctx *ctx, const char *s, oclml__tune_source src,
+                                 const char *origin) {
     while (s && *s) {
         s += strspn(s, " ,;\t\n");
         if (!*s) break;
         size_t n = strcspn(s, " ,;\t\n");
         const char *eq = memchr(s, '=', n);
         if (!eq)
-            return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "%s: '%.*s' is not key=value", origin,
-                               (int)n, s);
-        oclml_status st = set_from(ctx, s, (size_t)(eq - s), eq + 1, (size_t)(s + n - eq - 1), src, origin);
+            return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "%s: '%.*s' is not key=value",
+                               origin, (int)n, s);
+        oclml_status st =
+            set_from(ctx, s, (size_t)(eq - s), eq + 1, (size_t)(s + n - eq - 1), src, origin);
         if (st) return st;
         s += n;
     }
@@ -134,8 +140,8 @@ static void apply_file(oclml_ctx *ctx, const char *path, oclml__tune_source src)
         if (line[strspn(line, " \t\r")]) {
             if (!json_field(line, "key", &k, &kn) || !json_field(line, "value", &v, &vn) ||
                 set_from(ctx, k, kn, v, vn, src, path)) {
-                oclml__log(ctx, OCLML_LOG_WARN, "%s:%u: tuning line skipped (%s)", path, line_no + 1,
-                           oclml_ctx_last_error(ctx));
+                oclml__log(ctx, OCLML_LOG_WARN, "%s:%u: tuning line skipped (%s)", path,
+                           line_no + 1, oclml_ctx_last_error(ctx));
                 oclml__clear_error(ctx);
             }
         }
@@ -149,7 +155,8 @@ oclml_status oclml__tune_init(oclml_ctx *ctx, const char *option) {
     while (oclml__tunables[n].key) n++;
     ctx->tune = calloc(n + 1, sizeof *ctx->tune);
     if (!ctx->tune) return oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of memory");
-    for (size_t i = 0; i < n; i++) memcpy(ctx->tune[i].v, oclml__tunables[i].defaults, sizeof ctx->tune[i].v);
+    for (size_t i = 0; i < n; i++)
+        memcpy(ctx->tune[i].v, oclml__tunables[i].defaults, sizeof ctx->tune[i].v);
     char name[160], path[1400];
     device_file_name(ctx, name, sizeof name);
     snprintf(path, sizeof path, "%s/tuning/%s", OCLML_DATA_DIR, name);

@@ -8,14 +8,16 @@
 
 /* The kernel file's names of the functions (U_NAME, D_NAME, B_NAME there). */
 static const char *const UNARY_NAMES[] = {
-    [OCLML_NEG] = "NEG",     [OCLML_ABS] = "ABS",           [OCLML_EXP] = "EXP",
-    [OCLML_LOG] = "LOG",     [OCLML_SQRT] = "SQRT",         [OCLML_RSQRT] = "RSQRT",
-    [OCLML_RECIP] = "RECIP", [OCLML_RELU] = "RELU",         [OCLML_SIGMOID] = "SIGMOID",
-    [OCLML_TANH] = "TANH",   [OCLML_GELU_ERF] = "GELU_ERF", [OCLML_GELU_TANH] = "GELU_TANH",
-    [OCLML_SILU] = "SILU",   [OCLML_POW] = "POW"};
-static const char *const BINARY_NAMES[] = {[OCLML_ADD] = "ADD", [OCLML_SUB] = "SUB",
-                                           [OCLML_MUL] = "MUL", [OCLML_DIV] = "DIV",
-                                           [OCLML_MAX] = "MAX", [OCLML_MIN] = "MIN"};
+    [OCLML_NEG] = "NEG",           [OCLML_ABS] = "ABS",
+    [OCLML_EXP] = "EXP",           [OCLML_LOG] = "LOG",
+    [OCLML_SQRT] = "SQRT",         [OCLML_RSQRT] = "RSQRT",
+    [OCLML_RECIP] = "RECIP",       [OCLML_RELU] = "RELU",
+    [OCLML_SIGMOID] = "SIGMOID",   [OCLML_TANH] = "TANH",
+    [OCLML_GELU_ERF] = "GELU_ERF", [OCLML_GELU_TANH] = "GELU_TANH",
+    [OCLML_SILU] = "SILU",         [OCLML_POW] = "POW"};
+static const char *const BINARY_NAMES[] = {
+    [OCLML_ADD] = "ADD", [OCLML_SUB] = "SUB", [OCLML_MUL] = "MUL",
+    [OCLML_DIV] = "DIV", [OCLML_MAX] = "MAX", [OCLML_MIN] = "MIN"};
 #define N_UNARY (sizeof UNARY_NAMES / sizeof UNARY_NAMES[0])
 #define N_BINARY (sizeof BINARY_NAMES / sizeof BINARY_NAMES[0])
 
@@ -30,7 +32,8 @@ static void variant(ew_variant *v, const char *kernel, bool unary, const char *f
     v->spec = (oclml__program_spec){FILE_CL, v->defines, kernel, 0};
 }
 
-static oclml_status kernel_for(oclml_ctx *ctx, const char *kernel, bool unary, const char *fn, cl_kernel *k) {
+static oclml_status kernel_for(oclml_ctx *ctx, const char *kernel, bool unary, const char *fn,
+                               cl_kernel *k) {
     ew_variant v;
     variant(&v, kernel, unary, fn);
     return oclml__kernel(ctx, &v.spec, kernel, k);
@@ -57,26 +60,29 @@ static oclml_status unary(oclml_ctx *ctx, oclml_unary_op op, float p, const oclm
     if (st) return st;
     cl_ulong xo = oclml__elem_offset(x), oo = oclml__elem_offset(out), n = x->numel;
     if (!backward) {
-        oclml__arg args[] = {OCLML_ARG(x->mem), OCLML_ARG(xo), OCLML_ARG(out->mem), OCLML_ARG(oo),
-                             OCLML_ARG(n), OCLML_ARG(p)};
+        oclml__arg args[] = {OCLML_ARG(x->mem), OCLML_ARG(xo), OCLML_ARG(out->mem),
+                             OCLML_ARG(oo),     OCLML_ARG(n),  OCLML_ARG(p)};
         return launch_n(ctx, k, args, 6, x->numel);
     }
     cl_ulong go = oclml__elem_offset(dy);
-    oclml__arg args[] = {OCLML_ARG(x->mem), OCLML_ARG(xo), OCLML_ARG(dy->mem), OCLML_ARG(go),
-                         OCLML_ARG(out->mem), OCLML_ARG(oo), OCLML_ARG(n), OCLML_ARG(p)};
+    oclml__arg args[] = {OCLML_ARG(x->mem),   OCLML_ARG(xo), OCLML_ARG(dy->mem), OCLML_ARG(go),
+                         OCLML_ARG(out->mem), OCLML_ARG(oo), OCLML_ARG(n),       OCLML_ARG(p)};
     return launch_n(ctx, k, args, 8, x->numel);
 }
 
-oclml_status oclml_unary(oclml_ctx *ctx, oclml_unary_op op, const oclml_tensor *x, oclml_tensor *y) {
+oclml_status oclml_unary(oclml_ctx *ctx, oclml_unary_op op, const oclml_tensor *x,
+                         oclml_tensor *y) {
     if (op == OCLML_POW)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "OCLML_POW takes an exponent: use oclml_pow");
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "OCLML_POW takes an exponent: use oclml_pow");
     return unary(ctx, op, 0.0f, x, NULL, y, false);
 }
 
 oclml_status oclml_unary_backward(oclml_ctx *ctx, oclml_unary_op op, const oclml_tensor *x,
                                   const oclml_tensor *dy, oclml_tensor *dx) {
     if (op == OCLML_POW)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "OCLML_POW takes an exponent: use oclml_pow_backward");
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "OCLML_POW takes an exponent: use oclml_pow_backward");
     return unary(ctx, op, 0.0f, x, dy, dx, true);
 }
 
@@ -104,22 +110,27 @@ oclml_status oclml_binary(oclml_ctx *ctx, oclml_binary_op op, const oclml_tensor
     if (st) return st;
     size_t cols = a->shape[a->ndim - 1];
     bool same = b->numel == a->numel;
-    for (int i = 0; same && i < a->ndim; i++) same = b->ndim == a->ndim && b->shape[i] == a->shape[i];
+    for (int i = 0; same && i < a->ndim; i++)
+        same = b->ndim == a->ndim && b->shape[i] == a->shape[i];
     bool row = !same && b->ndim == 1 && b->numel == cols;
     if (!same && !row)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
-                           "b must have a's shape or be a row vector of %zu elements (a's last dimension)", cols);
+        return oclml__fail(
+            ctx, OCLML_ERR_INVALID_SHAPE,
+            "b must have a's shape or be a row vector of %zu elements (a's last dimension)", cols);
     if (row && cols > 0xFFFFFFFFu)
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "broadcast rows longer than 2^32 - 1");
     /* A row of a multiple of 4 columns goes by float4 groups. */
-    const char *kernel = same ? "oclml_binary" : cols % 4 ? "oclml_binary_row" : "oclml_binary_row4";
+    const char *kernel = same       ? "oclml_binary"
+                         : cols % 4 ? "oclml_binary_row"
+                                    : "oclml_binary_row4";
     cl_kernel k;
     st = kernel_for(ctx, kernel, false, BINARY_NAMES[op], &k);
     if (st) return st;
-    cl_ulong ao = oclml__elem_offset(a), bo = oclml__elem_offset(b), yo = oclml__elem_offset(y), n = a->numel;
+    cl_ulong ao = oclml__elem_offset(a), bo = oclml__elem_offset(b), yo = oclml__elem_offset(y),
+             n = a->numel;
     cl_uint ucols = (cl_uint)cols;
     oclml__arg args[] = {OCLML_ARG(a->mem), OCLML_ARG(ao), OCLML_ARG(b->mem), OCLML_ARG(bo),
-                         OCLML_ARG(y->mem), OCLML_ARG(yo), OCLML_ARG(n), OCLML_ARG(ucols)};
+                         OCLML_ARG(y->mem), OCLML_ARG(yo), OCLML_ARG(n),      OCLML_ARG(ucols)};
     if (row && cols % 4) { /* scalar broadcast kernel: one element per work-item step */
         size_t global, local;
         oclml__grid_1d(ctx, a->numel, &global, &local);
@@ -138,8 +149,8 @@ oclml_status oclml_binary_scalar(oclml_ctx *ctx, oclml_binary_op op, const oclml
     st = kernel_for(ctx, "oclml_binary_scalar", false, BINARY_NAMES[op], &k);
     if (st) return st;
     cl_ulong ao = oclml__elem_offset(a), yo = oclml__elem_offset(y), n = a->numel;
-    oclml__arg args[] = {OCLML_ARG(a->mem), OCLML_ARG(ao), OCLML_ARG(s), OCLML_ARG(y->mem),
-                         OCLML_ARG(yo), OCLML_ARG(n)};
+    oclml__arg args[] = {OCLML_ARG(a->mem), OCLML_ARG(ao), OCLML_ARG(s),
+                         OCLML_ARG(y->mem), OCLML_ARG(yo), OCLML_ARG(n)};
     return launch_n(ctx, k, args, 6, a->numel);
 }
 

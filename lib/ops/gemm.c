@@ -31,21 +31,24 @@ static oclml_status check_gemm(oclml_ctx *ctx, oclml_transpose ta, oclml_transpo
     if (!st) st = oclml__check_tensor(ctx, c, "c");
     if (st) return st;
     if ((ta != OCLML_NO_TRANS && ta != OCLML_TRANS) || (tb != OCLML_NO_TRANS && tb != OCLML_TRANS))
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "transpose flags must be OCLML_NO_TRANS or OCLML_TRANS");
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "transpose flags must be OCLML_NO_TRANS or OCLML_TRANS");
     const oclml_tensor *ops[3] = {a, b, c};
     const char *names = "abc";
     for (int i = 0; i < 3; i++)
         if (ops[i]->ndim < 2 || ops[i]->ndim > max_dims)
-            return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "gemm operand %c has %d dimensions, 2%s expected",
-                               names[i], ops[i]->ndim, max_dims > 2 ? " or 3" : "");
+            return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                               "gemm operand %c has %d dimensions, 2%s expected", names[i],
+                               ops[i]->ndim, max_dims > 2 ? " or 3" : "");
     size_t ka, kb, nc, mc;
     op_dims(a, ta, m, &ka);
     op_dims(b, tb, &kb, n);
     op_dims(c, OCLML_NO_TRANS, &mc, &nc);
     if (ka != kb || mc != *m || nc != *n)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
-                           "gemm shapes do not chain: op(a) is %zux%zu, op(b) is %zux%zu, c is %zux%zu",
-                           *m, ka, kb, *n, mc, nc);
+        return oclml__fail(
+            ctx, OCLML_ERR_INVALID_SHAPE,
+            "gemm shapes do not chain: op(a) is %zux%zu, op(b) is %zux%zu, c is %zux%zu", *m, ka,
+            kb, *n, mc, nc);
     *k = ka;
     return OCLML_SUCCESS;
 }
@@ -62,10 +65,10 @@ oclml_status oclml_gemm(oclml_ctx *ctx, oclml_transpose ta, oclml_transpose tb, 
     cl_event ev = NULL;
     pthread_mutex_lock(&clblast_lock);
     oclml__profile_mark(ctx);
-    CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, cb_trans(ta), cb_trans(tb), m, n, k, alpha,
-                                       a->mem, oclml__elem_offset(a), a->shape[1],
-                                       b->mem, oclml__elem_offset(b), b->shape[1], beta,
-                                       c->mem, oclml__elem_offset(c), c->shape[1], &ctx->queue, &ev);
+    CLBlastStatusCode s =
+        CLBlastSgemm(CLBlastLayoutRowMajor, cb_trans(ta), cb_trans(tb), m, n, k, alpha, a->mem,
+                     oclml__elem_offset(a), a->shape[1], b->mem, oclml__elem_offset(b), b->shape[1],
+                     beta, c->mem, oclml__elem_offset(c), c->shape[1], &ctx->queue, &ev);
     pthread_mutex_unlock(&clblast_lock);
     oclml__event_done(ctx, ev);
     return s == CLBlastSuccess ? OCLML_SUCCESS : clblast_fail(ctx, s, "CLBlastSgemm");
@@ -78,12 +81,13 @@ oclml_status oclml_gemm_batched(oclml_ctx *ctx, oclml_transpose ta, oclml_transp
     oclml_status st = check_gemm(ctx, ta, tb, a, b, c, 3, &m, &n, &k);
     if (st) return st;
     if (c->ndim != 3)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "batched gemm needs c of 3 dimensions [batch x m x n]");
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "batched gemm needs c of 3 dimensions [batch x m x n]");
     size_t batch = c->shape[0];
     if ((a->ndim == 3 && a->shape[0] != batch) || (b->ndim == 3 && b->shape[0] != batch))
-        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
-                           "batch sizes differ: a %zu, b %zu, c %zu", a->ndim == 3 ? a->shape[0] : batch,
-                           b->ndim == 3 ? b->shape[0] : batch, batch);
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "batch sizes differ: a %zu, b %zu, c %zu",
+                           a->ndim == 3 ? a->shape[0] : batch, b->ndim == 3 ? b->shape[0] : batch,
+                           batch);
     /* A 2-D operand is shared by every batch entry: stride 0. */
     size_t sa = a->ndim == 3 ? a->shape[1] * a->shape[2] : 0;
     size_t sb = b->ndim == 3 ? b->shape[1] * b->shape[2] : 0;
@@ -91,10 +95,10 @@ oclml_status oclml_gemm_batched(oclml_ctx *ctx, oclml_transpose ta, oclml_transp
     pthread_mutex_lock(&clblast_lock);
     oclml__profile_mark(ctx);
     CLBlastStatusCode s = CLBlastSgemmStridedBatched(
-        CLBlastLayoutRowMajor, cb_trans(ta), cb_trans(tb), m, n, k, alpha,
-        a->mem, oclml__elem_offset(a), a->shape[a->ndim - 1], sa,
-        b->mem, oclml__elem_offset(b), b->shape[b->ndim - 1], sb, beta,
-        c->mem, oclml__elem_offset(c), n, m * n, batch, &ctx->queue, &ev);
+        CLBlastLayoutRowMajor, cb_trans(ta), cb_trans(tb), m, n, k, alpha, a->mem,
+        oclml__elem_offset(a), a->shape[a->ndim - 1], sa, b->mem, oclml__elem_offset(b),
+        b->shape[b->ndim - 1], sb, beta, c->mem, oclml__elem_offset(c), n, m * n, batch,
+        &ctx->queue, &ev);
     pthread_mutex_unlock(&clblast_lock);
     oclml__event_done(ctx, ev);
     return s == CLBlastSuccess ? OCLML_SUCCESS : clblast_fail(ctx, s, "CLBlastSgemmStridedBatched");

@@ -13,8 +13,8 @@
 
 /* The fused step's program (both variants: CHO adds the r * h pass) and the backward's. */
 static const oclml__program_spec FUSED = {FILE_CL, NULL, "oclml_gru_step_fused oclml_gru_cho_r", 0};
-static const oclml__program_spec BACKWARD = {FILE_CL, NULL,
-                                             "oclml_gru_bwd_r oclml_gru_bwd_gates oclml_gru_bwd_cho_r", 0};
+static const oclml__program_spec BACKWARD = {
+    FILE_CL, NULL, "oclml_gru_bwd_r oclml_gru_bwd_gates oclml_gru_bwd_cho_r", 0};
 /* From this batch size on, TORCH steps take the tiled kernel: the fused kernel re-reads the
  * weights for every block of batch rows. Measured on H100 at (B64, I64, D256): fused 27 us (45
  * before warp shuffles and four loads in flight), CLBlast GEMMs 67-99 us. */
@@ -28,11 +28,13 @@ typedef struct gru_args {
 
 static bool overlaps(const oclml_tensor *a, const oclml_tensor *b) {
     if (a->mem != b->mem) return false;
-    size_t a0 = a->offset_bytes, a1 = a0 + a->numel * 4, b0 = b->offset_bytes, b1 = b0 + b->numel * 4;
+    size_t a0 = a->offset_bytes, a1 = a0 + a->numel * 4, b0 = b->offset_bytes,
+           b1 = b0 + b->numel * 4;
     return a0 < b1 && b0 < a1;
 }
 
-static oclml_status check_2d(oclml_ctx *ctx, const oclml_tensor *t, const char *name, size_t r, size_t c) {
+static oclml_status check_2d(oclml_ctx *ctx, const oclml_tensor *t, const char *name, size_t r,
+                             size_t c) {
     return oclml__check_shape(ctx, t, name, 2, r, c, 0);
 }
 
@@ -50,7 +52,8 @@ static oclml_status check_gru(oclml_ctx *ctx, oclml_gru_variant v, gru_args *a) 
     a->I = a->x->shape[1];
     a->D = a->h->shape[1];
     if (a->h->shape[0] != a->B)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "x has %zu rows, h has %zu", a->B, a->h->shape[0]);
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "x has %zu rows, h has %zu", a->B,
+                           a->h->shape[0]);
     if (a->B > 0xFFFFFFFFu || a->I > 0xFFFFFFFFu || a->D > 0x55555555u)
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "GRU sizes exceed 32-bit indexing");
     st = check_2d(ctx, a->w_ih, "w_ih", 3 * a->D, a->I);
@@ -60,7 +63,8 @@ static oclml_status check_gru(oclml_ctx *ctx, oclml_gru_variant v, gru_args *a) 
     if (!st) st = check_2d(ctx, a->h_new, "h_new", a->B, a->D);
     if (st) return st;
     if (overlaps(a->h_new, a->h) || overlaps(a->h_new, a->x))
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "h_new must not overlap h or x (every unit reads all of h)");
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "h_new must not overlap h or x (every unit reads all of h)");
     return OCLML_SUCCESS;
 }
 
@@ -85,18 +89,22 @@ static oclml_status step_fused(oclml_ctx *ctx, oclml_gru_variant v, const gru_ar
     cl_mem hvec = a->h->mem, rh = NULL;
     cl_ulong hvo = oclml__opt_offset(a->h);
     oclml_status st = OCLML_SUCCESS;
-    cl_mem x = a->x->mem, h = a->h->mem, wi = a->w_ih->mem, wh = a->w_hh->mem, bi = oclml__opt_mem(a->b_ih), bh = oclml__opt_mem(a->b_hh);
-    cl_ulong xo = oclml__opt_offset(a->x), ho = oclml__opt_offset(a->h), wio = oclml__opt_offset(a->w_ih), who = oclml__opt_offset(a->w_hh), bio = oclml__opt_offset(a->b_ih), bho = oclml__opt_offset(a->b_hh);
+    cl_mem x = a->x->mem, h = a->h->mem, wi = a->w_ih->mem, wh = a->w_hh->mem,
+           bi = oclml__opt_mem(a->b_ih), bh = oclml__opt_mem(a->b_hh);
+    cl_ulong xo = oclml__opt_offset(a->x), ho = oclml__opt_offset(a->h),
+             wio = oclml__opt_offset(a->w_ih), who = oclml__opt_offset(a->w_hh),
+             bio = oclml__opt_offset(a->b_ih), bho = oclml__opt_offset(a->b_hh);
     if (cho) {
         cl_kernel kr;
         st = oclml__kernel(ctx, &FUSED, "oclml_gru_cho_r", &kr);
         if (!st) st = oclml__scratch_get(ctx, a->B * a->D * sizeof(float), &rh);
         if (st) return st;
-        oclml__arg ar[] = {OCLML_ARG(x), OCLML_ARG(xo), OCLML_ARG(h), OCLML_ARG(ho), OCLML_ARG(wi),
-                           OCLML_ARG(wio), OCLML_ARG(wh), OCLML_ARG(who), OCLML_ARG(bi), OCLML_ARG(bio),
-                           OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(rh), OCLML_ARG(flags), OCLML_ARG(B),
-                           OCLML_ARG(I), OCLML_ARG(D), OCLML_ARG(S), OCLML_ARG(BB),
-                           OCLML_LOCAL(S * sizeof(float))};
+        oclml__arg ar[] = {
+            OCLML_ARG(x),  OCLML_ARG(xo),    OCLML_ARG(h),  OCLML_ARG(ho),
+            OCLML_ARG(wi), OCLML_ARG(wio),   OCLML_ARG(wh), OCLML_ARG(who),
+            OCLML_ARG(bi), OCLML_ARG(bio),   OCLML_ARG(bh), OCLML_ARG(bho),
+            OCLML_ARG(rh), OCLML_ARG(flags), OCLML_ARG(B),  OCLML_ARG(I),
+            OCLML_ARG(D),  OCLML_ARG(S),     OCLML_ARG(BB), OCLML_LOCAL(S * sizeof(float))};
         size_t gl[2] = {a->D * S, groups_b}, lo[2] = {S, 1};
         st = oclml__launch(ctx, kr, ar, 20, 2, gl, lo, NULL);
         hvec = rh;
@@ -107,11 +115,15 @@ static oclml_status step_fused(oclml_ctx *ctx, oclml_gru_variant v, const gru_ar
     if (!st) {
         cl_mem hn = a->h_new->mem;
         cl_ulong hno = oclml__opt_offset(a->h_new);
-        oclml__arg args[] = {OCLML_ARG(x), OCLML_ARG(xo), OCLML_ARG(h), OCLML_ARG(ho), OCLML_ARG(hvec),
-                             OCLML_ARG(hvo), OCLML_ARG(wi), OCLML_ARG(wio), OCLML_ARG(wh), OCLML_ARG(who),
-                             OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(hn),
-                             OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(cho), OCLML_ARG(B), OCLML_ARG(I),
-                             OCLML_ARG(D), OCLML_ARG(S), OCLML_ARG(BB), OCLML_LOCAL((3 * S + 8) * sizeof(float))};
+        oclml__arg args[] = {
+            OCLML_ARG(x),   OCLML_ARG(xo),    OCLML_ARG(h),
+            OCLML_ARG(ho),  OCLML_ARG(hvec),  OCLML_ARG(hvo),
+            OCLML_ARG(wi),  OCLML_ARG(wio),   OCLML_ARG(wh),
+            OCLML_ARG(who), OCLML_ARG(bi),    OCLML_ARG(bio),
+            OCLML_ARG(bh),  OCLML_ARG(bho),   OCLML_ARG(hn),
+            OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(cho),
+            OCLML_ARG(B),   OCLML_ARG(I),     OCLML_ARG(D),
+            OCLML_ARG(S),   OCLML_ARG(BB),    OCLML_LOCAL((3 * S + 8) * sizeof(float))};
         size_t gl[2] = {a->D * 3 * S, groups_b}, lo[2] = {3 * S, 1};
         st = oclml__launch(ctx, k, args, 24, 2, gl, lo, NULL);
     }
@@ -143,9 +155,15 @@ static size_t tile_rows(const tile_shape *s) { return 16u * s->wm * s->mt; }
 static size_t tile_units(const tile_shape *s) { return 8u * s->wn * s->nt; }
 
 /* Work-groups along D units, along B rows, and in all. */
-static size_t tile_groups_d(const tile_shape *s, size_t D) { return (D + tile_units(s) - 1) / tile_units(s); }
-static size_t tile_groups_b(const tile_shape *s, size_t B) { return (B + tile_rows(s) - 1) / tile_rows(s); }
-static size_t tile_count(const tile_shape *s, size_t B, size_t D) { return tile_groups_d(s, D) * tile_groups_b(s, B); }
+static size_t tile_groups_d(const tile_shape *s, size_t D) {
+    return (D + tile_units(s) - 1) / tile_units(s);
+}
+static size_t tile_groups_b(const tile_shape *s, size_t B) {
+    return (B + tile_rows(s) - 1) / tile_rows(s);
+}
+static size_t tile_count(const tile_shape *s, size_t B, size_t D) {
+    return tile_groups_d(s, D) * tile_groups_b(s, B);
+}
 
 /* One chunk of rows (32 columns per K-group, rows padded by 4), or the K-groups' hand-over. */
 static size_t tile_local_bytes(const tile_shape *s) {
@@ -155,7 +173,8 @@ static size_t tile_local_bytes(const tile_shape *s) {
 }
 
 static bool tile_fits(const oclml_ctx *ctx, const tile_shape *s) {
-    return tile_items(s) <= ctx->caps.max_work_group_size && tile_local_bytes(s) <= ctx->caps.local_mem_bytes;
+    return tile_items(s) <= ctx->caps.max_work_group_size &&
+           tile_local_bytes(s) <= ctx->caps.local_mem_bytes;
 }
 
 /* The tuning key gru.tile = wm:wn:mt:nt:ksplit sets the shape (tuning on a new device; a shape
@@ -169,11 +188,12 @@ static bool tile_fits(const oclml_ctx *ctx, const tile_shape *s) {
  * staged row serves twice the units; B256 D1024 46.8 against 48.6-49.3 us, same run). */
 static tile_shape choose_tile(const oclml_ctx *ctx, const gru_args *a, bool mma) {
     tile_shape s = {2, 2, 2, mma ? 1 : 2, 1};
-    tile_shape e = {(unsigned)oclml__tune(ctx, "gru.tile", 0), (unsigned)oclml__tune(ctx, "gru.tile", 1),
-                    (unsigned)oclml__tune(ctx, "gru.tile", 2), (unsigned)oclml__tune(ctx, "gru.tile", 3),
-                    (unsigned)oclml__tune(ctx, "gru.tile", 4)};
-    if (e.wm && e.wn && e.mt && e.nt && (e.ksplit == 1 || e.ksplit == 2) && 4 * e.mt % e.wn == 0 && 6 * e.nt % e.wm == 0 &&
-        tile_fits(ctx, &e))
+    tile_shape e = {
+        (unsigned)oclml__tune(ctx, "gru.tile", 0), (unsigned)oclml__tune(ctx, "gru.tile", 1),
+        (unsigned)oclml__tune(ctx, "gru.tile", 2), (unsigned)oclml__tune(ctx, "gru.tile", 3),
+        (unsigned)oclml__tune(ctx, "gru.tile", 4)};
+    if (e.wm && e.wn && e.mt && e.nt && (e.ksplit == 1 || e.ksplit == 2) && 4 * e.mt % e.wn == 0 &&
+        6 * e.nt % e.wm == 0 && tile_fits(ctx, &e))
         return e;
     size_t cus = ctx->caps.compute_units ? ctx->caps.compute_units : 1;
     if (ctx->caps.is_gpu && tile_count(&s, a->B, a->D) < 2 * cus) {
@@ -200,9 +220,10 @@ typedef struct tiled_variant {
 } tiled_variant;
 
 static void tiled_variant_init(tiled_variant *v, const tile_shape *ts, bool vec4, bool mma) {
-    snprintf(v->defines, sizeof v->defines,
-             "-DTILE_WM=%u -DTILE_WN=%u -DTILE_MT=%u -DTILE_NT=%u -DTILE_KSPLIT=%u -DTILE_VEC4=%d%s", ts->wm,
-             ts->wn, ts->mt, ts->nt, ts->ksplit, vec4, mma ? " -DTILE_MMA=1" : "");
+    snprintf(
+        v->defines, sizeof v->defines,
+        "-DTILE_WM=%u -DTILE_WN=%u -DTILE_MT=%u -DTILE_NT=%u -DTILE_KSPLIT=%u -DTILE_VEC4=%d%s",
+        ts->wm, ts->wn, ts->mt, ts->nt, ts->ksplit, vec4, mma ? " -DTILE_MMA=1" : "");
     /* Four accumulator sets and the staged float4 a work-item: the default cap of 64 registers
      * would spill them (a work-group of up to 256 fits 255 each). */
     v->spec = (oclml__program_spec){"gru_tiled.cl", v->defines, "oclml_gru_step_tiled", 255};
@@ -216,23 +237,41 @@ static oclml_status step_tiled(oclml_ctx *ctx, const gru_args *a) {
     bool mma = use_mma(ctx);
     tile_shape ts = choose_tile(ctx, a, mma);
     if (!tile_fits(ctx, &ts)) return OCLML_ERR_UNSUPPORTED;
-    cl_uint flags = bias_flags(a->b_ih, a->b_hh), B = (cl_uint)a->B, I = (cl_uint)a->I, D = (cl_uint)a->D;
-    cl_mem x = a->x->mem, h = a->h->mem, wi = a->w_ih->mem, wh = a->w_hh->mem, bi = oclml__opt_mem(a->b_ih),
-           bh = oclml__opt_mem(a->b_hh), hn = a->h_new->mem;
-    cl_ulong xo = oclml__opt_offset(a->x), ho = oclml__opt_offset(a->h), wio = oclml__opt_offset(a->w_ih),
-             who = oclml__opt_offset(a->w_hh), bio = oclml__opt_offset(a->b_ih), bho = oclml__opt_offset(a->b_hh),
+    cl_uint flags = bias_flags(a->b_ih, a->b_hh), B = (cl_uint)a->B, I = (cl_uint)a->I,
+            D = (cl_uint)a->D;
+    cl_mem x = a->x->mem, h = a->h->mem, wi = a->w_ih->mem, wh = a->w_hh->mem,
+           bi = oclml__opt_mem(a->b_ih), bh = oclml__opt_mem(a->b_hh), hn = a->h_new->mem;
+    cl_ulong xo = oclml__opt_offset(a->x), ho = oclml__opt_offset(a->h),
+             wio = oclml__opt_offset(a->w_ih), who = oclml__opt_offset(a->w_hh),
+             bio = oclml__opt_offset(a->b_ih), bho = oclml__opt_offset(a->b_hh),
              hno = oclml__opt_offset(a->h_new);
     /* float4 loads need every row start 16-byte aligned. */
-    bool vec4 = a->I % 4 == 0 && a->D % 4 == 0 && xo % 4 == 0 && ho % 4 == 0 && wio % 4 == 0 && who % 4 == 0;
+    bool vec4 = a->I % 4 == 0 && a->D % 4 == 0 && xo % 4 == 0 && ho % 4 == 0 && wio % 4 == 0 &&
+                who % 4 == 0;
     tiled_variant v;
     tiled_variant_init(&v, &ts, vec4, mma);
     cl_kernel k;
     oclml_status st = oclml__kernel(ctx, &v.spec, "oclml_gru_step_tiled", &k);
     if (st) return st;
-    oclml__arg args[] = {OCLML_ARG(x), OCLML_ARG(xo), OCLML_ARG(h), OCLML_ARG(ho), OCLML_ARG(wi), OCLML_ARG(wio),
-                         OCLML_ARG(wh), OCLML_ARG(who), OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh),
-                         OCLML_ARG(bho), OCLML_ARG(hn), OCLML_ARG(hno), OCLML_ARG(flags), OCLML_ARG(B),
-                         OCLML_ARG(I), OCLML_ARG(D), OCLML_LOCAL(tile_local_bytes(&ts))};
+    oclml__arg args[] = {OCLML_ARG(x),
+                         OCLML_ARG(xo),
+                         OCLML_ARG(h),
+                         OCLML_ARG(ho),
+                         OCLML_ARG(wi),
+                         OCLML_ARG(wio),
+                         OCLML_ARG(wh),
+                         OCLML_ARG(who),
+                         OCLML_ARG(bi),
+                         OCLML_ARG(bio),
+                         OCLML_ARG(bh),
+                         OCLML_ARG(bho),
+                         OCLML_ARG(hn),
+                         OCLML_ARG(hno),
+                         OCLML_ARG(flags),
+                         OCLML_ARG(B),
+                         OCLML_ARG(I),
+                         OCLML_ARG(D),
+                         OCLML_LOCAL(tile_local_bytes(&ts))};
     size_t local[2] = {tile_items(&ts), 1};
     size_t global[2] = {tile_groups_d(&ts, a->D) * local[0], tile_groups_b(&ts, a->B)};
     return oclml__launch(ctx, k, args, 19, 2, global, local, NULL);
@@ -248,8 +287,9 @@ static oclml_status step(oclml_ctx *ctx, oclml_gru_variant v, const gru_args *a)
 }
 
 oclml_status oclml_gru_step(oclml_ctx *ctx, oclml_gru_variant variant, const oclml_tensor *x,
-                            const oclml_tensor *h, const oclml_tensor *w_ih, const oclml_tensor *w_hh,
-                            const oclml_tensor *b_ih, const oclml_tensor *b_hh, oclml_tensor *h_new) {
+                            const oclml_tensor *h, const oclml_tensor *w_ih,
+                            const oclml_tensor *w_hh, const oclml_tensor *b_ih,
+                            const oclml_tensor *b_hh, oclml_tensor *h_new) {
     gru_args a = {x, h, w_ih, w_hh, b_ih, b_hh, h_new, 0, 0, 0};
     oclml_status st = check_gru(ctx, variant, &a);
     if (st) return st;
@@ -273,10 +313,12 @@ oclml_status oclml_gru_sequence(oclml_ctx *ctx, oclml_gru_variant variant, const
     if (!st) st = oclml__check_tensor(ctx, hs, "hs");
     if (st) return st;
     if (x->ndim != 3 || h0->ndim != 2 || hs->ndim != 3)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "x must be [T x B x I], h0 [B x D], hs [T x B x D]");
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "x must be [T x B x I], h0 [B x D], hs [T x B x D]");
     size_t T = x->shape[0], B = x->shape[1], I = x->shape[2], D = h0->shape[1];
     if (hs->shape[0] != T || hs->shape[1] != B || hs->shape[2] != D || h0->shape[0] != B)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "hs must be [%zu x %zu x %zu] and h0 [%zu x %zu]", T, B, D, B, D);
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "hs must be [%zu x %zu x %zu] and h0 [%zu x %zu]", T, B, D, B, D);
     /* Validate everything once, on step 0's views. */
     oclml_tensor x0 = view_at(x, 0, B, I), out0 = view_at(hs, 0, B, D);
     gru_args a = {&x0, h0, w_ih, w_hh, b_ih, b_hh, &out0, 0, 0, 0};
@@ -312,12 +354,13 @@ static oclml_tensor rows_of(const oclml_tensor *t, size_t r0, size_t r) {
     return view_at(t, r0 * t->shape[1], r, t->shape[1]);
 }
 
-oclml_status oclml_gru_step_backward(oclml_ctx *ctx, oclml_gru_variant variant, const oclml_tensor *x,
-                                     const oclml_tensor *h, const oclml_tensor *w_ih,
-                                     const oclml_tensor *w_hh, const oclml_tensor *b_ih,
-                                     const oclml_tensor *b_hh, const oclml_tensor *dh_new,
-                                     oclml_tensor *dx, oclml_tensor *dh, oclml_tensor *dw_ih,
-                                     oclml_tensor *dw_hh, oclml_tensor *db_ih, oclml_tensor *db_hh) {
+oclml_status oclml_gru_step_backward(oclml_ctx *ctx, oclml_gru_variant variant,
+                                     const oclml_tensor *x, const oclml_tensor *h,
+                                     const oclml_tensor *w_ih, const oclml_tensor *w_hh,
+                                     const oclml_tensor *b_ih, const oclml_tensor *b_hh,
+                                     const oclml_tensor *dh_new, oclml_tensor *dx, oclml_tensor *dh,
+                                     oclml_tensor *dw_ih, oclml_tensor *dw_hh, oclml_tensor *db_ih,
+                                     oclml_tensor *db_hh) {
     /* Shapes as the forward; dh_new in h_new's place. */
     gru_args a = {x, h, w_ih, w_hh, b_ih, b_hh, (oclml_tensor *)dh_new, 0, 0, 0};
     oclml_status st = check_gru(ctx, variant, &a);
@@ -335,37 +378,44 @@ oclml_status oclml_gru_step_backward(oclml_ctx *ctx, oclml_gru_variant variant, 
     cl_mem m[11] = {NULL};
     size_t big = B * 3 * D * sizeof(float), small = B * D * sizeof(float);
     /* The four CHO buffers (r, r*h, its projection, its gradient) only for CHO. */
-    for (int i = 0; i < (cho ? 10 : 6) && !st; i++) st = oclml__scratch_get(ctx, i < 4 ? big : small, &m[i]);
+    for (int i = 0; i < (cho ? 10 : 6) && !st; i++)
+        st = oclml__scratch_get(ctx, i < 4 ? big : small, &m[i]);
     if (!st && (db_ih || db_hh)) st = oclml__scratch_get(ctx, B * sizeof(float), &m[10]);
-    oclml_tensor gx = view2(ctx, m[0], B, 3 * D), gh = view2(ctx, m[1], B, 3 * D), dgi = view2(ctx, m[2], B, 3 * D),
-                 dgh = view2(ctx, m[3], B, 3 * D), dan = view2(ctx, m[4], B, D), dhacc = view2(ctx, m[5], B, D),
+    oclml_tensor gx = view2(ctx, m[0], B, 3 * D), gh = view2(ctx, m[1], B, 3 * D),
+                 dgi = view2(ctx, m[2], B, 3 * D), dgh = view2(ctx, m[3], B, 3 * D),
+                 dan = view2(ctx, m[4], B, D), dhacc = view2(ctx, m[5], B, D),
                  rh = view2(ctx, m[7], B, D), ghn = view2(ctx, m[8], B, D),
                  drh = view2(ctx, m[9], B, D), ones = view2(ctx, m[10], B, 1);
     oclml_tensor w_hn = rows_of(w_hh, 2 * D, D);
     cl_uint flags = bias_flags(b_ih, b_hh), ucho = cho, uB = (cl_uint)B, uD = (cl_uint)D;
     cl_mem bi = oclml__opt_mem(b_ih), bh = oclml__opt_mem(b_hh);
-    cl_ulong bio = oclml__opt_offset(b_ih), bho = oclml__opt_offset(b_hh), ho = oclml__opt_offset(h), dho = oclml__opt_offset(dh_new);
+    cl_ulong bio = oclml__opt_offset(b_ih), bho = oclml__opt_offset(b_hh),
+             ho = oclml__opt_offset(h), dho = oclml__opt_offset(dh_new);
     /* Forward pre-activations. */
     if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, x, w_ih, 0.0f, &gx);
     if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, h, w_hh, 0.0f, &gh);
     if (!st && cho) {
-        oclml__arg ar[] = {OCLML_ARG(m[0]), OCLML_ARG(m[1]), OCLML_ARG(bi), OCLML_ARG(bio), OCLML_ARG(bh),
-                           OCLML_ARG(bho), OCLML_ARG(h->mem), OCLML_ARG(ho), OCLML_ARG(m[6]), OCLML_ARG(m[7]),
-                           OCLML_ARG(flags), OCLML_ARG(uB), OCLML_ARG(uD)};
+        oclml__arg ar[] = {OCLML_ARG(m[0]), OCLML_ARG(m[1]), OCLML_ARG(bi),     OCLML_ARG(bio),
+                           OCLML_ARG(bh),   OCLML_ARG(bho),  OCLML_ARG(h->mem), OCLML_ARG(ho),
+                           OCLML_ARG(m[6]), OCLML_ARG(m[7]), OCLML_ARG(flags),  OCLML_ARG(uB),
+                           OCLML_ARG(uD)};
         st = elementwise_launch(ctx, "oclml_gru_bwd_r", ar, 13, B * D);
         if (!st) st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_TRANS, 1.0f, &rh, &w_hn, 0.0f, &ghn);
     }
     if (!st) {
-        oclml__arg ag[] = {OCLML_ARG(m[0]), OCLML_ARG(m[1]), OCLML_ARG(m[8]), OCLML_ARG(bi), OCLML_ARG(bio),
-                           OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(h->mem), OCLML_ARG(ho), OCLML_ARG(dh_new->mem),
-                           OCLML_ARG(dho), OCLML_ARG(m[2]), OCLML_ARG(m[3]), OCLML_ARG(m[4]), OCLML_ARG(m[5]),
-                           OCLML_ARG(flags), OCLML_ARG(ucho), OCLML_ARG(uB), OCLML_ARG(uD)};
+        oclml__arg ag[] = {
+            OCLML_ARG(m[0]), OCLML_ARG(m[1]),        OCLML_ARG(m[8]), OCLML_ARG(bi),
+            OCLML_ARG(bio),  OCLML_ARG(bh),          OCLML_ARG(bho),  OCLML_ARG(h->mem),
+            OCLML_ARG(ho),   OCLML_ARG(dh_new->mem), OCLML_ARG(dho),  OCLML_ARG(m[2]),
+            OCLML_ARG(m[3]), OCLML_ARG(m[4]),        OCLML_ARG(m[5]), OCLML_ARG(flags),
+            OCLML_ARG(ucho), OCLML_ARG(uB),          OCLML_ARG(uD)};
         st = elementwise_launch(ctx, "oclml_gru_bwd_gates", ag, 19, B * D);
     }
     if (!st && cho) { /* d(r h) = da_n W_hn, then da_r and r's share of dh */
         st = oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, &dan, &w_hn, 0.0f, &drh);
-        oclml__arg ac[] = {OCLML_ARG(m[9]), OCLML_ARG(m[6]), OCLML_ARG(h->mem), OCLML_ARG(ho), OCLML_ARG(m[2]),
-                           OCLML_ARG(m[3]), OCLML_ARG(m[5]), OCLML_ARG(uB), OCLML_ARG(uD)};
+        oclml__arg ac[] = {OCLML_ARG(m[9]), OCLML_ARG(m[6]), OCLML_ARG(h->mem),
+                           OCLML_ARG(ho),   OCLML_ARG(m[2]), OCLML_ARG(m[3]),
+                           OCLML_ARG(m[5]), OCLML_ARG(uB),   OCLML_ARG(uD)};
         if (!st) st = elementwise_launch(ctx, "oclml_gru_bwd_cho_r", ac, 9, B * D);
     }
     /* Input and state gradients. */
@@ -379,7 +429,8 @@ oclml_status oclml_gru_step_backward(oclml_ctx *ctx, oclml_gru_variant variant, 
     if (!st && dw_hh) {
         st = oclml_gemm(ctx, OCLML_TRANS, OCLML_NO_TRANS, 1.0f, &dgh, h, 0.0f, dw_hh);
         oclml_tensor dw_hn = rows_of(dw_hh, 2 * D, D);
-        if (!st && cho) st = oclml_gemm(ctx, OCLML_TRANS, OCLML_NO_TRANS, 1.0f, &dan, &rh, 0.0f, &dw_hn);
+        if (!st && cho)
+            st = oclml_gemm(ctx, OCLML_TRANS, OCLML_NO_TRANS, 1.0f, &dan, &rh, 0.0f, &dw_hn);
     }
     if (!st && (db_ih || db_hh)) st = oclml_fill(ctx, &ones, 1.0f);
     if (!st && db_ih) {
@@ -416,7 +467,8 @@ void oclml__gru_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
         tiled_variant v;
         tiled_variant_init(&v, &ts, true, mma);
         char what[96];
-        snprintf(what, sizeof what, "tiled %s, B%zu D%zu", mma ? "TF32 tensor cores" : "FMA", a.B, a.D);
+        snprintf(what, sizeof what, "tiled %s, B%zu D%zu", mma ? "TF32 tensor cores" : "FMA", a.B,
+                 a.D);
         oclml__warm_add(list, op, what, v.spec);
     }
 }

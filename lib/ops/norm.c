@@ -9,20 +9,21 @@
 
 #define FILE_CL "norm.cl"
 
-static const oclml__row_family LN_FWD = {FILE_CL, "oclml_layernorm_fwd",
-                                         "oclml_layernorm_fwd_part oclml_layernorm_fwd_finish", 1, NULL};
-static const oclml__row_family RMS_FWD = {FILE_CL, "oclml_rmsnorm_fwd",
-                                          "oclml_rmsnorm_fwd_part oclml_rmsnorm_fwd_finish", 1, NULL};
-static const oclml__row_family LN_BWD = {FILE_CL, "oclml_layernorm_bwd",
-                                         "oclml_layernorm_bwd_part oclml_layernorm_bwd_finish", 2, NULL};
-static const oclml__row_family RMS_BWD = {FILE_CL, "oclml_rmsnorm_bwd",
-                                          "oclml_rmsnorm_bwd_part oclml_rmsnorm_bwd_finish", 2, NULL};
+static const oclml__row_family LN_FWD = {
+    FILE_CL, "oclml_layernorm_fwd", "oclml_layernorm_fwd_part oclml_layernorm_fwd_finish", 1, NULL};
+static const oclml__row_family RMS_FWD = {
+    FILE_CL, "oclml_rmsnorm_fwd", "oclml_rmsnorm_fwd_part oclml_rmsnorm_fwd_finish", 1, NULL};
+static const oclml__row_family LN_BWD = {
+    FILE_CL, "oclml_layernorm_bwd", "oclml_layernorm_bwd_part oclml_layernorm_bwd_finish", 2, NULL};
+static const oclml__row_family RMS_BWD = {
+    FILE_CL, "oclml_rmsnorm_bwd", "oclml_rmsnorm_bwd_part oclml_rmsnorm_bwd_finish", 2, NULL};
 /* The backward fused with dgamma/dbeta; its long_pair is the parameter pass's finish kernel. */
 static const oclml__row_family LN_BWD_PARAMS = {
     FILE_CL, "oclml_layernorm_bwd_params", NULL, 4,
     "oclml_layernorm_bwd_params oclml_norm_param_finish"};
 static const oclml__row_family RMS_BWD_PARAMS = {
-    FILE_CL, "oclml_rmsnorm_bwd_params", NULL, 4, "oclml_rmsnorm_bwd_params oclml_norm_param_finish"};
+    FILE_CL, "oclml_rmsnorm_bwd_params", NULL, 4,
+    "oclml_rmsnorm_bwd_params oclml_norm_param_finish"};
 /* dgamma/dbeta for rows too long for the fused kernel: column partials, then their sum. */
 static const oclml__program_spec PARAM_PASS = {FILE_CL, NULL,
                                                "oclml_norm_param_part oclml_norm_param_finish", 0};
@@ -94,10 +95,10 @@ static oclml_status forward_attempt(oclml_ctx *ctx, const void *call, bool *repl
     opt_arg g = opt(gamma), b = opt(beta), m = opt(mean), r = opt(rstd);
     cl_ulong xo = oclml__elem_offset(x), yo = oclml__elem_offset(y);
     float eps = c->eps;
-    oclml__arg args[] = {OCLML_ARG(x->mem), OCLML_ARG(xo), OCLML_ARG(g.mem), OCLML_ARG(g.off),
-                         OCLML_ARG(b.mem), OCLML_ARG(b.off), OCLML_ARG(y->mem), OCLML_ARG(yo),
-                         OCLML_ARG(m.mem), OCLML_ARG(m.off), OCLML_ARG(r.mem), OCLML_ARG(r.off),
-                         OCLML_ARG(flags), OCLML_ARG(eps), {0, NULL}};
+    oclml__arg args[] = {OCLML_ARG(x->mem), OCLML_ARG(xo),    OCLML_ARG(g.mem),  OCLML_ARG(g.off),
+                         OCLML_ARG(b.mem),  OCLML_ARG(b.off), OCLML_ARG(y->mem), OCLML_ARG(yo),
+                         OCLML_ARG(m.mem),  OCLML_ARG(m.off), OCLML_ARG(r.mem),  OCLML_ARG(r.off),
+                         OCLML_ARG(flags),  OCLML_ARG(eps),   {0, NULL}};
     if (!p.long_rows) return oclml__row_launch(ctx, f, &p, args, 14, replan);
     cl_mem part;
     st = oclml__scratch_get(ctx, p.rows * p.nchunks * 3 * sizeof(float), &part);
@@ -113,16 +114,19 @@ static oclml_status forward_attempt(oclml_ctx *ctx, const void *call, bool *repl
 /* part[split][col] = (dgamma, dbeta) partials -> dgamma, dbeta, with the finish kernel of the
  * program `spec`. */
 static oclml_status param_finish(oclml_ctx *ctx, const oclml__program_spec *spec, cl_mem part,
-                                 size_t splits, size_t cols, oclml_tensor *dgamma, oclml_tensor *dbeta) {
+                                 size_t splits, size_t cols, oclml_tensor *dgamma,
+                                 oclml_tensor *dbeta) {
     cl_kernel k;
     oclml_status st = oclml__kernel(ctx, spec, "oclml_norm_param_finish", &k);
     if (st) return st;
     size_t local = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256;
     size_t global = (cols + local - 1) / local * local;
     opt_arg dg = opt(dgamma), db = opt(dbeta);
-    cl_uint usplits = (cl_uint)splits, ucols = (cl_uint)cols, flags = (dgamma ? 1 : 0) | (dbeta ? 2 : 0);
-    oclml__arg args[] = {OCLML_ARG(part), OCLML_ARG(usplits), OCLML_ARG(ucols), OCLML_ARG(dg.mem),
-                         OCLML_ARG(dg.off), OCLML_ARG(db.mem), OCLML_ARG(db.off), OCLML_ARG(flags)};
+    cl_uint usplits = (cl_uint)splits, ucols = (cl_uint)cols,
+            flags = (dgamma ? 1 : 0) | (dbeta ? 2 : 0);
+    oclml__arg args[] = {OCLML_ARG(part),   OCLML_ARG(usplits), OCLML_ARG(ucols),
+                         OCLML_ARG(dg.mem), OCLML_ARG(dg.off),  OCLML_ARG(db.mem),
+                         OCLML_ARG(db.off), OCLML_ARG(flags)};
     return oclml__launch(ctx, k, args, 8, 1, &global, &local, NULL);
 }
 
@@ -146,9 +150,10 @@ static oclml_status param_grads(oclml_ctx *ctx, const norm_call *c, size_t rows,
     opt_arg m = opt(c->rms ? NULL : c->mean), r = opt(c->rstd);
     cl_ulong xo = oclml__elem_offset(c->x), go = oclml__elem_offset(c->dy);
     cl_uint urms = c->rms, urows = (cl_uint)rows, ucols = (cl_uint)cols;
-    oclml__arg a1[] = {OCLML_ARG(c->x->mem), OCLML_ARG(xo), OCLML_ARG(m.mem), OCLML_ARG(m.off),
-                       OCLML_ARG(r.mem), OCLML_ARG(r.off), OCLML_ARG(c->dy->mem), OCLML_ARG(go),
-                       OCLML_ARG(urms), OCLML_ARG(part), OCLML_ARG(urows), OCLML_ARG(ucols),
+    oclml__arg a1[] = {OCLML_ARG(c->x->mem),     OCLML_ARG(xo),    OCLML_ARG(m.mem),
+                       OCLML_ARG(m.off),         OCLML_ARG(r.mem), OCLML_ARG(r.off),
+                       OCLML_ARG(c->dy->mem),    OCLML_ARG(go),    OCLML_ARG(urms),
+                       OCLML_ARG(part),          OCLML_ARG(urows), OCLML_ARG(ucols),
                        OCLML_ARG(rows_per_split)};
     size_t g1[2] = {col_groups * local, splits}, l1[2] = {local, 1};
     st = oclml__launch(ctx, kp, a1, 13, 2, g1, l1, NULL);
@@ -205,10 +210,10 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
     cl_uint flags = gamma ? HAS_GAMMA : 0;
     opt_arg g = opt(gamma), m = opt(c->rms ? NULL : c->mean), r = opt(c->rstd);
     cl_ulong xo = oclml__elem_offset(x), go = oclml__elem_offset(dy), dxo = oclml__elem_offset(dx);
-    oclml__arg args[] = {OCLML_ARG(x->mem), OCLML_ARG(xo), OCLML_ARG(g.mem), OCLML_ARG(g.off),
-                         OCLML_ARG(m.mem), OCLML_ARG(m.off), OCLML_ARG(r.mem), OCLML_ARG(r.off),
-                         OCLML_ARG(dy->mem), OCLML_ARG(go), OCLML_ARG(dx->mem), OCLML_ARG(dxo),
-                         OCLML_ARG(flags), {0, NULL}};
+    oclml__arg args[] = {OCLML_ARG(x->mem),  OCLML_ARG(xo),    OCLML_ARG(g.mem),   OCLML_ARG(g.off),
+                         OCLML_ARG(m.mem),   OCLML_ARG(m.off), OCLML_ARG(r.mem),   OCLML_ARG(r.off),
+                         OCLML_ARG(dy->mem), OCLML_ARG(go),    OCLML_ARG(dx->mem), OCLML_ARG(dxo),
+                         OCLML_ARG(flags),   {0, NULL}};
     if (c->dgamma || c->dbeta) {
         bool done;
         st = fused_backward(ctx, c, args, rows, cols, vec4_all(all, 4), &done, replan);
@@ -225,8 +230,8 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
         st = oclml__scratch_get(ctx, p.rows * p.nchunks * 2 * sizeof(float), &part);
         if (st) return st;
         /* The part kernel takes everything but dx. */
-        oclml__arg a1[] = {args[0], args[1], args[2], args[3], args[4],  args[5],        args[6],
-                           args[7], args[8], args[9], args[12], OCLML_ARG(part)};
+        oclml__arg a1[] = {args[0], args[1], args[2], args[3], args[4],  args[5],
+                           args[6], args[7], args[8], args[9], args[12], OCLML_ARG(part)};
         st = oclml__row_launch_long(ctx, f, false, &p, a1, 12);
         args[13] = OCLML_ARG(part);
         if (!st) st = oclml__row_launch_long(ctx, f, true, &p, args, 14);
@@ -237,33 +242,47 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
 }
 
 oclml_status oclml_layernorm(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma,
-                             const oclml_tensor *beta, float eps, oclml_tensor *y, oclml_tensor *mean,
-                             oclml_tensor *rstd) {
-    norm_call c = {.rms = false, .x = x, .gamma = gamma, .beta = beta, .eps = eps, .y = y,
-                   .out_mean = mean, .out_rstd = rstd};
+                             const oclml_tensor *beta, float eps, oclml_tensor *y,
+                             oclml_tensor *mean, oclml_tensor *rstd) {
+    norm_call c = {.rms = false,
+                   .x = x,
+                   .gamma = gamma,
+                   .beta = beta,
+                   .eps = eps,
+                   .y = y,
+                   .out_mean = mean,
+                   .out_rstd = rstd};
     return oclml__row_retry(ctx, forward_attempt, &c);
 }
 
-oclml_status oclml_rmsnorm(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma, float eps,
-                           oclml_tensor *y, oclml_tensor *rstd) {
+oclml_status oclml_rmsnorm(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma,
+                           float eps, oclml_tensor *y, oclml_tensor *rstd) {
     norm_call c = {.rms = true, .x = x, .gamma = gamma, .eps = eps, .y = y, .out_rstd = rstd};
     return oclml__row_retry(ctx, forward_attempt, &c);
 }
 
-oclml_status oclml_layernorm_backward(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma,
-                                      const oclml_tensor *mean, const oclml_tensor *rstd,
-                                      const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dgamma,
-                                      oclml_tensor *dbeta) {
-    norm_call c = {.rms = false, .x = x, .gamma = gamma, .mean = mean, .rstd = rstd, .dy = dy,
-                   .dx = dx, .dgamma = dgamma, .dbeta = dbeta};
+oclml_status oclml_layernorm_backward(oclml_ctx *ctx, const oclml_tensor *x,
+                                      const oclml_tensor *gamma, const oclml_tensor *mean,
+                                      const oclml_tensor *rstd, const oclml_tensor *dy,
+                                      oclml_tensor *dx, oclml_tensor *dgamma, oclml_tensor *dbeta) {
+    norm_call c = {.rms = false,
+                   .x = x,
+                   .gamma = gamma,
+                   .mean = mean,
+                   .rstd = rstd,
+                   .dy = dy,
+                   .dx = dx,
+                   .dgamma = dgamma,
+                   .dbeta = dbeta};
     return oclml__row_retry(ctx, backward_attempt, &c);
 }
 
-oclml_status oclml_rmsnorm_backward(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma,
-                                    const oclml_tensor *rstd, const oclml_tensor *dy, oclml_tensor *dx,
+oclml_status oclml_rmsnorm_backward(oclml_ctx *ctx, const oclml_tensor *x,
+                                    const oclml_tensor *gamma, const oclml_tensor *rstd,
+                                    const oclml_tensor *dy, oclml_tensor *dx,
                                     oclml_tensor *dgamma) {
-    norm_call c = {.rms = true, .x = x, .gamma = gamma, .rstd = rstd, .dy = dy, .dx = dx,
-                   .dgamma = dgamma};
+    norm_call c = {
+        .rms = true, .x = x, .gamma = gamma, .rstd = rstd, .dy = dy, .dx = dx, .dgamma = dgamma};
     return oclml__row_retry(ctx, backward_attempt, &c);
 }
 

@@ -6,14 +6,15 @@
 #include <unistd.h>
 
 const size_t oclml__warm_row_lengths[OCLML__WARM_ROW_LENGTHS] = {32,   128,  512,   1024,  2048,
-                                                                  4096, 8192, 32768, 131072};
+                                                                 4096, 8192, 32768, 131072};
 
 oclml__warm_fn *oclml__op_warm(const char *name, size_t len, bool *found);
 const char *oclml__op_name(size_t i);
 
 void oclml__warm_add(oclml__warm_list *list, const char *op, const char *variant,
                      oclml__program_spec spec) {
-    const char *defines = spec.defines ? spec.defines : "", *kernels = spec.kernels ? spec.kernels : "";
+    const char *defines = spec.defines ? spec.defines : "",
+               *kernels = spec.kernels ? spec.kernels : "";
     for (size_t i = 0; i < list->n; i++) {
         const oclml__warm_item *it = &list->items[i];
         if (!strcmp(it->file, spec.file) && !strcmp(it->defines, defines) &&
@@ -89,7 +90,9 @@ static oclml_status collect(oclml_ctx *ctx, const char *ops, oclml__warm_list *l
         if (!n) break;
         bool found;
         oclml__warm_fn *warm = oclml__op_warm(s, n, &found);
-        if (!found) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "prewarm: no op named '%.*s'", (int)n, s);
+        if (!found)
+            return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "prewarm: no op named '%.*s'",
+                               (int)n, s);
         for (size_t i = 0; oclml__op_name(i); i++) /* the list's own name string outlives us */
             if (strlen(oclml__op_name(i)) == n && !strncmp(oclml__op_name(i), s, n) && warm)
                 warm(ctx, oclml__op_name(i), list);
@@ -140,7 +143,8 @@ oclml_status oclml_ctx_prewarm(oclml_ctx *ctx, const char *ops, unsigned threads
             reported++;
             if (r.status[i] && failed++ == 0) first_failed = i;
             pthread_mutex_unlock(&r.lock);
-            if (progress) progress(user, list.items[i].op, list.items[i].variant, r.ms[i], reported, list.n);
+            if (progress)
+                progress(user, list.items[i].op, list.items[i].variant, r.ms[i], reported, list.n);
             pthread_mutex_lock(&r.lock);
         }
     }
@@ -151,8 +155,9 @@ oclml_status oclml_ctx_prewarm(oclml_ctx *ctx, const char *ops, unsigned threads
     if (failed)
         st = oclml__fail(ctx, r.status[first_failed],
                          "prewarm: %zu of %zu programs failed to build; the first: %s (%s, %s %s)",
-                         failed, list.n, list.items[first_failed].op, list.items[first_failed].variant,
-                         list.items[first_failed].file, oclml_status_name(r.status[first_failed]));
+                         failed, list.n, list.items[first_failed].op,
+                         list.items[first_failed].variant, list.items[first_failed].file,
+                         oclml_status_name(r.status[first_failed]));
 out:
     free(told);
     free(tids);

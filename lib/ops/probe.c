@@ -30,8 +30,8 @@ static oclml_status verify(oclml_ctx *ctx, cl_mem out, size_t global, float m, f
         float want = expected(idx[i], m, c);
         if (!(fabsf(got - want) <= 1e-5f * fabsf(want)))
             return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED,
-                               "FMA probe result wrong at work-item %zu: %.9g, expected %.9g", idx[i],
-                               (double)got, (double)want);
+                               "FMA probe result wrong at work-item %zu: %.9g, expected %.9g",
+                               idx[i], (double)got, (double)want);
     }
     return OCLML_SUCCESS;
 }
@@ -46,7 +46,8 @@ oclml_status oclml_probe_fma_gflops(oclml_ctx *ctx, double *gflops) {
     size_t local = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256;
     size_t global = (size_t)ctx->caps.compute_units * 32 * local;
     cl_int err;
-    cl_mem out = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, global * sizeof(float), NULL, &err);
+    cl_mem out =
+        clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, global * sizeof(float), NULL, &err);
     if (!out) return oclml__cl_fail(ctx, err, "clCreateBuffer (probe)");
     float m = 0.999f, c = 0.001f;
     cl_int iters = PROBE_ITERS;
@@ -71,6 +72,7 @@ oclml_status oclml_probe_fma_gflops(oclml_ctx *ctx, double *gflops) {
 }
 
 void oclml__probe_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
-    oclml__warm_add(list, op, "FMA chains", (oclml__program_spec){"probe.cl", NULL, "oclml_probe_fma", 0});
+    oclml__warm_add(list, op, "FMA chains",
+                    (oclml__program_spec){"probe.cl", NULL, "oclml_probe_fma", 0});
     (void)ctx;
 }

@@ -7,8 +7,8 @@
 #define MAX_EXACT_INDEX (1u << 24)
 
 /* Work-items per row: enough that each folds about 16 elements, within the device's limit. */
-static void row_launch_size(const oclml_ctx *ctx, size_t rows, size_t cols, cl_uint *g, size_t *local,
-                            size_t *global) {
+static void row_launch_size(const oclml_ctx *ctx, size_t rows, size_t cols, cl_uint *g,
+                            size_t *local, size_t *global) {
     size_t max_wg = ctx->caps.max_work_group_size, max_g = 1;
     while (max_g * 2 <= (max_wg < 1024 ? max_wg : 1024)) max_g *= 2;
     size_t gg = ctx->caps.is_gpu ? 32 : 1;
@@ -26,14 +26,23 @@ static oclml_status reduce_rows(oclml_ctx *ctx, cl_uint op, cl_mem x, cl_ulong x
                                 float scale, size_t rows, size_t cols, cl_mem y, cl_ulong yo) {
     cl_kernel k;
     bool by_sum = op == OCLML_REDUCE_SUM || op == OCLML_REDUCE_MEAN;
-    oclml_status st = oclml__simple_kernel(ctx, FILE_CL, by_sum ? "oclml_reduce_rows_sum" : "oclml_reduce_rows_select", &k);
+    oclml_status st = oclml__simple_kernel(
+        ctx, FILE_CL, by_sum ? "oclml_reduce_rows_sum" : "oclml_reduce_rows_select", &k);
     if (st) return st;
     cl_uint g, urows = (cl_uint)rows, ucols = (cl_uint)cols;
     size_t local, global;
     row_launch_size(ctx, rows, cols, &g, &local, &global);
-    oclml__arg args[] = {OCLML_ARG(x), OCLML_ARG(xo), OCLML_ARG(y), OCLML_ARG(yo), OCLML_ARG(op),
-                         OCLML_ARG(pairs), OCLML_ARG(scale), OCLML_ARG(urows), OCLML_ARG(ucols),
-                         OCLML_ARG(g), OCLML_LOCAL(2 * local * sizeof(float))};
+    oclml__arg args[] = {OCLML_ARG(x),
+                         OCLML_ARG(xo),
+                         OCLML_ARG(y),
+                         OCLML_ARG(yo),
+                         OCLML_ARG(op),
+                         OCLML_ARG(pairs),
+                         OCLML_ARG(scale),
+                         OCLML_ARG(urows),
+                         OCLML_ARG(ucols),
+                         OCLML_ARG(g),
+                         OCLML_LOCAL(2 * local * sizeof(float))};
     return oclml__launch(ctx, k, args, 11, 1, &global, &local, NULL);
 }
 
@@ -43,7 +52,8 @@ static oclml_status check_op(oclml_ctx *ctx, oclml_reduce_op op) {
     return OCLML_SUCCESS;
 }
 
-oclml_status oclml_reduce_rows(oclml_ctx *ctx, oclml_reduce_op op, const oclml_tensor *x, oclml_tensor *y) {
+oclml_status oclml_reduce_rows(oclml_ctx *ctx, oclml_reduce_op op, const oclml_tensor *x,
+                               oclml_tensor *y) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = check_op(ctx, op);
     size_t rows = 0, cols = 0;
@@ -53,23 +63,27 @@ oclml_status oclml_reduce_rows(oclml_ctx *ctx, oclml_reduce_op op, const oclml_t
     if (rows > 0xFFFFFFFFu || cols >= 0xFFFFFFFFu)
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "rows and columns must be below 2^32");
     if (op == OCLML_REDUCE_ARGMAX && cols > MAX_EXACT_INDEX)
-        return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "argmax indices above 2^24 are not exact in fp32");
+        return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED,
+                           "argmax indices above 2^24 are not exact in fp32");
     float scale = op == OCLML_REDUCE_MEAN ? (float)(1.0 / (double)cols) : 1.0f;
-    return reduce_rows(ctx, (cl_uint)op, x->mem, oclml__elem_offset(x), 0, scale, rows, cols, y->mem,
-                       oclml__elem_offset(y));
+    return reduce_rows(ctx, (cl_uint)op, x->mem, oclml__elem_offset(x), 0, scale, rows, cols,
+                       y->mem, oclml__elem_offset(y));
 }
 
-oclml_status oclml_reduce_all(oclml_ctx *ctx, oclml_reduce_op op, const oclml_tensor *x, oclml_tensor *y) {
+oclml_status oclml_reduce_all(oclml_ctx *ctx, oclml_reduce_op op, const oclml_tensor *x,
+                              oclml_tensor *y) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = check_op(ctx, op);
     if (!st) st = oclml__check_tensor(ctx, x, "x");
     if (!st) st = oclml__check_numel(ctx, y, "y", 1);
     if (st) return st;
     if (op == OCLML_REDUCE_ARGMAX && x->numel > MAX_EXACT_INDEX)
-        return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "argmax indices above 2^24 are not exact in fp32");
+        return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED,
+                           "argmax indices above 2^24 are not exact in fp32");
     cl_kernel k;
     bool by_value = op == OCLML_REDUCE_MAX || op == OCLML_REDUCE_ARGMAX;
-    st = oclml__simple_kernel(ctx, FILE_CL, by_value ? "oclml_reduce_all_select" : "oclml_reduce_all_sum", &k);
+    st = oclml__simple_kernel(ctx, FILE_CL,
+                              by_value ? "oclml_reduce_all_select" : "oclml_reduce_all_sum", &k);
     if (st) return st;
     size_t global, local;
     oclml__grid_1d(ctx, (x->numel + 3) / 4, &global, &local);
@@ -79,13 +93,14 @@ oclml_status oclml_reduce_all(oclml_ctx *ctx, oclml_reduce_op op, const oclml_te
     if (st) return st;
     cl_ulong xo = oclml__elem_offset(x), n = x->numel;
     cl_uint uop = (cl_uint)op;
-    oclml__arg a1[] = {OCLML_ARG(x->mem), OCLML_ARG(xo), OCLML_ARG(n), OCLML_ARG(uop), OCLML_ARG(part),
-                       OCLML_LOCAL(2 * local * sizeof(float))};
+    oclml__arg a1[] = {OCLML_ARG(x->mem), OCLML_ARG(xo),   OCLML_ARG(n),
+                       OCLML_ARG(uop),    OCLML_ARG(part), OCLML_LOCAL(2 * local * sizeof(float))};
     st = oclml__launch(ctx, k, a1, 6, 1, &global, &local, NULL);
     if (!st) {
         /* Stage 2: the partials as one row (pairs for max/argmax); a mean is their sum over n. */
         float scale = op == OCLML_REDUCE_MEAN ? (float)(1.0 / (double)x->numel) : 1.0f;
-        st = reduce_rows(ctx, (cl_uint)op, part, 0, by_value, scale, 1, groups, y->mem, oclml__elem_offset(y));
+        st = reduce_rows(ctx, (cl_uint)op, part, 0, by_value, scale, 1, groups, y->mem,
+                         oclml__elem_offset(y));
     }
     oclml__scratch_put(ctx, part);
     return st;

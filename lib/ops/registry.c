@@ -20,7 +20,8 @@ static const op_entry OPS[] = {
 
 const oclml__tunable oclml__tunables[] = {
 #define OCLML_OP(name, file, tunables, warm, summary)
-#define OCLML_TUNABLE(key, n, min, max, def, help) {#key, n, min, max, {def, def, def, def, def}, help},
+#define OCLML_TUNABLE(key, n, min, max, def, help) \
+    {#key, n, min, max, {def, def, def, def, def}, help},
 #include "ops/ops.def"
 #undef OCLML_OP
 #undef OCLML_TUNABLE
@@ -53,7 +54,8 @@ oclml_status oclml_op_variant(oclml_ctx *ctx, const char *op, size_t rows, size_
     if (st) return st;
     if (!op || !text || len == 0)
         return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "op or text buffer is NULL or empty");
-    if (rows == 0 || cols == 0) return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "rows and cols must be >= 1");
+    if (rows == 0 || cols == 0)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "rows and cols must be >= 1");
     bool found;
     oclml__warm_fn *warm = oclml__op_warm(op, strlen(op), &found);
     const oclml__row_family *f = warm == oclml__softmax_warm ? oclml__softmax_family(op)

@@ -24,9 +24,10 @@ static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, 
                                 unsigned arrays, size_t wg_cap, oclml__row_plan *p) {
     memset(p, 0, sizeof *p);
     if (rows > UINT_MAX || cols > UINT_MAX / 2)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
-                           "%zu rows of %zu columns exceed the kernels' 32-bit row and column indexing",
-                           rows, cols);
+        return oclml__fail(
+            ctx, OCLML_ERR_INVALID_SHAPE,
+            "%zu rows of %zu columns exceed the kernels' 32-bit row and column indexing", rows,
+            cols);
     p->rows = rows;
     p->cols = cols;
     size_t max_wg = ctx->caps.max_work_group_size < wg_cap ? ctx->caps.max_work_group_size : wg_cap;
@@ -115,7 +116,8 @@ static oclml_status launch(oclml_ctx *ctx, const oclml__row_family *f, const cha
     oclml_status st = oclml__kernel(ctx, &spec, kernel, &k);
     if (st) return st;
     oclml__arg all[32];
-    if (nargs > 28) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "too many kernel arguments");
+    if (nargs > 28)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "too many kernel arguments");
     memcpy(all, args, nargs * sizeof *args);
     cl_uint rows = (cl_uint)p->rows, cols = (cl_uint)p->cols;
     all[nargs] = OCLML_ARG(rows);
@@ -126,9 +128,8 @@ static oclml_status launch(oclml_ctx *ctx, const oclml__row_family *f, const cha
     return oclml__launch(ctx, k, all, nargs + 4, dims, p->global, local, code);
 }
 
-oclml_status oclml__row_launch(oclml_ctx *ctx, const oclml__row_family *f,
-                               const oclml__row_plan *p, const oclml__arg *args, unsigned nargs,
-                               bool *replan) {
+oclml_status oclml__row_launch(oclml_ctx *ctx, const oclml__row_family *f, const oclml__row_plan *p,
+                               const oclml__arg *args, unsigned nargs, bool *replan) {
     cl_int code = 0;
     *replan = false;
     oclml_status st = launch(ctx, f, f->kernel, p, args, nargs, p->G, 1, &code);
@@ -157,7 +158,8 @@ oclml_status oclml__row_launch_long(oclml_ctx *ctx, const oclml__row_family *f, 
     return launch(ctx, f, name, p, args, nargs, p->nchunks, 2, NULL);
 }
 
-oclml_status oclml__row_retry(oclml_ctx *ctx, oclml_status (*attempt)(oclml_ctx *, const void *, bool *),
+oclml_status oclml__row_retry(oclml_ctx *ctx,
+                              oclml_status (*attempt)(oclml_ctx *, const void *, bool *),
                               const void *call) {
     /* Each re-plan halves a cap, from at most 1024: eleven tries reach a single work-item. */
     for (int i = 0; i < 12; i++) {

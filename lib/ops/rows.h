@@ -48,9 +48,8 @@ oclml__program_spec oclml__row_spec(const oclml__row_family *f, const oclml__row
  * from this launch's own status) halves the family's cap and sets *replan: the op plans again
  * and retries. (CL_KERNEL_WORK_GROUP_SIZE is no guide: NVIDIA's OpenCL reports 256 for kernels
  * that run at 1024.) */
-oclml_status oclml__row_launch(oclml_ctx *ctx, const oclml__row_family *f,
-                               const oclml__row_plan *p, const oclml__arg *args, unsigned nargs,
-                               bool *replan);
+oclml_status oclml__row_launch(oclml_ctx *ctx, const oclml__row_family *f, const oclml__row_plan *p,
+                               const oclml__arg *args, unsigned nargs, bool *replan);
 /* Launches the long path's part (finish = false) or finish kernel: args, then (rows, cols,
  * nchunks, local reduction buffer). */
 oclml_status oclml__row_launch_long(oclml_ctx *ctx, const oclml__row_family *f, bool finish,
@@ -59,7 +58,8 @@ oclml_status oclml__row_launch_long(oclml_ctx *ctx, const oclml__row_family *f, 
 
 /* Runs attempt(ctx, call) until it no longer asks for a re-plan (each re-plan halved a
  * work-group cap, so this ends); a success after a re-plan clears the refused launch's error. */
-oclml_status oclml__row_retry(oclml_ctx *ctx, oclml_status (*attempt)(oclml_ctx *, const void *, bool *),
+oclml_status oclml__row_retry(oclml_ctx *ctx,
+                              oclml_status (*attempt)(oclml_ctx *, const void *, bool *),
                               const void *call);
 
 /* Whether a tensor's element offset allows float4 access. */

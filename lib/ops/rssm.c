@@ -33,26 +33,32 @@ typedef struct dims {
     size_t E, D, S, F, T, G, C, K;
 } dims;
 
-static oclml_status opt_shape(oclml_ctx *ctx, const oclml_tensor *t, const char *name, int nd, size_t a,
-                              size_t b) {
+static oclml_status opt_shape(oclml_ctx *ctx, const oclml_tensor *t, const char *name, int nd,
+                              size_t a, size_t b) {
     return t ? oclml__check_shape(ctx, t, name, nd, a, b, 0) : OCLML_SUCCESS;
 }
 
-static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
-                             const oclml_rssm_state *s, const oclml_rssm_outputs *o, dims *d) {
+static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_config *c,
+                             const oclml_rssm_weights *w, const oclml_rssm_state *s,
+                             const oclml_rssm_outputs *o, dims *d) {
     oclml_status st = oclml__check_ctx(ctx);
     if (st) return st;
-    if (!c || !w || !s || !o) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "config, weights, start and outputs are required");
+    if (!c || !w || !s || !o)
+        return oclml__fail(ctx, OCLML_ERR_NULL_POINTER,
+                           "config, weights, start and outputs are required");
     if (c->struct_size != sizeof *c)
         return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG,
                            "config.struct_size is %zu, not %zu: fill the config with "
-                           "oclml_rssm_config_init first", c->struct_size, sizeof *c);
+                           "oclml_rssm_config_init first",
+                           c->struct_size, sizeof *c);
     if (c->variant != OCLML_GRU_TORCH && c->variant != OCLML_GRU_CHO)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG, "unknown GRU variant %d", (int)c->variant);
+        return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG, "unknown GRU variant %d",
+                           (int)c->variant);
     if (c->mode != OCLML_RSSM_MEAN && c->mode != OCLML_RSSM_SAMPLE)
         return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG, "unknown mode %d", (int)c->mode);
     if (!(c->unimix >= 0.0f && c->unimix < 1.0f))
-        return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG, "unimix u = %g is outside [0, 1)", (double)c->unimix);
+        return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG, "unimix u = %g is outside [0, 1)",
+                           (double)c->unimix);
     if (c->steps == 0 || c->steps > 0xFFFFFFFFu || c->groups == 0 || c->classes == 0)
         return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG, "steps, groups and classes must be >= 1");
     st = oclml__check_tensor(ctx, s->h, "start.h");
@@ -60,7 +66,8 @@ static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_config *c, const o
     if (!st) st = oclml__check_tensor(ctx, s->f, "start.f");
     if (st) return st;
     if (s->h->ndim != 2 || s->z->ndim != 2)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "start.h must be [E x D] and start.z [E x S]");
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "start.h must be [E x D] and start.z [E x S]");
     d->E = s->h->shape[0];
     d->D = s->h->shape[1];
     d->S = s->z->shape[1];
@@ -71,10 +78,13 @@ static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_config *c, const o
     d->K = c->feedback;
     size_t gc;
     if (!oclml__mul_ok(d->G, d->C, &gc) || gc != d->S) /* a product that wraps is no match */
-        return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG, "G * C = %zu x %zu does not match z's %zu", d->G, d->C, d->S);
+        return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG,
+                           "G * C = %zu x %zu does not match z's %zu", d->G, d->C, d->S);
     if (d->K > d->F)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG, "feedback k = %zu exceeds F = %zu", d->K, d->F);
-    if (s->z->shape[0] != d->E) return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "start.z must have E = %zu rows", d->E);
+        return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG, "feedback k = %zu exceeds F = %zu", d->K,
+                           d->F);
+    if (s->z->shape[0] != d->E)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "start.z must have E = %zu rows", d->E);
     if (!(s->f->ndim == 1 || (s->f->ndim == 2 && s->f->shape[0] == d->E)))
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "start.f must be [E x F] or [F]");
     size_t E = d->E, D = d->D, S = d->S, F = d->F, T = d->T;
@@ -102,7 +112,6 @@ static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_config *c, const o
     return st;
 }
 
-
 /* The rollout's program: its three kernels (rollout, sync reset, summary) in one build, the
  * variant chosen by rollout_split. */
 typedef struct rssm_variant {
@@ -117,18 +126,19 @@ typedef enum { ROLLOUT_SERIAL, ROLLOUT_GENERAL, ROLLOUT_REGS } rollout_shape;
 
 static void variant_init(rssm_variant *v, const oclml_ctx *ctx, rollout_shape shape) {
     /* CPUs (the general kernel only under rssm.wg) keep 24 + 8 floats in registers. */
-    const char *extra = shape == ROLLOUT_SERIAL  ? " -DRSSM_CPU"
+    const char *extra = shape == ROLLOUT_SERIAL    ? " -DRSSM_CPU"
                         : shape == ROLLOUT_GENERAL ? ""
-                        : ctx->caps.is_gpu        ? " -DRSSM_REGS"
-                                                  : " -DRSSM_REGS -DREG_A=6 -DREG_B=2";
+                        : ctx->caps.is_gpu         ? " -DRSSM_REGS"
+                                                   : " -DRSSM_REGS -DREG_A=6 -DREG_B=2";
     snprintf(v->defines, sizeof v->defines, "-DOCLML_IS_GPU=%d%s", ctx->caps.is_gpu, extra);
     v->spec = (oclml__program_spec){FILE_CL, v->defines,
                                     "oclml_rssm_rollout oclml_rssm_sync_reset oclml_rssm_summary",
                                     shape == ROLLOUT_REGS && ctx->caps.is_gpu ? 255 : 0};
 }
 
-static oclml_status launch_named(oclml_ctx *ctx, const rssm_variant *v, const char *name, const oclml__arg *args,
-                                 unsigned n, cl_uint ndims, const size_t *global, const size_t *local) {
+static oclml_status launch_named(oclml_ctx *ctx, const rssm_variant *v, const char *name,
+                                 const oclml__arg *args, unsigned n, cl_uint ndims,
+                                 const size_t *global, const size_t *local) {
     cl_kernel k;
     oclml_status st = oclml__kernel(ctx, &v->spec, name, &k);
     return st ? st : oclml__launch(ctx, k, args, n, ndims, global, local, NULL);
@@ -154,7 +164,8 @@ static size_t split_parts(oclml_ctx *ctx, const dims *d, size_t L, bool serial) 
 /* Local memory of the rollout kernel (the layout at the top of oclml_rssm_rollout). */
 static size_t rollout_local_bytes(const dims *d, size_t L, size_t P) {
     size_t IN = d->F + d->S, r4 = ~(size_t)3, NG = (d->G + P - 1) / P;
-    return (((IN + 3) & r4) + 2 * ((d->D + 3) & r4) + 4 * L + NG * d->C + 2 * NG + d->K + 1) * sizeof(float);
+    return (((IN + 3) & r4) + 2 * ((d->D + 3) & r4) + 4 * L + NG * d->C + 2 * NG + d->K + 1) *
+           sizeof(float);
 }
 
 /* The general kernel's work-group size: on GPUs 256, 1024 for members whose weights stream from
@@ -163,23 +174,30 @@ static size_t rollout_local_bytes(const dims *d, size_t L, size_t P) {
  * fit the local memory; 0 when even 8 does not. */
 static size_t rollout_wg(const oclml_ctx *ctx, const dims *d, bool whole_members) {
     double bytes = 4.0 * (3.0 * d->D * (d->F + d->S + d->D) + (double)d->S * d->D);
-    size_t L = !ctx->caps.is_gpu ? 64 : (whole_members || bytes > WIDE_GROUP_WEIGHT_BYTES) ? 1024 : 256;
+    size_t L = !ctx->caps.is_gpu                                    ? 64
+               : (whole_members || bytes > WIDE_GROUP_WEIGHT_BYTES) ? 1024
+                                                                    : 256;
     if (oclml__tune(ctx, "rssm.wg", 0) >= 8) L = (size_t)oclml__tune(ctx, "rssm.wg", 0);
-    while (L >= 8 && (L > ctx->caps.max_work_group_size || rollout_local_bytes(d, L, 1) > ctx->caps.local_mem_bytes))
+    while (L >= 8 && (L > ctx->caps.max_work_group_size ||
+                      rollout_local_bytes(d, L, 1) > ctx->caps.local_mem_bytes))
         L /= 2;
     return L >= 8 ? L : 0;
 }
 
-static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
-                                  const oclml_rssm_state *s, const oclml_rssm_outputs *o, const dims *d,
-                                  cl_mem Yb, cl_ulong yo, cl_mem Hb, cl_ulong heo, rssm_variant *v) {
+static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c,
+                                  const oclml_rssm_weights *w, const oclml_rssm_state *s,
+                                  const oclml_rssm_outputs *o, const dims *d, cl_mem Yb,
+                                  cl_ulong yo, cl_mem Hb, cl_ulong heo, rssm_variant *v) {
     /* The one-work-item kernel where rssm.wg says 1, or by default on devices that are not GPUs
      * (PoCL compiles it in seconds, the general kernel in minutes; it also runs faster there). */
     long wg = oclml__tune(ctx, "rssm.wg", 0);
     const bool serial = wg == 1 || (wg == 0 && !ctx->caps.is_gpu);
-    size_t E = d->E, D = d->D, S = d->S, F = d->F, IN = F + S, L = serial ? 1 : rollout_wg(ctx, d, false);
+    size_t E = d->E, D = d->D, S = d->S, F = d->F, IN = F + S,
+           L = serial ? 1 : rollout_wg(ctx, d, false);
     if (!L || (serial && rollout_local_bytes(d, 1, 1) > ctx->caps.local_mem_bytes))
-        return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "the rollout's state (D %zu, S %zu, F %zu) does not fit the device's %zu bytes of local memory",
+        return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED,
+                           "the rollout's state (D %zu, S %zu, F %zu) does not fit the device's "
+                           "%zu bytes of local memory",
                            D, S, F, ctx->caps.local_mem_bytes);
     size_t P = split_parts(ctx, d, L, serial);
     if (P == 1 && !serial) L = rollout_wg(ctx, d, true);
@@ -192,12 +210,16 @@ static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c, co
         rollout_local_bytes(d, min_split_wg, 1) <= ctx->caps.local_mem_bytes)
         L = min_split_wg;
     size_t U = (D + P - 1) / P, lbytes = rollout_local_bytes(d, L, P);
-    cl_ulong wio = oclml__opt_offset(w->w_ih), who = oclml__opt_offset(w->w_hh), wpo = oclml__opt_offset(w->w_p);
+    cl_ulong wio = oclml__opt_offset(w->w_ih), who = oclml__opt_offset(w->w_hh),
+             wpo = oclml__opt_offset(w->w_p);
     cl_uint vec4 = IN % 4 == 0 && D % 4 == 0 && wio % 4 == 0 && who % 4 == 0 && wpo % 4 == 0;
     /* Split members with float4 rows keep their weights in registers (cl/ops/rssm.cl,
      * RSSM_REGS): up to 96 floats a work-item, so the default register cap is lifted, which the
      * 256-wide groups allow (65536 / 256). */
-    variant_init(v, ctx, serial ? ROLLOUT_SERIAL : P > 1 && vec4 && L <= 256 ? ROLLOUT_REGS : ROLLOUT_GENERAL);
+    variant_init(v, ctx,
+                 serial                      ? ROLLOUT_SERIAL
+                 : P > 1 && vec4 && L <= 256 ? ROLLOUT_REGS
+                                             : ROLLOUT_GENERAL);
     cl_mem xch = NULL, sync = NULL;
     oclml_status st = oclml__scratch_get(ctx, E * (3 * D + S + 8 * P) * sizeof(float), &xch);
     if (!st) st = oclml__scratch_get(ctx, (E + 1) * sizeof(cl_uint), &sync);
@@ -210,30 +232,42 @@ static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c, co
         st = launch_named(ctx, v, "oclml_rssm_sync_reset", ar, 2, 1, &g, &one);
     }
     cl_uint flags = (w->b_ih ? R_BIH : 0) | (w->b_hh ? R_BHH : 0) | (o->hnorm ? R_HNORM : 0) |
-                    (o->h_final ? R_HFIN : 0) | (o->z_final ? R_ZFIN : 0) | (o->f_final ? R_FFIN : 0) |
-                    (s->f->ndim == 1 ? R_F0_SHARED : 0);
-    cl_uint cho = c->variant == OCLML_GRU_CHO, uT = (cl_uint)d->T, uD = (cl_uint)D, uG = (cl_uint)d->G,
-            uC = (cl_uint)d->C, uF = (cl_uint)F, uK = (cl_uint)d->K, sample = c->mode == OCLML_RSSM_SAMPLE,
-            seed_lo = (cl_uint)c->seed, seed_hi = (cl_uint)(c->seed >> 32), t0 = (cl_uint)c->step_offset,
-            uP = (cl_uint)P, uU = (cl_uint)U, spin = ctx->caps.is_gpu ? 1u << 22 : 1u << 26, guard = 0;
+                    (o->h_final ? R_HFIN : 0) | (o->z_final ? R_ZFIN : 0) |
+                    (o->f_final ? R_FFIN : 0) | (s->f->ndim == 1 ? R_F0_SHARED : 0);
+    cl_uint cho = c->variant == OCLML_GRU_CHO, uT = (cl_uint)d->T, uD = (cl_uint)D,
+            uG = (cl_uint)d->G, uC = (cl_uint)d->C, uF = (cl_uint)F, uK = (cl_uint)d->K,
+            sample = c->mode == OCLML_RSSM_SAMPLE, seed_lo = (cl_uint)c->seed,
+            seed_hi = (cl_uint)(c->seed >> 32), t0 = (cl_uint)c->step_offset, uP = (cl_uint)P,
+            uU = (cl_uint)U, spin = ctx->caps.is_gpu ? 1u << 22 : 1u << 26, guard = 0;
     float u = c->unimix;
-    cl_mem bi = oclml__opt_mem(w->b_ih), bh = oclml__opt_mem(w->b_hh), hn = oclml__opt_mem(o->hnorm),
-           hf = oclml__opt_mem(o->h_final), zf = oclml__opt_mem(o->z_final), ff = oclml__opt_mem(o->f_final);
-    cl_ulong bio = oclml__opt_offset(w->b_ih), bho = oclml__opt_offset(w->b_hh), bpo = oclml__opt_offset(w->b_p),
-             wyo = oclml__opt_offset(w->w_y), byo = oclml__opt_offset(w->b_y), h0o = oclml__opt_offset(s->h),
-             z0o = oclml__opt_offset(s->z), f0o = oclml__opt_offset(s->f), hno = oclml__opt_offset(o->hnorm),
-             hfo = oclml__opt_offset(o->h_final), zfo = oclml__opt_offset(o->z_final), ffo = oclml__opt_offset(o->f_final);
-    oclml__arg args[] = {
-        OCLML_ARG(w->w_ih->mem), OCLML_ARG(wio), OCLML_ARG(w->w_hh->mem), OCLML_ARG(who), OCLML_ARG(bi),
-        OCLML_ARG(bio), OCLML_ARG(bh), OCLML_ARG(bho), OCLML_ARG(w->w_p->mem), OCLML_ARG(wpo),
-        OCLML_ARG(w->b_p->mem), OCLML_ARG(bpo), OCLML_ARG(w->w_y->mem), OCLML_ARG(wyo), OCLML_ARG(w->b_y->mem),
-        OCLML_ARG(byo), OCLML_ARG(s->h->mem), OCLML_ARG(h0o), OCLML_ARG(s->z->mem), OCLML_ARG(z0o),
-        OCLML_ARG(s->f->mem), OCLML_ARG(f0o), OCLML_ARG(Yb), OCLML_ARG(yo), OCLML_ARG(Hb), OCLML_ARG(heo),
-        OCLML_ARG(hn), OCLML_ARG(hno), OCLML_ARG(hf), OCLML_ARG(hfo), OCLML_ARG(zf), OCLML_ARG(zfo),
-        OCLML_ARG(ff), OCLML_ARG(ffo), OCLML_ARG(xch), OCLML_ARG(sync), OCLML_ARG(flags), OCLML_ARG(cho),
-        OCLML_ARG(uT), OCLML_ARG(uD), OCLML_ARG(uG), OCLML_ARG(uC), OCLML_ARG(uF), OCLML_ARG(uK),
-        OCLML_ARG(u), OCLML_ARG(sample), OCLML_ARG(seed_lo), OCLML_ARG(seed_hi), OCLML_ARG(t0), OCLML_ARG(uP),
-        OCLML_ARG(uU), OCLML_ARG(vec4), OCLML_ARG(spin), OCLML_ARG(guard), OCLML_LOCAL(lbytes)};
+    cl_mem bi = oclml__opt_mem(w->b_ih), bh = oclml__opt_mem(w->b_hh),
+           hn = oclml__opt_mem(o->hnorm), hf = oclml__opt_mem(o->h_final),
+           zf = oclml__opt_mem(o->z_final), ff = oclml__opt_mem(o->f_final);
+    cl_ulong bio = oclml__opt_offset(w->b_ih), bho = oclml__opt_offset(w->b_hh),
+             bpo = oclml__opt_offset(w->b_p), wyo = oclml__opt_offset(w->w_y),
+             byo = oclml__opt_offset(w->b_y), h0o = oclml__opt_offset(s->h),
+             z0o = oclml__opt_offset(s->z), f0o = oclml__opt_offset(s->f),
+             hno = oclml__opt_offset(o->hnorm), hfo = oclml__opt_offset(o->h_final),
+             zfo = oclml__opt_offset(o->z_final), ffo = oclml__opt_offset(o->f_final);
+    oclml__arg args[] = {OCLML_ARG(w->w_ih->mem), OCLML_ARG(wio),         OCLML_ARG(w->w_hh->mem),
+                         OCLML_ARG(who),          OCLML_ARG(bi),          OCLML_ARG(bio),
+                         OCLML_ARG(bh),           OCLML_ARG(bho),         OCLML_ARG(w->w_p->mem),
+                         OCLML_ARG(wpo),          OCLML_ARG(w->b_p->mem), OCLML_ARG(bpo),
+                         OCLML_ARG(w->w_y->mem),  OCLML_ARG(wyo),         OCLML_ARG(w->b_y->mem),
+                         OCLML_ARG(byo),          OCLML_ARG(s->h->mem),   OCLML_ARG(h0o),
+                         OCLML_ARG(s->z->mem),    OCLML_ARG(z0o),         OCLML_ARG(s->f->mem),
+                         OCLML_ARG(f0o),          OCLML_ARG(Yb),          OCLML_ARG(yo),
+                         OCLML_ARG(Hb),           OCLML_ARG(heo),         OCLML_ARG(hn),
+                         OCLML_ARG(hno),          OCLML_ARG(hf),          OCLML_ARG(hfo),
+                         OCLML_ARG(zf),           OCLML_ARG(zfo),         OCLML_ARG(ff),
+                         OCLML_ARG(ffo),          OCLML_ARG(xch),         OCLML_ARG(sync),
+                         OCLML_ARG(flags),        OCLML_ARG(cho),         OCLML_ARG(uT),
+                         OCLML_ARG(uD),           OCLML_ARG(uG),          OCLML_ARG(uC),
+                         OCLML_ARG(uF),           OCLML_ARG(uK),          OCLML_ARG(u),
+                         OCLML_ARG(sample),       OCLML_ARG(seed_lo),     OCLML_ARG(seed_hi),
+                         OCLML_ARG(t0),           OCLML_ARG(uP),          OCLML_ARG(uU),
+                         OCLML_ARG(vec4),         OCLML_ARG(spin),        OCLML_ARG(guard),
+                         OCLML_LOCAL(lbytes)};
     const unsigned nargs = sizeof args / sizeof args[0];
     size_t global = E * P * L;
     if (!st) st = oclml__launch(ctx, k, args, nargs, 1, &global, &L, NULL);
@@ -250,8 +284,9 @@ static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c, co
     return st;
 }
 
-oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, const oclml_rssm_weights *w,
-                                const oclml_rssm_state *s, const oclml_rssm_outputs *o) {
+oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c,
+                                const oclml_rssm_weights *w, const oclml_rssm_state *s,
+                                const oclml_rssm_outputs *o) {
     dims d = {0};
     oclml_status st = validate(ctx, c, w, s, o, &d);
     if (st) return st;
@@ -263,20 +298,25 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c, cons
     rssm_variant v; /* the rollout's program, which holds the summary kernel too */
     if (!st) st = rollout_split(ctx, c, w, s, o, &d, Yb, yo, Hb, heo, &v);
     cl_kernel ks;
-    cl_uint outs = (o->y_mean ? 1 : 0) | (o->y_std ? 2 : 0) | (o->deltas ? 4 : 0) | (o->variance ? 8 : 0) |
-                   (o->smoothness ? 16 : 0) | (o->total_entropy ? 32 : 0);
+    cl_uint outs = (o->y_mean ? 1 : 0) | (o->y_std ? 2 : 0) | (o->deltas ? 4 : 0) |
+                   (o->variance ? 8 : 0) | (o->smoothness ? 16 : 0) | (o->total_entropy ? 32 : 0);
     if (!st && outs) st = oclml__kernel(ctx, &v.spec, "oclml_rssm_summary", &ks);
     if (!st && outs) {
         cl_uint has_y0 = s->y0 != NULL, uE = (cl_uint)E, uT = (cl_uint)T;
-        cl_mem y0 = oclml__opt_mem(s->y0), ym = oclml__opt_mem(o->y_mean), ys = oclml__opt_mem(o->y_std), dl = oclml__opt_mem(o->deltas), va = oclml__opt_mem(o->variance),
-               sm = oclml__opt_mem(o->smoothness), te = oclml__opt_mem(o->total_entropy);
-        cl_ulong y0o = oclml__opt_offset(s->y0), ymo = oclml__opt_offset(o->y_mean), yso = oclml__opt_offset(o->y_std), dlo = oclml__opt_offset(o->deltas), vo = oclml__opt_offset(o->variance),
-                 smo = oclml__opt_offset(o->smoothness), teo = oclml__opt_offset(o->total_entropy);
-        oclml__arg args[] = {OCLML_ARG(Yb), OCLML_ARG(yo), OCLML_ARG(Hb), OCLML_ARG(heo), OCLML_ARG(y0),
-                             OCLML_ARG(y0o), OCLML_ARG(has_y0),
-                             OCLML_ARG(uE), OCLML_ARG(uT), OCLML_ARG(ym), OCLML_ARG(ymo), OCLML_ARG(ys),
-                             OCLML_ARG(yso), OCLML_ARG(dl), OCLML_ARG(dlo), OCLML_ARG(va), OCLML_ARG(vo),
-                             OCLML_ARG(sm), OCLML_ARG(smo), OCLML_ARG(te), OCLML_ARG(teo), OCLML_ARG(outs)};
+        cl_mem y0 = oclml__opt_mem(s->y0), ym = oclml__opt_mem(o->y_mean),
+               ys = oclml__opt_mem(o->y_std), dl = oclml__opt_mem(o->deltas),
+               va = oclml__opt_mem(o->variance), sm = oclml__opt_mem(o->smoothness),
+               te = oclml__opt_mem(o->total_entropy);
+        cl_ulong y0o = oclml__opt_offset(s->y0), ymo = oclml__opt_offset(o->y_mean),
+                 yso = oclml__opt_offset(o->y_std), dlo = oclml__opt_offset(o->deltas),
+                 vo = oclml__opt_offset(o->variance), smo = oclml__opt_offset(o->smoothness),
+                 teo = oclml__opt_offset(o->total_entropy);
+        oclml__arg args[] = {OCLML_ARG(Yb),  OCLML_ARG(yo),  OCLML_ARG(Hb),     OCLML_ARG(heo),
+                             OCLML_ARG(y0),  OCLML_ARG(y0o), OCLML_ARG(has_y0), OCLML_ARG(uE),
+                             OCLML_ARG(uT),  OCLML_ARG(ym),  OCLML_ARG(ymo),    OCLML_ARG(ys),
+                             OCLML_ARG(yso), OCLML_ARG(dl),  OCLML_ARG(dlo),    OCLML_ARG(va),
+                             OCLML_ARG(vo),  OCLML_ARG(sm),  OCLML_ARG(smo),    OCLML_ARG(te),
+                             OCLML_ARG(teo), OCLML_ARG(outs)};
         size_t local = 64, global = ((E > T ? E : T) + 63) / 64 * 64;
         if (ctx->caps.max_work_group_size < 64) local = 1, global = E > T ? E : T;
         st = oclml__launch(ctx, ks, args, 22, 1, &global, &local, NULL);

@@ -7,11 +7,13 @@
 static const oclml__row_family FWD = {FILE_CL, "oclml_softmax_fwd",
                                       "oclml_softmax_fwd_part oclml_softmax_fwd_finish", 1, NULL};
 static const oclml__row_family LOG_FWD = {FILE_CL, "oclml_log_softmax_fwd",
-                                          "oclml_softmax_fwd_part oclml_log_softmax_fwd_finish", 1, NULL};
+                                          "oclml_softmax_fwd_part oclml_log_softmax_fwd_finish", 1,
+                                          NULL};
 static const oclml__row_family BWD = {FILE_CL, "oclml_softmax_bwd",
                                       "oclml_softmax_bwd_part oclml_softmax_bwd_finish", 2, NULL};
 static const oclml__row_family LOG_BWD = {FILE_CL, "oclml_log_softmax_bwd",
-                                          "oclml_log_softmax_bwd_part oclml_log_softmax_bwd_finish", 2, NULL};
+                                          "oclml_log_softmax_bwd_part oclml_log_softmax_bwd_finish",
+                                          2, NULL};
 
 typedef struct softmax_call {
     const oclml_tensor *a, *b; /* forward x, y; backward y, dy */
@@ -25,7 +27,9 @@ static const oclml__row_family *family(bool log, bool backward) {
 
 static oclml_status check(oclml_ctx *ctx, const softmax_call *c, size_t *rows, size_t *cols) {
     oclml_status st = oclml__check_ctx(ctx);
-    if (!st) st = oclml__check_same_shape(ctx, c->a, c->backward ? "y" : "x", c->out, c->backward ? "dx" : "y");
+    if (!st)
+        st = oclml__check_same_shape(ctx, c->a, c->backward ? "y" : "x", c->out,
+                                     c->backward ? "dx" : "y");
     if (!st && c->backward) st = oclml__check_same_shape(ctx, c->a, "y", c->b, "dy");
     if (!st) st = oclml__check_matrix_view(ctx, c->a, "x", rows, cols);
     return st;
@@ -42,11 +46,13 @@ static oclml_status attempt(oclml_ctx *ctx, const void *call, bool *replan) {
     st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &p);
     if (st) return st;
     const oclml_tensor *a = c->a, *b = c->b ? c->b : c->a;
-    cl_ulong ao = oclml__elem_offset(a), bo = oclml__elem_offset(b), oo = oclml__elem_offset(c->out);
+    cl_ulong ao = oclml__elem_offset(a), bo = oclml__elem_offset(b),
+             oo = oclml__elem_offset(c->out);
     /* Forward: (x, y); backward: (y, dy, dx). */
-    oclml__arg args[] = {OCLML_ARG(a->mem), OCLML_ARG(ao), OCLML_ARG(b->mem), OCLML_ARG(bo),
+    oclml__arg args[] = {OCLML_ARG(a->mem),      OCLML_ARG(ao), OCLML_ARG(b->mem), OCLML_ARG(bo),
                          OCLML_ARG(c->out->mem), OCLML_ARG(oo), {0, NULL}};
-    oclml__arg *io = c->backward ? args : (oclml__arg[]){args[0], args[1], args[4], args[5], {0, NULL}};
+    oclml__arg *io =
+        c->backward ? args : (oclml__arg[]){args[0], args[1], args[4], args[5], {0, NULL}};
     unsigned n_io = c->backward ? 6 : 4;
     if (!p.long_rows) return oclml__row_launch(ctx, f, &p, io, n_io, replan);
     /* Long rows: per-chunk partials ((max, sum) forward, sum backward), then the finish pass. */

@@ -7,7 +7,8 @@
 static double sigmoid(double v) { return 1.0 / (1.0 + exp(-v)); }
 
 void ref_gru_cell(int cho, size_t I, size_t D, const double *x, const double *h, const float *w_ih,
-                  const float *w_hh, const float *b_ih, const float *b_hh, double *rh, double *h_new) {
+                  const float *w_hh, const float *b_ih, const float *b_hh, double *rh,
+                  double *h_new) {
     /* gi[g], gh[g] for unit j: input and hidden sides of gate g. Pass 0 computes r * h of every
      * unit, which CHO's n gate needs before any n. */
     for (size_t pass = 0; pass < 2; pass++)
@@ -18,7 +19,8 @@ void ref_gru_cell(int cho, size_t I, size_t D, const double *x, const double *h,
                 gi[g] = b_ih ? b_ih[row] : 0.0;
                 gh[g] = b_hh ? b_hh[row] : 0.0;
                 for (size_t k = 0; k < I; k++) gi[g] += (double)w_ih[row * I + k] * x[k];
-                for (size_t k = 0; k < D; k++) gh[g] += (double)w_hh[row * D + k] * (cho && g == 2 ? rh[k] : h[k]);
+                for (size_t k = 0; k < D; k++)
+                    gh[g] += (double)w_hh[row * D + k] * (cho && g == 2 ? rh[k] : h[k]);
             }
             double r = sigmoid(gi[0] + gh[0]);
             if (pass == 0) {

@@ -6,7 +6,8 @@
 static void stats(const float *v, size_t n, double *f) {
     for (int k = 0; k < 8; k++) f[k] = 0;
     if (n == 0) return;
-    double mean = 0, var = 0, mn = INFINITY, mx = -INFINITY, sxy = 0, sxx = 0, dif = 0, pm = (n - 1) / 2.0;
+    double mean = 0, var = 0, mn = INFINITY, mx = -INFINITY, sxy = 0, sxx = 0, dif = 0,
+           pm = (n - 1) / 2.0;
     for (size_t i = 0; i < n; i++) {
         mean += v[i];
         mn = isnan(v[i]) || isnan(mn) ? NAN : fmin(mn, v[i]); /* NaN propagates (RSSM.md) */

@@ -17,7 +17,8 @@ void ref_norm(int rms, size_t rows, size_t cols, const float *x, const float *ga
         var /= (double)cols;
         double rs = 1.0 / sqrt(var + eps);
         for (size_t c = 0; c < cols; c++)
-            y[r * cols + c] = ((double)xr[c] - mu) * rs * (gamma ? gamma[c] : 1.0) + (beta ? beta[c] : 0.0);
+            y[r * cols + c] =
+                ((double)xr[c] - mu) * rs * (gamma ? gamma[c] : 1.0) + (beta ? beta[c] : 0.0);
         if (mean) mean[r] = mu;
         if (rstd) rstd[r] = rs;
     }
@@ -31,7 +32,8 @@ void ref_norm_backward(int rms, size_t rows, size_t cols, const float *x, const 
     for (size_t r = 0; r < rows; r++) {
         double mu = rms ? 0.0 : mean[r], rs = rstd[r], a = 0, b = 0, aa = 0, ab = 0;
         for (size_t c = 0; c < cols; c++) {
-            double h = ((double)x[r * cols + c] - mu) * rs, gd = (double)dy[r * cols + c] * (gamma ? gamma[c] : 1.0);
+            double h = ((double)x[r * cols + c] - mu) * rs,
+                   gd = (double)dy[r * cols + c] * (gamma ? gamma[c] : 1.0);
             a += gd;
             b += gd * h;
             aa += fabs(gd);
@@ -44,7 +46,8 @@ void ref_norm_backward(int rms, size_t rows, size_t cols, const float *x, const 
         b /= (double)cols;
         ab /= (double)cols;
         for (size_t c = 0; c < cols; c++) {
-            double h = ((double)x[r * cols + c] - mu) * rs, gd = (double)dy[r * cols + c] * (gamma ? gamma[c] : 1.0);
+            double h = ((double)x[r * cols + c] - mu) * rs,
+                   gd = (double)dy[r * cols + c] * (gamma ? gamma[c] : 1.0);
             dx[r * cols + c] = rs * (gd - a - h * b);
             if (scale) scale[r * cols + c] = rs * (fabs(gd) + aa + fabs(h) * ab);
         }

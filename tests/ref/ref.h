@@ -40,7 +40,8 @@ double ref_binary(int op, double a, double b);
 
 /* One GRU cell on double state: h_new [D] from x [I] and h [D]; rh [D] is scratch. */
 void ref_gru_cell(int cho, size_t I, size_t D, const double *x, const double *h, const float *w_ih,
-                  const float *w_hh, const float *b_ih, const float *b_hh, double *rh, double *h_new);
+                  const float *w_hh, const float *b_ih, const float *b_hh, double *rh,
+                  double *h_new);
 /* GRU step (cho: 0 TORCH, 1 CHO): h_new [B x D] from x [B x I], h [B x D], PyTorch layout weights;
  * b_ih / b_hh may be NULL. */
 void ref_gru_step(int cho, size_t B, size_t I, size_t D, const float *x, const float *h,

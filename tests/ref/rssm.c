@@ -16,7 +16,8 @@ void ref_philox4x32_10(const unsigned ctr_in[4], const unsigned key_in[2], unsig
             k[1] += 0xBB67AE85u;
         }
         uint64_t p0 = (uint64_t)0xD2511F53u * c[0], p1 = (uint64_t)0xCD9E8D57u * c[2];
-        uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0, hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+        uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0, hi1 = (uint32_t)(p1 >> 32),
+                 lo1 = (uint32_t)p1;
         uint32_t n[4] = {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
         memcpy(c, n, sizeof c);
     }
@@ -30,7 +31,8 @@ void ref_rssm_rollout(const ref_rssm_args *a, double *Y, double *H, double *hnor
     double *rh = malloc(D * sizeof *rh), *pi = malloc(S * sizeof *pi);
     for (size_t e = 0; e < a->E; e++) {
         const float *wi = a->w_ih + e * 3 * D * IN, *wh = a->w_hh + e * 3 * D * D;
-        const float *bi = a->b_ih ? a->b_ih + e * 3 * D : NULL, *bh = a->b_hh ? a->b_hh + e * 3 * D : NULL;
+        const float *bi = a->b_ih ? a->b_ih + e * 3 * D : NULL,
+                    *bh = a->b_hh ? a->b_hh + e * 3 * D : NULL;
         const float *wp = a->w_p + e * S * D, *bp = a->b_p + e * S, *wy = a->w_y + e * (D + S);
         for (size_t i = 0; i < F; i++) x[i] = a->f0[(a->f0_shared ? 0 : e * F) + i];
         for (size_t i = 0; i < S; i++) x[F + i] = a->z0[e * S + i];

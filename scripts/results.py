@@ -147,17 +147,18 @@ def plots(outdir):
                 dat.write('"%s %s" %g %g\n' % (op, shape, v, pv))
         png = os.path.join(outdir, "%s-%s.png" % (dev, suite))
         script = "\n".join([
-            "set terminal pngcairo size 1100,520 font ',10'" if has_cairo() else "set terminal png size 1100,520",
+            ("set terminal pngcairo noenhanced size 1200,600 font ',10'" if has_cairo()
+             else "set terminal png noenhanced size 1200,600"),
             "set output '%s'" % png,
-            "set title '%s: %s, liboclml vs PyTorch (%s%s)'" % (
-                dev, suite, unit, ", higher is better" if unit != "us" else ", lower is better"),
+            "set title '%s: %s, liboclml vs PyTorch (%s%s)%s'" % (
+                dev, suite, unit, ", higher is better" if unit != "us" else ", lower is better",
+                "; red dashes: copy bandwidth %.0f GB/s, the same run" % limit if limit else ""),
             "set style data histograms", "set style histogram cluster gap 1",
             "set style fill solid 0.8 border -1", "set boxwidth 0.9",
-            "set xtics rotate by -30 left", "set key top left", "set grid ytics",
+            "set xtics rotate by -35 left", "set bmargin 10", "set rmargin 8",
+            "set key top right horizontal", "set grid ytics", "set offsets 0, 0, graph 0.15, 0",
             "set ylabel '%s'" % unit, "set yrange [0:*]",
             ("set arrow from graph 0, first %g to graph 1, first %g nohead dt 2 lw 2 lc rgb 'red'"
-             % (limit, limit)) if limit else "",
-            ("set label 'copy bandwidth %.0f GB/s' at graph 0.01, first %g offset 0,0.6 tc rgb 'red'"
              % (limit, limit)) if limit else "",
             "plot '%s' using 2:xtic(1) title 'liboclml', '' using 3 title 'PyTorch'" % dat.name,
         ])

@@ -21,9 +21,13 @@ typedef struct worker {
 static pthread_barrier_t start;
 
 static void record_failure(worker *w, const char *what, oclml_status st) {
+    /* Threads share the context's error record: copy it under its lock (reading the pointer of
+     * oclml_ctx_last_error would race with another thread's failure). */
+    char text[160];
+    oclml_ctx_last_error_copy(w->ctx, text, sizeof text);
     w->failures++;
     snprintf(w->why, sizeof w->why, "thread %d: %s: %s %s", w->id, what, oclml_status_name(st),
-             oclml_ctx_last_error(w->ctx));
+             text);
 }
 
 /* Fill, copy and a small GEMM on the thread's own tensors, checked after each round. */

@@ -101,6 +101,23 @@ __kernel void oclml_rssm_sync_reset(__global uint *sync, uint n) {
 }
 #endif
 
+/* The rollout kernel's arguments (lib/ops/rssm.c passes them in this order), shared by its CPU
+ * and general forms. */
+#define RSSM_ROLLOUT_ARGS                                                                         \
+    __global const float *restrict w_ih, ulong wio, __global const float *restrict w_hh,          \
+        ulong who, __global const float *restrict b_ih, ulong bio,                                \
+        __global const float *restrict b_hh, ulong bho, __global const float *restrict w_p,       \
+        ulong wpo, __global const float *restrict b_p, ulong bpo,                                 \
+        __global const float *restrict w_y, ulong wyo, __global const float *restrict b_y,        \
+        ulong byo, __global const float *h0, ulong h0o, __global const float *z0, ulong z0o,      \
+        __global const float *f0, ulong f0o, __global float *Y, ulong yo, __global float *Hent,   \
+        ulong heo, __global float *hnorm, ulong hno, __global float *hfin, ulong hfo,             \
+        __global float *zfin, ulong zfo, __global float *ffin, ulong ffo,                         \
+        __global volatile float *xch, __global volatile uint *sync, uint flags, uint cho, uint T, \
+        uint D, uint G, uint C, uint F, uint K, float unimix, uint sample, uint seed_lo,          \
+        uint seed_hi, uint t0, uint P, uint U, uint vec4, uint spin_limit, uint guard,            \
+        __local float4 *lm4
+
 #ifdef RSSM_CPU
 /* ---- The CPU rollout (RSSM_CPU; lib/rssm.c picks it on devices that are not GPUs) ----
  * The same phases, syncs, exchange buffer and guard as the general kernel below, with one
@@ -130,18 +147,7 @@ inline float cpu_row(__global const float *restrict w, ulong r, __local const fl
 }
 
 #if OCLML_WANT(oclml_rssm_rollout)
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void oclml_rssm_rollout(
-    __global const float *restrict w_ih, ulong wio, __global const float *restrict w_hh, ulong who,
-    __global const float *restrict b_ih, ulong bio, __global const float *restrict b_hh, ulong bho,
-    __global const float *restrict w_p, ulong wpo, __global const float *restrict b_p, ulong bpo,
-    __global const float *restrict w_y, ulong wyo, __global const float *restrict b_y, ulong byo,
-    __global const float *h0, ulong h0o, __global const float *z0, ulong z0o,
-    __global const float *f0, ulong f0o, __global float *Y, ulong yo, __global float *Hent,
-    ulong heo, __global float *hnorm, ulong hno, __global float *hfin, ulong hfo,
-    __global float *zfin, ulong zfo, __global float *ffin, ulong ffo, __global volatile float *xch,
-    __global volatile uint *sync, uint flags, uint cho, uint T, uint D, uint G, uint C, uint F,
-    uint K, float unimix, uint sample, uint seed_lo, uint seed_hi, uint t0, uint P, uint U,
-    uint vec4, uint spin_limit, uint guard, __local float4 *lm4) {
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void oclml_rssm_rollout(RSSM_ROLLOUT_ARGS) {
     const uint e = get_group_id(0) / P, p = get_group_id(0) % P, E = get_num_groups(0) / P;
     const uint S = G * C, IN = F + S, D3 = 3 * D;
     const uint j_lo = min(p * U, D), j_hi = min(j_lo + U, D); /* owned units */
@@ -359,18 +365,7 @@ inline float2 first_n_sum2(float a, float b, __local float *red, uint n, uint li
 /* Zeroes the sync counters and the abort flag before a split launch. */
 
 #if OCLML_WANT(oclml_rssm_rollout)
-__kernel void oclml_rssm_rollout(
-    __global const float *restrict w_ih, ulong wio, __global const float *restrict w_hh, ulong who,
-    __global const float *restrict b_ih, ulong bio, __global const float *restrict b_hh, ulong bho,
-    __global const float *restrict w_p, ulong wpo, __global const float *restrict b_p, ulong bpo,
-    __global const float *restrict w_y, ulong wyo, __global const float *restrict b_y, ulong byo,
-    __global const float *h0, ulong h0o, __global const float *z0, ulong z0o,
-    __global const float *f0, ulong f0o, __global float *Y, ulong yo, __global float *Hent,
-    ulong heo, __global float *hnorm, ulong hno, __global float *hfin, ulong hfo,
-    __global float *zfin, ulong zfo, __global float *ffin, ulong ffo, __global volatile float *xch,
-    __global volatile uint *sync, uint flags, uint cho, uint T, uint D, uint G, uint C, uint F,
-    uint K, float unimix, uint sample, uint seed_lo, uint seed_hi, uint t0, uint P, uint U,
-    uint vec4, uint spin_limit, uint guard, __local float4 *lm4) {
+__kernel void oclml_rssm_rollout(RSSM_ROLLOUT_ARGS) {
     const uint lid = get_local_id(0), L = get_local_size(0);
     const uint e = get_group_id(0) / P, p = get_group_id(0) % P, E = get_num_groups(0) / P;
     const uint S = G * C, IN = F + S, D3 = 3 * D;

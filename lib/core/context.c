@@ -119,6 +119,18 @@ oclml_status oclml_ctx_options_init(oclml_ctx_options *options) {
     return OCLML_SUCCESS;
 }
 
+/* Options filled by oclml_ctx_options_init carry their size; others are refused (with no
+ * context yet, the reason goes to err_text). */
+static bool options_sized(const oclml_ctx_options *o, char *err_text, size_t err_len) {
+    if (o->struct_size == sizeof *o) return true;
+    if (err_text && err_len)
+        snprintf(err_text, err_len,
+                 "options.struct_size is %zu, not %zu: fill the options with "
+                 "oclml_ctx_options_init first",
+                 o->struct_size, sizeof *o);
+    return false;
+}
+
 /* Allocates a context and applies the options that do not depend on the device. */
 static oclml_ctx *ctx_alloc(const oclml_ctx_options *o) {
     oclml_ctx *ctx = calloc(1, sizeof *ctx);
@@ -196,14 +208,7 @@ oclml_status oclml_ctx_create(oclml_ctx **out, const oclml_ctx_options *options,
     oclml_ctx_options defaults;
     oclml_ctx_options_init(&defaults);
     const oclml_ctx_options *o = options ? options : &defaults;
-    if (o->struct_size != sizeof *o) {
-        if (err_text && err_len)
-            snprintf(err_text, err_len,
-                     "options.struct_size is %zu, not %zu: fill the options with "
-                     "oclml_ctx_options_init first",
-                     o->struct_size, sizeof *o);
-        return OCLML_ERR_INVALID_ARGUMENT;
-    }
+    if (!options_sized(o, err_text, err_len)) return OCLML_ERR_INVALID_ARGUMENT;
     oclml_ctx *ctx = ctx_alloc(o);
     if (!ctx || !ctx->build_options || !ctx->kernel_path) {
         if (err_text && err_len) snprintf(err_text, err_len, "out of host memory");
@@ -288,14 +293,7 @@ oclml_status oclml_ctx_wrap(oclml_ctx **out, cl_context cl_ctx, cl_device_id dev
     oclml_ctx_options defaults;
     oclml_ctx_options_init(&defaults);
     const oclml_ctx_options *o = options ? options : &defaults;
-    if (o->struct_size != sizeof *o) {
-        if (err_text && err_len)
-            snprintf(err_text, err_len,
-                     "options.struct_size is %zu, not %zu: fill the options with "
-                     "oclml_ctx_options_init first",
-                     o->struct_size, sizeof *o);
-        return OCLML_ERR_INVALID_ARGUMENT;
-    }
+    if (!options_sized(o, err_text, err_len)) return OCLML_ERR_INVALID_ARGUMENT;
     oclml_ctx *ctx = ctx_alloc(o);
     if (!ctx || !ctx->build_options || !ctx->kernel_path) {
         ctx_free(ctx);

@@ -200,9 +200,11 @@ char *oclml__read_file(const char *path, size_t *len);
 bool oclml__mul_ok(size_t a, size_t b, size_t *out);
 bool oclml__add_ok(size_t a, size_t b, size_t *out);
 double oclml__now_ms(void);
-/* Whether a directory may be trusted with code: ours, not a symlink, not writable by others.
- * On false, *why says what is wrong (a static printf format taking the path). */
-bool oclml__dir_is_private(const char *path, const char **why);
+/* Whether others can write into a file or directory: writable by all, or by a group that is not
+ * our own primary group (a user-private group, as with umask 002, is ours alone). A directory we
+ * take code or binaries from must not be (kernel path, disk cache). */
+struct stat;
+bool oclml__writable_by_others(const struct stat *st);
 
 /* ---- argument checks (check.c) ---- */
 oclml_status oclml__check_ctx(const oclml_ctx *ctx);
@@ -232,6 +234,10 @@ bool oclml__caps_mma(oclml_ctx *ctx);
 /* The build options that carry the capabilities into kernels (-DOCLML_PTX=1 where inline PTX
  * works) and the register cap of a spec, in the device's own option syntax. malloc'd. */
 char *oclml__device_options(oclml_ctx *ctx, unsigned max_registers);
+
+/* Adds what identifies the compiler a binary came from (platform, device, driver, library
+ * version) to a hash: the disk cache's keys and the probe record's name. */
+void oclml__device_key(const oclml_ctx *ctx, oclml__sha256_ctx *s);
 
 /* ---- tuning table (tune.c) ---- */
 /* Fills ctx->tune: defaults (0 mostly means: the op decides from the shape and the

@@ -121,6 +121,15 @@ static const char *MMA_PROBE = "__kernel void oclml_probe_mma(__global float *p)
                                "    p[2] = d0 + d1 + d2 + d3;\n"
                                "}\n";
 
+void oclml__device_key(const oclml_ctx *ctx, oclml__sha256_ctx *s) {
+    oclml__sha256_update_str(s, ctx->info.platform_name);
+    oclml__sha256_update_str(s, ctx->info.platform_version);
+    oclml__sha256_update_str(s, ctx->info.device_name);
+    oclml__sha256_update_str(s, ctx->info.device_version);
+    oclml__sha256_update_str(s, ctx->info.driver_version);
+    oclml__sha256_update_str(s, OCLML_VERSION_STRING);
+}
+
 /* The probes' results are kept in the disk cache directory, keyed like a program (device, driver,
  * library version), so that a process whose disk cache knows the device builds no probe: on
  * NVIDIA even a cached program binary is PTX that the driver compiles again at load. */
@@ -130,12 +139,7 @@ static void probe_file(const oclml_ctx *ctx, char *path, size_t len) {
     char hex[65];
     oclml__sha256_init(&s);
     oclml__sha256_update_str(&s, "oclml-caps-v1");
-    oclml__sha256_update_str(&s, ctx->info.platform_name);
-    oclml__sha256_update_str(&s, ctx->info.platform_version);
-    oclml__sha256_update_str(&s, ctx->info.device_name);
-    oclml__sha256_update_str(&s, ctx->info.device_version);
-    oclml__sha256_update_str(&s, ctx->info.driver_version);
-    oclml__sha256_update_str(&s, OCLML_VERSION_STRING);
+    oclml__device_key(ctx, &s);
     oclml__sha256_final(&s, key);
     oclml__hex(key, 32, hex);
     snprintf(path, len, "%s/caps-%s.txt", ctx->disk.dir, hex);

@@ -88,11 +88,11 @@ void oclml__diskcache_open(oclml_ctx *ctx, const char *dir_option, size_t max_by
         disable(ctx, "cannot stat %s", d->dir);
         return;
     }
-    const char *unsafe = S_ISLNK(st.st_mode)                ? "%s is a symbolic link"
-                         : !S_ISDIR(st.st_mode)             ? "%s is not a directory"
-                         : st.st_uid != geteuid()           ? "%s is owned by another user"
-                         : st.st_mode & (S_IWGRP | S_IWOTH) ? "%s is writable by others"
-                                                            : NULL;
+    const char *unsafe = S_ISLNK(st.st_mode)              ? "%s is a symbolic link"
+                         : !S_ISDIR(st.st_mode)           ? "%s is not a directory"
+                         : st.st_uid != geteuid()         ? "%s is owned by another user"
+                         : oclml__writable_by_others(&st) ? "%s is writable by others"
+                                                          : NULL;
     if (unsafe) {
         disable(ctx, unsafe, d->dir);
         return;

@@ -34,8 +34,7 @@ typedef struct search_path {
  * cache's) is skipped, and named as skipped wherever the search path is listed. */
 static bool dir_writable_by_others(const char *dir) {
     struct stat st;
-    return !stat(dir, &st) && S_ISDIR(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH)) &&
-           !(st.st_mode & S_ISVTX);
+    return !stat(dir, &st) && S_ISDIR(st.st_mode) && oclml__writable_by_others(&st);
 }
 
 static bool dir_usable(const oclml_ctx *ctx, const char *dir) {
@@ -277,12 +276,7 @@ static void disk_key(const oclml_ctx *ctx, const char *source, const char *optio
     oclml__sha256_update_str(&s, "oclml-program-cache-v2");
     oclml__sha256_update_str(&s, source);
     oclml__sha256_update_str(&s, options);
-    oclml__sha256_update_str(&s, ctx->info.platform_name);
-    oclml__sha256_update_str(&s, ctx->info.platform_version);
-    oclml__sha256_update_str(&s, ctx->info.device_name);
-    oclml__sha256_update_str(&s, ctx->info.device_version);
-    oclml__sha256_update_str(&s, ctx->info.driver_version);
-    oclml__sha256_update_str(&s, OCLML_VERSION_STRING);
+    oclml__device_key(ctx, &s);
     oclml__sha256_final(&s, key);
 }
 

@@ -39,13 +39,10 @@ inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
  * parity keeps a fast work-group's next partials off the slots a slow one is still reading). */
 #define X_PARTS 4 /* y's h part, |h'|^2, y's z part, entropy */
 
-/* The sync's two halves. Arrive: this work-group's global writes become visible to every
- * work-group of the device, then the counter counts it; load: the counter, and reads after it see
- * what the arrivals before it wrote. OpenCL 1.2's mem_fence promises only the work-group
- * (NVIDIA compiles it to membar.cta), so on NVIDIA they are PTX's release reduction and acquire
- * load at GPU scope (cheaper than membar.gl around relaxed atomics). Elsewhere mem_fence plus
- * volatile accesses: enough on PoCL (the tests split members there), unverified on other GPUs,
- * so the host splits members by default only on NVIDIA. */
+/* The syncs use sync_arrive and sync_load (ptx.h): PTX's GPU-scope release and acquire where
+ * OCLML_PTX is set, mem_fence plus volatile accesses elsewhere (enough on PoCL, where the tests
+ * split members; unverified on other GPUs, so the host splits members by default only where
+ * OCLML_PTX is set). */
 
 /* The sync of a member's work-groups: waits until the counter reaches target (n P at the n-th
  * sync), or gives up: after spin_limit polls it raises the abort flag, and once the flag is up
@@ -343,7 +340,7 @@ inline void gru_gates(__global const float *Wi, __global const float *Wh, __glob
 #endif
 
 /* Sums over the first n work-items (values beyond n are 0), for two values at once; the result
- * is work-item 0's. On NVIDIA, with n <= 32, one warp's shuffles and no barrier. */
+ * is work-item 0's. With OCLML_PTX and n <= 32, one warp's shuffles and no barrier. */
 inline float2 first_n_sum2(float a, float b, __local float *red, uint n, uint lid, uint L) {
 #if OCLML_PTX
     if (n <= 32 && L >= 32) {
@@ -557,8 +554,8 @@ __kernel void oclml_rssm_rollout(RSSM_ROLLOUT_ARGS) {
         for (uint i = lid; i < X_PARTS * P; i += L) red[i] = slot[i];
         for (uint i = lid; i < K; i += L) fk[i] = xs[i];
         barrier(CLK_LOCAL_MEM_FENCE);
-        /* Four sums side by side, each in the same order in every work-group: a warp each on
-         * NVIDIA, else a work-item each. */
+        /* Four sums side by side, each in the same order in every work-group: a warp each
+         * with OCLML_PTX (warp shuffles), else a work-item each. */
 #if OCLML_PTX
         if (P <= 32 && L >= 32 * X_PARTS) {
             if (lid < 32 * X_PARTS) {

@@ -115,6 +115,18 @@ __kernel void oclml_rssm_sync_reset(__global uint *sync, uint n) {
         uint seed_hi, uint t0, uint P, uint U, uint vec4, uint spin_limit, uint guard,            \
         __local float4 *lm4
 
+/* Member e's slices of the exchange buffer, the sync counters and the weights (e, E, P, D, S,
+ * IN, D3 in scope), in both forms of the rollout kernel. */
+#define RSSM_MEMBER_POINTERS                                                                       \
+    __global volatile float *xh = xch + (ulong)e * (3 * D + S + 2 * X_PARTS * P);                  \
+    __global volatile float *xz = xh + D, *xrh = xz + S, *xpart = xrh + D;                         \
+    __global volatile uint *count = sync + e, *abort_flag = sync + E;                              \
+    __global const float *Wi = w_ih + wio + (ulong)e * D3 * IN;                                    \
+    __global const float *Wh = w_hh + who + (ulong)e * D3 * D;                                     \
+    __global const float *Wp = w_p + wpo + (ulong)e * S * D, *wy = w_y + wyo + (ulong)e * (D + S); \
+    __global const float *bi = (flags & R_BIH) ? b_ih + bio + (ulong)e * D3 : 0;                   \
+    __global const float *bh = (flags & R_BHH) ? b_hh + bho + (ulong)e * D3 : 0;
+
 #ifdef RSSM_CPU
 /* ---- The CPU rollout (RSSM_CPU; lib/rssm.c picks it on devices that are not GPUs) ----
  * The same phases, syncs, exchange buffer and guard as the general kernel below, with one
@@ -153,14 +165,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void oclml_rssm_rollout(
     __local float *ha = xs + ((IN + 3) & ~3u); /* h: D */
     __local float *hn = ha + ((D + 3) & ~3u);  /* h' (phase B), r*h (CHO phase A): D */
     __local float *lg = hn + ((D + 3) & ~3u);  /* the owned groups' logits: NG C */
-    __global volatile float *xh = xch + (ulong)e * (3 * D + S + 2 * X_PARTS * P);
-    __global volatile float *xz = xh + D, *xrh = xz + S, *xpart = xrh + D;
-    __global volatile uint *count = sync + e, *abort_flag = sync + E;
-    __global const float *Wi = w_ih + wio + (ulong)e * D3 * IN,
-                         *Wh = w_hh + who + (ulong)e * D3 * D;
-    __global const float *Wp = w_p + wpo + (ulong)e * S * D, *wy = w_y + wyo + (ulong)e * (D + S);
-    __global const float *bi = (flags & R_BIH) ? b_ih + bio + (ulong)e * D3 : 0;
-    __global const float *bh = (flags & R_BHH) ? b_hh + bho + (ulong)e * D3 : 0;
+    RSSM_MEMBER_POINTERS
     __global const float *bp = b_p + bpo + (ulong)e * S;
 
     /* A guard launch computes only when the split launch before it gave up. */
@@ -380,14 +385,7 @@ __kernel void oclml_rssm_rollout(RSSM_ROLLOUT_ARGS) {
     __local float *gst = lg + NG * C;             /* per owned group: max, then sum: 2 NG */
     __local float *fk = gst + 2 * NG;             /* f's first K slots while shifting */
     __local uint *run = (__local uint *)(fk + K); /* 1: this launch computes */
-    __global volatile float *xh = xch + (ulong)e * (3 * D + S + 2 * X_PARTS * P);
-    __global volatile float *xz = xh + D, *xrh = xz + S, *xpart = xrh + D;
-    __global volatile uint *count = sync + e, *abort_flag = sync + E;
-    __global const float *Wi = w_ih + wio + (ulong)e * D3 * IN,
-                         *Wh = w_hh + who + (ulong)e * D3 * D;
-    __global const float *Wp = w_p + wpo + (ulong)e * S * D, *wy = w_y + wyo + (ulong)e * (D + S);
-    __global const float *bi = (flags & R_BIH) ? b_ih + bio + (ulong)e * D3 : 0;
-    __global const float *bh = (flags & R_BHH) ? b_hh + bho + (ulong)e * D3 : 0;
+    RSSM_MEMBER_POINTERS
 
     /* A guard launch computes only when the split launch before it gave up. */
     if (lid == 0) *run = guard ? *abort_flag : 1u;

@@ -194,6 +194,24 @@ static void ctx_free(oclml_ctx *ctx) {
     free(ctx);
 }
 
+/* The start of create and wrap: the options (the caller's, or defaults filled into *defaults),
+ * checked for their size, and a context allocated with what needs no device. */
+static oclml_status ctx_begin(oclml_ctx_options *defaults, const oclml_ctx_options *options,
+                              char *err_text, size_t err_len, oclml_ctx **out) {
+    oclml_ctx_options_init(defaults);
+    const oclml_ctx_options *o = options ? options : defaults;
+    *out = NULL;
+    if (!options_sized(o, err_text, err_len)) return OCLML_ERR_INVALID_ARGUMENT;
+    oclml_ctx *ctx = ctx_alloc(o);
+    if (!ctx || !ctx->build_options || !ctx->kernel_path) {
+        if (err_text && err_len) snprintf(err_text, err_len, "out of host memory");
+        ctx_free(ctx);
+        return OCLML_ERR_OUT_OF_MEMORY;
+    }
+    *out = ctx;
+    return OCLML_SUCCESS;
+}
+
 static oclml_status fail_create(oclml_ctx *ctx, oclml_status st, char *err_text, size_t err_len) {
     copy_error(ctx, err_text, err_len);
     ctx_free(ctx);
@@ -206,15 +224,10 @@ oclml_status oclml_ctx_create(oclml_ctx **out, const oclml_ctx_options *options,
     if (!out) return OCLML_ERR_NULL_POINTER;
     *out = NULL;
     oclml_ctx_options defaults;
-    oclml_ctx_options_init(&defaults);
     const oclml_ctx_options *o = options ? options : &defaults;
-    if (!options_sized(o, err_text, err_len)) return OCLML_ERR_INVALID_ARGUMENT;
-    oclml_ctx *ctx = ctx_alloc(o);
-    if (!ctx || !ctx->build_options || !ctx->kernel_path) {
-        if (err_text && err_len) snprintf(err_text, err_len, "out of host memory");
-        ctx_free(ctx);
-        return OCLML_ERR_OUT_OF_MEMORY;
-    }
+    oclml_ctx *ctx;
+    oclml_status st0 = ctx_begin(&defaults, options, err_text, err_len, &ctx);
+    if (st0) return st0;
 
     /* Where creation time goes (logged at info level): the OpenCL platforms' start (driver
      * initialisation), the context, the queue, and the library's own setup. */
@@ -291,14 +304,10 @@ oclml_status oclml_ctx_wrap(oclml_ctx **out, cl_context cl_ctx, cl_device_id dev
         return OCLML_ERR_NULL_POINTER;
     }
     oclml_ctx_options defaults;
-    oclml_ctx_options_init(&defaults);
     const oclml_ctx_options *o = options ? options : &defaults;
-    if (!options_sized(o, err_text, err_len)) return OCLML_ERR_INVALID_ARGUMENT;
-    oclml_ctx *ctx = ctx_alloc(o);
-    if (!ctx || !ctx->build_options || !ctx->kernel_path) {
-        ctx_free(ctx);
-        return OCLML_ERR_OUT_OF_MEMORY;
-    }
+    oclml_ctx *ctx;
+    oclml_status st0 = ctx_begin(&defaults, options, err_text, err_len, &ctx);
+    if (st0) return st0;
     /* The queue must belong to this context and device, and run in order: ops rely on it. */
     cl_context qctx = NULL;
     cl_device_id qdev = NULL;

@@ -468,7 +468,9 @@ static oclml_status build_entry(oclml_ctx *ctx, const oclml__program_spec *spec,
     return st;
 }
 
-/* Finds or builds the program of spec. *built_ms (may be NULL): time spent building here. */
+/* Finds or builds the program of spec. *built_ms (may be NULL): time spent building here. On
+ * success build_lock is held on return, so that a caller that looks up a kernel next takes the
+ * lock once per launch; callers release it. */
 static oclml_status get_program(oclml_ctx *ctx, const oclml__program_spec *spec,
                                 oclml__program_entry **out, double *built_ms) {
     char req[1024];
@@ -483,9 +485,8 @@ static oclml_status get_program(oclml_ctx *ctx, const oclml__program_spec *spec,
         if (!e) break;
         if (e->state == OCLML__PROG_READY) {
             ctx->memory_hits++;
-            pthread_mutex_unlock(&ctx->build_lock);
             *out = e;
-            return OCLML_SUCCESS;
+            return OCLML_SUCCESS; /* build_lock held */
         }
         pthread_cond_wait(&ctx->built_cond, &ctx->build_lock); /* BUILDING elsewhere */
     }
@@ -515,9 +516,9 @@ static oclml_status get_program(oclml_ctx *ctx, const oclml__program_spec *spec,
         e->state = OCLML__PROG_READY;
     }
     pthread_cond_broadcast(&ctx->built_cond);
-    pthread_mutex_unlock(&ctx->build_lock);
+    if (st) pthread_mutex_unlock(&ctx->build_lock);
     *out = e;
-    return st;
+    return st; /* on success, build_lock held */
 }
 
 oclml_status oclml__kernel(oclml_ctx *ctx, const oclml__program_spec *spec, const char *name,
@@ -525,8 +526,7 @@ oclml_status oclml__kernel(oclml_ctx *ctx, const oclml__program_spec *spec, cons
     oclml__program_entry *p = NULL;
     oclml_status st = get_program(ctx, spec, &p, NULL);
     if (st) return st;
-    pthread_mutex_lock(&ctx->build_lock);
-    oclml__kernel_entry *k = p->kernels;
+    oclml__kernel_entry *k = p->kernels; /* build_lock held since get_program */
     while (k && strcmp(k->name, name)) k = k->next;
     if (!k) {
         cl_int err;
@@ -554,7 +554,9 @@ oclml_status oclml__kernel(oclml_ctx *ctx, const oclml__program_spec *spec, cons
 oclml_status oclml__program_build(oclml_ctx *ctx, const oclml__program_spec *spec,
                                   double *built_ms) {
     oclml__program_entry *p;
-    return get_program(ctx, spec, &p, built_ms);
+    oclml_status st = get_program(ctx, spec, &p, built_ms);
+    if (!st) pthread_mutex_unlock(&ctx->build_lock);
+    return st;
 }
 
 void oclml__programs_free(oclml_ctx *ctx) {
@@ -577,8 +579,7 @@ oclml_status oclml_ctx_build_file(oclml_ctx *ctx, const char *file, const char *
                            options);
     double t0 = oclml__now_ms();
     oclml__program_spec spec = {.file = file, .defines = options};
-    oclml__program_entry *p;
-    st = get_program(ctx, &spec, &p, NULL);
+    st = oclml__program_build(ctx, &spec, NULL);
     if (elapsed_ms) *elapsed_ms = oclml__now_ms() - t0;
     return st;
 }

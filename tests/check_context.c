@@ -207,9 +207,58 @@ START_TEST(log_callback_and_last_error) {
     ck_assert_int_eq(rec.errors, 1);
     ck_assert_ptr_nonnull(strstr(rec.last, "dimension 0"));
     ck_assert_ptr_nonnull(strstr(oclml_ctx_last_error(ctx), "dimension 0"));
+    /* The copy that threads should use: the same text, truncated and terminated. */
+    char copy[8];
+    ASSERT_OK(oclml_ctx_last_error_copy(ctx, copy, sizeof copy));
+    ck_assert_int_eq(strncmp(copy, oclml_ctx_last_error(ctx), 7), 0);
+    ck_assert_uint_eq(strlen(copy), 7);
+    ck_assert_int_eq(oclml_ctx_last_error_copy(NULL, copy, sizeof copy), OCLML_ERR_NULL_POINTER);
+    ck_assert_int_eq(oclml_ctx_last_error_copy(ctx, NULL, 8), OCLML_ERR_NULL_POINTER);
+    ck_assert_int_eq(oclml_ctx_last_error_copy(ctx, copy, 0), OCLML_ERR_BUFFER_TOO_SMALL);
     /* A successful call clears the text. */
     ASSERT_OK(oclml_ctx_finish(ctx));
     ck_assert_str_eq(oclml_ctx_last_error(ctx), "");
+    oclml_ctx_destroy(ctx);
+}
+END_TEST
+
+static void count_op(void *user, const oclml_op_desc *op) {
+    int *n = user;
+    ck_assert_ptr_nonnull(op->name);
+    ck_assert_ptr_nonnull(op->kernel_file);
+    ck_assert_ptr_nonnull(op->tunables);
+    ck_assert_ptr_nonnull(op->summary);
+    (*n)++;
+}
+
+static void no_tunable(void *user, const char *key, const char *value, const char *source,
+                       const char *help) {
+    (void)user, (void)key, (void)value, (void)source, (void)help;
+}
+
+/* The listing functions: the op list, the capabilities, the tuning table; NULL arguments are
+ * refused. */
+START_TEST(op_list_caps_and_tuning) {
+    int n = 0;
+    ASSERT_OK(oclml_ops_list(count_op, &n));
+    ck_assert_int_ge(n, 26);
+    ck_assert_int_eq(oclml_ops_list(NULL, NULL), OCLML_ERR_NULL_POINTER);
+    oclml_ctx *ctx = test_ctx_new(NULL);
+    oclml_device_caps c;
+    oclml_device_info d;
+    ASSERT_OK(oclml_ctx_device_caps(ctx, &c));
+    ASSERT_OK(oclml_ctx_device_info(ctx, &d));
+    ck_assert_int_eq(c.is_gpu, d.is_gpu);
+    ck_assert_uint_eq(c.compute_units, d.compute_units);
+    ck_assert_uint_eq(c.max_work_group_size, d.max_work_group_size);
+    ck_assert_uint_ge(c.simd_width, 1);
+    ck_assert(!c.mma_tf32 || c.inline_ptx); /* tensor cores through PTX only */
+    if (!c.is_gpu) ck_assert(!c.inline_ptx);
+    ck_assert_int_eq(oclml_ctx_device_caps(NULL, &c), OCLML_ERR_NULL_POINTER);
+    ck_assert_int_eq(oclml_ctx_device_caps(ctx, NULL), OCLML_ERR_NULL_POINTER);
+    ck_assert_int_eq(oclml_ctx_tuning(NULL, no_tunable, NULL), OCLML_ERR_NULL_POINTER);
+    ck_assert_int_eq(oclml_ctx_tuning(ctx, NULL, NULL), OCLML_ERR_NULL_POINTER);
+    ck_assert_int_eq(oclml_ctx_prewarm(NULL, "fill", 0, NULL, NULL), OCLML_ERR_NULL_POINTER);
     oclml_ctx_destroy(ctx);
 }
 END_TEST
@@ -223,6 +272,7 @@ int main(void) {
     tcase_add_test(tc, wrap_application_objects);
     tcase_add_test(tc, status_codes);
     tcase_add_test(tc, log_callback_and_last_error);
+    tcase_add_test(tc, op_list_caps_and_tuning);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

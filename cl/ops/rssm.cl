@@ -18,6 +18,24 @@ inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
     return ctr;
 }
 
+/* SAMPLE mode: replaces group g's probabilities pi[C] by the one-hot of the first class whose
+ * running sum exceeds u, u uniform from Philox keyed by the seed, counter (member, step, group). */
+inline void sample_one_hot(__local float *pi, uint C, uint e, uint step, uint g, uint seed_lo,
+                           uint seed_hi) {
+    const uint4 rnd = philox4x32_10((uint4)(e, step, g, 0u), (uint2)(seed_lo, seed_hi));
+    const float u = (float)(rnd.x >> 8) * (1.0f / 16777216.0f);
+    float cum = 0.0f;
+    uint pick = C - 1;
+    for (uint c = 0; c < C; c++) {
+        cum += pi[c];
+        if (u < cum) {
+            pick = c;
+            break;
+        }
+    }
+    for (uint c = 0; c < C; c++) pi[c] = (c == pick) ? 1.0f : 0.0f;
+}
+
 /* ---- the rollout: P work-groups per member run all T steps in one launch ----
  * Work-group p of member e owns hidden units [p U, p U + U) of the GRU and the stochastic groups
  * p, p + P, p + 2P, ... of the prior. Each step has two phases (three for CHO), each ending in a
@@ -223,19 +241,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void oclml_rssm_rollout(
                 ent -= (pi > 0.0f || isnan(pi)) ? pi * log(pi) : 0.0f; /* NaN in, NaN out */
             }
             if (sample) { /* z = onehot(first class whose running sum of pi exceeds u), Philox u */
-                const uint4 rnd =
-                    philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi));
-                const float u = (float)(rnd.x >> 8) * (1.0f / 16777216.0f);
-                float cum = 0.0f;
-                uint pick = C - 1;
-                for (uint c = 0; c < C; c++) {
-                    cum += l[c];
-                    if (u < cum) {
-                        pick = c;
-                        break;
-                    }
-                }
-                for (uint c = 0; c < C; c++) l[c] = (c == pick) ? 1.0f : 0.0f;
+                sample_one_hot(l, C, e, t0 + t, g, seed_lo, seed_hi);
             }
             for (uint c = 0; c < C; c++) { /* z to the exchange buffer, y's z part */
                 const uint sz = g * C + c;
@@ -519,19 +525,7 @@ __kernel void oclml_rssm_rollout(RSSM_ROLLOUT_ARGS) {
             barrier(CLK_LOCAL_MEM_FENCE);
             for (uint gi = lid; gi < ng; gi += L) {
                 const uint g = p + gi * P;
-                const uint4 rnd =
-                    philox4x32_10((uint4)(e, t0 + t, g, 0u), (uint2)(seed_lo, seed_hi));
-                const float u = (float)(rnd.x >> 8) * (1.0f / 16777216.0f);
-                float cum = 0.0f;
-                uint pick = C - 1;
-                for (uint c = 0; c < C; c++) {
-                    cum += lg[gi * C + c];
-                    if (u < cum) {
-                        pick = c;
-                        break;
-                    }
-                }
-                for (uint c = 0; c < C; c++) lg[gi * C + c] = (c == pick) ? 1.0f : 0.0f;
+                sample_one_hot(lg + gi * C, C, e, t0 + t, g, seed_lo, seed_hi);
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);

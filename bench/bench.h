@@ -9,6 +9,7 @@
 
 typedef struct bench_env {
     oclml_ctx *ctx;
+    oclml_ctx_options opts; /* what ctx was made with, for suites that compare tunings */
     oclml_device_info dev;
     FILE *json;
     int reps, warm;
@@ -59,6 +60,7 @@ int bench_copy_probe(bench_env *env, size_t n, bench_timing *t, double *max_err)
 
 int bench_copy(bench_env *env);
 int bench_gemm(bench_env *env);
+int bench_linear(bench_env *env);
 int bench_softmax(bench_env *env);
 int bench_norm(bench_env *env);
 int bench_elementwise(bench_env *env);

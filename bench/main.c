@@ -16,7 +16,9 @@ typedef struct bench_cmd {
 /* One line per op family. */
 static const bench_cmd commands[] = {
     {"copy", bench_copy, "copy bandwidth (the memory limit)"},
-    {"gemm", bench_gemm, "SGEMM through CLBlast, square sizes"},
+    {"gemm", bench_gemm, "SGEMM: own kernels and CLBlast, square, transformer, skinny, batched"},
+    {"linear", bench_linear,
+     "linear layer y = gelu(x W^T + b): forward, forward+backward (dx, dw, db), peer shapes"},
     {"softmax", bench_softmax, "softmax, log-softmax and softmax backward, canonical row shapes"},
     {"norm", bench_norm, "layernorm and RMSnorm forward and backward, canonical row shapes"},
     {"elementwise", bench_elementwise,
@@ -34,7 +36,8 @@ static void usage(void) {
         "  --json FILE    also write one JSON object per result line (BENCH.md)\n"
         "  --reps N       timed repetitions (default 20), --warm N warm-up runs (default 3)\n"
         "  --sizes LIST   comma-separated sizes for the subcommand instead of its defaults\n"
-        "                 (copy, gemm, elementwise: N; softmax, norm: ROWSxCOLS; gru: BxIxD)\n"
+        "                 (copy, gemm, elementwise: N; softmax, norm: ROWSxCOLS; gru: BxIxD;\n"
+        "                 linear: MxINxOUT)\n"
         "  --quick        small default sizes (CPU devices, smoke runs)\n"
         "subcommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
@@ -89,6 +92,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "oclml-bench: no device: %s\n%s\n", oclml_status_name(st), err);
         return 1;
     }
+    env.opts = opts;
     oclml_ctx_device_info(env.ctx, &env.dev);
     if (json && !(env.json = fopen(json, "w"))) {
         fprintf(stderr, "oclml-bench: cannot write %s\n", json);

@@ -244,6 +244,15 @@ OCLML_API oclml_status oclml_ctx_tuning(const oclml_ctx *ctx,
                                                    const char *source, const char *help),
                                         void *user);
 
+/* Whether tuned CLBlast kernel parameters (oclml-tune; tuning keys clblast.*) are in force on
+ * this context's device: *active (may be NULL) is 1 when some are, and text (may be NULL) names
+ * each kernel's state and where its values came from, e.g. "Xgemm tuned from the shipped file:
+ * 0:1:32:...; XgemmDirect CLBlast's own; GemmRoutine ...". CLBlast keeps one set per device for
+ * the whole process: when two contexts on one device ask for different values, the one created
+ * later wins, for both (reported here as "tuned by another context in this process"). */
+OCLML_API oclml_status oclml_ctx_clblast_tuning(const oclml_ctx *ctx, int *active, char *text,
+                                                size_t len);
+
 /* The device capabilities the planners use, for tools and logs. Probing the PTX facts builds a
  * tiny kernel once per context (on GPUs). */
 typedef struct oclml_device_caps {
@@ -312,9 +321,20 @@ OCLML_API oclml_status oclml_fill(oclml_ctx *ctx, oclml_tensor *dst, float value
 OCLML_API oclml_status oclml_copy(oclml_ctx *ctx, const oclml_tensor *src, oclml_tensor *dst);
 
 /* ---------------------------------------------------------------------------------------------
- * GEMM through CLBlast.
+ * GEMM and linear layers. Each product runs on the kernel the planner picks for the shape and
+ * the device (oclml_gemm_plan says which): liboclml's own tiled kernels (on TF32 tensor cores
+ * with fp32 accuracy where the device has them, FMAs elsewhere) or CLBlast (tuned by oclml-tune).
+ * Any sizes, offsets and leading dimensions; no padding is asked of the caller.
  * ------------------------------------------------------------------------------------------- */
 typedef enum oclml_transpose { OCLML_NO_TRANS = 0, OCLML_TRANS = 1 } oclml_transpose;
+
+/* The precision of matrix products on this context. FP32 (the default) keeps fp32 accuracy:
+ * tensor cores are used only through the 3xTF32 split. TF32 allows products on TF32 tensor cores
+ * with one product per element (about 1e-3 relative error, several times faster), as PyTorch's
+ * allow_tf32; devices without them compute in fp32 either way. */
+typedef enum oclml_math_mode { OCLML_MATH_FP32 = 0, OCLML_MATH_TF32 = 1 } oclml_math_mode;
+OCLML_API oclml_status oclml_ctx_set_math_mode(oclml_ctx *ctx, oclml_math_mode mode);
+OCLML_API oclml_status oclml_ctx_math_mode(oclml_ctx *ctx, oclml_math_mode *mode);
 
 /* C = alpha * op(A) * op(B) + beta * C, with A, B, C 2-D: op(A) [M x K], op(B) [K x N], C [M x N].
  * With beta == 0, C need not be initialised (NaN in C does not propagate). */
@@ -328,6 +348,42 @@ OCLML_API oclml_status oclml_gemm_batched(oclml_ctx *ctx, oclml_transpose trans_
                                           oclml_transpose trans_b, float alpha,
                                           const oclml_tensor *a, const oclml_tensor *b, float beta,
                                           oclml_tensor *c);
+
+/* Describes the kernel a GEMM of this shape runs on this device (for benchmarks and logs);
+ * batch 1 for a plain GEMM. Plans only: builds nothing. */
+OCLML_API oclml_status oclml_gemm_plan(oclml_ctx *ctx, oclml_transpose trans_a,
+                                       oclml_transpose trans_b, size_t m, size_t n, size_t k,
+                                       size_t batch, char *text, size_t len);
+
+/* The activations a linear layer fuses into its product's epilogue. */
+typedef enum oclml_activation {
+    OCLML_ACT_NONE = 0,
+    OCLML_ACT_RELU,
+    OCLML_ACT_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt 2)), PyTorch's gelu */
+    OCLML_ACT_GELU_TANH, /* PyTorch's gelu(approximate='tanh') */
+    OCLML_ACT_SILU,
+    OCLML_ACT_TANH,
+    OCLML_ACT_SIGMOID
+} oclml_activation;
+
+/* y = act(x W^T + b) in PyTorch's layout: x [rows x in] (any rank >= 1; the last dimension is
+ * in, the others are rows), w [out x in], b [out] or NULL, y [rows x out] (x's shape with out
+ * last). pre (NULL or y's shape) receives x W^T + b, which the backward of GELU and SiLU needs.
+ * The bias and the activation run in the product's epilogue: y is written once. */
+OCLML_API oclml_status oclml_linear(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
+                                    const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y,
+                                    oclml_tensor *pre);
+
+/* The gradients of oclml_linear given dy (y's shape). saved is what the activation's derivative
+ * reads: the pre-activation (pre) for GELU and SiLU, the output y for ReLU, tanh and sigmoid,
+ * nothing (NULL) for NONE. dx (x's shape), dw (w's shape) and db (b's shape) may each be NULL
+ * when not wanted. dx is overwritten; dw and db are overwritten, or added to when accumulate is
+ * non-zero (as PyTorch accumulates .grad). */
+OCLML_API oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation act,
+                                             const oclml_tensor *x, const oclml_tensor *w,
+                                             const oclml_tensor *saved, const oclml_tensor *dy,
+                                             oclml_tensor *dx, oclml_tensor *dw, oclml_tensor *db,
+                                             int accumulate);
 
 /* ---------------------------------------------------------------------------------------------
  * Row ops: softmax, norms and row reductions work along the last axis; a tensor of any rank is

@@ -1,5 +1,8 @@
-/* GEMM against the double-precision reference: sizes 1, 7, 129, 1000 and rectangles, every
- * transpose, alpha and beta, batched, and bad input. */
+/* GEMM against the double-precision reference on every path the planner can pick (CLBlast,
+ * the own tiled kernels on tensor cores where the device has them and on FMAs everywhere, split
+ * K, the 16-work-item tile of small devices): sizes 1, 7, 129, 1000 and rectangles, every
+ * transpose, alpha and beta, batched, offsets and leading dimensions, skinny rows, accuracy
+ * against CLBlast's, the TF32 math mode, and bad input. */
 #include "testutil.h"
 
 #include <stdio.h>
@@ -37,17 +40,41 @@ static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, float alpha,
     free(ref);
 }
 
+/* The paths, picked through the tuning option, and what the plan must then name. */
+static const struct {
+    const char *tuning, *plan;
+} PATHS[] = {
+    {"gemm.own=0", "CLBlast"},
+    {"gemm.own=1", "own"},
+    {"gemm.own=1 gemm.mma=0", "own FMA"},
+    {"gemm.own=1 gemm.splitk=3", "own"},
+    {"gemm.own=1 gemm.mma=0 gemm.fma_tile=4:4:4:4:16", "own FMA tiles, tile 16x16x16"},
+};
+#define N_PATHS (int)(sizeof PATHS / sizeof PATHS[0])
+
+/* Switches T to path i and checks that the planner takes it for a 129 x 129 x 129 product. */
+static void use_path(int i) {
+    test_retune(PATHS[i].tuning);
+    char plan[160];
+    ASSERT_OK(
+        oclml_gemm_plan(T, OCLML_NO_TRANS, OCLML_NO_TRANS, 129, 129, 129, 1, plan, sizeof plan));
+    if (!strstr(plan, PATHS[i].plan))
+        ck_abort_msg("tuning '%s' planned '%s', wanted '%s'", PATHS[i].tuning, plan, PATHS[i].plan);
+}
+
 static const size_t SHAPES[][3] = {
     {1, 1, 1}, {7, 7, 7}, {129, 129, 129}, {7, 129, 33}, {130, 3, 257}};
 
 START_TEST(small_and_odd_all_transposes) {
-    int t = _i;
+    use_path(_i / 4);
+    int t = _i % 4;
     for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++)
         gemm_case(t & 1, t >> 1, SHAPES[s][0], SHAPES[s][1], SHAPES[s][2], 1.0f, 0.0f);
 }
 END_TEST
 
 START_TEST(alpha_beta) {
+    use_path(_i);
     gemm_case(0, 0, 33, 65, 17, 0.7f, 0.0f);
     gemm_case(1, 0, 33, 65, 17, -1.5f, -1.3f);
     gemm_case(0, 1, 129, 7, 64, 2.0f, 1.0f);
@@ -55,11 +82,14 @@ START_TEST(alpha_beta) {
 END_TEST
 
 START_TEST(size_1000_all_transposes) {
-    gemm_case(_i & 1, _i >> 1, 1000, 1000, 1000, 1.0f, _i == 3 ? 0.5f : 0.0f);
+    use_path(_i / 4);
+    int t = _i % 4;
+    gemm_case(t & 1, t >> 1, 1000, 1000, 1000, 1.0f, t == 3 ? 0.5f : 0.0f);
 }
 END_TEST
 
 START_TEST(batched) {
+    use_path(_i);
     size_t batch = 3, m = 17, n = 9, k = 31;
     size_t ash[3] = {batch, m, k}, bsh[2] = {n, k}, csh[3] = {batch, m, n};
     float *a = test_floats(batch * m * k), *b = test_floats(n * k), *c = test_floats(batch * m * n);
@@ -84,6 +114,124 @@ START_TEST(batched) {
     free(c);
     free(out);
     free(ref);
+}
+END_TEST
+
+/* Views: operands at odd offsets inside larger buffers (leading dimensions wider than the view
+ * are not expressible through tensors, so the offsets exercise the unaligned loads), and skinny
+ * products of 1, 5 and 64 rows against a wide matrix (the small-M plans and split K). */
+START_TEST(views_and_skinny) {
+    use_path(_i);
+    size_t big[1] = {6000}, m = 37, n = 29, k = 61;
+    float *host = test_floats(6000);
+    test_random(host, 6000, -1, 1);
+    oclml_tensor *pool = test_tensor_from(1, big, host);
+    size_t ash[2] = {m, k}, bsh[2] = {k, n}, csh[2] = {m, n};
+    cl_mem buf;
+    size_t base;
+    ASSERT_OK(oclml_tensor_buffer(pool, &buf, &base));
+    oclml_tensor *A, *B, *C;
+    ASSERT_OK(oclml_tensor_wrap(T, buf, base + 4 * 3, 2, ash, &A));
+    ASSERT_OK(oclml_tensor_wrap(T, buf, base + 4 * (3 + m * k + 1), 2, bsh, &B));
+    ASSERT_OK(oclml_tensor_wrap(T, buf, base + 4 * (3 + m * k + 1 + k * n + 2), 2, csh, &C));
+    ASSERT_OK(oclml_gemm(T, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, A, B, 0.5f, C));
+    double *ref = test_doubles(m * n);
+    ref_gemm(0, 0, m, n, k, 1.0, host + 3, host + 3 + m * k + 1, 0.5,
+             host + 3 + m * k + 1 + k * n + 2, ref);
+    float *out = test_floats(m * n);
+    test_read(C, out, m * n);
+    test_assert_close("gemm on offset views", out, ref, m * n, TOL_GEMM);
+    oclml_tensor_destroy(A);
+    oclml_tensor_destroy(B);
+    oclml_tensor_destroy(C);
+    oclml_tensor_destroy(pool);
+    free(host);
+    free(out);
+    free(ref);
+    gemm_case(0, 0, 1, 515, 1030, 1.0f, 0.0f);
+    gemm_case(0, 1, 5, 300, 700, 1.0f, 0.0f);
+    gemm_case(1, 1, 64, 260, 1100, 1.0f, 1.0f);
+}
+END_TEST
+
+/* Max error relative to sum |a_ik b_kj| (each output's rounding scale) of C = A B, 600^3. */
+static double path_error(const float *a, const float *b, const double *ref, const double *scale,
+                         size_t n) {
+    size_t shape[2] = {n, n};
+    oclml_tensor *A = test_tensor_from(2, shape, a), *B = test_tensor_from(2, shape, b),
+                 *C = test_tensor(2, shape);
+    ASSERT_OK(oclml_gemm(T, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, A, B, 0.0f, C));
+    float *out = test_floats(n * n);
+    test_read(C, out, n * n);
+    double worst = 0;
+    for (size_t i = 0; i < n * n; i++) worst = fmax(worst, fabs(out[i] - ref[i]) / scale[i]);
+    oclml_tensor_destroy(A);
+    oclml_tensor_destroy(B);
+    oclml_tensor_destroy(C);
+    free(out);
+    return worst;
+}
+
+static void reference_and_scale(const float *a, const float *b, size_t n, double *ref,
+                                double *scale) {
+    ref_gemm(0, 0, n, n, n, 1.0, a, b, 0.0, NULL, ref);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            double s = 0;
+            for (size_t p = 0; p < n; p++) s += fabs((double)a[i * n + p] * b[p * n + j]);
+            scale[i * n + j] = s > 0 ? s : 1;
+        }
+}
+
+/* The own kernels keep fp32 accuracy (the issue's bar: no worse than twice CLBlast's error on
+ * the same inputs; on tensor cores this is the 3xTF32 split at work). */
+START_TEST(accuracy_matches_clblast) {
+    size_t n = 600;
+    float *a = test_floats(n * n), *b = test_floats(n * n);
+    test_random(a, n * n, -1, 1);
+    test_random(b, n * n, -1, 1);
+    double *ref = test_doubles(n * n), *scale = test_doubles(n * n);
+    reference_and_scale(a, b, n, ref, scale);
+    test_retune("gemm.own=0");
+    double clblast = path_error(a, b, ref, scale, n);
+    test_retune("gemm.own=1");
+    double own = path_error(a, b, ref, scale, n);
+    ck_assert_msg(own <= 2 * clblast + 1e-9, "own GEMM error %.3g, CLBlast's %.3g", own, clblast);
+    ck_assert_msg(clblast < 1e-5, "CLBlast error %.3g", clblast);
+    free(a);
+    free(b);
+    free(ref);
+    free(scale);
+}
+END_TEST
+
+/* The TF32 math mode is opt-in: off by default, settable, and within TF32's ~1e-3 (exactly fp32
+ * on devices without tensor cores); FP32 again restores fp32 accuracy. */
+START_TEST(tf32_math_mode) {
+    size_t n = 300;
+    float *a = test_floats(n * n), *b = test_floats(n * n);
+    test_random(a, n * n, -1, 1);
+    test_random(b, n * n, -1, 1);
+    double *ref = test_doubles(n * n), *scale = test_doubles(n * n);
+    reference_and_scale(a, b, n, ref, scale);
+    test_retune("gemm.own=1");
+    oclml_math_mode mode = OCLML_MATH_TF32;
+    ASSERT_OK(oclml_ctx_math_mode(T, &mode));
+    ck_assert_int_eq(mode, OCLML_MATH_FP32);
+    ASSERT_OK(oclml_ctx_set_math_mode(T, OCLML_MATH_TF32));
+    ASSERT_OK(oclml_ctx_math_mode(T, &mode));
+    ck_assert_int_eq(mode, OCLML_MATH_TF32);
+    double tf32 = path_error(a, b, ref, scale, n);
+    ck_assert_msg(tf32 < 4e-3, "TF32 mode error %.3g", tf32);
+    ASSERT_OK(oclml_ctx_set_math_mode(T, OCLML_MATH_FP32));
+    double fp32 = path_error(a, b, ref, scale, n);
+    ck_assert_msg(fp32 < 1e-5, "FP32 mode error %.3g after TF32", fp32);
+    ASSERT_STATUS(oclml_ctx_set_math_mode(T, (oclml_math_mode)7), OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_ctx_math_mode(T, NULL), OCLML_ERR_NULL_POINTER);
+    free(a);
+    free(b);
+    free(ref);
+    free(scale);
 }
 END_TEST
 
@@ -122,10 +270,13 @@ int main(void) {
     Suite *s = suite_create("gemm");
     TCase *tc = tcase_create("gemm");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
-    tcase_add_loop_test(tc, small_and_odd_all_transposes, 0, 4);
-    tcase_add_test(tc, alpha_beta);
-    tcase_add_loop_test(tc, size_1000_all_transposes, 0, 4);
-    tcase_add_test(tc, batched);
+    tcase_add_loop_test(tc, small_and_odd_all_transposes, 0, 4 * N_PATHS);
+    tcase_add_loop_test(tc, alpha_beta, 0, N_PATHS);
+    tcase_add_loop_test(tc, size_1000_all_transposes, 0, 4 * N_PATHS);
+    tcase_add_loop_test(tc, batched, 0, N_PATHS);
+    tcase_add_loop_test(tc, views_and_skinny, 0, N_PATHS);
+    tcase_add_test(tc, accuracy_matches_clblast);
+    tcase_add_test(tc, tf32_math_mode);
     tcase_add_test(tc, bad_input_touches_nothing);
     suite_add_tcase(s, tc);
     return test_main(s);

@@ -5,15 +5,7 @@
  * or silu.
  * Variants: the host picks the function with -DUNARY=NAME (U_NAME and its derivative D_NAME below)
  * or -DBINARY=NAME (B_NAME), and the kernel shape by the kernels it wants. */
-#include "common.h"
-
-#define SQRT1_2 0.70710678118654752f
-#define INV_SQRT_2PI 0.39894228040143268f
-#define GELU_K 0.79788456080286536f /* sqrt(2 / pi) */
-#define GELU_C 0.044715f
-
-inline float relu_f(float x) { return (x > 0.0f || isnan(x)) ? x : 0.0f; }
-inline float gelu_tanh_u(float x) { return GELU_K * (x + GELU_C * x * x * x); }
+#include "activation.h"
 
 /* y = f(x); p is the op's scalar parameter (pow's exponent). */
 #define U_NEG(x, p) (-(x))
@@ -26,26 +18,12 @@ inline float gelu_tanh_u(float x) { return GELU_K * (x + GELU_C * x * x * x); }
 #define U_RELU(x, p) relu_f(x)
 #define U_SIGMOID(x, p) oclml_sigmoid(x)
 #define U_TANH(x, p) tanh(x)
-/* 1 + erf(z) = erfc(-z) and 1 + tanh(u) = 2 sigmoid(2u) keep negative inputs accurate. */
-#define U_GELU_ERF(x, p) (0.5f * (x)*erfc(-(x)*SQRT1_2))
-#define U_GELU_TANH(x, p) ((x)*oclml_sigmoid(2.0f * gelu_tanh_u(x)))
-#define U_SILU(x, p) ((x)*oclml_sigmoid(x))
+#define U_GELU_ERF(x, p) gelu_erf_f(x)
+#define U_GELU_TANH(x, p) gelu_tanh_f(x)
+#define U_SILU(x, p) silu_f(x)
 #define U_POW(x, p) pow((x), (p))
 
-/* dx = dy * f'(x). Derivatives avoid 1 - t^2 and 1 - sigmoid, which lose all precision where
- * t or sigmoid approach 1: 1 - tanh^2 = 1 / cosh^2 and 1 - sigmoid(x) = sigmoid(-x). */
-inline float sech2(float x) {
-    const float c = cosh(x);
-    return 1.0f / (c * c);
-}
-inline float d_gelu_erf(float x) {
-    return 0.5f * erfc(-x * SQRT1_2) + x * INV_SQRT_2PI * exp(-0.5f * x * x);
-}
-inline float d_gelu_tanh(float x) {
-    const float u = gelu_tanh_u(x);
-    return oclml_sigmoid(2.0f * u) + 0.5f * x * sech2(u) * GELU_K * (1.0f + 3.0f * GELU_C * x * x);
-}
-inline float d_silu(float x) { return oclml_sigmoid(x) * (1.0f + x * oclml_sigmoid(-x)); }
+/* dx = dy * f'(x). */
 #define D_NEG(x, g, p) (-(g))
 #define D_ABS(x, g, p) (isnan(x) ? (x) : (g)*sign(x)) /* sign(NaN) is 0: keep the NaN */
 #define D_EXP(x, g, p) ((g)*exp(x))

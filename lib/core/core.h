@@ -46,7 +46,7 @@ typedef struct oclml__caps {
  * from. Keys are declared by the ops (oclml__tunables, lib/ops/registry.c); core only parses and
  * looks them up. A value is 1 to OCLML__TUNE_MAX_INTS integers; 0 usually means "let the op
  * decide from the shape and the capabilities". */
-#define OCLML__TUNE_MAX_INTS 5
+#define OCLML__TUNE_MAX_INTS 16
 typedef struct oclml__tunable {
     const char *key; /* "gru.tile" */
     unsigned n;      /* how many integers the value has */
@@ -141,6 +141,10 @@ struct oclml_ctx {
     pthread_mutex_t error_lock;
     pthread_mutex_t scratch_lock;
     pthread_mutex_t caps_lock;
+
+    /* oclml_math_mode: read by every product, set by the application between them (an int, set
+     * and read whole). */
+    volatile int math_mode;
 
     oclml__program_entry *programs;
     oclml__scratch *scratch;
@@ -248,6 +252,11 @@ oclml_status oclml__tune_init(oclml_ctx *ctx, const char *option);
 /* The value of a key (must be declared in oclml__tunables; i < its n). */
 long oclml__tune(const oclml_ctx *ctx, const char *key, unsigned i);
 const char *oclml__tune_source_name(oclml__tune_source s);
+
+/* ---- the op layer's part of context creation (lib/ops/clblast_params.c) ----
+ * Called once the tuning table is read: applies what the ops keep outside a context, CLBlast's
+ * process-wide kernel parameters for this device. An error fails the creation. */
+oclml_status oclml__ops_context_init(oclml_ctx *ctx);
 
 /* ---- programs and kernels (program.c) ---- */
 

@@ -1,17 +1,6 @@
-/* GEMM through CLBlast: plain and strided-batched, row-major. */
+/* The public GEMM entry points: argument checks, then the planner (gemm_plan.c). */
+#include "ops/gemm.h"
 #include "ops/ops.h"
-
-/* CLBlast's header declares CLBlastClearCache() without a prototype: not our warning to fix. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#include <clblast_c.h>
-#pragma GCC diagnostic pop
-
-/* CLBlast keeps process-wide caches of programs and tuning data, and concurrent calls into it
- * crash on NVIDIA's OpenCL (seen with four threads sharing a context; see also CLBlast issue
- * #486). Its calls only enqueue work once its kernels are compiled, so one process-wide lock
- * costs little and makes GEMM safe from any number of threads and contexts. */
-static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Rows and columns of op(X) for a 2-D view of the last two dimensions of t. */
 static void op_dims(const oclml_tensor *t, oclml_transpose tr, size_t *rows, size_t *cols) {
@@ -20,12 +9,9 @@ static void op_dims(const oclml_tensor *t, oclml_transpose tr, size_t *rows, siz
     *cols = tr ? r : c;
 }
 
-static oclml_status clblast_fail(oclml_ctx *ctx, CLBlastStatusCode code, const char *what) {
-    char *text = oclml__asprintf("%s failed: CLBlast status %d", what, (int)code);
-    return oclml__fail_text(ctx, OCLML_ERR_CLBLAST, (int)code, text);
-}
+static bool trans_ok(oclml_transpose t) { return t == OCLML_NO_TRANS || t == OCLML_TRANS; }
 
-/* Shared validation of plain and batched GEMM. min_dims/max_dims bound each operand's rank. */
+/* Shared validation of plain and batched GEMM. max_dims bounds each operand's rank. */
 static oclml_status check_gemm(oclml_ctx *ctx, oclml_transpose ta, oclml_transpose tb,
                                const oclml_tensor *a, const oclml_tensor *b, const oclml_tensor *c,
                                int max_dims, size_t *m, size_t *n, size_t *k) {
@@ -34,7 +20,7 @@ static oclml_status check_gemm(oclml_ctx *ctx, oclml_transpose ta, oclml_transpo
     if (!st) st = oclml__check_tensor(ctx, b, "b");
     if (!st) st = oclml__check_tensor(ctx, c, "c");
     if (st) return st;
-    if ((ta != OCLML_NO_TRANS && ta != OCLML_TRANS) || (tb != OCLML_NO_TRANS && tb != OCLML_TRANS))
+    if (!trans_ok(ta) || !trans_ok(tb))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "transpose flags must be OCLML_NO_TRANS or OCLML_TRANS");
     const oclml_tensor *ops[3] = {a, b, c};
@@ -53,12 +39,24 @@ static oclml_status check_gemm(oclml_ctx *ctx, oclml_transpose ta, oclml_transpo
             ctx, OCLML_ERR_INVALID_SHAPE,
             "gemm shapes do not chain: op(a) is %zux%zu, op(b) is %zux%zu, c is %zux%zu", *m, ka,
             kb, *n, mc, nc);
+    if (c == a || c == b || (c->mem == a->mem && oclml__elem_offset(c) == oclml__elem_offset(a)) ||
+        (c->mem == b->mem && oclml__elem_offset(c) == oclml__elem_offset(b)))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "gemm output c aliases an input");
     *k = ka;
     return OCLML_SUCCESS;
 }
 
-static CLBlastTranspose cb_trans(oclml_transpose t) {
-    return t ? CLBlastTransposeYes : CLBlastTransposeNo;
+static oclml__gemm_desc desc_of(oclml_transpose ta, oclml_transpose tb, size_t m, size_t n,
+                                size_t k, size_t batch, float alpha, float beta) {
+    return (oclml__gemm_desc){.trans_a = ta == OCLML_TRANS,
+                              .trans_b = tb == OCLML_TRANS,
+                              .m = m,
+                              .n = n,
+                              .k = k,
+                              .batch = batch,
+                              .alpha = alpha,
+                              .beta = beta,
+                              .act = OCLML_ACT_NONE};
 }
 
 oclml_status oclml_gemm(oclml_ctx *ctx, oclml_transpose ta, oclml_transpose tb, float alpha,
@@ -66,16 +64,11 @@ oclml_status oclml_gemm(oclml_ctx *ctx, oclml_transpose ta, oclml_transpose tb, 
     size_t m, n, k;
     oclml_status st = check_gemm(ctx, ta, tb, a, b, c, 2, &m, &n, &k);
     if (st) return st;
-    cl_event ev = NULL;
-    pthread_mutex_lock(&clblast_lock);
-    oclml__profile_mark(ctx);
-    CLBlastStatusCode s =
-        CLBlastSgemm(CLBlastLayoutRowMajor, cb_trans(ta), cb_trans(tb), m, n, k, alpha, a->mem,
-                     oclml__elem_offset(a), a->shape[1], b->mem, oclml__elem_offset(b), b->shape[1],
-                     beta, c->mem, oclml__elem_offset(c), c->shape[1], &ctx->queue, &ev);
-    pthread_mutex_unlock(&clblast_lock);
-    oclml__event_done(ctx, ev);
-    return s == CLBlastSuccess ? OCLML_SUCCESS : clblast_fail(ctx, s, "CLBlastSgemm");
+    oclml__gemm_desc d = desc_of(ta, tb, m, n, k, 1, alpha, beta);
+    d.a = oclml__matrix_of(a);
+    d.b = oclml__matrix_of(b);
+    d.c = oclml__matrix_of(c);
+    return oclml__gemm(ctx, &d);
 }
 
 oclml_status oclml_gemm_batched(oclml_ctx *ctx, oclml_transpose ta, oclml_transpose tb, float alpha,
@@ -92,18 +85,48 @@ oclml_status oclml_gemm_batched(oclml_ctx *ctx, oclml_transpose ta, oclml_transp
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "batch sizes differ: a %zu, b %zu, c %zu",
                            a->ndim == 3 ? a->shape[0] : batch, b->ndim == 3 ? b->shape[0] : batch,
                            batch);
-    /* A 2-D operand is shared by every batch entry: stride 0. */
-    size_t sa = a->ndim == 3 ? a->shape[1] * a->shape[2] : 0;
-    size_t sb = b->ndim == 3 ? b->shape[1] * b->shape[2] : 0;
-    cl_event ev = NULL;
-    pthread_mutex_lock(&clblast_lock);
-    oclml__profile_mark(ctx);
-    CLBlastStatusCode s = CLBlastSgemmStridedBatched(
-        CLBlastLayoutRowMajor, cb_trans(ta), cb_trans(tb), m, n, k, alpha, a->mem,
-        oclml__elem_offset(a), a->shape[a->ndim - 1], sa, b->mem, oclml__elem_offset(b),
-        b->shape[b->ndim - 1], sb, beta, c->mem, oclml__elem_offset(c), n, m * n, batch,
-        &ctx->queue, &ev);
-    pthread_mutex_unlock(&clblast_lock);
-    oclml__event_done(ctx, ev);
-    return s == CLBlastSuccess ? OCLML_SUCCESS : clblast_fail(ctx, s, "CLBlastSgemmStridedBatched");
+    /* A 2-D operand is shared by every batch entry: stride 0 (oclml__matrix_of). */
+    oclml__gemm_desc d = desc_of(ta, tb, m, n, k, batch, alpha, beta);
+    d.a = oclml__matrix_of(a);
+    d.b = oclml__matrix_of(b);
+    d.c = oclml__matrix_of(c);
+    return oclml__gemm(ctx, &d);
+}
+
+oclml_status oclml_gemm_plan(oclml_ctx *ctx, oclml_transpose ta, oclml_transpose tb, size_t m,
+                             size_t n, size_t k, size_t batch, char *text, size_t len) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (st) return st;
+    if (!text || len == 0)
+        return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "text buffer is NULL or empty");
+    if (!trans_ok(ta) || !trans_ok(tb))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "transpose flags must be OCLML_NO_TRANS or OCLML_TRANS");
+    if (!m || !n || !k || !batch)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "m, n, k and batch must be >= 1");
+    oclml__gemm_desc d = desc_of(ta, tb, m, n, k, batch, 1.0f, 0.0f);
+    /* Dense operands at offset 0, as a tensor of that shape would be. */
+    d.a = (oclml__matrix){NULL, 0, ta ? m : k, batch > 1 ? m * k : 0};
+    d.b = (oclml__matrix){NULL, 0, tb ? k : n, batch > 1 ? k * n : 0};
+    d.c = (oclml__matrix){NULL, 0, n, batch > 1 ? m * n : 0};
+    oclml__gemm_describe(ctx, &d, text, len);
+    return OCLML_SUCCESS;
+}
+
+oclml_status oclml_ctx_set_math_mode(oclml_ctx *ctx, oclml_math_mode mode) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (st) return st;
+    if (mode != OCLML_MATH_FP32 && mode != OCLML_MATH_TF32)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "math mode must be OCLML_MATH_FP32 or OCLML_MATH_TF32");
+    ctx->math_mode = mode;
+    return OCLML_SUCCESS;
+}
+
+oclml_status oclml_ctx_math_mode(oclml_ctx *ctx, oclml_math_mode *mode) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (st) return st;
+    if (!mode) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "mode is NULL");
+    *mode = (oclml_math_mode)ctx->math_mode;
+    return OCLML_SUCCESS;
 }

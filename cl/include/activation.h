@@ -1,0 +1,54 @@
+/* Activation functions and their derivatives, shared by the elementwise ops and the epilogues of
+ * matrix products (linear layers). NaN in gives NaN out; +-1e4 never overflows.
+ * Derivatives avoid 1 - t^2 and 1 - sigmoid, which lose all precision where t or sigmoid
+ * approach 1: 1 - tanh^2 = 1 / cosh^2 and 1 - sigmoid(x) = sigmoid(-x). */
+#ifndef OCLML_ACTIVATION_H
+#define OCLML_ACTIVATION_H
+
+#include "common.h"
+
+#define SQRT1_2 0.70710678118654752f
+#define INV_SQRT_2PI 0.39894228040143268f
+#define GELU_K 0.79788456080286536f /* sqrt(2 / pi) */
+#define GELU_C 0.044715f
+
+inline float relu_f(float x) { return (x > 0.0f || isnan(x)) ? x : 0.0f; }
+inline float gelu_tanh_u(float x) { return GELU_K * (x + GELU_C * x * x * x); }
+/* 1 + erf(z) = erfc(-z) and 1 + tanh(u) = 2 sigmoid(2u) keep negative inputs accurate. */
+inline float gelu_erf_f(float x) { return 0.5f * x * erfc(-x * SQRT1_2); }
+inline float gelu_tanh_f(float x) { return x * oclml_sigmoid(2.0f * gelu_tanh_u(x)); }
+inline float silu_f(float x) { return x * oclml_sigmoid(x); }
+
+inline float sech2(float x) {
+    const float c = cosh(x);
+    return 1.0f / (c * c);
+}
+inline float d_gelu_erf(float x) {
+    return 0.5f * erfc(-x * SQRT1_2) + x * INV_SQRT_2PI * exp(-0.5f * x * x);
+}
+inline float d_gelu_tanh(float x) {
+    const float u = gelu_tanh_u(x);
+    return oclml_sigmoid(2.0f * u) + 0.5f * x * sech2(u) * GELU_K * (1.0f + 3.0f * GELU_C * x * x);
+}
+inline float d_silu(float x) { return oclml_sigmoid(x) * (1.0f + x * oclml_sigmoid(-x)); }
+
+/* The activation a program fuses, picked by the host with -DACT_<NAME>=1 (ACT_NONE otherwise),
+ * matching oclml_activation: act_apply(z) gives the output for pre-activation z. */
+#if defined(ACT_RELU)
+#define act_apply(z) relu_f(z)
+#elif defined(ACT_GELU_ERF)
+#define act_apply(z) gelu_erf_f(z)
+#elif defined(ACT_GELU_TANH)
+#define act_apply(z) gelu_tanh_f(z)
+#elif defined(ACT_SILU)
+#define act_apply(z) silu_f(z)
+#elif defined(ACT_TANH)
+#define act_apply(z) tanh(z)
+#elif defined(ACT_SIGMOID)
+#define act_apply(z) oclml_sigmoid(z)
+#else
+#define ACT_NONE 1
+#define act_apply(z) (z)
+#endif
+
+#endif

@@ -1,0 +1,352 @@
+/* The GEMM family: C = act(alpha op(A) op(B) + beta C + bias) for strided batches, in two tiled
+ * kernels that share their loads and their epilogue, and a finishing kernel.
+ *
+ *   oclml_gemm_mma     warps of 32 work-items on the m16n8k8 TF32 tensor-core instruction: by
+ *                      default three products per element (3xTF32: fp32 accuracy), one with
+ *                      GEMM_MMA=2 (the opt-in TF32 math mode). Where the device has TF32 mma.sync.
+ *   oclml_gemm_fma     the same tiling on FMAs, for every device: TY x TX work-items, each RM x RN
+ *                      outputs (rows ty + i TY, columns tx + j TX: neighbours store neighbours).
+ *   oclml_gemm_finish  sums split-K partial products and applies the epilogue; also the epilogue
+ *                      of products computed elsewhere (CLBlast).
+ *
+ * A work-group owns a BM x BN block of C and walks K in tiles of BK, double-buffered in local
+ * memory: the next tile's global loads are in flight (in registers) while the current one is
+ * multiplied, so one barrier per tile suffices. Each operand is staged with its K extent
+ * contiguous or its row extent contiguous, whichever it has in global memory (A not transposed
+ * and B transposed, i.e. PyTorch's weights, are K-contiguous), so every staging store is a float4
+ * and every fragment read is free of bank conflicts (strides BK + 4 and rows + 8).
+ *
+ * Edges: loads past M, N or K read zeros; stores past M or N are skipped; no padding is asked of
+ * the caller. With VEC_A / VEC_B the host guarantees aligned float4 loads (leading dimension,
+ * offset and the contiguous extent multiples of 4).
+ *
+ * Grid: dimension 0 block columns x work-group size (or the FMA work-group), dimension 1 block
+ * rows, dimension 2 batch entries x K splits. A split computes its K range into its own slice of
+ * C (a workspace; the finishing kernel sums them). Block order is swizzled in groups of
+ * GROUP_M block rows, so blocks running together share A and B tiles in the L2 cache. */
+#include "activation.h"
+#if GEMM_MMA
+#define OCLML_WANT_MMA_TF32 1
+#endif
+#include "ptx.h"
+
+#ifndef TRANS_A
+#define TRANS_A 0
+#endif
+#ifndef TRANS_B
+#define TRANS_B 0
+#endif
+#ifndef VEC_A
+#define VEC_A 0
+#endif
+#ifndef VEC_B
+#define VEC_B 0
+#endif
+#ifndef GEMM_MMA
+#define GEMM_MMA 0 /* 0: FMAs; 1: 3xTF32 tensor cores; 2: TF32 tensor cores */
+#endif
+#ifndef HAS_BIAS
+#define HAS_BIAS 0
+#endif
+#ifndef HAS_PRE
+#define HAS_PRE 0
+#endif
+#ifndef BK
+#define BK 16
+#endif
+#define GROUP_M 8
+
+#if GEMM_MMA
+#ifndef WM
+#define WM 2
+#endif
+#ifndef WN
+#define WN 4
+#endif
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#define NTHREADS (32 * WM * WN)
+#define WTM (BM / WM) /* a warp's rows */
+#define WTN (BN / WN) /* a warp's columns */
+#define MT (WTM / 16)
+#define NT (WTN / 8)
+#else
+#ifndef TX
+#define TX 8
+#endif
+#ifndef TY
+#define TY 8
+#endif
+#ifndef RM
+#define RM 4
+#endif
+#ifndef RN
+#define RN 4
+#endif
+#define NTHREADS (TX * TY)
+#define BM (TY * RM)
+#define BN (TX * RN)
+#endif
+
+/* K-contiguous operands stage as [row][k], the others as [k][row]. */
+#define KCONT_A (!TRANS_A)
+#define KCONT_B (TRANS_B)
+#define LDK (BK + 4)
+#define TILE_A_FLOATS (KCONT_A ? BM * LDK : BK * (BM + 8))
+#define TILE_B_FLOATS (KCONT_B ? BN * LDK : BK * (BN + 8))
+#define A_AT(t, r, k) ((t)[KCONT_A ? (r)*LDK + (k) : (k) * (BM + 8) + (r)])
+#define B_AT(t, r, k) ((t)[KCONT_B ? (r)*LDK + (k) : (k) * (BN + 8) + (r)])
+/* float4 each work-item stages per tile (the last round partly where the tile has fewer). */
+#define CHUNKS_A ((BM * BK / 4 + NTHREADS - 1) / NTHREADS)
+#define CHUNKS_B ((BN * BK / 4 + NTHREADS - 1) / NTHREADS)
+#define CHUNK_OK(c, rows) ((rows)*BK / 4 % NTHREADS == 0 || (c) < (rows)*BK / 4)
+
+/* Four consecutive elements of a contiguous extent (zeros past its end or for an absent line).
+ * With vec the host guarantees an aligned float4 wholly inside the extent. */
+inline float4 load4(__global const float *line, uint i, uint extent, bool present, bool vec) {
+    if (!present || i >= extent) return (float4)(0.0f);
+    if (vec) return *(__global const float4 *)(line + i);
+    return (float4)(line[i], i + 1 < extent ? line[i + 1] : 0.0f,
+                    i + 2 < extent ? line[i + 2] : 0.0f, i + 3 < extent ? line[i + 3] : 0.0f);
+}
+
+/* Stages chunk c of a ROWS x BK tile (rows from r0, K from k0) of an operand with `rows` rows:
+ * K-contiguous operands in chunks of four K along a row, the others of four rows along K. */
+inline float4 load_chunk(__global const float *x, uint ld, uint rows, uint r0, uint k0, uint kend,
+                         uint c, uint tile_rows, bool kcont, bool vec) {
+    if (kcont) {
+        const uint r = c / (BK / 4), k = c % (BK / 4) * 4;
+        return load4(x + (size_t)(r0 + r) * ld + k0, k, kend - k0, r0 + r < rows, vec);
+    }
+    const uint k = c / (tile_rows / 4), r = c % (tile_rows / 4) * 4;
+    return load4(x + (size_t)(k0 + k) * ld + r0, r, rows - r0, k0 + k < kend, vec);
+}
+
+inline void store_chunk(__local float *t, float4 v, uint c, uint tile_rows, bool kcont) {
+    if (kcont) {
+        const uint r = c / (BK / 4), k = c % (BK / 4) * 4;
+        *(__local float4 *)(t + r * LDK + k) = v;
+    } else {
+        const uint k = c / (tile_rows / 4), r = c % (tile_rows / 4) * 4;
+        *(__local float4 *)(t + k * (tile_rows + 8) + r) = v;
+    }
+}
+
+/* The work-group's block after the swizzle, and its batch entry and K range. */
+typedef struct block_pos {
+    uint r0, c0, kbegin, kend;
+} block_pos;
+
+inline block_pos block_of(uint M, uint N, uint K, uint ksplit, uint kchunk) {
+    const uint gx = (N + BN - 1) / BN, gy = (M + BM - 1) / BM;
+    const uint pid = get_group_id(1) * gx + get_group_id(0);
+    const uint per_group = GROUP_M * gx, first = pid / per_group * GROUP_M;
+    const uint rows = min(gy - first, (uint)GROUP_M), in_group = pid % per_group;
+    block_pos p;
+    p.r0 = (first + in_group % rows) * BM;
+    p.c0 = in_group / rows * BN;
+    const uint split = get_group_id(2) % ksplit;
+    p.kbegin = split * kchunk;
+    p.kend = min(K, p.kbegin + kchunk);
+    return p;
+}
+
+/* The epilogue of one element: scale, add beta C and the bias, keep the pre-activation, apply
+ * the activation. beta == 0 does not read C (it may hold NaN). */
+inline void epilogue(__global float *C, uint ldc, __global const float *bias, __global float *pre,
+                     uint ldp, uint M, uint N, uint r, uint c, float acc, float alpha, float beta) {
+    if (r >= M || c >= N) return;
+    float v = alpha * acc;
+    if (beta != 0.0f) v += beta * C[(size_t)r * ldc + c];
+#if HAS_BIAS
+    v += bias[c];
+#endif
+#if HAS_PRE
+    pre[(size_t)r * ldp + c] = v;
+#endif
+    C[(size_t)r * ldc + c] = act_apply(v);
+}
+
+#define GEMM_ARGS                                                                                 \
+    __global const float *A, ulong a_off, uint lda, ulong a_stride, __global const float *B,       \
+        ulong b_off, uint ldb, ulong b_stride, __global float *C, ulong c_off, uint ldc,           \
+        ulong c_stride, uint M, uint N, uint K, float alpha, float beta, __global const float *bias, \
+        ulong bias_off, __global float *pre, ulong pre_off, uint ldp, ulong pre_stride,            \
+        uint ksplit, uint kchunk
+
+/* Moves the operands' pointers to this work-group's batch entry (and C's to its split slice). */
+#define GEMM_PROLOGUE                                                                              \
+    const uint z = get_group_id(2), entry = z / ksplit;                                            \
+    A += a_off + entry * a_stride;                                                                 \
+    B += b_off + entry * b_stride;                                                                 \
+    C += c_off + z * c_stride;                                                                     \
+    bias += bias_off;                                                                              \
+    pre += pre_off + entry * pre_stride;                                                           \
+    const block_pos p = block_of(M, N, K, ksplit, kchunk);                                         \
+    const uint tid = get_local_id(0);                                                              \
+    __local float As[2][TILE_A_FLOATS], Bs[2][TILE_B_FLOATS];                                      \
+    float4 sa[CHUNKS_A], sb[CHUNKS_B];
+
+/* Global to registers for the tile at k0, then registers to local buffer buf. */
+#define GEMM_FETCH(k0)                                                                             \
+    for (uint i = 0; i < CHUNKS_A; i++)                                                           \
+        if (CHUNK_OK(tid + i * NTHREADS, BM))                                                      \
+            sa[i] = load_chunk(A, lda, M, p.r0, (k0), p.kend, tid + i * NTHREADS, BM, KCONT_A,    \
+                               VEC_A);                                                             \
+    for (uint i = 0; i < CHUNKS_B; i++)                                                           \
+        if (CHUNK_OK(tid + i * NTHREADS, BN))                                                      \
+            sb[i] = load_chunk(B, ldb, N, p.c0, (k0), p.kend, tid + i * NTHREADS, BN, KCONT_B,    \
+                               VEC_B);
+#define GEMM_STAGE(buf)                                                                            \
+    for (uint i = 0; i < CHUNKS_A; i++)                                                           \
+        if (CHUNK_OK(tid + i * NTHREADS, BM))                                                      \
+            store_chunk(As[buf], sa[i], tid + i * NTHREADS, BM, KCONT_A);                          \
+    for (uint i = 0; i < CHUNKS_B; i++)                                                           \
+        if (CHUNK_OK(tid + i * NTHREADS, BN))                                                      \
+            store_chunk(Bs[buf], sb[i], tid + i * NTHREADS, BN, KCONT_B);
+
+/* The K loop around COMPUTE(buffer). */
+#define GEMM_MAINLOOP(COMPUTE)                                                                     \
+    uint buf = 0;                                                                                  \
+    if (p.kbegin < p.kend) {                                                                       \
+        GEMM_FETCH(p.kbegin)                                                                       \
+        GEMM_STAGE(0)                                                                              \
+    }                                                                                              \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
+    for (uint k0 = p.kbegin; k0 < p.kend; k0 += BK) {                                              \
+        const bool more = k0 + BK < p.kend;                                                        \
+        if (more) {                                                                                \
+            GEMM_FETCH(k0 + BK)                                                                    \
+        }                                                                                          \
+        COMPUTE(As[buf], Bs[buf]);                                                                 \
+        if (more) {                                                                                \
+            GEMM_STAGE(buf ^ 1)                                                                    \
+        }                                                                                          \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                              \
+        buf ^= 1;                                                                                  \
+    }
+
+#if GEMM_MMA && OCLML_WANT(oclml_gemm_mma)
+/* v = hi + lo, hi rounded to its top 11 significant bits (tf32), lo the rest: hi*hi + hi*lo +
+ * lo*hi is a*b to ~2^-21 relative where one tf32 product is off by ~2^-11. The tensor cores read
+ * only lo's tf32 bits; what they drop is ~2^-22 of v. Infinities keep lo = 0 (not inf - inf);
+ * values within 2^-12 of FLT_MAX round to infinity. */
+inline void tf32_split(float v, uint *hi, uint *lo) {
+    const uint h = (as_uint(v) + 0x1000u) & 0xffffe000u;
+    *hi = h;
+    *lo = isinf(as_float(h)) ? 0u : as_uint(v - as_float(h));
+}
+
+/* One BK tile of this warp's MT x NT blocks. Each pass runs over all its products before the
+ * next (small terms first), so a product waits on its predecessor only a pass later. */
+inline void mma_tile(__local const float *as, __local const float *bs, uint wr, uint wc, uint gid,
+                     uint tig, float *acc) {
+#pragma unroll
+    for (uint kk = 0; kk < BK; kk += 8) {
+        uint ah[MT][4], al[MT][4], bh[NT][2], bl[NT][2];
+#pragma unroll
+        for (uint mt = 0; mt < MT; mt++) {
+            const uint r = wr + mt * 16 + gid, k = kk + tig;
+            tf32_split(A_AT(as, r, k), &ah[mt][0], &al[mt][0]);
+            tf32_split(A_AT(as, r + 8, k), &ah[mt][1], &al[mt][1]);
+            tf32_split(A_AT(as, r, k + 4), &ah[mt][2], &al[mt][2]);
+            tf32_split(A_AT(as, r + 8, k + 4), &ah[mt][3], &al[mt][3]);
+        }
+#pragma unroll
+        for (uint nt = 0; nt < NT; nt++) {
+            const uint c = wc + nt * 8 + gid, k = kk + tig;
+            tf32_split(B_AT(bs, c, k), &bh[nt][0], &bl[nt][0]);
+            tf32_split(B_AT(bs, c, k + 4), &bh[nt][1], &bl[nt][1]);
+        }
+#if GEMM_MMA == 1
+#pragma unroll
+        for (uint pass = 0; pass < 3; pass++)
+#else
+        const uint pass = 2;
+#endif
+#pragma unroll
+            for (uint mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (uint nt = 0; nt < NT; nt++) {
+                    const uint *av = pass == 0 ? al[mt] : ah[mt],
+                               *bv = pass == 1 ? bl[nt] : bh[nt];
+                    mma_tf32(acc + (mt * NT + nt) * 4, av[0], av[1], av[2], av[3], bv[0], bv[1]);
+                }
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_mma(GEMM_ARGS) {
+    GEMM_PROLOGUE
+    const uint lane = tid % 32, warp = tid / 32, gid = lane / 4, tig = lane % 4;
+    const uint wr = warp / WN * WTM, wc = warp % WN * WTN;
+    float acc[MT * NT * 4];
+    for (uint i = 0; i < MT * NT * 4; i++) acc[i] = 0.0f;
+#define MMA_COMPUTE(as, bs) mma_tile(as, bs, wr, wc, gid, tig, acc)
+    GEMM_MAINLOOP(MMA_COMPUTE)
+    /* Accumulator (mt, nt, i): row wr + mt*16 + gid + 8*(i/2), column wc + nt*8 + 2*tig + i%2. */
+#pragma unroll
+    for (uint mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (uint nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (uint i = 0; i < 4; i++)
+                epilogue(C, ldc, bias, pre, ldp, M, N, p.r0 + wr + mt * 16 + gid + 8 * (i / 2),
+                         p.c0 + wc + nt * 8 + 2 * tig + i % 2, acc[(mt * NT + nt) * 4 + i], alpha,
+                         beta);
+}
+#endif
+
+#if !GEMM_MMA && OCLML_WANT(oclml_gemm_fma)
+inline void fma_tile(__local const float *as, __local const float *bs, uint ty, uint tx,
+                     float acc[RM][RN]) {
+#pragma unroll 4
+    for (uint k = 0; k < BK; k++) {
+        float a[RM], b[RN];
+#pragma unroll
+        for (uint i = 0; i < RM; i++) a[i] = A_AT(as, ty + i * TY, k);
+#pragma unroll
+        for (uint j = 0; j < RN; j++) b[j] = B_AT(bs, tx + j * TX, k);
+#pragma unroll
+        for (uint i = 0; i < RM; i++)
+#pragma unroll
+            for (uint j = 0; j < RN; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_fma(GEMM_ARGS) {
+    GEMM_PROLOGUE
+    const uint tx = tid % TX, ty = tid / TX;
+    float acc[RM][RN];
+    for (uint i = 0; i < RM; i++)
+        for (uint j = 0; j < RN; j++) acc[i][j] = 0.0f;
+#define FMA_COMPUTE(as, bs) fma_tile(as, bs, ty, tx, acc)
+    GEMM_MAINLOOP(FMA_COMPUTE)
+    for (uint i = 0; i < RM; i++)
+        for (uint j = 0; j < RN; j++)
+            epilogue(C, ldc, bias, pre, ldp, M, N, p.r0 + ty + i * TY, p.c0 + tx + j * TX,
+                     acc[i][j], alpha, beta);
+}
+#endif
+
+#if OCLML_WANT(oclml_gemm_finish)
+/* C = act(alpha sum_s W[s] + beta C + bias) for the M x N block of batch entry z = group 2:
+ * W[s] the split partials (stride w_split; one slice: a product made elsewhere, which may be C
+ * itself, read before it is written by the same work-item). */
+__kernel void oclml_gemm_finish(__global const float *W, ulong w_off, uint ldw, ulong w_split,
+                                ulong w_stride, uint splits, __global float *C, ulong c_off,
+                                uint ldc, ulong c_stride, uint M, uint N, float alpha, float beta,
+                                __global const float *bias, ulong bias_off, __global float *pre,
+                                ulong pre_off, uint ldp, ulong pre_stride) {
+    const uint c = get_global_id(0), r = get_global_id(1), z = get_global_id(2);
+    if (r >= M || c >= N) return;
+    W += w_off + z * w_stride + (size_t)r * ldw + c;
+    float sum = 0.0f;
+    for (uint s = 0; s < splits; s++) sum += W[s * w_split];
+    epilogue(C + c_off + z * c_stride, ldc, bias + bias_off, pre + pre_off + z * pre_stride, ldp, M,
+             N, r, c, sum, alpha, beta);
+}
+#endif

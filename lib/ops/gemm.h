@@ -1,0 +1,50 @@
+/* The GEMM family's internal entry, for the ops built on matrix products (linear layers, and
+ * after them convolution and attention): one description of a strided batched product with an
+ * optional fused epilogue, planned per shape and device (gemm_plan.c) onto liboclml's own tiled
+ * kernels (cl/ops/gemm.cl) or CLBlast (gemm_clblast.c). Callers validate their tensors first;
+ * oclml__gemm trusts the description. */
+#ifndef OCLML_OPS_GEMM_H
+#define OCLML_OPS_GEMM_H
+
+#include "core/core.h"
+
+/* A row-major matrix in a buffer: element (r, c) of batch entry i at
+ * offset + i * stride + r * ld + c (floats). stride 0 shares one matrix across the batch. */
+typedef struct oclml__matrix {
+    cl_mem mem;
+    size_t offset, ld, stride;
+} oclml__matrix;
+
+/* C = act(alpha op(A) op(B) + beta C + bias), with op(A) [m x k], op(B) [k x n], C [m x n], for
+ * each of batch entries. With beta == 0 C is not read. bias (mem NULL: none) is a vector of n
+ * floats added to every row. pre (mem NULL: not wanted) receives the value before the
+ * activation. */
+typedef struct oclml__gemm_desc {
+    bool trans_a, trans_b;
+    size_t m, n, k, batch;
+    float alpha, beta;
+    oclml__matrix a, b, c;
+    cl_mem bias;
+    size_t bias_offset;
+    oclml_activation act;
+    oclml__matrix pre;
+} oclml__gemm_desc;
+
+/* Runs the product on the kernel the planner picks. */
+oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d);
+
+/* The planner's choice for d, in words (oclml_gemm_plan, bench variant strings). */
+void oclml__gemm_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len);
+
+/* The CLBlast path (gemm_clblast.c): C = alpha op(A) op(B) + beta C only (no epilogue).
+ * *cb_status (may be NULL) receives CLBlast's status code. Every call into CLBlast holds the
+ * process-wide CLBlast lock, also taken where its parameters are overridden. */
+oclml_status oclml__gemm_clblast(oclml_ctx *ctx, const oclml__gemm_desc *d, cl_int *cb_status);
+void oclml__clblast_lock(void);
+void oclml__clblast_unlock(void);
+
+/* A contiguous row-major tensor's last two dimensions as a matrix (batch stride rows * cols when
+ * it has three dimensions, else 0). */
+oclml__matrix oclml__matrix_of(const oclml_tensor *t);
+
+#endif

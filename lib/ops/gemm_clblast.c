@@ -1,0 +1,47 @@
+/* The CLBlast path of the GEMM family: single and strided-batched SGEMM, and the process-wide
+ * lock every call into CLBlast takes. */
+#include "ops/gemm.h"
+
+/* CLBlast's header declares CLBlastClearCache() without a prototype: not our warning to fix. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <clblast_c.h>
+#pragma GCC diagnostic pop
+
+/* CLBlast keeps process-wide caches of programs and tuning data, and concurrent calls into it
+ * crash on NVIDIA's OpenCL (seen with four threads sharing a context; see also CLBlast issue
+ * #486). Its calls only enqueue work once its kernels are compiled, so one process-wide lock
+ * costs little and makes GEMM safe from any number of threads and contexts. Overriding its
+ * parameters (tuned values) takes the same lock. */
+static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void oclml__clblast_lock(void) { pthread_mutex_lock(&clblast_lock); }
+void oclml__clblast_unlock(void) { pthread_mutex_unlock(&clblast_lock); }
+
+static CLBlastTranspose cb_trans(bool t) { return t ? CLBlastTransposeYes : CLBlastTransposeNo; }
+
+oclml_status oclml__gemm_clblast(oclml_ctx *ctx, const oclml__gemm_desc *d, cl_int *cb_status) {
+    cl_event ev = NULL;
+    CLBlastStatusCode s;
+    oclml__clblast_lock();
+    oclml__profile_mark(ctx);
+    if (d->batch == 1)
+        s = CLBlastSgemm(CLBlastLayoutRowMajor, cb_trans(d->trans_a), cb_trans(d->trans_b), d->m,
+                         d->n, d->k, d->alpha, d->a.mem, d->a.offset, d->a.ld, d->b.mem,
+                         d->b.offset, d->b.ld, d->beta, d->c.mem, d->c.offset, d->c.ld,
+                         &ctx->queue, &ev);
+    else
+        s = CLBlastSgemmStridedBatched(
+            CLBlastLayoutRowMajor, cb_trans(d->trans_a), cb_trans(d->trans_b), d->m, d->n, d->k,
+            d->alpha, d->a.mem, d->a.offset, d->a.ld, d->a.stride, d->b.mem, d->b.offset, d->b.ld,
+            d->b.stride, d->beta, d->c.mem, d->c.offset, d->c.ld, d->c.stride, d->batch,
+            &ctx->queue, &ev);
+    oclml__clblast_unlock();
+    oclml__event_done(ctx, ev);
+    if (cb_status) *cb_status = (cl_int)s;
+    if (s == CLBlastSuccess) return OCLML_SUCCESS;
+    char *text = oclml__asprintf("%s failed: CLBlast status %d",
+                                 d->batch == 1 ? "CLBlastSgemm" : "CLBlastSgemmStridedBatched",
+                                 (int)s);
+    return oclml__fail_text(ctx, OCLML_ERR_CLBLAST, (int)s, text);
+}

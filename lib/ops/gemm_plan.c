@@ -1,0 +1,386 @@
+/* The GEMM planner: per shape and device, CLBlast or one of liboclml's tiled kernels
+ * (cl/ops/gemm.cl), its tile, and how many K splits; then the launch of what it picked.
+ *
+ * The tuning table decides first (gemm.own, gemm.mma, gemm.mma_tile, gemm.fma_tile,
+ * gemm.splitk); left on auto, the own kernels run where the device has TF32 tensor cores (3xTF32
+ * beats any fp32 SGEMM there) or where CLBlast cannot run (work-groups below its 8 x 8), and
+ * CLBlast, tuned by oclml-tune, runs everywhere else. */
+#include "ops/gemm.h"
+#include "ops/ops.h"
+
+#include <limits.h>
+#include <stdio.h>
+
+typedef enum { PATH_CLBLAST, PATH_MMA, PATH_FMA } gemm_path;
+
+typedef struct gemm_plan {
+    gemm_path path;
+    unsigned bm, bn, bk, wm, wn; /* PATH_MMA: block tile and warps */
+    unsigned tx, ty, rm, rn;     /* PATH_FMA: work-items and each one's outputs */
+    unsigned threads;
+    int mma_mode; /* 1 3xTF32, 2 TF32 */
+    unsigned splits;
+    size_t kchunk;
+} gemm_plan;
+
+/* CLBlast's smallest default work-groups are 8 x 8 (copy and GEMM kernels). */
+#define CLBLAST_MIN_WORK_GROUP 64
+/* Grid dimensions 1 and 2 hold at most this many groups on some devices (CUDA's limit). */
+#define GRID_YZ_MAX 65535u
+
+static bool clblast_can_run(const oclml_ctx *ctx) {
+    return ctx->caps.max_work_group_size >= CLBLAST_MIN_WORK_GROUP;
+}
+
+static bool mma_available(oclml_ctx *ctx) {
+    return oclml__tune(ctx, "gemm.mma", 0) != 0 && ctx->caps.is_gpu && oclml__caps_mma(ctx);
+}
+
+/* The own kernels index each matrix with 32-bit rows, leading dimensions and sizes. */
+static bool fits_own_kernels(const oclml__gemm_desc *d) {
+    return d->m <= UINT_MAX && d->n <= UINT_MAX && d->k <= UINT_MAX && d->a.ld <= UINT_MAX &&
+           d->b.ld <= UINT_MAX && d->c.ld <= UINT_MAX && d->pre.ld <= UINT_MAX &&
+           d->batch <= GRID_YZ_MAX;
+}
+
+static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+static size_t local_bytes(const gemm_plan *p, bool trans_a, bool trans_b) {
+    size_t a = !trans_a ? p->bm * (p->bk + 4) : p->bk * (p->bm + 8);
+    size_t b = trans_b ? p->bn * (p->bk + 4) : p->bk * (p->bn + 8);
+    return 2 * (a + b) * sizeof(float);
+}
+
+/* Tiles the kernels are written for: warps of whole 16 x 8 blocks, K tiles of whole 8-deep
+ * steps, and tiles whose staging splits into float4s. */
+static bool tile_valid(const gemm_plan *p) {
+    if (!p->bm || !p->bn || !p->bk || p->bk % 8 || p->bm % 4 || p->bn % 4 || p->threads == 0)
+        return false;
+    if (p->path == PATH_MMA)
+        return p->wm && p->wn && p->bm % (16 * p->wm) == 0 && p->bn % (8 * p->wn) == 0;
+    return true;
+}
+
+static bool tile_fits(const oclml_ctx *ctx, const gemm_plan *p, const oclml__gemm_desc *d) {
+    return tile_valid(p) && p->threads <= ctx->caps.max_work_group_size &&
+           local_bytes(p, d->trans_a, d->trans_b) <= ctx->caps.local_mem_bytes &&
+           ceil_div(d->m, p->bm) <= GRID_YZ_MAX;
+}
+
+/* Tensor-core tiles, largest first: block rows, columns, K, warps along rows and columns. */
+static const unsigned MMA_TILES[][5] = {
+    {128, 128, 16, 2, 4}, {64, 128, 16, 2, 4}, {64, 64, 16, 2, 2}, {32, 64, 32, 1, 2},
+    {16, 64, 32, 1, 4},
+};
+#define N_MMA_TILES (sizeof MMA_TILES / sizeof MMA_TILES[0])
+
+static void set_mma_tile(gemm_plan *p, const unsigned t[5]) {
+    p->bm = t[0];
+    p->bn = t[1];
+    p->bk = t[2];
+    p->wm = t[3];
+    p->wn = t[4];
+    p->threads = 32 * p->wm * p->wn;
+}
+
+static size_t blocks_of(const gemm_plan *p, const oclml__gemm_desc *d) {
+    return ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) * d->batch;
+}
+
+/* The largest tile that still gives every compute unit a block (the smallest where none does;
+ * rows of at most 16 take the 16-row tile, not a padded large one). */
+static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
+    long forced[5];
+    for (unsigned i = 0; i < 5; i++) forced[i] = oclml__tune(ctx, "gemm.mma_tile", i);
+    if (forced[0]) {
+        const unsigned t[5] = {(unsigned)forced[0], (unsigned)forced[1], (unsigned)forced[2],
+                               (unsigned)forced[3], (unsigned)forced[4]};
+        set_mma_tile(p, t);
+        return;
+    }
+    const unsigned first = d->m <= 16 ? N_MMA_TILES - 1 : d->m <= 32 ? N_MMA_TILES - 2 : 0;
+    for (unsigned i = first; i < N_MMA_TILES; i++) {
+        set_mma_tile(p, MMA_TILES[i]);
+        if (tile_fits(ctx, p, d) && blocks_of(p, d) >= ctx->caps.compute_units) return;
+    }
+    for (unsigned i = N_MMA_TILES; i-- > first;) {
+        set_mma_tile(p, MMA_TILES[i]);
+        if (tile_fits(ctx, p, d)) return;
+    }
+}
+
+/* FMA tiles: 8 x 8 work-items of 4 x 4 outputs where the device takes 64, else 4 x 4 or 2 x 2. */
+static void choose_fma_tile(oclml_ctx *ctx, gemm_plan *p) {
+    long forced[5];
+    for (unsigned i = 0; i < 5; i++) forced[i] = oclml__tune(ctx, "gemm.fma_tile", i);
+    unsigned side = ctx->caps.max_work_group_size >= 64 ? 8
+                    : ctx->caps.max_work_group_size >= 16 ? 4
+                                                          : 2;
+    p->ty = forced[0] ? (unsigned)forced[0] : side;
+    p->tx = forced[1] ? (unsigned)forced[1] : side;
+    p->rm = forced[2] ? (unsigned)forced[2] : 4;
+    p->rn = forced[3] ? (unsigned)forced[3] : 4;
+    p->bk = forced[4] ? (unsigned)forced[4] : 16;
+    p->bm = p->ty * p->rm;
+    p->bn = p->tx * p->rn;
+    p->threads = p->tx * p->ty;
+}
+
+/* Splits K where the blocks would leave compute units idle: up to four blocks per unit, each
+ * split at least 8 K tiles long. */
+static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
+    long forced = oclml__tune(ctx, "gemm.splitk", 0);
+    size_t blocks = blocks_of(p, d), want = 1;
+    if (forced > 0)
+        want = (size_t)forced;
+    else if (d->batch == 1 && blocks < ctx->caps.compute_units)
+        while (want < 64 && blocks * want * 2 <= 4 * (size_t)ctx->caps.compute_units &&
+               d->k / (want * 2) >= 8 * (size_t)p->bk)
+            want *= 2;
+    if (want > GRID_YZ_MAX / d->batch) want = GRID_YZ_MAX / d->batch;
+    p->kchunk = ceil_div(ceil_div(d->k, want), p->bk) * p->bk;
+    p->splits = (unsigned)(d->k ? ceil_div(d->k, p->kchunk) : 1);
+    if (p->splits == 0) p->splits = 1;
+}
+
+static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
+    *p = (gemm_plan){.path = PATH_CLBLAST, .splits = 1};
+    long own = oclml__tune(ctx, "gemm.own", 0);
+    if (!fits_own_kernels(d) || (own == 0 && clblast_can_run(ctx))) return;
+    bool mma = mma_available(ctx);
+    if (own < 0 && !mma && clblast_can_run(ctx)) return;
+    if (mma) {
+        p->path = PATH_MMA;
+        p->mma_mode = ctx->math_mode == OCLML_MATH_TF32 ? 2 : 1;
+        choose_mma_tile(ctx, d, p);
+    } else {
+        p->path = PATH_FMA;
+        choose_fma_tile(ctx, p);
+    }
+    if (!tile_fits(ctx, p, d)) {
+        /* A forced tile the device cannot take, or a huge M: CLBlast if it can, else the
+         * smallest FMA tile. */
+        if (clblast_can_run(ctx)) {
+            p->path = PATH_CLBLAST;
+            return;
+        }
+        p->path = PATH_FMA;
+        choose_fma_tile(ctx, p);
+    }
+    choose_splits(ctx, d, p);
+}
+
+static bool has_epilogue(const oclml__gemm_desc *d) {
+    return d->bias || d->pre.mem || d->act != OCLML_ACT_NONE;
+}
+
+static const char *ACT_DEFINES[] = {"",
+                                    " -DACT_RELU=1",
+                                    " -DACT_GELU_ERF=1",
+                                    " -DACT_GELU_TANH=1",
+                                    " -DACT_SILU=1",
+                                    " -DACT_TANH=1",
+                                    " -DACT_SIGMOID=1"};
+
+static const char *act_define(oclml_activation act) {
+    return (unsigned)act < sizeof ACT_DEFINES / sizeof ACT_DEFINES[0] ? ACT_DEFINES[act] : "";
+}
+
+/* The epilogue's defines; none for split partials, which the finishing kernel completes. */
+static int epilogue_defines(char *out, size_t len, const oclml__gemm_desc *d) {
+    return snprintf(out, len, "-DHAS_BIAS=%d -DHAS_PRE=%d%s", d->bias != NULL, d->pre.mem != NULL,
+                    act_define(d->act));
+}
+
+/* float4 loads of an operand: its contiguous extent (K, or its rows when transposed for A and
+ * not for B), leading dimension, offset and batch stride all multiples of 4. */
+static bool vec_ok(const oclml__matrix *x, size_t extent) {
+    return extent % 4 == 0 && x->ld % 4 == 0 && x->offset % 4 == 0 && x->stride % 4 == 0;
+}
+
+typedef struct gemm_program {
+    char defines[320];
+    oclml__program_spec spec;
+    const char *kernel;
+} gemm_program;
+
+static void program_of(const gemm_plan *p, const oclml__gemm_desc *d, bool split,
+                       gemm_program *g) {
+    char epi[96] = "-DHAS_BIAS=0 -DHAS_PRE=0";
+    if (!split) epilogue_defines(epi, sizeof epi, d);
+    bool va = vec_ok(&d->a, d->trans_a ? d->m : d->k), vb = vec_ok(&d->b, d->trans_b ? d->k : d->n);
+    int n = snprintf(g->defines, sizeof g->defines,
+                     "-DTRANS_A=%d -DTRANS_B=%d -DVEC_A=%d -DVEC_B=%d -DBK=%u %s", d->trans_a,
+                     d->trans_b, va, vb, p->bk, epi);
+    if (p->path == PATH_MMA) {
+        snprintf(g->defines + n, sizeof g->defines - (size_t)n,
+                 " -DGEMM_MMA=%d -DBM=%u -DBN=%u -DWM=%u -DWN=%u", p->mma_mode, p->bm, p->bn,
+                 p->wm, p->wn);
+        g->kernel = "oclml_gemm_mma";
+    } else {
+        snprintf(g->defines + n, sizeof g->defines - (size_t)n,
+                 " -DGEMM_MMA=0 -DTX=%u -DTY=%u -DRM=%u -DRN=%u", p->tx, p->ty, p->rm, p->rn);
+        g->kernel = "oclml_gemm_fma";
+    }
+    /* Accumulators and staged float4s exceed the default register cap of some compilers; a
+     * work-group of up to 256 fits 255 each. */
+    g->spec = (oclml__program_spec){"gemm.cl", g->defines, g->kernel, 255};
+}
+
+typedef struct finish_program {
+    char defines[96];
+    oclml__program_spec spec;
+} finish_program;
+
+static void finish_program_of(const oclml__gemm_desc *d, finish_program *f) {
+    epilogue_defines(f->defines, sizeof f->defines, d);
+    f->spec = (oclml__program_spec){"gemm.cl", f->defines, "oclml_gemm_finish", 0};
+}
+
+/* C = act(alpha sum of the splits in w + beta C + bias) (w == C's buffer with one split and
+ * alpha 1, beta 0: the epilogue of a product made elsewhere). */
+static oclml_status run_finish(oclml_ctx *ctx, const oclml__gemm_desc *d, const oclml__matrix *w,
+                               size_t w_split, unsigned splits, float alpha, float beta) {
+    finish_program f;
+    finish_program_of(d, &f);
+    cl_kernel k;
+    oclml_status st = oclml__kernel(ctx, &f.spec, "oclml_gemm_finish", &k);
+    if (st) return st;
+    cl_mem wm = w->mem, cm = d->c.mem, bias = d->bias, pm = d->pre.mem;
+    cl_ulong w_off = w->offset, w_sp = w_split, w_st = w->stride, c_off = d->c.offset,
+             c_st = d->c.stride, b_off = d->bias_offset, p_off = d->pre.offset,
+             p_st = d->pre.stride;
+    cl_uint ldw = (cl_uint)w->ld, ldc = (cl_uint)d->c.ld, ldp = (cl_uint)d->pre.ld,
+            M = (cl_uint)d->m, N = (cl_uint)d->n, S = splits;
+    oclml__arg args[] = {OCLML_ARG(wm),    OCLML_ARG(w_off), OCLML_ARG(ldw),  OCLML_ARG(w_sp),
+                         OCLML_ARG(w_st),  OCLML_ARG(S),     OCLML_ARG(cm),   OCLML_ARG(c_off),
+                         OCLML_ARG(ldc),   OCLML_ARG(c_st),  OCLML_ARG(M),    OCLML_ARG(N),
+                         OCLML_ARG(alpha), OCLML_ARG(beta),  OCLML_ARG(bias), OCLML_ARG(b_off),
+                         OCLML_ARG(pm),    OCLML_ARG(p_off), OCLML_ARG(ldp),  OCLML_ARG(p_st)};
+    size_t lx = ctx->caps.max_work_group_size >= 64 ? 64 : ctx->caps.max_work_group_size;
+    size_t local[3] = {lx, 1, 1}, global[3] = {ceil_div(d->n, lx) * lx, d->m, d->batch};
+    return oclml__launch(ctx, k, args, 20, 3, global, local, NULL);
+}
+
+/* One launch of a tiled kernel writing c (d's C, or a split workspace). */
+static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p,
+                              const oclml__matrix *c, bool split) {
+    gemm_program g;
+    program_of(p, d, split, &g);
+    cl_kernel k;
+    oclml_status st = oclml__kernel(ctx, &g.spec, g.kernel, &k);
+    if (st) return st;
+    cl_mem am = d->a.mem, bm = d->b.mem, cm = c->mem, bias = split ? NULL : d->bias,
+           pm = split ? NULL : d->pre.mem;
+    cl_ulong a_off = d->a.offset, a_st = d->a.stride, b_off = d->b.offset, b_st = d->b.stride,
+             c_off = c->offset, c_st = c->stride, bias_off = d->bias_offset,
+             p_off = d->pre.offset, p_st = d->pre.stride;
+    cl_uint lda = (cl_uint)d->a.ld, ldb = (cl_uint)d->b.ld, ldc = (cl_uint)c->ld,
+            ldp = (cl_uint)d->pre.ld, M = (cl_uint)d->m, N = (cl_uint)d->n, K = (cl_uint)d->k,
+            ks = p->splits, kchunk = (cl_uint)p->kchunk;
+    float alpha = split ? 1.0f : d->alpha, beta = split ? 0.0f : d->beta;
+    oclml__arg args[] = {
+        OCLML_ARG(am),    OCLML_ARG(a_off), OCLML_ARG(lda),   OCLML_ARG(a_st),     OCLML_ARG(bm),
+        OCLML_ARG(b_off), OCLML_ARG(ldb),   OCLML_ARG(b_st),  OCLML_ARG(cm),       OCLML_ARG(c_off),
+        OCLML_ARG(ldc),   OCLML_ARG(c_st),  OCLML_ARG(M),     OCLML_ARG(N),        OCLML_ARG(K),
+        OCLML_ARG(alpha), OCLML_ARG(beta),  OCLML_ARG(bias),  OCLML_ARG(bias_off), OCLML_ARG(pm),
+        OCLML_ARG(p_off), OCLML_ARG(ldp),   OCLML_ARG(p_st),  OCLML_ARG(ks),       OCLML_ARG(kchunk)};
+    size_t local[3] = {p->threads, 1, 1};
+    size_t global[3] = {ceil_div(d->n, p->bn) * p->threads, ceil_div(d->m, p->bm),
+                        d->batch * p->splits};
+    return oclml__launch(ctx, k, args, 25, 3, global, local, NULL);
+}
+
+static oclml_status run_own(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p) {
+    if (p->splits == 1) return run_tiled(ctx, d, p, &d->c, false);
+    /* Each split writes its partial product to a workspace slice; the finishing kernel sums the
+     * slices and applies alpha, beta and the epilogue. */
+    size_t slice = d->m * d->n;
+    cl_mem ws;
+    oclml_status st = oclml__scratch_get(ctx, slice * p->splits * d->batch * sizeof(float), &ws);
+    if (st) return st;
+    oclml__matrix w = {ws, 0, d->n, slice};
+    st = run_tiled(ctx, d, p, &w, true);
+    w.stride = slice * p->splits;
+    if (!st) st = run_finish(ctx, d, &w, slice, p->splits, d->alpha, d->beta);
+    oclml__scratch_put(ctx, ws);
+    return st;
+}
+
+oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d) {
+    gemm_plan p;
+    make_plan(ctx, d, &p);
+    if (p.path != PATH_CLBLAST) return run_own(ctx, d, &p);
+    cl_int cb = 0;
+    oclml_status st = oclml__gemm_clblast(ctx, d, &cb);
+    if (st && cb == CL_INVALID_WORK_GROUP_SIZE && fits_own_kernels(d)) {
+        /* CLBlast's kernels refused this device's work-group limit before writing anything: the
+         * FMA kernels run anywhere. */
+        p.path = PATH_FMA;
+        choose_fma_tile(ctx, &p);
+        choose_splits(ctx, d, &p);
+        if (tile_fits(ctx, &p, d)) return run_own(ctx, d, &p);
+    }
+    if (st || !has_epilogue(d)) return st;
+    oclml__matrix c = d->c;
+    return run_finish(ctx, d, &c, 0, 1, 1.0f, 0.0f);
+}
+
+void oclml__gemm_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len) {
+    gemm_plan p;
+    make_plan(ctx, d, &p);
+    const char *epi = has_epilogue(d) ? " + epilogue kernel" : "";
+    if (p.path == PATH_CLBLAST)
+        snprintf(text, len, "CLBlast sgemm%s%s", d->batch > 1 ? " strided batched" : "", epi);
+    else if (p.path == PATH_MMA)
+        snprintf(text, len, "own %s tensor cores, tile %ux%ux%u, %u warps, %u K split%s%s",
+                 p.mma_mode == 1 ? "3xTF32" : "TF32", p.bm, p.bn, p.bk, p.wm * p.wn, p.splits,
+                 p.splits > 1 ? "s" : "", p.splits > 1 ? epi : "");
+    else
+        snprintf(text, len, "own FMA tiles, tile %ux%ux%u, %ux%u work-items, %u K split%s%s",
+                 p.bm, p.bn, p.bk, p.ty, p.tx, p.splits, p.splits > 1 ? "s" : "",
+                 p.splits > 1 ? epi : "");
+}
+
+oclml__matrix oclml__matrix_of(const oclml_tensor *t) {
+    size_t rows = t->shape[t->ndim - 2], cols = t->shape[t->ndim - 1];
+    return (oclml__matrix){t->mem, oclml__elem_offset(t), cols, t->ndim == 3 ? rows * cols : 0};
+}
+
+/* Prewarm: the kernels that square products and linear layers (weights transposed, with and
+ * without a GELU epilogue) of common sizes plan onto; nothing where CLBlast takes them. */
+void oclml__gemm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
+    static const struct {
+        size_t m, n, k;
+        bool tb;
+        oclml_activation act;
+    } shapes[] = {{1024, 1024, 1024, false, OCLML_ACT_NONE},
+                  {4096, 4096, 4096, false, OCLML_ACT_NONE},
+                  {16, 4096, 4096, false, OCLML_ACT_NONE},
+                  {8192, 4096, 1024, true, OCLML_ACT_GELU_ERF}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        oclml__gemm_desc d = {.trans_b = shapes[i].tb,
+                              .m = shapes[i].m,
+                              .n = shapes[i].n,
+                              .k = shapes[i].k,
+                              .batch = 1,
+                              .alpha = 1.0f,
+                              .act = shapes[i].act,
+                              .a = {NULL, 0, shapes[i].k, 0},
+                              .b = {NULL, 0, shapes[i].tb ? shapes[i].k : shapes[i].n, 0},
+                              .c = {NULL, 0, shapes[i].n, 0}};
+        gemm_plan p;
+        make_plan(ctx, &d, &p);
+        if (p.path == PATH_CLBLAST) continue;
+        gemm_program g;
+        program_of(&p, &d, p.splits > 1, &g);
+        char what[96];
+        snprintf(what, sizeof what, "%zux%zux%zu%s", d.m, d.n, d.k, d.act ? " gelu" : "");
+        oclml__warm_add(list, op, what, g.spec);
+        if (p.splits > 1 || d.act) {
+            finish_program f;
+            finish_program_of(&d, &f);
+            oclml__warm_add(list, op, "epilogue", f.spec);
+        }
+    }
+}

@@ -1,0 +1,308 @@
+/* Linear layers in PyTorch's layout: y = act(x W^T + b) as one product with the bias and the
+ * activation in its epilogue (oclml__gemm, gemm_plan.c), and the backward: dZ = dy act'(saved)
+ * with db's column sums fused into the same pass (cl/ops/linear.cl), then dx = dZ W and
+ * dw = dZ^T x on the GEMM. */
+#include "ops/gemm.h"
+#include "ops/ops.h"
+
+#include <limits.h>
+#include <stdio.h>
+
+#define FILE_CL "linear.cl"
+/* Flags of oclml_linear_dz (cl/ops/linear.cl). */
+#define LIN_WRITE_DZ 1u
+#define LIN_WANT_DB 2u
+
+static const char *const ACT_NAMES[] = {"none", "relu", "gelu_erf", "gelu_tanh",
+                                        "silu", "tanh", "sigmoid"};
+static const char *const ACT_DEFINES[] = {
+    NULL,           "-DACT_RELU=1", "-DACT_GELU_ERF=1", "-DACT_GELU_TANH=1",
+    "-DACT_SILU=1", "-DACT_TANH=1", "-DACT_SIGMOID=1"};
+#define N_ACTS (sizeof ACT_NAMES / sizeof ACT_NAMES[0])
+
+static oclml_status check_act(oclml_ctx *ctx, oclml_activation act) {
+    if ((unsigned)act >= N_ACTS)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "activation %d is not an oclml_activation (OCLML_ACT_NONE to "
+                           "OCLML_ACT_SIGMOID)",
+                           (int)act);
+    return OCLML_SUCCESS;
+}
+
+/* Whether the derivative reads the pre-activation (else the output y). */
+static bool reads_pre(oclml_activation act) {
+    return act == OCLML_ACT_GELU_ERF || act == OCLML_ACT_GELU_TANH || act == OCLML_ACT_SILU;
+}
+
+/* Whether two tensors share any element. */
+static bool overlaps(const oclml_tensor *a, const oclml_tensor *b) {
+    if (!a || !b || a->mem != b->mem) return false;
+    size_t a0 = a->offset_bytes, a1 = a0 + a->numel * sizeof(float);
+    size_t b0 = b->offset_bytes, b1 = b0 + b->numel * sizeof(float);
+    return a0 < b1 && b0 < a1;
+}
+
+/* Fails when output `o` shares memory with any of the n tensors in `others` (NULLs skipped). */
+static oclml_status check_no_alias(oclml_ctx *ctx, const oclml_tensor *o, const char *oname,
+                                   const oclml_tensor *const *others, const char *const *names,
+                                   int n) {
+    for (int i = 0; i < n; i++)
+        if (o && others[i] && overlaps(o, others[i]))
+            return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                               "output '%s' overlaps '%s' in memory (linear outputs may not "
+                               "alias inputs or other outputs)",
+                               oname, names[i]);
+    return OCLML_SUCCESS;
+}
+
+static void shape_text(const oclml_tensor *t, char *out, size_t len) {
+    int n = snprintf(out, len, "[");
+    for (int i = 0; i < t->ndim && n > 0 && (size_t)n < len; i++)
+        n += snprintf(out + n, len - (size_t)n, i ? " x %zu" : "%zu", t->shape[i]);
+    if (n > 0 && (size_t)n < len) snprintf(out + n, len - (size_t)n, "]");
+}
+
+/* Checks that t has x's shape with `last` as its last dimension. */
+static oclml_status check_like(oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                               const oclml_tensor *x, size_t last, const char *last_name) {
+    oclml_status st = oclml__check_tensor(ctx, t, name);
+    if (st) return st;
+    bool ok = t->ndim == x->ndim && t->shape[t->ndim - 1] == last;
+    for (int i = 0; ok && i < x->ndim - 1; i++) ok = t->shape[i] == x->shape[i];
+    if (ok) return OCLML_SUCCESS;
+    char ts[128], xs[128];
+    shape_text(t, ts, sizeof ts);
+    shape_text(x, xs, sizeof xs);
+    return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                       "%s is %s, expected x's shape %s with %s = %zu last", name, ts, xs,
+                       last_name, last);
+}
+
+/* w [out x in] and x [... x in]: the layer's sizes, rows = x's elements / in. */
+static oclml_status check_x_w(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *w,
+                              size_t *rows, size_t *in, size_t *out) {
+    oclml_status st = oclml__check_tensor(ctx, x, "x");
+    if (!st) st = oclml__check_tensor(ctx, w, "w");
+    if (st) return st;
+    if (w->ndim != 2)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "w must be [out x in] (2 dimensions), it has %d", w->ndim);
+    *out = w->shape[0];
+    *in = w->shape[1];
+    if (x->shape[x->ndim - 1] != *in) {
+        char xs[128];
+        shape_text(x, xs, sizeof xs);
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "shapes do not chain: x is %s, its last dimension must be w's in = %zu "
+                           "(w is [%zu x %zu])",
+                           xs, *in, *out, *in);
+    }
+    if (*out > UINT_MAX || *in > UINT_MAX)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "w is [%zu x %zu]: in and out must each be below 2^32", *out, *in);
+    *rows = x->numel / *in;
+    return OCLML_SUCCESS;
+}
+
+static oclml_status check_bias(oclml_ctx *ctx, const oclml_tensor *b, const char *name,
+                               size_t out) {
+    if (!b) return OCLML_SUCCESS;
+    oclml_status st = oclml__check_numel(ctx, b, name, out);
+    if (st == OCLML_ERR_INVALID_SHAPE)
+        oclml__fail(ctx, st, "%s must have out = %zu elements (w's rows), it has %zu", name, out,
+                    b->numel);
+    return st;
+}
+
+/* A dense row-major [rows x ld] tensor as a matrix. */
+static oclml__matrix mat(const oclml_tensor *t, size_t ld) {
+    return (oclml__matrix){t->mem, oclml__elem_offset(t), ld, 0};
+}
+
+oclml_status oclml_linear(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
+                          const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y,
+                          oclml_tensor *pre) {
+    size_t rows, in, out;
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = check_act(ctx, act);
+    if (!st) st = check_x_w(ctx, x, w, &rows, &in, &out);
+    if (!st) st = check_bias(ctx, b, "b", out);
+    if (!st) st = check_like(ctx, y, "y", x, out, "out");
+    if (!st && pre) st = check_like(ctx, pre, "pre", x, out, "out");
+    if (st) return st;
+    const oclml_tensor *inputs[] = {x, w, b};
+    const char *const in_names[] = {"x", "w", "b"};
+    st = check_no_alias(ctx, y, "y", inputs, in_names, 3);
+    if (!st) st = check_no_alias(ctx, pre, "pre", inputs, in_names, 3);
+    if (!st && overlaps(y, pre))
+        st = oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "outputs 'y' and 'pre' overlap");
+    if (st) return st;
+    oclml__gemm_desc d = {.trans_b = true,
+                          .m = rows,
+                          .n = out,
+                          .k = in,
+                          .batch = 1,
+                          .alpha = 1.0f,
+                          .beta = 0.0f,
+                          .a = mat(x, in),
+                          .b = mat(w, in),
+                          .c = mat(y, out),
+                          .bias = b ? b->mem : NULL,
+                          .bias_offset = b ? oclml__elem_offset(b) : 0,
+                          .act = act};
+    if (pre) d.pre = mat(pre, out);
+    return oclml__gemm(ctx, &d);
+}
+
+/* ---- backward ---- */
+
+static oclml__program_spec dz_spec(oclml_activation act) {
+    return (oclml__program_spec){FILE_CL, ACT_DEFINES[act],
+                                 "oclml_linear_dz oclml_linear_db_finish", 0};
+}
+
+/* The dZ pass's grid: work-groups of up to 256 columns, and slices of rows enough to give every
+ * compute unit several groups (each slice writes one row of db partials). Depends on the shape
+ * and the device only, so a result is reproducible on its device. */
+static void dz_grid(const oclml_ctx *ctx, size_t rows, size_t cols, size_t *local,
+                    size_t *col_groups, size_t *slices, size_t *rps) {
+    size_t lx = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256;
+    while (lx > 1 && lx / 2 >= cols) lx /= 2; /* narrow layers: no mostly idle groups */
+    if (lx < 1) lx = 1;
+    *local = lx;
+    *col_groups = (cols + lx - 1) / lx;
+    size_t want = (size_t)(ctx->caps.compute_units ? ctx->caps.compute_units : 1) * 8;
+    size_t s = want / *col_groups;
+    if (s < 1) s = 1;
+    if (s > 65535) s = 65535;
+    if (s > rows) s = rows;
+    *rps = (rows + s - 1) / s;
+    *slices = (rows + *rps - 1) / *rps;
+}
+
+/* dZ (into dz when flags has LIN_WRITE_DZ) and db (when db is not NULL). */
+static oclml_status dz_pass(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *saved,
+                            const oclml_tensor *dy, cl_mem dz, size_t rows, size_t cols,
+                            oclml_tensor *db, bool accumulate) {
+    oclml__program_spec spec = dz_spec(act);
+    cl_kernel kdz, kfin = NULL;
+    oclml_status st = oclml__kernel(ctx, &spec, "oclml_linear_dz", &kdz);
+    if (!st && db) st = oclml__kernel(ctx, &spec, "oclml_linear_db_finish", &kfin);
+    if (st) return st;
+    size_t local, col_groups, slices, rps;
+    dz_grid(ctx, rows, cols, &local, &col_groups, &slices, &rps);
+    cl_mem part = NULL;
+    if (db && (st = oclml__scratch_get(ctx, slices * cols * sizeof(float), &part))) return st;
+    cl_mem dym = dy->mem, sm = oclml__opt_mem(saved);
+    cl_ulong dy_off = oclml__elem_offset(dy), s_off = oclml__opt_offset(saved), dz_off = 0,
+             urows = rows, urps = rps;
+    cl_uint ucols = (cl_uint)cols, flags = (dz ? LIN_WRITE_DZ : 0) | (db ? LIN_WANT_DB : 0);
+    oclml__arg args[] = {OCLML_ARG(dym),   OCLML_ARG(dy_off), OCLML_ARG(sm),   OCLML_ARG(s_off),
+                         OCLML_ARG(dz),    OCLML_ARG(dz_off), OCLML_ARG(part), OCLML_ARG(urows),
+                         OCLML_ARG(ucols), OCLML_ARG(urps),   OCLML_ARG(flags)};
+    size_t global[2] = {col_groups * local, slices}, lsize[2] = {local, 1};
+    st = oclml__launch(ctx, kdz, args, 11, 2, global, lsize, NULL);
+    if (!st && db) {
+        cl_mem dbm = db->mem;
+        cl_ulong db_off = oclml__elem_offset(db);
+        cl_uint uslices = (cl_uint)slices, acc = accumulate;
+        oclml__arg fargs[] = {OCLML_ARG(part), OCLML_ARG(uslices), OCLML_ARG(ucols),
+                              OCLML_ARG(dbm),  OCLML_ARG(db_off),  OCLML_ARG(acc)};
+        size_t fg = col_groups * local;
+        st = oclml__launch(ctx, kfin, fargs, 6, 1, &fg, &local, NULL);
+    }
+    if (part) oclml__scratch_put(ctx, part);
+    return st;
+}
+
+static oclml_status check_backward(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
+                                   const oclml_tensor *w, const oclml_tensor *saved,
+                                   const oclml_tensor *dy, const oclml_tensor *dx,
+                                   const oclml_tensor *dw, const oclml_tensor *db, size_t *rows,
+                                   size_t *in, size_t *out) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = check_act(ctx, act);
+    if (!st) st = check_x_w(ctx, x, w, rows, in, out);
+    if (!st) st = check_like(ctx, dy, "dy", x, *out, "out");
+    if (st) return st;
+    if (!saved && act != OCLML_ACT_NONE)
+        return oclml__fail(ctx, OCLML_ERR_NULL_POINTER,
+                           "saved is NULL: the %s derivative reads the forward's %s",
+                           ACT_NAMES[act], reads_pre(act) ? "pre-activation (pre)" : "output (y)");
+    if (saved) st = check_like(ctx, saved, "saved", x, *out, "out");
+    if (!st && dx) st = check_like(ctx, dx, "dx", x, *in, "in");
+    if (!st && dw) st = oclml__check_shape(ctx, dw, "dw", 2, *out, *in, 0);
+    if (!st) st = check_bias(ctx, db, "db", *out);
+    if (st) return st;
+    const oclml_tensor *others[] = {x, w, saved, dy, dx, dw, db};
+    const char *const names[] = {"x", "w", "saved", "dy", "dx", "dw", "db"};
+    /* Each output against the inputs and the outputs before it. */
+    st = check_no_alias(ctx, dx, "dx", others, names, 4);
+    if (!st) st = check_no_alias(ctx, dw, "dw", others, names, 5);
+    if (!st) st = check_no_alias(ctx, db, "db", others, names, 6);
+    return st;
+}
+
+oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
+                                   const oclml_tensor *w, const oclml_tensor *saved,
+                                   const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
+                                   oclml_tensor *db, int accumulate) {
+    size_t rows, in, out;
+    oclml_status st = check_backward(ctx, act, x, w, saved, dy, dx, dw, db, &rows, &in, &out);
+    if (st || (!dx && !dw && !db)) return st;
+    /* dZ: dy itself without an activation, else a scratch matrix written by the dZ pass (which
+     * also makes db's partials); db alone of a plain layer is the same pass, writing no dZ. */
+    oclml__matrix dz = mat(dy, out);
+    cl_mem dz_mem = NULL;
+    bool need_dz = act != OCLML_ACT_NONE && (dx || dw);
+    if (need_dz) {
+        size_t bytes;
+        if (!oclml__mul_ok(rows, out, &bytes) || !oclml__mul_ok(bytes, sizeof(float), &bytes))
+            return oclml__fail(ctx, OCLML_ERR_SIZE_OVERFLOW, "dZ of %zu x %zu overflows", rows,
+                               out);
+        if ((st = oclml__scratch_get(ctx, bytes, &dz_mem))) return st;
+        dz = (oclml__matrix){dz_mem, 0, out, 0};
+    }
+    if (need_dz || db)
+        st = dz_pass(ctx, act, act == OCLML_ACT_NONE ? NULL : saved, dy, dz_mem, rows, out, db,
+                     accumulate != 0);
+    if (!st && dx) {
+        /* dx [rows x in] = dZ [rows x out] W [out x in]. */
+        oclml__gemm_desc d = {.m = rows,
+                              .n = in,
+                              .k = out,
+                              .batch = 1,
+                              .alpha = 1.0f,
+                              .beta = 0.0f,
+                              .a = dz,
+                              .b = mat(w, in),
+                              .c = mat(dx, in),
+                              .act = OCLML_ACT_NONE};
+        st = oclml__gemm(ctx, &d);
+    }
+    if (!st && dw) {
+        /* dw [out x in] (+)= dZ^T [out x rows] x [rows x in]. */
+        oclml__gemm_desc d = {.trans_a = true,
+                              .m = out,
+                              .n = in,
+                              .k = rows,
+                              .batch = 1,
+                              .alpha = 1.0f,
+                              .beta = accumulate ? 1.0f : 0.0f,
+                              .a = dz,
+                              .b = mat(x, in),
+                              .c = mat(dw, in),
+                              .act = OCLML_ACT_NONE};
+        st = oclml__gemm(ctx, &d);
+    }
+    if (dz_mem) oclml__scratch_put(ctx, dz_mem);
+    return st;
+}
+
+/* Prewarm: the products' kernels (the GEMM's warm list: square and linear-shaped products with
+ * and without the GELU epilogue) and, for the backward, the dZ pass of every activation. */
+void oclml__linear_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
+    oclml__gemm_warm(ctx, op, list);
+    if (!strstr(op, "backward")) return;
+    for (size_t a = 0; a < N_ACTS; a++) oclml__warm_add(list, op, ACT_NAMES[a], dz_spec(a));
+}

@@ -4,6 +4,8 @@
  *   oclml_gemm_mma     warps of 32 work-items on the m16n8k8 TF32 tensor-core instruction: by
  *                      default three products per element (3xTF32: fp32 accuracy), one with
  *                      GEMM_MMA=2 (the opt-in TF32 math mode). Where the device has TF32 mma.sync.
+ *                      With MMA_EMULATE the instruction is emulated in portable code, so the
+ *                      suite checks this kernel's layout and its 3xTF32 accuracy on any device.
  *   oclml_gemm_fma     the same tiling on FMAs, for every device: TY x TX work-items, each RM x RN
  *                      outputs (rows ty + i TY, columns tx + j TX: neighbours store neighbours).
  *   oclml_gemm_finish  sums split-K partial products and applies the epilogue; also the epilogue
@@ -25,7 +27,10 @@
  * C (a workspace; the finishing kernel sums them). Block order is swizzled in groups of
  * GROUP_M block rows, so blocks running together share A and B tiles in the L2 cache. */
 #include "activation.h"
-#if GEMM_MMA
+#ifndef MMA_EMULATE
+#define MMA_EMULATE 0 /* 1: the tensor-core kernel on a portable m16n8k8 (tests without them) */
+#endif
+#if GEMM_MMA && !MMA_EMULATE
 #define OCLML_WANT_MMA_TF32 1
 #endif
 #include "ptx.h"
@@ -74,6 +79,7 @@
 #define WTN (BN / WN) /* a warp's columns */
 #define MT (WTM / 16)
 #define NT (WTN / 8)
+#define MMA_TILE_ACCS (MT * NT * 4)
 #else
 #ifndef TX
 #define TX 8
@@ -172,62 +178,62 @@ inline void epilogue(__global float *C, uint ldc, __global const float *bias, __
 }
 
 #define GEMM_ARGS                                                                                 \
-    __global const float *A, ulong a_off, uint lda, ulong a_stride, __global const float *B,       \
-        ulong b_off, uint ldb, ulong b_stride, __global float *C, ulong c_off, uint ldc,           \
-        ulong c_stride, uint M, uint N, uint K, float alpha, float beta, __global const float *bias, \
-        ulong bias_off, __global float *pre, ulong pre_off, uint ldp, ulong pre_stride,            \
-        uint ksplit, uint kchunk
+    __global const float *A, ulong a_off, uint lda, ulong a_stride, __global const float *B,      \
+        ulong b_off, uint ldb, ulong b_stride, __global float *C, ulong c_off, uint ldc,          \
+        ulong c_stride, uint M, uint N, uint K, float alpha, float beta,                          \
+        __global const float *bias, ulong bias_off, __global float *pre, ulong pre_off, uint ldp, \
+        ulong pre_stride, uint ksplit, uint kchunk
 
 /* Moves the operands' pointers to this work-group's batch entry (and C's to its split slice). */
-#define GEMM_PROLOGUE                                                                              \
-    const uint z = get_group_id(2), entry = z / ksplit;                                            \
-    A += a_off + entry * a_stride;                                                                 \
-    B += b_off + entry * b_stride;                                                                 \
-    C += c_off + z * c_stride;                                                                     \
-    bias += bias_off;                                                                              \
-    pre += pre_off + entry * pre_stride;                                                           \
-    const block_pos p = block_of(M, N, K, ksplit, kchunk);                                         \
-    const uint tid = get_local_id(0);                                                              \
-    __local float As[2][TILE_A_FLOATS], Bs[2][TILE_B_FLOATS];                                      \
+#define GEMM_PROLOGUE                                         \
+    const uint z = get_group_id(2), entry = z / ksplit;       \
+    A += a_off + entry * a_stride;                            \
+    B += b_off + entry * b_stride;                            \
+    C += c_off + z * c_stride;                                \
+    bias += bias_off;                                         \
+    pre += pre_off + entry * pre_stride;                      \
+    const block_pos p = block_of(M, N, K, ksplit, kchunk);    \
+    const uint tid = get_local_id(0);                         \
+    __local float As[2][TILE_A_FLOATS], Bs[2][TILE_B_FLOATS]; \
     float4 sa[CHUNKS_A], sb[CHUNKS_B];
 
 /* Global to registers for the tile at k0, then registers to local buffer buf. */
 #define GEMM_FETCH(k0)                                                                             \
-    for (uint i = 0; i < CHUNKS_A; i++)                                                           \
+    for (uint i = 0; i < CHUNKS_A; i++)                                                            \
         if (CHUNK_OK(tid + i * NTHREADS, BM))                                                      \
-            sa[i] = load_chunk(A, lda, M, p.r0, (k0), p.kend, tid + i * NTHREADS, BM, KCONT_A,    \
-                               VEC_A);                                                             \
-    for (uint i = 0; i < CHUNKS_B; i++)                                                           \
+            sa[i] =                                                                                \
+                load_chunk(A, lda, M, p.r0, (k0), p.kend, tid + i * NTHREADS, BM, KCONT_A, VEC_A); \
+    for (uint i = 0; i < CHUNKS_B; i++)                                                            \
         if (CHUNK_OK(tid + i * NTHREADS, BN))                                                      \
-            sb[i] = load_chunk(B, ldb, N, p.c0, (k0), p.kend, tid + i * NTHREADS, BN, KCONT_B,    \
-                               VEC_B);
-#define GEMM_STAGE(buf)                                                                            \
-    for (uint i = 0; i < CHUNKS_A; i++)                                                           \
-        if (CHUNK_OK(tid + i * NTHREADS, BM))                                                      \
-            store_chunk(As[buf], sa[i], tid + i * NTHREADS, BM, KCONT_A);                          \
-    for (uint i = 0; i < CHUNKS_B; i++)                                                           \
-        if (CHUNK_OK(tid + i * NTHREADS, BN))                                                      \
+            sb[i] =                                                                                \
+                load_chunk(B, ldb, N, p.c0, (k0), p.kend, tid + i * NTHREADS, BN, KCONT_B, VEC_B);
+#define GEMM_STAGE(buf)                                                   \
+    for (uint i = 0; i < CHUNKS_A; i++)                                   \
+        if (CHUNK_OK(tid + i * NTHREADS, BM))                             \
+            store_chunk(As[buf], sa[i], tid + i * NTHREADS, BM, KCONT_A); \
+    for (uint i = 0; i < CHUNKS_B; i++)                                   \
+        if (CHUNK_OK(tid + i * NTHREADS, BN))                             \
             store_chunk(Bs[buf], sb[i], tid + i * NTHREADS, BN, KCONT_B);
 
 /* The K loop around COMPUTE(buffer). */
-#define GEMM_MAINLOOP(COMPUTE)                                                                     \
-    uint buf = 0;                                                                                  \
-    if (p.kbegin < p.kend) {                                                                       \
-        GEMM_FETCH(p.kbegin)                                                                       \
-        GEMM_STAGE(0)                                                                              \
-    }                                                                                              \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
-    for (uint k0 = p.kbegin; k0 < p.kend; k0 += BK) {                                              \
-        const bool more = k0 + BK < p.kend;                                                        \
-        if (more) {                                                                                \
-            GEMM_FETCH(k0 + BK)                                                                    \
-        }                                                                                          \
-        COMPUTE(As[buf], Bs[buf]);                                                                 \
-        if (more) {                                                                                \
-            GEMM_STAGE(buf ^ 1)                                                                    \
-        }                                                                                          \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                              \
-        buf ^= 1;                                                                                  \
+#define GEMM_MAINLOOP(COMPUTE)                        \
+    uint buf = 0;                                     \
+    if (p.kbegin < p.kend) {                          \
+        GEMM_FETCH(p.kbegin)                          \
+        GEMM_STAGE(0)                                 \
+    }                                                 \
+    barrier(CLK_LOCAL_MEM_FENCE);                     \
+    for (uint k0 = p.kbegin; k0 < p.kend; k0 += BK) { \
+        const bool more = k0 + BK < p.kend;           \
+        if (more) {                                   \
+            GEMM_FETCH(k0 + BK)                       \
+        }                                             \
+        COMPUTE(As[buf], Bs[buf]);                    \
+        if (more) {                                   \
+            GEMM_STAGE(buf ^ 1)                       \
+        }                                             \
+        barrier(CLK_LOCAL_MEM_FENCE);                 \
+        buf ^= 1;                                     \
     }
 
 #if GEMM_MMA && OCLML_WANT(oclml_gemm_mma)
@@ -241,11 +247,48 @@ inline void tf32_split(float v, uint *hi, uint *lo) {
     *lo = isinf(as_float(h)) ? 0u : as_uint(v - as_float(h));
 }
 
+#if MMA_EMULATE
+/* The m16n8k8 TF32 instruction in portable code, with its fragment layout (gid = lane / 4,
+ * tig = lane % 4): a0..a3 hold A[gid][tig], A[gid + 8][tig], A[gid][tig + 4], A[gid + 8][tig + 4];
+ * b0, b1 hold B[tig][gid], B[tig + 4][gid]; d[i] is D[gid + 8 (i / 2)][2 tig + i % 2]. The warp's work-items exchange their fragments through
+ * xchg (16 x 8 + 8 x 8 floats per warp), so every work-item of the work-group calls it together.
+ * Inputs are cut to their tf32 bits, as the tensor cores read them. */
+#define MMA_XCHG_FLOATS (16 * 8 + 8 * 8)
+inline void mma_emulated(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1,
+                         __local float *xchg, uint gid, uint tig) {
+    __local float *xa = xchg, *xb = xchg + 16 * 8;
+    const uint cut = 0xffffe000u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    xa[gid * 8 + tig] = as_float(a0 & cut);
+    xa[(gid + 8) * 8 + tig] = as_float(a1 & cut);
+    xa[gid * 8 + tig + 4] = as_float(a2 & cut);
+    xa[(gid + 8) * 8 + tig + 4] = as_float(a3 & cut);
+    xb[tig * 8 + gid] = as_float(b0 & cut);
+    xb[(tig + 4) * 8 + gid] = as_float(b1 & cut);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint i = 0; i < 4; i++) {
+        const uint r = gid + 8 * (i / 2), c = 2 * tig + i % 2;
+        float sum = d[i];
+        for (uint k = 0; k < 8; k++) sum = fma(xa[r * 8 + k], xb[k * 8 + c], sum);
+        d[i] = sum;
+    }
+}
+#define MMA(d, a0, a1, a2, a3, b0, b1) mma_emulated(d, a0, a1, a2, a3, b0, b1, xchg, gid, tig)
+#define MMA_XCHG_PARAM , __local float *xchg
+#define MMA_XCHG_ARG , xchg
+#else
+#define MMA(d, a0, a1, a2, a3, b0, b1) mma_tf32(d, a0, a1, a2, a3, b0, b1)
+#define MMA_XCHG_PARAM
+#define MMA_XCHG_ARG
+#endif
+
 /* One BK tile of this warp's MT x NT blocks. Each pass runs over all its products before the
  * next (small terms first), so a product waits on its predecessor only a pass later. */
 inline void mma_tile(__local const float *as, __local const float *bs, uint wr, uint wc, uint gid,
-                     uint tig, float *acc) {
+                     uint tig, float *acc MMA_XCHG_PARAM) {
+#if !MMA_EMULATE /* loops around the emulation's barriers stay loops */
 #pragma unroll
+#endif
     for (uint kk = 0; kk < BK; kk += 8) {
         uint ah[MT][4], al[MT][4], bh[NT][2], bl[NT][2];
 #pragma unroll
@@ -263,18 +306,23 @@ inline void mma_tile(__local const float *as, __local const float *bs, uint wr, 
             tf32_split(B_AT(bs, c, k + 4), &bh[nt][1], &bl[nt][1]);
         }
 #if GEMM_MMA == 1
+#if !MMA_EMULATE
 #pragma unroll
+#endif
         for (uint pass = 0; pass < 3; pass++)
 #else
         const uint pass = 2;
 #endif
+#if !MMA_EMULATE
 #pragma unroll
+#endif
             for (uint mt = 0; mt < MT; mt++)
+#if !MMA_EMULATE
 #pragma unroll
+#endif
                 for (uint nt = 0; nt < NT; nt++) {
-                    const uint *av = pass == 0 ? al[mt] : ah[mt],
-                               *bv = pass == 1 ? bl[nt] : bh[nt];
-                    mma_tf32(acc + (mt * NT + nt) * 4, av[0], av[1], av[2], av[3], bv[0], bv[1]);
+                    const uint *av = pass == 0 ? al[mt] : ah[mt], *bv = pass == 1 ? bl[nt] : bh[nt];
+                    MMA(acc + (mt * NT + nt) * 4, av[0], av[1], av[2], av[3], bv[0], bv[1]);
                 }
     }
 }
@@ -283,9 +331,13 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_m
     GEMM_PROLOGUE
     const uint lane = tid % 32, warp = tid / 32, gid = lane / 4, tig = lane % 4;
     const uint wr = warp / WN * WTM, wc = warp % WN * WTN;
-    float acc[MT * NT * 4];
-    for (uint i = 0; i < MT * NT * 4; i++) acc[i] = 0.0f;
-#define MMA_COMPUTE(as, bs) mma_tile(as, bs, wr, wc, gid, tig, acc)
+#if MMA_EMULATE
+    __local float xchg_all[WM * WN * MMA_XCHG_FLOATS];
+    __local float *xchg = xchg_all + warp * MMA_XCHG_FLOATS;
+#endif
+    float acc[MMA_TILE_ACCS];
+    for (uint i = 0; i < MMA_TILE_ACCS; i++) acc[i] = 0.0f;
+#define MMA_COMPUTE(as, bs) mma_tile(as, bs, wr, wc, gid, tig, acc MMA_XCHG_ARG)
     GEMM_MAINLOOP(MMA_COMPUTE)
     /* Accumulator (mt, nt, i): row wr + mt*16 + gid + 8*(i/2), column wc + nt*8 + 2*tig + i%2. */
 #pragma unroll

@@ -19,6 +19,7 @@ typedef struct gemm_plan {
     unsigned tx, ty, rm, rn;     /* PATH_FMA: work-items and each one's outputs */
     unsigned threads;
     int mma_mode; /* 1 3xTF32, 2 TF32 */
+    bool emulate; /* PATH_MMA with the instruction in portable code (gemm.mma = 2, for tests) */
     unsigned splits;
     size_t kchunk;
 } gemm_plan;
@@ -36,6 +37,12 @@ static bool mma_available(oclml_ctx *ctx) {
     return oclml__tune(ctx, "gemm.mma", 0) != 0 && ctx->caps.is_gpu && oclml__caps_mma(ctx);
 }
 
+/* gemm.mma = 2 on a device without tensor cores: the tensor-core kernel with the instruction
+ * emulated, so that its layout and 3xTF32 accuracy are tested everywhere. */
+static bool mma_emulated(oclml_ctx *ctx) {
+    return oclml__tune(ctx, "gemm.mma", 0) == 2 && !mma_available(ctx);
+}
+
 /* The own kernels index each matrix with 32-bit rows, leading dimensions and sizes. */
 static bool fits_own_kernels(const oclml__gemm_desc *d) {
     return d->m <= UINT_MAX && d->n <= UINT_MAX && d->k <= UINT_MAX && d->a.ld <= UINT_MAX &&
@@ -48,7 +55,8 @@ static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static size_t local_bytes(const gemm_plan *p, bool trans_a, bool trans_b) {
     size_t a = !trans_a ? p->bm * (p->bk + 4) : p->bk * (p->bm + 8);
     size_t b = trans_b ? p->bn * (p->bk + 4) : p->bk * (p->bn + 8);
-    return 2 * (a + b) * sizeof(float);
+    size_t xchg = p->emulate ? p->wm * p->wn * (16 * 8 + 8 * 8) : 0; /* MMA_XCHG_FLOATS */
+    return (2 * (a + b) + xchg) * sizeof(float);
 }
 
 /* Tiles the kernels are written for: warps of whole 16 x 8 blocks, K tiles of whole 8-deep
@@ -69,8 +77,8 @@ static bool tile_fits(const oclml_ctx *ctx, const gemm_plan *p, const oclml__gem
 
 /* Tensor-core tiles, largest first: block rows, columns, K, warps along rows and columns. */
 static const unsigned MMA_TILES[][5] = {
-    {128, 128, 16, 2, 4}, {64, 128, 16, 2, 4}, {64, 64, 16, 2, 2}, {32, 64, 32, 1, 2},
-    {16, 64, 32, 1, 4},
+    {128, 128, 16, 2, 4}, {64, 128, 16, 2, 4}, {64, 64, 16, 2, 2},
+    {32, 64, 32, 1, 2},   {16, 64, 32, 1, 4},
 };
 #define N_MMA_TILES (sizeof MMA_TILES / sizeof MMA_TILES[0])
 
@@ -113,7 +121,7 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
 static void choose_fma_tile(oclml_ctx *ctx, gemm_plan *p) {
     long forced[5];
     for (unsigned i = 0; i < 5; i++) forced[i] = oclml__tune(ctx, "gemm.fma_tile", i);
-    unsigned side = ctx->caps.max_work_group_size >= 64 ? 8
+    unsigned side = ctx->caps.max_work_group_size >= 64   ? 8
                     : ctx->caps.max_work_group_size >= 16 ? 4
                                                           : 2;
     p->ty = forced[0] ? (unsigned)forced[0] : side;
@@ -147,10 +155,11 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     *p = (gemm_plan){.path = PATH_CLBLAST, .splits = 1};
     long own = oclml__tune(ctx, "gemm.own", 0);
     if (!fits_own_kernels(d) || (own == 0 && clblast_can_run(ctx))) return;
-    bool mma = mma_available(ctx);
+    bool emulate = mma_emulated(ctx), mma = emulate || mma_available(ctx);
     if (own < 0 && !mma && clblast_can_run(ctx)) return;
     if (mma) {
         p->path = PATH_MMA;
+        p->emulate = emulate;
         p->mma_mode = ctx->math_mode == OCLML_MATH_TF32 ? 2 : 1;
         choose_mma_tile(ctx, d, p);
     } else {
@@ -204,8 +213,7 @@ typedef struct gemm_program {
     const char *kernel;
 } gemm_program;
 
-static void program_of(const gemm_plan *p, const oclml__gemm_desc *d, bool split,
-                       gemm_program *g) {
+static void program_of(const gemm_plan *p, const oclml__gemm_desc *d, bool split, gemm_program *g) {
     char epi[96] = "-DHAS_BIAS=0 -DHAS_PRE=0";
     if (!split) epilogue_defines(epi, sizeof epi, d);
     bool va = vec_ok(&d->a, d->trans_a ? d->m : d->k), vb = vec_ok(&d->b, d->trans_b ? d->k : d->n);
@@ -214,8 +222,8 @@ static void program_of(const gemm_plan *p, const oclml__gemm_desc *d, bool split
                      d->trans_b, va, vb, p->bk, epi);
     if (p->path == PATH_MMA) {
         snprintf(g->defines + n, sizeof g->defines - (size_t)n,
-                 " -DGEMM_MMA=%d -DBM=%u -DBN=%u -DWM=%u -DWN=%u", p->mma_mode, p->bm, p->bn,
-                 p->wm, p->wn);
+                 " -DGEMM_MMA=%d -DBM=%u -DBN=%u -DWM=%u -DWN=%u%s", p->mma_mode, p->bm, p->bn,
+                 p->wm, p->wn, p->emulate ? " -DMMA_EMULATE=1" : "");
         g->kernel = "oclml_gemm_mma";
     } else {
         snprintf(g->defines + n, sizeof g->defines - (size_t)n,
@@ -273,18 +281,19 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
     cl_mem am = d->a.mem, bm = d->b.mem, cm = c->mem, bias = split ? NULL : d->bias,
            pm = split ? NULL : d->pre.mem;
     cl_ulong a_off = d->a.offset, a_st = d->a.stride, b_off = d->b.offset, b_st = d->b.stride,
-             c_off = c->offset, c_st = c->stride, bias_off = d->bias_offset,
-             p_off = d->pre.offset, p_st = d->pre.stride;
+             c_off = c->offset, c_st = c->stride, bias_off = d->bias_offset, p_off = d->pre.offset,
+             p_st = d->pre.stride;
     cl_uint lda = (cl_uint)d->a.ld, ldb = (cl_uint)d->b.ld, ldc = (cl_uint)c->ld,
             ldp = (cl_uint)d->pre.ld, M = (cl_uint)d->m, N = (cl_uint)d->n, K = (cl_uint)d->k,
             ks = p->splits, kchunk = (cl_uint)p->kchunk;
     float alpha = split ? 1.0f : d->alpha, beta = split ? 0.0f : d->beta;
-    oclml__arg args[] = {
-        OCLML_ARG(am),    OCLML_ARG(a_off), OCLML_ARG(lda),   OCLML_ARG(a_st),     OCLML_ARG(bm),
-        OCLML_ARG(b_off), OCLML_ARG(ldb),   OCLML_ARG(b_st),  OCLML_ARG(cm),       OCLML_ARG(c_off),
-        OCLML_ARG(ldc),   OCLML_ARG(c_st),  OCLML_ARG(M),     OCLML_ARG(N),        OCLML_ARG(K),
-        OCLML_ARG(alpha), OCLML_ARG(beta),  OCLML_ARG(bias),  OCLML_ARG(bias_off), OCLML_ARG(pm),
-        OCLML_ARG(p_off), OCLML_ARG(ldp),   OCLML_ARG(p_st),  OCLML_ARG(ks),       OCLML_ARG(kchunk)};
+    oclml__arg args[] = {OCLML_ARG(am),    OCLML_ARG(a_off), OCLML_ARG(lda),      OCLML_ARG(a_st),
+                         OCLML_ARG(bm),    OCLML_ARG(b_off), OCLML_ARG(ldb),      OCLML_ARG(b_st),
+                         OCLML_ARG(cm),    OCLML_ARG(c_off), OCLML_ARG(ldc),      OCLML_ARG(c_st),
+                         OCLML_ARG(M),     OCLML_ARG(N),     OCLML_ARG(K),        OCLML_ARG(alpha),
+                         OCLML_ARG(beta),  OCLML_ARG(bias),  OCLML_ARG(bias_off), OCLML_ARG(pm),
+                         OCLML_ARG(p_off), OCLML_ARG(ldp),   OCLML_ARG(p_st),     OCLML_ARG(ks),
+                         OCLML_ARG(kchunk)};
     size_t local[3] = {p->threads, 1, 1};
     size_t global[3] = {ceil_div(d->n, p->bn) * p->threads, ceil_div(d->m, p->bm),
                         d->batch * p->splits};
@@ -333,12 +342,12 @@ void oclml__gemm_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text,
     if (p.path == PATH_CLBLAST)
         snprintf(text, len, "CLBlast sgemm%s%s", d->batch > 1 ? " strided batched" : "", epi);
     else if (p.path == PATH_MMA)
-        snprintf(text, len, "own %s tensor cores, tile %ux%ux%u, %u warps, %u K split%s%s",
-                 p.mma_mode == 1 ? "3xTF32" : "TF32", p.bm, p.bn, p.bk, p.wm * p.wn, p.splits,
-                 p.splits > 1 ? "s" : "", p.splits > 1 ? epi : "");
+        snprintf(text, len, "own %s tensor cores%s, tile %ux%ux%u, %u warps, %u K split%s%s",
+                 p.mma_mode == 1 ? "3xTF32" : "TF32", p.emulate ? " (emulated)" : "", p.bm, p.bn,
+                 p.bk, p.wm * p.wn, p.splits, p.splits > 1 ? "s" : "", p.splits > 1 ? epi : "");
     else
-        snprintf(text, len, "own FMA tiles, tile %ux%ux%u, %ux%u work-items, %u K split%s%s",
-                 p.bm, p.bn, p.bk, p.ty, p.tx, p.splits, p.splits > 1 ? "s" : "",
+        snprintf(text, len, "own FMA tiles, tile %ux%ux%u, %ux%u work-items, %u K split%s%s", p.bm,
+                 p.bn, p.bk, p.ty, p.tx, p.splits, p.splits > 1 ? "s" : "",
                  p.splits > 1 ? epi : "");
 }
 

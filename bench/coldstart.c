@@ -152,6 +152,25 @@ static oclml_status run_gemm(op_case *c) {
     return ready(c) ? oclml_gemm(c->ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1, a, b, 0, y) : c->st;
 }
 
+/* A linear layer of 256 rows, 256 -> 512 features, GELU: the transformer MLP's shape in small. */
+static const shape LIN_X = {2, {256, 256}}, LIN_W = {2, {512, 256}}, LIN_B = {1, {512}},
+                   LIN_Y = {2, {256, 512}};
+
+static oclml_status run_linear(op_case *c) {
+    oclml_tensor *x = input(c, 0, &LIN_X, -1, 1), *w = input(c, 1, &LIN_W, -0.1f, 0.1f),
+                 *b = input(c, 2, &LIN_B, -1, 1), *y = output(c, 3, &LIN_Y);
+    return ready(c) ? oclml_linear(c->ctx, OCLML_ACT_GELU_ERF, x, w, b, y, NULL) : c->st;
+}
+
+static oclml_status run_linear_backward(op_case *c) {
+    oclml_tensor *x = input(c, 0, &LIN_X, -1, 1), *w = input(c, 1, &LIN_W, -0.1f, 0.1f),
+                 *pre = input(c, 2, &LIN_Y, -1, 1), *dy = input(c, 3, &LIN_Y, -1, 1),
+                 *dx = output(c, 4, &LIN_X), *dw = output(c, 5, &LIN_W), *db = output(c, 6, &LIN_B);
+    return ready(c)
+               ? oclml_linear_backward(c->ctx, OCLML_ACT_GELU_ERF, x, w, pre, dy, dx, dw, db, 0)
+               : c->st;
+}
+
 static oclml_status run_gemm_batched(op_case *c) {
     oclml_tensor *a = input(c, 0, &BATCHED, -1, 1), *b = input(c, 1, &BATCHED, -1, 1);
     oclml_tensor *y = output(c, 2, &BATCHED);
@@ -321,6 +340,8 @@ static const runner RUNNERS[] = {
     {"probe_fma_gflops", run_probe_fma_gflops},
     {"gemm", run_gemm},
     {"gemm_batched", run_gemm_batched},
+    {"linear", run_linear},
+    {"linear_backward", run_linear_backward},
     {"softmax", run_softmax},
     {"log_softmax", run_log_softmax},
     {"softmax_backward", run_softmax_backward},

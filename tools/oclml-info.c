@@ -140,6 +140,12 @@ int main(int argc, char **argv) {
     if (c.nv_cc_major) printf(", compute capability %u.%u", c.nv_cc_major, c.nv_cc_minor);
     printf("\n\ntuning table (key, value, source, meaning):\n");
     oclml_ctx_tuning(ctx, show_tunable, NULL);
+    int tuned = 0;
+    char clblast[1024];
+    oclml_ctx_clblast_tuning(ctx, &tuned, clblast, sizeof clblast);
+    printf("CLBlast parameters: %s (%s)\n",
+           tuned ? "tuned values active for this device" : "CLBlast's own, no tuned values",
+           clblast);
     if (ops) {
         printf("\nops (name, kernel file, tuning keys, what it does):\n");
         oclml_ops_list(show_op, NULL);

@@ -169,7 +169,8 @@ static oclml_status ctx_finish_setup(oclml_ctx *ctx, const oclml_ctx_options *o)
     oclml__diskcache_open(ctx, o->cache_dir, o->cache_max_bytes);
     oclml__log(ctx, OCLML_LOG_INFO, "device %s [%s], selected by %s", ctx->info.device_name,
                ctx->info.platform_name, ctx->info.selected_by);
-    return oclml__tune_init(ctx, o->tuning);
+    oclml_status st = oclml__tune_init(ctx, o->tuning);
+    return st ? st : oclml__ops_context_init(ctx);
 }
 
 static void ctx_free(oclml_ctx *ctx) {
@@ -415,7 +416,7 @@ oclml_status oclml_ctx_tuning(const oclml_ctx *ctx,
     if (!ctx || !fn) return OCLML_ERR_NULL_POINTER;
     for (size_t i = 0; oclml__tunables[i].key; i++) {
         const oclml__tunable *t = &oclml__tunables[i];
-        char value[128];
+        char value[256];
         size_t used = 0;
         for (unsigned j = 0; j < t->n && used < sizeof value; j++)
             used += (size_t)snprintf(value + used, sizeof value - used, "%s%ld", j ? ":" : "",

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef OCLML_DATA_DIR
 #error "OCLML_DATA_DIR must be defined by the build ($(pkgdatadir))"
@@ -32,7 +33,7 @@ static int find_key(const char *key, size_t n) {
 /* Parses "a:b:c" into the knob's integers; every one must be given and within bounds. */
 static bool parse_value(const oclml__tunable *t, const char *s, size_t n,
                         long out[OCLML__TUNE_MAX_INTS]) {
-    char buf[128];
+    char buf[256];
     if (n == 0 || n >= sizeof buf) return false;
     memcpy(buf, s, n);
     buf[n] = '\0';
@@ -131,6 +132,7 @@ static void apply_file(oclml_ctx *ctx, const char *path, oclml__tune_source src)
     size_t len;
     char *text = oclml__read_file(path, &len);
     if (!text) return;
+    oclml__log(ctx, OCLML_LOG_INFO, "tuned values from %s", path);
     unsigned line_no = 0;
     for (char *line = text; line && *line; line_no++) {
         char *nl = strchr(line, '\n');
@@ -150,6 +152,27 @@ static void apply_file(oclml_ctx *ctx, const char *path, oclml__tune_source src)
     free(text);
 }
 
+/* The shipped file: tuning/NAME beside the first kernel directory (the kernel_path option, then
+ * $OCLML_KERNEL_PATH) that has one, as a source tree's cl/ has tuning/ beside it, else the
+ * install's ($(pkgdatadir)/tuning, beside its cl/). Only one shipped file applies. */
+static void apply_shipped(oclml_ctx *ctx, const char *name) {
+    char path[1400];
+    for (const char *s = ctx->kernel_path; s && *s;) {
+        const char *colon = strchr(s, ':');
+        size_t n = colon ? (size_t)(colon - s) : strlen(s);
+        if (n > 0 && n < 1024) {
+            snprintf(path, sizeof path, "%.*s/../tuning/%s", (int)n, s, name);
+            if (access(path, R_OK) == 0) {
+                apply_file(ctx, path, OCLML__TUNE_SHIPPED);
+                return;
+            }
+        }
+        s = colon ? colon + 1 : NULL;
+    }
+    snprintf(path, sizeof path, "%s/tuning/%s", OCLML_DATA_DIR, name);
+    apply_file(ctx, path, OCLML__TUNE_SHIPPED);
+}
+
 oclml_status oclml__tune_init(oclml_ctx *ctx, const char *option) {
     size_t n = 0;
     while (oclml__tunables[n].key) n++;
@@ -159,8 +182,7 @@ oclml_status oclml__tune_init(oclml_ctx *ctx, const char *option) {
         memcpy(ctx->tune[i].v, oclml__tunables[i].defaults, sizeof ctx->tune[i].v);
     char name[160], path[1400];
     device_file_name(ctx, name, sizeof name);
-    snprintf(path, sizeof path, "%s/tuning/%s", OCLML_DATA_DIR, name);
-    apply_file(ctx, path, OCLML__TUNE_SHIPPED);
+    apply_shipped(ctx, name);
     if (ctx->disk.enabled) {
         snprintf(path, sizeof path, "%s/tuning/%s", ctx->disk.dir, name);
         apply_file(ctx, path, OCLML__TUNE_FILE);

@@ -20,8 +20,8 @@ static const op_entry OPS[] = {
 
 const oclml__tunable oclml__tunables[] = {
 #define OCLML_OP(name, file, tunables, warm, summary)
-#define OCLML_TUNABLE(key, n, min, max, def, help) \
-    {#key, n, min, max, {def, def, def, def, def}, help},
+#define OCLML_TUNABLE(key, n, min, max, d, help) \
+    {#key, n, min, max, {d, d, d, d, d, d, d, d, d, d, d, d, d, d, d, d}, help},
 #include "ops/ops.def"
 #undef OCLML_OP
 #undef OCLML_TUNABLE

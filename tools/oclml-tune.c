@@ -692,7 +692,7 @@ static int write_store(const char *path, const entry *e, int ne) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: oclml-tune [--device SELECTOR] [--budget SECONDS] [--quick] [--out FILE] "
+            "usage: oclml-tune [--device SELECTOR] [--budget SECONDS] [--quick] [--out FILE|DIR] "
             "[--verbose]\n"
             "  Searches CLBlast's single-precision GEMM parameters (Xgemm, XgemmDirect and the\n"
             "  switch between them) for one device and stores the winners where liboclml reads\n"
@@ -700,9 +700,9 @@ static void usage(FILE *f) {
             "  --device SELECTOR: gpu, cpu, P:D, or part of a platform or device name (default:\n"
             "                     $OCLML_DEVICE, else the first GPU, else the first device)\n"
             "  --budget SECONDS:  search time (default 120; 10 with --quick)\n"
-            "  --quick:           tiny sizes and few candidates (tests, slow devices)\n"
-            "  --out FILE:        write there instead (e.g. tuning/<device>.jsonl of a source\n"
-            "                     tree, the file shipped for the device)\n"
+            "  --quick:           tiny sizes, one candidate per kernel, no switch search (tests)\n"
+            "  --out FILE|DIR:    write there instead; a directory gets <device>.jsonl (e.g. a\n"
+            "                     source tree's tuning/, the files shipped per device)\n"
             "  --verbose:         one line per candidate\n");
 }
 
@@ -769,9 +769,14 @@ int main(int argc, char **argv) {
     t.is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
 
     char path[2100];
-    if (out)
+    struct stat st_out;
+    if (out && !(stat(out, &st_out) == 0 && S_ISDIR(st_out.st_mode)))
         snprintf(path, sizeof path, "%s", out);
-    else {
+    else if (out) { /* a directory: the device's file in it */
+        char name[200];
+        device_file_name(info.device_name, name, sizeof name);
+        snprintf(path, sizeof path, "%s/%s", out, name);
+    } else {
         oclml_cache_info ci;
         oclml_ctx_cache_info(ctx, &ci);
         if (!ci.enabled) {

@@ -369,16 +369,22 @@ typedef enum oclml_activation {
 /* y = act(x W^T + b) in PyTorch's layout: x [rows x in] (any rank >= 1; the last dimension is
  * in, the others are rows), w [out x in], b [out] or NULL, y [rows x out] (x's shape with out
  * last). pre (NULL or y's shape) receives x W^T + b, which the backward of GELU and SiLU needs.
- * The bias and the activation run in the product's epilogue: y is written once. */
+ * The bias and the activation run in the product's epilogue: y is written once. Outputs may not
+ * overlap the inputs or each other (OCLML_ERR_INVALID_ARGUMENT). NaN in x, w or b gives NaN in
+ * the rows or columns of y and pre that depend on it. */
 OCLML_API oclml_status oclml_linear(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
                                     const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y,
                                     oclml_tensor *pre);
 
 /* The gradients of oclml_linear given dy (y's shape). saved is what the activation's derivative
- * reads: the pre-activation (pre) for GELU and SiLU, the output y for ReLU, tanh and sigmoid,
- * nothing (NULL) for NONE. dx (x's shape), dw (w's shape) and db (b's shape) may each be NULL
- * when not wanted. dx is overwritten; dw and db are overwritten, or added to when accumulate is
- * non-zero (as PyTorch accumulates .grad). */
+ * reads: the pre-activation (pre) for GELU and SiLU, the output y for ReLU, tanh and sigmoid
+ * (PyTorch's output-based forms: dy (y > 0), dy (1 - y^2), dy y (1 - y)), nothing (NULL; ignored
+ * if given) for NONE. dx (x's shape), dw (w's shape) and db (out elements) may each be NULL when
+ * not wanted. dx is overwritten; dw and db are overwritten, or added to when accumulate is
+ * non-zero (as PyTorch accumulates .grad). Outputs may not overlap the inputs or each other.
+ * NaN in dy or saved gives NaN in the gradients that depend on it (ReLU, as PyTorch, drops dy
+ * where y <= 0). Deterministic: the same call on the same device gives the same bits (db's
+ * column sums are fixed-order partial sums, no atomics). */
 OCLML_API oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation act,
                                              const oclml_tensor *x, const oclml_tensor *w,
                                              const oclml_tensor *saved, const oclml_tensor *dy,

@@ -367,10 +367,12 @@ static double loss(const layer *L, const float *x, const float *w, const float *
 /* Central differences of loss() along each element of v (which aliases x, w or b of L). */
 static void finite_diff(const layer *L, float *v, size_t n, double *fd, float *x, float *w,
                         float *b) {
-    const double h = 1e-3;
+    /* Small enough that ReLU's kink is almost never inside a step; the loss is a double sum of
+     * float inputs, so its rounding stays far below the step. */
+    const double h = 1e-5;
     for (size_t i = 0; i < n; i++) {
         float keep = v[i];
-        /* Perturb in float steps that are exact: h is a power-of-two multiple away from v. */
+        /* The inputs are floats: the steps taken are the rounded ones, hu and hd. */
         v[i] = (float)(keep + h);
         double up = loss(L, x, w, b), hu = (double)v[i] - keep;
         v[i] = (float)(keep - h);

@@ -379,12 +379,12 @@ OCLML_API oclml_status oclml_linear(oclml_ctx *ctx, oclml_activation act, const 
 /* The gradients of oclml_linear given dy (y's shape). saved is what the activation's derivative
  * reads: the pre-activation (pre) for GELU and SiLU, the output y for ReLU, tanh and sigmoid
  * (PyTorch's output-based forms: dy (y > 0), dy (1 - y^2), dy y (1 - y)), nothing for NONE
- * (NULL, or a tensor of y's shape that is not read). dx (x's shape), dw (w's shape) and db (out elements) may each be NULL when
- * not wanted. dx is overwritten; dw and db are overwritten, or added to when accumulate is
- * non-zero (as PyTorch accumulates .grad). Outputs may not overlap the inputs or each other.
- * NaN in dy or saved gives NaN in the gradients that depend on it (ReLU, as PyTorch, drops dy
- * where y <= 0). Deterministic: the same call on the same device gives the same bits (db's
- * column sums are fixed-order partial sums, no atomics). */
+ * (NULL, or a tensor of y's shape that is not read). dx (x's shape), dw (w's shape) and db (out
+ * elements) may each be NULL when not wanted. dx is overwritten; dw and db are overwritten, or
+ * added to when accumulate is non-zero (as PyTorch accumulates .grad). Outputs may not overlap
+ * the inputs or each other. NaN in dy or saved gives NaN in the gradients that depend on it
+ * (ReLU, as PyTorch, drops dy where y <= 0). Deterministic: the same call on the same device
+ * gives the same bits (db's column sums are fixed-order partial sums, no atomics). */
 OCLML_API oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation act,
                                              const oclml_tensor *x, const oclml_tensor *w,
                                              const oclml_tensor *saved, const oclml_tensor *dy,

@@ -81,7 +81,10 @@ START_TEST(long_rows_chunked) {
     ASSERT_OK(oclml_op_variant(T, "softmax", 2, 100003, v, sizeof v));
     ck_assert_msg(strstr(v, "chunked") != NULL, "100003 columns should be chunked: %s", v);
     ASSERT_OK(oclml_op_variant(T, "softmax", 2, 1000, v, sizeof v));
-    ck_assert_msg(strstr(v, "registers") != NULL, "1000 columns should stay in registers: %s", v);
+    /* 32 floats a work-item: 1000 columns fit where work-groups of 32 or more run. */
+    if (d.max_work_group_size >= 32)
+        ck_assert_msg(strstr(v, "registers") != NULL, "1000 columns should stay in registers: %s",
+                      v);
 }
 END_TEST
 

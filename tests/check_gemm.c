@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,6 +260,59 @@ START_TEST(tf32_math_mode) {
 }
 END_TEST
 
+/* The tensor-core kernel at its default tile (128 x 128 x 16, 8 warps; emulated where the device
+ * lacks tensor cores) on ragged edges and aligned float4 loads in every transpose, and with K
+ * split over work-groups. */
+START_TEST(tensor_core_default_tile_and_split) {
+    test_retune("gemm.own=1 gemm.mma=2");
+    gemm_case(_i & 1, _i >> 1, 200, 150, 70, 1.0f, 0.0f);
+    gemm_case(_i & 1, _i >> 1, 256, 128, 64, 1.0f, 0.5f);
+    test_retune("gemm.own=1 gemm.mma=2 gemm.splitk=3 gemm.mma_tile=64:64:16:2:2");
+    gemm_case(_i & 1, _i >> 1, 64, 96, 300, -1.0f, 0.25f);
+}
+END_TEST
+
+/* IEEE semantics on every path: inf * 1 = inf, inf * 0 = NaN, NaN spreads along its row, FLT_MAX
+ * stays finite (the 3xTF32 split alone would turn all of these into NaN: the kernel recomputes
+ * such outputs in fp32). */
+START_TEST(inf_and_nan_follow_ieee) {
+    use_path(_i);
+    size_t m = 5, n = 6, k = 7, ash[2] = {m, k}, bsh[2] = {k, n}, csh[2] = {m, n};
+    float a[5 * 7], b[7 * 6];
+    test_random(a, m * k, -1, 1);
+    static const float B_VALUES[4] = {-1.0f, 0.0f, 0.5f, 1.0f}; /* exact in tf32 */
+    for (size_t i = 0; i < k * n; i++) b[i] = B_VALUES[(i * 7 + 3) % 4];
+    b[0 * n + 1] = 0.0f;
+    b[0 * n + 2] = 1.0f;
+    a[0 * k + 0] = INFINITY; /* row 0: inf where B[0][j] != 0, NaN where it is 0 */
+    a[1 * k + 2] = NAN;      /* row 1: NaN */
+    for (size_t j = 0; j < k; j++) a[2 * k + j] = 0.0f;
+    a[2 * k + 3] = FLT_MAX; /* row 2: FLT_MAX * B[3][j], exact */
+    oclml_tensor *A = test_tensor_from(2, ash, a), *B = test_tensor_from(2, bsh, b),
+                 *C = test_tensor(2, csh);
+    ASSERT_OK(oclml_gemm(T, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, A, B, 0.0f, C));
+    float out[5 * 6];
+    test_read(C, out, m * n);
+    double ref[5 * 6];
+    ref_gemm(0, 0, m, n, k, 1.0, a, b, 0.0, NULL, ref);
+    for (size_t i = 0; i < m * n; i++) {
+        float want = (float)ref[i];
+        if (isnan(ref[i]))
+            ck_assert_msg(isnan(out[i]), "C[%zu] = %g, NaN expected", i, out[i]);
+        else if (isinf(want))
+            ck_assert_msg(out[i] == want, "C[%zu] = %g, %g expected", i, out[i], want);
+        else
+            ck_assert_msg(fabs(out[i] - ref[i]) <= 1e-5 * (fabs(ref[i]) + 1), "C[%zu] = %.9g, %.9g",
+                          i, out[i], ref[i]);
+    }
+    ck_assert(isinf(out[0 * n + 2]) && isnan(out[0 * n + 1]) && isnan(out[1 * n + 4]));
+    ck_assert(out[2 * n + 0] == FLT_MAX * b[3 * n + 0] || b[3 * n + 0] == 0.0f);
+    oclml_tensor_destroy(A);
+    oclml_tensor_destroy(B);
+    oclml_tensor_destroy(C);
+}
+END_TEST
+
 START_TEST(bad_input_touches_nothing) {
     size_t s23[2] = {2, 3}, s34[2] = {3, 4}, s24[2] = {2, 4}, s25[2] = {2, 5}, v[1] = {4};
     size_t b3[3] = {2, 2, 4}, b4[3] = {3, 3, 4};
@@ -300,6 +354,8 @@ int main(void) {
     tcase_add_loop_test(tc, batched, 0, N_PATHS);
     tcase_add_loop_test(tc, views_and_skinny, 0, N_PATHS);
     tcase_add_test(tc, accuracy_matches_clblast);
+    tcase_add_loop_test(tc, tensor_core_default_tile_and_split, 0, 4);
+    tcase_add_loop_test(tc, inf_and_nan_follow_ieee, 0, N_PATHS);
     tcase_add_test(tc, tf32_math_mode);
     tcase_add_test(tc, bad_input_touches_nothing);
     suite_add_tcase(s, tc);

@@ -12,6 +12,10 @@
 #endif
 #define OCLML_WANT(name) (OCLML_WANT_ALL || OCLML_WANT_##name)
 
+/* For helpers with large bodies: C99 inline alone lets a compiler keep them out of line, which
+ * fails to link (no external definition) or moves their private arrays to slow memory. */
+#define OCLML_INLINE inline __attribute__((always_inline))
+
 /* Kernels address tensors as (buffer, element offset): a wrapped cl_mem may start anywhere. */
 #define OCLML_AT(buf, off) ((buf) + (off))
 

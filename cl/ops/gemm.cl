@@ -113,7 +113,7 @@
 
 /* Four consecutive elements of a contiguous extent (zeros past its end or for an absent line).
  * With vec the host guarantees an aligned float4 wholly inside the extent. */
-inline float4 load4(__global const float *line, uint i, uint extent, bool present, bool vec) {
+OCLML_INLINE float4 load4(__global const float *line, uint i, uint extent, bool present, bool vec) {
     if (!present || i >= extent) return (float4)(0.0f);
     if (vec) return *(__global const float4 *)(line + i);
     return (float4)(line[i], i + 1 < extent ? line[i + 1] : 0.0f,
@@ -122,8 +122,8 @@ inline float4 load4(__global const float *line, uint i, uint extent, bool presen
 
 /* Stages chunk c of a ROWS x BK tile (rows from r0, K from k0) of an operand with `rows` rows:
  * K-contiguous operands in chunks of four K along a row, the others of four rows along K. */
-inline float4 load_chunk(__global const float *x, uint ld, uint rows, uint r0, uint k0, uint kend,
-                         uint c, uint tile_rows, bool kcont, bool vec) {
+OCLML_INLINE float4 load_chunk(__global const float *x, uint ld, uint rows, uint r0, uint k0,
+                               uint kend, uint c, uint tile_rows, bool kcont, bool vec) {
     if (kcont) {
         const uint r = c / (BK / 4), k = c % (BK / 4) * 4;
         return load4(x + (size_t)(r0 + r) * ld + k0, k, kend - k0, r0 + r < rows, vec);
@@ -132,7 +132,7 @@ inline float4 load_chunk(__global const float *x, uint ld, uint rows, uint r0, u
     return load4(x + (size_t)(k0 + k) * ld + r0, r, rows - r0, k0 + k < kend, vec);
 }
 
-inline void store_chunk(__local float *t, float4 v, uint c, uint tile_rows, bool kcont) {
+OCLML_INLINE void store_chunk(__local float *t, float4 v, uint c, uint tile_rows, bool kcont) {
     if (kcont) {
         const uint r = c / (BK / 4), k = c % (BK / 4) * 4;
         *(__local float4 *)(t + r * LDK + k) = v;
@@ -147,7 +147,7 @@ typedef struct block_pos {
     uint r0, c0, kbegin, kend;
 } block_pos;
 
-inline block_pos block_of(uint M, uint N, uint K, uint ksplit, uint kchunk) {
+OCLML_INLINE block_pos block_of(uint M, uint N, uint K, uint ksplit, uint kchunk) {
     const uint gx = (N + BN - 1) / BN, gy = (M + BM - 1) / BM;
     const uint pid = get_group_id(1) * gx + get_group_id(0);
     const uint per_group = GROUP_M * gx, first = pid / per_group * GROUP_M;
@@ -163,8 +163,9 @@ inline block_pos block_of(uint M, uint N, uint K, uint ksplit, uint kchunk) {
 
 /* The epilogue of one element: scale, add beta C and the bias, keep the pre-activation, apply
  * the activation. beta == 0 does not read C (it may hold NaN). */
-inline void epilogue(__global float *C, uint ldc, __global const float *bias, __global float *pre,
-                     uint ldp, uint M, uint N, uint r, uint c, float acc, float alpha, float beta) {
+OCLML_INLINE void epilogue(__global float *C, uint ldc, __global const float *bias,
+                           __global float *pre, uint ldp, uint M, uint N, uint r, uint c, float acc,
+                           float alpha, float beta) {
     if (r >= M || c >= N) return;
     float v = alpha * acc;
     if (beta != 0.0f) v += beta * C[(size_t)r * ldc + c];
@@ -184,17 +185,30 @@ inline void epilogue(__global float *C, uint ldc, __global const float *bias, __
         __global const float *bias, ulong bias_off, __global float *pre, ulong pre_off, uint ldp, \
         ulong pre_stride, uint ksplit, uint kchunk
 
+/* bias and pre move only where they exist (they are NULL otherwise). */
+#if HAS_BIAS
+#define GEMM_BIAS_POINTER bias += bias_off;
+#else
+#define GEMM_BIAS_POINTER
+#endif
+#if HAS_PRE
+#define GEMM_PRE_POINTER pre += pre_off + entry * pre_stride;
+#else
+#define GEMM_PRE_POINTER
+#endif
+#define GEMM_EPILOGUE_POINTERS GEMM_BIAS_POINTER GEMM_PRE_POINTER
+
 /* Moves the operands' pointers to this work-group's batch entry (and C's to its split slice). */
-#define GEMM_PROLOGUE                                         \
-    const uint z = get_group_id(2), entry = z / ksplit;       \
-    A += a_off + entry * a_stride;                            \
-    B += b_off + entry * b_stride;                            \
-    C += c_off + z * c_stride;                                \
-    bias += bias_off;                                         \
-    pre += pre_off + entry * pre_stride;                      \
-    const block_pos p = block_of(M, N, K, ksplit, kchunk);    \
-    const uint tid = get_local_id(0);                         \
-    __local float As[2][TILE_A_FLOATS], Bs[2][TILE_B_FLOATS]; \
+#define GEMM_PROLOGUE                                                \
+    const uint z = get_group_id(2), entry = z / ksplit;              \
+    A += a_off + entry * a_stride;                                   \
+    B += b_off + entry * b_stride;                                   \
+    C += c_off + z * c_stride;                                       \
+    GEMM_EPILOGUE_POINTERS                                           \
+    const block_pos p = block_of(M, N, K, ksplit, kchunk);           \
+    const uint tid = get_local_id(0);                                \
+    __local float As[2][TILE_A_FLOATS] __attribute__((aligned(16))), \
+        Bs[2][TILE_B_FLOATS] __attribute__((aligned(16)));           \
     float4 sa[CHUNKS_A], sb[CHUNKS_B];
 
 /* Global to registers for the tile at k0, then registers to local buffer buf. */
@@ -239,12 +253,32 @@ inline void epilogue(__global float *C, uint ldc, __global const float *bias, __
 #if GEMM_MMA && OCLML_WANT(oclml_gemm_mma)
 /* v = hi + lo, hi rounded to its top 11 significant bits (tf32), lo the rest: hi*hi + hi*lo +
  * lo*hi is a*b to ~2^-21 relative where one tf32 product is off by ~2^-11. The tensor cores read
- * only lo's tf32 bits; what they drop is ~2^-22 of v. Infinities keep lo = 0 (not inf - inf);
- * values within 2^-12 of FLT_MAX round to infinity. */
-inline void tf32_split(float v, uint *hi, uint *lo) {
+ * only lo's tf32 bits; what they drop is ~2^-22 of v. Infinities, NaN and values that round to
+ * infinity give lo = NaN: such products come out NaN, and the epilogue recomputes every NaN
+ * output in fp32 (recompute_nan), so results keep IEEE semantics (inf * 1 = inf). The TF32 mode
+ * reads hi alone: a NaN keeps a NaN hi there (rounding would carry its payload away). */
+OCLML_INLINE void tf32_split(float v, uint *hi, uint *lo) {
     const uint h = (as_uint(v) + 0x1000u) & 0xffffe000u;
+#if GEMM_MMA == 2
+    *hi = isnan(v) ? 0x7fffffffu : h;
+#else
     *hi = h;
-    *lo = isinf(as_float(h)) ? 0u : as_uint(v - as_float(h));
+#endif
+    *lo = as_uint(v - as_float(h));
+}
+
+/* An output the split made NaN, in plain fp32 from global memory: op(A) row r times op(B)
+ * column c over this work-group's K range. Runs only where an input was inf or NaN (or near
+ * FLT_MAX), never on finite data. */
+OCLML_INLINE float recompute_nan(__global const float *A, uint lda, __global const float *B,
+                                 uint ldb, uint r, uint c, uint kbegin, uint kend) {
+    float sum = 0.0f;
+    for (uint k = kbegin; k < kend; k++) {
+        const float a = TRANS_A ? A[(size_t)k * lda + r] : A[(size_t)r * lda + k];
+        const float b = TRANS_B ? B[(size_t)c * ldb + k] : B[(size_t)k * ldb + c];
+        sum = fma(a, b, sum);
+    }
+    return sum;
 }
 
 #if MMA_EMULATE
@@ -254,8 +288,8 @@ inline void tf32_split(float v, uint *hi, uint *lo) {
  * xchg (16 x 8 + 8 x 8 floats per warp), so every work-item of the work-group calls it together.
  * Inputs are cut to their tf32 bits, as the tensor cores read them. */
 #define MMA_XCHG_FLOATS (16 * 8 + 8 * 8)
-inline void mma_emulated(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1,
-                         __local float *xchg, uint gid, uint tig) {
+OCLML_INLINE void mma_emulated(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1,
+                               __local float *xchg, uint gid, uint tig) {
     __local float *xa = xchg, *xb = xchg + 16 * 8;
     const uint cut = 0xffffe000u;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -284,8 +318,8 @@ inline void mma_emulated(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, 
 
 /* One BK tile of this warp's MT x NT blocks. Each pass runs over all its products before the
  * next (small terms first), so a product waits on its predecessor only a pass later. */
-inline void mma_tile(__local const float *as, __local const float *bs, uint wr, uint wc, uint gid,
-                     uint tig, float *acc MMA_XCHG_PARAM) {
+OCLML_INLINE void mma_tile(__local const float *as, __local const float *bs, uint wr, uint wc,
+                           uint gid, uint tig, float *acc MMA_XCHG_PARAM) {
 #if !MMA_EMULATE /* loops around the emulation's barriers stay loops */
 #pragma unroll
 #endif
@@ -345,16 +379,20 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_m
 #pragma unroll
         for (uint nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (uint i = 0; i < 4; i++)
-                epilogue(C, ldc, bias, pre, ldp, M, N, p.r0 + wr + mt * 16 + gid + 8 * (i / 2),
-                         p.c0 + wc + nt * 8 + 2 * tig + i % 2, acc[(mt * NT + nt) * 4 + i], alpha,
-                         beta);
+            for (uint i = 0; i < 4; i++) {
+                const uint r = p.r0 + wr + mt * 16 + gid + 8 * (i / 2),
+                           c = p.c0 + wc + nt * 8 + 2 * tig + i % 2;
+                float v = acc[(mt * NT + nt) * 4 + i];
+                if (isnan(v) && r < M && c < N)
+                    v = recompute_nan(A, lda, B, ldb, r, c, p.kbegin, p.kend);
+                epilogue(C, ldc, bias, pre, ldp, M, N, r, c, v, alpha, beta);
+            }
 }
 #endif
 
 #if !GEMM_MMA && OCLML_WANT(oclml_gemm_fma)
-inline void fma_tile(__local const float *as, __local const float *bs, uint ty, uint tx,
-                     float acc[RM][RN]) {
+OCLML_INLINE void fma_tile(__local const float *as, __local const float *bs, uint ty, uint tx,
+                           float acc[RM][RN]) {
 #pragma unroll 4
     for (uint k = 0; k < BK; k++) {
         float a[RM], b[RN];
@@ -392,13 +430,25 @@ __kernel void oclml_gemm_finish(__global const float *W, ulong w_off, uint ldw, 
                                 ulong w_stride, uint splits, __global float *C, ulong c_off,
                                 uint ldc, ulong c_stride, uint M, uint N, float alpha, float beta,
                                 __global const float *bias, ulong bias_off, __global float *pre,
-                                ulong pre_off, uint ldp, ulong pre_stride) {
-    const uint c = get_global_id(0), r = get_global_id(1), z = get_global_id(2);
-    if (r >= M || c >= N) return;
-    W += w_off + z * w_stride + (size_t)r * ldw + c;
-    float sum = 0.0f;
-    for (uint s = 0; s < splits; s++) sum += W[s * w_split];
-    epilogue(C + c_off + z * c_stride, ldc, bias + bias_off, pre + pre_off + z * pre_stride, ldp, M,
-             N, r, c, sum, alpha, beta);
+                                ulong pre_off, uint ldp, ulong pre_stride, uint batch) {
+    const uint c = get_global_id(0);
+    if (c >= N) return;
+#if HAS_BIAS
+    bias += bias_off;
+#endif
+    /* Rows and batch entries stride over grid dimensions 1 and 2 (which hold at most 65535
+     * groups on some devices). */
+    for (uint z = get_global_id(2); z < batch; z += get_global_size(2))
+        for (uint r = get_global_id(1); r < M; r += get_global_size(1)) {
+            __global const float *w = W + w_off + z * w_stride + (size_t)r * ldw + c;
+            float sum = 0.0f;
+            for (uint s = 0; s < splits; s++) sum += w[s * w_split];
+#if HAS_PRE
+            __global float *pz = pre + pre_off + z * pre_stride;
+#else
+            __global float *pz = pre;
+#endif
+            epilogue(C + c_off + z * c_stride, ldc, bias, pz, ldp, M, N, r, c, sum, alpha, beta);
+        }
 }
 #endif

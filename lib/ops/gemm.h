@@ -37,9 +37,11 @@ oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d);
 void oclml__gemm_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len);
 
 /* The CLBlast path (gemm_clblast.c): C = alpha op(A) op(B) + beta C only (no epilogue).
- * *cb_status (may be NULL) receives CLBlast's status code. Every call into CLBlast holds the
+ * *cb_status (may be NULL) receives CLBlast's status code; a failure is not recorded (the caller
+ * may fall back), oclml__gemm_clblast_fail records it. Every call into CLBlast holds the
  * process-wide CLBlast lock, also taken where its parameters are overridden. */
 oclml_status oclml__gemm_clblast(oclml_ctx *ctx, const oclml__gemm_desc *d, cl_int *cb_status);
+oclml_status oclml__gemm_clblast_fail(oclml_ctx *ctx, const oclml__gemm_desc *d, cl_int cb_status);
 void oclml__clblast_lock(void);
 void oclml__clblast_unlock(void);
 

@@ -28,20 +28,23 @@ oclml_status oclml__gemm_clblast(oclml_ctx *ctx, const oclml__gemm_desc *d, cl_i
     if (d->batch == 1)
         s = CLBlastSgemm(CLBlastLayoutRowMajor, cb_trans(d->trans_a), cb_trans(d->trans_b), d->m,
                          d->n, d->k, d->alpha, d->a.mem, d->a.offset, d->a.ld, d->b.mem,
-                         d->b.offset, d->b.ld, d->beta, d->c.mem, d->c.offset, d->c.ld,
-                         &ctx->queue, &ev);
+                         d->b.offset, d->b.ld, d->beta, d->c.mem, d->c.offset, d->c.ld, &ctx->queue,
+                         &ev);
     else
-        s = CLBlastSgemmStridedBatched(
-            CLBlastLayoutRowMajor, cb_trans(d->trans_a), cb_trans(d->trans_b), d->m, d->n, d->k,
-            d->alpha, d->a.mem, d->a.offset, d->a.ld, d->a.stride, d->b.mem, d->b.offset, d->b.ld,
-            d->b.stride, d->beta, d->c.mem, d->c.offset, d->c.ld, d->c.stride, d->batch,
-            &ctx->queue, &ev);
+        s = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, cb_trans(d->trans_a),
+                                       cb_trans(d->trans_b), d->m, d->n, d->k, d->alpha, d->a.mem,
+                                       d->a.offset, d->a.ld, d->a.stride, d->b.mem, d->b.offset,
+                                       d->b.ld, d->b.stride, d->beta, d->c.mem, d->c.offset,
+                                       d->c.ld, d->c.stride, d->batch, &ctx->queue, &ev);
     oclml__clblast_unlock();
     oclml__event_done(ctx, ev);
     if (cb_status) *cb_status = (cl_int)s;
-    if (s == CLBlastSuccess) return OCLML_SUCCESS;
+    return s == CLBlastSuccess ? OCLML_SUCCESS : OCLML_ERR_CLBLAST;
+}
+
+oclml_status oclml__gemm_clblast_fail(oclml_ctx *ctx, const oclml__gemm_desc *d, cl_int cb_status) {
     char *text = oclml__asprintf("%s failed: CLBlast status %d",
                                  d->batch == 1 ? "CLBlastSgemm" : "CLBlastSgemmStridedBatched",
-                                 (int)s);
-    return oclml__fail_text(ctx, OCLML_ERR_CLBLAST, (int)s, text);
+                                 (int)cb_status);
+    return oclml__fail_text(ctx, OCLML_ERR_CLBLAST, (int)cb_status, text);
 }

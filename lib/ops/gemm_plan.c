@@ -45,7 +45,8 @@ static bool mma_emulated(oclml_ctx *ctx) {
 
 /* The own kernels index each matrix with 32-bit rows, leading dimensions and sizes. */
 static bool fits_own_kernels(const oclml__gemm_desc *d) {
-    return d->m <= UINT_MAX && d->n <= UINT_MAX && d->k <= UINT_MAX && d->a.ld <= UINT_MAX &&
+    const size_t most = UINT_MAX - 1024; /* block indices round up by a tile */
+    return d->m <= most && d->n <= most && d->k <= most && d->a.ld <= UINT_MAX &&
            d->b.ld <= UINT_MAX && d->c.ld <= UINT_MAX && d->pre.ld <= UINT_MAX &&
            d->batch <= GRID_YZ_MAX;
 }
@@ -117,10 +118,12 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
     }
 }
 
-/* FMA tiles: 8 x 8 work-items of 4 x 4 outputs where the device takes 64, else 4 x 4 or 2 x 2. */
-static void choose_fma_tile(oclml_ctx *ctx, gemm_plan *p) {
+/* FMA tiles: 8 x 8 work-items of 4 x 4 outputs where the device takes 64, else 4 x 4 or 2 x 2.
+ * forced: take gemm.fma_tile's values (not when falling back from a tile that failed). */
+static void choose_fma_tile(oclml_ctx *ctx, gemm_plan *p, bool forced_ok) {
     long forced[5];
-    for (unsigned i = 0; i < 5; i++) forced[i] = oclml__tune(ctx, "gemm.fma_tile", i);
+    for (unsigned i = 0; i < 5; i++)
+        forced[i] = forced_ok ? oclml__tune(ctx, "gemm.fma_tile", i) : 0;
     unsigned side = ctx->caps.max_work_group_size >= 64   ? 8
                     : ctx->caps.max_work_group_size >= 16 ? 4
                                                           : 2;
@@ -164,7 +167,7 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
         choose_mma_tile(ctx, d, p);
     } else {
         p->path = PATH_FMA;
-        choose_fma_tile(ctx, p);
+        choose_fma_tile(ctx, p, true);
     }
     if (!tile_fits(ctx, p, d)) {
         /* A forced tile the device cannot take, or a huge M: CLBlast if it can, else the
@@ -174,7 +177,8 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
             return;
         }
         p->path = PATH_FMA;
-        choose_fma_tile(ctx, p);
+        p->emulate = false;
+        choose_fma_tile(ctx, p, false);
     }
     choose_splits(ctx, d, p);
 }
@@ -259,15 +263,19 @@ static oclml_status run_finish(oclml_ctx *ctx, const oclml__gemm_desc *d, const 
              c_st = d->c.stride, b_off = d->bias_offset, p_off = d->pre.offset,
              p_st = d->pre.stride;
     cl_uint ldw = (cl_uint)w->ld, ldc = (cl_uint)d->c.ld, ldp = (cl_uint)d->pre.ld,
-            M = (cl_uint)d->m, N = (cl_uint)d->n, S = splits;
+            M = (cl_uint)d->m, N = (cl_uint)d->n, S = splits, B = (cl_uint)d->batch;
     oclml__arg args[] = {OCLML_ARG(wm),    OCLML_ARG(w_off), OCLML_ARG(ldw),  OCLML_ARG(w_sp),
                          OCLML_ARG(w_st),  OCLML_ARG(S),     OCLML_ARG(cm),   OCLML_ARG(c_off),
                          OCLML_ARG(ldc),   OCLML_ARG(c_st),  OCLML_ARG(M),    OCLML_ARG(N),
                          OCLML_ARG(alpha), OCLML_ARG(beta),  OCLML_ARG(bias), OCLML_ARG(b_off),
-                         OCLML_ARG(pm),    OCLML_ARG(p_off), OCLML_ARG(ldp),  OCLML_ARG(p_st)};
+                         OCLML_ARG(pm),    OCLML_ARG(p_off), OCLML_ARG(ldp),  OCLML_ARG(p_st),
+                         OCLML_ARG(B)};
     size_t lx = ctx->caps.max_work_group_size >= 64 ? 64 : ctx->caps.max_work_group_size;
-    size_t local[3] = {lx, 1, 1}, global[3] = {ceil_div(d->n, lx) * lx, d->m, d->batch};
-    return oclml__launch(ctx, k, args, 20, 3, global, local, NULL);
+    /* Rows and batch entries beyond the grid's 65535 groups a dimension loop in the kernel. */
+    size_t local[3] = {lx, 1, 1},
+           global[3] = {ceil_div(d->n, lx) * lx, d->m < GRID_YZ_MAX ? d->m : GRID_YZ_MAX,
+                        d->batch < GRID_YZ_MAX ? d->batch : GRID_YZ_MAX};
+    return oclml__launch(ctx, k, args, 21, 3, global, local, NULL);
 }
 
 /* One launch of a tiled kernel writing c (d's C, or a split workspace). */
@@ -316,21 +324,28 @@ static oclml_status run_own(oclml_ctx *ctx, const oclml__gemm_desc *d, const gem
     return st;
 }
 
+/* CLBlast's refusals of this device's work-group or local memory limits, which it reports before
+ * enqueueing anything. */
+static bool clblast_refused_device(cl_int cb) {
+    return cb == CL_INVALID_WORK_GROUP_SIZE || cb == CL_INVALID_WORK_ITEM_SIZE || cb == -2046;
+}
+
 oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d) {
     gemm_plan p;
     make_plan(ctx, d, &p);
     if (p.path != PATH_CLBLAST) return run_own(ctx, d, &p);
     cl_int cb = 0;
     oclml_status st = oclml__gemm_clblast(ctx, d, &cb);
-    if (st && cb == CL_INVALID_WORK_GROUP_SIZE && fits_own_kernels(d)) {
-        /* CLBlast's kernels refused this device's work-group limit before writing anything: the
-         * FMA kernels run anywhere. */
+    if (st && clblast_refused_device(cb) && fits_own_kernels(d)) {
+        /* Its kernels do not fit this device (tuned parameters for another one, say): the FMA
+         * tiles run anywhere. */
         p.path = PATH_FMA;
-        choose_fma_tile(ctx, &p);
+        choose_fma_tile(ctx, &p, false);
         choose_splits(ctx, d, &p);
         if (tile_fits(ctx, &p, d)) return run_own(ctx, d, &p);
     }
-    if (st || !has_epilogue(d)) return st;
+    if (st) return oclml__gemm_clblast_fail(ctx, d, cb);
+    if (!has_epilogue(d)) return OCLML_SUCCESS;
     oclml__matrix c = d->c;
     return run_finish(ctx, d, &c, 0, 1, 1.0f, 0.0f);
 }

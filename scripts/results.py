@@ -21,7 +21,7 @@ RESULTS = os.path.join(ROOT, "bench", "results")
 
 SUITES = {
     "copy": "copy",
-    "gemm": "gemm", "gemm_batched": "gemm",
+    "gemm": "gemm", "gemm_batched": "gemm", "linear": "linear", "linear_fwd_bwd": "linear",
     "softmax": "softmax", "log_softmax": "softmax", "softmax_bwd": "softmax",
     "layernorm": "norm", "rmsnorm": "norm", "layernorm_bwd": "norm", "rmsnorm_bwd": "norm",
     "add": "elementwise", "bias_add": "elementwise", "gelu": "elementwise",
@@ -118,9 +118,15 @@ def tables(device=None):
             continue
         date = rows[0].get("date", "")
         print("\n### %s, %s %s\n" % (dev, suite, date))
-        print("| op | shape | liboclml | PyTorch | ratio | of limit | max rel err |")
-        print("|---|---|---|---|---|---|---|")
-        for op, shape, _, o, p in pairs:
+        # Where one shape ran on several paths (GEMM: own kernels, CLBlast alone), say which.
+        keys = [(op, shape) for op, shape, _, _, _ in pairs]
+        paths = len(set(keys)) < len(keys)
+        print("| op | shape |%s liboclml | PyTorch | ratio | of limit | max rel err |" %
+              (" path |" if paths else ""))
+        print("|---|---|%s---|---|---|---|---|" % ("---|" if paths else ""))
+        for op, shape, variant, o, p in pairs:
+            if paths:
+                shape = "%s | %s" % (shape, variant.split(":")[0])
             v, unit, higher = figure(o)
             pv = figure(p)[0] if p else None
             ratio = "-" if pv is None else "%.2fx" % ((v / pv) if higher else (pv / v))

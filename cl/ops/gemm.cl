@@ -16,7 +16,7 @@
  * multiplied, so one barrier per tile suffices. Each operand is staged with its K extent
  * contiguous or its row extent contiguous, whichever it has in global memory (A not transposed
  * and B transposed, i.e. PyTorch's weights, are K-contiguous), so every staging store is a float4
- * and every fragment read is free of bank conflicts (strides BK + 4 and rows + 8).
+ * and every fragment read is free of bank conflicts (strides LDK and rows + 4, below).
  *
  * Edges: loads past M, N or K read zeros; stores past M or N are skipped; no padding is asked of
  * the caller. With VEC_A / VEC_B the host guarantees aligned float4 loads (leading dimension,
@@ -101,11 +101,16 @@
 /* K-contiguous operands stage as [row][k], the others as [k][row]. */
 #define KCONT_A (!TRANS_A)
 #define KCONT_B (TRANS_B)
-#define LDK (BK + 4)
-#define TILE_A_FLOATS (KCONT_A ? BM * LDK : BK * (BM + 8))
-#define TILE_B_FLOATS (KCONT_B ? BN * LDK : BK * (BN + 8))
-#define A_AT(t, r, k) ((t)[KCONT_A ? (r)*LDK + (k) : (k) * (BM + 8) + (r)])
-#define B_AT(t, r, k) ((t)[KCONT_B ? (r)*LDK + (k) : (k) * (BN + 8) + (r)])
+/* Row strides in local memory. The tensor-core kernel reads k and k + 1 of a row together (see
+ * mma_tile): [row][k] with a stride of an odd multiple of 8 floats puts the 8-byte reads of a
+ * half-warp (4 rows x 4 pairs) in distinct banks; [k][row] with rows + 4 puts the 4-byte reads of
+ * a warp (8 rows x 4 even k) in distinct banks. Both keep float4 staging stores aligned. */
+#define LDK (BK % 16 == 0 ? BK + 8 : BK + 16)
+#define LDR(rows) ((rows) + 4)
+#define TILE_A_FLOATS (KCONT_A ? BM * LDK : BK * LDR(BM))
+#define TILE_B_FLOATS (KCONT_B ? BN * LDK : BK * LDR(BN))
+#define A_AT(t, r, k) ((t)[KCONT_A ? (r)*LDK + (k) : (k)*LDR(BM) + (r)])
+#define B_AT(t, r, k) ((t)[KCONT_B ? (r)*LDK + (k) : (k)*LDR(BN) + (r)])
 /* float4 each work-item stages per tile (the last round partly where the tile has fewer). */
 #define CHUNKS_A ((BM * BK / 4 + NTHREADS - 1) / NTHREADS)
 #define CHUNKS_B ((BN * BK / 4 + NTHREADS - 1) / NTHREADS)
@@ -138,7 +143,7 @@ OCLML_INLINE void store_chunk(__local float *t, float4 v, uint c, uint tile_rows
         *(__local float4 *)(t + r * LDK + k) = v;
     } else {
         const uint k = c / (tile_rows / 4), r = c % (tile_rows / 4) * 4;
-        *(__local float4 *)(t + k * (tile_rows + 8) + r) = v;
+        *(__local float4 *)(t + k * LDR(tile_rows) + r) = v;
     }
 }
 
@@ -324,20 +329,34 @@ OCLML_INLINE void mma_tile(__local const float *as, __local const float *bs, uin
 #pragma unroll
 #endif
     for (uint kk = 0; kk < BK; kk += 8) {
+        /* The instruction's K slots tig and tig + 4 of a work-item hold physical k = 2 tig and
+         * 2 tig + 1 of this 8-deep step, for A and B alike: the same 8 products summed, and a
+         * K-contiguous row gives both in one 8-byte read. */
+        const uint k = kk + 2 * tig;
         uint ah[MT][4], al[MT][4], bh[NT][2], bl[NT][2];
 #pragma unroll
         for (uint mt = 0; mt < MT; mt++) {
-            const uint r = wr + mt * 16 + gid, k = kk + tig;
-            tf32_split(A_AT(as, r, k), &ah[mt][0], &al[mt][0]);
-            tf32_split(A_AT(as, r + 8, k), &ah[mt][1], &al[mt][1]);
-            tf32_split(A_AT(as, r, k + 4), &ah[mt][2], &al[mt][2]);
-            tf32_split(A_AT(as, r + 8, k + 4), &ah[mt][3], &al[mt][3]);
+            const uint r = wr + mt * 16 + gid;
+            float2 lo_row, hi_row; /* rows r and r + 8, k and k + 1 */
+            if (KCONT_A) {
+                lo_row = *(__local const float2 *)(as + r * LDK + k);
+                hi_row = *(__local const float2 *)(as + (r + 8) * LDK + k);
+            } else {
+                lo_row = (float2)(A_AT(as, r, k), A_AT(as, r, k + 1));
+                hi_row = (float2)(A_AT(as, r + 8, k), A_AT(as, r + 8, k + 1));
+            }
+            tf32_split(lo_row.x, &ah[mt][0], &al[mt][0]);
+            tf32_split(hi_row.x, &ah[mt][1], &al[mt][1]);
+            tf32_split(lo_row.y, &ah[mt][2], &al[mt][2]);
+            tf32_split(hi_row.y, &ah[mt][3], &al[mt][3]);
         }
 #pragma unroll
         for (uint nt = 0; nt < NT; nt++) {
-            const uint c = wc + nt * 8 + gid, k = kk + tig;
-            tf32_split(B_AT(bs, c, k), &bh[nt][0], &bl[nt][0]);
-            tf32_split(B_AT(bs, c, k + 4), &bh[nt][1], &bl[nt][1]);
+            const uint c = wc + nt * 8 + gid;
+            const float2 v = KCONT_B ? *(__local const float2 *)(bs + c * LDK + k)
+                                     : (float2)(B_AT(bs, c, k), B_AT(bs, c, k + 1));
+            tf32_split(v.x, &bh[nt][0], &bl[nt][0]);
+            tf32_split(v.y, &bh[nt][1], &bl[nt][1]);
         }
 #if GEMM_MMA == 1
 #if !MMA_EMULATE

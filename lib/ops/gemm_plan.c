@@ -54,8 +54,10 @@ static bool fits_own_kernels(const oclml__gemm_desc *d) {
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 static size_t local_bytes(const gemm_plan *p, bool trans_a, bool trans_b) {
-    size_t a = !trans_a ? p->bm * (p->bk + 4) : p->bk * (p->bm + 8);
-    size_t b = trans_b ? p->bn * (p->bk + 4) : p->bk * (p->bn + 8);
+    /* LDK and LDR of cl/ops/gemm.cl */
+    size_t ldk = p->bk % 16 == 0 ? p->bk + 8 : p->bk + 16;
+    size_t a = !trans_a ? p->bm * ldk : p->bk * (p->bm + 4);
+    size_t b = trans_b ? p->bn * ldk : p->bk * (p->bn + 4);
     size_t xchg = p->emulate ? p->wm * p->wn * (16 * 8 + 8 * 8) : 0; /* MMA_XCHG_FLOATS */
     return (2 * (a + b) + xchg) * sizeof(float);
 }

@@ -2,6 +2,10 @@
  * objects, status codes, last-error text, log callback. */
 #include "testutil.h"
 
+#include <unistd.h>
+
+#include <sys/stat.h>
+
 #include <stdio.h>
 
 #include <ctype.h>
@@ -263,6 +267,50 @@ START_TEST(op_list_caps_and_tuning) {
 }
 END_TEST
 
+static void find_splitk(void *user, const char *key, const char *value, const char *source,
+                        const char *help) {
+    (void)help;
+    if (!strcmp(key, "gemm.splitk")) snprintf(user, 128, "%s from %s", value, source);
+}
+
+/* A shipped tuning file serves a device family: with no file of the device's own name, the name
+ * cut back by its last '-'-part is found (PoCL's "pthread-<cpu>-<model>" takes pthread.jsonl). */
+START_TEST(shipped_file_of_a_device_family) {
+    oclml_ctx *ctx = test_ctx_new(NULL);
+    oclml_device_info d;
+    ASSERT_OK(oclml_ctx_device_info(ctx, &d));
+    oclml_ctx_destroy(ctx);
+    char name[160];
+    size_t j = 0;
+    for (const char *p = d.device_name; *p && j + 1 < sizeof name; p++)
+        name[j++] = isalnum((unsigned char)*p) ? *p : '-';
+    while (j > 0 && name[j - 1] == '-') j--;
+    name[j] = '\0';
+    char *cut = strrchr(name, '-');
+    if (!cut) return; /* a one-part name has no family */
+    char exact[1400], dir[1024], sub[1100], family[200];
+    snprintf(exact, sizeof exact, "%s/tuning/%s.jsonl", getenv("OCLML_TEST_SRCDIR"), name);
+    *cut = '\0';
+    snprintf(family, sizeof family, "%s.jsonl", name);
+    test_tmpdir(dir, sizeof dir, "family");
+    snprintf(sub, sizeof sub, "%s/cl", dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    snprintf(sub, sizeof sub, "%s/tuning", dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    test_write_file(sub, family, "{\"key\": \"gemm.splitk\", \"value\": \"7\"}\n");
+    oclml_ctx_options o;
+    oclml_ctx_options_init(&o);
+    snprintf(sub, sizeof sub, "%s/cl", dir);
+    o.kernel_path = sub;
+    ctx = test_ctx_new(&o);
+    char got[128] = "";
+    ASSERT_OK(oclml_ctx_tuning(ctx, find_splitk, got));
+    oclml_ctx_destroy(ctx);
+    if (access(exact, R_OK) != 0) /* the device's own file, where the tree ships one, wins */
+        ck_assert_str_eq(got, "7 from shipped file");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("context");
     TCase *tc = tcase_create("context");
@@ -273,6 +321,7 @@ int main(void) {
     tcase_add_test(tc, status_codes);
     tcase_add_test(tc, log_callback_and_last_error);
     tcase_add_test(tc, op_list_caps_and_tuning);
+    tcase_add_test(tc, shipped_file_of_a_device_family);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

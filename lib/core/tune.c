@@ -154,8 +154,8 @@ static void apply_file(oclml_ctx *ctx, const char *path, oclml__tune_source src)
 
 /* The shipped file: tuning/NAME beside the first kernel directory (the kernel_path option, then
  * $OCLML_KERNEL_PATH) that has one, as a source tree's cl/ has tuning/ beside it, else the
- * install's ($(pkgdatadir)/tuning, beside its cl/). Only one shipped file applies. */
-static void apply_shipped(oclml_ctx *ctx, const char *name) {
+ * install's ($(pkgdatadir)/tuning, beside its cl/). Returns whether one was found. */
+static bool apply_shipped_named(oclml_ctx *ctx, const char *name) {
     char path[1400];
     for (const char *s = ctx->kernel_path; s && *s;) {
         const char *colon = strchr(s, ':');
@@ -164,13 +164,34 @@ static void apply_shipped(oclml_ctx *ctx, const char *name) {
             snprintf(path, sizeof path, "%.*s/../tuning/%s", (int)n, s, name);
             if (access(path, R_OK) == 0) {
                 apply_file(ctx, path, OCLML__TUNE_SHIPPED);
-                return;
+                return true;
             }
         }
         s = colon ? colon + 1 : NULL;
     }
     snprintf(path, sizeof path, "%s/tuning/%s", OCLML_DATA_DIR, name);
+    if (access(path, R_OK) != 0) return false;
     apply_file(ctx, path, OCLML__TUNE_SHIPPED);
+    return true;
+}
+
+/* Only one shipped file applies: the device's own name first, then that name cut back one
+ * '-'-separated part at a time, so a family's file serves its members (PoCL names CPU devices
+ * "pthread-<LLVM CPU>-<model>": pthread.jsonl serves any CPU it runs on; "NVIDIA-H100.jsonl"
+ * would serve every H100 variant). */
+static void apply_shipped(oclml_ctx *ctx, const char *file_name) {
+    char name[160];
+    snprintf(name, sizeof name, "%s", file_name);
+    char *ext = strstr(name, ".jsonl");
+    if (!ext) return;
+    for (;;) {
+        if (apply_shipped_named(ctx, name)) return;
+        *ext = '\0';
+        char *cut = strrchr(name, '-');
+        if (!cut) return;
+        snprintf(cut, sizeof name - (size_t)(cut - name), ".jsonl");
+        ext = cut;
+    }
 }
 
 oclml_status oclml__tune_init(oclml_ctx *ctx, const char *option) {

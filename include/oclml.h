@@ -392,6 +392,72 @@ OCLML_API oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation ac
                                              int accumulate);
 
 /* ---------------------------------------------------------------------------------------------
+ * Convolution and pooling over NCHW tensors. Convolutions run as matrix products on the GEMM
+ * kernels (the input unfolded a chunk of images at a time); every backward gathers (no atomics):
+ * results are deterministic.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct oclml_conv2d_params {
+    size_t struct_size;         /* sizeof(oclml_conv2d_params): oclml_conv2d_params_init sets it */
+    unsigned stride[2];         /* rows, columns; default 1 */
+    unsigned pad_before[2];     /* top, left; default 0 */
+    unsigned pad_after[2];      /* bottom, right; default 0 (TF/JAX "SAME" with even kernels pads
+                                   one more after than before) */
+    unsigned dilation[2];       /* default 1 */
+    unsigned groups;            /* default 1; input and output channels divisible by it */
+    unsigned output_padding[2]; /* transposed convolution only: extra output rows, columns */
+} oclml_conv2d_params;
+OCLML_API void oclml_conv2d_params_init(oclml_conv2d_params *params);
+
+/* y = conv2d(x, w) + b (PyTorch's Conv2d, cross-correlation): x [N, C, H, W], w [K, C/groups,
+ * R, S], b [K] or NULL, y [N, K, P, Q] with P = (H + pad_before + pad_after - dilation (R - 1) -
+ * 1) / stride + 1 (rounded down), Q likewise. */
+OCLML_API oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *params,
+                                    const oclml_tensor *x, const oclml_tensor *w,
+                                    const oclml_tensor *b, oclml_tensor *y);
+/* The gradients of oclml_conv2d given dy (y's shape): dx (x's shape), dw (w's shape), db (K)
+ * may each be NULL. dx is overwritten; dw and db are overwritten, or added to when accumulate is
+ * non-zero. */
+OCLML_API oclml_status oclml_conv2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *params,
+                                             const oclml_tensor *x, const oclml_tensor *w,
+                                             const oclml_tensor *dy, oclml_tensor *dx,
+                                             oclml_tensor *dw, oclml_tensor *db, int accumulate);
+/* Transposed convolution (PyTorch's ConvTranspose2d, the decoders of image models): x [N, C, H,
+ * W], w [C, K/groups, R, S], b [K] or NULL, y [N, K, P, Q] with P = (H - 1) stride - pad_before
+ * - pad_after + dilation (R - 1) + output_padding + 1. */
+OCLML_API oclml_status oclml_conv_transpose2d(oclml_ctx *ctx, const oclml_conv2d_params *params,
+                                              const oclml_tensor *x, const oclml_tensor *w,
+                                              const oclml_tensor *b, oclml_tensor *y);
+OCLML_API oclml_status oclml_conv_transpose2d_backward(
+    oclml_ctx *ctx, const oclml_conv2d_params *params, const oclml_tensor *x, const oclml_tensor *w,
+    const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw, oclml_tensor *db, int accumulate);
+
+typedef struct oclml_pool2d_params {
+    size_t struct_size;    /* sizeof(oclml_pool2d_params): oclml_pool2d_params_init sets it */
+    unsigned kernel[2];    /* window rows, columns; default 2 x 2 */
+    unsigned stride[2];    /* default 0: the window size */
+    unsigned pad[2];       /* on both sides; at most half the window; default 0 */
+    int ceil_mode;         /* output sizes rounded up (PyTorch's ceil_mode); default 0 */
+    int count_include_pad; /* average pooling divides by the whole window; default 1 */
+} oclml_pool2d_params;
+OCLML_API void oclml_pool2d_params_init(oclml_pool2d_params *params);
+
+/* y = the maximum of each window of x [N, C, H, W] (NaN counts as the largest, as PyTorch);
+ * y [N, C, P, Q], P = (H + 2 pad - kernel) / stride + 1 (rounded up with ceil_mode, where the
+ * last window starts inside the input). */
+OCLML_API oclml_status oclml_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *params,
+                                        const oclml_tensor *x, oclml_tensor *y);
+/* dx (x's shape, overwritten) = dy routed to each window's first maximum in x. */
+OCLML_API oclml_status oclml_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *params,
+                                                 const oclml_tensor *x, const oclml_tensor *dy,
+                                                 oclml_tensor *dx);
+/* y = the mean of each window (padding counted as zeros with count_include_pad, else left out). */
+OCLML_API oclml_status oclml_avg_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *params,
+                                        const oclml_tensor *x, oclml_tensor *y);
+/* dx (overwritten) = each window's share of dy. */
+OCLML_API oclml_status oclml_avg_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *params,
+                                                 const oclml_tensor *dy, oclml_tensor *dx);
+
+/* ---------------------------------------------------------------------------------------------
  * Row ops: softmax, norms and row reductions work along the last axis; a tensor of any rank is
  * rows x cols with cols its last dimension. Rows of any length work (1 to over 1,000,000
  * columns); the kernel variant is chosen per device from its properties and the row length.
@@ -510,6 +576,121 @@ OCLML_API oclml_status oclml_reduce_rows(oclml_ctx *ctx, oclml_reduce_op op, con
 /* y[0] = op over every element of x; y has one element. */
 OCLML_API oclml_status oclml_reduce_all(oclml_ctx *ctx, oclml_reduce_op op, const oclml_tensor *x,
                                         oclml_tensor *y);
+/* y = op over the axes axes[0..naxes) of x (1 <= naxes <= x's rank, each axis once, any order;
+ * negative axes count from the end, -1 the last). y's shape is x's with every reduced axis
+ * either kept as 1 (PyTorch's keepdim=True) or removed (keepdim=False; [1] when none is left);
+ * nothing else is accepted, and y must not overlap x. SUM, MEAN and MAX take any set of axes
+ * (column sums of [rows x cols], a bias gradient: axes {0}; NCHW conv bias: {0, 2, 3});
+ * ARGMAX takes exactly one axis and gives the index along it. NaN as above. Deterministic: no
+ * atomics, a fixed order of summation for a given shape and device. */
+OCLML_API oclml_status oclml_reduce_axes(oclml_ctx *ctx, oclml_reduce_op op, const oclml_tensor *x,
+                                         const int *axes, int naxes, oclml_tensor *y);
+
+/* ---------------------------------------------------------------------------------------------
+ * Layout ops over contiguous tensors of 1 to 4 dimensions (cl/ops/layout.cl). Axes may be
+ * negative (counted from the end). Outputs must not overlap inputs, except where stated.
+ * ------------------------------------------------------------------------------------------- */
+
+/* y = x + b broadcast along one axis: b has x.shape[axis] elements, y[..., i, ...] =
+ * x[..., i, ...] + b[i] (NCHW conv bias: axis 1; a linear bias: the last axis). y has x's shape
+ * and may be x itself (in place). */
+OCLML_API oclml_status oclml_add_bias(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *b,
+                                      int axis, oclml_tensor *y);
+/* y = x with its axes permuted (torch.permute): y.shape[i] = x.shape[perm[i]], perm lists each of
+ * x's axes once. NCHW -> NHWC is {0, 2, 3, 1}. */
+OCLML_API oclml_status oclml_permute(oclml_ctx *ctx, const oclml_tensor *x, const int *perm,
+                                     oclml_tensor *y);
+/* y = x with axes dim0 and dim1 swapped (torch.transpose; a matrix transpose: 0, 1). */
+OCLML_API oclml_status oclml_transpose_axes(oclml_ctx *ctx, const oclml_tensor *x, int dim0,
+                                            int dim1, oclml_tensor *y);
+/* y = xs[0..n) joined along axis (torch.cat): every part has y's rank and shape except along
+ * axis, where their sizes add up to y's. One launch per 8 parts. */
+OCLML_API oclml_status oclml_concat(oclml_ctx *ctx, const oclml_tensor *const *xs, int n, int axis,
+                                    oclml_tensor *y);
+/* The inverse of concat: ys[0..n) = consecutive slices of x along axis, sized by their shapes
+ * (which must add up to x's along axis and match it elsewhere; no two may overlap). */
+OCLML_API oclml_status oclml_split(oclml_ctx *ctx, const oclml_tensor *x, int axis,
+                                   oclml_tensor *const *ys, int n);
+
+/* ---------------------------------------------------------------------------------------------
+ * Losses with PyTorch's semantics (torch.nn.functional). One call computes the loss and the
+ * gradients together from one read of the inputs: `loss` (NULL: not computed) and the gradient
+ * outputs (NULL: not computed); at least one must be given. dloss is the upstream gradient of
+ * the loss (NULL: 1), one element for MEAN and SUM, loss's shape for NONE (on the device, so a
+ * loss scale or a backward through a weighted sum needs no host round trip); the gradients are
+ * dloss times d(loss)/d(input), overwritten. Reductions run in a fixed order (no atomics):
+ * results are bit-for-bit repeatable on a device. A gradient may be its own input (in place:
+ * dlogits = logits); no other output may overlap an input or another output.
+ * NaN: a NaN input makes its row's loss and gradients NaN (cross-entropy, KL) or its element's
+ * (pointwise losses), and so a MEAN or SUM loss NaN.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum oclml_loss_reduction {
+    OCLML_LOSS_MEAN = 0, /* PyTorch's default */
+    OCLML_LOSS_SUM = 1,
+    OCLML_LOSS_NONE = 2
+} oclml_loss_reduction;
+
+typedef struct oclml_loss_params {
+    size_t struct_size;             /* sizeof(oclml_loss_params): oclml_loss_params_init sets it */
+    oclml_loss_reduction reduction; /* default MEAN */
+    int probabilities;     /* cross-entropy: target holds class probabilities (logits' shape);
+                              default 0: class indices, one per row */
+    int ignore_index;      /* cross-entropy on class indices: rows with this target add 0 to the
+                              loss, get zero gradients and are left out of the mean; default -100 */
+    float label_smoothing; /* cross-entropy: in [0, 1], default 0 */
+    float delta;           /* Huber: the switch from quadratic to linear, > 0; default 1 */
+    const oclml_tensor *pos_weight; /* BCE with logits: NULL, or one weight per class (the last
+                                       dimension) multiplying the positive term */
+} oclml_loss_params;
+/* Sets the defaults above. Every loss also takes params = NULL for the defaults. */
+OCLML_API void oclml_loss_params_init(oclml_loss_params *params);
+
+/* F.cross_entropy over the last axis (rows = the leading dimensions, C = the last), fused with
+ * log-softmax: logits [..., C]; target: class indices stored as floats (argmax's format, integers
+ * exact below 2^24), one per row (any shape with that many elements), or with
+ * params.probabilities class probabilities of logits' shape. loss: one element (MEAN: over the
+ * rows not ignored, NaN when all are; with probabilities over all rows; SUM), or one per row
+ * (NONE, 0 for ignored rows). dlogits (logits' shape, may be logits itself) = dloss (softmax -
+ * t') / count, t' = (1 - label_smoothing) target + label_smoothing / C. Rows that fit a
+ * work-group's registers (up to 32 floats a work-item: 32768 classes on 1024-wide work-groups)
+ * read the logits once and write dlogits once; longer rows read them twice. A class index that is
+ * neither ignore_index nor an integer in [0, C) makes its row's loss and gradients NaN (PyTorch
+ * raises an error there). A class with target probability 0 adds nothing to the loss even where
+ * its logit is -inf. */
+OCLML_API oclml_status oclml_cross_entropy(oclml_ctx *ctx, const oclml_loss_params *params,
+                                           const oclml_tensor *logits, const oclml_tensor *target,
+                                           const oclml_tensor *dloss, oclml_tensor *loss,
+                                           oclml_tensor *dlogits);
+/* F.mse_loss: (input - target)^2; dinput = dloss 2 (input - target) (/ n for MEAN). input, target
+ * and dinput of one shape; loss one element (MEAN over all elements, SUM) or input's element count
+ * (NONE). */
+OCLML_API oclml_status oclml_mse_loss(oclml_ctx *ctx, const oclml_loss_params *params,
+                                      const oclml_tensor *input, const oclml_tensor *target,
+                                      const oclml_tensor *dloss, oclml_tensor *loss,
+                                      oclml_tensor *dinput);
+/* F.huber_loss with params.delta: 0.5 d^2 where |d| <= delta, else delta (|d| - 0.5 delta),
+ * d = input - target; shapes as oclml_mse_loss. */
+OCLML_API oclml_status oclml_huber_loss(oclml_ctx *ctx, const oclml_loss_params *params,
+                                        const oclml_tensor *input, const oclml_tensor *target,
+                                        const oclml_tensor *dloss, oclml_tensor *loss,
+                                        oclml_tensor *dinput);
+/* F.binary_cross_entropy_with_logits, in PyTorch's overflow-free form: (1 - t) x + w
+ * (log1p(exp(-|x|)) + max(-x, 0)), w = 1 + (pos_weight - 1) t; dlogits = dloss ((1 - t) - w
+ * sigmoid(-x)) (sigmoid(x) - t without pos_weight). Shapes as oclml_mse_loss. */
+OCLML_API oclml_status oclml_bce_with_logits(oclml_ctx *ctx, const oclml_loss_params *params,
+                                             const oclml_tensor *logits, const oclml_tensor *target,
+                                             const oclml_tensor *dloss, oclml_tensor *loss,
+                                             oclml_tensor *dlogits);
+/* KL(P || Q) between categorical distributions given as logits over the last axis, P =
+ * softmax(p_logits), Q = softmax(q_logits) (the KL terms of world models): per row sum_j P_j
+ * (log P_j - log Q_j), i.e. F.kl_div(log_softmax(q), log_softmax(p), log_target=True) summed
+ * over the last axis. loss: one element (MEAN over rows: PyTorch's "batchmean" for 2-D inputs;
+ * SUM) or one per row (NONE). dp = dloss P (log P - log Q - KL), dq = dloss (Q - P), each
+ * p_logits' shape, NULL to skip. Classes where p_logits is -inf (P = 0) add nothing. */
+OCLML_API oclml_status oclml_kl_div_logits(oclml_ctx *ctx, const oclml_loss_params *params,
+                                           const oclml_tensor *p_logits,
+                                           const oclml_tensor *q_logits, const oclml_tensor *dloss,
+                                           oclml_tensor *loss, oclml_tensor *dp, oclml_tensor *dq);
 
 /* ---------------------------------------------------------------------------------------------
  * Recurrent ops (RSSM.md). GRU weights use torch.nn.GRUCell's layout, so PyTorch weights load
@@ -619,6 +800,138 @@ OCLML_API oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_confi
  * std 0. */
 OCLML_API oclml_status oclml_history_encode(oclml_ctx *ctx, const oclml_tensor *series,
                                             const oclml_tensor *lengths, oclml_tensor *features);
+
+/* ---------------------------------------------------------------------------------------------
+ * Optimizers over a parameter arena (cl/ops/optim.cl), with torch.optim's semantics.
+ *
+ * An arena holds a model's parameters and their gradients in two flat device buffers, each
+ * tensor at an element offset that is a multiple of 16, the gaps (padding) zero. The arena hands
+ * out tensor views of each parameter and gradient (owned by the arena: valid until
+ * oclml_arena_destroy, which must come before oclml_ctx_destroy); ops read and write them as
+ * any tensor. An optimizer then steps a range of the arena's tensors (a parameter group) in one
+ * launch, however many tensors there are, with 64-bit offsets, float4 streaming (each byte of
+ * p, g and the state read and written once: Adam moves 28 bytes a parameter), plus one check
+ * pass when clipping or skipping on inf/NaN. Several optimizers over disjoint ranges of one
+ * arena make param groups (e.g. no weight decay on biases and norms: put them last).
+ *
+ * Device-side scalars: the learning rate, the gradient scale (gradients are divided by it: a
+ * loss scale), the step count, the found-inf flag and the last gradient norm live in a small
+ * device block. The setters below enqueue writes to it (no wait); each step reads it and
+ * advances the step count on the device; a step never waits on the host. One optimizer object is
+ * for one thread at a time.
+ *
+ * Update per element, g the gradient divided by the gradient scale and multiplied by the clip
+ * coefficient, negated when maximize; t the step count after the increment; bc1 = 1 - beta1^t,
+ * bc2 = 1 - beta2^t (both 1 with bias_correction 0):
+ *   SGD:    g += wd p; with momentum: b = (t == 1 ? g : momentum b + (1 - dampening) g),
+ *           g = nesterov ? g + momentum b : b;  p -= lr g
+ *   Adam:   g += wd p; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
+ *           amsgrad: vmax = max(vmax, v), v = vmax;  p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
+ *   AdamW:  Adam with p *= 1 - lr wd first instead of g += wd p (decoupled decay)
+ *   LaProp: (timm's LaProp) v = beta2 v + (1 - beta2) g^2 (amsgrad as Adam);
+ *           m = beta1 m + (1 - beta1) lr g / (sqrt(v / bc2) + eps);  s = beta1 s + (1 - beta1) lr;
+ *           p -= (lr / s) m (bc1 = s / lr: the lr-weighted correction; 1 when lr is 0);
+ *           p -= lr wd p (decoupled, after the update)
+ * State layout (oclml_optim_state, flat buffers of the group's range: element j belongs to the
+ * arena element oclml_arena_offset(first) + j): SGD with momentum: 0 momentum_buffer; Adam,
+ * AdamW, LaProp: 0 exp_avg, 1 exp_avg_sq, 2 max_exp_avg_sq (amsgrad). All start at zero; the
+ * step count is torch's state['step'].
+ *
+ * Clipping by the global norm (max_grad_norm > 0, torch.nn.utils.clip_grad_norm_ on the group's
+ * gradients after unscaling): a check pass writes fixed per-work-group partial sums of g^2, and
+ * the step's every work-group adds them in one order (deterministic), clip coefficient
+ * min(1, max_norm / (norm + 1e-6)). Adaptive clipping (agc_clip > 0, timm's
+ * adaptive_clip_grad; excludes max_grad_norm): per unit (a row of a tensor: all dimensions but
+ * the first; a 1-D tensor is one unit) g *= clip max(|p|, agc_eps) / max(|g|, 1e-6) where
+ * |g| >= clip max(|p|, agc_eps); it rewrites the gradients in place (still multiplied by the
+ * gradient scale). skip_nonfinite: the check pass flags any inf or NaN gradient, and the step
+ * is skipped on the device: parameters and state untouched, step count not advanced (as
+ * GradScaler.step). Without it, NaN in a gradient gives NaN in its parameter and state.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct oclml_arena oclml_arena;
+typedef struct oclml_optim oclml_optim;
+
+typedef struct oclml_arena_shape {
+    int ndim;
+    size_t shape[OCLML_MAX_DIMS];
+} oclml_arena_shape;
+
+/* Allocates an arena for n tensors of the given shapes; parameters and gradients start at 0. */
+OCLML_API oclml_status oclml_arena_create(oclml_ctx *ctx, size_t n, const oclml_arena_shape *shapes,
+                                          oclml_arena **arena);
+OCLML_API oclml_status oclml_arena_destroy(oclml_arena *arena);
+/* Views of tensor i's parameter and gradient (borrowed: owned by the arena). */
+OCLML_API oclml_status oclml_arena_param(const oclml_arena *arena, size_t i, oclml_tensor **param);
+OCLML_API oclml_status oclml_arena_grad(const oclml_arena *arena, size_t i, oclml_tensor **grad);
+/* The whole parameter (grads 0) or gradient (grads 1) buffer as one 1-D tensor of padded_numel
+ * elements, padding included (borrowed): for loading and saving a model at once. */
+OCLML_API oclml_status oclml_arena_flat(const oclml_arena *arena, int grads, oclml_tensor **flat);
+/* Tensor count, elements of the tensors, and elements with the padding; each may be NULL. */
+OCLML_API oclml_status oclml_arena_info(const oclml_arena *arena, size_t *n_tensors, size_t *numel,
+                                        size_t *padded_numel);
+/* Element offset of tensor i in the flat buffers. */
+OCLML_API oclml_status oclml_arena_offset(const oclml_arena *arena, size_t i, size_t *offset);
+/* Every gradient = 0 (one launch). */
+OCLML_API oclml_status oclml_arena_zero_grad(oclml_arena *arena);
+
+typedef enum oclml_optim_kind {
+    OCLML_OPTIM_SGD,
+    OCLML_OPTIM_ADAM,
+    OCLML_OPTIM_ADAMW,
+    OCLML_OPTIM_LAPROP
+} oclml_optim_kind;
+
+typedef struct oclml_optim_config {
+    size_t struct_size; /* sizeof(oclml_optim_config), set by oclml_optim_config_init */
+    oclml_optim_kind kind;
+    float lr;                  /* the initial learning rate (oclml_optim_set_lr changes it) */
+    float momentum, dampening; /* SGD */
+    int nesterov;              /* SGD: needs momentum > 0 and dampening 0 */
+    float beta1, beta2, eps;   /* Adam, AdamW, LaProp */
+    float weight_decay;
+    int amsgrad;         /* Adam, AdamW, LaProp */
+    int maximize;        /* ascend: the gradient is negated */
+    int bias_correction; /* Adam, AdamW, LaProp: 1 (torch always corrects), 0 none */
+    float max_grad_norm; /* > 0: clip by the group's global gradient norm */
+    float agc_clip;      /* > 0: adaptive gradient clipping factor (e.g. 0.01) */
+    float agc_eps;       /* AGC's floor of a unit's parameter norm */
+    int skip_nonfinite;  /* skip the step on the device when a gradient is inf or NaN */
+    size_t first, count; /* the arena's tensors [first, first + count); count 0: to the end */
+} oclml_optim_config;
+
+/* Fills c with torch.optim's defaults for kind and sets struct_size: lr 1e-3 (LaProp: 4e-4,
+ * timm's), momentum 0, dampening 0, betas 0.9 and 0.999, eps 1e-8 (LaProp 1e-15), weight decay
+ * 0 (AdamW: 1e-2, as torch.optim.AdamW), bias correction on, no clipping (agc_eps 1e-3), every
+ * tensor of the arena. */
+OCLML_API oclml_status oclml_optim_config_init(oclml_optim_config *c, oclml_optim_kind kind);
+/* Creates an optimizer over a range of the arena's tensors, its state zero. A configuration that
+ * torch.optim refuses (lr, eps, weight decay or momentum < 0, betas outside [0, 1), Nesterov
+ * without momentum or with dampening, amsgrad with SGD) is OCLML_ERR_INVALID_CONFIG. The arena
+ * must outlive the optimizer. */
+OCLML_API oclml_status oclml_optim_create(oclml_ctx *ctx, oclml_arena *arena,
+                                          const oclml_optim_config *config, oclml_optim **opt);
+OCLML_API oclml_status oclml_optim_destroy(oclml_optim *opt);
+/* One step over the group: one launch, two with a clipping or check pass. Enqueued; no wait. */
+OCLML_API oclml_status oclml_optim_step(oclml_optim *opt);
+/* Enqueued writes of the device scalars, seen by the steps enqueued after them. lr >= 0;
+ * scale > 0. set_step restores a step count (resuming; LaProp's lr-weighted sum is reset as if
+ * every step had run at the current lr). */
+OCLML_API oclml_status oclml_optim_set_lr(oclml_optim *opt, float lr);
+OCLML_API oclml_status oclml_optim_set_grad_scale(oclml_optim *opt, float scale);
+OCLML_API oclml_status oclml_optim_set_step(oclml_optim *opt, uint32_t step);
+
+typedef struct oclml_optim_scalars_info {
+    float lr, grad_scale;
+    float grad_norm;  /* the last clipping pass's global norm (unscaled), 0 before any */
+    uint32_t step;    /* steps taken */
+    uint32_t skipped; /* steps skipped on inf/NaN */
+    int found_inf;    /* the last step was skipped */
+} oclml_optim_scalars_info;
+
+/* Reads the device scalars (waits for the queued steps). */
+OCLML_API oclml_status oclml_optim_scalars(oclml_optim *opt, oclml_optim_scalars_info *info);
+/* State buffer `which` (layout above) as a flat tensor (borrowed), for checkpoints. */
+OCLML_API oclml_status oclml_optim_state(const oclml_optim *opt, int which, oclml_tensor **flat);
 
 #ifdef __cplusplus
 }

@@ -174,7 +174,9 @@ OCLML_INLINE void epilogue(__global float *C, uint ldc, __global const float *bi
     if (r >= M || c >= N) return;
     float v = alpha * acc;
     if (beta != 0.0f) v += beta * C[(size_t)r * ldc + c];
-#if HAS_BIAS
+#if HAS_BIAS == 2
+    v += bias[r]; /* one value per row (convolution: per output channel) */
+#elif HAS_BIAS
     v += bias[c];
 #endif
 #if HAS_PRE

@@ -61,3 +61,21 @@ oclml_status oclml__check_shape(const oclml_ctx *ctx, const oclml_tensor *t, con
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu]", name, a, b);
     return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu x %zu]", name, a, b, c);
 }
+
+oclml_status oclml__check_shape4(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                                 const size_t want[4]) {
+    oclml_status st = oclml__check_tensor(ctx, t, name);
+    if (st) return st;
+    bool ok = t->ndim == 4;
+    for (int i = 0; ok && i < 4; i++) ok = t->shape[i] == want[i];
+    if (ok) return OCLML_SUCCESS;
+    return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu x %zu x %zu]", name,
+                       want[0], want[1], want[2], want[3]);
+}
+
+bool oclml__overlap(const oclml_tensor *a, const oclml_tensor *b) {
+    if (!a || !b || a->mem != b->mem) return false;
+    size_t a0 = a->offset_bytes, a1 = a0 + a->numel * sizeof(float);
+    size_t b0 = b->offset_bytes, b1 = b0 + b->numel * sizeof(float);
+    return a0 < b1 && b0 < a1;
+}

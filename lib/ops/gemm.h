@@ -26,6 +26,7 @@ typedef struct oclml__gemm_desc {
     oclml__matrix a, b, c;
     cl_mem bias;
     size_t bias_offset;
+    bool bias_per_row; /* bias has m floats, one per row of C, instead of n */
     oclml_activation act;
     oclml__matrix pre;
 } oclml__gemm_desc;

@@ -203,7 +203,8 @@ static const char *act_define(oclml_activation act) {
 
 /* The epilogue's defines; none for split partials, which the finishing kernel completes. */
 static int epilogue_defines(char *out, size_t len, const oclml__gemm_desc *d) {
-    return snprintf(out, len, "-DHAS_BIAS=%d -DHAS_PRE=%d%s", d->bias != NULL, d->pre.mem != NULL,
+    return snprintf(out, len, "-DHAS_BIAS=%d -DHAS_PRE=%d%s",
+                    d->bias ? (d->bias_per_row ? 2 : 1) : 0, d->pre.mem != NULL,
                     act_define(d->act));
 }
 

@@ -34,20 +34,12 @@ static bool reads_pre(oclml_activation act) {
     return act == OCLML_ACT_GELU_ERF || act == OCLML_ACT_GELU_TANH || act == OCLML_ACT_SILU;
 }
 
-/* Whether two tensors share any element. */
-static bool overlaps(const oclml_tensor *a, const oclml_tensor *b) {
-    if (!a || !b || a->mem != b->mem) return false;
-    size_t a0 = a->offset_bytes, a1 = a0 + a->numel * sizeof(float);
-    size_t b0 = b->offset_bytes, b1 = b0 + b->numel * sizeof(float);
-    return a0 < b1 && b0 < a1;
-}
-
 /* Fails when output `o` shares memory with any of the n tensors in `others` (NULLs skipped). */
 static oclml_status check_no_alias(oclml_ctx *ctx, const oclml_tensor *o, const char *oname,
                                    const oclml_tensor *const *others, const char *const *names,
                                    int n) {
     for (int i = 0; i < n; i++)
-        if (o && others[i] && overlaps(o, others[i]))
+        if (o && others[i] && oclml__overlap(o, others[i]))
             return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                                "output '%s' overlaps '%s' in memory (linear outputs may not "
                                "alias inputs or other outputs)",
@@ -134,7 +126,7 @@ oclml_status oclml_linear(oclml_ctx *ctx, oclml_activation act, const oclml_tens
     const char *const in_names[] = {"x", "w", "b"};
     st = check_no_alias(ctx, y, "y", inputs, in_names, 3);
     if (!st) st = check_no_alias(ctx, pre, "pre", inputs, in_names, 3);
-    if (!st && overlaps(y, pre))
+    if (!st && oclml__overlap(y, pre))
         st = oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "outputs 'y' and 'pre' overlap");
     if (st) return st;
     oclml__gemm_desc d = {.trans_b = true,

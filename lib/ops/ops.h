@@ -38,7 +38,10 @@ extern const size_t oclml__warm_row_lengths[OCLML__WARM_ROW_LENGTHS];
 typedef void oclml__warm_fn(oclml_ctx *ctx, const char *op, oclml__warm_list *list);
 oclml__warm_fn oclml__memory_warm, oclml__elementwise_warm, oclml__reduce_warm, oclml__probe_warm,
     oclml__softmax_warm, oclml__norm_warm, oclml__gru_warm, oclml__rssm_warm, oclml__history_warm,
-    oclml__gemm_warm, oclml__linear_warm;
+    oclml__gemm_warm, oclml__linear_warm, oclml__axis_warm, oclml__layout_warm, oclml__loss_warm;
+
+oclml__warm_fn oclml__conv_warm, oclml__pool_warm;
+oclml__warm_fn oclml__optim_warm;
 
 /* The row families of the row ops, for oclml_op_variant. */
 struct oclml__row_family;

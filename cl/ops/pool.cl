@@ -1,0 +1,143 @@
+/* 2-D max and average pooling over NCHW planes and their gradients. Each work-item owns one
+ * output (forward) or one input element (backward: it gathers from the windows that cover it,
+ * no atomics). Geometry: planes H x W in, P x Q out, window KH x KW, stride (SH, SW), padding
+ * (PH, PW) on both sides; work-items stride over a 1-D range of ulong indices. */
+#include "common.h"
+
+#define POOL_ARGS                                                                                  \
+    ulong planes, uint H, uint W, uint P, uint Q, uint KH, uint KW, uint SH, uint SW, uint PH,     \
+        uint PW
+
+/* The first maximum of window (p, q) of a plane as a flat index h * W + w (NaN counts as the
+ * largest, its first occurrence wins); -1 where the window holds only padding. */
+inline int window_argmax(__global const float *x, uint W, uint H, uint p, uint q, uint KH, uint KW,
+                         uint SH, uint SW, uint PH, uint PW) {
+    const int h0 = (int)(p * SH) - (int)PH, w0 = (int)(q * SW) - (int)PW;
+    int best = -1;
+    float m = 0.0f;
+    for (uint r = 0; r < KH; r++) {
+        const int h = h0 + (int)r;
+        if (h < 0 || h >= (int)H) continue;
+        for (uint s = 0; s < KW; s++) {
+            const int w = w0 + (int)s;
+            if (w < 0 || w >= (int)W) continue;
+            const float v = x[h * W + w];
+            if (best < 0 || (!isnan(m) && (v > m || isnan(v)))) {
+                best = h * (int)W + w;
+                m = v;
+            }
+        }
+    }
+    return best;
+}
+
+#if OCLML_WANT(oclml_max_pool2d)
+__kernel void oclml_max_pool2d(__global const float *x, ulong x_off, __global float *y,
+                               ulong y_off, POOL_ARGS) {
+    const ulong total = planes * P * Q;
+    x += x_off;
+    y += y_off;
+    for (ulong e = get_global_id(0); e < total; e += get_global_size(0)) {
+        const ulong plane = e / (P * Q);
+        const uint pq = (uint)(e % (P * Q));
+        __global const float *xp = x + plane * H * W;
+        const int at = window_argmax(xp, W, H, pq / Q, pq % Q, KH, KW, SH, SW, PH, PW);
+        y[e] = at < 0 ? -INFINITY : xp[at];
+    }
+}
+#endif
+
+/* The outputs whose windows cover input row h (or column): p from first to last inclusive. */
+inline void covering(uint h, uint PH, uint K, uint S, uint P, uint *first, uint *last) {
+    const int hp = (int)(h + PH);
+    const int lo = hp - (int)K + 1;
+    *first = lo <= 0 ? 0 : (uint)((lo + (int)S - 1) / (int)S);
+    const uint hi = (uint)hp / S;
+    *last = hi < P - 1 ? hi : P - 1;
+}
+
+#if OCLML_WANT(oclml_max_pool2d_backward)
+/* dx[h][w] = the sum of dy over the windows whose first maximum is (h, w). */
+__kernel void oclml_max_pool2d_backward(__global const float *x, ulong x_off,
+                                        __global const float *dy, ulong dy_off, __global float *dx,
+                                        ulong dx_off, POOL_ARGS) {
+    const ulong total = planes * H * W;
+    x += x_off;
+    dy += dy_off;
+    dx += dx_off;
+    for (ulong e = get_global_id(0); e < total; e += get_global_size(0)) {
+        const ulong plane = e / (H * W);
+        const uint hw = (uint)(e % (H * W)), h = hw / W, w = hw % W;
+        __global const float *xp = x + plane * H * W;
+        __global const float *dyp = dy + plane * P * Q;
+        uint p0, p1, q0, q1;
+        covering(h, PH, KH, SH, P, &p0, &p1);
+        covering(w, PW, KW, SW, Q, &q0, &q1);
+        float sum = 0.0f;
+        for (uint p = p0; p <= p1 && p < P; p++)
+            for (uint q = q0; q <= q1 && q < Q; q++)
+                if (window_argmax(xp, W, H, p, q, KH, KW, SH, SW, PH, PW) == (int)hw)
+                    sum += dyp[p * Q + q];
+        dx[e] = sum;
+    }
+}
+#endif
+
+/* The divisor of window (p, q): the whole window, or only its part inside the input. */
+inline float window_count(uint p, uint q, uint H, uint W, uint KH, uint KW, uint SH, uint SW,
+                          uint PH, uint PW, uint include_pad) {
+    const int h0 = (int)(p * SH) - (int)PH, w0 = (int)(q * SW) - (int)PW;
+    /* With padding counted, a window still ends at the padded edge (PyTorch's ceil_mode rule). */
+    const int hend = min(h0 + (int)KH, (int)(H + PH)), wend = min(w0 + (int)KW, (int)(W + PW));
+    if (include_pad) return (float)((hend - h0) * (wend - w0));
+    const int hs = max(h0, 0), ws = max(w0, 0), he = min(hend, (int)H), we = min(wend, (int)W);
+    return (float)((he - hs) * (we - ws));
+}
+
+#if OCLML_WANT(oclml_avg_pool2d)
+__kernel void oclml_avg_pool2d(__global const float *x, ulong x_off, __global float *y,
+                               ulong y_off, POOL_ARGS, uint include_pad) {
+    const ulong total = planes * P * Q;
+    x += x_off;
+    y += y_off;
+    for (ulong e = get_global_id(0); e < total; e += get_global_size(0)) {
+        const ulong plane = e / (P * Q);
+        const uint pq = (uint)(e % (P * Q)), p = pq / Q, q = pq % Q;
+        __global const float *xp = x + plane * H * W;
+        const int h0 = (int)(p * SH) - (int)PH, w0 = (int)(q * SW) - (int)PW;
+        float sum = 0.0f;
+        for (uint r = 0; r < KH; r++) {
+            const int h = h0 + (int)r;
+            if (h < 0 || h >= (int)H) continue;
+            for (uint s = 0; s < KW; s++) {
+                const int w = w0 + (int)s;
+                if (w >= 0 && w < (int)W) sum += xp[h * W + w];
+            }
+        }
+        y[e] = sum / window_count(p, q, H, W, KH, KW, SH, SW, PH, PW, include_pad);
+    }
+}
+#endif
+
+#if OCLML_WANT(oclml_avg_pool2d_backward)
+__kernel void oclml_avg_pool2d_backward(__global const float *dy, ulong dy_off, __global float *dx,
+                                        ulong dx_off, POOL_ARGS, uint include_pad) {
+    const ulong total = planes * H * W;
+    dy += dy_off;
+    dx += dx_off;
+    for (ulong e = get_global_id(0); e < total; e += get_global_size(0)) {
+        const ulong plane = e / (H * W);
+        const uint hw = (uint)(e % (H * W)), h = hw / W, w = hw % W;
+        __global const float *dyp = dy + plane * P * Q;
+        uint p0, p1, q0, q1;
+        covering(h, PH, KH, SH, P, &p0, &p1);
+        covering(w, PW, KW, SW, Q, &q0, &q1);
+        float sum = 0.0f;
+        for (uint p = p0; p <= p1 && p < P; p++)
+            for (uint q = q0; q <= q1 && q < Q; q++)
+                sum += dyp[p * Q + q] /
+                       window_count(p, q, H, W, KH, KW, SH, SW, PH, PW, include_pad);
+        dx[e] = sum;
+    }
+}
+#endif

@@ -1,0 +1,439 @@
+/* 2-D convolution and transposed convolution over NCHW tensors, as matrix products on the GEMM
+ * family: a chunk of images is unfolded into columns (cl/ops/conv.cl), then
+ *   forward        y[i] = W_g col[i]                   (batched, W shared, bias in the epilogue)
+ *   data gradient  dcol[i] = W_g^T dy[i], then folded back into dx by gathering
+ *   weight grad.   dW_g (+)= [dy rows of the chunk side by side] [columns side by side]^T
+ * per group g. A transposed convolution is the data gradient of the convolution that maps its
+ * output back to its input, so the same three pieces serve it with the roles swapped. Chunks
+ * keep the column workspace within CHUNK_BYTES. */
+#include "ops/gemm.h"
+#include "ops/ops.h"
+
+#include <stdio.h>
+
+#define KERNEL_FILE "conv.cl"
+static const oclml__program_spec PROGRAM = {
+    KERNEL_FILE, NULL,
+    "oclml_conv_im2col oclml_conv_col2im oclml_conv_rows_side_by_side oclml_conv_bias_grad", 0};
+
+/* The column workspace a chunk of images may take. */
+#define CHUNK_BYTES ((size_t)128 << 20)
+
+/* A convolution proper: input [N, C, H, W], weights [K, C/groups, R, S], output [N, K, P, Q]. */
+typedef struct conv_shape {
+    size_t N, C, H, W, K, R, S, P, Q;
+    unsigned sh, sw, ph, pw, dh, dw, groups;
+} conv_shape;
+
+static size_t cg_rs(const conv_shape *s) { return s->C / s->groups * s->R * s->S; }
+
+void oclml_conv2d_params_init(oclml_conv2d_params *p) {
+    if (!p) return;
+    *p = (oclml_conv2d_params){.struct_size = sizeof *p,
+                               .stride = {1, 1},
+                               .dilation = {1, 1},
+                               .groups = 1};
+}
+
+static oclml_status check_params(oclml_ctx *ctx, const oclml_conv2d_params *p, bool transposed) {
+    if (!p) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "conv2d params are NULL");
+    if (p->struct_size != sizeof *p)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "conv2d params struct_size is %zu, this library's is %zu (call "
+                           "oclml_conv2d_params_init)",
+                           p->struct_size, sizeof *p);
+    for (int i = 0; i < 2; i++) {
+        if (!p->stride[i] || !p->dilation[i])
+            return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                               "conv2d stride and dilation must be >= 1");
+        if (p->pad_before[i] > 65535 || p->pad_after[i] > 65535 || p->stride[i] > 65535 ||
+            p->dilation[i] > 65535)
+            return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                               "conv2d stride, padding or dilation out of range");
+        if (!transposed && p->output_padding[i])
+            return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                               "output_padding is for transposed convolutions only");
+        if (transposed && p->output_padding[i] >= p->stride[i] &&
+            p->output_padding[i] >= p->dilation[i])
+            return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                               "output_padding must be smaller than the stride or the dilation");
+    }
+    if (!p->groups) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "groups must be >= 1");
+    return OCLML_SUCCESS;
+}
+
+/* The output extent of a convolution along one axis (0 when the kernel does not fit). */
+static size_t conv_out(size_t in, unsigned before, unsigned after, size_t k, unsigned dil,
+                       unsigned stride) {
+    size_t padded = in + before + after, span = (size_t)dil * (k - 1) + 1;
+    return padded < span ? 0 : (padded - span) / stride + 1;
+}
+
+/* The shape of the convolution computing `out` from `in` with weights w [out_ch, in_ch/g, R, S];
+ * for a transposed convolution, `in` is its output and `out` its input. */
+static oclml_status conv_shape_of(oclml_ctx *ctx, const oclml_conv2d_params *p,
+                                  const oclml_tensor *in, const oclml_tensor *w,
+                                  const char *in_name, conv_shape *s) {
+    oclml_status st = oclml__check_tensor(ctx, in, in_name);
+    if (!st) st = oclml__check_tensor(ctx, w, "w");
+    if (st) return st;
+    if (in->ndim != 4 || w->ndim != 4)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "convolution tensors are 4-D: %s [N x C x H x W], w [K x C/groups x R x "
+                           "S]",
+                           in_name);
+    *s = (conv_shape){.N = in->shape[0],
+                      .C = in->shape[1],
+                      .H = in->shape[2],
+                      .W = in->shape[3],
+                      .K = w->shape[0],
+                      .R = w->shape[2],
+                      .S = w->shape[3],
+                      .sh = p->stride[0],
+                      .sw = p->stride[1],
+                      .ph = p->pad_before[0],
+                      .pw = p->pad_before[1],
+                      .dh = p->dilation[0],
+                      .dw = p->dilation[1],
+                      .groups = p->groups};
+    if (s->C % s->groups || s->K % s->groups || w->shape[1] * s->groups != s->C)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "channels do not match the groups: %zu input channels, weights [%zu x "
+                           "%zu x ...], %u groups",
+                           s->C, s->K, w->shape[1], s->groups);
+    s->P = conv_out(s->H, p->pad_before[0], p->pad_after[0], s->R, s->dh, s->sh);
+    s->Q = conv_out(s->W, p->pad_before[1], p->pad_after[1], s->S, s->dw, s->sw);
+    if (!s->P || !s->Q)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "the %zux%zu kernel (dilated) does not fit the padded %zux%zu input",
+                           s->R, s->S, s->H, s->W);
+    /* The kernels index within a chunk in 32 bits and images in 64. */
+    if (s->C * s->H * s->W > UINT32_MAX || s->K * s->P * s->Q > UINT32_MAX ||
+        cg_rs(s) * s->P * s->Q > UINT32_MAX || s->N > UINT32_MAX)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "convolution too large for one image");
+    return OCLML_SUCCESS;
+}
+
+static oclml_status check_out(oclml_ctx *ctx, const oclml_tensor *t, const char *name, size_t n,
+                              size_t c, size_t h, size_t w) {
+    const size_t want[4] = {n, c, h, w};
+    return oclml__check_shape4(ctx, t, name, want);
+}
+
+static oclml_status check_no_alias(oclml_ctx *ctx, const oclml_tensor *out, const char *name,
+                                   const oclml_tensor *const *others, int n) {
+    for (int i = 0; i < n; i++)
+        if (out && oclml__overlap(out, others[i]))
+            return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                               "output '%s' overlaps another tensor of the call", name);
+    return OCLML_SUCCESS;
+}
+
+/* ---- launches of the data-movement kernels ---- */
+
+#define GEOM(s)                                                                                   \
+    cl_uint g_C = (cl_uint)(s)->C, g_H = (cl_uint)(s)->H, g_W = (cl_uint)(s)->W,                   \
+            g_R = (cl_uint)(s)->R, g_S = (cl_uint)(s)->S, g_P = (cl_uint)(s)->P,                   \
+            g_Q = (cl_uint)(s)->Q, g_sh = (s)->sh, g_sw = (s)->sw, g_ph = (s)->ph, g_pw = (s)->pw, \
+            g_dh = (s)->dh, g_dw = (s)->dw
+#define GEOM_ARGS                                                                                  \
+    OCLML_ARG(g_C), OCLML_ARG(g_H), OCLML_ARG(g_W), OCLML_ARG(g_R), OCLML_ARG(g_S),                \
+        OCLML_ARG(g_P), OCLML_ARG(g_Q), OCLML_ARG(g_sh), OCLML_ARG(g_sw), OCLML_ARG(g_ph),         \
+        OCLML_ARG(g_pw), OCLML_ARG(g_dh), OCLML_ARG(g_dw)
+
+static oclml_status launch_1d(oclml_ctx *ctx, const char *name, const oclml__arg *args,
+                              unsigned nargs, size_t n) {
+    cl_kernel k;
+    oclml_status st = oclml__kernel(ctx, &PROGRAM, name, &k);
+    if (st) return st;
+    size_t global, local;
+    oclml__grid_1d(ctx, n, &global, &local);
+    return oclml__launch(ctx, k, args, nargs, 1, &global, &local, NULL);
+}
+
+/* Images n0.. n0+nb-1, group g's channels of x, into col: per image [CgRS x PQ] (side_by_side
+ * false) or all images side by side in one [CgRS x nb PQ]. */
+static oclml_status im2col(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x, size_t n0,
+                           size_t nb, unsigned g, cl_mem col, bool side_by_side) {
+    GEOM(s);
+    size_t crs = cg_rs(s), pq = s->P * s->Q;
+    cl_mem xm = x->mem;
+    cl_ulong x_off = oclml__elem_offset(x), s_crs = side_by_side ? nb * pq : pq,
+             s_img = side_by_side ? pq : crs * pq;
+    cl_uint un0 = (cl_uint)n0, unb = (cl_uint)nb, c0 = (cl_uint)(g * (s->C / s->groups)),
+            Cg = (cl_uint)(s->C / s->groups);
+    oclml__arg args[] = {OCLML_ARG(xm),  OCLML_ARG(x_off), OCLML_ARG(un0),
+                         OCLML_ARG(unb), OCLML_ARG(c0),    OCLML_ARG(Cg),
+                         GEOM_ARGS,      OCLML_ARG(col),   OCLML_ARG(s_crs),
+                         OCLML_ARG(s_img)};
+    return launch_1d(ctx, "oclml_conv_im2col", args, 22, nb * crs * pq);
+}
+
+/* Folds per-image columns [CgRS x PQ] of images n0.. back into group g's channels of dx (+ the
+ * bias of each channel where bias is given: a transposed convolution's output). */
+static oclml_status col2im(oclml_ctx *ctx, const conv_shape *s, cl_mem col, size_t n0, size_t nb,
+                           unsigned g, oclml_tensor *dx, const oclml_tensor *bias) {
+    GEOM(s);
+    cl_mem dm = dx->mem, bm = oclml__opt_mem(bias);
+    cl_ulong d_off = oclml__elem_offset(dx), b_off = oclml__opt_offset(bias);
+    cl_uint un0 = (cl_uint)n0, unb = (cl_uint)nb, c0 = (cl_uint)(g * (s->C / s->groups)),
+            Cg = (cl_uint)(s->C / s->groups), has_bias = bias != NULL;
+    oclml__arg args[] = {OCLML_ARG(col), OCLML_ARG(un0),   OCLML_ARG(unb), OCLML_ARG(c0),
+                         OCLML_ARG(Cg),  GEOM_ARGS,        OCLML_ARG(dm),  OCLML_ARG(d_off),
+                         OCLML_ARG(bm),  OCLML_ARG(b_off), OCLML_ARG(has_bias)};
+    return launch_1d(ctx, "oclml_conv_col2im", args, 23, nb * Cg * s->H * s->W);
+}
+
+/* db (+)= the sum of y over images and positions, per channel: y [N, K, PQ]. */
+static oclml_status bias_grad(oclml_ctx *ctx, const oclml_tensor *y, size_t N, size_t K, size_t PQ,
+                              oclml_tensor *db, int accumulate) {
+    cl_kernel k;
+    oclml_status st = oclml__kernel(ctx, &PROGRAM, "oclml_conv_bias_grad", &k);
+    if (st) return st;
+    cl_mem ym = y->mem, dm = db->mem;
+    cl_ulong y_off = oclml__elem_offset(y), d_off = oclml__elem_offset(db);
+    cl_uint uN = (cl_uint)N, uK = (cl_uint)K, uPQ = (cl_uint)PQ, acc = accumulate != 0;
+    size_t local = 1;
+    while (local * 2 <= ctx->caps.max_work_group_size && local < 256) local *= 2;
+    oclml__arg args[] = {OCLML_ARG(ym), OCLML_ARG(y_off), OCLML_ARG(uN),
+                         OCLML_ARG(uK), OCLML_ARG(uPQ),   OCLML_ARG(dm),
+                         OCLML_ARG(d_off), OCLML_ARG(acc), OCLML_LOCAL(local * sizeof(float))};
+    size_t global = K * local;
+    return oclml__launch(ctx, k, args, 9, 1, &global, &local, NULL);
+}
+
+/* Images a chunk holds: the tuning key conv.chunk, else as many as keep `per_image` floats a
+ * image within CHUNK_BYTES; at least one, at most all. */
+static size_t chunk_images(oclml_ctx *ctx, const conv_shape *s, size_t per_image) {
+    long forced = oclml__tune(ctx, "conv.chunk", 0);
+    size_t nb = forced > 0 ? (size_t)forced : CHUNK_BYTES / (per_image * sizeof(float) + 1);
+    return nb < 1 ? 1 : nb > s->N ? s->N : nb;
+}
+
+static oclml__matrix mat(const oclml_tensor *t, size_t offset, size_t ld, size_t stride) {
+    return (oclml__matrix){t->mem, oclml__elem_offset(t) + offset, ld, stride};
+}
+
+/* ---- the three pieces ---- */
+
+/* y = conv(x, w) (+ b per output channel). */
+static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
+                                 const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
+    size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
+    size_t nb = chunk_images(ctx, s, crs * pq);
+    cl_mem col;
+    oclml_status st = oclml__scratch_get(ctx, nb * crs * pq * sizeof(float), &col);
+    if (st) return st;
+    for (size_t n0 = 0; n0 < s->N && !st; n0 += nb) {
+        size_t cnt = s->N - n0 < nb ? s->N - n0 : nb;
+        for (unsigned g = 0; g < s->groups && !st; g++) {
+            st = im2col(ctx, s, x, n0, cnt, g, col, false);
+            oclml__gemm_desc d = {.m = kg,
+                                  .n = pq,
+                                  .k = crs,
+                                  .batch = cnt,
+                                  .alpha = 1.0f,
+                                  .a = mat(w, g * kg * crs, crs, 0),
+                                  .b = {col, 0, pq, crs * pq},
+                                  .c = mat(y, (n0 * s->K + g * kg) * pq, pq, s->K * pq),
+                                  .bias = b ? b->mem : NULL,
+                                  .bias_offset = b ? oclml__elem_offset(b) + g * kg : 0,
+                                  .bias_per_row = true,
+                                  .act = OCLML_ACT_NONE};
+            if (!st) st = oclml__gemm(ctx, &d);
+        }
+    }
+    oclml__scratch_put(ctx, col);
+    return st;
+}
+
+/* dx = the data gradient of conv given dy (+ b per input channel: a transposed convolution). */
+static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *w,
+                                       const oclml_tensor *dy, oclml_tensor *dx,
+                                       const oclml_tensor *b) {
+    size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
+    size_t nb = chunk_images(ctx, s, crs * pq);
+    cl_mem col;
+    oclml_status st = oclml__scratch_get(ctx, nb * crs * pq * sizeof(float), &col);
+    if (st) return st;
+    for (size_t n0 = 0; n0 < s->N && !st; n0 += nb) {
+        size_t cnt = s->N - n0 < nb ? s->N - n0 : nb;
+        for (unsigned g = 0; g < s->groups && !st; g++) {
+            oclml__gemm_desc d = {.trans_a = true,
+                                  .m = crs,
+                                  .n = pq,
+                                  .k = kg,
+                                  .batch = cnt,
+                                  .alpha = 1.0f,
+                                  .a = mat(w, g * kg * crs, crs, 0),
+                                  .b = mat(dy, (n0 * s->K + g * kg) * pq, pq, s->K * pq),
+                                  .c = {col, 0, pq, crs * pq},
+                                  .act = OCLML_ACT_NONE};
+            st = oclml__gemm(ctx, &d);
+            if (!st) st = col2im(ctx, s, col, n0, cnt, g, dx, b);
+        }
+    }
+    oclml__scratch_put(ctx, col);
+    return st;
+}
+
+/* dw (+)= the weight gradient of conv given its input x and dy. */
+static oclml_status conv_backward_weight(oclml_ctx *ctx, const conv_shape *s,
+                                         const oclml_tensor *x, const oclml_tensor *dy,
+                                         oclml_tensor *dw, int accumulate) {
+    size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
+    size_t nb = chunk_images(ctx, s, (crs + kg) * pq);
+    cl_mem col = NULL, rows = NULL;
+    oclml_status st = oclml__scratch_get(ctx, nb * crs * pq * sizeof(float), &col);
+    if (!st) st = oclml__scratch_get(ctx, nb * kg * pq * sizeof(float), &rows);
+    for (size_t n0 = 0; n0 < s->N && !st; n0 += nb) {
+        size_t cnt = s->N - n0 < nb ? s->N - n0 : nb;
+        for (unsigned g = 0; g < s->groups && !st; g++) {
+            st = im2col(ctx, s, x, n0, cnt, g, col, true);
+            cl_mem ym = dy->mem;
+            cl_ulong y_off = oclml__elem_offset(dy);
+            cl_uint un0 = (cl_uint)n0, unb = (cl_uint)cnt, uK = (cl_uint)s->K,
+                    k0 = (cl_uint)(g * kg), ukg = (cl_uint)kg, upq = (cl_uint)pq;
+            oclml__arg args[] = {OCLML_ARG(ym),  OCLML_ARG(y_off), OCLML_ARG(un0),
+                                 OCLML_ARG(unb), OCLML_ARG(uK),    OCLML_ARG(k0),
+                                 OCLML_ARG(ukg), OCLML_ARG(upq),   OCLML_ARG(rows)};
+            if (!st) st = launch_1d(ctx, "oclml_conv_rows_side_by_side", args, 9, cnt * kg * pq);
+            /* The first chunk overwrites dw unless the caller accumulates. */
+            oclml__gemm_desc d = {.trans_b = true,
+                                  .m = kg,
+                                  .n = crs,
+                                  .k = cnt * pq,
+                                  .batch = 1,
+                                  .alpha = 1.0f,
+                                  .beta = (n0 == 0 && !accumulate) ? 0.0f : 1.0f,
+                                  .a = {rows, 0, cnt * pq, 0},
+                                  .b = {col, 0, cnt * pq, 0},
+                                  .c = mat(dw, g * kg * crs, crs, 0),
+                                  .act = OCLML_ACT_NONE};
+            if (!st) st = oclml__gemm(ctx, &d);
+        }
+    }
+    if (col) oclml__scratch_put(ctx, col);
+    if (rows) oclml__scratch_put(ctx, rows);
+    return st;
+}
+
+/* ---- public entry points ---- */
+
+oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *p, const oclml_tensor *x,
+                          const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = check_params(ctx, p, false);
+    conv_shape s;
+    if (!st) st = conv_shape_of(ctx, p, x, w, "x", &s);
+    if (!st) st = check_out(ctx, y, "y", s.N, s.K, s.P, s.Q);
+    if (!st && b) st = oclml__check_numel(ctx, b, "b", s.K);
+    const oclml_tensor *ins[3] = {x, w, b};
+    if (!st) st = check_no_alias(ctx, y, "y", ins, 3);
+    return st ? st : conv_forward(ctx, &s, x, w, b, y);
+}
+
+oclml_status oclml_conv2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *p,
+                                   const oclml_tensor *x, const oclml_tensor *w,
+                                   const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
+                                   oclml_tensor *db, int accumulate) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = check_params(ctx, p, false);
+    conv_shape s;
+    if (!st) st = conv_shape_of(ctx, p, x, w, "x", &s);
+    if (!st) st = check_out(ctx, dy, "dy", s.N, s.K, s.P, s.Q);
+    if (!st && dx) st = check_out(ctx, dx, "dx", s.N, s.C, s.H, s.W);
+    if (!st && dw) st = check_out(ctx, dw, "dw", s.K, s.C / s.groups, s.R, s.S);
+    if (!st && db) st = oclml__check_numel(ctx, db, "db", s.K);
+    const oclml_tensor *all[6] = {x, w, dy, dx, dw, db};
+    for (int i = 3; i < 6 && !st; i++) {
+        const oclml_tensor *others[5];
+        int n = 0;
+        for (int j = 0; j < 6; j++)
+            if (j != i && all[j]) others[n++] = all[j];
+        st = check_no_alias(ctx, all[i], i == 3 ? "dx" : i == 4 ? "dw" : "db", others, n);
+    }
+    if (!st && dx) st = conv_backward_data(ctx, &s, w, dy, dx, NULL);
+    if (!st && dw) st = conv_backward_weight(ctx, &s, x, dy, dw, accumulate);
+    if (!st && db) st = bias_grad(ctx, dy, s.N, s.K, s.P * s.Q, db, accumulate);
+    return st;
+}
+
+/* A transposed convolution from x [N, Cin, H, W] with w [Cin, K/groups, R, S] is the data
+ * gradient of the convolution from y [N, K, P, Q] to x-shaped outputs with the same w: its shape
+ * is found from y's extents, which follow from x's. */
+static oclml_status transposed_shape(oclml_ctx *ctx, const oclml_conv2d_params *p,
+                                     const oclml_tensor *x, const oclml_tensor *w,
+                                     const oclml_tensor *y, const char *y_name, conv_shape *s) {
+    oclml_status st = oclml__check_tensor(ctx, x, "x");
+    if (!st) st = oclml__check_tensor(ctx, w, "w");
+    if (!st) st = oclml__check_tensor(ctx, y, y_name);
+    if (st) return st;
+    if (x->ndim != 4 || w->ndim != 4)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "transposed convolution tensors are 4-D: x [N x C x H x W], w [C x "
+                           "K/groups x R x S]");
+    size_t span_h = (size_t)p->dilation[0] * (w->shape[2] - 1) + 1 + p->output_padding[0],
+           span_w = (size_t)p->dilation[1] * (w->shape[3] - 1) + 1 + p->output_padding[1];
+    size_t full_h = (x->shape[2] - 1) * p->stride[0] + span_h,
+           full_w = (x->shape[3] - 1) * p->stride[1] + span_w;
+    size_t pad_h = (size_t)p->pad_before[0] + p->pad_after[0],
+           pad_w = (size_t)p->pad_before[1] + p->pad_after[1];
+    if (w->shape[2] == 0 || w->shape[3] == 0 || full_h <= pad_h || full_w <= pad_w)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "the padding leaves no transposed-convolution output");
+    size_t want[4] = {x->shape[0], w->shape[1] * p->groups, full_h - pad_h, full_w - pad_w};
+    st = oclml__check_shape4(ctx, y, y_name, want);
+    if (!st) st = conv_shape_of(ctx, p, y, w, y_name, s);
+    if (!st && (s->P != x->shape[2] || s->Q != x->shape[3] || s->K != x->shape[1]))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "x [%zu x %zu x %zu x %zu] does not match the weights' %zu input "
+                           "channels",
+                           x->shape[0], x->shape[1], x->shape[2], x->shape[3], s->K);
+    return st;
+}
+
+oclml_status oclml_conv_transpose2d(oclml_ctx *ctx, const oclml_conv2d_params *p,
+                                    const oclml_tensor *x, const oclml_tensor *w,
+                                    const oclml_tensor *b, oclml_tensor *y) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = check_params(ctx, p, true);
+    conv_shape s;
+    if (!st) st = transposed_shape(ctx, p, x, w, y, "y", &s);
+    if (!st && b) st = oclml__check_numel(ctx, b, "b", s.C);
+    const oclml_tensor *ins[3] = {x, w, b};
+    if (!st) st = check_no_alias(ctx, y, "y", ins, 3);
+    return st ? st : conv_backward_data(ctx, &s, w, x, y, b);
+}
+
+oclml_status oclml_conv_transpose2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *p,
+                                             const oclml_tensor *x, const oclml_tensor *w,
+                                             const oclml_tensor *dy, oclml_tensor *dx,
+                                             oclml_tensor *dw, oclml_tensor *db, int accumulate) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = check_params(ctx, p, true);
+    conv_shape s;
+    if (!st) st = transposed_shape(ctx, p, x, w, dy, "dy", &s);
+    if (!st && dx) st = check_out(ctx, dx, "dx", s.N, s.K, s.P, s.Q);
+    if (!st && dw) st = check_out(ctx, dw, "dw", s.K, s.C / s.groups, s.R, s.S);
+    if (!st && db) st = oclml__check_numel(ctx, db, "db", s.C);
+    const oclml_tensor *all[6] = {x, w, dy, dx, dw, db};
+    for (int i = 3; i < 6 && !st; i++) {
+        const oclml_tensor *others[5];
+        int n = 0;
+        for (int j = 0; j < 6; j++)
+            if (j != i && all[j]) others[n++] = all[j];
+        st = check_no_alias(ctx, all[i], i == 3 ? "dx" : i == 4 ? "dw" : "db", others, n);
+    }
+    /* The convolution's input is this op's output gradient, its output this op's input. */
+    if (!st && dx) st = conv_forward(ctx, &s, dy, w, NULL, dx);
+    if (!st && dw) st = conv_backward_weight(ctx, &s, dy, x, dw, accumulate);
+    if (!st && db) st = bias_grad(ctx, dy, s.N, s.C, s.H * s.W, db, accumulate);
+    return st;
+}
+
+/* Prewarm: the data-movement kernels (the products plan onto the GEMM family's). */
+void oclml__conv_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
+    (void)ctx;
+    oclml__warm_add(list, op, "im2col, col2im, bias gradient", PROGRAM);
+}

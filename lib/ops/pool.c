@@ -1,0 +1,169 @@
+/* 2-D max and average pooling over NCHW tensors and their gradients (cl/ops/pool.cl), with
+ * PyTorch's MaxPool2d / AvgPool2d semantics: symmetric padding of at most half the window,
+ * ceil_mode, count_include_pad; the max gradient goes to each window's first maximum. */
+#include "ops/ops.h"
+
+#include <stdio.h>
+
+#define KERNEL_FILE "pool.cl"
+static const oclml__program_spec MAX_FWD = {KERNEL_FILE, NULL, "oclml_max_pool2d", 0};
+static const oclml__program_spec MAX_BWD = {KERNEL_FILE, NULL, "oclml_max_pool2d_backward", 0};
+static const oclml__program_spec AVG_FWD = {KERNEL_FILE, NULL, "oclml_avg_pool2d", 0};
+static const oclml__program_spec AVG_BWD = {KERNEL_FILE, NULL, "oclml_avg_pool2d_backward", 0};
+
+void oclml_pool2d_params_init(oclml_pool2d_params *p) {
+    if (!p) return;
+    *p = (oclml_pool2d_params){
+        .struct_size = sizeof *p, .kernel = {2, 2}, .count_include_pad = 1};
+}
+
+typedef struct pool_shape {
+    size_t planes, H, W, P, Q;
+    unsigned kh, kw, sh, sw, ph, pw;
+} pool_shape;
+
+/* PyTorch's output extent: floor or ceil of the window count, where with ceil_mode the last
+ * window must start inside the input or its leading padding. */
+static size_t pool_out(size_t in, unsigned k, unsigned s, unsigned pad, int ceil_mode) {
+    size_t span = in + 2 * (size_t)pad;
+    if (span < k) return 0;
+    size_t out = (span - k + (ceil_mode ? s - 1 : 0)) / s + 1;
+    if (ceil_mode && (out - 1) * s >= in + pad) out--;
+    return out;
+}
+
+static oclml_status pool_shape_of(oclml_ctx *ctx, const oclml_pool2d_params *p,
+                                  const oclml_tensor *x, const char *x_name, pool_shape *s) {
+    if (!p) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "pool2d params are NULL");
+    if (p->struct_size != sizeof *p)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "pool2d params struct_size is %zu, this library's is %zu (call "
+                           "oclml_pool2d_params_init)",
+                           p->struct_size, sizeof *p);
+    oclml_status st = oclml__check_tensor(ctx, x, x_name);
+    if (st) return st;
+    if (x->ndim != 4)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "pooling takes 4-D %s [N x C x H x W]",
+                           x_name);
+    *s = (pool_shape){.planes = x->shape[0] * x->shape[1],
+                      .H = x->shape[2],
+                      .W = x->shape[3],
+                      .kh = p->kernel[0],
+                      .kw = p->kernel[1],
+                      .sh = p->stride[0] ? p->stride[0] : p->kernel[0],
+                      .sw = p->stride[1] ? p->stride[1] : p->kernel[1],
+                      .ph = p->pad[0],
+                      .pw = p->pad[1]};
+    if (!s->kh || !s->kw || s->kh > 65535 || s->kw > 65535 || s->sh > 65535 || s->sw > 65535)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "pooling window and stride must be 1 to 65535");
+    if (2 * s->ph > s->kh || 2 * s->pw > s->kw)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "pooling padding %ux%u exceeds half the %ux%u window", s->ph, s->pw,
+                           s->kh, s->kw);
+    s->P = pool_out(s->H, s->kh, s->sh, s->ph, p->ceil_mode);
+    s->Q = pool_out(s->W, s->kw, s->sw, s->pw, p->ceil_mode);
+    if (!s->P || !s->Q)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "the %ux%u window does not fit the padded %zux%zu input", s->kh, s->kw,
+                           s->H, s->W);
+    if (s->H * s->W > UINT32_MAX || s->P * s->Q > UINT32_MAX)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "pooling plane too large");
+    return OCLML_SUCCESS;
+}
+
+static oclml_status check_pair(oclml_ctx *ctx, const oclml_tensor *x, const pool_shape *s,
+                               const oclml_tensor *y, const char *y_name, bool output_sized) {
+    size_t want[4] = {x->shape[0], x->shape[1], output_sized ? s->P : s->H,
+                      output_sized ? s->Q : s->W};
+    oclml_status st = oclml__check_shape4(ctx, y, y_name, want);
+    if (!st && oclml__overlap(x, y))
+        st = oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "pooling output '%s' overlaps its input",
+                         y_name);
+    return st;
+}
+
+/* Launches kernel `name` of spec over n elements with the tensors' buffers and offsets first
+ * (NULL tensors skipped), then the geometry and, for average pooling, include_pad. */
+static oclml_status launch(oclml_ctx *ctx, const oclml__program_spec *spec,
+                           const oclml_tensor *const *tensors, unsigned nt, const pool_shape *s,
+                           int include_pad, bool with_pad_flag, size_t n) {
+    cl_kernel k;
+    oclml_status st = oclml__kernel(ctx, spec, spec->kernels, &k);
+    if (st) return st;
+    cl_mem mems[3];
+    cl_ulong offs[3];
+    oclml__arg args[20];
+    unsigned na = 0;
+    for (unsigned i = 0; i < nt; i++) {
+        mems[i] = tensors[i]->mem;
+        offs[i] = oclml__elem_offset(tensors[i]);
+        args[na++] = OCLML_ARG(mems[i]);
+        args[na++] = OCLML_ARG(offs[i]);
+    }
+    cl_ulong planes = s->planes;
+    cl_uint H = (cl_uint)s->H, W = (cl_uint)s->W, P = (cl_uint)s->P, Q = (cl_uint)s->Q,
+            kh = s->kh, kw = s->kw, sh = s->sh, sw = s->sw, ph = s->ph, pw = s->pw,
+            inc = include_pad != 0;
+    oclml__arg geo[] = {OCLML_ARG(planes), OCLML_ARG(H),  OCLML_ARG(W),  OCLML_ARG(P),
+                        OCLML_ARG(Q),      OCLML_ARG(kh), OCLML_ARG(kw), OCLML_ARG(sh),
+                        OCLML_ARG(sw),     OCLML_ARG(ph), OCLML_ARG(pw), OCLML_ARG(inc)};
+    for (unsigned i = 0; i < 11 + (with_pad_flag ? 1u : 0u); i++) args[na++] = geo[i];
+    size_t global, local;
+    oclml__grid_1d(ctx, n, &global, &local);
+    return oclml__launch(ctx, k, args, na, 1, &global, &local, NULL);
+}
+
+oclml_status oclml_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
+                              oclml_tensor *y) {
+    oclml_status st = oclml__check_ctx(ctx);
+    pool_shape s;
+    if (!st) st = pool_shape_of(ctx, p, x, "x", &s);
+    if (!st) st = check_pair(ctx, x, &s, y, "y", true);
+    const oclml_tensor *t[2] = {x, y};
+    return st ? st : launch(ctx, &MAX_FWD, t, 2, &s, 0, false, s.planes * s.P * s.Q);
+}
+
+oclml_status oclml_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,
+                                       const oclml_tensor *x, const oclml_tensor *dy,
+                                       oclml_tensor *dx) {
+    oclml_status st = oclml__check_ctx(ctx);
+    pool_shape s;
+    if (!st) st = pool_shape_of(ctx, p, x, "x", &s);
+    if (!st) st = check_pair(ctx, x, &s, dy, "dy", true);
+    if (!st) st = check_pair(ctx, x, &s, dx, "dx", false);
+    if (!st && oclml__overlap(dx, dy))
+        st = oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "dx overlaps dy");
+    const oclml_tensor *t[3] = {x, dy, dx};
+    return st ? st : launch(ctx, &MAX_BWD, t, 3, &s, 0, false, s.planes * s.H * s.W);
+}
+
+oclml_status oclml_avg_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
+                              oclml_tensor *y) {
+    oclml_status st = oclml__check_ctx(ctx);
+    pool_shape s;
+    if (!st) st = pool_shape_of(ctx, p, x, "x", &s);
+    if (!st) st = check_pair(ctx, x, &s, y, "y", true);
+    const oclml_tensor *t[2] = {x, y};
+    return st ? st
+              : launch(ctx, &AVG_FWD, t, 2, &s, p->count_include_pad, true, s.planes * s.P * s.Q);
+}
+
+oclml_status oclml_avg_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,
+                                       const oclml_tensor *dy, oclml_tensor *dx) {
+    oclml_status st = oclml__check_ctx(ctx);
+    pool_shape s;
+    /* The geometry comes from dx (the input's shape); dy must be the output's. */
+    if (!st) st = pool_shape_of(ctx, p, dx, "dx", &s);
+    if (!st) st = check_pair(ctx, dx, &s, dy, "dy", true);
+    const oclml_tensor *t[2] = {dy, dx};
+    return st ? st
+              : launch(ctx, &AVG_BWD, t, 2, &s, p->count_include_pad, true, s.planes * s.H * s.W);
+}
+
+/* Prewarm: each kernel is its own small program. */
+void oclml__pool_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
+    (void)ctx;
+    bool avg = strstr(op, "avg") != NULL, bwd = strstr(op, "backward") != NULL;
+    oclml__warm_add(list, op, "pooling", avg ? (bwd ? AVG_BWD : AVG_FWD) : (bwd ? MAX_BWD : MAX_FWD));
+}

@@ -1,0 +1,439 @@
+/* Convolution, transposed convolution and pooling against direct double-precision definitions
+ * (independent of the im2col formulation), the gradients also against central finite
+ * differences of the double forward, on both GEMM paths (CLBlast and the own kernels) and with
+ * images split into chunks; NaN policy and bad input. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A convolution case: x [N, C, H, W], w [K, C/g, R, S] (transposed: [C, K/g, R, S]). */
+typedef struct conv_case {
+    size_t N, C, H, W, K, R, S;
+    unsigned sh, sw, pt, pl, pb, pr, dh, dw, groups, oph, opw;
+} conv_case;
+
+static const conv_case CASES[] = {
+    {2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},  /* 3x3 "same" */
+    {2, 2, 9, 8, 3, 2, 3, 2, 2, 0, 1, 1, 0, 2, 1, 1, 1, 1},  /* stride 2, asymmetric pad, dilation */
+    {3, 4, 5, 5, 6, 3, 3, 1, 2, 1, 0, 1, 2, 1, 1, 2, 0, 1},  /* groups 2 */
+    {2, 5, 4, 3, 7, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0},  /* 1x1 */
+    {1, 3, 8, 8, 2, 4, 4, 1, 1, 1, 1, 2, 2, 1, 1, 1, 0, 0},  /* even kernel, TF "SAME" */
+};
+#define N_CASES (int)(sizeof CASES / sizeof CASES[0])
+
+static oclml_conv2d_params params_of(const conv_case *c) {
+    oclml_conv2d_params p;
+    oclml_conv2d_params_init(&p);
+    p.stride[0] = c->sh, p.stride[1] = c->sw;
+    p.pad_before[0] = c->pt, p.pad_before[1] = c->pl;
+    p.pad_after[0] = c->pb, p.pad_after[1] = c->pr;
+    p.dilation[0] = c->dh, p.dilation[1] = c->dw;
+    p.groups = c->groups;
+    return p;
+}
+
+static size_t conv_out(size_t in, unsigned a, unsigned b, size_t k, unsigned d, unsigned s) {
+    return (in + a + b - d * (k - 1) - 1) / s + 1;
+}
+
+/* y = conv(x, w) + b in double, by its definition. */
+static void ref_conv(const conv_case *c, const double *x, const double *w, const double *b,
+                     double *y, size_t P, size_t Q) {
+    size_t cg = c->C / c->groups, kg = c->K / c->groups;
+    for (size_t n = 0; n < c->N; n++)
+        for (size_t k = 0; k < c->K; k++)
+            for (size_t p = 0; p < P; p++)
+                for (size_t q = 0; q < Q; q++) {
+                    double sum = b ? b[k] : 0;
+                    size_t g = k / kg;
+                    for (size_t ci = 0; ci < cg; ci++)
+                        for (size_t r = 0; r < c->R; r++)
+                            for (size_t s = 0; s < c->S; s++) {
+                                long h = (long)(p * c->sh + r * c->dh) - c->pt;
+                                long v = (long)(q * c->sw + s * c->dw) - c->pl;
+                                if (h < 0 || h >= (long)c->H || v < 0 || v >= (long)c->W) continue;
+                                sum += x[((n * c->C + g * cg + ci) * c->H + h) * c->W + v] *
+                                       w[((k * cg + ci) * c->R + r) * c->S + s];
+                            }
+                    y[((n * c->K + k) * P + p) * Q + q] = sum;
+                }
+}
+
+/* The transposed convolution by its definition: each input element scatters x * w into the
+ * output window it maps to. x [N, C, H, W], w [C, K/g, R, S], y [N, K, P, Q]. */
+static void ref_conv_transpose(const conv_case *c, const double *x, const double *w,
+                               const double *b, double *y, size_t P, size_t Q) {
+    size_t cg = c->C / c->groups, kg = c->K / c->groups;
+    for (size_t i = 0; i < c->N * c->K * P * Q; i++) y[i] = b ? b[i / (P * Q) % c->K] : 0;
+    for (size_t n = 0; n < c->N; n++)
+        for (size_t ch = 0; ch < c->C; ch++)
+            for (size_t h = 0; h < c->H; h++)
+                for (size_t v = 0; v < c->W; v++) {
+                    size_t g = ch / cg;
+                    double xv = x[((n * c->C + ch) * c->H + h) * c->W + v];
+                    for (size_t kl = 0; kl < kg; kl++)
+                        for (size_t r = 0; r < c->R; r++)
+                            for (size_t s = 0; s < c->S; s++) {
+                                long p = (long)(h * c->sh + r * c->dh) - c->pt;
+                                long q = (long)(v * c->sw + s * c->dw) - c->pl;
+                                if (p < 0 || p >= (long)P || q < 0 || q >= (long)Q) continue;
+                                size_t k = g * kg + kl;
+                                y[((n * c->K + k) * P + p) * Q + q] +=
+                                    xv * w[((ch * kg + kl) * c->R + r) * c->S + s];
+                            }
+                }
+}
+
+static double *to_double(const float *f, size_t n) {
+    double *d = test_doubles(n);
+    for (size_t i = 0; i < n; i++) d[i] = f[i];
+    return d;
+}
+
+typedef void ref_fn(const conv_case *c, const double *x, const double *w, const double *b,
+                    double *y, size_t P, size_t Q);
+
+/* sum(y * dy) of the double forward: its gradient is what the backward computes. */
+static double objective(ref_fn *f, const conv_case *c, const double *x, const double *w,
+                        const double *b, const double *dy, size_t P, size_t Q, size_t ny) {
+    double *y = test_doubles(ny), sum = 0;
+    f(c, x, w, b, y, P, Q);
+    for (size_t i = 0; i < ny; i++) sum += y[i] * dy[i];
+    free(y);
+    return sum;
+}
+
+/* Central differences of the objective at `samples` entries of v (which f reads), against got. */
+static void check_fd(const char *what, ref_fn *f, const conv_case *c, double *x, double *w,
+                     double *b, const double *dy, size_t P, size_t Q, size_t ny, double *v,
+                     size_t nv, const float *got) {
+    for (int t = 0; t < 6; t++) {
+        size_t i = (size_t)(t * 7919 + 13) % nv;
+        double keep = v[i], step = 1e-4;
+        v[i] = keep + step;
+        double up = objective(f, c, x, w, b, dy, P, Q, ny);
+        v[i] = keep - step;
+        double down = objective(f, c, x, w, b, dy, P, Q, ny);
+        v[i] = keep;
+        double fd = (up - down) / (2 * step);
+        ck_assert_msg(fabs(got[i] - fd) <= 1e-4 * (fabs(fd) + 1), "%s[%zu] = %.7g, finite diff %.7g",
+                      what, i, got[i], fd);
+    }
+}
+
+/* Runs one case forward and backward (conv or transposed) and checks every output. */
+static void run_case(const conv_case *c, bool transposed, bool with_bias, int accumulate) {
+    oclml_conv2d_params prm = params_of(c);
+    prm.output_padding[0] = transposed ? c->oph : 0;
+    prm.output_padding[1] = transposed ? c->opw : 0;
+    size_t P, Q;
+    if (transposed) {
+        P = (c->H - 1) * c->sh - c->pt - c->pb + c->dh * (c->R - 1) + c->oph + 1;
+        Q = (c->W - 1) * c->sw - c->pl - c->pr + c->dw * (c->S - 1) + c->opw + 1;
+    } else {
+        P = conv_out(c->H, c->pt, c->pb, c->R, c->dh, c->sh);
+        Q = conv_out(c->W, c->pl, c->pr, c->S, c->dw, c->sw);
+    }
+    size_t nx = c->N * c->C * c->H * c->W, ny = c->N * c->K * P * Q;
+    size_t wsh[4] = {transposed ? c->C : c->K, (transposed ? c->K : c->C) / c->groups, c->R, c->S};
+    size_t nw = wsh[0] * wsh[1] * c->R * c->S;
+    size_t xsh[4] = {c->N, c->C, c->H, c->W}, ysh[4] = {c->N, c->K, P, Q}, bsh[1] = {c->K};
+    float *x = test_floats(nx), *w = test_floats(nw), *b = test_floats(c->K), *dy = test_floats(ny);
+    test_random(x, nx, -1, 1);
+    test_random(w, nw, -1, 1);
+    test_random(b, c->K, -1, 1);
+    test_random(dy, ny, -1, 1);
+    oclml_tensor *X = test_tensor_from(4, xsh, x), *Wt = test_tensor_from(4, wsh, w),
+                 *B = test_tensor_from(1, bsh, b), *Y = test_tensor(4, ysh),
+                 *DY = test_tensor_from(4, ysh, dy);
+    float *start = test_floats(nx > nw ? nx : nw);
+    test_random(start, nx > nw ? nx : nw, -1, 1);
+    oclml_tensor *DX = test_tensor_from(4, xsh, start), *DW = test_tensor_from(4, wsh, start),
+                 *DB = test_tensor_from(1, bsh, start);
+    if (transposed) {
+        ASSERT_OK(oclml_conv_transpose2d(T, &prm, X, Wt, with_bias ? B : NULL, Y));
+        ASSERT_OK(oclml_conv_transpose2d_backward(T, &prm, X, Wt, DY, DX, DW, DB, accumulate));
+    } else {
+        ASSERT_OK(oclml_conv2d(T, &prm, X, Wt, with_bias ? B : NULL, Y));
+        ASSERT_OK(oclml_conv2d_backward(T, &prm, X, Wt, DY, DX, DW, DB, accumulate));
+    }
+    double *xd = to_double(x, nx), *wd = to_double(w, nw), *bd = to_double(b, c->K),
+           *dyd = to_double(dy, ny), *ref = test_doubles(ny);
+    ref_fn *f = transposed ? ref_conv_transpose : ref_conv;
+    f(c, xd, wd, with_bias ? bd : NULL, ref, P, Q);
+    float *out = test_floats(ny);
+    test_read(Y, out, ny);
+    char what[160];
+    snprintf(what, sizeof what, "%s case N%zu C%zu %zux%zu K%zu k%zux%zu g%u",
+             transposed ? "conv_transpose2d" : "conv2d", c->N, c->C, c->H, c->W, c->K, c->R, c->S,
+             c->groups);
+    test_assert_close(what, out, ref, ny, 1e-5);
+    /* Gradients: exact references by differentiating the definitions numerically, with the
+     * accumulated start values added back where accumulating. */
+    float *gx = test_floats(nx), *gw = test_floats(nw), *gb = test_floats(c->K);
+    test_read(DX, gx, nx);
+    test_read(DW, gw, nw);
+    test_read(DB, gb, c->K);
+    if (accumulate) {
+        for (size_t i = 0; i < nw; i++) gw[i] -= start[i];
+        for (size_t i = 0; i < c->K; i++) gb[i] -= start[i];
+    }
+    check_fd("dx", f, c, xd, wd, bd, dyd, P, Q, ny, xd, nx, gx);
+    check_fd("dw", f, c, xd, wd, bd, dyd, P, Q, ny, wd, nw, gw);
+    for (size_t k = 0; k < c->K; k++) { /* db: the sum of dy over images and positions */
+        double sum = 0;
+        for (size_t n = 0; n < c->N; n++)
+            for (size_t i = 0; i < P * Q; i++) sum += dy[(n * c->K + k) * P * Q + i];
+        ck_assert_msg(fabs(gb[k] - sum) <= 1e-4 * (fabs(sum) + 1), "db[%zu] %g vs %g", k, gb[k],
+                      sum);
+    }
+    oclml_tensor *all[] = {X, Wt, B, Y, DY, DX, DW, DB};
+    for (int i = 0; i < 8; i++) oclml_tensor_destroy(all[i]);
+    void *mem[] = {x, w, b, dy, start, xd, wd, bd, dyd, ref, out, gx, gw, gb};
+    for (int i = 0; i < 14; i++) free(mem[i]);
+}
+
+/* Each case on the CLBlast path, the own kernels, and with one image a chunk. */
+static const char *PATH_TUNING[] = {"gemm.own=0", "gemm.own=1", "gemm.own=1 conv.chunk=1"};
+
+START_TEST(conv2d_cases) {
+    test_retune(PATH_TUNING[_i % 3]);
+    for (int i = 0; i < N_CASES; i++) run_case(&CASES[i], false, i % 2 == 0, _i / 3);
+}
+END_TEST
+
+START_TEST(conv_transpose2d_cases) {
+    test_retune(PATH_TUNING[_i % 3]);
+    for (int i = 0; i < N_CASES; i++) run_case(&CASES[i], true, i % 2 == 1, _i / 3);
+}
+END_TEST
+
+/* A NaN input reaches exactly the outputs whose windows hold it. */
+START_TEST(conv2d_nan_policy) {
+    conv_case c = CASES[0];
+    oclml_conv2d_params prm = params_of(&c);
+    size_t xsh[4] = {c.N, c.C, c.H, c.W}, wsh[4] = {c.K, c.C, c.R, c.S},
+           ysh[4] = {c.N, c.K, c.H, c.W};
+    size_t nx = c.N * c.C * c.H * c.W, nw = c.K * c.C * c.R * c.S, ny = c.N * c.K * c.H * c.W;
+    float *x = test_floats(nx), *w = test_floats(nw), *y = test_floats(ny);
+    test_random(x, nx, -1, 1);
+    test_random(w, nw, -1, 1);
+    x[(0 * c.C + 1) * c.H * c.W + 3 * c.W + 2] = NAN; /* image 0, channel 1, (3, 2) */
+    oclml_tensor *X = test_tensor_from(4, xsh, x), *Wt = test_tensor_from(4, wsh, w),
+                 *Y = test_tensor(4, ysh);
+    ASSERT_OK(oclml_conv2d(T, &prm, X, Wt, NULL, Y));
+    test_read(Y, y, ny);
+    for (size_t n = 0; n < c.N; n++)
+        for (size_t k = 0; k < c.K; k++)
+            for (size_t p = 0; p < c.H; p++)
+                for (size_t q = 0; q < c.W; q++) {
+                    bool hit = n == 0 && labs((long)p - 3) <= 1 && labs((long)q - 2) <= 1;
+                    float v = y[((n * c.K + k) * c.H + p) * c.W + q];
+                    ck_assert_msg(hit ? isnan(v) : isfinite(v), "y[%zu,%zu,%zu,%zu] = %g", n, k,
+                                  p, q, v);
+                }
+    oclml_tensor_destroy(X);
+    oclml_tensor_destroy(Wt);
+    oclml_tensor_destroy(Y);
+    free(x);
+    free(w);
+    free(y);
+}
+END_TEST
+
+/* ---- pooling ---- */
+
+typedef struct pool_case {
+    size_t N, C, H, W;
+    unsigned kh, kw, sh, sw, ph, pw;
+    int ceil_mode, include_pad;
+} pool_case;
+
+static const pool_case POOLS[] = {
+    {2, 3, 8, 6, 2, 2, 0, 0, 0, 0, 0, 1}, {1, 2, 7, 9, 3, 3, 2, 2, 1, 1, 0, 1},
+    {1, 2, 7, 9, 3, 3, 2, 2, 1, 1, 1, 0}, {2, 1, 5, 5, 2, 3, 1, 2, 1, 1, 1, 1},
+    {1, 1, 6, 6, 4, 4, 3, 3, 2, 0, 0, 0},
+};
+
+static size_t pool_out(size_t in, unsigned k, unsigned s, unsigned pad, int ceil_mode) {
+    size_t out = (in + 2 * pad - k + (ceil_mode ? s - 1 : 0)) / s + 1;
+    if (ceil_mode && (out - 1) * s >= in + pad) out--;
+    return out;
+}
+
+/* The divisor of average window (p, q): the window up to the padded edge, or its inside part. */
+static double ref_count(const pool_case *c, size_t p, size_t q) {
+    unsigned sh = c->sh ? c->sh : c->kh, sw = c->sw ? c->sw : c->kw;
+    long h0 = (long)(p * sh) - c->ph, w0 = (long)(q * sw) - c->pw;
+    long hend = h0 + c->kh < (long)(c->H + c->ph) ? h0 + c->kh : (long)(c->H + c->ph);
+    long wend = w0 + c->kw < (long)(c->W + c->pw) ? w0 + c->kw : (long)(c->W + c->pw);
+    if (c->include_pad) return (double)((hend - h0) * (wend - w0));
+    long hs = h0 < 0 ? 0 : h0, ws = w0 < 0 ? 0 : w0;
+    long he = hend < (long)c->H ? hend : (long)c->H, we = wend < (long)c->W ? wend : (long)c->W;
+    return (double)((he - hs) * (we - ws));
+}
+
+/* Max (first maximum, NaN largest) or mean of window (p, q) of plane x; *at its first maximum. */
+static double ref_window(const pool_case *c, const float *x, size_t p, size_t q, bool max,
+                         long *at) {
+    unsigned sh = c->sh ? c->sh : c->kh, sw = c->sw ? c->sw : c->kw;
+    long h0 = (long)(p * sh) - c->ph, w0 = (long)(q * sw) - c->pw;
+    double best = 0, sum = 0;
+    long arg = -1, inside = 0;
+    for (long r = 0; r < c->kh; r++)
+        for (long s = 0; s < c->kw; s++) {
+            long h = h0 + r, v = w0 + s;
+            if (h < 0 || h >= (long)c->H || v < 0 || v >= (long)c->W) continue;
+            double xv = x[h * (long)c->W + v];
+            inside++;
+            sum += xv;
+            if (arg < 0 || (!isnan(best) && (xv > best || isnan(xv)))) best = xv, arg = h * (long)c->W + v;
+        }
+    if (at) *at = arg;
+    (void)inside;
+    return max ? best : sum / ref_count(c, p, q);
+}
+
+START_TEST(pooling_cases) {
+    bool max = _i == 0;
+    for (size_t t = 0; t < sizeof POOLS / sizeof POOLS[0]; t++) {
+        const pool_case *c = &POOLS[t];
+        oclml_pool2d_params prm;
+        oclml_pool2d_params_init(&prm);
+        prm.kernel[0] = c->kh, prm.kernel[1] = c->kw, prm.stride[0] = c->sh, prm.stride[1] = c->sw;
+        prm.pad[0] = c->ph, prm.pad[1] = c->pw, prm.ceil_mode = c->ceil_mode;
+        prm.count_include_pad = c->include_pad;
+        unsigned sh = c->sh ? c->sh : c->kh, sw = c->sw ? c->sw : c->kw;
+        size_t P = pool_out(c->H, c->kh, sh, c->ph, c->ceil_mode),
+               Q = pool_out(c->W, c->kw, sw, c->pw, c->ceil_mode);
+        size_t planes = c->N * c->C, nx = planes * c->H * c->W, ny = planes * P * Q;
+        size_t xsh[4] = {c->N, c->C, c->H, c->W}, ysh[4] = {c->N, c->C, P, Q};
+        float *x = test_floats(nx), *dy = test_floats(ny), *y = test_floats(ny),
+              *dx = test_floats(nx);
+        test_random(x, nx, -1, 1);
+        test_random(dy, ny, -1, 1);
+        if (max) {
+            x[5] = x[4];   /* a tie: the first maximum takes the gradient */
+            x[nx - 1] = NAN; /* NaN counts as the largest */
+        }
+        oclml_tensor *X = test_tensor_from(4, xsh, x), *Y = test_tensor(4, ysh),
+                     *DY = test_tensor_from(4, ysh, dy), *DX = test_tensor(4, xsh);
+        if (max) {
+            ASSERT_OK(oclml_max_pool2d(T, &prm, X, Y));
+            ASSERT_OK(oclml_max_pool2d_backward(T, &prm, X, DY, DX));
+        } else {
+            ASSERT_OK(oclml_avg_pool2d(T, &prm, X, Y));
+            ASSERT_OK(oclml_avg_pool2d_backward(T, &prm, DY, DX));
+        }
+        test_read(Y, y, ny);
+        test_read(DX, dx, nx);
+        double *gref = test_doubles(nx);
+        for (size_t i = 0; i < nx; i++) gref[i] = 0;
+        for (size_t pl = 0; pl < planes; pl++)
+            for (size_t p = 0; p < P; p++)
+                for (size_t q = 0; q < Q; q++) {
+                    long at;
+                    double want = ref_window(c, x + pl * c->H * c->W, p, q, max, &at);
+                    float got = y[(pl * P + p) * Q + q];
+                    ck_assert_msg(isnan(want) ? isnan(got) : fabs(got - want) <= 1e-6,
+                                  "%s pool case %zu y[%zu,%zu,%zu] %g vs %g", max ? "max" : "avg",
+                                  t, pl, p, q, got, want);
+                    double g = dy[(pl * P + p) * Q + q];
+                    if (max)
+                        gref[pl * c->H * c->W + (size_t)at] += g;
+                    else { /* the mean's gradient: an equal share to each input of the window */
+                        long h0 = (long)(p * sh) - c->ph, w0 = (long)(q * sw) - c->pw;
+                        double cnt = 1.0 / ref_count(c, p, q);
+                        for (long r = 0; r < c->kh; r++)
+                            for (long s = 0; s < c->kw; s++) {
+                                long h = h0 + r, v = w0 + s;
+                                if (h >= 0 && h < (long)c->H && v >= 0 && v < (long)c->W)
+                                    gref[pl * c->H * c->W + (size_t)(h * (long)c->W + v)] +=
+                                        g * cnt;
+                            }
+                    }
+                }
+        for (size_t i = 0; i < nx; i++)
+            ck_assert_msg(fabs(dx[i] - gref[i]) <= 1e-5, "%s pool case %zu dx[%zu] %g vs %g",
+                          max ? "max" : "avg", t, i, dx[i], gref[i]);
+        oclml_tensor_destroy(X);
+        oclml_tensor_destroy(Y);
+        oclml_tensor_destroy(DY);
+        oclml_tensor_destroy(DX);
+        free(x);
+        free(dy);
+        free(y);
+        free(dx);
+        free(gref);
+    }
+}
+END_TEST
+
+START_TEST(bad_input_touches_nothing) {
+    oclml_conv2d_params prm;
+    oclml_conv2d_params_init(&prm);
+    size_t xsh[4] = {1, 2, 5, 5}, wsh[4] = {3, 2, 3, 3}, ysh[4] = {1, 3, 3, 3},
+           wrong[4] = {1, 3, 4, 3}, w3[4] = {3, 1, 3, 3}, bsh[1] = {3}, b4[1] = {4};
+    oclml_tensor *X = test_tensor(4, xsh), *Wt = test_tensor(4, wsh), *Y = test_tensor(4, ysh),
+                 *Yw = test_tensor(4, wrong), *Wg = test_tensor(4, w3), *B = test_tensor(1, bsh),
+                 *B4 = test_tensor(1, b4);
+    float xs[50], ws[54];
+    test_random(xs, 50, -1, 1);
+    test_random(ws, 54, -1, 1);
+    ASSERT_OK(oclml_tensor_write(X, xs, 50));
+    ASSERT_OK(oclml_tensor_write(Wt, ws, 54));
+    ASSERT_STATUS(oclml_conv2d(T, NULL, X, Wt, NULL, Y), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_conv2d(NULL, &prm, X, Wt, NULL, Y), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_conv2d(T, &prm, X, Wt, NULL, Yw), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_conv2d(T, &prm, X, Wg, NULL, Y), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_conv2d(T, &prm, X, Wt, B4, Y), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_conv2d(T, &prm, X, Wt, NULL, X), OCLML_ERR_INVALID_SHAPE);
+    oclml_conv2d_params bad = prm;
+    bad.stride[0] = 0;
+    ASSERT_STATUS(oclml_conv2d(T, &bad, X, Wt, NULL, Y), OCLML_ERR_INVALID_ARGUMENT);
+    bad = prm;
+    bad.groups = 2; /* 3 output channels are not divisible by 2 */
+    ASSERT_STATUS(oclml_conv2d(T, &bad, X, Wg, NULL, Y), OCLML_ERR_INVALID_SHAPE);
+    bad = prm;
+    bad.output_padding[0] = 1;
+    ASSERT_STATUS(oclml_conv2d(T, &bad, X, Wt, NULL, Y), OCLML_ERR_INVALID_ARGUMENT);
+    bad = prm;
+    bad.struct_size = 8;
+    ASSERT_STATUS(oclml_conv2d(T, &bad, X, Wt, NULL, Y), OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_conv2d_backward(T, &prm, X, Wt, Y, X, NULL, NULL, 0),
+                  OCLML_ERR_INVALID_ARGUMENT); /* dx aliases x */
+    ASSERT_STATUS(oclml_conv2d_backward(T, &prm, X, Wt, Y, NULL, Wt, NULL, 0),
+                  OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_conv_transpose2d(T, &prm, Y, Wt, NULL, Yw), OCLML_ERR_INVALID_SHAPE);
+    oclml_pool2d_params pp;
+    oclml_pool2d_params_init(&pp);
+    pp.pad[0] = 2; /* more than half the 2x2 window */
+    ASSERT_STATUS(oclml_max_pool2d(T, &pp, X, Y), OCLML_ERR_INVALID_ARGUMENT);
+    oclml_pool2d_params_init(&pp);
+    ASSERT_STATUS(oclml_max_pool2d(T, &pp, X, Y), OCLML_ERR_INVALID_SHAPE); /* 2x2 of 5x5 is 2x2 */
+    ASSERT_STATUS(oclml_avg_pool2d(T, NULL, X, Y), OCLML_ERR_NULL_POINTER);
+    float y[27], yw[36];
+    test_read(Y, y, 27);
+    test_read(Yw, yw, 36);
+    for (int i = 0; i < 27; i++) ck_assert(isnan(y[i]));
+    for (int i = 0; i < 36; i++) ck_assert(isnan(yw[i]));
+    ASSERT_OK(oclml_conv2d(T, &prm, X, Wt, B, Y)); /* the same tensors, correct call */
+    oclml_tensor *all[] = {X, Wt, Y, Yw, Wg, B, B4};
+    for (int i = 0; i < 7; i++) oclml_tensor_destroy(all[i]);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("conv");
+    TCase *tc = tcase_create("conv");
+    tcase_add_checked_fixture(tc, test_setup, test_teardown);
+    tcase_add_loop_test(tc, conv2d_cases, 0, 6);
+    tcase_add_loop_test(tc, conv_transpose2d_cases, 0, 6);
+    tcase_add_test(tc, conv2d_nan_policy);
+    tcase_add_loop_test(tc, pooling_cases, 0, 2);
+    tcase_add_test(tc, bad_input_touches_nothing);
+    suite_add_tcase(s, tc);
+    return test_main(s);
+}

@@ -1,0 +1,149 @@
+/* Convolution and pooling on the peer's shapes (torch_peers.py conv): the image world-model
+ * encoder (batch 256 at 64x64x3, 5x5 kernels, "same" padding, 3 -> 32 -> 64 -> 128 -> 256
+ * channels, each followed by a 2x2 max-pool) and ResNet layers (3x3 and 1x1, batch 64). Ops
+ * "conv2d" (forward with bias, 2 N K P Q C R S flops), "conv2d_fwd_bwd" (forward, then dx, dw and
+ * db: 3x the flops) and "maxpool2d" (5 bytes a input element: read it, write a quarter), with
+ * the peer's shape names. The error beside each convolution is the max over sampled outputs of
+ * |y - ref| / sum |x w| against a double-precision direct convolution. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct conv_bench {
+    size_t N, C, H, W, K, k;
+    unsigned s, p;
+} conv_bench;
+
+static const conv_bench SHAPES[] = {
+    {256, 3, 64, 64, 32, 5, 1, 2},   {256, 32, 32, 32, 64, 5, 1, 2},
+    {256, 64, 16, 16, 128, 5, 1, 2}, {256, 128, 8, 8, 256, 5, 1, 2},
+    {64, 64, 56, 56, 64, 3, 1, 1},   {64, 64, 56, 56, 256, 1, 1, 0},
+    {64, 128, 28, 28, 128, 3, 1, 1}, {64, 256, 14, 14, 256, 3, 1, 1},
+    {64, 256, 28, 28, 256, 3, 2, 1},
+};
+static const conv_bench QUICK[] = {{4, 3, 16, 16, 8, 5, 1, 2}, {4, 8, 8, 8, 16, 3, 2, 1}};
+
+typedef struct conv_args {
+    oclml_ctx *ctx;
+    oclml_conv2d_params p;
+    oclml_pool2d_params pool;
+    oclml_tensor *x, *w, *b, *y, *dy, *dx, *dw, *db, *pooled;
+} conv_args;
+
+static oclml_status fwd(void *u) {
+    conv_args *a = u;
+    return oclml_conv2d(a->ctx, &a->p, a->x, a->w, a->b, a->y);
+}
+
+static oclml_status fwd_bwd(void *u) {
+    conv_args *a = u;
+    oclml_status st = oclml_conv2d(a->ctx, &a->p, a->x, a->w, a->b, a->y);
+    if (!st) st = oclml_conv2d_backward(a->ctx, &a->p, a->x, a->w, a->dy, a->dx, a->dw, a->db, 0);
+    return st;
+}
+
+static oclml_status pool(void *u) {
+    conv_args *a = u;
+    return oclml_max_pool2d(a->ctx, &a->pool, a->y, a->pooled);
+}
+
+/* Max over 48 sampled outputs of |y - ref| / sum |x w| (+ |b|). */
+static double sampled_error(const conv_bench *c, size_t P, size_t Q, const float *x,
+                            const float *w, const float *b, const float *y) {
+    unsigned long long s = 777;
+    double worst = 0;
+    for (int t = 0; t < 48; t++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        size_t n = (size_t)(s >> 33) % c->N, kk = (size_t)(s >> 20) % c->K,
+               p = (size_t)(s >> 40) % P, q = (size_t)(s >> 11) % Q;
+        double ref = b[kk], scale = fabs((double)b[kk]);
+        for (size_t ch = 0; ch < c->C; ch++)
+            for (size_t r = 0; r < c->k; r++)
+                for (size_t t2 = 0; t2 < c->k; t2++) {
+                    long h = (long)(p * c->s + r) - c->p, v = (long)(q * c->s + t2) - c->p;
+                    if (h < 0 || h >= (long)c->H || v < 0 || v >= (long)c->W) continue;
+                    double term = (double)x[((n * c->C + ch) * c->H + h) * c->W + v] *
+                                  w[((kk * c->C + ch) * c->k + r) * c->k + t2];
+                    ref += term;
+                    scale += fabs(term);
+                }
+        double got = y[((n * c->K + kk) * P + p) * Q + q];
+        worst = fmax(worst, fabs(got - ref) / (scale > 0 ? scale : 1));
+    }
+    return worst;
+}
+
+static int bench_one(bench_env *env, const conv_bench *c) {
+    size_t P = (c->H + 2 * c->p - c->k) / c->s + 1, Q = (c->W + 2 * c->p - c->k) / c->s + 1;
+    size_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->K, c->C, c->k, c->k}, bs[1] = {c->K},
+           ys[4] = {c->N, c->K, P, Q}, ps[4] = {c->N, c->K, P / 2, Q / 2};
+    size_t nx = c->N * c->C * c->H * c->W, nw = c->K * c->C * c->k * c->k, ny = c->N * c->K * P * Q;
+    conv_args a = {.ctx = env->ctx};
+    oclml_conv2d_params_init(&a.p);
+    a.p.stride[0] = a.p.stride[1] = c->s;
+    a.p.pad_before[0] = a.p.pad_before[1] = a.p.pad_after[0] = a.p.pad_after[1] = c->p;
+    oclml_pool2d_params_init(&a.pool);
+    float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *b = malloc(c->K * sizeof *b),
+          *y = malloc(ny * sizeof *y);
+    oclml_status st = (x && w && b && y) ? OCLML_SUCCESS : OCLML_ERR_OUT_OF_MEMORY;
+    oclml_tensor **ts[] = {&a.x, &a.w, &a.b, &a.y, &a.dy, &a.dx, &a.dw, &a.db, &a.pooled};
+    const size_t *shapes[] = {xs, ws, bs, ys, ys, xs, ws, bs, ps};
+    const int dims[] = {4, 4, 1, 4, 4, 4, 4, 1, 4};
+    for (int i = 0; i < 9 && !st; i++) st = oclml_tensor_create(env->ctx, dims[i], shapes[i], ts[i]);
+    if (!st) {
+        bench_random(x, nx, 11);
+        bench_random(w, nw, 12);
+        bench_random(b, c->K, 13);
+        for (size_t i = 0; i < nw; i++) w[i] *= 0.1f;
+        st = oclml_tensor_write(a.x, x, nx);
+    }
+    if (!st) st = oclml_tensor_write(a.w, w, nw);
+    if (!st) st = oclml_tensor_write(a.b, b, c->K);
+    int rc = st ? bench_fail(env, st, "conv setup") : 0;
+    char shape[96], pshape[64], variant[160], plan[128] = "";
+    snprintf(shape, sizeof shape, "N%zu,C%zu,%zux%zu,K%zu,k%zu,s%u,p%u", c->N, c->C, c->H, c->W,
+             c->K, c->k, c->s, c->p);
+    oclml_gemm_plan(env->ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, c->K, P * Q, c->C * c->k * c->k,
+                    c->N, plan, sizeof plan);
+    snprintf(variant, sizeof variant, "im2col + GEMM: %s", plan);
+    double flops = 2.0 * c->N * c->K * P * Q * c->C * c->k * c->k;
+    bench_result r = {.op = "conv2d", .shape = shape, .variant = variant, .flops = flops};
+    if (!rc) rc = bench_time(env, fwd, &a, &r.t);
+    if (!rc && (st = oclml_tensor_read(a.y, y, ny))) rc = bench_fail(env, st, "download");
+    if (!rc) {
+        r.max_rel_err = sampled_error(c, P, Q, x, w, b, y);
+        bench_report(env, &r);
+        /* dy: the forward's output, any values serve for timing. */
+        st = oclml_copy(env->ctx, a.y, a.dy);
+        if (st) rc = bench_fail(env, st, "dy");
+    }
+    bench_result rb = {.op = "conv2d_fwd_bwd", .shape = shape, .variant = variant,
+                       .flops = 3 * flops, .max_rel_err = -1};
+    if (!rc) rc = bench_time(env, fwd_bwd, &a, &rb.t);
+    if (!rc) bench_report(env, &rb);
+    if (!rc && c->k == 5) { /* the encoder's layers are followed by a 2x2 max-pool */
+        snprintf(pshape, sizeof pshape, "N%zu,C%zu,%zux%zu,k2s2", c->N, c->K, P, Q);
+        bench_result rp = {.op = "maxpool2d", .shape = pshape, .variant = "one work-item an output",
+                           .bytes = 5.0 * ny, .max_rel_err = -1};
+        rc = bench_time(env, pool, &a, &rp.t);
+        if (!rc) bench_report(env, &rp);
+    }
+    for (int i = 0; i < 9; i++)
+        if (*ts[i]) oclml_tensor_destroy(*ts[i]);
+    free(x);
+    free(w);
+    free(b);
+    free(y);
+    return rc;
+}
+
+int bench_conv(bench_env *env) {
+    const conv_bench *list = env->quick ? QUICK : SHAPES;
+    size_t n = env->quick ? sizeof QUICK / sizeof QUICK[0] : sizeof SHAPES / sizeof SHAPES[0];
+    for (size_t i = 0; i < n; i++) {
+        int rc = bench_one(env, &list[i]);
+        if (rc) return rc;
+    }
+    return 0;
+}

@@ -15,11 +15,11 @@ typedef struct conv_case {
 } conv_case;
 
 static const conv_case CASES[] = {
-    {2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},  /* 3x3 "same" */
-    {2, 2, 9, 8, 3, 2, 3, 2, 2, 0, 1, 1, 0, 2, 1, 1, 1, 1},  /* stride 2, asymmetric pad, dilation */
-    {3, 4, 5, 5, 6, 3, 3, 1, 2, 1, 0, 1, 2, 1, 1, 2, 0, 1},  /* groups 2 */
-    {2, 5, 4, 3, 7, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0},  /* 1x1 */
-    {1, 3, 8, 8, 2, 4, 4, 1, 1, 1, 1, 2, 2, 1, 1, 1, 0, 0},  /* even kernel, TF "SAME" */
+    {2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, /* 3x3 "same" */
+    {2, 2, 9, 8, 3, 2, 3, 2, 2, 0, 1, 1, 0, 2, 1, 1, 1, 1}, /* stride 2, asymmetric pad, dilation */
+    {3, 4, 5, 5, 6, 3, 3, 1, 2, 1, 0, 1, 2, 1, 1, 2, 0, 1}, /* groups 2 */
+    {2, 5, 4, 3, 7, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0}, /* 1x1 */
+    {1, 3, 8, 8, 2, 4, 4, 1, 1, 1, 1, 2, 2, 1, 1, 1, 0, 0}, /* even kernel, TF "SAME" */
 };
 #define N_CASES (int)(sizeof CASES / sizeof CASES[0])
 
@@ -118,8 +118,8 @@ static void check_fd(const char *what, ref_fn *f, const conv_case *c, double *x,
         double down = objective(f, c, x, w, b, dy, P, Q, ny);
         v[i] = keep;
         double fd = (up - down) / (2 * step);
-        ck_assert_msg(fabs(got[i] - fd) <= 1e-4 * (fabs(fd) + 1), "%s[%zu] = %.7g, finite diff %.7g",
-                      what, i, got[i], fd);
+        ck_assert_msg(fabs(got[i] - fd) <= 1e-4 * (fabs(fd) + 1),
+                      "%s[%zu] = %.7g, finite diff %.7g", what, i, got[i], fd);
     }
 }
 
@@ -231,8 +231,8 @@ START_TEST(conv2d_nan_policy) {
                 for (size_t q = 0; q < c.W; q++) {
                     bool hit = n == 0 && labs((long)p - 3) <= 1 && labs((long)q - 2) <= 1;
                     float v = y[((n * c.K + k) * c.H + p) * c.W + q];
-                    ck_assert_msg(hit ? isnan(v) : isfinite(v), "y[%zu,%zu,%zu,%zu] = %g", n, k,
-                                  p, q, v);
+                    ck_assert_msg(hit ? isnan(v) : isfinite(v), "y[%zu,%zu,%zu,%zu] = %g", n, k, p,
+                                  q, v);
                 }
     oclml_tensor_destroy(X);
     oclml_tensor_destroy(Wt);
@@ -289,7 +289,8 @@ static double ref_window(const pool_case *c, const float *x, size_t p, size_t q,
             double xv = x[h * (long)c->W + v];
             inside++;
             sum += xv;
-            if (arg < 0 || (!isnan(best) && (xv > best || isnan(xv)))) best = xv, arg = h * (long)c->W + v;
+            if (arg < 0 || (!isnan(best) && (xv > best || isnan(xv))))
+                best = xv, arg = h * (long)c->W + v;
         }
     if (at) *at = arg;
     (void)inside;
@@ -315,7 +316,7 @@ START_TEST(pooling_cases) {
         test_random(x, nx, -1, 1);
         test_random(dy, ny, -1, 1);
         if (max) {
-            x[5] = x[4];   /* a tie: the first maximum takes the gradient */
+            x[5] = x[4];     /* a tie: the first maximum takes the gradient */
             x[nx - 1] = NAN; /* NaN counts as the largest */
         }
         oclml_tensor *X = test_tensor_from(4, xsh, x), *Y = test_tensor(4, ysh),

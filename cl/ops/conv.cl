@@ -9,8 +9,8 @@
  * a 1-D range of ulong indices. */
 #include "common.h"
 
-#define GEOM_ARGS                                                                                  \
-    uint C, uint H, uint W, uint R, uint S, uint P, uint Q, uint sh, uint sw, uint ph, uint pw,    \
+#define GEOM_ARGS                                                                               \
+    uint C, uint H, uint W, uint R, uint S, uint P, uint Q, uint sh, uint sw, uint ph, uint pw, \
         uint dh, uint dw
 
 #if OCLML_WANT(oclml_conv_im2col)
@@ -76,8 +76,7 @@ __kernel void oclml_conv_col2im(__global const float *col, uint n0, uint nb, uin
 /* out[k][i * PQ + pq] = y[n0 + i][k0 + k][pq] for k < Kg: a group's output-gradient rows of nb
  * images side by side, as one [Kg x nb PQ] matrix (K channels a image). */
 __kernel void oclml_conv_rows_side_by_side(__global const float *y, ulong y_off, uint n0, uint nb,
-                                           uint K, uint k0, uint Kg, uint PQ,
-                                           __global float *out) {
+                                           uint K, uint k0, uint Kg, uint PQ, __global float *out) {
     const ulong total = (ulong)nb * Kg * PQ;
     y += y_off;
     for (ulong e = get_global_id(0); e < total; e += get_global_size(0)) {

@@ -4,8 +4,8 @@
  * (PH, PW) on both sides; work-items stride over a 1-D range of ulong indices. */
 #include "common.h"
 
-#define POOL_ARGS                                                                                  \
-    ulong planes, uint H, uint W, uint P, uint Q, uint KH, uint KW, uint SH, uint SW, uint PH,     \
+#define POOL_ARGS                                                                              \
+    ulong planes, uint H, uint W, uint P, uint Q, uint KH, uint KW, uint SH, uint SW, uint PH, \
         uint PW
 
 /* The first maximum of window (p, q) of a plane as a flat index h * W + w (NaN counts as the
@@ -32,8 +32,8 @@ inline int window_argmax(__global const float *x, uint W, uint H, uint p, uint q
 }
 
 #if OCLML_WANT(oclml_max_pool2d)
-__kernel void oclml_max_pool2d(__global const float *x, ulong x_off, __global float *y,
-                               ulong y_off, POOL_ARGS) {
+__kernel void oclml_max_pool2d(__global const float *x, ulong x_off, __global float *y, ulong y_off,
+                               POOL_ARGS) {
     const ulong total = planes * P * Q;
     x += x_off;
     y += y_off;
@@ -95,8 +95,8 @@ inline float window_count(uint p, uint q, uint H, uint W, uint KH, uint KW, uint
 }
 
 #if OCLML_WANT(oclml_avg_pool2d)
-__kernel void oclml_avg_pool2d(__global const float *x, ulong x_off, __global float *y,
-                               ulong y_off, POOL_ARGS, uint include_pad) {
+__kernel void oclml_avg_pool2d(__global const float *x, ulong x_off, __global float *y, ulong y_off,
+                               POOL_ARGS, uint include_pad) {
     const ulong total = planes * P * Q;
     x += x_off;
     y += y_off;
@@ -135,8 +135,8 @@ __kernel void oclml_avg_pool2d_backward(__global const float *dy, ulong dy_off, 
         float sum = 0.0f;
         for (uint p = p0; p <= p1 && p < P; p++)
             for (uint q = q0; q <= q1 && q < Q; q++)
-                sum += dyp[p * Q + q] /
-                       window_count(p, q, H, W, KH, KW, SH, SW, PH, PW, include_pad);
+                sum +=
+                    dyp[p * Q + q] / window_count(p, q, H, W, KH, KW, SH, SW, PH, PW, include_pad);
         dx[e] = sum;
     }
 }

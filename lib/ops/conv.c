@@ -29,10 +29,8 @@ static size_t cg_rs(const conv_shape *s) { return s->C / s->groups * s->R * s->S
 
 void oclml_conv2d_params_init(oclml_conv2d_params *p) {
     if (!p) return;
-    *p = (oclml_conv2d_params){.struct_size = sizeof *p,
-                               .stride = {1, 1},
-                               .dilation = {1, 1},
-                               .groups = 1};
+    *p = (oclml_conv2d_params){
+        .struct_size = sizeof *p, .stride = {1, 1}, .dilation = {1, 1}, .groups = 1};
 }
 
 static oclml_status check_params(oclml_ctx *ctx, const oclml_conv2d_params *p, bool transposed) {
@@ -131,14 +129,14 @@ static oclml_status check_no_alias(oclml_ctx *ctx, const oclml_tensor *out, cons
 
 /* ---- launches of the data-movement kernels ---- */
 
-#define GEOM(s)                                                                                   \
+#define GEOM(s)                                                                                    \
     cl_uint g_C = (cl_uint)(s)->C, g_H = (cl_uint)(s)->H, g_W = (cl_uint)(s)->W,                   \
             g_R = (cl_uint)(s)->R, g_S = (cl_uint)(s)->S, g_P = (cl_uint)(s)->P,                   \
             g_Q = (cl_uint)(s)->Q, g_sh = (s)->sh, g_sw = (s)->sw, g_ph = (s)->ph, g_pw = (s)->pw, \
             g_dh = (s)->dh, g_dw = (s)->dw
-#define GEOM_ARGS                                                                                  \
-    OCLML_ARG(g_C), OCLML_ARG(g_H), OCLML_ARG(g_W), OCLML_ARG(g_R), OCLML_ARG(g_S),                \
-        OCLML_ARG(g_P), OCLML_ARG(g_Q), OCLML_ARG(g_sh), OCLML_ARG(g_sw), OCLML_ARG(g_ph),         \
+#define GEOM_ARGS                                                                          \
+    OCLML_ARG(g_C), OCLML_ARG(g_H), OCLML_ARG(g_W), OCLML_ARG(g_R), OCLML_ARG(g_S),        \
+        OCLML_ARG(g_P), OCLML_ARG(g_Q), OCLML_ARG(g_sh), OCLML_ARG(g_sw), OCLML_ARG(g_ph), \
         OCLML_ARG(g_pw), OCLML_ARG(g_dh), OCLML_ARG(g_dw)
 
 static oclml_status launch_1d(oclml_ctx *ctx, const char *name, const oclml__arg *args,
@@ -162,10 +160,9 @@ static oclml_status im2col(oclml_ctx *ctx, const conv_shape *s, const oclml_tens
              s_img = side_by_side ? pq : crs * pq;
     cl_uint un0 = (cl_uint)n0, unb = (cl_uint)nb, c0 = (cl_uint)(g * (s->C / s->groups)),
             Cg = (cl_uint)(s->C / s->groups);
-    oclml__arg args[] = {OCLML_ARG(xm),  OCLML_ARG(x_off), OCLML_ARG(un0),
-                         OCLML_ARG(unb), OCLML_ARG(c0),    OCLML_ARG(Cg),
-                         GEOM_ARGS,      OCLML_ARG(col),   OCLML_ARG(s_crs),
-                         OCLML_ARG(s_img)};
+    oclml__arg args[] = {OCLML_ARG(xm),    OCLML_ARG(x_off), OCLML_ARG(un0), OCLML_ARG(unb),
+                         OCLML_ARG(c0),    OCLML_ARG(Cg),    GEOM_ARGS,      OCLML_ARG(col),
+                         OCLML_ARG(s_crs), OCLML_ARG(s_img)};
     return launch_1d(ctx, "oclml_conv_im2col", args, 22, nb * crs * pq);
 }
 
@@ -178,8 +175,8 @@ static oclml_status col2im(oclml_ctx *ctx, const conv_shape *s, cl_mem col, size
     cl_ulong d_off = oclml__elem_offset(dx), b_off = oclml__opt_offset(bias);
     cl_uint un0 = (cl_uint)n0, unb = (cl_uint)nb, c0 = (cl_uint)(g * (s->C / s->groups)),
             Cg = (cl_uint)(s->C / s->groups), has_bias = bias != NULL;
-    oclml__arg args[] = {OCLML_ARG(col), OCLML_ARG(un0),   OCLML_ARG(unb), OCLML_ARG(c0),
-                         OCLML_ARG(Cg),  GEOM_ARGS,        OCLML_ARG(dm),  OCLML_ARG(d_off),
+    oclml__arg args[] = {OCLML_ARG(col), OCLML_ARG(un0),   OCLML_ARG(unb),     OCLML_ARG(c0),
+                         OCLML_ARG(Cg),  GEOM_ARGS,        OCLML_ARG(dm),      OCLML_ARG(d_off),
                          OCLML_ARG(bm),  OCLML_ARG(b_off), OCLML_ARG(has_bias)};
     return launch_1d(ctx, "oclml_conv_col2im", args, 23, nb * Cg * s->H * s->W);
 }
@@ -195,9 +192,9 @@ static oclml_status bias_grad(oclml_ctx *ctx, const oclml_tensor *y, size_t N, s
     cl_uint uN = (cl_uint)N, uK = (cl_uint)K, uPQ = (cl_uint)PQ, acc = accumulate != 0;
     size_t local = 1;
     while (local * 2 <= ctx->caps.max_work_group_size && local < 256) local *= 2;
-    oclml__arg args[] = {OCLML_ARG(ym), OCLML_ARG(y_off), OCLML_ARG(uN),
-                         OCLML_ARG(uK), OCLML_ARG(uPQ),   OCLML_ARG(dm),
-                         OCLML_ARG(d_off), OCLML_ARG(acc), OCLML_LOCAL(local * sizeof(float))};
+    oclml__arg args[] = {OCLML_ARG(ym),    OCLML_ARG(y_off), OCLML_ARG(uN),
+                         OCLML_ARG(uK),    OCLML_ARG(uPQ),   OCLML_ARG(dm),
+                         OCLML_ARG(d_off), OCLML_ARG(acc),   OCLML_LOCAL(local * sizeof(float))};
     size_t global = K * local;
     return oclml__launch(ctx, k, args, 9, 1, &global, &local, NULL);
 }
@@ -278,9 +275,8 @@ static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, cons
 }
 
 /* dw (+)= the weight gradient of conv given its input x and dy. */
-static oclml_status conv_backward_weight(oclml_ctx *ctx, const conv_shape *s,
-                                         const oclml_tensor *x, const oclml_tensor *dy,
-                                         oclml_tensor *dw, int accumulate) {
+static oclml_status conv_backward_weight(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
+                                         const oclml_tensor *dy, oclml_tensor *dw, int accumulate) {
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
     size_t nb = chunk_images(ctx, s, (crs + kg) * pq);
     cl_mem col = NULL, rows = NULL;

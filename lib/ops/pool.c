@@ -13,8 +13,7 @@ static const oclml__program_spec AVG_BWD = {KERNEL_FILE, NULL, "oclml_avg_pool2d
 
 void oclml_pool2d_params_init(oclml_pool2d_params *p) {
     if (!p) return;
-    *p = (oclml_pool2d_params){
-        .struct_size = sizeof *p, .kernel = {2, 2}, .count_include_pad = 1};
+    *p = (oclml_pool2d_params){.struct_size = sizeof *p, .kernel = {2, 2}, .count_include_pad = 1};
 }
 
 typedef struct pool_shape {
@@ -102,9 +101,8 @@ static oclml_status launch(oclml_ctx *ctx, const oclml__program_spec *spec,
         args[na++] = OCLML_ARG(offs[i]);
     }
     cl_ulong planes = s->planes;
-    cl_uint H = (cl_uint)s->H, W = (cl_uint)s->W, P = (cl_uint)s->P, Q = (cl_uint)s->Q,
-            kh = s->kh, kw = s->kw, sh = s->sh, sw = s->sw, ph = s->ph, pw = s->pw,
-            inc = include_pad != 0;
+    cl_uint H = (cl_uint)s->H, W = (cl_uint)s->W, P = (cl_uint)s->P, Q = (cl_uint)s->Q, kh = s->kh,
+            kw = s->kw, sh = s->sh, sw = s->sw, ph = s->ph, pw = s->pw, inc = include_pad != 0;
     oclml__arg geo[] = {OCLML_ARG(planes), OCLML_ARG(H),  OCLML_ARG(W),  OCLML_ARG(P),
                         OCLML_ARG(Q),      OCLML_ARG(kh), OCLML_ARG(kw), OCLML_ARG(sh),
                         OCLML_ARG(sw),     OCLML_ARG(ph), OCLML_ARG(pw), OCLML_ARG(inc)};
@@ -165,5 +163,6 @@ oclml_status oclml_avg_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params
 void oclml__pool_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     (void)ctx;
     bool avg = strstr(op, "avg") != NULL, bwd = strstr(op, "backward") != NULL;
-    oclml__warm_add(list, op, "pooling", avg ? (bwd ? AVG_BWD : AVG_FWD) : (bwd ? MAX_BWD : MAX_FWD));
+    oclml__warm_add(list, op, "pooling",
+                    avg ? (bwd ? AVG_BWD : AVG_FWD) : (bwd ? MAX_BWD : MAX_FWD));
 }

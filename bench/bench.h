@@ -61,6 +61,7 @@ int bench_copy_probe(bench_env *env, size_t n, bench_timing *t, double *max_err)
 int bench_copy(bench_env *env);
 int bench_gemm(bench_env *env);
 int bench_linear(bench_env *env);
+int bench_layout(bench_env *env);
 int bench_conv(bench_env *env);
 int bench_softmax(bench_env *env);
 int bench_norm(bench_env *env);

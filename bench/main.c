@@ -20,6 +20,8 @@ static const bench_cmd commands[] = {
     {"linear", bench_linear,
      "linear layer y = gelu(x W^T + b): forward, forward+backward (dx, dw, db), peer shapes"},
     {"conv", bench_conv, "conv2d forward and forward+backward, max-pool: encoder and ResNet shapes"},
+    {"layout", bench_layout,
+     "column sums, conv bias gradient, transpose, NCHW <-> NHWC, conv bias add (GB/s)"},
     {"softmax", bench_softmax, "softmax, log-softmax and softmax backward, canonical row shapes"},
     {"norm", bench_norm, "layernorm and RMSnorm forward and backward, canonical row shapes"},
     {"elementwise", bench_elementwise,

@@ -430,6 +430,38 @@ static oclml_status run_history_encode(op_case *c) {
     return ready(c) ? oclml_history_encode(c->ctx, x, NULL, y) : c->st;
 }
 
+/* Optimizers: an arena of three tensors (a 64 x 33 weight, its bias, a 1000-element vector),
+ * made while preparing and kept for the child's life (freed before its context). */
+static oclml_arena *optim_arena;
+static oclml_optim *optim_opt;
+
+static void optim_cleanup(void) {
+    oclml_optim_destroy(optim_opt);
+    oclml_arena_destroy(optim_arena);
+    optim_opt = NULL;
+    optim_arena = NULL;
+}
+
+static oclml_status optim_prepare(op_case *c, int with_optimizer) {
+    if (!c->preparing || c->st) return c->st;
+    const oclml_arena_shape shapes[] = {{2, {64, 33}}, {1, {33}}, {1, {1000}}};
+    c->st = oclml_arena_create(c->ctx, 3, shapes, &optim_arena);
+    oclml_optim_config cfg;
+    oclml_optim_config_init(&cfg, OCLML_OPTIM_ADAMW);
+    if (!c->st && with_optimizer) c->st = oclml_optim_create(c->ctx, optim_arena, &cfg, &optim_opt);
+    return c->st;
+}
+
+static oclml_status run_optim_step(op_case *c) {
+    optim_prepare(c, 1);
+    return ready(c) ? oclml_optim_step(optim_opt) : c->st;
+}
+
+static oclml_status run_arena_zero_grad(op_case *c) {
+    optim_prepare(c, 0);
+    return ready(c) ? oclml_arena_zero_grad(optim_arena) : c->st;
+}
+
 typedef struct runner {
     const char *op;
     runner_fn run;
@@ -480,6 +512,8 @@ static const runner RUNNERS[] = {
     {"gru_sequence", run_gru_sequence},
     {"rssm_rollout", run_rssm_rollout},
     {"history_encode", run_history_encode},
+    {"optim_step", run_optim_step},
+    {"arena_zero_grad", run_arena_zero_grad},
 };
 #define N_RUNNERS (sizeof RUNNERS / sizeof RUNNERS[0])
 
@@ -553,6 +587,7 @@ static int child_main(const char *op, const char *device) {
     double first = st ? -1 : timed_call(&c, run, "first call");
     double second = first < 0 ? -1 : timed_call(&c, run, "second call");
     if (second >= 0) rc = child_report(&c, ctx_ms, first, second);
+    optim_cleanup();
     for (int i = 0; i < MAX_SLOTS; i++)
         if (c.slot[i]) oclml_tensor_destroy(c.slot[i]);
     oclml_ctx_destroy(c.ctx);

@@ -28,6 +28,7 @@ static const bench_cmd commands[] = {
      "add, bias add, gelu, relu, backward, sum and max on 64M elements"},
     {"gru", bench_gru, "GRU step latency on the canonical (B, I, D)"},
     {"rssm", bench_rssm, "RSSM ensemble rollout, E5 T50 at D256 and D1024"},
+    {"optim", bench_optim, "Adam and AdamW steps on 16M and 64M flat parameters and 200 tensors"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -39,7 +40,7 @@ static void usage(void) {
         "  --json FILE    also write one JSON object per result line (BENCH.md)\n"
         "  --reps N       timed repetitions (default 20), --warm N warm-up runs (default 3)\n"
         "  --sizes LIST   comma-separated sizes for the subcommand instead of its defaults\n"
-        "                 (copy, gemm, elementwise: N; softmax, norm: ROWSxCOLS; gru: BxIxD;\n"
+        "                 (copy, gemm, elementwise, optim: N; softmax, norm: ROWSxCOLS; gru: BxIxD;\n"
         "                 linear: MxINxOUT)\n"
         "  --quick        small default sizes (CPU devices, smoke runs)\n"
         "subcommands:\n");

@@ -29,6 +29,7 @@ SUITES = {
     "gelu_bwd": "elementwise", "relu": "elementwise", "silu_bwd": "elementwise",
     "sum": "elementwise", "max": "elementwise",
     "gru_step": "gru", "rssm_rollout": "rssm",
+    "adam": "optim", "adamw": "optim", "adamw_clip": "optim",
     "col_sum": "layout", "conv_bias_grad": "layout", "transpose2d": "layout",
     "nchw_to_nhwc": "layout", "nhwc_to_nchw": "layout", "add_bias_nchw": "layout",
 }

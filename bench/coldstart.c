@@ -313,6 +313,33 @@ static oclml_status run_log_softmax_backward(op_case *c) {
     return ready(c) ? oclml_log_softmax_backward(c->ctx, y, dy, dx) : c->st;
 }
 
+/* Losses on the row shape (64 rows of 1024 classes), loss and gradients in one call. */
+static oclml_status run_cross_entropy(op_case *c) {
+    oclml_tensor *x = input(c, 0, &ROWS, -1, 1), *t = input(c, 1, &PER_ROW, 3, 3),
+                 *loss = output(c, 2, &SCALAR), *dx = output(c, 3, &ROWS);
+    return ready(c) ? oclml_cross_entropy(c->ctx, NULL, x, t, NULL, loss, dx) : c->st;
+}
+
+static oclml_status run_kl_div_logits(op_case *c) {
+    oclml_tensor *p = input(c, 0, &ROWS, -1, 1), *q = input(c, 1, &ROWS, -1, 1),
+                 *loss = output(c, 2, &SCALAR), *dp = output(c, 3, &ROWS),
+                 *dq = output(c, 4, &ROWS);
+    return ready(c) ? oclml_kl_div_logits(c->ctx, NULL, p, q, NULL, loss, dp, dq) : c->st;
+}
+
+static oclml_status run_pointwise_loss(op_case *c, int which) {
+    oclml_tensor *x = input(c, 0, &ROWS, -1, 1), *t = input(c, 1, &ROWS, 0, 1),
+                 *loss = output(c, 2, &SCALAR), *dx = output(c, 3, &ROWS);
+    if (!ready(c)) return c->st;
+    if (which == 0) return oclml_mse_loss(c->ctx, NULL, x, t, NULL, loss, dx);
+    if (which == 1) return oclml_huber_loss(c->ctx, NULL, x, t, NULL, loss, dx);
+    return oclml_bce_with_logits(c->ctx, NULL, x, t, NULL, loss, dx);
+}
+
+static oclml_status run_mse_loss(op_case *c) { return run_pointwise_loss(c, 0); }
+static oclml_status run_huber_loss(op_case *c) { return run_pointwise_loss(c, 1); }
+static oclml_status run_bce_with_logits(op_case *c) { return run_pointwise_loss(c, 2); }
+
 static oclml_status run_layernorm(op_case *c) {
     oclml_tensor *x = input(c, 0, &ROWS, -1, 1), *g = input(c, 1, &ROW, 0.5f, 1.5f);
     oclml_tensor *b = input(c, 2, &ROW, -1, 1), *y = output(c, 3, &ROWS);
@@ -507,6 +534,11 @@ static const runner RUNNERS[] = {
     {"rmsnorm", run_rmsnorm},
     {"layernorm_backward", run_layernorm_backward},
     {"rmsnorm_backward", run_rmsnorm_backward},
+    {"cross_entropy", run_cross_entropy},
+    {"mse_loss", run_mse_loss},
+    {"huber_loss", run_huber_loss},
+    {"bce_with_logits", run_bce_with_logits},
+    {"kl_div_logits", run_kl_div_logits},
     {"gru_step", run_gru_step},
     {"gru_step_backward", run_gru_step_backward},
     {"gru_sequence", run_gru_sequence},

@@ -19,6 +19,8 @@ static const bench_cmd commands[] = {
     {"gemm", bench_gemm, "SGEMM: own kernels and CLBlast, square, transformer, skinny, batched"},
     {"linear", bench_linear,
      "linear layer y = gelu(x W^T + b): forward, forward+backward (dx, dw, db), peer shapes"},
+    {"loss", bench_loss,
+     "cross-entropy forward and forward+backward (peer shapes), KL of categorical logits, MSE"},
     {"conv", bench_conv, "conv2d forward and forward+backward, max-pool: encoder and ResNet shapes"},
     {"layout", bench_layout,
      "column sums, conv bias gradient, transpose, NCHW <-> NHWC, conv bias add (GB/s)"},
@@ -41,7 +43,7 @@ static void usage(void) {
         "  --reps N       timed repetitions (default 20), --warm N warm-up runs (default 3)\n"
         "  --sizes LIST   comma-separated sizes for the subcommand instead of its defaults\n"
         "                 (copy, gemm, elementwise, optim: N; softmax, norm: ROWSxCOLS; gru: BxIxD;\n"
-        "                 linear: MxINxOUT)\n"
+        "                 linear: MxINxOUT; loss: ROWSxCLASSES)\n"
         "  --quick        small default sizes (CPU devices, smoke runs)\n"
         "subcommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)

@@ -1,0 +1,478 @@
+/* Losses with PyTorch's semantics (cl/ops/loss.cl): cross-entropy fused with log-softmax, KL
+ * divergence between categorical logits (both on the row-op layout of rows.c: one read of a row
+ * held in registers, chunked for long rows), and the pointwise MSE, Huber and BCE-with-logits.
+ * Each computes the loss and the gradients in the same launch; reductions are deterministic
+ * (per-row or per-group partials summed by one work-group in a fixed order). */
+#include "ops/ops.h"
+#include "ops/rows.h"
+
+#include "../../cl/include/loss_abi.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+
+#define FILE_CL "loss.cl"
+
+static const oclml__row_family XENT_IDX = {FILE_CL, "oclml_xent_rows",
+                                           "oclml_xent_part oclml_xent_finish", 1, NULL};
+/* Probability targets keep the target row in registers too. */
+static const oclml__row_family XENT_PROB = {FILE_CL, "oclml_xent_rows",
+                                            "oclml_xent_part oclml_xent_finish", 2, NULL};
+static const oclml__row_family KL = {FILE_CL, "oclml_kl_rows", "oclml_kl_part oclml_kl_finish", 2,
+                                     NULL};
+static const oclml__program_spec REDUCE_SPEC = {FILE_CL, NULL, "oclml_loss_finish oclml_xent_count",
+                                                0};
+static const oclml__program_spec POINTWISE_SPEC = {FILE_CL, NULL,
+                                                   "oclml_loss_pointwise oclml_loss_finish", 0};
+
+void oclml_loss_params_init(oclml_loss_params *p) {
+    if (!p) return;
+    memset(p, 0, sizeof *p);
+    p->struct_size = sizeof *p;
+    p->reduction = OCLML_LOSS_MEAN;
+    p->ignore_index = -100;
+    p->label_smoothing = 0.0f;
+    p->delta = 1.0f;
+}
+
+/* ---- validation ---- */
+
+static oclml_status check_params(oclml_ctx *ctx, const oclml_loss_params *p) {
+    if (p->struct_size < sizeof *p)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "params.struct_size is %zu, expected %zu: call oclml_loss_params_init",
+                           p->struct_size, sizeof *p);
+    if ((unsigned)p->reduction > OCLML_LOSS_NONE)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "params.reduction %d is not an oclml_loss_reduction", (int)p->reduction);
+    return OCLML_SUCCESS;
+}
+
+/* The loss output: one element for mean and sum, `items` for none. */
+static oclml_status check_loss_out(oclml_ctx *ctx, const oclml_loss_params *p,
+                                   const oclml_tensor *t, const char *name, size_t items,
+                                   const char *what) {
+    if (!t) return OCLML_SUCCESS;
+    oclml_status st = oclml__check_tensor(ctx, t, name);
+    if (st) return st;
+    size_t want = p->reduction == OCLML_LOSS_NONE ? items : 1;
+    if (t->numel != want)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "%s has %zu elements; reduction %s wants %zu (%s)", name, t->numel,
+                           p->reduction == OCLML_LOSS_NONE ? "none" : "mean/sum", want,
+                           p->reduction == OCLML_LOSS_NONE ? what : "one value");
+    return OCLML_SUCCESS;
+}
+
+/* Whether two tensors are the same elements (an in-place gradient). */
+static bool same_region(const oclml_tensor *a, const oclml_tensor *b) {
+    return a && b && a->mem == b->mem && a->offset_bytes == b->offset_bytes && a->numel == b->numel;
+}
+
+/* Outputs may not overlap inputs or each other, except a gradient that is exactly its own input
+ * (in place). outs[i] may be NULL; own[i] is the input outs[i] may replace. */
+static oclml_status check_alias(oclml_ctx *ctx, const oclml_tensor *const *outs,
+                                const char *const *out_names, const oclml_tensor *const *own,
+                                int n_out, const oclml_tensor *const *ins,
+                                const char *const *in_names, int n_in) {
+    for (int o = 0; o < n_out; o++) {
+        const oclml_tensor *t = outs[o];
+        if (!t) continue;
+        for (int i = 0; i < n_in; i++) {
+            const oclml_tensor *u = ins[i];
+            if (!u || !oclml__overlap(t, u)) continue;
+            if (u == own[o] && same_region(t, u)) continue;
+            return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                               "output '%s' overlaps '%s' in memory (a gradient may only be its "
+                               "own input, in place)",
+                               out_names[o], in_names[i]);
+        }
+        for (int j = 0; j < o; j++)
+            if (oclml__overlap(t, outs[j]))
+                return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "outputs '%s' and '%s' overlap",
+                                   out_names[j], out_names[o]);
+    }
+    return OCLML_SUCCESS;
+}
+
+/* The upstream gradient: one element, or `items` for reduction none. */
+static oclml_status check_dloss(oclml_ctx *ctx, const oclml_loss_params *p,
+                                const oclml_tensor *dloss, size_t items) {
+    if (!dloss) return OCLML_SUCCESS;
+    oclml_status st = oclml__check_tensor(ctx, dloss, "dloss");
+    if (st) return st;
+    size_t want = p->reduction == OCLML_LOSS_NONE ? items : 1;
+    if (dloss->numel != want)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "dloss has %zu elements, expected %zu (the loss's)", dloss->numel, want);
+    return OCLML_SUCCESS;
+}
+
+static size_t pow2_floor(size_t v) {
+    size_t p = 1;
+    while (p * 2 <= v) p *= 2;
+    return p;
+}
+
+/* One work-group for the small reductions: up to 256 work-items. */
+static size_t reduce_local(const oclml_ctx *ctx) {
+    size_t wg = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256;
+    return pow2_floor(wg ? wg : 1);
+}
+
+/* out[0] = sum of part[0 .. n) (divided for the mean). */
+static oclml_status launch_finish(oclml_ctx *ctx, cl_mem part, size_t n, const oclml_tensor *out,
+                                  cl_mem cnt, cl_uint flags, float n_div) {
+    cl_kernel k;
+    oclml_status st = oclml__kernel(ctx, &REDUCE_SPEC, "oclml_loss_finish", &k);
+    if (st) return st;
+    size_t local = reduce_local(ctx);
+    cl_ulong un = n, ooff = oclml__elem_offset(out);
+    cl_mem om = out->mem;
+    oclml__arg args[] = {
+        OCLML_ARG(part), OCLML_ARG(un),    OCLML_ARG(om),    OCLML_ARG(ooff),
+        OCLML_ARG(cnt),  OCLML_ARG(flags), OCLML_ARG(n_div), OCLML_LOCAL(local * sizeof(float))};
+    return oclml__launch(ctx, k, args, 8, 1, &local, &local, NULL);
+}
+
+/* The flags every loss shares: what to write, the upstream gradient, the mean. */
+static cl_uint base_flags(const oclml_loss_params *p, const oclml_tensor *loss,
+                          const oclml_tensor *dloss) {
+    cl_uint f = loss ? OCLML_LOSSF_WANT_LOSS : 0;
+    if (dloss) f |= OCLML_LOSSF_DLOSS;
+    if (dloss && p->reduction == OCLML_LOSS_NONE) f |= OCLML_LOSSF_DLOSS_EACH;
+    if (p->reduction == OCLML_LOSS_MEAN) f |= OCLML_LOSSF_MEAN;
+    return f;
+}
+
+/* Rows and columns of a tensor along its last axis. */
+static oclml_status rows_cols(oclml_ctx *ctx, const oclml_tensor *t, const char *name, size_t *rows,
+                              size_t *cols) {
+    oclml_status st = oclml__check_tensor(ctx, t, name);
+    if (st) return st;
+    *cols = t->shape[t->ndim - 1];
+    *rows = t->numel / *cols;
+    return OCLML_SUCCESS;
+}
+
+/* ======================== cross-entropy ======================== */
+
+typedef struct xent_call {
+    const oclml_loss_params *p;
+    const oclml_tensor *logits, *target, *dloss;
+    oclml_tensor *loss, *dlogits;
+} xent_call;
+
+static oclml_status xent_check(oclml_ctx *ctx, const xent_call *c, size_t *rows, size_t *cols) {
+    const oclml_loss_params *p = c->p;
+    oclml_status st = check_params(ctx, p);
+    if (!st) st = rows_cols(ctx, c->logits, "logits", rows, cols);
+    if (st) return st;
+    if (!(p->label_smoothing >= 0.0f && p->label_smoothing <= 1.0f))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "params.label_smoothing is %g, must be in [0, 1]",
+                           (double)p->label_smoothing);
+    if (p->ignore_index <= -(1 << 24) || p->ignore_index >= (1 << 24))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "params.ignore_index %d: targets are floats, exact below 2^24 in "
+                           "magnitude",
+                           p->ignore_index);
+    if (!p->probabilities && *cols >= (1u << 24))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "%zu classes: class indices are floats, exact below 2^24", *cols);
+    if (p->probabilities)
+        st = oclml__check_same_shape(ctx, c->logits, "logits", c->target, "target");
+    else
+        st = oclml__check_numel(ctx, c->target, "target", *rows);
+    if (st) {
+        if (st == OCLML_ERR_INVALID_SHAPE && !p->probabilities)
+            oclml__fail(ctx, st,
+                        "target has %zu elements: class indices want one per row of logits (%zu)",
+                        c->target->numel, *rows);
+        return st;
+    }
+    if (!c->loss && !c->dlogits)
+        return oclml__fail(ctx, OCLML_ERR_NULL_POINTER,
+                           "loss and dlogits are both NULL: nothing to compute");
+    st = check_loss_out(ctx, p, c->loss, "loss", *rows, "one per row");
+    if (!st && c->dlogits)
+        st = oclml__check_same_shape(ctx, c->logits, "logits", c->dlogits, "dlogits");
+    if (!st) st = check_dloss(ctx, p, c->dloss, *rows);
+    if (st) return st;
+    const oclml_tensor *outs[] = {c->loss, c->dlogits}, *own[] = {NULL, c->logits};
+    const oclml_tensor *ins[] = {c->logits, c->target, c->dloss};
+    const char *const on[] = {"loss", "dlogits"}, *const in[] = {"logits", "target", "dloss"};
+    return check_alias(ctx, outs, on, own, 2, ins, in, 3);
+}
+
+static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan) {
+    const xent_call *c = call;
+    const oclml_loss_params *p = c->p;
+    size_t rows, cols;
+    oclml_status st = xent_check(ctx, c, &rows, &cols);
+    if (st) return st;
+    const bool probs = p->probabilities != 0;
+    const oclml__row_family *f = probs ? &XENT_PROB : &XENT_IDX;
+    bool vec4 = oclml__vec4_offset(c->logits) && oclml__vec4_offset(c->dlogits) &&
+                (!probs || oclml__vec4_offset(c->target));
+    oclml__row_plan plan;
+    if ((st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &plan))) return st;
+    if (probs && !plan.long_rows)
+        strncat(plan.defines, " -DXENT_PROBS=1", sizeof plan.defines - strlen(plan.defines) - 1);
+
+    cl_uint flags = base_flags(p, c->loss, c->dloss);
+    if (c->dlogits) flags |= OCLML_LOSSF_WANT_DX;
+    if (probs) flags |= OCLML_LOSSF_PROBS;
+    const bool reduce = c->loss && p->reduction != OCLML_LOSS_NONE;
+    const bool count = !probs && p->reduction == OCLML_LOSS_MEAN;
+    if (count) flags |= OCLML_LOSSF_COUNT;
+    cl_mem cnt = NULL, lr = NULL, part = NULL;
+    if (count && (st = oclml__scratch_get(ctx, sizeof(float), &cnt))) return st;
+    if (!st && reduce) st = oclml__scratch_get(ctx, rows * sizeof(float), &lr);
+    if (st) goto done;
+    if (count) {
+        /* The mean's divisor: rows whose target is not ignore_index. */
+        cl_kernel k;
+        if ((st = oclml__kernel(ctx, &REDUCE_SPEC, "oclml_xent_count", &k))) goto done;
+        size_t local = reduce_local(ctx);
+        cl_mem tm = c->target->mem;
+        cl_ulong toff = oclml__elem_offset(c->target), ur = rows;
+        float ign = (float)p->ignore_index;
+        oclml__arg a[] = {OCLML_ARG(tm),  OCLML_ARG(toff), OCLML_ARG(ur),
+                          OCLML_ARG(ign), OCLML_ARG(cnt),  OCLML_LOCAL(local * sizeof(cl_uint))};
+        if ((st = oclml__launch(ctx, k, a, 6, 1, &local, &local, NULL))) goto done;
+    }
+    {
+        cl_mem xm = c->logits->mem, tm = c->target->mem, dxm = oclml__opt_mem(c->dlogits),
+               dlm = oclml__opt_mem(c->dloss);
+        cl_mem lrm = reduce ? lr : oclml__opt_mem(c->loss);
+        cl_ulong xoff = oclml__elem_offset(c->logits), toff = oclml__elem_offset(c->target),
+                 dxoff = oclml__opt_offset(c->dlogits), dloff = oclml__opt_offset(c->dloss),
+                 lroff = reduce ? 0 : oclml__opt_offset(c->loss);
+        float ign = (float)p->ignore_index, eps = p->label_smoothing, n_div = (float)rows;
+        oclml__arg args[] = {OCLML_ARG(xm),  OCLML_ARG(xoff),  OCLML_ARG(tm),    OCLML_ARG(toff),
+                             OCLML_ARG(lrm), OCLML_ARG(lroff), OCLML_ARG(dxm),   OCLML_ARG(dxoff),
+                             OCLML_ARG(dlm), OCLML_ARG(dloff), OCLML_ARG(cnt),   OCLML_ARG(flags),
+                             OCLML_ARG(ign), OCLML_ARG(eps),   OCLML_ARG(n_div), {0, NULL}};
+        if (!plan.long_rows) {
+            st = oclml__row_launch(ctx, f, &plan, args, 15, replan);
+        } else {
+            size_t nfl = (size_t)plan.nchunks * OCLML_XENT_PART + 1;
+            if ((st = oclml__scratch_get(ctx, rows * nfl * sizeof(float), &part))) goto done;
+            oclml__arg a1[] = {args[0],         args[1],          args[2],  args[3],
+                               OCLML_ARG(part), OCLML_ARG(flags), args[12], args[13]};
+            st = oclml__row_launch_long(ctx, f, false, &plan, a1, 8);
+            args[15] = OCLML_ARG(part);
+            if (!st) st = oclml__row_launch_long(ctx, f, true, &plan, args, 16);
+        }
+    }
+    if (!st && reduce) st = launch_finish(ctx, lr, rows, c->loss, cnt, flags, (float)rows);
+done:
+    if (cnt) oclml__scratch_put(ctx, cnt);
+    if (lr) oclml__scratch_put(ctx, lr);
+    if (part) oclml__scratch_put(ctx, part);
+    return st;
+}
+
+static const oclml_loss_params *params_or_default(const oclml_loss_params *p,
+                                                  oclml_loss_params *def) {
+    if (p) return p;
+    oclml_loss_params_init(def);
+    return def;
+}
+
+oclml_status oclml_cross_entropy(oclml_ctx *ctx, const oclml_loss_params *params,
+                                 const oclml_tensor *logits, const oclml_tensor *target,
+                                 const oclml_tensor *dloss, oclml_tensor *loss,
+                                 oclml_tensor *dlogits) {
+    oclml_loss_params def;
+    xent_call c = {params_or_default(params, &def), logits, target, dloss, loss, dlogits};
+    oclml_status st = oclml__check_ctx(ctx);
+    return st ? st : oclml__row_retry(ctx, xent_attempt, &c);
+}
+
+/* ======================== KL divergence between logits ======================== */
+
+typedef struct kl_call {
+    const oclml_loss_params *p;
+    const oclml_tensor *a, *b, *dloss;
+    oclml_tensor *loss, *da, *db;
+} kl_call;
+
+static oclml_status kl_check(oclml_ctx *ctx, const kl_call *c, size_t *rows, size_t *cols) {
+    oclml_status st = check_params(ctx, c->p);
+    if (!st) st = rows_cols(ctx, c->a, "p_logits", rows, cols);
+    if (!st) st = oclml__check_same_shape(ctx, c->a, "p_logits", c->b, "q_logits");
+    if (st) return st;
+    if (!c->loss && !c->da && !c->db)
+        return oclml__fail(ctx, OCLML_ERR_NULL_POINTER,
+                           "loss, dp and dq are all NULL: nothing to compute");
+    st = check_loss_out(ctx, c->p, c->loss, "loss", *rows, "one per row");
+    if (!st && c->da) st = oclml__check_same_shape(ctx, c->a, "p_logits", c->da, "dp");
+    if (!st && c->db) st = oclml__check_same_shape(ctx, c->a, "p_logits", c->db, "dq");
+    if (!st) st = check_dloss(ctx, c->p, c->dloss, *rows);
+    if (st) return st;
+    const oclml_tensor *outs[] = {c->loss, c->da, c->db}, *own[] = {NULL, c->a, c->b};
+    const oclml_tensor *ins[] = {c->a, c->b, c->dloss};
+    const char *const on[] = {"loss", "dp", "dq"}, *const in[] = {"p_logits", "q_logits", "dloss"};
+    return check_alias(ctx, outs, on, own, 3, ins, in, 3);
+}
+
+static oclml_status kl_attempt(oclml_ctx *ctx, const void *call, bool *replan) {
+    const kl_call *c = call;
+    const oclml_loss_params *p = c->p;
+    size_t rows, cols;
+    oclml_status st = kl_check(ctx, c, &rows, &cols);
+    if (st) return st;
+    bool vec4 = oclml__vec4_offset(c->a) && oclml__vec4_offset(c->b) && oclml__vec4_offset(c->da) &&
+                oclml__vec4_offset(c->db);
+    oclml__row_plan plan;
+    if ((st = oclml__row_plan_for(ctx, &KL, rows, cols, vec4, &plan))) return st;
+    cl_uint flags = base_flags(p, c->loss, c->dloss);
+    if (c->da) flags |= OCLML_LOSSF_WANT_DX;
+    if (c->db) flags |= OCLML_LOSSF_WANT_DQ;
+    const bool reduce = c->loss && p->reduction != OCLML_LOSS_NONE;
+    cl_mem lr = NULL, part = NULL;
+    if (reduce && (st = oclml__scratch_get(ctx, rows * sizeof(float), &lr))) return st;
+    cl_mem am = c->a->mem, bm = c->b->mem, dam = oclml__opt_mem(c->da), dbm = oclml__opt_mem(c->db),
+           dlm = oclml__opt_mem(c->dloss);
+    cl_mem lrm = reduce ? lr : oclml__opt_mem(c->loss);
+    cl_ulong aoff = oclml__elem_offset(c->a), boff = oclml__elem_offset(c->b),
+             daoff = oclml__opt_offset(c->da), dboff = oclml__opt_offset(c->db),
+             dloff = oclml__opt_offset(c->dloss), lroff = reduce ? 0 : oclml__opt_offset(c->loss);
+    float n_div = (float)rows;
+    oclml__arg args[] = {OCLML_ARG(am),    OCLML_ARG(aoff),  OCLML_ARG(bm),  OCLML_ARG(boff),
+                         OCLML_ARG(lrm),   OCLML_ARG(lroff), OCLML_ARG(dam), OCLML_ARG(daoff),
+                         OCLML_ARG(dbm),   OCLML_ARG(dboff), OCLML_ARG(dlm), OCLML_ARG(dloff),
+                         OCLML_ARG(flags), OCLML_ARG(n_div), {0, NULL}};
+    if (!plan.long_rows) {
+        st = oclml__row_launch(ctx, &KL, &plan, args, 14, replan);
+    } else {
+        size_t nfl = (size_t)plan.nchunks * OCLML_KL_PART;
+        st = oclml__scratch_get(ctx, rows * nfl * sizeof(float), &part);
+        oclml__arg a1[] = {args[0], args[1], args[2], args[3], OCLML_ARG(part)};
+        if (!st) st = oclml__row_launch_long(ctx, &KL, false, &plan, a1, 5);
+        args[14] = OCLML_ARG(part);
+        if (!st) st = oclml__row_launch_long(ctx, &KL, true, &plan, args, 15);
+    }
+    if (!st && reduce) st = launch_finish(ctx, lr, rows, c->loss, NULL, flags, n_div);
+    if (lr) oclml__scratch_put(ctx, lr);
+    if (part) oclml__scratch_put(ctx, part);
+    return st;
+}
+
+oclml_status oclml_kl_div_logits(oclml_ctx *ctx, const oclml_loss_params *params,
+                                 const oclml_tensor *p_logits, const oclml_tensor *q_logits,
+                                 const oclml_tensor *dloss, oclml_tensor *loss, oclml_tensor *dp,
+                                 oclml_tensor *dq) {
+    oclml_loss_params def;
+    kl_call c = {params_or_default(params, &def), p_logits, q_logits, dloss, loss, dp, dq};
+    oclml_status st = oclml__check_ctx(ctx);
+    return st ? st : oclml__row_retry(ctx, kl_attempt, &c);
+}
+
+/* ======================== pointwise losses ======================== */
+
+static oclml_status pointwise(oclml_ctx *ctx, cl_uint kind, const oclml_loss_params *params,
+                              const oclml_tensor *x, const oclml_tensor *t,
+                              const oclml_tensor *dloss, oclml_tensor *loss, oclml_tensor *dx) {
+    static const char *const XN[] = {"input", "input", "logits"}, *const DN[] = {"dinput", "dinput",
+                                                                                 "dlogits"};
+    oclml_loss_params def;
+    const oclml_loss_params *p = params_or_default(params, &def);
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = check_params(ctx, p);
+    if (!st) st = oclml__check_same_shape(ctx, x, XN[kind], t, "target");
+    if (st) return st;
+    const size_t n = x->numel, cols = x->shape[x->ndim - 1];
+    const oclml_tensor *pw = kind == OCLML_LOSSK_BCE ? p->pos_weight : NULL;
+    if (kind == OCLML_LOSSK_HUBER && !(p->delta > 0.0f && isfinite(p->delta)))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "params.delta is %g, must be positive and finite", (double)p->delta);
+    if (pw && (st = oclml__check_numel(ctx, pw, "pos_weight", cols))) {
+        if (st == OCLML_ERR_INVALID_SHAPE)
+            oclml__fail(ctx, st,
+                        "pos_weight has %zu elements, expected one per class (%zu, %s's "
+                        "last dimension)",
+                        pw->numel, cols, XN[kind]);
+        return st;
+    }
+    if (!loss && !dx)
+        return oclml__fail(ctx, OCLML_ERR_NULL_POINTER,
+                           "loss and %s are both NULL: nothing to compute", DN[kind]);
+    st = check_loss_out(ctx, p, loss, "loss", n, "one per element");
+    if (!st && dx) st = oclml__check_same_shape(ctx, x, XN[kind], dx, DN[kind]);
+    if (!st) st = check_dloss(ctx, p, dloss, n);
+    if (st) return st;
+    const oclml_tensor *outs[] = {loss, dx}, *own[] = {NULL, x};
+    const oclml_tensor *ins[] = {x, t, dloss, pw};
+    const char *const on[] = {"loss", DN[kind]}, *const in[] = {XN[kind], "target", "dloss",
+                                                                "pos_weight"};
+    if ((st = check_alias(ctx, outs, on, own, 2, ins, in, 4))) return st;
+
+    cl_kernel k;
+    if ((st = oclml__kernel(ctx, &POINTWISE_SPEC, "oclml_loss_pointwise", &k))) return st;
+    size_t local = reduce_local(ctx), groups = (n + local - 1) / local;
+    size_t cap = (size_t)(ctx->caps.compute_units ? ctx->caps.compute_units : 1) * 32;
+    if (groups > cap) groups = cap;
+    size_t global = groups * local;
+    const bool reduce = loss && p->reduction != OCLML_LOSS_NONE;
+    cl_uint flags = base_flags(p, loss, dloss) | (dx ? OCLML_LOSSF_WANT_DX : 0) |
+                    (pw ? OCLML_LOSSF_POS_WEIGHT : 0) | (reduce ? OCLML_LOSSF_REDUCE : 0);
+    cl_mem part = NULL;
+    if (reduce && (st = oclml__scratch_get(ctx, groups * sizeof(float), &part))) return st;
+    cl_mem xm = x->mem, tm = t->mem, pwm = oclml__opt_mem(pw),
+           lm = reduce ? NULL : oclml__opt_mem(loss), dxm = oclml__opt_mem(dx),
+           dlm = oclml__opt_mem(dloss);
+    cl_ulong xoff = oclml__elem_offset(x), toff = oclml__elem_offset(t),
+             pwoff = oclml__opt_offset(pw), loff = reduce ? 0 : oclml__opt_offset(loss),
+             dxoff = oclml__opt_offset(dx), dloff = oclml__opt_offset(dloss), un = n;
+    cl_uint pwlen = (cl_uint)(pw ? cols : 1);
+    float delta = p->delta, n_div = (float)n;
+    oclml__arg args[] = {
+        OCLML_ARG(kind),  OCLML_ARG(xm),    OCLML_ARG(xoff),  OCLML_ARG(tm),
+        OCLML_ARG(toff),  OCLML_ARG(pwm),   OCLML_ARG(pwoff), OCLML_ARG(pwlen),
+        OCLML_ARG(lm),    OCLML_ARG(loff),  OCLML_ARG(dxm),   OCLML_ARG(dxoff),
+        OCLML_ARG(dlm),   OCLML_ARG(dloff), OCLML_ARG(flags), OCLML_ARG(delta),
+        OCLML_ARG(n_div), OCLML_ARG(part),  OCLML_ARG(un),    OCLML_LOCAL(local * sizeof(float))};
+    st = oclml__launch(ctx, k, args, 20, 1, &global, &local, NULL);
+    if (!st && reduce) st = launch_finish(ctx, part, groups, loss, NULL, flags, n_div);
+    if (part) oclml__scratch_put(ctx, part);
+    return st;
+}
+
+oclml_status oclml_mse_loss(oclml_ctx *ctx, const oclml_loss_params *params,
+                            const oclml_tensor *input, const oclml_tensor *target,
+                            const oclml_tensor *dloss, oclml_tensor *loss, oclml_tensor *dinput) {
+    return pointwise(ctx, OCLML_LOSSK_MSE, params, input, target, dloss, loss, dinput);
+}
+
+oclml_status oclml_huber_loss(oclml_ctx *ctx, const oclml_loss_params *params,
+                              const oclml_tensor *input, const oclml_tensor *target,
+                              const oclml_tensor *dloss, oclml_tensor *loss, oclml_tensor *dinput) {
+    return pointwise(ctx, OCLML_LOSSK_HUBER, params, input, target, dloss, loss, dinput);
+}
+
+oclml_status oclml_bce_with_logits(oclml_ctx *ctx, const oclml_loss_params *params,
+                                   const oclml_tensor *logits, const oclml_tensor *target,
+                                   const oclml_tensor *dloss, oclml_tensor *loss,
+                                   oclml_tensor *dlogits) {
+    return pointwise(ctx, OCLML_LOSSK_BCE, params, logits, target, dloss, loss, dlogits);
+}
+
+/* ---- the op list's planner ---- */
+void oclml__loss_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
+    if (strcmp(op, "cross_entropy") && strcmp(op, "kl_div_logits")) {
+        oclml__warm_add(list, op, "pointwise", POINTWISE_SPEC);
+        return;
+    }
+    oclml__warm_add(list, op, "reduce", REDUCE_SPEC);
+    const bool kl = !strcmp(op, "kl_div_logits");
+    const oclml__row_family *f = kl ? &KL : &XENT_IDX;
+    for (size_t i = 0; i < OCLML__WARM_ROW_LENGTHS; i++) {
+        oclml__row_plan p;
+        if (oclml__row_plan_for(ctx, f, 1024, oclml__warm_row_lengths[i], true, &p)) continue;
+        oclml__warm_add(list, op, p.variant, oclml__row_spec(f, &p));
+    }
+}

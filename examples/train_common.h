@@ -1,0 +1,98 @@
+/* What the training examples share: a deterministic generator that examples/train_golden.py
+ * reproduces bit for bit (so PyTorch trains from the same weights and data), PyTorch's default
+ * Linear/Conv2d initialisation drawn from it, status checks, and the comparison of a loss curve
+ * with a golden file written by PyTorch. */
+#ifndef OCLML_TRAIN_COMMON_H
+#define OCLML_TRAIN_COMMON_H
+
+#include <math.h>
+#include <oclml.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* splitmix64; uniform floats in [-1, 1) with 24 random bits (exact in float32). */
+typedef struct train_rng {
+    uint64_t s;
+} train_rng;
+
+static inline float train_uniform(train_rng *r) {
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) / 8388608.0f - 1.0f;
+}
+
+/* n values uniform in [-bound, bound): PyTorch's default init of Linear and Conv2d weights and
+ * biases is U(-1/sqrt(fan_in), 1/sqrt(fan_in)); fan_in a power of 4 keeps the bound exact. */
+static inline void train_fill(train_rng *r, float *x, size_t n, float bound) {
+    for (size_t i = 0; i < n; i++) x[i] = train_uniform(r) * bound;
+}
+
+/* A failed call ends the example with status 3 (1: it ran, but the loss did not behave). */
+#define TRAIN_CHECK(expr)                                                                          \
+    do {                                                                                           \
+        oclml_status st_ = (expr);                                                                 \
+        if (st_) {                                                                                 \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                         \
+                    oclml_status_name(st_));                                                       \
+            exit(3);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static inline oclml_tensor *train_tensor(oclml_ctx *ctx, int nd, const size_t *shape,
+                                         const float *data) {
+    oclml_tensor *t;
+    TRAIN_CHECK(oclml_tensor_create(ctx, nd, shape, &t));
+    if (data) {
+        size_t n = 1;
+        for (int i = 0; i < nd; i++) n *= shape[i];
+        TRAIN_CHECK(oclml_tensor_write(t, data, n));
+    }
+    return t;
+}
+
+/* A tensor of another shape over t's buffer (a reshape: same elements). */
+static inline oclml_tensor *train_view(oclml_ctx *ctx, const oclml_tensor *t, int nd,
+                                       const size_t *shape) {
+    cl_mem buf;
+    size_t off;
+    oclml_tensor *v;
+    TRAIN_CHECK(oclml_tensor_buffer(t, &buf, &off));
+    TRAIN_CHECK(oclml_tensor_wrap(ctx, buf, off, nd, shape, &v));
+    return v;
+}
+
+static inline float train_read1(const oclml_tensor *t) {
+    float v;
+    TRAIN_CHECK(oclml_tensor_read(t, &v, 1));
+    return v;
+}
+
+/* Compares the curve with a golden file (one loss a line, PyTorch's) within rel; prints the
+ * worst difference. Returns 0 when it matches, 1 when not, 2 when the file cannot be read. */
+static inline int train_compare_golden(const char *path, const float *loss, int steps, double rel) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "cannot read golden file %s\n", path);
+        return 2;
+    }
+    double worst = 0;
+    int n = 0, worst_at = 0;
+    for (double want; n < steps && fscanf(f, "%lf", &want) == 1; n++) {
+        double d = fabs(loss[n] - want) / fmax(fabs(want), 1e-6);
+        if (d > worst) worst = d, worst_at = n;
+    }
+    fclose(f);
+    if (n < steps) {
+        fprintf(stderr, "golden file %s has %d losses, %d wanted\n", path, n, steps);
+        return 2;
+    }
+    printf("golden %s: worst relative difference %.2e at step %d (tolerance %.0e)\n", path, worst,
+           worst_at, rel);
+    return worst <= rel ? 0 : 1;
+}
+
+#endif

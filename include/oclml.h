@@ -843,8 +843,8 @@ OCLML_API oclml_status oclml_history_encode(oclml_ctx *ctx, const oclml_tensor *
  * min(1, max_norm / (norm + 1e-6)). Adaptive clipping (agc_clip > 0, timm's
  * adaptive_clip_grad; excludes max_grad_norm): per unit (a row of a tensor: all dimensions but
  * the first; a 1-D tensor is one unit) g *= clip max(|p|, agc_eps) / max(|g|, 1e-6) where
- * |g| >= clip max(|p|, agc_eps); it rewrites the gradients in place (still multiplied by the
- * gradient scale). skip_nonfinite: the check pass flags any inf or NaN gradient, and the step
+ * |g| >= clip max(|p|, agc_eps) (a NaN norm stays NaN, as torch.clamp: the unit becomes NaN);
+ * it rewrites the gradients in place (still multiplied by the gradient scale). skip_nonfinite: the check pass flags any inf or NaN gradient, and the step
  * is skipped on the device: parameters and state untouched, step count not advanced (as
  * GradScaler.step). Without it, NaN in a gradient gives NaN in its parameter and state.
  * ------------------------------------------------------------------------------------------- */

@@ -115,9 +115,10 @@ static void ref_step(ref_opt *r, const layout *l, double *g) {
                     sp += pu[k] * pu[k];
                     sg += gu[k] * gu[k];
                 }
-                double maxn = fmax(sqrt(sp), c->agc_eps) * c->agc_clip, gn = sqrt(sg) / r->scale;
-                if (!(gn < maxn))
-                    for (size_t k = 0; k < l->row[t]; k++) gu[k] *= maxn / fmax(gn, 1e-6);
+                double pn = sqrt(sp), gn = sqrt(sg) / r->scale;
+                double maxn = (pn < c->agc_eps ? c->agc_eps : pn) * c->agc_clip;
+                if (!(gn < maxn)) /* torch.clamp keeps NaN */
+                    for (size_t k = 0; k < l->row[t]; k++) gu[k] *= maxn / (gn < 1e-6 ? 1e-6 : gn);
             }
     }
     if (c->skip_nonfinite && bad) {
@@ -360,11 +361,12 @@ END_TEST
 /* An inf or NaN gradient (found in any tensor) skips the step on the device: parameters and
  * state untouched, step count not advanced; the next good step goes on from there. */
 START_TEST(skip_on_nonfinite) {
-    const float bads[] = {INFINITY, -INFINITY, NAN};
-    for (int k = 0; k < 3; k++) {
-        oclml_optim_config c = config_of(&CONFIGS[k == 2 ? 10 : 5]);
+    const float bads[] = {INFINITY, -INFINITY, NAN, INFINITY};
+    for (int k = 0; k < 4; k++) { /* check pass alone, with norm clipping, alone, with AGC */
+        oclml_optim_config c = config_of(&CONFIGS[k == 2 ? 10 : k == 3 ? 1 : 5]);
         c.skip_nonfinite = 1;
         c.max_grad_norm = k == 1 ? 1.0f : 0.0f;
+        c.agc_clip = k == 3 ? 0.05f : 0.0f;
         layout l;
         oclml_arena *a = make_arena(N_MANY, MANY, &l);
         size_t n = l.padded;
@@ -418,9 +420,10 @@ END_TEST
 
 /* Without the check, NaN in a gradient gives NaN in its parameter and state, nowhere else. */
 START_TEST(nan_in_nan_out) {
-    for (int k = 0; k < 3; k++) {
-        static const int which[] = {1, 7, 10};
+    for (int k = 0; k < 4; k++) { /* the last with AGC: the NaN's whole unit becomes NaN */
+        static const int which[] = {1, 7, 10, 4};
         oclml_optim_config c = config_of(&CONFIGS[which[k]]);
+        c.agc_clip = k == 3 ? 0.05f : 0.0f;
         layout l;
         oclml_arena *a = make_arena(N_MANY, MANY, &l);
         size_t n = l.padded;
@@ -442,6 +445,7 @@ START_TEST(nan_in_nan_out) {
         ASSERT_OK(oclml_optim_step(o));
         ref_step(&r, &l, gref);
         ck_assert(isnan(r.p[l.off[3] + 5]));
+        if (k == 3) ck_assert(isnan(r.p[l.off[3] + 3]) && !isnan(r.p[l.off[3] + 6])); /* row 1 */
         compare(CONFIGS[which[k]].name, a, o, &r, &l, prev); /* NaN exactly where expected */
         ASSERT_OK(oclml_optim_destroy(o));
         ASSERT_OK(oclml_arena_destroy(a));
@@ -737,9 +741,10 @@ static void read_vec(FILE *f, const char *name, size_t n, double *v) {
     for (size_t i = 0; i < n; i++) ck_assert(fscanf(f, "%lf", &v[i]) == 1);
 }
 
-START_TEST(matches_pytorch) {
-    FILE *f = fopen(golden_path, "r");
-    ck_assert_msg(f != NULL, "cannot open %s", golden_path);
+/* Runs every case of a golden file; returns how many. */
+static int run_golden(const char *path) {
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
     char line[256];
     ck_assert(fgets(line, sizeof line, f) != NULL); /* header comment */
     int cases = 0, kind, nest, ams, maxi, steps;
@@ -818,7 +823,62 @@ START_TEST(matches_pytorch) {
         cases++;
     }
     fclose(f);
-    ck_assert_int_ge(cases, 10);
+    return cases;
+}
+
+START_TEST(matches_pytorch) { ck_assert_int_ge(run_golden(golden_path), 10); }
+END_TEST
+
+static void write_vec(FILE *f, const char *name, const layout *l, const double *x) {
+    fprintf(f, "%s %zu", name, l->numel);
+    for (size_t i = 0; i < l->n; i++)
+        for (size_t e = 0; e < l->len[i]; e++) fprintf(f, " %.17g", x[l->off[i] + e]);
+    fprintf(f, "\n");
+}
+
+/* The reader of golden files, on a file in make_optim_golden.py's format written from the
+ * double reference (so that the PyTorch test works the day its file arrives). */
+START_TEST(golden_reader) {
+    char dir[1024], path[1100];
+    test_tmpdir(dir, sizeof dir, "optim-golden");
+    snprintf(path, sizeof path, "%s/golden.txt", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert(f != NULL);
+    fprintf(f, "# synthetic golden steps from the double reference\n");
+    const oclml_arena_shape shapes[] = {{2, {3, 5}}, {1, {7}}, {1, {1}}, {3, {2, 3, 2}}};
+    const int which[] = {1, 8, 11};
+    for (int k = 0; k < 3; k++) {
+        oclml_optim_config c = config_of(&CONFIGS[which[k]]);
+        c.bias_correction = 1;
+        c.max_grad_norm = k == 0 ? 0.7f : 0.0f;
+        layout l;
+        oclml_arena *a = make_arena(4, shapes, &l);
+        float *p = test_floats(l.padded), *g = test_floats(l.padded);
+        double *gd = test_doubles(l.padded);
+        fill_arena(&l, p, -1, 1);
+        ref_opt r;
+        ref_init(&r, &c, &l, p);
+        fprintf(f, "case k%d %d %.17g %.17g %.17g %d %.17g %.17g %.17g %.17g %d %d %.17g 3 4\n", k,
+                (int)c.kind, (double)c.lr, (double)c.momentum, (double)c.dampening, c.nesterov,
+                (double)c.beta1, (double)c.beta2, (double)c.eps, (double)c.weight_decay, c.amsgrad,
+                c.maximize, (double)c.max_grad_norm);
+        fprintf(f, "shapes 2 3 5 1 7 1 1 3 2 3 2\n");
+        write_vec(f, "p0", &l, r.p);
+        for (int s = 0; s < 3; s++) {
+            fill_arena(&l, g, -1, 1);
+            for (size_t j = 0; j < l.padded; j++) gd[j] = g[j];
+            write_vec(f, "g", &l, gd);
+            ref_step(&r, &l, gd);
+            write_vec(f, "p", &l, r.p);
+        }
+        ASSERT_OK(oclml_arena_destroy(a));
+        ref_free(&r);
+        free(p);
+        free(g);
+        free(gd);
+    }
+    fclose(f);
+    ck_assert_int_eq(run_golden(path), 3);
 }
 END_TEST
 
@@ -836,6 +896,7 @@ int main(void) {
     tcase_add_test(tc, zero_grad_and_views);
     tcase_add_test(tc, resume_step);
     tcase_add_test(tc, bad_input_touches_nothing);
+    tcase_add_test(tc, golden_reader);
     /* PyTorch's steps: skipped (with a note) until make_optim_golden.py has made them. */
     const char *src = getenv("OCLML_TEST_SRCDIR");
     snprintf(golden_path, sizeof golden_path, "%s/tests/data/optim_golden.txt", src ? src : ".");

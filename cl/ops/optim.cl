@@ -107,10 +107,11 @@ __kernel void oclml_optim_agc(__global const float *p, __global float *g,
         if (check && bad) blk[q * OPT_BLOCK + OPT_FOUND] = 1u;
         sp = group_sum(sp, red, lid, L);
         sg = group_sum(sg, red, lid, L);
-        const float max_norm = fmax(sqrt(sp), eps) * clip;
-        const float gnorm = sqrt(sg) / scale;
+        /* Clamps as torch.clamp: NaN stays NaN (a NaN unit becomes NaN, as in timm). */
+        const float pnorm = sqrt(sp), gnorm = sqrt(sg) / scale;
+        const float max_norm = (pnorm < eps ? eps : pnorm) * clip;
         if (!(gnorm < max_norm)) {
-            const float coef = max_norm / fmax(gnorm, 1e-6f);
+            const float coef = max_norm / (gnorm < 1e-6f ? 1e-6f : gnorm);
             for (ulong c = lid; c < row; c += L) g[start + c] *= coef;
         }
     }

@@ -275,7 +275,7 @@ static size_t pow2_local(const oclml_ctx *ctx, size_t cap) {
 
 static size_t parts_of(const oclml_optim *o) {
     size_t l = pow2_local(o->ctx, 256), n4 = o->n / 4, cu = o->ctx->caps.compute_units;
-    size_t groups = (n4 + l - 1) / l, cap = (cu ? cu : 1) * 4;
+    size_t groups = (n4 + l - 1) / l, cap = (cu ? cu : 1) * 8;
     if (cap > 1024) cap = 1024;
     return groups < cap ? (groups ? groups : 1) : cap;
 }

@@ -119,8 +119,9 @@ __kernel void oclml_optim_agc(__global const float *p, __global float *g,
 #endif
 
 #if OCLML_WANT(oclml_optim_step)
-__kernel void oclml_optim_step(__global float4 *p, __global const float4 *g, __global float4 *s1,
-                               __global float4 *s2, __global float4 *s3, ulong off4, ulong n4,
+__kernel void oclml_optim_step(__global float4 *restrict p, __global const float4 *restrict g,
+                               __global float4 *restrict s1, __global float4 *restrict s2,
+                               __global float4 *restrict s3, ulong off4, ulong n4,
                                __global uint *blk, uint q, __global const float *part, uint nparts,
                                float beta1, float beta2, float eps, float wd, float momentum,
                                float dampening, float max_norm, uint flags, __local float *red) {

@@ -63,6 +63,7 @@ int bench_gemm(bench_env *env);
 int bench_linear(bench_env *env);
 int bench_layout(bench_env *env);
 int bench_conv(bench_env *env);
+int bench_train(bench_env *env);
 int bench_loss(bench_env *env);
 int bench_softmax(bench_env *env);
 int bench_norm(bench_env *env);

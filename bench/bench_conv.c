@@ -49,8 +49,8 @@ static oclml_status pool(void *u) {
 }
 
 /* Max over 48 sampled outputs of |y - ref| / sum |x w| (+ |b|). */
-static double sampled_error(const conv_bench *c, size_t P, size_t Q, const float *x,
-                            const float *w, const float *b, const float *y) {
+static double sampled_error(const conv_bench *c, size_t P, size_t Q, const float *x, const float *w,
+                            const float *b, const float *y) {
     unsigned long long s = 777;
     double worst = 0;
     for (int t = 0; t < 48; t++) {
@@ -90,7 +90,8 @@ static int bench_one(bench_env *env, const conv_bench *c) {
     oclml_tensor **ts[] = {&a.x, &a.w, &a.b, &a.y, &a.dy, &a.dx, &a.dw, &a.db, &a.pooled};
     const size_t *shapes[] = {xs, ws, bs, ys, ys, xs, ws, bs, ps};
     const int dims[] = {4, 4, 1, 4, 4, 4, 4, 1, 4};
-    for (int i = 0; i < 9 && !st; i++) st = oclml_tensor_create(env->ctx, dims[i], shapes[i], ts[i]);
+    for (int i = 0; i < 9 && !st; i++)
+        st = oclml_tensor_create(env->ctx, dims[i], shapes[i], ts[i]);
     if (!st) {
         bench_random(x, nx, 11);
         bench_random(w, nw, 12);
@@ -104,8 +105,8 @@ static int bench_one(bench_env *env, const conv_bench *c) {
     char shape[96], pshape[64], variant[160], plan[128] = "";
     snprintf(shape, sizeof shape, "N%zu,C%zu,%zux%zu,K%zu,k%zu,s%u,p%u", c->N, c->C, c->H, c->W,
              c->K, c->k, c->s, c->p);
-    oclml_gemm_plan(env->ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, c->K, P * Q, c->C * c->k * c->k,
-                    c->N, plan, sizeof plan);
+    oclml_gemm_plan(env->ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, c->K, P * Q, c->C * c->k * c->k, c->N,
+                    plan, sizeof plan);
     snprintf(variant, sizeof variant, "im2col + GEMM: %s", plan);
     double flops = 2.0 * c->N * c->K * P * Q * c->C * c->k * c->k;
     bench_result r = {.op = "conv2d", .shape = shape, .variant = variant, .flops = flops};
@@ -118,14 +119,20 @@ static int bench_one(bench_env *env, const conv_bench *c) {
         st = oclml_copy(env->ctx, a.y, a.dy);
         if (st) rc = bench_fail(env, st, "dy");
     }
-    bench_result rb = {.op = "conv2d_fwd_bwd", .shape = shape, .variant = variant,
-                       .flops = 3 * flops, .max_rel_err = -1};
+    bench_result rb = {.op = "conv2d_fwd_bwd",
+                       .shape = shape,
+                       .variant = variant,
+                       .flops = 3 * flops,
+                       .max_rel_err = -1};
     if (!rc) rc = bench_time(env, fwd_bwd, &a, &rb.t);
     if (!rc) bench_report(env, &rb);
     if (!rc && c->k == 5) { /* the encoder's layers are followed by a 2x2 max-pool */
         snprintf(pshape, sizeof pshape, "N%zu,C%zu,%zux%zu,k2s2", c->N, c->K, P, Q);
-        bench_result rp = {.op = "maxpool2d", .shape = pshape, .variant = "one work-item an output",
-                           .bytes = 5.0 * ny, .max_rel_err = -1};
+        bench_result rp = {.op = "maxpool2d",
+                           .shape = pshape,
+                           .variant = "one work-item an output",
+                           .bytes = 5.0 * ny,
+                           .max_rel_err = -1};
         rc = bench_time(env, pool, &a, &rp.t);
         if (!rc) bench_report(env, &rp);
     }

@@ -24,6 +24,7 @@ static const bench_cmd commands[] = {
     {"conv", bench_conv, "conv2d forward and forward+backward, max-pool: encoder and ResNet shapes"},
     {"layout", bench_layout,
      "column sums, conv bias gradient, transpose, NCHW <-> NHWC, conv bias add (GB/s)"},
+    {"train", bench_train, "training steps: MLP (GELU, MSE, AdamW) and CNN (conv, pool, cross-entropy)"},
     {"softmax", bench_softmax, "softmax, log-softmax and softmax backward, canonical row shapes"},
     {"norm", bench_norm, "layernorm and RMSnorm forward and backward, canonical row shapes"},
     {"elementwise", bench_elementwise,

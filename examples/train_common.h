@@ -36,40 +36,10 @@ static inline void train_fill(train_rng *r, float *x, size_t n, float bound) {
     do {                                                                                           \
         oclml_status st_ = (expr);                                                                 \
         if (st_) {                                                                                 \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                         \
-                    oclml_status_name(st_));                                                       \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, oclml_status_name(st_)); \
             exit(3);                                                                               \
         }                                                                                          \
     } while (0)
-
-static inline oclml_tensor *train_tensor(oclml_ctx *ctx, int nd, const size_t *shape,
-                                         const float *data) {
-    oclml_tensor *t;
-    TRAIN_CHECK(oclml_tensor_create(ctx, nd, shape, &t));
-    if (data) {
-        size_t n = 1;
-        for (int i = 0; i < nd; i++) n *= shape[i];
-        TRAIN_CHECK(oclml_tensor_write(t, data, n));
-    }
-    return t;
-}
-
-/* A tensor of another shape over t's buffer (a reshape: same elements). */
-static inline oclml_tensor *train_view(oclml_ctx *ctx, const oclml_tensor *t, int nd,
-                                       const size_t *shape) {
-    cl_mem buf;
-    size_t off;
-    oclml_tensor *v;
-    TRAIN_CHECK(oclml_tensor_buffer(t, &buf, &off));
-    TRAIN_CHECK(oclml_tensor_wrap(ctx, buf, off, nd, shape, &v));
-    return v;
-}
-
-static inline float train_read1(const oclml_tensor *t) {
-    float v;
-    TRAIN_CHECK(oclml_tensor_read(t, &v, 1));
-    return v;
-}
 
 /* Compares the curve with a golden file (one loss a line, PyTorch's) within rel; prints the
  * worst difference. Returns 0 when it matches, 1 when not, 2 when the file cannot be read. */

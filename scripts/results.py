@@ -23,6 +23,7 @@ SUITES = {
     "copy": "copy",
     "gemm": "gemm", "gemm_batched": "gemm", "linear": "linear", "linear_fwd_bwd": "linear",
     "conv2d": "conv", "conv2d_fwd_bwd": "conv", "maxpool2d": "conv",
+    "train_step": "train",
     "softmax": "softmax", "log_softmax": "softmax", "softmax_bwd": "softmax",
     "layernorm": "norm", "rmsnorm": "norm", "layernorm_bwd": "norm", "rmsnorm_bwd": "norm",
     "add": "elementwise", "bias_add": "elementwise", "gelu": "elementwise",

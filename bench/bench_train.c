@@ -1,0 +1,67 @@
+/* Whole training steps (torch_peers.py train): forward, loss, backward and the AdamW step of the
+ * models in examples/train_models.c, on the peer's sizes and names: the MLP at batch 4096,
+ * 1024-4096-4096-1024, GELU, MSE; the CNN on 256 64x64 RGB images, 5x5 convolutions to 32, 64,
+ * 128 and 256 channels, each with SiLU and 2x2 max-pool, a linear head, cross-entropy. --quick
+ * runs both in small. The variant notes the loss after the timed steps (finite, and falling from
+ * the first: the step trains). */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "train_models.h"
+
+static oclml_status mlp_step(void *m) { return train_mlp_step(m); }
+static oclml_status cnn_step(void *m) { return train_cnn_step(m); }
+
+/* Times steps of a model; reports with the loss before and after. */
+static int time_steps(bench_env *env, const char *shape, bench_fn step, void *model,
+                      oclml_status (*loss)(void *, float *)) {
+    float first = NAN, last = NAN;
+    oclml_status st = step(model);
+    if (!st) st = loss(model, &first);
+    bench_result r = {.op = "train_step", .shape = shape, .max_rel_err = -1};
+    int rc = st ? bench_fail(env, st, "first step") : bench_time(env, step, model, &r.t);
+    if (!rc && (st = loss(model, &last))) rc = bench_fail(env, st, "loss");
+    if (rc) return rc;
+    char variant[96];
+    snprintf(variant, sizeof variant, "loss %.4g after the first step, %.4g after the timed ones",
+             first, last);
+    r.variant = variant;
+    bench_report(env, &r);
+    return isfinite(last) && last < first ? 0 : 1;
+}
+
+static oclml_status mlp_loss(void *m, float *l) { return train_mlp_loss(m, l); }
+static oclml_status cnn_loss(void *m, float *l) { return train_cnn_loss(m, l); }
+
+int bench_train(bench_env *env) {
+    size_t B = env->quick ? 128 : 4096;
+    size_t dims[4] = {1024, 4096, 4096, 1024}, quick_dims[4] = {64, 256, 256, 64};
+    train_mlp *mlp;
+    oclml_status st = train_mlp_create(env->ctx, B, env->quick ? quick_dims : dims, &mlp);
+    if (st) return bench_fail(env, st, "MLP setup");
+    char shape[96];
+    const size_t *d = env->quick ? quick_dims : dims;
+    snprintf(shape, sizeof shape, "mlp B%zu %zu-%zu-%zu-%zu gelu mse adamw", B, d[0], d[1], d[2],
+             d[3]);
+    int rc = time_steps(env, shape, mlp_step, mlp, mlp_loss);
+    train_mlp_destroy(mlp);
+    if (rc) return rc;
+
+    const size_t channels[4] = {32, 64, 128, 256}, quick_ch[2] = {8, 16};
+    size_t images = env->quick ? 16 : 256, side = env->quick ? 16 : 64;
+    int n_conv = env->quick ? 2 : 4;
+    train_cnn *cnn;
+    st = train_cnn_create(env->ctx, images, side, n_conv, env->quick ? quick_ch : channels, 10,
+                          &cnn);
+    if (st) return bench_fail(env, st, "CNN setup");
+    if (env->quick)
+        snprintf(shape, sizeof shape, "cnn B%zu %zux%zux3 k5 8-16 maxpool silu xent adamw", images,
+                 side, side);
+    else
+        snprintf(shape, sizeof shape, "cnn B256 64x64x3 k5 32-64-128-256 maxpool silu xent adamw");
+    rc = time_steps(env, shape, cnn_step, cnn, cnn_loss);
+    train_cnn_destroy(cnn);
+    return rc;
+}

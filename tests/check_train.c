@@ -25,7 +25,8 @@ static int run_example(const char *name, const char *args, double *losses, int m
     while (fgets(line, sizeof line, p)) {
         int step;
         double loss;
-        if (sscanf(line, "step %d loss %lf", &step, &loss) == 2 && *n < max) losses[(*n)++] = loss;
+        if (sscanf(line, "step %d loss %lf", &step, &loss) == 2 && *n < max)
+            losses[(*n)++] = loss;
         else if (!strstr(line, "step"))
             fprintf(stderr, "%s: %s", name, line);
     }
@@ -101,8 +102,16 @@ static void mlp_reference(size_t B, size_t I, size_t H, size_t O, int steps, dou
     dlayer L[3];
     for (int l = 0; l < 3; l++) {
         size_t in = dims[l], out = dims[l + 1];
-        L[l] = (dlayer){in, out, zeros(in * out), zeros(out), zeros(in * out), zeros(out),
-                        zeros(in * out), zeros(in * out), zeros(out), zeros(out)};
+        L[l] = (dlayer){in,
+                        out,
+                        zeros(in * out),
+                        zeros(out),
+                        zeros(in * out),
+                        zeros(out),
+                        zeros(in * out),
+                        zeros(in * out),
+                        zeros(out),
+                        zeros(out)};
         float *w = malloc(in * out * sizeof *w), *b = malloc(out * sizeof *b);
         float bound = 1.0f / sqrtf((float)in);
         train_fill(&rng, w, in * out, bound);
@@ -161,8 +170,8 @@ static void mlp_reference(size_t B, size_t I, size_t H, size_t O, int steps, dou
 START_TEST(mlp_matches_double_trainer) {
     double got[20], want[20];
     int n;
-    int rc = run_example("train_mlp", "--steps 20 --batch 48 --in 16 --hidden 64 --out 16", got,
-                         20, &n);
+    int rc =
+        run_example("train_mlp", "--steps 20 --batch 48 --in 16 --hidden 64 --out 16", got, 20, &n);
     ck_assert_int_eq(n, 20);
     /* 20 steps at this size need not halve the loss (status 1); a failed call is status 3. */
     ck_assert_msg(rc == 0 || rc == 1, "train_mlp exited %d", rc);

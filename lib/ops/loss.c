@@ -13,6 +13,11 @@
 #include <stdio.h>
 
 #define FILE_CL "loss.cl"
+/* Rows per launch of the chunked paths, whose grid's second dimension counts rows (NVIDIA's
+ * limit there is 65535 work-groups). */
+#ifndef SLICE_ROWS
+#define SLICE_ROWS 65535
+#endif
 
 static const oclml__row_family XENT_IDX = {FILE_CL, "oclml_xent_rows",
                                            "oclml_xent_part oclml_xent_finish", 1, NULL};
@@ -258,13 +263,25 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
         if (!plan.long_rows) {
             st = oclml__row_launch(ctx, f, &plan, args, 15, replan);
         } else {
+            /* Slices of rows: the chunked grid's second dimension is the rows. */
+            const size_t slice = rows < SLICE_ROWS ? rows : SLICE_ROWS;
             size_t nfl = (size_t)plan.nchunks * OCLML_XENT_PART + 1;
-            if ((st = oclml__scratch_get(ctx, rows * nfl * sizeof(float), &part))) goto done;
+            if ((st = oclml__scratch_get(ctx, slice * nfl * sizeof(float), &part))) goto done;
             oclml__arg a1[] = {args[0],         args[1],          args[2],  args[3],
                                OCLML_ARG(part), OCLML_ARG(flags), args[12], args[13]};
-            st = oclml__row_launch_long(ctx, f, false, &plan, a1, 8);
             args[15] = OCLML_ARG(part);
-            if (!st) st = oclml__row_launch_long(ctx, f, true, &plan, args, 16);
+            const cl_ulong x0 = xoff, t0 = toff, l0 = lroff, d0 = dxoff, g0 = dloff;
+            for (size_t r0 = 0; r0 < rows && !st; r0 += slice) {
+                oclml__row_plan sp = plan;
+                sp.rows = sp.global[1] = rows - r0 < slice ? rows - r0 : slice;
+                xoff = x0 + r0 * cols;
+                toff = t0 + (probs ? r0 * cols : r0);
+                lroff = l0 + r0;
+                dxoff = d0 + r0 * cols;
+                dloff = g0 + ((flags & OCLML_LOSSF_DLOSS_EACH) ? r0 : 0);
+                st = oclml__row_launch_long(ctx, f, false, &sp, a1, 8);
+                if (!st) st = oclml__row_launch_long(ctx, f, true, &sp, args, 16);
+            }
         }
     }
     if (!st && reduce) st = launch_finish(ctx, lr, rows, c->loss, cnt, flags, (float)rows);
@@ -349,12 +366,23 @@ static oclml_status kl_attempt(oclml_ctx *ctx, const void *call, bool *replan) {
     if (!plan.long_rows) {
         st = oclml__row_launch(ctx, &KL, &plan, args, 14, replan);
     } else {
-        size_t nfl = (size_t)plan.nchunks * OCLML_KL_PART;
-        st = oclml__scratch_get(ctx, rows * nfl * sizeof(float), &part);
+        const size_t slice = rows < SLICE_ROWS ? rows : SLICE_ROWS;
+        st = oclml__scratch_get(ctx, slice * plan.nchunks * OCLML_KL_PART * sizeof(float), &part);
         oclml__arg a1[] = {args[0], args[1], args[2], args[3], OCLML_ARG(part)};
-        if (!st) st = oclml__row_launch_long(ctx, &KL, false, &plan, a1, 5);
         args[14] = OCLML_ARG(part);
-        if (!st) st = oclml__row_launch_long(ctx, &KL, true, &plan, args, 15);
+        const cl_ulong a0 = aoff, b0 = boff, l0 = lroff, da0 = daoff, db0 = dboff, g0 = dloff;
+        for (size_t r0 = 0; r0 < rows && !st; r0 += slice) {
+            oclml__row_plan sp = plan;
+            sp.rows = sp.global[1] = rows - r0 < slice ? rows - r0 : slice;
+            aoff = a0 + r0 * cols;
+            boff = b0 + r0 * cols;
+            lroff = l0 + r0;
+            daoff = da0 + r0 * cols;
+            dboff = db0 + r0 * cols;
+            dloff = g0 + ((flags & OCLML_LOSSF_DLOSS_EACH) ? r0 : 0);
+            st = oclml__row_launch_long(ctx, &KL, false, &sp, a1, 5);
+            if (!st) st = oclml__row_launch_long(ctx, &KL, true, &sp, args, 15);
+        }
     }
     if (!st && reduce) st = launch_finish(ctx, lr, rows, c->loss, NULL, flags, n_div);
     if (lr) oclml__scratch_put(ctx, lr);

@@ -127,6 +127,24 @@ static oclml_status check_no_alias(oclml_ctx *ctx, const oclml_tensor *out, cons
     return OCLML_SUCCESS;
 }
 
+/* The gradients of a backward overlap neither the inputs nor each other. */
+static oclml_status check_gradients_alone(oclml_ctx *ctx, const oclml_tensor *x,
+                                          const oclml_tensor *w, const oclml_tensor *dy,
+                                          const oclml_tensor *dx, const oclml_tensor *dw,
+                                          const oclml_tensor *db) {
+    const oclml_tensor *all[6] = {x, w, dy, dx, dw, db};
+    static const char *const names[3] = {"dx", "dw", "db"};
+    oclml_status st = OCLML_SUCCESS;
+    for (int i = 3; i < 6 && !st; i++) {
+        const oclml_tensor *others[5];
+        int n = 0;
+        for (int j = 0; j < 6; j++)
+            if (j != i && all[j]) others[n++] = all[j];
+        st = check_no_alias(ctx, all[i], names[i - 3], others, n);
+    }
+    return st;
+}
+
 /* ---- launches of the data-movement kernels ---- */
 
 #define GEOM(s)                                                                                    \
@@ -341,14 +359,7 @@ oclml_status oclml_conv2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *p,
     if (!st && dx) st = check_out(ctx, dx, "dx", s.N, s.C, s.H, s.W);
     if (!st && dw) st = check_out(ctx, dw, "dw", s.K, s.C / s.groups, s.R, s.S);
     if (!st && db) st = oclml__check_numel(ctx, db, "db", s.K);
-    const oclml_tensor *all[6] = {x, w, dy, dx, dw, db};
-    for (int i = 3; i < 6 && !st; i++) {
-        const oclml_tensor *others[5];
-        int n = 0;
-        for (int j = 0; j < 6; j++)
-            if (j != i && all[j]) others[n++] = all[j];
-        st = check_no_alias(ctx, all[i], i == 3 ? "dx" : i == 4 ? "dw" : "db", others, n);
-    }
+    if (!st) st = check_gradients_alone(ctx, x, w, dy, dx, dw, db);
     if (!st && dx) st = conv_backward_data(ctx, &s, w, dy, dx, NULL);
     if (!st && dw) st = conv_backward_weight(ctx, &s, x, dy, dw, accumulate);
     if (!st && db) st = bias_grad(ctx, dy, s.N, s.K, s.P * s.Q, db, accumulate);
@@ -413,14 +424,7 @@ oclml_status oclml_conv_transpose2d_backward(oclml_ctx *ctx, const oclml_conv2d_
     if (!st && dx) st = check_out(ctx, dx, "dx", s.N, s.K, s.P, s.Q);
     if (!st && dw) st = check_out(ctx, dw, "dw", s.K, s.C / s.groups, s.R, s.S);
     if (!st && db) st = oclml__check_numel(ctx, db, "db", s.C);
-    const oclml_tensor *all[6] = {x, w, dy, dx, dw, db};
-    for (int i = 3; i < 6 && !st; i++) {
-        const oclml_tensor *others[5];
-        int n = 0;
-        for (int j = 0; j < 6; j++)
-            if (j != i && all[j]) others[n++] = all[j];
-        st = check_no_alias(ctx, all[i], i == 3 ? "dx" : i == 4 ? "dw" : "db", others, n);
-    }
+    if (!st) st = check_gradients_alone(ctx, x, w, dy, dx, dw, db);
     /* The convolution's input is this op's output gradient, its output this op's input. */
     if (!st && dx) st = conv_forward(ctx, &s, dy, w, NULL, dx);
     if (!st && dw) st = conv_backward_weight(ctx, &s, dy, x, dw, accumulate);

@@ -112,14 +112,22 @@ static oclml_status launch(oclml_ctx *ctx, const oclml__program_spec *spec,
     return oclml__launch(ctx, k, args, na, 1, &global, &local, NULL);
 }
 
-oclml_status oclml_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
-                              oclml_tensor *y) {
+/* The forward of either pooling: y from x, one work-item an output. */
+static oclml_status pool_forward(oclml_ctx *ctx, const oclml_pool2d_params *p,
+                                 const oclml_tensor *x, oclml_tensor *y, bool avg) {
     oclml_status st = oclml__check_ctx(ctx);
     pool_shape s;
     if (!st) st = pool_shape_of(ctx, p, x, "x", &s);
     if (!st) st = check_pair(ctx, x, &s, y, "y", true);
     const oclml_tensor *t[2] = {x, y};
-    return st ? st : launch(ctx, &MAX_FWD, t, 2, &s, 0, false, s.planes * s.P * s.Q);
+    return st ? st
+              : launch(ctx, avg ? &AVG_FWD : &MAX_FWD, t, 2, &s, avg && p->count_include_pad, avg,
+                       s.planes * s.P * s.Q);
+}
+
+oclml_status oclml_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
+                              oclml_tensor *y) {
+    return pool_forward(ctx, p, x, y, false);
 }
 
 oclml_status oclml_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,
@@ -138,13 +146,7 @@ oclml_status oclml_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params
 
 oclml_status oclml_avg_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
                               oclml_tensor *y) {
-    oclml_status st = oclml__check_ctx(ctx);
-    pool_shape s;
-    if (!st) st = pool_shape_of(ctx, p, x, "x", &s);
-    if (!st) st = check_pair(ctx, x, &s, y, "y", true);
-    const oclml_tensor *t[2] = {x, y};
-    return st ? st
-              : launch(ctx, &AVG_FWD, t, 2, &s, p->count_include_pad, true, s.planes * s.P * s.Q);
+    return pool_forward(ctx, p, x, y, true);
 }
 
 oclml_status oclml_avg_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,

@@ -21,10 +21,12 @@ static const bench_cmd commands[] = {
      "linear layer y = gelu(x W^T + b): forward, forward+backward (dx, dw, db), peer shapes"},
     {"loss", bench_loss,
      "cross-entropy forward and forward+backward (peer shapes), KL of categorical logits, MSE"},
-    {"conv", bench_conv, "conv2d forward and forward+backward, max-pool: encoder and ResNet shapes"},
+    {"conv", bench_conv,
+     "conv2d forward and forward+backward, max-pool: encoder and ResNet shapes"},
     {"layout", bench_layout,
      "column sums, conv bias gradient, transpose, NCHW <-> NHWC, conv bias add (GB/s)"},
-    {"train", bench_train, "training steps: MLP (GELU, MSE, AdamW) and CNN (conv, pool, cross-entropy)"},
+    {"train", bench_train,
+     "training steps: MLP (GELU, MSE, AdamW) and CNN (conv, pool, cross-entropy)"},
     {"softmax", bench_softmax, "softmax, log-softmax and softmax backward, canonical row shapes"},
     {"norm", bench_norm, "layernorm and RMSnorm forward and backward, canonical row shapes"},
     {"elementwise", bench_elementwise,
@@ -43,7 +45,8 @@ static void usage(void) {
         "  --json FILE    also write one JSON object per result line (BENCH.md)\n"
         "  --reps N       timed repetitions (default 20), --warm N warm-up runs (default 3)\n"
         "  --sizes LIST   comma-separated sizes for the subcommand instead of its defaults\n"
-        "                 (copy, gemm, elementwise, optim: N; softmax, norm: ROWSxCOLS; gru: BxIxD;\n"
+        "                 (copy, gemm, elementwise, optim: N; softmax, norm: ROWSxCOLS; gru: "
+        "BxIxD;\n"
         "                 linear: MxINxOUT; loss: ROWSxCLASSES)\n"
         "  --quick        small default sizes (CPU devices, smoke runs)\n"
         "subcommands:\n");

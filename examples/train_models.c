@@ -4,9 +4,9 @@
 
 #include "train_common.h"
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        if (st == OCLML_SUCCESS) st = (expr);                                                      \
+#define TRY(expr)                             \
+    do {                                      \
+        if (st == OCLML_SUCCESS) st = (expr); \
     } while (0)
 
 /* A tensor of the given shape (uninitialised, or from host data); NULL after a failure. */
@@ -51,8 +51,20 @@ static void destroy_all(oclml_tensor **t, size_t n) {
 
 /* ---- MLP ---- */
 
-enum { MLP_X, MLP_T, MLP_Z1, MLP_A1, MLP_Z2, MLP_A2, MLP_Y, MLP_DY, MLP_DA2, MLP_DA1, MLP_LOSS,
-       MLP_TENSORS };
+enum {
+    MLP_X,
+    MLP_T,
+    MLP_Z1,
+    MLP_A1,
+    MLP_Z2,
+    MLP_A2,
+    MLP_Y,
+    MLP_DY,
+    MLP_DA2,
+    MLP_DA1,
+    MLP_LOSS,
+    MLP_TENSORS
+};
 
 struct train_mlp {
     oclml_ctx *ctx;
@@ -101,8 +113,7 @@ oclml_status train_mlp_create(oclml_ctx *ctx, size_t B, const size_t dims[4], tr
     m->t[MLP_DA1] = make(ctx, &st, 2, hs, NULL);
     m->t[MLP_LOSS] = make(ctx, &st, 1, one, NULL);
     oclml_tensor *tt = make(ctx, &st, 2, ts, teacher);
-    TRY(oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, m->t[MLP_X], tt, 0.0f,
-                   m->t[MLP_T]));
+    TRY(oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, m->t[MLP_X], tt, 0.0f, m->t[MLP_T]));
     TRY(oclml_unary(ctx, OCLML_TANH, m->t[MLP_T], m->t[MLP_T]));
     TRY(oclml_ctx_finish(ctx));
     if (tt) oclml_tensor_destroy(tt);
@@ -127,8 +138,8 @@ oclml_status train_mlp_step(train_mlp *m) {
     TRY(oclml_linear(ctx, OCLML_ACT_GELU_ERF, t[MLP_A1], m->w[1], m->b[1], t[MLP_A2], t[MLP_Z2]));
     TRY(oclml_linear(ctx, OCLML_ACT_NONE, t[MLP_A2], m->w[2], m->b[2], t[MLP_Y], NULL));
     TRY(oclml_mse_loss(ctx, NULL, t[MLP_Y], t[MLP_T], NULL, t[MLP_LOSS], t[MLP_DY]));
-    TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, t[MLP_A2], m->w[2], NULL, t[MLP_DY],
-                              t[MLP_DA2], m->dw[2], m->db[2], 0));
+    TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, t[MLP_A2], m->w[2], NULL, t[MLP_DY], t[MLP_DA2],
+                              m->dw[2], m->db[2], 0));
     TRY(oclml_linear_backward(ctx, OCLML_ACT_GELU_ERF, t[MLP_A1], m->w[1], t[MLP_Z2], t[MLP_DA2],
                               t[MLP_DA1], m->dw[1], m->db[1], 0));
     TRY(oclml_linear_backward(ctx, OCLML_ACT_GELU_ERF, t[MLP_X], m->w[0], t[MLP_Z1], t[MLP_DA1],
@@ -198,8 +209,8 @@ oclml_status train_cnn_create(oclml_ctx *ctx, size_t N, size_t side, int n_conv,
     }
     /* Images uniform in [-1, 1); labels: argmax of a random teacher's outputs, in double. */
     size_t npix = 3 * side * side;
-    float *img = malloc(N * npix * sizeof *img), *teacher = malloc(npix * classes * sizeof *teacher),
-          *labels = malloc(N * sizeof *labels);
+    float *img = malloc(N * npix * sizeof *img),
+          *teacher = malloc(npix * classes * sizeof *teacher), *labels = malloc(N * sizeof *labels);
     if (!img || !teacher || !labels) st = OCLML_ERR_OUT_OF_MEMORY;
     if (!st) {
         train_fill(&rng, img, N * npix, 1.0f);
@@ -228,8 +239,8 @@ oclml_status train_cnn_create(oclml_ctx *ctx, size_t N, size_t side, int n_conv,
         size_t full[4] = {N, ch[l + 1], sides[l], sides[l]},
                half[4] = {N, ch[l + 1], sides[l + 1], sides[l + 1]};
         for (int k = 0; k < CONV_TENSORS; k++)
-            m->layer[l][k] = make(ctx, &st, 4, k == CONV_POOL || k == CONV_DPOOL ? half : full,
-                                  NULL);
+            m->layer[l][k] =
+                make(ctx, &st, 4, k == CONV_POOL || k == CONV_DPOOL ? half : full, NULL);
     }
     /* The last pooled output and its gradient, flattened for the head (views). */
     m->t[CNN_FLAT] = view(ctx, &st, m->layer[n_conv - 1][CONV_POOL], 2, fs);
@@ -265,8 +276,7 @@ oclml_status train_cnn_step(train_cnn *m) {
     TRY(oclml_cross_entropy(ctx, NULL, m->t[CNN_LOGITS], m->t[CNN_LABELS], NULL, m->t[CNN_LOSS],
                             m->t[CNN_DLOGITS]));
     TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, m->t[CNN_FLAT], m->p[2 * L], NULL,
-                              m->t[CNN_DLOGITS], m->t[CNN_DFLAT], m->g[2 * L], m->g[2 * L + 1],
-                              0));
+                              m->t[CNN_DLOGITS], m->t[CNN_DFLAT], m->g[2 * L], m->g[2 * L + 1], 0));
     for (int l = L - 1; l >= 0; l--) {
         oclml_tensor **y = m->layer[l];
         TRY(oclml_max_pool2d_backward(ctx, &m->pool, y[CONV_SILU], y[CONV_DPOOL], y[CONV_DSILU]));

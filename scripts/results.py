@@ -30,11 +30,11 @@ SUITES = {
     "gelu_bwd": "elementwise", "relu": "elementwise", "silu_bwd": "elementwise",
     "sum": "elementwise", "max": "elementwise",
     "gru_step": "gru", "rssm_rollout": "rssm",
+    "col_sum": "layout", "conv_bias_grad": "layout", "transpose2d": "layout",
+    "nchw_to_nhwc": "layout", "nhwc_to_nchw": "layout", "add_bias_nchw": "layout",
     "adam": "optim", "adamw": "optim", "adamw_clip": "optim",
     "cross_entropy": "loss", "cross_entropy_fwd_bwd": "loss", "kl_div_logits_fwd_bwd": "loss",
     "mse_loss_fwd_bwd": "loss",
-    "col_sum": "layout", "conv_bias_grad": "layout", "transpose2d": "layout",
-    "nchw_to_nhwc": "layout", "nhwc_to_nchw": "layout", "add_bias_nchw": "layout",
 }
 
 

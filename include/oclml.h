@@ -641,6 +641,8 @@ typedef struct oclml_loss_params {
     float delta;           /* Huber: the switch from quadratic to linear, > 0; default 1 */
     const oclml_tensor *pos_weight; /* BCE with logits: NULL, or one weight per class (the last
                                        dimension) multiplying the positive term */
+    const oclml_tensor *weight;     /* cross-entropy: NULL, or one weight per class (PyTorch's
+                                       weight; the mean divides by the targets' weights) */
 } oclml_loss_params;
 /* Sets the defaults above. Every loss also takes params = NULL for the defaults. */
 OCLML_API void oclml_loss_params_init(oclml_loss_params *params);
@@ -649,9 +651,11 @@ OCLML_API void oclml_loss_params_init(oclml_loss_params *params);
  * log-softmax: logits [..., C]; target: class indices stored as floats (argmax's format, integers
  * exact below 2^24), one per row (any shape with that many elements), or with
  * params.probabilities class probabilities of logits' shape. loss: one element (MEAN: over the
- * rows not ignored, NaN when all are; with probabilities over all rows; SUM), or one per row
- * (NONE, 0 for ignored rows). dlogits (logits' shape, may be logits itself) = dloss (softmax -
- * t') / count, t' = (1 - label_smoothing) target + label_smoothing / C. Rows that fit a
+ * rows not ignored, NaN when all are, or with params.weight divided by the sum of their targets'
+ * weights; with probabilities over all rows; SUM), or one per row (NONE, 0 for ignored rows).
+ * dlogits (logits' shape, may be logits itself) = dloss (softmax - t') / count, t' = (1 -
+ * label_smoothing) target + label_smoothing / C (with class weights the gradient of PyTorch's
+ * weighted loss). Rows that fit a
  * work-group's registers (up to 32 floats a work-item: 32768 classes on 1024-wide work-groups)
  * read the logits once and write dlogits once; longer rows read them twice. A class index that is
  * neither ignore_index nor an integer in [0, C) makes its row's loss and gradients NaN (PyTorch

@@ -21,42 +21,41 @@ typedef struct xent_ref_opts {
     int probs, reduction, ignore;
     double eps;
     const double *dloss; /* NULL: 1; one value, or one per row for none */
+    const double *cw;    /* class weights, NULL: 1 */
 } xent_ref_opts;
 
-/* loss (1 or rows values) and dx (rows x cols, may be NULL). */
+/* loss (1 or rows values) and dx (rows x cols, may be NULL), as PyTorch's weighted,
+ * label-smoothed cross-entropy. */
 static void ref_xent(const xent_ref_opts *o, size_t rows, size_t cols, const double *x,
                      const double *t, double *loss, double *dx) {
-    double total = 0, count = 0;
-    double *lr = malloc(rows * sizeof *lr);
+    double total = 0, count = 0, eps = o->eps, ue = eps / (double)cols;
+    double *lr = malloc(rows * sizeof *lr), *lse = malloc(rows * sizeof *lse);
     for (size_t r = 0; r < rows; r++) {
         const double *xr = x + r * cols;
-        double m = -INFINITY, s = 0, sum_x = 0;
+        double m = -INFINITY, s = 0;
         for (size_t c = 0; c < cols; c++) m = xr[c] > m ? xr[c] : m;
-        for (size_t c = 0; c < cols; c++) {
-            s += exp(xr[c] - m);
-            sum_x += xr[c];
-        }
-        for (size_t c = 0; c < cols; c++)
-            if (isnan(xr[c])) s = NAN;
-        const double lse = m + log(s);
+        for (size_t c = 0; c < cols; c++) s += isnan(xr[c]) ? NAN : exp(xr[c] - m);
+        lse[r] = m + log(s);
+        double l = 0;
         if (o->probs) {
-            double l = 0;
             for (size_t c = 0; c < cols; c++) {
-                double tc = (1 - o->eps) * t[r * cols + c] + o->eps / cols;
-                if (tc != 0) l += tc * (lse - xr[c]);
+                double tc = ((1 - eps) * t[r * cols + c] + ue) * (o->cw ? o->cw[c] : 1);
+                if (tc != 0) l += tc * (lse[r] - xr[c]);
             }
-            lr[r] = l;
             count += 1;
         } else if (t[r] == o->ignore) {
-            lr[r] = 0;
+            l = 0;
         } else if (t[r] >= 0 && t[r] < cols && t[r] == floor(t[r])) {
-            lr[r] = (1 - o->eps) * (lse - xr[(size_t)t[r]]) + o->eps / cols * (cols * lse - sum_x);
-            count += 1;
+            double wt = o->cw ? o->cw[(size_t)t[r]] : 1, smooth = 0;
+            for (size_t c = 0; c < cols; c++) smooth += (o->cw ? o->cw[c] : 1) * (lse[r] - xr[c]);
+            l = (1 - eps) * wt * (lse[r] - xr[(size_t)t[r]]) + (eps > 0 ? ue * smooth : 0);
+            count += wt;
         } else {
-            lr[r] = NAN;
-            count += 1;
+            l = NAN;
+            count += o->cw ? 0 : 1;
         }
-        total += lr[r];
+        lr[r] = l;
+        total += l;
     }
     if (loss) {
         if (o->reduction == NONE)
@@ -64,30 +63,31 @@ static void ref_xent(const xent_ref_opts *o, size_t rows, size_t cols, const dou
         else
             loss[0] = o->reduction == MEAN ? total / count : total;
     }
-    if (dx) {
-        for (size_t r = 0; r < rows; r++) {
-            const double *xr = x + r * cols;
-            double g = o->dloss ? o->dloss[o->reduction == NONE ? r : 0] : 1.0;
-            if (o->reduction == MEAN) g /= count;
-            double m = -INFINITY, s = 0, tsum = 0;
-            for (size_t c = 0; c < cols; c++) m = xr[c] > m ? xr[c] : m;
-            for (size_t c = 0; c < cols; c++) s += exp(xr[c] - m);
-            for (size_t c = 0; c < cols; c++)
-                tsum += o->probs ? (1 - o->eps) * t[r * cols + c] + o->eps / cols : 0;
-            int ignored = !o->probs && t[r] == o->ignore;
-            int valid = o->probs || (t[r] >= 0 && t[r] < cols && t[r] == floor(t[r]));
-            for (size_t c = 0; c < cols; c++) {
-                double p = exp(xr[c] - m) / s, d;
-                if (o->probs)
-                    d = p * tsum - ((1 - o->eps) * t[r * cols + c] + o->eps / cols);
-                else
-                    d = p - ((c == (size_t)t[r] ? 1 - o->eps : 0) + o->eps / cols);
-                dx[r * cols + c] = ignored ? 0 : (valid ? g * d : NAN);
-                if (isnan(lr[r]) && !ignored) dx[r * cols + c] = NAN;
-            }
+    for (size_t r = 0; dx && r < rows; r++) {
+        const double *xr = x + r * cols;
+        double g = o->dloss ? o->dloss[o->reduction == NONE ? r : 0] : 1.0;
+        if (o->reduction == MEAN) g /= o->probs ? (double)rows : count;
+        double tsum = 0, wsum = 0;
+        for (size_t c = 0; c < cols; c++) {
+            double wc = o->cw ? o->cw[c] : 1;
+            wsum += wc;
+            if (o->probs) tsum += ((1 - eps) * t[r * cols + c] + ue) * wc;
+        }
+        int ignored = !o->probs && t[r] == o->ignore;
+        int valid = o->probs || (t[r] >= 0 && t[r] < cols && t[r] == floor(t[r]));
+        double wt = (!o->probs && valid && o->cw) ? o->cw[(size_t)t[r]] : 1;
+        for (size_t c = 0; c < cols; c++) {
+            double p = exp(xr[c] - lse[r]), wc = o->cw ? o->cw[c] : 1, d;
+            if (o->probs)
+                d = p * tsum - ((1 - eps) * t[r * cols + c] + ue) * wc;
+            else
+                d = p * ((1 - eps) * wt + ue * wsum) - (c == (size_t)t[r] ? (1 - eps) * wt : 0) -
+                    ue * wc;
+            dx[r * cols + c] = ignored ? 0 : (valid && !isnan(lr[r]) ? g * d : NAN);
         }
     }
     free(lr);
+    free(lse);
 }
 
 /* KL(softmax(a) || softmax(b)) per row; loss and the gradients (each may be NULL). */
@@ -198,8 +198,8 @@ static float *make_probs(size_t rows, size_t cols) {
 }
 
 /* Runs one cross-entropy case (loss and dlogits together, then each alone) and checks both. */
-static void xent_case(size_t rows, size_t cols, int probs, int reduction, float eps, int with_dloss,
-                      float scale) {
+static void xent_case_w(size_t rows, size_t cols, int probs, int reduction, float eps,
+                        int with_dloss, float scale, int weighted) {
     size_t n = rows * cols, shape[2] = {rows, cols}, nl = reduction == NONE ? rows : 1;
     float *x = test_floats(n), *dl = test_floats(nl);
     test_random(x, n, -scale, scale);
@@ -210,20 +210,25 @@ static void xent_case(size_t rows, size_t cols, int probs, int reduction, float 
                  *TT = probs ? test_tensor_from(2, shape, t) : test_tensor_from(1, &nt, t);
     oclml_tensor *DL = test_tensor_from(1, &nl, dl), *L = test_tensor(1, &nl),
                  *DX = test_tensor(2, shape);
+    float *cw = test_floats(cols);
+    test_random(cw, cols, 0.2f, 2);
+    oclml_tensor *CW = test_tensor_from(1, &cols, cw);
     oclml_loss_params p;
     oclml_loss_params_init(&p);
     p.reduction = reduction;
     p.probabilities = probs;
     p.label_smoothing = eps;
+    p.weight = weighted ? CW : NULL;
     ASSERT_OK(oclml_cross_entropy(T, &p, X, TT, with_dloss ? DL : NULL, L, DX));
-    double *xd = to_double(x, n), *td = to_double(t, nt), *dld = to_double(dl, nl);
+    double *xd = to_double(x, n), *td = to_double(t, nt), *dld = to_double(dl, nl),
+           *cwd = to_double(cw, cols);
     double *rl = test_doubles(nl), *rdx = test_doubles(n);
-    xent_ref_opts o = {probs, reduction, -100, eps, with_dloss ? dld : NULL};
+    xent_ref_opts o = {probs, reduction, -100, eps, with_dloss ? dld : NULL, weighted ? cwd : NULL};
     ref_xent(&o, rows, cols, xd, td, rl, rdx);
     char what[128];
-    snprintf(what, sizeof what, "cross_entropy %s %zux%zu %s eps %g%s loss",
+    snprintf(what, sizeof what, "cross_entropy %s %zux%zu %s eps %g%s%s loss",
              probs ? "probs" : "idx", rows, cols, RED[reduction], (double)eps,
-             with_dloss ? " dloss" : "");
+             with_dloss ? " dloss" : "", weighted ? " weighted" : "");
     check_tensor(what, L, rl, nl, TOL_LOSS);
     strcpy(strstr(what, " loss"), " dlogits");
     check_tensor(what, DX, rdx, n, TOL_LOSS);
@@ -234,16 +239,23 @@ static void xent_case(size_t rows, size_t cols, int probs, int reduction, float 
     check_tensor(what, DX2, rdx, n, TOL_LOSS);
     strcpy(strstr(what, " dlogits"), " loss alone");
     check_tensor(what, L2, rl, nl, TOL_LOSS);
-    oclml_tensor *all[] = {X, TT, DL, L, DX, L2, DX2};
-    for (int i = 0; i < 7; i++) oclml_tensor_destroy(all[i]);
+    oclml_tensor *all[] = {X, TT, DL, L, DX, L2, DX2, CW};
+    for (int i = 0; i < 8; i++) oclml_tensor_destroy(all[i]);
     free(x);
     free(dl);
     free(t);
+    free(cw);
     free(xd);
     free(td);
     free(dld);
+    free(cwd);
     free(rl);
     free(rdx);
+}
+
+static void xent_case(size_t rows, size_t cols, int probs, int reduction, float eps, int with_dloss,
+                      float scale) {
+    xent_case_w(rows, cols, probs, reduction, eps, with_dloss, scale, 0);
 }
 
 /* ---- cross-entropy ---- */
@@ -264,6 +276,18 @@ START_TEST(xent_probabilities) {
     int red = _i % 3, dl = _i / 3;
     for (size_t i = 0; i < sizeof XCOLS / sizeof XCOLS[0]; i++)
         xent_case(i % 2 ? 3 : 5, XCOLS[i], 1, red, (i % 2) ? 0.0f : 0.2f, dl, 5);
+}
+END_TEST
+
+/* Class weights (PyTorch's weight): indices with smoothing and ignored rows, probabilities; in
+ * registers and chunked. */
+START_TEST(xent_class_weights) {
+    int red = _i;
+    xent_case_w(7, 33, 0, red, 0.1f, 1, 4, 1);
+    xent_case_w(13, 1000, 0, red, 0.0f, 0, 4, 1);
+    xent_case_w(5, 100, 1, red, 0.2f, 1, 4, 1);
+    xent_case_w(3, 40001, 0, red, 0.1f, 1, 4, 1);
+    xent_case_w(2, 40001, 1, red, 0.0f, 0, 4, 1);
 }
 END_TEST
 
@@ -301,7 +325,7 @@ START_TEST(xent_in_place) {
         p.label_smoothing = 0.1f;
         ASSERT_OK(oclml_cross_entropy(T, &p, X, TT, NULL, L, X));
         double *xd = to_double(x, n), *td = to_double(t, rows), rl, *rdx = test_doubles(n);
-        xent_ref_opts o = {0, MEAN, -100, 0.1, NULL};
+        xent_ref_opts o = {0, MEAN, -100, 0.1, NULL, NULL};
         ref_xent(&o, rows, cols, xd, td, &rl, rdx);
         check_tensor("cross_entropy in place dlogits", X, rdx, n, TOL_LOSS);
         check_tensor("cross_entropy in place loss", L, &rl, 1, TOL_LOSS);
@@ -533,23 +557,32 @@ START_TEST(backward_by_finite_differences) {
     float *got = test_floats(n);
     char what[96];
     /* Cross-entropy: indices with smoothing and an ignored row; probabilities. */
-    for (int probs = 0; probs < 2; probs++) {
+    for (int k = 0; k < 4; k++) {
+        const int probs = k & 1, weighted = k >> 1;
         p.probabilities = probs;
         p.label_smoothing = 0.15f;
-        fd_ctx c = {0, {probs, red, -100, 0.15f, NULL}, rows, cols, probs ? tpd : tid, NULL, 0};
+        p.weight = weighted ? PW : NULL;
+        fd_ctx c = {0,
+                    {probs, red, -100, 0.15f, NULL, weighted ? pwd : NULL},
+                    rows,
+                    cols,
+                    probs ? tpd : tid,
+                    NULL,
+                    0};
         ASSERT_OK(oclml_cross_entropy(T, &p, X, probs ? TP : TI, DLr, NULL, DX));
         finite_differences(fd_loss, &c, xd, n, nrow, w, fd);
         test_read(DX, got, n);
-        snprintf(what, sizeof what, "cross_entropy %s %s dlogits vs finite differences",
-                 probs ? "probs" : "idx", RED[red]);
+        snprintf(what, sizeof what, "cross_entropy %s%s %s dlogits vs finite differences",
+                 probs ? "probs" : "idx", weighted ? " weighted" : "", RED[red]);
         test_assert_close(what, got, fd, n, 1e-4);
     }
     p.probabilities = 0;
     p.label_smoothing = 0;
+    p.weight = NULL;
     /* KL, both gradients. */
     ASSERT_OK(oclml_kl_div_logits(T, &p, X, Y, DLr, NULL, DX, DY));
     for (int which = 1; which <= 2; which++) {
-        fd_ctx c = {which, {0, red, 0, 0, NULL}, rows, cols, which == 1 ? yd : xd, NULL, 0};
+        fd_ctx c = {which, {0, red, 0, 0, NULL, NULL}, rows, cols, which == 1 ? yd : xd, NULL, 0};
         finite_differences(fd_loss, &c, which == 1 ? xd : yd, n, nrow, w, fd);
         test_read(which == 1 ? DX : DY, got, n);
         snprintf(what, sizeof what, "kl %s %s vs finite differences", RED[red],
@@ -564,8 +597,8 @@ START_TEST(backward_by_finite_differences) {
                           : kind == HUBER ? oclml_huber_loss(T, &p, X, tt, DLe, NULL, DX)
                                           : oclml_bce_with_logits(T, &p, X, tt, DLe, NULL, DX);
         ASSERT_OK(st);
-        fd_ctx c = {3 + kind, {0, red, 0, 0, NULL},   rows,
-                    cols,     kind == BCE ? tbd : yd, kind == BCE ? pwd : NULL,
+        fd_ctx c = {3 + kind, {0, red, 0, 0, NULL, NULL}, rows,
+                    cols,     kind == BCE ? tbd : yd,     kind == BCE ? pwd : NULL,
                     0.8};
         finite_differences(fd_loss, &c, xd, n, nel, w, fd);
         test_read(DX, got, n);
@@ -708,7 +741,7 @@ START_TEST(unaligned_offsets) {
     oclml_tensor *L = test_tensor(1, &one);
     ASSERT_OK(oclml_cross_entropy(T, &p, X, TT, NULL, L, DX));
     double *xd = to_double(x, n), *td = to_double(t, rows), rl, *rdx = test_doubles(n);
-    xent_ref_opts o = {0, SUM, -100, 0, NULL};
+    xent_ref_opts o = {0, SUM, -100, 0, NULL, NULL};
     ref_xent(&o, rows, cols, xd, td, &rl, rdx);
     check_tensor("cross_entropy at odd offsets dlogits", DX, rdx, n, TOL_LOSS);
     check_tensor("cross_entropy at odd offsets loss", L, &rl, 1, TOL_LOSS);
@@ -766,6 +799,11 @@ START_TEST(bad_input_touches_nothing) {
     ASSERT_STATUS(oclml_cross_entropy(T, &p, X, TT, NULL, L, DX), OCLML_ERR_INVALID_SHAPE);
     ASSERT_STATUS(oclml_cross_entropy(T, &p, X, DQ, NULL, L, DQ), OCLML_ERR_INVALID_ARGUMENT);
     p.probabilities = 0;
+    p.weight = PW3; /* 3 weights for 4 classes */
+    ASSERT_STATUS(oclml_cross_entropy(T, &p, X, TT, NULL, L, DX), OCLML_ERR_INVALID_SHAPE);
+    p.weight = PW;
+    ASSERT_STATUS(oclml_cross_entropy(T, &p, X, TT, NULL, L, PW), OCLML_ERR_INVALID_SHAPE);
+    p.weight = NULL;
     p.label_smoothing = 1.5f;
     ASSERT_STATUS(oclml_cross_entropy(T, &p, X, TT, NULL, L, DX), OCLML_ERR_INVALID_ARGUMENT);
     p.label_smoothing = NAN;
@@ -831,7 +869,7 @@ static void golden_check(const char *what, const oclml_tensor *t, const float *w
 }
 
 /* Cases: "case NAME REDUCTION ROWS COLS EPS DELTA", then x, t (the target, or q's logits for
- * kl), pw (bce_pw), dloss, loss, dx, dq (kl). */
+ * kl), w (xent_*_w), pw (bce_pw), dloss, loss, dx, dq (kl). */
 START_TEST(matches_pytorch) {
     FILE *f = fopen(golden_path, "r");
     ck_assert_msg(f != NULL, "cannot open %s", golden_path);
@@ -849,13 +887,15 @@ START_TEST(matches_pytorch) {
                                             : OCLML_LOSS_NONE;
         p.label_smoothing = eps;
         p.delta = delta;
-        const int idx = !strcmp(name, "xent_idx"), kl = !strcmp(name, "kl"),
-                  pwc = !strcmp(name, "bce_pw"),
+        const int weighted = !strcmp(name, "xent_idx_w") || !strcmp(name, "xent_prob_w");
+        const int idx = !strcmp(name, "xent_idx") || !strcmp(name, "xent_idx_w"),
+                  kl = !strcmp(name, "kl"), pwc = !strcmp(name, "bce_pw"),
                   pointwise = !idx && !kl && strncmp(name, "xent", 4);
-        p.probabilities = !strcmp(name, "xent_prob");
+        p.probabilities = !strcmp(name, "xent_prob") || !strcmp(name, "xent_prob_w");
         size_t n = rows * cols, shape[2] = {rows, cols}, nt = idx ? rows : n;
         size_t nl = p.reduction != OCLML_LOSS_NONE ? 1 : (pointwise ? n : rows);
         float *x = read_vec(f, "x", n), *t = read_vec(f, "t", nt);
+        float *cw = weighted ? read_vec(f, "w", cols) : NULL;
         float *pw = pwc ? read_vec(f, "pw", cols) : NULL;
         float *dl = read_vec(f, "dloss", nl), *l = read_vec(f, "loss", nl),
               *dx = read_vec(f, "dx", n), *dq = kl ? read_vec(f, "dq", n) : NULL;
@@ -865,6 +905,8 @@ START_TEST(matches_pytorch) {
                      *DX = test_tensor(2, shape), *DQ = test_tensor(2, shape),
                      *PW = pw ? test_tensor_from(1, &cols, pw) : NULL, *Q = NULL;
         p.pos_weight = PW;
+        oclml_tensor *CW = cw ? test_tensor_from(1, &cols, cw) : NULL;
+        p.weight = CW;
         if (kl) Q = test_tensor_from(2, shape, t);
         oclml_status st;
         if (idx || p.probabilities)
@@ -887,15 +929,15 @@ START_TEST(matches_pytorch) {
             snprintf(what, sizeof what, "PyTorch %s %s dq", name, red);
             golden_check(what, DQ, dq, n);
         }
-        oclml_tensor *all[] = {X, TT, DL, L, DX, DQ, PW, Q};
-        for (int i = 0; i < 8; i++)
+        oclml_tensor *all[] = {X, TT, DL, L, DX, DQ, PW, Q, CW};
+        for (int i = 0; i < 9; i++)
             if (all[i]) oclml_tensor_destroy(all[i]);
-        float *mem[] = {x, t, pw, dl, l, dx, dq};
-        for (int i = 0; i < 7; i++) free(mem[i]);
+        float *mem[] = {x, t, pw, dl, l, dx, dq, cw};
+        for (int i = 0; i < 8; i++) free(mem[i]);
         cases++;
     }
     fclose(f);
-    ck_assert_int_ge(cases, 21);
+    ck_assert_int_ge(cases, 27);
 }
 END_TEST
 
@@ -905,6 +947,7 @@ int main(void) {
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_loop_test(tc, xent_indices, 0, 6);
     tcase_add_loop_test(tc, xent_probabilities, 0, 6);
+    tcase_add_loop_test(tc, xent_class_weights, 0, 3);
     tcase_add_loop_test(tc, xent_large_vocabulary, 0, 3);
     tcase_add_test(tc, xent_extremes);
     tcase_add_test(tc, xent_in_place);

@@ -15,6 +15,7 @@
 #define OCLML_LOSSF_COUNT 64u       /* the mean's divisor is count[0] (else n_div) */
 #define OCLML_LOSSF_PROBS 128u      /* cross-entropy: targets are class probabilities */
 #define OCLML_LOSSF_POS_WEIGHT 256u /* BCE with logits: a pos_weight per class */
+#define OCLML_LOSSF_WEIGHT 1024u    /* cross-entropy: a weight per class */
 #define OCLML_LOSSF_REDUCE 512u     /* pointwise: partial sums per work-group (mean, sum) */
 
 /* Pointwise losses. */

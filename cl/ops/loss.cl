@@ -7,7 +7,7 @@
  * pass leaves (max, sum of exp, sum t (max - x), sum t) per chunk, the finish pass merges a row's
  * partials and writes its chunk's dlogits (two reads, one write). Targets: class indices stored as
  * floats (OCLML_LOSSF_PROBS clear) or class probabilities (set), label smoothing eps mixes in the
- * uniform distribution: t' = (1 - eps) t + eps / C.
+ * uniform distribution: t' = (1 - eps) t + eps / C; optional class weights.
  *
  * KL divergence between categorical distributions given as logits a (p) and b (q), per row:
  * KL = sum_j P_j (log P_j - log Q_j); da = g P (log P - log Q - KL), db = g (Q - P). Positions where
@@ -87,28 +87,40 @@ inline bool target_valid(float tv, uint cols) {
 #endif
 
 /* ======================== cross-entropy, register path ======================== */
+/* Class weights (OCLML_LOSSF_WEIGHT): cw[c] multiplies class c's terms; with class indices the
+ * row's loss is (1 - eps) w_t (lse - x_t) + eps / C sum_j w_j (lse - x_j). */
 #if OCLML_WANT(oclml_xent_rows)
 __kernel void oclml_xent_rows(__global const float *x, ulong xoff, __global const float *t,
                               ulong toff, __global float *lr, ulong lroff, __global float *dx,
                               ulong dxoff, __global const float *dloss, ulong dloff,
-                              __global const float *cnt, uint flags, float ignore, float eps,
-                              float n_div, uint rows, uint cols, uint G, __local float *red) {
+                              __global const float *cnt, __global const float *cw, ulong cwoff,
+                              uint flags, float ignore, float eps, float n_div, uint rows,
+                              uint cols, uint G, __local float *red) {
     ROW_PROLOGUE(G, rows)
     const ulong base = row * cols;
     const float ueps = eps / (float)cols;
+    const bool weighted = (flags & OCLML_LOSSF_WEIGHT) != 0;
     float v[ROW_FLOATS];
     ROW_LOAD(v, x + xoff + base, ROW_ITEMS, lane, G, cols, ok, -INFINITY)
 #if XENT_PROBS
     float w[ROW_FLOATS];
     ROW_LOAD(w, t + toff + base, ROW_ITEMS, lane, G, cols, ok, 0.0f)
-    for (uint k = 0; k < ROW_FLOATS; k++)
-        w[k] = ROW_VALID(k, lane, G, cols) ? (1.0f - eps) * w[k] + ueps : 0.0f;
+    for (uint k = 0; k < ROW_FLOATS; k++) {
+        const bool in_row = ROW_VALID(k, lane, G, cols);
+        float tw = (1.0f - eps) * w[k] + ueps;
+        if (weighted && in_row) tw *= cw[cwoff + ROW_COL(k, lane, G)];
+        w[k] = in_row ? tw : 0.0f;
+    }
+    /* Uniform across the work-group: whether the sum of the target's weights is reduced. */
+    const bool sum_t = true;
 #else
     const float tv = ok ? t[toff + row] : 0.0f;
     const bool ignored = tv == ignore, valid = target_valid(tv, cols);
     const uint ti = valid ? (uint)tv : 0u;
     /* Read before the reductions' barriers: dx may be x itself. */
     const float xt = (ok && valid) ? x[xoff + base + ti] : NAN;
+    const float wt = (ok && valid && weighted) ? cw[cwoff + ti] : 1.0f;
+    const bool smooth_w = weighted && eps > 0.0f, sum_t = smooth_w;
 #endif
     float m = -INFINITY;
     for (uint k = 0; k < ROW_FLOATS; k++) m = fmax(m, v[k]);
@@ -117,37 +129,47 @@ __kernel void oclml_xent_rows(__global const float *x, ulong xoff, __global cons
     for (uint k = 0; k < ROW_FLOATS; k++) {
         s += masked_exp(v[k], m);
 #if XENT_PROBS
-        if (ROW_VALID(k, lane, G, cols) && w[k] != 0.0f) {
+        if (w[k] != 0.0f) {
             a += w[k] * (m - v[k]);
             tt += w[k];
         }
 #else
-        if (eps > 0.0f && ROW_VALID(k, lane, G, cols)) a += m - v[k];
+        if (eps > 0.0f && ROW_VALID(k, lane, G, cols)) {
+            const float wk = smooth_w ? cw[cwoff + ROW_COL(k, lane, G)] : 1.0f;
+            a += wk * (m - v[k]);
+            tt += wk;
+        }
 #endif
     }
     const float2 sa = seg_sum2((float2)(s, a), red, lid, G);
     s = sa.x;
     a = sa.y;
-#if XENT_PROBS
-    tt = seg_sum(tt, red, lid, G);
-    const float loss = a + tt * log(s);
-#else
+    tt = sum_t ? seg_sum(tt, red, lid, G) : (float)cols;
     const float log_s = log(s);
-    float loss = (1.0f - eps) * (m + log_s - xt);
-    if (eps > 0.0f) loss += ueps * (a + (float)cols * log_s);
+#if XENT_PROBS
+    const float loss = a + tt * log_s;
+#else
+    float loss = (1.0f - eps) * wt * (m + log_s - xt);
+    if (eps > 0.0f) loss += ueps * (a + tt * log_s);
     if (ignored) loss = 0.0f;
 #endif
     if (!ok) return;
     if (lane == 0 && (flags & OCLML_LOSSF_WANT_LOSS)) lr[lroff + row] = loss;
     if (!(flags & OCLML_LOSSF_WANT_DX)) return;
     const float g = grad_factor(flags, dloss, dloff, row, cnt, n_div), inv_s = 1.0f / s;
+#if !XENT_PROBS
+    /* d/dx_k = p_k ((1 - eps) w_t + eps / C sum_j w_j) - (1 - eps) w_t [k = t] - eps / C w_k */
+    const float coef = (1.0f - eps) * wt + ueps * tt, hit = (1.0f - eps) * wt;
+#endif
     for (uint k = 0; k < ROW_FLOATS; k++) {
         const float p = masked_exp(v[k], m) * inv_s;
 #if XENT_PROBS
         v[k] = g * (p * tt - w[k]);
 #else
-        const float tk = (ROW_COL(k, lane, G) == ti ? 1.0f - eps : 0.0f) + ueps;
-        v[k] = ignored ? 0.0f : (valid ? g * (p - tk) : NAN);
+        const uint col = ROW_COL(k, lane, G);
+        const float wk = (smooth_w && ROW_VALID(k, lane, G, cols)) ? cw[cwoff + col] : 1.0f;
+        const float d = p * coef - (col == ti ? hit : 0.0f) - ueps * wk;
+        v[k] = ignored ? 0.0f : (valid ? g * d : NAN);
 #endif
     }
     ROW_STORE(v, dx + dxoff + base, ROW_ITEMS, lane, G, cols, true)
@@ -191,17 +213,21 @@ inline float4 xent_group(float4 r, __local float *red, uint lid, uint L) {
 }
 
 #if OCLML_WANT(oclml_xent_part)
-/* part[(row * nch + chunk) * 4 ..] = the chunk's (max, sum of exp, sum t' (max - x), sum t');
+/* part[(row * nch + chunk) * 4 ..] = the chunk's (max, sum of exp, sum w (max - x), sum w) with
+ * w = t' (times the class weight) for probabilities, the class weight (or 1) for indices;
  * part[rows * nch * 4 + row] = x[target] (class indices: the finish pass may overwrite x). */
 __kernel void oclml_xent_part(__global const float *x, ulong xoff, __global const float *t,
-                              ulong toff, __global float *part, uint flags, float ignore, float eps,
-                              uint rows, uint cols, uint nch, __local float *red) {
-    const bool probs = (flags & OCLML_LOSSF_PROBS) != 0;
+                              ulong toff, __global float *part, __global const float *cw,
+                              ulong cwoff, uint flags, float ignore, float eps, uint rows,
+                              uint cols, uint nch, __local float *red) {
+    const bool probs = (flags & OCLML_LOSSF_PROBS) != 0,
+               weighted = (flags & OCLML_LOSSF_WEIGHT) != 0;
     const float ueps = eps / (float)cols;
     float4 r = (float4)(-INFINITY, 0.0f, 0.0f, 0.0f);
     CHUNK_LOOP(c) {
         const float v = x[xoff + row * cols + c];
-        const float w = probs ? (1.0f - eps) * t[toff + row * cols + c] + ueps : 1.0f;
+        float w = weighted ? cw[cwoff + c] : 1.0f;
+        if (probs) w *= (1.0f - eps) * t[toff + row * cols + c] + ueps;
         xent_merge(&r, (float4)(v, v == -INFINITY ? 0.0f : 1.0f, 0.0f, w));
     }
     r = xent_group(r, red, lid, L);
@@ -218,10 +244,12 @@ __kernel void oclml_xent_part(__global const float *x, ulong xoff, __global cons
 __kernel void oclml_xent_finish(__global const float *x, ulong xoff, __global const float *t,
                                 ulong toff, __global float *lr, ulong lroff, __global float *dx,
                                 ulong dxoff, __global const float *dloss, ulong dloff,
-                                __global const float *cnt, uint flags, float ignore, float eps,
-                                float n_div, __global const float *part, uint rows, uint cols,
-                                uint nch, __local float *red) {
-    const bool probs = (flags & OCLML_LOSSF_PROBS) != 0;
+                                __global const float *cnt, __global const float *cw, ulong cwoff,
+                                uint flags, float ignore, float eps, float n_div,
+                                __global const float *part, uint rows, uint cols, uint nch,
+                                __local float *red) {
+    const bool probs = (flags & OCLML_LOSSF_PROBS) != 0,
+               weighted = (flags & OCLML_LOSSF_WEIGHT) != 0;
     const float ueps = eps / (float)cols;
     const ulong r0 = get_global_id(1);
     float4 r = (float4)(-INFINITY, 0.0f, 0.0f, 0.0f);
@@ -229,7 +257,7 @@ __kernel void oclml_xent_finish(__global const float *x, ulong xoff, __global co
         xent_merge(&r, vload4(r0 * nch + c, part));
     r = xent_group(r, red, get_local_id(0), get_local_size(0));
     const float m = r.x, s = r.y, log_s = log(s);
-    float tv = 0.0f, loss;
+    float tv = 0.0f, loss, wt = 1.0f;
     bool ignored = false, valid = true;
     if (probs) {
         loss = r.z + r.w * log_s;
@@ -237,9 +265,10 @@ __kernel void oclml_xent_finish(__global const float *x, ulong xoff, __global co
         tv = t[toff + r0];
         ignored = tv == ignore;
         valid = target_valid(tv, cols);
+        if (valid && weighted) wt = cw[cwoff + (uint)tv];
         const float xt = part[(ulong)rows * nch * 4 + r0];
-        loss = (1.0f - eps) * (m + log_s - xt);
-        if (eps > 0.0f) loss += ueps * (r.z + (float)cols * log_s);
+        loss = (1.0f - eps) * wt * (m + log_s - xt);
+        if (eps > 0.0f) loss += ueps * (r.z + r.w * log_s);
         if (ignored) loss = 0.0f;
     }
     if (get_group_id(0) == 0 && get_local_id(0) == 0 && (flags & OCLML_LOSSF_WANT_LOSS))
@@ -247,14 +276,16 @@ __kernel void oclml_xent_finish(__global const float *x, ulong xoff, __global co
     if (!(flags & OCLML_LOSSF_WANT_DX)) return;
     const float g = grad_factor(flags, dloss, dloff, r0, cnt, n_div), inv_s = 1.0f / s;
     const uint ti = valid ? (uint)tv : 0u;
+    const float coef = (1.0f - eps) * wt + ueps * r.w, hit = (1.0f - eps) * wt;
     CHUNK_LOOP(c) {
         const ulong i = row * cols + c;
-        const float p = masked_exp(x[xoff + i], m) * inv_s;
+        const float p = masked_exp(x[xoff + i], m) * inv_s, wc = weighted ? cw[cwoff + c] : 1.0f;
         float d;
         if (probs)
-            d = g * (p * r.w - ((1.0f - eps) * t[toff + i] + ueps));
+            d = g * (p * r.w - wc * ((1.0f - eps) * t[toff + i] + ueps));
         else
-            d = ignored ? 0.0f : (valid ? g * (p - ((c == ti ? 1.0f - eps : 0.0f) + ueps)) : NAN);
+            d = ignored ? 0.0f
+                        : (valid ? g * (p * coef - (c == ti ? hit : 0.0f) - ueps * wc) : NAN);
         dx[dxoff + i] = d;
     }
 }
@@ -462,18 +493,21 @@ __kernel void oclml_loss_finish(__global const float *part, ulong n, __global fl
 #endif
 
 #if OCLML_WANT(oclml_xent_count)
-/* One work-group: cnt[0] = the rows whose class-index target is not ignore_index. */
+/* One work-group: cnt[0] = the mean's divisor, the rows whose class-index target is not
+ * ignore_index, or with class weights the sum of their targets' weights (an invalid index adds
+ * nothing: its row is NaN anyway). Summed in a fixed order. */
 __kernel void oclml_xent_count(__global const float *t, ulong toff, ulong rows, float ignore,
-                               __global float *cnt, __local uint *red) {
+                               __global const float *cw, ulong cwoff, uint flags, uint cols,
+                               __global float *cnt, __local float *red) {
     const uint lid = get_local_id(0), L = get_local_size(0);
-    uint c = 0;
-    for (ulong i = lid; i < rows; i += L) c += t[toff + i] != ignore;
-    red[lid] = c;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = L >> 1; s > 0; s >>= 1) {
-        if (lid < s) red[lid] += red[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
+    const bool weighted = (flags & OCLML_LOSSF_WEIGHT) != 0;
+    float c = 0.0f;
+    for (ulong i = lid; i < rows; i += L) {
+        const float tv = t[toff + i];
+        if (tv != ignore)
+            c += !weighted ? 1.0f : (target_valid(tv, cols) ? cw[cwoff + (uint)tv] : 0.0f);
     }
-    if (lid == 0) cnt[0] = (float)red[0];
+    c = seg_sum(c, red, lid, L);
+    if (lid == 0) cnt[0] = c;
 }
 #endif

@@ -200,15 +200,22 @@ static oclml_status xent_check(oclml_ctx *ctx, const xent_call *c, size_t *rows,
     if (!c->loss && !c->dlogits)
         return oclml__fail(ctx, OCLML_ERR_NULL_POINTER,
                            "loss and dlogits are both NULL: nothing to compute");
+    if (p->weight && (st = oclml__check_numel(ctx, p->weight, "weight", *cols))) {
+        if (st == OCLML_ERR_INVALID_SHAPE)
+            oclml__fail(ctx, st, "weight has %zu elements, expected one per class (%zu)",
+                        p->weight->numel, *cols);
+        return st;
+    }
     st = check_loss_out(ctx, p, c->loss, "loss", *rows, "one per row");
     if (!st && c->dlogits)
         st = oclml__check_same_shape(ctx, c->logits, "logits", c->dlogits, "dlogits");
     if (!st) st = check_dloss(ctx, p, c->dloss, *rows);
     if (st) return st;
     const oclml_tensor *outs[] = {c->loss, c->dlogits}, *own[] = {NULL, c->logits};
-    const oclml_tensor *ins[] = {c->logits, c->target, c->dloss};
-    const char *const on[] = {"loss", "dlogits"}, *const in[] = {"logits", "target", "dloss"};
-    return check_alias(ctx, outs, on, own, 2, ins, in, 3);
+    const oclml_tensor *ins[] = {c->logits, c->target, c->dloss, p->weight};
+    const char *const on[] = {"loss", "dlogits"}, *const in[] = {"logits", "target", "dloss",
+                                                                 "weight"};
+    return check_alias(ctx, outs, on, own, 2, ins, in, 4);
 }
 
 static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan) {
@@ -229,6 +236,7 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
     cl_uint flags = base_flags(p, c->loss, c->dloss);
     if (c->dlogits) flags |= OCLML_LOSSF_WANT_DX;
     if (probs) flags |= OCLML_LOSSF_PROBS;
+    if (p->weight) flags |= OCLML_LOSSF_WEIGHT;
     const bool reduce = c->loss && p->reduction != OCLML_LOSS_NONE;
     const bool count = !probs && p->reduction == OCLML_LOSS_MEAN;
     if (count) flags |= OCLML_LOSSF_COUNT;
@@ -241,35 +249,42 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
         cl_kernel k;
         if ((st = oclml__kernel(ctx, &REDUCE_SPEC, "oclml_xent_count", &k))) goto done;
         size_t local = reduce_local(ctx);
-        cl_mem tm = c->target->mem;
-        cl_ulong toff = oclml__elem_offset(c->target), ur = rows;
+        cl_mem tm = c->target->mem, cwm = oclml__opt_mem(p->weight);
+        cl_ulong toff = oclml__elem_offset(c->target), ur = rows,
+                 cwoff = oclml__opt_offset(p->weight);
+        cl_uint ucols = (cl_uint)cols;
         float ign = (float)p->ignore_index;
-        oclml__arg a[] = {OCLML_ARG(tm),  OCLML_ARG(toff), OCLML_ARG(ur),
-                          OCLML_ARG(ign), OCLML_ARG(cnt),  OCLML_LOCAL(local * sizeof(cl_uint))};
-        if ((st = oclml__launch(ctx, k, a, 6, 1, &local, &local, NULL))) goto done;
+        oclml__arg a[] = {OCLML_ARG(tm),    OCLML_ARG(toff),
+                          OCLML_ARG(ur),    OCLML_ARG(ign),
+                          OCLML_ARG(cwm),   OCLML_ARG(cwoff),
+                          OCLML_ARG(flags), OCLML_ARG(ucols),
+                          OCLML_ARG(cnt),   OCLML_LOCAL(local * sizeof(float))};
+        if ((st = oclml__launch(ctx, k, a, 10, 1, &local, &local, NULL))) goto done;
     }
     {
         cl_mem xm = c->logits->mem, tm = c->target->mem, dxm = oclml__opt_mem(c->dlogits),
-               dlm = oclml__opt_mem(c->dloss);
+               dlm = oclml__opt_mem(c->dloss), cwm = oclml__opt_mem(p->weight);
         cl_mem lrm = reduce ? lr : oclml__opt_mem(c->loss);
         cl_ulong xoff = oclml__elem_offset(c->logits), toff = oclml__elem_offset(c->target),
                  dxoff = oclml__opt_offset(c->dlogits), dloff = oclml__opt_offset(c->dloss),
-                 lroff = reduce ? 0 : oclml__opt_offset(c->loss);
+                 lroff = reduce ? 0 : oclml__opt_offset(c->loss),
+                 cwoff = oclml__opt_offset(p->weight);
         float ign = (float)p->ignore_index, eps = p->label_smoothing, n_div = (float)rows;
-        oclml__arg args[] = {OCLML_ARG(xm),  OCLML_ARG(xoff),  OCLML_ARG(tm),    OCLML_ARG(toff),
-                             OCLML_ARG(lrm), OCLML_ARG(lroff), OCLML_ARG(dxm),   OCLML_ARG(dxoff),
-                             OCLML_ARG(dlm), OCLML_ARG(dloff), OCLML_ARG(cnt),   OCLML_ARG(flags),
-                             OCLML_ARG(ign), OCLML_ARG(eps),   OCLML_ARG(n_div), {0, NULL}};
+        oclml__arg args[] = {OCLML_ARG(xm),    OCLML_ARG(xoff),  OCLML_ARG(tm),  OCLML_ARG(toff),
+                             OCLML_ARG(lrm),   OCLML_ARG(lroff), OCLML_ARG(dxm), OCLML_ARG(dxoff),
+                             OCLML_ARG(dlm),   OCLML_ARG(dloff), OCLML_ARG(cnt), OCLML_ARG(cwm),
+                             OCLML_ARG(cwoff), OCLML_ARG(flags), OCLML_ARG(ign), OCLML_ARG(eps),
+                             OCLML_ARG(n_div), {0, NULL}};
         if (!plan.long_rows) {
-            st = oclml__row_launch(ctx, f, &plan, args, 15, replan);
+            st = oclml__row_launch(ctx, f, &plan, args, 17, replan);
         } else {
             /* Slices of rows: the chunked grid's second dimension is the rows. */
             const size_t slice = rows < SLICE_ROWS ? rows : SLICE_ROWS;
             size_t nfl = (size_t)plan.nchunks * OCLML_XENT_PART + 1;
             if ((st = oclml__scratch_get(ctx, slice * nfl * sizeof(float), &part))) goto done;
-            oclml__arg a1[] = {args[0],         args[1],          args[2],  args[3],
-                               OCLML_ARG(part), OCLML_ARG(flags), args[12], args[13]};
-            args[15] = OCLML_ARG(part);
+            oclml__arg a1[] = {args[0],  args[1],  args[2],  args[3],  OCLML_ARG(part),
+                               args[11], args[12], args[13], args[14], args[15]};
+            args[17] = OCLML_ARG(part);
             const cl_ulong x0 = xoff, t0 = toff, l0 = lroff, d0 = dxoff, g0 = dloff;
             for (size_t r0 = 0; r0 < rows && !st; r0 += slice) {
                 oclml__row_plan sp = plan;
@@ -279,8 +294,8 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
                 lroff = l0 + r0;
                 dxoff = d0 + r0 * cols;
                 dloff = g0 + ((flags & OCLML_LOSSF_DLOSS_EACH) ? r0 : 0);
-                st = oclml__row_launch_long(ctx, f, false, &sp, a1, 8);
-                if (!st) st = oclml__row_launch_long(ctx, f, true, &sp, args, 16);
+                st = oclml__row_launch_long(ctx, f, false, &sp, a1, 10);
+                if (!st) st = oclml__row_launch_long(ctx, f, true, &sp, args, 18);
             }
         }
     }

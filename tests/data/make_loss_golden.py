@@ -4,12 +4,13 @@
 Writes loss_golden.txt beside this script (or to the path given as the first argument): a header
 comment, then per case a line "case NAME REDUCTION ROWS COLS EPS DELTA" and lines
 "name count v v v ..." for x (the logits or input), t (class indices as floats, probabilities,
-targets, or q's logits for kl), pw (bce_pw only), dloss (the upstream gradient: one value for
+targets, or q's logits for kl), w (the class weights of xent_*_w), pw (bce_pw only), dloss (the upstream gradient: one value for
 mean and sum, the loss's shape for none), loss, dx (the gradient of x) and dq (kl only: the
 gradient of q's logits). Cases, each for reduction mean, sum and none:
   xent_idx   F.cross_entropy on class indices, ignore_index=-100 (row 1 ignored),
              label_smoothing EPS
   xent_prob  F.cross_entropy on class probabilities, label_smoothing EPS
+  xent_idx_w, xent_prob_w  the same with class weights (weight=, written as "w" after t)
   mse        F.mse_loss
   huber      F.huber_loss(delta=DELTA)
   bce        F.binary_cross_entropy_with_logits
@@ -39,7 +40,7 @@ def reduce_rows(per_row, red):
     return per_row.mean() if red == "mean" else per_row.sum() if red == "sum" else per_row
 
 
-def case(f, name, red, fn, x, t, pw=None, q=None):
+def case(f, name, red, fn, x, t, pw=None, q=None, w=None):
     x = x.clone().requires_grad_(True)
     if q is not None:
         q = q.clone().requires_grad_(True)
@@ -49,6 +50,8 @@ def case(f, name, red, fn, x, t, pw=None, q=None):
     f.write(f"case {name} {red} {ROWS} {COLS} {EPS} {DELTA}\n")
     dump(f, "x", x)
     dump(f, "t", t if q is None else q)
+    if w is not None:
+        dump(f, "w", w)
     if pw is not None:
         dump(f, "pw", pw)
     dump(f, "dloss", dloss)
@@ -75,6 +78,14 @@ def main():
             probs = torch.softmax(torch.randn(ROWS, COLS), -1)
             case(f, "xent_prob", red,
                  lambda a, t: F.cross_entropy(a, t, reduction=red, label_smoothing=EPS), x, probs)
+            cw = torch.rand(COLS) * 2 + 0.2
+            case(f, "xent_idx_w", red,
+                 lambda a, t: F.cross_entropy(a, t.long(), weight=cw, ignore_index=-100,
+                                              reduction=red, label_smoothing=EPS),
+                 x, idx.float(), w=cw)
+            case(f, "xent_prob_w", red,
+                 lambda a, t: F.cross_entropy(a, t, weight=cw, reduction=red,
+                                              label_smoothing=EPS), x, probs, w=cw)
             y = torch.randn(ROWS, COLS)
             case(f, "mse", red, lambda a, t: F.mse_loss(a, t, reduction=red), x, y)
             case(f, "huber", red, lambda a, t: F.huber_loss(a, t, reduction=red, delta=DELTA), x, y)

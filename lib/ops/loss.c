@@ -8,9 +8,7 @@
 
 #include "../../cl/include/loss_abi.h"
 
-#include <limits.h>
 #include <math.h>
-#include <stdio.h>
 
 #define FILE_CL "loss.cl"
 /* Rows per launch of the chunked paths, whose grid's second dimension counts rows (NVIDIA's

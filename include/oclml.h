@@ -446,7 +446,8 @@ OCLML_API void oclml_pool2d_params_init(oclml_pool2d_params *params);
  * last window starts inside the input). */
 OCLML_API oclml_status oclml_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *params,
                                         const oclml_tensor *x, oclml_tensor *y);
-/* dx (x's shape, overwritten) = dy routed to each window's first maximum in x. */
+/* dx (x's shape, overwritten) = dy routed to each window's first maximum in x (its last NaN
+ * where it holds NaN, as PyTorch). */
 OCLML_API oclml_status oclml_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *params,
                                                  const oclml_tensor *x, const oclml_tensor *dy,
                                                  oclml_tensor *dx);

@@ -195,18 +195,21 @@ static void run_case(const conv_case *c, bool transposed, bool with_bias, int ac
     for (int i = 0; i < 14; i++) free(mem[i]);
 }
 
-/* Each case on the CLBlast path, the own kernels, and with one image a chunk. */
-static const char *PATH_TUNING[] = {"gemm.own=0", "gemm.own=1", "gemm.own=1 conv.chunk=1"};
+/* Each case on the CLBlast path, the own kernels, with one image a chunk, and with two (the
+ * three-image case then ends on a partial chunk). */
+static const char *PATH_TUNING[] = {"gemm.own=0", "gemm.own=1", "gemm.own=1 conv.chunk=1",
+                                    "gemm.own=1 conv.chunk=2"};
+#define N_PATHS 4
 
 START_TEST(conv2d_cases) {
-    test_retune(PATH_TUNING[_i % 3]);
-    for (int i = 0; i < N_CASES; i++) run_case(&CASES[i], false, i % 2 == 0, _i / 3);
+    test_retune(PATH_TUNING[_i % N_PATHS]);
+    for (int i = 0; i < N_CASES; i++) run_case(&CASES[i], false, i % 2 == 0, _i / N_PATHS);
 }
 END_TEST
 
 START_TEST(conv_transpose2d_cases) {
-    test_retune(PATH_TUNING[_i % 3]);
-    for (int i = 0; i < N_CASES; i++) run_case(&CASES[i], true, i % 2 == 1, _i / 3);
+    test_retune(PATH_TUNING[_i % N_PATHS]);
+    for (int i = 0; i < N_CASES; i++) run_case(&CASES[i], true, i % 2 == 1, _i / N_PATHS);
 }
 END_TEST
 
@@ -275,7 +278,7 @@ static double ref_count(const pool_case *c, size_t p, size_t q) {
     return (double)((he - hs) * (we - ws));
 }
 
-/* Max (first maximum, NaN largest) or mean of window (p, q) of plane x; *at its first maximum. */
+/* Max (first maximum; NaN largest, the last NaN wins) or mean of window (p, q) of plane x; *at its first maximum. */
 static double ref_window(const pool_case *c, const float *x, size_t p, size_t q, bool max,
                          long *at) {
     unsigned sh = c->sh ? c->sh : c->kh, sw = c->sw ? c->sw : c->kw;
@@ -289,7 +292,7 @@ static double ref_window(const pool_case *c, const float *x, size_t p, size_t q,
             double xv = x[h * (long)c->W + v];
             inside++;
             sum += xv;
-            if (arg < 0 || (!isnan(best) && (xv > best || isnan(xv))))
+            if (arg < 0 || xv > best || isnan(xv)) /* PyTorch: the last NaN wins */
                 best = xv, arg = h * (long)c->W + v;
         }
     if (at) *at = arg;
@@ -318,6 +321,7 @@ START_TEST(pooling_cases) {
         if (max) {
             x[5] = x[4];     /* a tie: the first maximum takes the gradient */
             x[nx - 1] = NAN; /* NaN counts as the largest */
+            x[nx - 2] = NAN; /* and with two in a window, the last takes the gradient */
         }
         oclml_tensor *X = test_tensor_from(4, xsh, x), *Y = test_tensor(4, ysh),
                      *DY = test_tensor_from(4, ysh, dy), *DX = test_tensor(4, xsh);
@@ -430,8 +434,8 @@ int main(void) {
     Suite *s = suite_create("conv");
     TCase *tc = tcase_create("conv");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
-    tcase_add_loop_test(tc, conv2d_cases, 0, 6);
-    tcase_add_loop_test(tc, conv_transpose2d_cases, 0, 6);
+    tcase_add_loop_test(tc, conv2d_cases, 0, 2 * N_PATHS);
+    tcase_add_loop_test(tc, conv_transpose2d_cases, 0, 2 * N_PATHS);
     tcase_add_test(tc, conv2d_nan_policy);
     tcase_add_loop_test(tc, pooling_cases, 0, 2);
     tcase_add_test(tc, bad_input_touches_nothing);

@@ -102,7 +102,7 @@ static void ref_step(ref_opt *r, const layout *l, double *g) {
     double gm = 1 / r->scale;
     if (c->max_grad_norm > 0) {
         r->norm = sqrt(ss) / r->scale;
-        gm *= fmin(1.0, c->max_grad_norm / (r->norm + 1e-6));
+        gm *= isnan(r->norm) ? NAN : fmin(1.0, c->max_grad_norm / (r->norm + 1e-6));
     }
     if (c->agc_clip > 0) {
         size_t count = c->count ? c->count : l->n - c->first;

@@ -1,7 +1,8 @@
 /* Convolution's data movement around the GEMM kernels (lib/ops/conv.c): unfolding input windows
  * into columns (im2col), folding column gradients back into an input gradient by gathering
  * (col2im: each input element sums the column entries it fed, no atomics), the output-gradient
- * rows of a chunk of images side by side for the weight gradient, and the bias gradient.
+ * rows of a chunk of images side by side for the weight gradient. (The bias gradient is an axis
+ * reduction: lib/ops/axis.c.)
  *
  * Geometry (all kernels): images [*, C, H, W] of which a group's Cg channels from c0 are used,
  * kernel R x S, output P x Q, stride (sh, sw), padding before (ph, pw), dilation (dh, dw). Column
@@ -85,29 +86,5 @@ __kernel void oclml_conv_rows_side_by_side(__global const float *y, ulong y_off,
         const uint k = (uint)(rest % Kg), i = (uint)(rest / Kg);
         out[((ulong)k * nb + i) * PQ + pq] = y[((ulong)(n0 + i) * K + k0 + k) * PQ + pq];
     }
-}
-#endif
-
-#if OCLML_WANT(oclml_conv_bias_grad)
-/* db[k] (+)= the sum of dy[n][k][pq] over every image and position: one work-group a channel,
- * each work-item a strided share, then a fixed-order tree in local memory (deterministic). */
-__kernel void oclml_conv_bias_grad(__global const float *dy, ulong dy_off, uint N, uint K, uint PQ,
-                                   __global float *db, ulong db_off, uint accumulate,
-                                   __local float *part) {
-    const uint k = get_group_id(0), lid = get_local_id(0), n_items = get_local_size(0);
-    dy += dy_off;
-    const ulong total = (ulong)N * PQ;
-    float sum = 0.0f;
-    for (ulong e = lid; e < total; e += n_items) {
-        const ulong n = e / PQ;
-        sum += dy[(n * K + k) * PQ + e % PQ];
-    }
-    part[lid] = sum;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint step = n_items / 2; step > 0; step /= 2) {
-        if (lid < step) part[lid] += part[lid + step];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0) db[db_off + k] = accumulate ? db[db_off + k] + part[0] : part[0];
 }
 #endif

@@ -136,7 +136,8 @@ __kernel void oclml_optim_step(__global float4 *restrict p, __global const float
         float acc = 0.0f;
         for (uint i = lid; i < nparts; i += L) acc += part[i];
         norm = sqrt(group_sum(acc, red, lid, L)) / scale;
-        gmul *= fmin(1.0f, max_norm / (norm + 1e-6f));
+        /* A NaN norm clips every gradient to NaN, as torch's clamp does (fmin would drop it). */
+        gmul *= isnan(norm) ? NAN : fmin(1.0f, max_norm / (norm + 1e-6f));
     }
     const float t = (float)(step + 1u);
     float lr1 = as_float(b[OPT_LR1]);

@@ -8,8 +8,9 @@
     ulong planes, uint H, uint W, uint P, uint Q, uint KH, uint KW, uint SH, uint SW, uint PH, \
         uint PW
 
-/* The first maximum of window (p, q) of a plane as a flat index h * W + w (NaN counts as the
- * largest, its first occurrence wins); -1 where the window holds only padding. */
+/* The first maximum of window (p, q) of a plane as a flat index h * W + w; NaN counts as the
+ * largest and, as in PyTorch's kernels (val > max || isnan(val)), its last occurrence wins. -1
+ * where the window holds only padding. */
 inline int window_argmax(__global const float *x, uint W, uint H, uint p, uint q, uint KH, uint KW,
                          uint SH, uint SW, uint PH, uint PW) {
     const int h0 = (int)(p * SH) - (int)PH, w0 = (int)(q * SW) - (int)PW;
@@ -22,7 +23,7 @@ inline int window_argmax(__global const float *x, uint W, uint H, uint p, uint q
             const int w = w0 + (int)s;
             if (w < 0 || w >= (int)W) continue;
             const float v = x[h * W + w];
-            if (best < 0 || (!isnan(m) && (v > m || isnan(v)))) {
+            if (best < 0 || v > m || isnan(v)) {
                 best = h * (int)W + w;
                 m = v;
             }

@@ -13,8 +13,7 @@
 
 #define KERNEL_FILE "conv.cl"
 static const oclml__program_spec PROGRAM = {
-    KERNEL_FILE, NULL,
-    "oclml_conv_im2col oclml_conv_col2im oclml_conv_rows_side_by_side oclml_conv_bias_grad", 0};
+    KERNEL_FILE, NULL, "oclml_conv_im2col oclml_conv_col2im oclml_conv_rows_side_by_side", 0};
 
 /* The column workspace a chunk of images may take. */
 #define CHUNK_BYTES ((size_t)128 << 20)
@@ -106,6 +105,9 @@ static oclml_status conv_shape_of(oclml_ctx *ctx, const oclml_conv2d_params *p,
                            "the %zux%zu kernel (dilated) does not fit the padded %zux%zu input",
                            s->R, s->S, s->H, s->W);
     /* The kernels index within a chunk in 32 bits and images in 64. */
+    /* Kernels compute rows and columns with padding in signed 32-bit arithmetic. */
+    if (s->H > INT32_MAX / 2 || s->W > INT32_MAX / 2)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "convolution input too large");
     if (s->C * s->H * s->W > UINT32_MAX || s->K * s->P * s->Q > UINT32_MAX ||
         cg_rs(s) * s->P * s->Q > UINT32_MAX || s->N > UINT32_MAX)
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "convolution too large for one image");
@@ -199,22 +201,25 @@ static oclml_status col2im(oclml_ctx *ctx, const conv_shape *s, cl_mem col, size
     return launch_1d(ctx, "oclml_conv_col2im", args, 23, nb * Cg * s->H * s->W);
 }
 
-/* db (+)= the sum of y over images and positions, per channel: y [N, K, PQ]. */
-static oclml_status bias_grad(oclml_ctx *ctx, const oclml_tensor *y, size_t N, size_t K, size_t PQ,
-                              oclml_tensor *db, int accumulate) {
-    cl_kernel k;
-    oclml_status st = oclml__kernel(ctx, &PROGRAM, "oclml_conv_bias_grad", &k);
-    if (st) return st;
-    cl_mem ym = y->mem, dm = db->mem;
-    cl_ulong y_off = oclml__elem_offset(y), d_off = oclml__elem_offset(db);
-    cl_uint uN = (cl_uint)N, uK = (cl_uint)K, uPQ = (cl_uint)PQ, acc = accumulate != 0;
-    size_t local = 1;
-    while (local * 2 <= ctx->caps.max_work_group_size && local < 256) local *= 2;
-    oclml__arg args[] = {OCLML_ARG(ym),    OCLML_ARG(y_off), OCLML_ARG(uN),
-                         OCLML_ARG(uK),    OCLML_ARG(uPQ),   OCLML_ARG(dm),
-                         OCLML_ARG(d_off), OCLML_ARG(acc),   OCLML_LOCAL(local * sizeof(float))};
-    size_t global = K * local;
-    return oclml__launch(ctx, k, args, 9, 1, &global, &local, NULL);
+/* db (+)= the sum of y [N, K, P, Q] over images and positions: the axis reduction's column
+ * kernel (every element read once by many work-groups, a fixed order: deterministic). */
+static oclml_status bias_grad(oclml_ctx *ctx, const oclml_tensor *y, oclml_tensor *db,
+                              int accumulate) {
+    static const int axes[3] = {0, 2, 3};
+    size_t K = y->shape[1];
+    oclml_tensor *flat = NULL, *sum = NULL;
+    cl_mem tmp = NULL;
+    /* db may have any shape of K elements: reduce into a 1-D view of it, or of a scratch buffer
+     * added to it. */
+    oclml_status st = oclml_tensor_wrap(ctx, db->mem, db->offset_bytes, 1, &K, &flat);
+    if (!st && accumulate) st = oclml__scratch_get(ctx, K * sizeof(float), &tmp);
+    if (!st && accumulate) st = oclml_tensor_wrap(ctx, tmp, 0, 1, &K, &sum);
+    if (!st) st = oclml_reduce_axes(ctx, OCLML_REDUCE_SUM, y, axes, 3, accumulate ? sum : flat);
+    if (!st && accumulate) st = oclml_binary(ctx, OCLML_ADD, flat, sum, flat);
+    if (sum) oclml_tensor_destroy(sum);
+    if (tmp) oclml__scratch_put(ctx, tmp);
+    if (flat) oclml_tensor_destroy(flat);
+    return st;
 }
 
 /* Images a chunk holds: the tuning key conv.chunk, else as many as keep `per_image` floats a
@@ -231,9 +236,45 @@ static oclml__matrix mat(const oclml_tensor *t, size_t offset, size_t ld, size_t
 
 /* ---- the three pieces ---- */
 
+/* A 1x1 convolution with unit stride and no padding is a product with the images themselves:
+ * their [C x HW] planes are the columns, so no unfolding (and no workspace) is needed. */
+static bool is_pointwise(const conv_shape *s) {
+    return s->R == 1 && s->S == 1 && s->sh == 1 && s->sw == 1 && s->ph == 0 && s->pw == 0 &&
+           s->P == s->H && s->Q == s->W;
+}
+
+/* Pointwise forward (y = W x + b) or data gradient (dx = W^T dy + b), per group, over every
+ * image in one batched product. */
+static oclml_status pointwise(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *w,
+                              const oclml_tensor *in, oclml_tensor *out, const oclml_tensor *b,
+                              bool data_gradient) {
+    size_t cg = s->C / s->groups, kg = s->K / s->groups, hw = s->H * s->W;
+    size_t in_ch = data_gradient ? s->K : s->C, out_ch = data_gradient ? s->C : s->K;
+    size_t in_g = data_gradient ? kg : cg, out_g = data_gradient ? cg : kg;
+    oclml_status st = OCLML_SUCCESS;
+    for (unsigned g = 0; g < s->groups && !st; g++) {
+        oclml__gemm_desc d = {.trans_a = data_gradient,
+                              .m = out_g,
+                              .n = hw,
+                              .k = in_g,
+                              .batch = s->N,
+                              .alpha = 1.0f,
+                              .a = mat(w, g * kg * cg, cg, 0),
+                              .b = mat(in, g * in_g * hw, hw, in_ch * hw),
+                              .c = mat(out, g * out_g * hw, hw, out_ch * hw),
+                              .bias = b ? b->mem : NULL,
+                              .bias_offset = b ? oclml__elem_offset(b) + g * out_g : 0,
+                              .bias_per_row = true,
+                              .act = OCLML_ACT_NONE};
+        st = oclml__gemm(ctx, &d);
+    }
+    return st;
+}
+
 /* y = conv(x, w) (+ b per output channel). */
 static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
                                  const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
+    if (is_pointwise(s)) return pointwise(ctx, s, w, x, y, b, false);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
     size_t nb = chunk_images(ctx, s, crs * pq);
     cl_mem col;
@@ -266,6 +307,7 @@ static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclm
 static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *w,
                                        const oclml_tensor *dy, oclml_tensor *dx,
                                        const oclml_tensor *b) {
+    if (is_pointwise(s)) return pointwise(ctx, s, w, dy, dx, b, true);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
     size_t nb = chunk_images(ctx, s, crs * pq);
     cl_mem col;
@@ -362,7 +404,7 @@ oclml_status oclml_conv2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *p,
     if (!st) st = check_gradients_alone(ctx, x, w, dy, dx, dw, db);
     if (!st && dx) st = conv_backward_data(ctx, &s, w, dy, dx, NULL);
     if (!st && dw) st = conv_backward_weight(ctx, &s, x, dy, dw, accumulate);
-    if (!st && db) st = bias_grad(ctx, dy, s.N, s.K, s.P * s.Q, db, accumulate);
+    if (!st && db) st = bias_grad(ctx, dy, db, accumulate);
     return st;
 }
 
@@ -392,11 +434,18 @@ static oclml_status transposed_shape(oclml_ctx *ctx, const oclml_conv2d_params *
     size_t want[4] = {x->shape[0], w->shape[1] * p->groups, full_h - pad_h, full_w - pad_w};
     st = oclml__check_shape4(ctx, y, y_name, want);
     if (!st) st = conv_shape_of(ctx, p, y, w, y_name, s);
-    if (!st && (s->P != x->shape[2] || s->Q != x->shape[3] || s->K != x->shape[1]))
+    /* An output_padding of a stride or more (allowed below the dilation) gives the convolution
+     * back from y more rows than x has: they are the rows no input reaches, so the convolution
+     * keeps x's extent. */
+    if (!st && (s->P < x->shape[2] || s->Q < x->shape[3] || s->K != x->shape[1]))
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
                            "x [%zu x %zu x %zu x %zu] does not match the weights' %zu input "
                            "channels",
                            x->shape[0], x->shape[1], x->shape[2], x->shape[3], s->K);
+    if (!st) {
+        s->P = x->shape[2];
+        s->Q = x->shape[3];
+    }
     return st;
 }
 
@@ -428,12 +477,12 @@ oclml_status oclml_conv_transpose2d_backward(oclml_ctx *ctx, const oclml_conv2d_
     /* The convolution's input is this op's output gradient, its output this op's input. */
     if (!st && dx) st = conv_forward(ctx, &s, dy, w, NULL, dx);
     if (!st && dw) st = conv_backward_weight(ctx, &s, dy, x, dw, accumulate);
-    if (!st && db) st = bias_grad(ctx, dy, s.N, s.C, s.H * s.W, db, accumulate);
+    if (!st && db) st = bias_grad(ctx, dy, db, accumulate);
     return st;
 }
 
 /* Prewarm: the data-movement kernels (the products plan onto the GEMM family's). */
 void oclml__conv_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     (void)ctx;
-    oclml__warm_add(list, op, "im2col, col2im, bias gradient", PROGRAM);
+    oclml__warm_add(list, op, "im2col, col2im, rows side by side", PROGRAM);
 }

@@ -1,6 +1,7 @@
 /* 2-D max and average pooling over NCHW tensors and their gradients (cl/ops/pool.cl), with
  * PyTorch's MaxPool2d / AvgPool2d semantics: symmetric padding of at most half the window,
- * ceil_mode, count_include_pad; the max gradient goes to each window's first maximum. */
+ * ceil_mode, count_include_pad; the max gradient goes to each window's first maximum, or its
+ * last NaN, as PyTorch's kernels do. */
 #include "ops/ops.h"
 
 #include <stdio.h>
@@ -66,7 +67,8 @@ static oclml_status pool_shape_of(oclml_ctx *ctx, const oclml_pool2d_params *p,
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
                            "the %ux%u window does not fit the padded %zux%zu input", s->kh, s->kw,
                            s->H, s->W);
-    if (s->H * s->W > UINT32_MAX || s->P * s->Q > UINT32_MAX)
+    /* Kernels index a plane in signed 32-bit arithmetic. */
+    if (s->H * s->W > INT32_MAX || s->P * s->Q > INT32_MAX)
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "pooling plane too large");
     return OCLML_SUCCESS;
 }

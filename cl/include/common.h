@@ -16,6 +16,25 @@
  * fails to link (no external definition) or moves their private arrays to slow memory. */
 #define OCLML_INLINE inline __attribute__((always_inline))
 
+/* Work-items stride over [0, total) taken as units of `per` elements (an image, a plane):
+ * every element runs the statement list after the unit index `unit` and the index `within` it
+ * (< per, 32-bit) are set. The divisions run in 32 bits wherever the range allows: a 64-bit
+ * division costs tens of instructions on GPUs, more than a memory-bound element's work. */
+#define OCLML_FOR_UNITS(total, per, ...)                                                   \
+    if ((ulong)(total) + get_global_size(0) <= 0xffffffffUL) {                             \
+        for (uint e_ = (uint)get_global_id(0); e_ < (uint)(total);                         \
+             e_ += (uint)get_global_size(0)) {                                             \
+            const uint unit = e_ / (uint)(per), within = e_ % (uint)(per);                 \
+            __VA_ARGS__;                                                                   \
+        }                                                                                  \
+    } else {                                                                               \
+        for (ulong e_ = get_global_id(0); e_ < (ulong)(total); e_ += get_global_size(0)) { \
+            const ulong unit = e_ / (per);                                                 \
+            const uint within = (uint)(e_ % (per));                                        \
+            __VA_ARGS__;                                                                   \
+        }                                                                                  \
+    }
+
 /* Kernels address tensors as (buffer, element offset): a wrapped cl_mem may start anywhere. */
 #define OCLML_AT(buf, off) ((buf) + (off))
 

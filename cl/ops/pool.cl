@@ -1,18 +1,19 @@
 /* 2-D max and average pooling over NCHW planes and their gradients. Each work-item owns one
  * output (forward) or one input element (backward: it gathers from the windows that cover it,
  * no atomics). Geometry: planes H x W in, P x Q out, window KH x KW, stride (SH, SW), padding
- * (PH, PW) on both sides; work-items stride over a 1-D range of ulong indices. */
+ * (PH, PW) on both sides; work-items stride over a 1-D range by planes (OCLML_FOR_UNITS: 32-bit
+ * index math where the range allows). */
 #include "common.h"
 
-#define POOL_ARGS                                                                              \
-    ulong planes, uint H, uint W, uint P, uint Q, uint KH, uint KW, uint SH, uint SW, uint PH, \
-        uint PW
+#define POOL_PLANE_ARGS \
+    uint H, uint W, uint P, uint Q, uint KH, uint KW, uint SH, uint SW, uint PH, uint PW
+#define POOL_ARGS ulong planes, POOL_PLANE_ARGS
 
 /* The first maximum of window (p, q) of a plane as a flat index h * W + w; NaN counts as the
  * largest and, as in PyTorch's kernels (val > max || isnan(val)), its last occurrence wins. -1
  * where the window holds only padding. */
-inline int window_argmax(__global const float *x, uint W, uint H, uint p, uint q, uint KH, uint KW,
-                         uint SH, uint SW, uint PH, uint PW) {
+OCLML_INLINE int window_argmax(__global const float *x, uint W, uint H, uint p, uint q, uint KH,
+                               uint KW, uint SH, uint SW, uint PH, uint PW) {
     const int h0 = (int)(p * SH) - (int)PH, w0 = (int)(q * SW) - (int)PW;
     int best = -1;
     float m = 0.0f;
@@ -35,21 +36,17 @@ inline int window_argmax(__global const float *x, uint W, uint H, uint p, uint q
 #if OCLML_WANT(oclml_max_pool2d)
 __kernel void oclml_max_pool2d(__global const float *x, ulong x_off, __global float *y, ulong y_off,
                                POOL_ARGS) {
-    const ulong total = planes * P * Q;
     x += x_off;
     y += y_off;
-    for (ulong e = get_global_id(0); e < total; e += get_global_size(0)) {
-        const ulong plane = e / (P * Q);
-        const uint pq = (uint)(e % (P * Q));
-        __global const float *xp = x + plane * H * W;
-        const int at = window_argmax(xp, W, H, pq / Q, pq % Q, KH, KW, SH, SW, PH, PW);
-        y[e] = at < 0 ? -INFINITY : xp[at];
-    }
+    OCLML_FOR_UNITS(planes * P * Q, P * Q, __global const float *xp = x + (ulong)unit * H * W;
+                    const int at =
+                        window_argmax(xp, W, H, within / Q, within % Q, KH, KW, SH, SW, PH, PW);
+                    y[(ulong)unit * P * Q + within] = at < 0 ? -INFINITY : xp[at])
 }
 #endif
 
 /* The outputs whose windows cover input row h (or column): p from first to last inclusive. */
-inline void covering(uint h, uint PH, uint K, uint S, uint P, uint *first, uint *last) {
+OCLML_INLINE void covering(uint h, uint PH, uint K, uint S, uint P, uint *first, uint *last) {
     const int hp = (int)(h + PH);
     const int lo = hp - (int)K + 1;
     *first = lo <= 0 ? 0 : (uint)((lo + (int)S - 1) / (int)S);
@@ -59,34 +56,36 @@ inline void covering(uint h, uint PH, uint K, uint S, uint P, uint *first, uint 
 
 #if OCLML_WANT(oclml_max_pool2d_backward)
 /* dx[h][w] = the sum of dy over the windows whose first maximum is (h, w). */
+OCLML_INLINE float max_pool_grad(__global const float *xp, __global const float *dyp, uint hw,
+                                 POOL_PLANE_ARGS) {
+    const uint h = hw / W, w = hw % W;
+    uint p0, p1, q0, q1;
+    covering(h, PH, KH, SH, P, &p0, &p1);
+    covering(w, PW, KW, SW, Q, &q0, &q1);
+    float sum = 0.0f;
+    for (uint p = p0; p <= p1 && p < P; p++)
+        for (uint q = q0; q <= q1 && q < Q; q++)
+            if (window_argmax(xp, W, H, p, q, KH, KW, SH, SW, PH, PW) == (int)hw)
+                sum += dyp[p * Q + q];
+    return sum;
+}
+
 __kernel void oclml_max_pool2d_backward(__global const float *x, ulong x_off,
                                         __global const float *dy, ulong dy_off, __global float *dx,
                                         ulong dx_off, POOL_ARGS) {
-    const ulong total = planes * H * W;
     x += x_off;
     dy += dy_off;
     dx += dx_off;
-    for (ulong e = get_global_id(0); e < total; e += get_global_size(0)) {
-        const ulong plane = e / (H * W);
-        const uint hw = (uint)(e % (H * W)), h = hw / W, w = hw % W;
-        __global const float *xp = x + plane * H * W;
-        __global const float *dyp = dy + plane * P * Q;
-        uint p0, p1, q0, q1;
-        covering(h, PH, KH, SH, P, &p0, &p1);
-        covering(w, PW, KW, SW, Q, &q0, &q1);
-        float sum = 0.0f;
-        for (uint p = p0; p <= p1 && p < P; p++)
-            for (uint q = q0; q <= q1 && q < Q; q++)
-                if (window_argmax(xp, W, H, p, q, KH, KW, SH, SW, PH, PW) == (int)hw)
-                    sum += dyp[p * Q + q];
-        dx[e] = sum;
-    }
+    OCLML_FOR_UNITS(planes * H * W, H * W,
+                    dx[(ulong)unit * H * W + within] =
+                        max_pool_grad(x + (ulong)unit * H * W, dy + (ulong)unit * P * Q, within, H,
+                                      W, P, Q, KH, KW, SH, SW, PH, PW))
 }
 #endif
 
 /* The divisor of window (p, q): the whole window, or only its part inside the input. */
-inline float window_count(uint p, uint q, uint H, uint W, uint KH, uint KW, uint SH, uint SW,
-                          uint PH, uint PW, uint include_pad) {
+OCLML_INLINE float window_count(uint p, uint q, uint H, uint W, uint KH, uint KW, uint SH, uint SW,
+                                uint PH, uint PW, uint include_pad) {
     const int h0 = (int)(p * SH) - (int)PH, w0 = (int)(q * SW) - (int)PW;
     /* With padding counted, a window still ends at the padded edge (PyTorch's ceil_mode rule). */
     const int hend = min(h0 + (int)KH, (int)(H + PH)), wend = min(w0 + (int)KW, (int)(W + PW));
@@ -96,49 +95,53 @@ inline float window_count(uint p, uint q, uint H, uint W, uint KH, uint KW, uint
 }
 
 #if OCLML_WANT(oclml_avg_pool2d)
+OCLML_INLINE float avg_window(__global const float *xp, uint p, uint q, POOL_PLANE_ARGS,
+                              uint include_pad) {
+    const int h0 = (int)(p * SH) - (int)PH, w0 = (int)(q * SW) - (int)PW;
+    float sum = 0.0f;
+    for (uint r = 0; r < KH; r++) {
+        const int h = h0 + (int)r;
+        if (h < 0 || h >= (int)H) continue;
+        for (uint s = 0; s < KW; s++) {
+            const int w = w0 + (int)s;
+            if (w >= 0 && w < (int)W) sum += xp[h * W + w];
+        }
+    }
+    return sum / window_count(p, q, H, W, KH, KW, SH, SW, PH, PW, include_pad);
+}
+
 __kernel void oclml_avg_pool2d(__global const float *x, ulong x_off, __global float *y, ulong y_off,
                                POOL_ARGS, uint include_pad) {
-    const ulong total = planes * P * Q;
     x += x_off;
     y += y_off;
-    for (ulong e = get_global_id(0); e < total; e += get_global_size(0)) {
-        const ulong plane = e / (P * Q);
-        const uint pq = (uint)(e % (P * Q)), p = pq / Q, q = pq % Q;
-        __global const float *xp = x + plane * H * W;
-        const int h0 = (int)(p * SH) - (int)PH, w0 = (int)(q * SW) - (int)PW;
-        float sum = 0.0f;
-        for (uint r = 0; r < KH; r++) {
-            const int h = h0 + (int)r;
-            if (h < 0 || h >= (int)H) continue;
-            for (uint s = 0; s < KW; s++) {
-                const int w = w0 + (int)s;
-                if (w >= 0 && w < (int)W) sum += xp[h * W + w];
-            }
-        }
-        y[e] = sum / window_count(p, q, H, W, KH, KW, SH, SW, PH, PW, include_pad);
-    }
+    OCLML_FOR_UNITS(planes * P * Q, P * Q,
+                    y[(ulong)unit * P * Q + within] =
+                        avg_window(x + (ulong)unit * H * W, within / Q, within % Q, H, W, P, Q, KH,
+                                   KW, SH, SW, PH, PW, include_pad))
 }
 #endif
 
 #if OCLML_WANT(oclml_avg_pool2d_backward)
+OCLML_INLINE float avg_pool_grad(__global const float *dyp, uint hw, POOL_PLANE_ARGS,
+                                 uint include_pad) {
+    const uint h = hw / W, w = hw % W;
+    uint p0, p1, q0, q1;
+    covering(h, PH, KH, SH, P, &p0, &p1);
+    covering(w, PW, KW, SW, Q, &q0, &q1);
+    float sum = 0.0f;
+    for (uint p = p0; p <= p1 && p < P; p++)
+        for (uint q = q0; q <= q1 && q < Q; q++)
+            sum += dyp[p * Q + q] / window_count(p, q, H, W, KH, KW, SH, SW, PH, PW, include_pad);
+    return sum;
+}
+
 __kernel void oclml_avg_pool2d_backward(__global const float *dy, ulong dy_off, __global float *dx,
                                         ulong dx_off, POOL_ARGS, uint include_pad) {
-    const ulong total = planes * H * W;
     dy += dy_off;
     dx += dx_off;
-    for (ulong e = get_global_id(0); e < total; e += get_global_size(0)) {
-        const ulong plane = e / (H * W);
-        const uint hw = (uint)(e % (H * W)), h = hw / W, w = hw % W;
-        __global const float *dyp = dy + plane * P * Q;
-        uint p0, p1, q0, q1;
-        covering(h, PH, KH, SH, P, &p0, &p1);
-        covering(w, PW, KW, SW, Q, &q0, &q1);
-        float sum = 0.0f;
-        for (uint p = p0; p <= p1 && p < P; p++)
-            for (uint q = q0; q <= q1 && q < Q; q++)
-                sum +=
-                    dyp[p * Q + q] / window_count(p, q, H, W, KH, KW, SH, SW, PH, PW, include_pad);
-        dx[e] = sum;
-    }
+    OCLML_FOR_UNITS(planes * H * W, H * W,
+                    dx[(ulong)unit * H * W + within] =
+                        avg_pool_grad(dy + (ulong)unit * P * Q, within, H, W, P, Q, KH, KW, SH, SW,
+                                      PH, PW, include_pad))
 }
 #endif

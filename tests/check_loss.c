@@ -286,16 +286,20 @@ START_TEST(xent_class_weights) {
     xent_case_w(7, 33, 0, red, 0.1f, 1, 4, 1);
     xent_case_w(13, 1000, 0, red, 0.0f, 0, 4, 1);
     xent_case_w(5, 100, 1, red, 0.2f, 1, 4, 1);
-    xent_case_w(3, 40001, 0, red, 0.1f, 1, 4, 1);
+    xent_case_w(3, 50257, 0, red, 0.1f, 1, 4, 1);
+    xent_case_w(2, 40001, 0, red, 0.0f, 0, 4, 1);
     xent_case_w(2, 40001, 1, red, 0.0f, 0, 4, 1);
 }
 END_TEST
 
-/* A GPT-2 vocabulary (50257 classes: past the registers, chunked, odd so scalar) and 32000 (in
- * registers on devices with 1024-wide work-groups), at small batch. */
+/* A GPT-2 vocabulary (50257 classes: past the registers; registers and local memory where
+ * 1024-wide work-groups run, else chunked; odd, so scalar), 32000 (in registers on devices with
+ * 1024-wide work-groups) and 70001 (chunked), at small batch. */
 START_TEST(xent_large_vocabulary) {
     xent_case(3, 50257, 0, _i, 0.1f, 1, 8);
     xent_case(2, 32000, 0, _i, 0.0f, 0, 8);
+    /* Past registers and local memory: chunked everywhere. */
+    xent_case(2, 70001, 0, _i, 0.1f, _i == NONE, 8);
     if (_i == MEAN) xent_case(2, 50257, 1, _i, 0.05f, 1, 8);
 }
 END_TEST

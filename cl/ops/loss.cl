@@ -176,6 +176,91 @@ __kernel void oclml_xent_rows(__global const float *x, ulong xoff, __global cons
 }
 #endif
 
+/* ======================== cross-entropy, registers + local memory ========================
+ * Class indices, rows a little past what the registers hold (GPT-2's 50257 classes): one row per
+ * work-group of G = the local size, columns [0, G HYB_ITEMS) in registers (lane-strided), the
+ * rest [R, cols) in local memory `spill`, each lane keeping its own entries (no sharing); still
+ * one read of the logits and one write of dlogits. */
+#ifndef HYB_ITEMS
+#define HYB_ITEMS 40
+#endif
+#if OCLML_WANT(oclml_xent_hybrid)
+__kernel void oclml_xent_hybrid(__global const float *x, ulong xoff, __global const float *t,
+                                ulong toff, __global float *lr, ulong lroff, __global float *dx,
+                                ulong dxoff, __global const float *dloss, ulong dloff,
+                                __global const float *cnt, __global const float *cw, ulong cwoff,
+                                uint flags, float ignore, float eps, float n_div,
+                                __local float *spill, uint rows, uint cols, uint G,
+                                __local float *red) {
+    const uint lid = get_local_id(0);
+    const ulong row = get_group_id(0);
+    const uint R = G * HYB_ITEMS, S = cols > R ? cols - R : 0u;
+    const ulong base = row * cols;
+    const float ueps = eps / (float)cols;
+    const bool weighted = (flags & OCLML_LOSSF_WEIGHT) != 0, smooth_w = weighted && eps > 0.0f;
+    __global const float *xr = x + xoff + base;
+    float v[HYB_ITEMS];
+    for (uint i = 0; i < HYB_ITEMS; i++) {
+        const uint c = i * G + lid;
+        v[i] = c < cols ? xr[c] : -INFINITY;
+    }
+    for (uint j = lid; j < S; j += G) spill[j] = xr[R + j];
+    const float tv = t[toff + row];
+    const bool ignored = tv == ignore, valid = target_valid(tv, cols);
+    const uint ti = valid ? (uint)tv : 0u;
+    const float xt = valid ? xr[ti] : NAN; /* before the barriers: dx may be x */
+    const float wt = (valid && weighted) ? cw[cwoff + ti] : 1.0f;
+    float m = -INFINITY;
+    for (uint i = 0; i < HYB_ITEMS; i++) m = fmax(m, v[i]);
+    for (uint j = lid; j < S; j += G) m = fmax(m, spill[j]);
+    m = seg_max(m, red, lid, G);
+    float s = 0.0f, a = 0.0f, tt = 0.0f;
+    for (uint i = 0; i < HYB_ITEMS; i++) {
+        const uint c = i * G + lid;
+        s += masked_exp(v[i], m);
+        if (eps > 0.0f && c < cols) {
+            const float wk = smooth_w ? cw[cwoff + c] : 1.0f;
+            a += wk * (m - v[i]);
+            tt += wk;
+        }
+    }
+    for (uint j = lid; j < S; j += G) {
+        s += masked_exp(spill[j], m);
+        if (eps > 0.0f) {
+            const float wk = smooth_w ? cw[cwoff + R + j] : 1.0f;
+            a += wk * (m - spill[j]);
+            tt += wk;
+        }
+    }
+    const float2 sa = seg_sum2((float2)(s, a), red, lid, G);
+    s = sa.x;
+    a = sa.y;
+    tt = smooth_w ? seg_sum(tt, red, lid, G) : (float)cols;
+    const float log_s = log(s);
+    float loss = (1.0f - eps) * wt * (m + log_s - xt);
+    if (eps > 0.0f) loss += ueps * (a + tt * log_s);
+    if (ignored) loss = 0.0f;
+    if (lid == 0 && (flags & OCLML_LOSSF_WANT_LOSS)) lr[lroff + row] = loss;
+    if (!(flags & OCLML_LOSSF_WANT_DX)) return;
+    const float g = grad_factor(flags, dloss, dloff, row, cnt, n_div), inv_s = 1.0f / s;
+    const float coef = (1.0f - eps) * wt + ueps * tt, hit = (1.0f - eps) * wt;
+    __global float *dr = dx + dxoff + base;
+    for (uint i = 0; i < HYB_ITEMS; i++) {
+        const uint c = i * G + lid;
+        if (c >= cols) break;
+        const float wk = smooth_w ? cw[cwoff + c] : 1.0f;
+        const float d = masked_exp(v[i], m) * inv_s * coef - (c == ti ? hit : 0.0f) - ueps * wk;
+        dr[c] = ignored ? 0.0f : (valid ? g * d : NAN);
+    }
+    for (uint j = lid; j < S; j += G) {
+        const uint c = R + j;
+        const float wk = smooth_w ? cw[cwoff + c] : 1.0f;
+        const float d = masked_exp(spill[j], m) * inv_s * coef - (c == ti ? hit : 0.0f) - ueps * wk;
+        dr[c] = ignored ? 0.0f : (valid ? g * d : NAN);
+    }
+}
+#endif
+
 /* ======================== cross-entropy, chunked path ======================== */
 #define CHUNK_LOOP(c)                                        \
     const uint lid = get_local_id(0), L = get_local_size(0); \

@@ -9,6 +9,8 @@
 #include "../../cl/include/loss_abi.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #define FILE_CL "loss.cl"
 /* Rows per launch of the chunked paths, whose grid's second dimension counts rows (NVIDIA's
@@ -22,6 +24,12 @@ static const oclml__row_family XENT_IDX = {FILE_CL, "oclml_xent_rows",
 /* Probability targets keep the target row in registers too. */
 static const oclml__row_family XENT_PROB = {FILE_CL, "oclml_xent_rows",
                                             "oclml_xent_part oclml_xent_finish", 2, NULL};
+/* Class indices on rows past the registers but within registers plus 48 KiB of local memory:
+ * HYB_ITEMS floats a work-item in registers, the rest in local memory (cl/ops/loss.cl). */
+static const oclml__row_family XENT_HYB = {FILE_CL, "oclml_xent_hybrid",
+                                           "oclml_xent_part oclml_xent_finish", 1, NULL};
+#define HYB_ITEMS 40
+#define HYB_LOCAL_BYTES 49152
 static const oclml__row_family KL = {FILE_CL, "oclml_kl_rows", "oclml_kl_part oclml_kl_finish", 2,
                                      NULL};
 static const oclml__program_spec REDUCE_SPEC = {FILE_CL, NULL, "oclml_loss_finish oclml_xent_count",
@@ -216,6 +224,36 @@ static oclml_status xent_check(oclml_ctx *ctx, const xent_call *c, size_t *rows,
     return check_alias(ctx, outs, on, own, 2, ins, in, 4);
 }
 
+/* The registers + local memory plan for class indices on rows the register path cannot hold:
+ * 1024-wide work-groups (as the family's learned cap allows: a probe plan of 16384 columns needs
+ * them to stay in registers), HYB_ITEMS floats a work-item, the rest within the local memory a
+ * work-group gets (at most 48 KiB, the reduction buffer included). False: the chunked path. */
+static bool hybrid_plan(oclml_ctx *ctx, size_t rows, size_t cols, oclml__row_plan *hp,
+                        size_t *spill) {
+    oclml__row_plan probe;
+    if (oclml__row_plan_for(ctx, &XENT_HYB, rows, 16384, false, &probe) || probe.long_rows ||
+        probe.G < 1024)
+        return false;
+    size_t G = probe.G, R = G * HYB_ITEMS, S = cols > R ? cols - R : 0;
+    size_t budget =
+        ctx->caps.local_mem_bytes < HYB_LOCAL_BYTES ? ctx->caps.local_mem_bytes : HYB_LOCAL_BYTES;
+    if ((S + 2 * G) * sizeof(float) > budget || rows > SIZE_MAX / G) return false;
+    memset(hp, 0, sizeof *hp);
+    hp->rows = rows;
+    hp->cols = cols;
+    hp->G = (unsigned)G;
+    hp->items = HYB_ITEMS;
+    hp->vec = 1;
+    hp->local = G;
+    hp->global[0] = rows * G;
+    hp->global[1] = 1;
+    snprintf(hp->variant, sizeof hp->variant,
+             "registers + local: %zu items/row, %u floats + %zu in local memory", G, HYB_ITEMS, S);
+    snprintf(hp->defines, sizeof hp->defines, "-DHYB_ITEMS=%u", HYB_ITEMS);
+    *spill = S;
+    return true;
+}
+
 static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan) {
     const xent_call *c = call;
     const oclml_loss_params *p = c->p;
@@ -230,6 +268,11 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
     if ((st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &plan))) return st;
     if (probs && !plan.long_rows)
         strncat(plan.defines, " -DXENT_PROBS=1", sizeof plan.defines - strlen(plan.defines) - 1);
+    oclml__row_plan hplan;
+    size_t spill = 0;
+    const bool hybrid = !probs && plan.long_rows && hybrid_plan(ctx, rows, cols, &hplan, &spill);
+    oclml__log(ctx, OCLML_LOG_DEBUG, "cross_entropy %zu x %zu: %s", rows, cols,
+               hybrid ? hplan.variant : plan.variant);
 
     cl_uint flags = base_flags(p, c->loss, c->dloss);
     if (c->dlogits) flags |= OCLML_LOSSF_WANT_DX;
@@ -275,6 +318,11 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
                              OCLML_ARG(n_div), {0, NULL}};
         if (!plan.long_rows) {
             st = oclml__row_launch(ctx, f, &plan, args, 17, replan);
+        } else if (hybrid) {
+            oclml__arg ha[18];
+            memcpy(ha, args, 17 * sizeof *args);
+            ha[17] = OCLML_LOCAL((spill ? spill : 1) * sizeof(float));
+            st = oclml__row_launch(ctx, &XENT_HYB, &hplan, ha, 18, replan);
         } else {
             /* Slices of rows: the chunked grid's second dimension is the rows. */
             const size_t slice = rows < SLICE_ROWS ? rows : SLICE_ROWS;
@@ -510,6 +558,10 @@ void oclml__loss_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     }
     oclml__warm_add(list, op, "reduce", REDUCE_SPEC);
     const bool kl = !strcmp(op, "kl_div_logits");
+    oclml__row_plan hp;
+    size_t spill;
+    if (!kl && hybrid_plan(ctx, 1024, 50257, &hp, &spill))
+        oclml__warm_add(list, op, hp.variant, oclml__row_spec(&XENT_HYB, &hp));
     const oclml__row_family *f = kl ? &KL : &XENT_IDX;
     for (size_t i = 0; i < OCLML__WARM_ROW_LENGTHS; i++) {
         oclml__row_plan p;

@@ -49,4 +49,4 @@ echo "== demo: C = A * B through liboclml"
 ./examples/gemm_example
 echo
 echo "== benchmark (short): copy bandwidth and GEMM on the selected device"
-./oclml-bench --quick --reps 10
+./oclml-bench --quick --reps 10 copy gemm

@@ -105,6 +105,14 @@ START_TEST(long_rows_chunked) {
 }
 END_TEST
 
+/* More rows than a launch may have work-groups along dimension 1 (here 2, by tuning): the
+ * chunked kernels, forward and backward, run in slices of the grid. */
+START_TEST(long_rows_in_grid_slices) {
+    test_retune("launch.grid_yz=2");
+    random_case(_i, 5, 100003, 1);
+}
+END_TEST
+
 START_TEST(equal_rows_and_extremes) {
     size_t rows = 4, cols = 300, n = rows * cols;
     float *x = test_floats(n);
@@ -221,6 +229,7 @@ int main(void) {
     TCase *tc = tcase_create("norm");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_loop_test(tc, sizes_around_the_work_group, 0, 2);
+    tcase_add_loop_test(tc, long_rows_in_grid_slices, 0, 2);
     tcase_add_loop_test(tc, long_rows_chunked, 0, 2);
     tcase_add_loop_test(tc, equal_rows_and_extremes, 0, 2);
     tcase_add_loop_test(tc, backward_by_finite_differences, 0, 2);

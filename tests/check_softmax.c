@@ -88,6 +88,14 @@ START_TEST(long_rows_chunked) {
 }
 END_TEST
 
+/* More rows than a launch may have work-groups along dimension 1 (65535 on NVIDIA: here 2, by
+ * tuning): the chunked kernels run in slices of the grid and must still see every row. */
+START_TEST(long_rows_in_grid_slices) {
+    test_retune("launch.grid_yz=2");
+    random_case(7, 100003, _i);
+}
+END_TEST
+
 START_TEST(very_long_row) { random_case(1, 1100000, 0); }
 END_TEST
 
@@ -217,6 +225,7 @@ int main(void) {
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_loop_test(tc, sizes_around_the_work_group, 0, 2);
     tcase_add_loop_test(tc, long_rows_chunked, 0, 2);
+    tcase_add_loop_test(tc, long_rows_in_grid_slices, 0, 2);
     tcase_add_test(tc, very_long_row);
     tcase_add_test(tc, unaligned_offsets);
     tcase_add_test(tc, extremes_masks_and_nan);

@@ -145,6 +145,9 @@ struct oclml_ctx {
     /* oclml_math_mode: read by every product, set by the application between them (an int, set
      * and read whole). */
     volatile int math_mode;
+    /* Work-groups a launch may have along dimensions 1 and 2 (CUDA's grid limit, 65535, on
+     * NVIDIA's OpenCL): oclml__launch enqueues larger grids in slices. Tuning key launch.grid_yz. */
+    size_t max_groups_yz;
 
     oclml__program_entry *programs;
     oclml__scratch *scratch;
@@ -299,7 +302,9 @@ typedef struct oclml__arg {
 #define OCLML_LOCAL(bytes) ((oclml__arg){(bytes), NULL})
 
 /* Sets the arguments and enqueues the kernel atomically with respect to other threads. local may
- * be NULL. cl_err (may be NULL) receives the OpenCL code of this launch's own failure (0 on
+ * be NULL. A grid of more than ctx->max_groups_yz work-groups along dimension 1 or 2 is enqueued
+ * in slices with a global offset: kernels see the whole range through get_global_id, but
+ * get_group_id restarts each slice, so kernels that may get such grids index by global id. cl_err (may be NULL) receives the OpenCL code of this launch's own failure (0 on
  * success): ops that re-plan on a refused work-group size read it, never the context's record. */
 oclml_status oclml__launch(oclml_ctx *ctx, cl_kernel kernel, const oclml__arg *args, unsigned nargs,
                            cl_uint dims, const size_t *global, const size_t *local, cl_int *cl_err);

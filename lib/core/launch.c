@@ -4,6 +4,36 @@
 
 #include <stdio.h>
 
+static cl_int enqueue(oclml_ctx *ctx, cl_kernel kernel, cl_uint dims, const size_t *offset,
+                      const size_t *global, const size_t *local) {
+    cl_event ev = NULL;
+    cl_int err = clEnqueueNDRangeKernel(ctx->queue, kernel, dims, offset, global, local, 0, NULL,
+                                        ctx->profiling_active ? &ev : NULL);
+    if (ev) oclml__profile_commit(ctx, ev);
+    return err;
+}
+
+/* Enqueues the grid, in slices of at most max_groups_yz work-groups along dimensions 1 and 2
+ * where it has more (each slice offset to its place in the whole range). */
+static cl_int enqueue_sliced(oclml_ctx *ctx, cl_kernel kernel, cl_uint dims, const size_t *global,
+                             const size_t *local) {
+    size_t most = ctx->max_groups_yz ? ctx->max_groups_yz : 65535;
+    bool slice = false;
+    for (cl_uint d = 1; local && d < dims; d++) slice |= global[d] / local[d] > most;
+    if (!slice) return enqueue(ctx, kernel, dims, NULL, global, local);
+    size_t span[3] = {global[0], 1, 1}, offset[3] = {0, 0, 0}, size[3] = {global[0], 1, 1};
+    for (cl_uint d = 1; d < dims; d++) span[d] = most * local[d];
+    cl_int err = CL_SUCCESS;
+    for (offset[2] = 0; !err && offset[2] < (dims > 2 ? global[2] : 1); offset[2] += span[2]) {
+        size[2] = dims > 2 && global[2] - offset[2] < span[2] ? global[2] - offset[2] : span[2];
+        for (offset[1] = 0; !err && offset[1] < global[1]; offset[1] += span[1]) {
+            size[1] = global[1] - offset[1] < span[1] ? global[1] - offset[1] : span[1];
+            err = enqueue(ctx, kernel, dims, offset, size, local);
+        }
+    }
+    return err;
+}
+
 oclml_status oclml__launch(oclml_ctx *ctx, cl_kernel kernel, const oclml__arg *args, unsigned nargs,
                            cl_uint dims, const size_t *global, const size_t *local,
                            cl_int *cl_err) {
@@ -12,12 +42,7 @@ oclml_status oclml__launch(oclml_ctx *ctx, cl_kernel kernel, const oclml__arg *a
     pthread_mutex_lock(&ctx->launch_lock);
     for (i = 0; i < nargs && !err; i++) err = clSetKernelArg(kernel, i, args[i].size, args[i].ptr);
     bool arg_failed = err != CL_SUCCESS;
-    if (!err) {
-        cl_event ev = NULL;
-        err = clEnqueueNDRangeKernel(ctx->queue, kernel, dims, NULL, global, local, 0, NULL,
-                                     ctx->profiling_active ? &ev : NULL);
-        if (ev) oclml__profile_commit(ctx, ev);
-    }
+    if (!err) err = enqueue_sliced(ctx, kernel, dims, global, local);
     pthread_mutex_unlock(&ctx->launch_lock);
     if (cl_err) *cl_err = err;
     if (!err) return OCLML_SUCCESS;

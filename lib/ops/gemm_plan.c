@@ -375,7 +375,8 @@ oclml__matrix oclml__matrix_of(const oclml_tensor *t) {
 }
 
 /* Prewarm: the kernels that square products and linear layers (weights transposed, with and
- * without a GELU epilogue) of common sizes plan onto; nothing where CLBlast takes them. */
+ * without a GELU epilogue) of common sizes plan onto; where CLBlast takes them, the epilogue
+ * kernel that follows its product. */
 void oclml__gemm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     static const struct {
         size_t m, n, k;
@@ -398,16 +399,18 @@ void oclml__gemm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
                               .c = {NULL, 0, shapes[i].n, 0}};
         gemm_plan p;
         make_plan(ctx, &d, &p);
-        if (p.path == PATH_CLBLAST) continue;
-        gemm_program g;
-        program_of(&p, &d, p.splits > 1, &g);
-        char what[96];
-        snprintf(what, sizeof what, "%zux%zux%zu%s", d.m, d.n, d.k, d.act ? " gelu" : "");
-        oclml__warm_add(list, op, what, g.spec);
-        if (p.splits > 1 || d.act) {
+        if (p.path != PATH_CLBLAST) {
+            gemm_program g;
+            program_of(&p, &d, p.splits > 1, &g);
+            char what[96];
+            snprintf(what, sizeof what, "%zux%zux%zu%s", d.m, d.n, d.k, d.act ? " gelu" : "");
+            oclml__warm_add(list, op, what, g.spec);
+        }
+        /* The summing kernel of split products, or the epilogue after CLBlast's product. */
+        if (p.splits > 1 || (p.path == PATH_CLBLAST && has_epilogue(&d))) {
             finish_program f;
             finish_program_of(&d, &f);
-            oclml__warm_add(list, op, "epilogue", f.spec);
+            oclml__warm_add(list, op, p.splits > 1 ? "K split sum" : "epilogue", f.spec);
         }
     }
 }

@@ -172,12 +172,6 @@ static oclml_status run_cols(oclml_ctx *ctx, unsigned op, cl_mem x, cl_ulong xo,
 }
 
 /* ---- validation ---- */
-static bool overlap(const oclml_tensor *a, const oclml_tensor *b) {
-    if (!a || !b || a->mem != b->mem) return false;
-    size_t a0 = a->offset_bytes, a1 = a0 + a->numel * sizeof(float);
-    size_t b0 = b->offset_bytes, b1 = b0 + b->numel * sizeof(float);
-    return a0 < b1 && b0 < a1;
-}
 
 /* The axes as a bit mask (negative axes count from the end); errors on bad lists. */
 static oclml_status axes_mask(oclml_ctx *ctx, int ndim, const int *axes, int naxes,
@@ -238,7 +232,7 @@ oclml_status oclml_reduce_axes(oclml_ctx *ctx, oclml_reduce_op op, const oclml_t
     if (!st) st = axes_mask(ctx, x->ndim, axes, naxes, &mask);
     if (!st) st = check_out(ctx, x, mask, y);
     if (st) return st;
-    if (overlap(x, y)) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "y overlaps x");
+    if (oclml__overlap(x, y)) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "y overlaps x");
     if (op == OCLML_REDUCE_ARGMAX && naxes != 1)
         return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "argmax takes exactly one axis");
     ax_view v;

@@ -26,13 +26,6 @@ typedef struct gru_args {
     size_t B, I, D;
 } gru_args;
 
-static bool overlaps(const oclml_tensor *a, const oclml_tensor *b) {
-    if (a->mem != b->mem) return false;
-    size_t a0 = a->offset_bytes, a1 = a0 + a->numel * 4, b0 = b->offset_bytes,
-           b1 = b0 + b->numel * 4;
-    return a0 < b1 && b0 < a1;
-}
-
 static oclml_status check_2d(oclml_ctx *ctx, const oclml_tensor *t, const char *name, size_t r,
                              size_t c) {
     return oclml__check_shape(ctx, t, name, 2, r, c, 0);
@@ -62,7 +55,7 @@ static oclml_status check_gru(oclml_ctx *ctx, oclml_gru_variant v, gru_args *a) 
     if (!st && a->b_hh) st = oclml__check_numel(ctx, a->b_hh, "b_hh", 3 * a->D);
     if (!st) st = check_2d(ctx, a->h_new, "h_new", a->B, a->D);
     if (st) return st;
-    if (overlaps(a->h_new, a->h) || overlaps(a->h_new, a->x))
+    if (oclml__overlap(a->h_new, a->h) || oclml__overlap(a->h_new, a->x))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "h_new must not overlap h or x (every unit reads all of h)");
     return OCLML_SUCCESS;
@@ -324,7 +317,7 @@ oclml_status oclml_gru_sequence(oclml_ctx *ctx, oclml_gru_variant variant, const
     gru_args a = {&x0, h0, w_ih, w_hh, b_ih, b_hh, &out0, 0, 0, 0};
     st = check_gru(ctx, variant, &a);
     if (st) return st;
-    if (overlaps(hs, x) || overlaps(hs, h0))
+    if (oclml__overlap(hs, x) || oclml__overlap(hs, h0))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "hs must not overlap x or h0");
     /* Each step's kernel reads its x directly: the tiled one folds the input projection into
      * its K loop, so a separate GEMM over all steps' inputs would only add traffic. */

@@ -51,13 +51,6 @@ static oclml_status ly_kernel(oclml_ctx *ctx, const char *name, unsigned vec, cl
     return oclml__kernel(ctx, &spec, name, k);
 }
 
-static bool overlap(const oclml_tensor *a, const oclml_tensor *b) {
-    if (!a || !b || a->mem != b->mem) return false;
-    size_t a0 = a->offset_bytes, a1 = a0 + a->numel * sizeof(float);
-    size_t b0 = b->offset_bytes, b1 = b0 + b->numel * sizeof(float);
-    return a0 < b1 && b0 < a1;
-}
-
 static oclml_status norm_axis(oclml_ctx *ctx, int axis, int ndim, const char *what, int *out) {
     int a = axis < 0 ? axis + ndim : axis;
     if (a < 0 || a >= ndim)
@@ -79,9 +72,9 @@ oclml_status oclml_add_bias(oclml_ctx *ctx, const oclml_tensor *x, const oclml_t
     if (!st) st = oclml__check_numel(ctx, b, "b", x->shape[a]);
     if (st) return st;
     bool in_place = y->mem == x->mem && y->offset_bytes == x->offset_bytes;
-    if (!in_place && overlap(x, y))
+    if (!in_place && oclml__overlap(x, y))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "y overlaps x (other than in place)");
-    if (overlap(b, y)) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "y overlaps b");
+    if (oclml__overlap(b, y)) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "y overlaps b");
     size_t outer = 1, inner = 1, C = x->shape[a];
     for (int d = 0; d < a; d++) outer *= x->shape[d];
     for (int d = a + 1; d < x->ndim; d++) inner *= x->shape[d];
@@ -189,7 +182,7 @@ oclml_status oclml_permute(oclml_ctx *ctx, const oclml_tensor *x, const int *per
                            "y must be x's shape permuted: [%zu x %zu x %zu x %zu] (first %d)", w[0],
                            w[1], w[2], w[3], x->ndim);
     }
-    if (overlap(x, y)) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "y overlaps x");
+    if (oclml__overlap(x, y)) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "y overlaps x");
     perm_view v;
     perm_canonical(x, p, &v);
     if (v.n <= 1) return oclml_copy(ctx, x, y);
@@ -297,10 +290,10 @@ static oclml_status check_parts(oclml_ctx *ctx, const oclml_tensor *whole, const
             return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
                                "part %d must have %s's shape but along axis %d", i, wname, *a);
         total += parts[i]->shape[*a];
-        if (overlap(parts[i], whole))
+        if (oclml__overlap(parts[i], whole))
             return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "part %d overlaps %s", i, wname);
         for (int j = 0; split && j < i; j++)
-            if (overlap(parts[i], parts[j]))
+            if (oclml__overlap(parts[i], parts[j]))
                 return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "parts %d and %d overlap", j,
                                    i);
     }

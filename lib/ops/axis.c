@@ -42,21 +42,9 @@ static void canonical(const oclml_tensor *x, unsigned mask, ax_view *v) {
 }
 
 /* ---- plans (pure) ---- */
-static size_t pow2_floor(size_t v) {
-    size_t p = 1;
-    while (p * 2 <= v) p *= 2;
-    return p;
-}
-
-static size_t pow2_ceil(size_t v) {
-    size_t p = 1;
-    while (p < v) p *= 2;
-    return p;
-}
-
 static size_t wg_limit(const oclml_ctx *ctx) {
     size_t m = ctx->caps.max_work_group_size;
-    return pow2_floor(m < 256 ? (m ? m : 1) : 256);
+    return oclml__pow2_floor(m < 256 ? (m ? m : 1) : 256);
 }
 
 typedef struct cols_plan {
@@ -69,7 +57,7 @@ static void plan_cols(const oclml_ctx *ctx, size_t B, size_t R, size_t M, bool v
     size_t wg = wg_limit(ctx);
     p->vec = vec_ok && M % 4 == 0 ? 4 : 1;
     size_t items = (M + p->vec - 1) / p->vec;
-    p->tx = pow2_ceil(items);
+    p->tx = oclml__pow2_ceil(items);
     if (p->tx > 32) p->tx = 32;
     if (p->tx > wg) p->tx = wg;
     p->ty = wg / p->tx;

@@ -9,18 +9,6 @@
 #define FILE_CL "layout.cl"
 #define MAX_PARTS 8 /* parts per concat/split launch */
 
-static size_t pow2_floor(size_t v) {
-    size_t p = 1;
-    while (p * 2 <= v) p *= 2;
-    return p;
-}
-
-static size_t pow2_ceil(size_t v) {
-    size_t p = 1;
-    while (p < v) p *= 2;
-    return p;
-}
-
 static unsigned log2u(size_t v) {
     unsigned l = 0;
     while ((size_t)1 << (l + 1) <= v) l++;
@@ -29,7 +17,7 @@ static unsigned log2u(size_t v) {
 
 static size_t wg_limit(const oclml_ctx *ctx) {
     size_t m = ctx->caps.max_work_group_size;
-    return pow2_floor(m < 256 ? (m ? m : 1) : 256);
+    return oclml__pow2_floor(m < 256 ? (m ? m : 1) : 256);
 }
 
 /* A 2-D launch over rows x items: work-items side by side along a row, several rows per group
@@ -37,7 +25,7 @@ static size_t wg_limit(const oclml_ctx *ctx) {
 static void grid_2d(const oclml_ctx *ctx, size_t items, size_t rows, size_t global[2],
                     size_t local[2]) {
     size_t wg = wg_limit(ctx);
-    local[0] = pow2_ceil(items) < wg ? pow2_ceil(items) : wg;
+    local[0] = oclml__pow2_ceil(items) < wg ? oclml__pow2_ceil(items) : wg;
     local[1] = wg / local[0];
     size_t g0 = (items + local[0] - 1) / local[0], g1 = (rows + local[1] - 1) / local[1];
     global[0] = (g0 < 65535 ? g0 : 65535) * local[0];
@@ -137,7 +125,7 @@ static void plan_tile(const oclml_ctx *ctx, size_t ni, size_t nj, tile_plan *p) 
     p->wg = wg_limit(ctx);
     unsigned le = log2u(4 * p->wg);
     unsigned li = le / 2, lj = le - li;
-    unsigned ci = log2u(pow2_ceil(ni)), cj = log2u(pow2_ceil(nj));
+    unsigned ci = log2u(oclml__pow2_ceil(ni)), cj = log2u(oclml__pow2_ceil(nj));
     if (ci < li) {
         li = ci;
         lj = le - li < cj ? le - li : cj;

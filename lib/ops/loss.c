@@ -120,16 +120,10 @@ static oclml_status check_dloss(oclml_ctx *ctx, const oclml_loss_params *p,
     return OCLML_SUCCESS;
 }
 
-static size_t pow2_floor(size_t v) {
-    size_t p = 1;
-    while (p * 2 <= v) p *= 2;
-    return p;
-}
-
 /* One work-group for the small reductions: up to 256 work-items. */
 static size_t reduce_local(const oclml_ctx *ctx) {
     size_t wg = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256;
-    return pow2_floor(wg ? wg : 1);
+    return oclml__pow2_floor(wg ? wg : 1);
 }
 
 /* out[0] = sum of part[0 .. n) (divided for the mean). */

@@ -7,6 +7,18 @@
 
 #include <string.h>
 
+/* The largest power of two <= v (1 for 0), and the smallest >= v: work-group sizes. */
+static inline size_t oclml__pow2_floor(size_t v) {
+    size_t p = 1;
+    while (p * 2 <= v) p *= 2;
+    return p;
+}
+static inline size_t oclml__pow2_ceil(size_t v) {
+    size_t p = 1;
+    while (p < v) p *= 2;
+    return p;
+}
+
 /* Programs to build up front, collected from the ops' warm planners. */
 typedef struct oclml__warm_item {
     const char *op;

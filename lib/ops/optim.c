@@ -268,9 +268,8 @@ oclml_status oclml_optim_destroy(oclml_optim *o) {
 
 /* A power-of-two work-group size up to cap that the device takes. */
 static size_t pow2_local(const oclml_ctx *ctx, size_t cap) {
-    size_t max = ctx->caps.max_work_group_size < cap ? ctx->caps.max_work_group_size : cap, l = 1;
-    while (l * 2 <= max) l *= 2;
-    return l;
+    return oclml__pow2_floor(ctx->caps.max_work_group_size < cap ? ctx->caps.max_work_group_size
+                                                                 : cap);
 }
 
 static size_t parts_of(const oclml_optim *o) {

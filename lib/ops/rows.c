@@ -1,5 +1,6 @@
 /* Row-kernel planning: choose work-items per row, register items per work-item and vector width
  * from the row length and the device's work-group limit; the variant's program; launches. */
+#include "ops/ops.h"
 #include "ops/rows.h"
 
 #include <limits.h>
@@ -14,12 +15,6 @@
 /* Work-items per work-group when one row needs fewer: several rows share a group. */
 #define ROWS_GROUP 256
 
-static size_t pow2_floor(size_t v) {
-    size_t p = 1;
-    while (p * 2 <= v) p *= 2;
-    return p;
-}
-
 static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, bool vec4_ok,
                                 unsigned arrays, size_t wg_cap, oclml__row_plan *p) {
     memset(p, 0, sizeof *p);
@@ -31,7 +26,7 @@ static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, 
     p->rows = rows;
     p->cols = cols;
     size_t max_wg = ctx->caps.max_work_group_size < wg_cap ? ctx->caps.max_work_group_size : wg_cap;
-    size_t max_g = pow2_floor(max_wg < 1024 ? max_wg : 1024);
+    size_t max_g = oclml__pow2_floor(max_wg < 1024 ? max_wg : 1024);
     /* Short rows get few work-items each: the segment's reduction costs a barrier per
      * halving, so 8 lanes holding 4 float4 each beat 32 lanes holding one (rows are contiguous,
      * so a warp still reads whole 128-byte lines). A CPU runs a work-group as a loop: one lane. */
@@ -46,7 +41,7 @@ static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, 
     if (items * vec > max_floats) {
         /* Long rows: chunked path with scalar coalesced access. */
         p->long_rows = true;
-        p->local = pow2_floor(max_wg < ROWS_GROUP ? max_wg : ROWS_GROUP);
+        p->local = oclml__pow2_floor(max_wg < ROWS_GROUP ? max_wg : ROWS_GROUP);
         size_t chunk = p->local * OCLML_LONG_ITEMS;
         p->nchunks = (unsigned)((cols + chunk - 1) / chunk);
         p->global[0] = (size_t)p->nchunks * p->local;

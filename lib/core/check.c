@@ -2,6 +2,8 @@
  * argument, so that callers learn which input was wrong. */
 #include "core/core.h"
 
+#include <stdio.h>
+
 oclml_status oclml__check_ctx(const oclml_ctx *ctx) {
     if (!ctx) return OCLML_ERR_NULL_POINTER;
     oclml__clear_error(ctx);
@@ -48,29 +50,23 @@ oclml_status oclml__check_numel(const oclml_ctx *ctx, const oclml_tensor *t, con
     return OCLML_SUCCESS;
 }
 
-oclml_status oclml__check_shape(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
-                                int nd, size_t a, size_t b, size_t c) {
+oclml_status oclml__check_dims(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                               int nd, const size_t *want) {
     oclml_status st = oclml__check_tensor(ctx, t, name);
     if (st) return st;
-    const size_t want[3] = {a, b, c};
     bool ok = t->ndim == nd;
     for (int i = 0; ok && i < nd; i++) ok = t->shape[i] == want[i];
     if (ok) return OCLML_SUCCESS;
-    if (nd == 1) return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu]", name, a);
-    if (nd == 2)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu]", name, a, b);
-    return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu x %zu]", name, a, b, c);
+    char dims[128] = "";
+    for (int i = 0, n = 0; i < nd && n >= 0 && (size_t)n < sizeof dims; i++)
+        n += snprintf(dims + n, sizeof dims - (size_t)n, i ? " x %zu" : "%zu", want[i]);
+    return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%s]", name, dims);
 }
 
-oclml_status oclml__check_shape4(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
-                                 const size_t want[4]) {
-    oclml_status st = oclml__check_tensor(ctx, t, name);
-    if (st) return st;
-    bool ok = t->ndim == 4;
-    for (int i = 0; ok && i < 4; i++) ok = t->shape[i] == want[i];
-    if (ok) return OCLML_SUCCESS;
-    return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [%zu x %zu x %zu x %zu]", name,
-                       want[0], want[1], want[2], want[3]);
+oclml_status oclml__check_shape(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                                int nd, size_t a, size_t b, size_t c) {
+    const size_t want[3] = {a, b, c};
+    return oclml__check_dims(ctx, t, name, nd, want);
 }
 
 bool oclml__overlap(const oclml_tensor *a, const oclml_tensor *b) {

@@ -230,9 +230,9 @@ oclml_status oclml__check_shape(const oclml_ctx *ctx, const oclml_tensor *t, con
 /* Checks that a tensor is 1-D (or any shape) with exactly n elements. */
 oclml_status oclml__check_numel(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
                                 size_t n);
-/* Checks that a tensor is 4-D of exactly the given shape (NCHW ops). */
-oclml_status oclml__check_shape4(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
-                                 const size_t want[4]);
+/* Checks that a tensor has nd (1 to OCLML_MAX_DIMS) dimensions of exactly want[]. */
+oclml_status oclml__check_dims(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                               int nd, const size_t *want);
 /* Whether two tensors share any element (NULLs share none). */
 bool oclml__overlap(const oclml_tensor *a, const oclml_tensor *b);
 

@@ -117,7 +117,7 @@ static oclml_status conv_shape_of(oclml_ctx *ctx, const oclml_conv2d_params *p,
 static oclml_status check_out(oclml_ctx *ctx, const oclml_tensor *t, const char *name, size_t n,
                               size_t c, size_t h, size_t w) {
     const size_t want[4] = {n, c, h, w};
-    return oclml__check_shape4(ctx, t, name, want);
+    return oclml__check_dims(ctx, t, name, 4, want);
 }
 
 static oclml_status check_no_alias(oclml_ctx *ctx, const oclml_tensor *out, const char *name,
@@ -432,7 +432,7 @@ static oclml_status transposed_shape(oclml_ctx *ctx, const oclml_conv2d_params *
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
                            "the padding leaves no transposed-convolution output");
     size_t want[4] = {x->shape[0], w->shape[1] * p->groups, full_h - pad_h, full_w - pad_w};
-    st = oclml__check_shape4(ctx, y, y_name, want);
+    st = oclml__check_dims(ctx, y, y_name, 4, want);
     if (!st) st = conv_shape_of(ctx, p, y, w, y_name, s);
     /* An output_padding of a stride or more (allowed below the dilation) gives the convolution
      * back from y more rows than x has: they are the rows no input reaches, so the convolution

@@ -77,7 +77,7 @@ static oclml_status check_pair(oclml_ctx *ctx, const oclml_tensor *x, const pool
                                const oclml_tensor *y, const char *y_name, bool output_sized) {
     size_t want[4] = {x->shape[0], x->shape[1], output_sized ? s->P : s->H,
                       output_sized ? s->Q : s->W};
-    oclml_status st = oclml__check_shape4(ctx, y, y_name, want);
+    oclml_status st = oclml__check_dims(ctx, y, y_name, 4, want);
     if (!st && oclml__overlap(x, y))
         st = oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "pooling output '%s' overlaps its input",
                          y_name);

@@ -419,6 +419,19 @@ START_TEST(bad_input_touches_nothing) {
     oclml_pool2d_params_init(&pp);
     ASSERT_STATUS(oclml_max_pool2d(T, &pp, X, Y), OCLML_ERR_INVALID_SHAPE); /* 2x2 of 5x5 is 2x2 */
     ASSERT_STATUS(oclml_avg_pool2d(T, NULL, X, Y), OCLML_ERR_NULL_POINTER);
+    /* The backwards of the transposed convolution (x = Y [1, 3, 3, 3], w = Wt [3, 2, 3, 3]: its
+     * output is X's shape) and of pooling: Yw, the output they are given, stays NaN (below). */
+    ASSERT_STATUS(oclml_conv_transpose2d_backward(T, &prm, Y, Wt, X, Yw, NULL, NULL, 0),
+                  OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_conv_transpose2d_backward(T, &prm, Y, Wt, X, NULL, Wt, NULL, 0),
+                  OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_conv_transpose2d_backward(T, NULL, Y, Wt, X, NULL, NULL, NULL, 0),
+                  OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_max_pool2d_backward(T, &pp, X, Y, Yw), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_max_pool2d_backward(T, NULL, X, Y, Yw), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_avg_pool2d_backward(T, &pp, Y, Yw), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_avg_pool2d_backward(T, NULL, Y, Yw), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_avg_pool2d_backward(NULL, &pp, Y, Yw), OCLML_ERR_NULL_POINTER);
     float y[27], yw[36];
     test_read(Y, y, 27);
     test_read(Yw, yw, 36);

@@ -328,6 +328,15 @@ START_TEST(bad_input_touches_nothing) {
     ASSERT_STATUS(oclml_gemm(T, 0, 0, 1, A, B, 0, C3), OCLML_ERR_INVALID_SHAPE);
     ASSERT_STATUS(oclml_gemm_batched(T, 0, 0, 1, A, B3, 0, C3), OCLML_ERR_INVALID_SHAPE);
     ASSERT_STATUS(oclml_gemm_batched(T, 0, 0, 1, A, B, 0, C), OCLML_ERR_INVALID_SHAPE);
+    char plan[64];
+    ASSERT_STATUS(oclml_gemm_plan(NULL, 0, 0, 2, 2, 2, 1, plan, sizeof plan),
+                  OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_gemm_plan(T, 0, 0, 2, 2, 2, 1, NULL, sizeof plan), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_gemm_plan(T, 0, 0, 2, 2, 2, 1, plan, 0), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_gemm_plan(T, 2, 0, 2, 2, 2, 1, plan, sizeof plan),
+                  OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_gemm_plan(T, 0, 0, 0, 2, 2, 1, plan, sizeof plan), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_gemm_plan(T, 0, 0, 2, 2, 2, 0, plan, sizeof plan), OCLML_ERR_INVALID_SHAPE);
     float out[10];
     test_read(C, out, 10);
     for (int i = 0; i < 10; i++) ck_assert(isnan(out[i]));

@@ -706,6 +706,8 @@ START_TEST(bad_input_touches_nothing) {
     ASSERT_STATUS(oclml_optim_state(o, 2, &t), OCLML_ERR_INVALID_ARGUMENT); /* no amsgrad */
     ASSERT_STATUS(oclml_optim_state(o, -1, &t), OCLML_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(oclml_optim_step(NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_optim_set_step(NULL, 1), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_arena_info(NULL, NULL, NULL, NULL), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_optim_scalars(o, NULL), OCLML_ERR_NULL_POINTER);
     oclml_optim_scalars_info info;
     ASSERT_OK(oclml_optim_scalars(o, &info));

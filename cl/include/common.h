@@ -17,22 +17,29 @@
 #define OCLML_INLINE inline __attribute__((always_inline))
 
 /* Work-items stride over [0, total) taken as units of `per` elements (an image, a plane):
- * every element runs the statement list after the unit index `unit` and the index `within` it
- * (< per, 32-bit) are set. The divisions run in 32 bits wherever the range allows: a 64-bit
- * division costs tens of instructions on GPUs, more than a memory-bound element's work. */
-#define OCLML_FOR_UNITS(total, per, ...)                                                   \
-    if ((ulong)(total) + get_global_size(0) <= 0xffffffffUL) {                             \
-        for (uint e_ = (uint)get_global_id(0); e_ < (uint)(total);                         \
-             e_ += (uint)get_global_size(0)) {                                             \
-            const uint unit = e_ / (uint)(per), within = e_ % (uint)(per);                 \
-            __VA_ARGS__;                                                                   \
-        }                                                                                  \
-    } else {                                                                               \
-        for (ulong e_ = get_global_id(0); e_ < (ulong)(total); e_ += get_global_size(0)) { \
-            const ulong unit = e_ / (per);                                                 \
-            const uint within = (uint)(e_ % (per));                                        \
-            __VA_ARGS__;                                                                   \
-        }                                                                                  \
+ *     OCLML_FOR_UNITS_BEGIN(total, per)
+ *         ... statements using `unit` (ulong) and `within` (uint, < per) ...
+ *     OCLML_FOR_UNITS_END
+ * The divisions run in 32 bits wherever the range allows (a uniform branch): a 64-bit division
+ * costs tens of instructions on GPUs, more than a memory-bound element's work. A BEGIN/END
+ * pair, because OpenCL C 1.2 has no variadic macros to pass the statements in. */
+#define OCLML_FOR_UNITS_BEGIN(total, per)                                                   \
+    {                                                                                       \
+        const ulong total_ = (ulong)(total);                                                \
+        const uint per_ = (uint)(per);                                                      \
+        const int narrow_ = total_ + get_global_size(0) <= 0xffffffffUL;                    \
+        for (ulong e_ = get_global_id(0); e_ < total_; e_ += get_global_size(0)) {          \
+            ulong unit;                                                                     \
+            uint within;                                                                    \
+            if (narrow_) {                                                                  \
+                unit = (uint)e_ / per_;                                                     \
+                within = (uint)e_ % per_;                                                   \
+            } else {                                                                        \
+                unit = e_ / per_;                                                           \
+                within = (uint)(e_ % per_);                                                 \
+            }
+#define OCLML_FOR_UNITS_END                                                                 \
+    }                                                                                       \
     }
 
 /* Kernels address tensors as (buffer, element offset): a wrapped cl_mem may start anywhere. */

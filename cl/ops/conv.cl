@@ -7,7 +7,7 @@
  * Geometry (all kernels): images [*, C, H, W] of which a group's Cg channels from c0 are used,
  * kernel R x S, output P x Q, stride (sh, sw), padding before (ph, pw), dilation (dh, dw). Column
  * row crs = (c * R + r) * S + s (c within the group), column pq = p * Q + q. Work-items stride over
- * a 1-D range by images (OCLML_FOR_UNITS: 32-bit index math where the range allows). */
+ * a 1-D range by images (OCLML_FOR_UNITS_BEGIN: 32-bit index math where the range allows). */
 #include "common.h"
 
 #define GEOM_ARGS                                                                               \
@@ -35,9 +35,10 @@ __kernel void oclml_conv_im2col(__global const float *x, ulong x_off, uint n0, u
                                 uint Cg, GEOM_ARGS, __global float *col, ulong s_crs, ulong s_img) {
     const uint per = Cg * R * S * P * Q; /* one image's columns (the host keeps it 32-bit) */
     x += x_off;
-    OCLML_FOR_UNITS((ulong)nb * per, per,
-                    im2col_one(x, n0, c0, (uint)unit, within, C, H, W, R, S, P, Q, sh, sw, ph, pw,
-                               dh, dw, col, s_crs, s_img))
+    OCLML_FOR_UNITS_BEGIN((ulong)nb * per, per)
+    im2col_one(x, n0, c0, (uint)unit, within, C, H, W, R, S, P, Q, sh, sw, ph, pw, dh, dw, col,
+               s_crs, s_img);
+    OCLML_FOR_UNITS_END
 }
 #endif
 
@@ -75,9 +76,10 @@ __kernel void oclml_conv_col2im(__global const float *col, uint n0, uint nb, uin
     const uint per = Cg * H * W; /* one image's channels of the group */
     dx += dx_off;
     if (has_bias) bias += bias_off;
-    OCLML_FOR_UNITS((ulong)nb * per, per,
-                    col2im_one(col, n0, c0, Cg, (uint)unit, within, C, H, W, R, S, P, Q, sh, sw, ph,
-                               pw, dh, dw, dx, bias, has_bias))
+    OCLML_FOR_UNITS_BEGIN((ulong)nb * per, per)
+    col2im_one(col, n0, c0, Cg, (uint)unit, within, C, H, W, R, S, P, Q, sh, sw, ph, pw, dh, dw, dx,
+               bias, has_bias);
+    OCLML_FOR_UNITS_END
 }
 #endif
 
@@ -88,8 +90,9 @@ __kernel void oclml_conv_rows_side_by_side(__global const float *y, ulong y_off,
                                            uint K, uint k0, uint Kg, uint PQ, __global float *out) {
     const uint per = Kg * PQ; /* one image's rows of the group */
     y += y_off;
-    OCLML_FOR_UNITS((ulong)nb * per, per, const uint k = within / PQ, pq = within % PQ;
-                    out[((ulong)k * nb + unit) * PQ + pq] =
-                        y[((ulong)(n0 + unit) * K + k0 + k) * PQ + pq])
+    OCLML_FOR_UNITS_BEGIN((ulong)nb * per, per)
+    const uint k = within / PQ, pq = within % PQ;
+    out[((ulong)k * nb + unit) * PQ + pq] = y[((ulong)(n0 + unit) * K + k0 + k) * PQ + pq];
+    OCLML_FOR_UNITS_END
 }
 #endif

@@ -1,7 +1,7 @@
 /* 2-D max and average pooling over NCHW planes and their gradients. Each work-item owns one
  * output (forward) or one input element (backward: it gathers from the windows that cover it,
  * no atomics). Geometry: planes H x W in, P x Q out, window KH x KW, stride (SH, SW), padding
- * (PH, PW) on both sides; work-items stride over a 1-D range by planes (OCLML_FOR_UNITS: 32-bit
+ * (PH, PW) on both sides; work-items stride over a 1-D range by planes (OCLML_FOR_UNITS_BEGIN: 32-bit
  * index math where the range allows). */
 #include "common.h"
 
@@ -38,10 +38,11 @@ __kernel void oclml_max_pool2d(__global const float *x, ulong x_off, __global fl
                                POOL_ARGS) {
     x += x_off;
     y += y_off;
-    OCLML_FOR_UNITS(planes * P * Q, P * Q, __global const float *xp = x + (ulong)unit * H * W;
-                    const int at =
-                        window_argmax(xp, W, H, within / Q, within % Q, KH, KW, SH, SW, PH, PW);
-                    y[(ulong)unit * P * Q + within] = at < 0 ? -INFINITY : xp[at])
+    OCLML_FOR_UNITS_BEGIN((ulong)planes * P * Q, P * Q)
+    __global const float *xp = x + unit * H * W;
+    const int at = window_argmax(xp, W, H, within / Q, within % Q, KH, KW, SH, SW, PH, PW);
+    y[unit * P * Q + within] = at < 0 ? -INFINITY : xp[at];
+    OCLML_FOR_UNITS_END
 }
 #endif
 
@@ -76,10 +77,10 @@ __kernel void oclml_max_pool2d_backward(__global const float *x, ulong x_off,
     x += x_off;
     dy += dy_off;
     dx += dx_off;
-    OCLML_FOR_UNITS(planes * H * W, H * W,
-                    dx[(ulong)unit * H * W + within] =
-                        max_pool_grad(x + (ulong)unit * H * W, dy + (ulong)unit * P * Q, within, H,
-                                      W, P, Q, KH, KW, SH, SW, PH, PW))
+    OCLML_FOR_UNITS_BEGIN((ulong)planes * H * W, H * W)
+    dx[unit * H * W + within] = max_pool_grad(x + unit * H * W, dy + unit * P * Q, within, H, W, P,
+                                              Q, KH, KW, SH, SW, PH, PW);
+    OCLML_FOR_UNITS_END
 }
 #endif
 
@@ -114,10 +115,10 @@ __kernel void oclml_avg_pool2d(__global const float *x, ulong x_off, __global fl
                                POOL_ARGS, uint include_pad) {
     x += x_off;
     y += y_off;
-    OCLML_FOR_UNITS(planes * P * Q, P * Q,
-                    y[(ulong)unit * P * Q + within] =
-                        avg_window(x + (ulong)unit * H * W, within / Q, within % Q, H, W, P, Q, KH,
-                                   KW, SH, SW, PH, PW, include_pad))
+    OCLML_FOR_UNITS_BEGIN((ulong)planes * P * Q, P * Q)
+    y[unit * P * Q + within] = avg_window(x + unit * H * W, within / Q, within % Q, H, W, P, Q, KH,
+                                          KW, SH, SW, PH, PW, include_pad);
+    OCLML_FOR_UNITS_END
 }
 #endif
 
@@ -139,9 +140,9 @@ __kernel void oclml_avg_pool2d_backward(__global const float *dy, ulong dy_off, 
                                         ulong dx_off, POOL_ARGS, uint include_pad) {
     dy += dy_off;
     dx += dx_off;
-    OCLML_FOR_UNITS(planes * H * W, H * W,
-                    dx[(ulong)unit * H * W + within] =
-                        avg_pool_grad(dy + (ulong)unit * P * Q, within, H, W, P, Q, KH, KW, SH, SW,
-                                      PH, PW, include_pad))
+    OCLML_FOR_UNITS_BEGIN((ulong)planes * H * W, H * W)
+    dx[unit * H * W + within] = avg_pool_grad(dy + unit * P * Q, within, H, W, P, Q, KH, KW, SH, SW,
+                                              PH, PW, include_pad);
+    OCLML_FOR_UNITS_END
 }
 #endif

@@ -80,6 +80,7 @@
 #define MT (WTM / 16)
 #define NT (WTN / 8)
 #define MMA_TILE_ACCS (MT * NT * 4)
+
 #else
 #ifndef TX
 #define TX 8
@@ -323,62 +324,87 @@ OCLML_INLINE void mma_emulated(float *d, uint a0, uint a1, uint a2, uint a3, uin
 #define MMA_XCHG_ARG
 #endif
 
-/* One BK tile of this warp's MT x NT blocks. Each pass runs over all its products before the
- * next (small terms first), so a product waits on its predecessor only a pass later. */
+/* The m16n8k8 fragments of one 8-deep step at kk of a [row][k] or [k][row] tile: K slots tig and
+ * tig + 4 of a work-item hold physical k = 2 tig and 2 tig + 1, for A and B alike (the same 8
+ * products summed), so a K-contiguous row gives both in one 8-byte read. */
+OCLML_INLINE void a_fragment(__local const float *as, uint r, uint kk, uint tig, uint *hi,
+                             uint *lo) {
+    const uint k = kk + 2 * tig;
+    float2 lo_row, hi_row; /* rows r and r + 8, k and k + 1 */
+    if (KCONT_A) {
+        lo_row = *(__local const float2 *)(as + r * LDK + k);
+        hi_row = *(__local const float2 *)(as + (r + 8) * LDK + k);
+    } else {
+        lo_row = (float2)(A_AT(as, r, k), A_AT(as, r, k + 1));
+        hi_row = (float2)(A_AT(as, r + 8, k), A_AT(as, r + 8, k + 1));
+    }
+    tf32_split(lo_row.x, &hi[0], &lo[0]);
+    tf32_split(hi_row.x, &hi[1], &lo[1]);
+    tf32_split(lo_row.y, &hi[2], &lo[2]);
+    tf32_split(hi_row.y, &hi[3], &lo[3]);
+}
+
+OCLML_INLINE void b_fragment(__local const float *bs, uint c, uint kk, uint tig, uint *hi,
+                             uint *lo) {
+    const uint k = kk + 2 * tig;
+    const float2 v = KCONT_B ? *(__local const float2 *)(bs + c * LDK + k)
+                             : (float2)(B_AT(bs, c, k), B_AT(bs, c, k + 1));
+    tf32_split(v.x, &hi[0], &lo[0]);
+    tf32_split(v.y, &hi[1], &lo[1]);
+}
+
+/* One BK tile of this warp's MT x NT blocks. The tensor cores round their sums toward zero, a
+ * bias that grows with every accumulation into the same register: over K = 4096 it cost 17x
+ * fp32's error. So with 3xTF32 they sum only this tile's products, small terms first, into
+ * tile_sum (from zero, for one row block at a time; holding more at once measured no faster), and an fp32 add, which rounds to nearest,
+ * carries the running sum. The TF32 mode accumulates on the tensor cores directly. */
 OCLML_INLINE void mma_tile(__local const float *as, __local const float *bs, uint wr, uint wc,
                            uint gid, uint tig, float *acc MMA_XCHG_PARAM) {
+    uint bh[BK / 8][NT][2], bl[BK / 8][NT][2];
 #if !MMA_EMULATE /* loops around the emulation's barriers stay loops */
 #pragma unroll
 #endif
-    for (uint kk = 0; kk < BK; kk += 8) {
-        /* The instruction's K slots tig and tig + 4 of a work-item hold physical k = 2 tig and
-         * 2 tig + 1 of this 8-deep step, for A and B alike: the same 8 products summed, and a
-         * K-contiguous row gives both in one 8-byte read. */
-        const uint k = kk + 2 * tig;
-        uint ah[MT][4], al[MT][4], bh[NT][2], bl[NT][2];
+    for (uint ks = 0; ks < BK / 8; ks++)
 #pragma unroll
-        for (uint mt = 0; mt < MT; mt++) {
-            const uint r = wr + mt * 16 + gid;
-            float2 lo_row, hi_row; /* rows r and r + 8, k and k + 1 */
-            if (KCONT_A) {
-                lo_row = *(__local const float2 *)(as + r * LDK + k);
-                hi_row = *(__local const float2 *)(as + (r + 8) * LDK + k);
-            } else {
-                lo_row = (float2)(A_AT(as, r, k), A_AT(as, r, k + 1));
-                hi_row = (float2)(A_AT(as, r + 8, k), A_AT(as, r + 8, k + 1));
-            }
-            tf32_split(lo_row.x, &ah[mt][0], &al[mt][0]);
-            tf32_split(hi_row.x, &ah[mt][1], &al[mt][1]);
-            tf32_split(lo_row.y, &ah[mt][2], &al[mt][2]);
-            tf32_split(hi_row.y, &ah[mt][3], &al[mt][3]);
-        }
+        for (uint nt = 0; nt < NT; nt++)
+            b_fragment(bs, wc + nt * 8 + gid, ks * 8, tig, bh[ks][nt], bl[ks][nt]);
+#if !MMA_EMULATE
 #pragma unroll
-        for (uint nt = 0; nt < NT; nt++) {
-            const uint c = wc + nt * 8 + gid;
-            const float2 v = KCONT_B ? *(__local const float2 *)(bs + c * LDK + k)
-                                     : (float2)(B_AT(bs, c, k), B_AT(bs, c, k + 1));
-            tf32_split(v.x, &bh[nt][0], &bl[nt][0]);
-            tf32_split(v.y, &bh[nt][1], &bl[nt][1]);
-        }
+#endif
+    for (uint mt = 0; mt < MT; mt++) {
+#if GEMM_MMA == 1
+        float tile_sum[NT * 4];
+#pragma unroll
+        for (uint i = 0; i < NT * 4; i++) tile_sum[i] = 0.0f;
+#else
+        float *tile_sum = acc + mt * NT * 4;
+#endif
+#if !MMA_EMULATE
+#pragma unroll
+#endif
+        for (uint ks = 0; ks < BK / 8; ks++) {
+            uint ah[4], al[4];
+            a_fragment(as, wr + mt * 16 + gid, ks * 8, tig, ah, al);
 #if GEMM_MMA == 1
 #if !MMA_EMULATE
 #pragma unroll
 #endif
-        for (uint pass = 0; pass < 3; pass++)
+            for (uint pass = 0; pass < 3; pass++)
 #else
-        const uint pass = 2;
+            const uint pass = 2;
 #endif
-#if !MMA_EMULATE
-#pragma unroll
-#endif
-            for (uint mt = 0; mt < MT; mt++)
 #if !MMA_EMULATE
 #pragma unroll
 #endif
                 for (uint nt = 0; nt < NT; nt++) {
-                    const uint *av = pass == 0 ? al[mt] : ah[mt], *bv = pass == 1 ? bl[nt] : bh[nt];
-                    MMA(acc + (mt * NT + nt) * 4, av[0], av[1], av[2], av[3], bv[0], bv[1]);
+                    const uint *av = pass == 0 ? al : ah, *bv = pass == 1 ? bl[ks][nt] : bh[ks][nt];
+                    MMA(tile_sum + nt * 4, av[0], av[1], av[2], av[3], bv[0], bv[1]);
                 }
+        }
+#if GEMM_MMA == 1
+#pragma unroll
+        for (uint i = 0; i < NT * 4; i++) acc[mt * NT * 4 + i] += tile_sum[i];
+#endif
     }
 }
 

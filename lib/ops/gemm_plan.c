@@ -79,13 +79,16 @@ static bool tile_fits(const oclml_ctx *ctx, const gemm_plan *p, const oclml__gem
 }
 
 /* Tensor-core tiles, largest first: block rows, columns, K, warps along rows and columns. */
-static const unsigned MMA_TILES[][5] = {
-    {128, 128, 16, 2, 4}, {64, 128, 16, 2, 4}, {64, 64, 16, 2, 2},
-    {32, 64, 32, 1, 2},   {16, 64, 32, 1, 4},
+/* Block rows, columns, K depth, warps along rows and columns; the last value caps the blocks a
+ * compute unit may get (0: any number): on the H100 the 128 x 128 tile was fastest up to 2048^3
+ * (2 blocks a unit) and 128 x 64 from 4096^3 on (tools/dev/gemm_sweep.sh, 2026-11-23). */
+static const unsigned MMA_TILES[][6] = {
+    {128, 128, 16, 2, 4, 4}, {128, 64, 16, 2, 2, 0}, {64, 64, 32, 2, 2, 0},
+    {32, 64, 32, 1, 2, 0},   {16, 64, 32, 1, 4, 0},
 };
 #define N_MMA_TILES (sizeof MMA_TILES / sizeof MMA_TILES[0])
 
-static void set_mma_tile(gemm_plan *p, const unsigned t[5]) {
+static void set_mma_tile(gemm_plan *p, const unsigned t[]) {
     p->bm = t[0];
     p->bn = t[1];
     p->bk = t[2];
@@ -98,8 +101,9 @@ static size_t blocks_of(const gemm_plan *p, const oclml__gemm_desc *d) {
     return ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) * d->batch;
 }
 
-/* The largest tile that still gives every compute unit a block (the smallest where none does;
- * rows of at most 16 take the 16-row tile, not a padded large one). */
+/* The largest tile that still gives every compute unit a block and no more blocks than its cap
+ * (the smallest where none does; rows of at most 16 take the 16-row tile, not a padded large
+ * one). */
 static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     long forced[5];
     for (unsigned i = 0; i < 5; i++) forced[i] = oclml__tune(ctx, "gemm.mma_tile", i);
@@ -112,7 +116,9 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
     const unsigned first = d->m <= 16 ? N_MMA_TILES - 1 : d->m <= 32 ? N_MMA_TILES - 2 : 0;
     for (unsigned i = first; i < N_MMA_TILES; i++) {
         set_mma_tile(p, MMA_TILES[i]);
-        if (tile_fits(ctx, p, d) && blocks_of(p, d) >= ctx->caps.compute_units) return;
+        size_t blocks = blocks_of(p, d), units = ctx->caps.compute_units;
+        unsigned cap = MMA_TILES[i][5];
+        if (tile_fits(ctx, p, d) && blocks >= units && (!cap || blocks <= cap * units)) return;
     }
     for (unsigned i = N_MMA_TILES; i-- > first;) {
         set_mma_tile(p, MMA_TILES[i]);

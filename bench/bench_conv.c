@@ -102,12 +102,11 @@ static int bench_one(bench_env *env, const conv_bench *c) {
     if (!st) st = oclml_tensor_write(a.w, w, nw);
     if (!st) st = oclml_tensor_write(a.b, b, c->K);
     int rc = st ? bench_fail(env, st, "conv setup") : 0;
-    char shape[96], pshape[64], variant[160], plan[128] = "";
+    char shape[96], pshape[64], variant[256] = "";
     snprintf(shape, sizeof shape, "N%zu,C%zu,%zux%zu,K%zu,k%zu,s%u,p%u", c->N, c->C, c->H, c->W,
              c->K, c->k, c->s, c->p);
-    oclml_gemm_plan(env->ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, c->K, P * Q, c->C * c->k * c->k, c->N,
-                    plan, sizeof plan);
-    snprintf(variant, sizeof variant, "im2col + GEMM: %s", plan);
+    if (!rc && (st = oclml_conv2d_plan(env->ctx, &a.p, a.x, a.w, variant, sizeof variant)))
+        rc = bench_fail(env, st, "conv plan");
     double flops = 2.0 * c->N * c->K * P * Q * c->C * c->k * c->k;
     bench_result r = {.op = "conv2d", .shape = shape, .variant = variant, .flops = flops};
     if (!rc) rc = bench_time(env, fwd, &a, &r.t);
@@ -119,9 +118,11 @@ static int bench_one(bench_env *env, const conv_bench *c) {
         st = oclml_copy(env->ctx, a.y, a.dy);
         if (st) rc = bench_fail(env, st, "dy");
     }
+    char variant_bwd[300];
+    snprintf(variant_bwd, sizeof variant_bwd, "%s; backward unfolds (im2col + GEMM)", variant);
     bench_result rb = {.op = "conv2d_fwd_bwd",
                        .shape = shape,
-                       .variant = variant,
+                       .variant = variant_bwd,
                        .flops = 3 * flops,
                        .max_rel_err = -1};
     if (!rc) rc = bench_time(env, fwd_bwd, &a, &rb.t);

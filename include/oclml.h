@@ -414,6 +414,13 @@ OCLML_API void oclml_conv2d_params_init(oclml_conv2d_params *params);
 OCLML_API oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *params,
                                     const oclml_tensor *x, const oclml_tensor *w,
                                     const oclml_tensor *b, oclml_tensor *y);
+/* How oclml_conv2d runs this convolution on this context, in words (for benchmarks and logs):
+ * as a product with the images (1x1), as an implicit GEMM whose loads gather the columns from
+ * x (where the GEMM runs on tensor cores; tuning key conv.implicit), or unfolded in chunks of
+ * images then multiplied; and the GEMM plan. Only x's and w's shapes are read. */
+OCLML_API oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *params,
+                                         const oclml_tensor *x, const oclml_tensor *w, char *text,
+                                         size_t len);
 /* The gradients of oclml_conv2d given dy (y's shape): dx (x's shape), dw (w's shape), db (K)
  * may each be NULL. dx is overwritten; dw and db are overwritten, or added to when accumulate is
  * non-zero. */

@@ -196,10 +196,19 @@ static void run_case(const conv_case *c, bool transposed, bool with_bias, int ac
 }
 
 /* Each case on the CLBlast path, the own kernels, with one image a chunk, and with two (the
- * three-image case then ends on a partial chunk). */
-static const char *PATH_TUNING[] = {"gemm.own=0", "gemm.own=1", "gemm.own=1 conv.chunk=1",
-                                    "gemm.own=1 conv.chunk=2"};
-#define N_PATHS 4
+ * three-image case then ends on a partial chunk); the forward also as an implicit GEMM (the
+ * product gathers its columns from the input) on the FMA tiles and on the tensor-core kernel
+ * (emulated here, as on the GPU where that is the default). */
+static const char *PATH_TUNING[] = {
+    "gemm.own=0",
+    "gemm.own=1",
+    "gemm.own=1 conv.chunk=1",
+    "gemm.own=1 conv.chunk=2",
+    "gemm.own=1 conv.implicit=1 gemm.mma=0",
+    "gemm.own=1 conv.implicit=1 gemm.mma=2",
+};
+#define N_PATHS 6
+#define N_UNFOLDING_PATHS 4 /* the transposed convolution's forward unfolds on every path */
 
 START_TEST(conv2d_cases) {
     test_retune(PATH_TUNING[_i % N_PATHS]);
@@ -208,13 +217,14 @@ START_TEST(conv2d_cases) {
 END_TEST
 
 START_TEST(conv_transpose2d_cases) {
-    test_retune(PATH_TUNING[_i % N_PATHS]);
-    for (int i = 0; i < N_CASES; i++) run_case(&CASES[i], true, i % 2 == 1, _i / N_PATHS);
+    test_retune(PATH_TUNING[_i % N_UNFOLDING_PATHS]);
+    for (int i = 0; i < N_CASES; i++) run_case(&CASES[i], true, i % 2 == 1, _i / N_UNFOLDING_PATHS);
 }
 END_TEST
 
-/* A NaN input reaches exactly the outputs whose windows hold it. */
+/* A NaN input reaches exactly the outputs whose windows hold it, unfolded or gathered. */
 START_TEST(conv2d_nan_policy) {
+    test_retune(PATH_TUNING[_i == 0 ? 1 : 3 + _i]);
     conv_case c = CASES[0];
     oclml_conv2d_params prm = params_of(&c);
     size_t xsh[4] = {c.N, c.C, c.H, c.W}, wsh[4] = {c.K, c.C, c.R, c.S},
@@ -243,6 +253,35 @@ START_TEST(conv2d_nan_policy) {
     free(x);
     free(w);
     free(y);
+}
+END_TEST
+
+/* oclml_conv2d_plan names the formulation the forward takes and refuses bad input. */
+START_TEST(conv2d_plan_says_how) {
+    conv_case c = CASES[0];
+    oclml_conv2d_params prm = params_of(&c);
+    size_t xsh[4] = {c.N, c.C, c.H, c.W}, wsh[4] = {c.K, c.C, c.R, c.S}, w1[4] = {c.K, c.C, 1, 1};
+    oclml_tensor *X = test_tensor(4, xsh), *Wt = test_tensor(4, wsh), *W1 = test_tensor(4, w1);
+    char text[256];
+    test_retune("conv.implicit=1");
+    ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
+    ck_assert_msg(strstr(text, "implicit GEMM") != NULL, "%s", text);
+    test_retune("conv.implicit=0");
+    ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
+    ck_assert_msg(strstr(text, "im2col") != NULL, "%s", text);
+    oclml_conv2d_params one;
+    oclml_conv2d_params_init(&one);
+    ASSERT_OK(oclml_conv2d_plan(T, &one, X, W1, text, sizeof text));
+    ck_assert_msg(strstr(text, "1x1") != NULL, "%s", text);
+    ck_assert_int_eq(oclml_conv2d_plan(T, &prm, X, Wt, NULL, 8), OCLML_ERR_NULL_POINTER);
+    ck_assert_int_eq(oclml_conv2d_plan(T, &prm, X, Wt, text, 0), OCLML_ERR_NULL_POINTER);
+    ck_assert_int_eq(oclml_conv2d_plan(T, &prm, X, W1, text, sizeof text), OCLML_SUCCESS);
+    ck_assert_int_ne(oclml_conv2d_plan(T, NULL, X, Wt, text, sizeof text), OCLML_SUCCESS);
+    ck_assert_int_ne(oclml_conv2d_plan(T, &prm, Wt, X, text, sizeof text), OCLML_SUCCESS);
+    ck_assert_int_ne(oclml_conv2d_plan(NULL, &prm, X, Wt, text, sizeof text), OCLML_SUCCESS);
+    oclml_tensor_destroy(X);
+    oclml_tensor_destroy(Wt);
+    oclml_tensor_destroy(W1);
 }
 END_TEST
 
@@ -448,8 +487,9 @@ int main(void) {
     TCase *tc = tcase_create("conv");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_loop_test(tc, conv2d_cases, 0, 2 * N_PATHS);
-    tcase_add_loop_test(tc, conv_transpose2d_cases, 0, 2 * N_PATHS);
-    tcase_add_test(tc, conv2d_nan_policy);
+    tcase_add_loop_test(tc, conv_transpose2d_cases, 0, 2 * N_UNFOLDING_PATHS);
+    tcase_add_loop_test(tc, conv2d_nan_policy, 0, 3);
+    tcase_add_test(tc, conv2d_plan_says_how);
     tcase_add_loop_test(tc, pooling_cases, 0, 2);
     tcase_add_test(tc, bad_input_touches_nothing);
     suite_add_tcase(s, tc);

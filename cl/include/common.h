@@ -23,23 +23,23 @@
  * The divisions run in 32 bits wherever the range allows (a uniform branch): a 64-bit division
  * costs tens of instructions on GPUs, more than a memory-bound element's work. A BEGIN/END
  * pair, because OpenCL C 1.2 has no variadic macros to pass the statements in. */
-#define OCLML_FOR_UNITS_BEGIN(total, per)                                                   \
-    {                                                                                       \
-        const ulong total_ = (ulong)(total);                                                \
-        const uint per_ = (uint)(per);                                                      \
-        const int narrow_ = total_ + get_global_size(0) <= 0xffffffffUL;                    \
-        for (ulong e_ = get_global_id(0); e_ < total_; e_ += get_global_size(0)) {          \
-            ulong unit;                                                                     \
-            uint within;                                                                    \
-            if (narrow_) {                                                                  \
-                unit = (uint)e_ / per_;                                                     \
-                within = (uint)e_ % per_;                                                   \
-            } else {                                                                        \
-                unit = e_ / per_;                                                           \
-                within = (uint)(e_ % per_);                                                 \
+#define OCLML_FOR_UNITS_BEGIN(total, per)                                          \
+    {                                                                              \
+        const ulong total_ = (ulong)(total);                                       \
+        const uint per_ = (uint)(per);                                             \
+        const int narrow_ = total_ + get_global_size(0) <= 0xffffffffUL;           \
+        for (ulong e_ = get_global_id(0); e_ < total_; e_ += get_global_size(0)) { \
+            ulong unit;                                                            \
+            uint within;                                                           \
+            if (narrow_) {                                                         \
+                unit = (uint)e_ / per_;                                            \
+                within = (uint)e_ % per_;                                          \
+            } else {                                                               \
+                unit = e_ / per_;                                                  \
+                within = (uint)(e_ % per_);                                        \
             }
-#define OCLML_FOR_UNITS_END                                                                 \
-    }                                                                                       \
+#define OCLML_FOR_UNITS_END \
+    }                       \
     }
 
 /* Kernels address tensors as (buffer, element offset): a wrapped cl_mem may start anywhere. */

@@ -56,6 +56,9 @@
 #ifndef HAS_PRE
 #define HAS_PRE 0
 #endif
+#ifndef GATHER_B
+#define GATHER_B 0 /* 1: B is a convolution's unfolded input, read from the image (gather_chunk) */
+#endif
 #ifndef BK
 #define BK 16
 #endif
@@ -138,6 +141,49 @@ OCLML_INLINE float4 load_chunk(__global const float *x, uint ld, uint rows, uint
     return load4(x + (size_t)(k0 + k) * ld + r0, r, rows - r0, k0 + k < kend, vec);
 }
 
+#if GATHER_B
+/* B as the unfolded input of a convolution (implicit im2col): element (k, n) is input channel
+ * k / RS at kernel tap (r, s) = (k / S % R, k % S) under output position (p, q) = (n / Q, n % Q),
+ * read from the image x ([channels][H][W], this batch entry's), or 0 in the padding. */
+typedef struct gather_geom {
+    uint H, W, R, S, Q, sh, sw, ph, pw, dh, dw;
+} gather_geom;
+#define GATHER_ARGS                                                                        \
+    , uint gH, uint gW, uint gR, uint gS, uint gQ, uint gsh, uint gsw, uint gph, uint gpw, \
+        uint gdh, uint gdw
+#define GATHER_GEOM const gather_geom gg = {gH, gW, gR, gS, gQ, gsh, gsw, gph, gpw, gdh, gdw};
+
+OCLML_INLINE float gathered(__global const float *x, uint k, uint n, gather_geom g) {
+    const uint rs = k % (g.R * g.S);
+    const int h = (int)(n / g.Q * g.sh + rs / g.S * g.dh) - (int)g.ph;
+    const int w = (int)(n % g.Q * g.sw + rs % g.S * g.dw) - (int)g.pw;
+    if (h < 0 || h >= (int)g.H || w < 0 || w >= (int)g.W) return 0.0f;
+    return x[((size_t)(k / (g.R * g.S)) * g.H + (uint)h) * g.W + (uint)w];
+}
+
+/* Chunk c: four consecutive n at one k, as load_chunk's [k][col] staging has it. */
+OCLML_INLINE float4 gather_chunk(__global const float *x, uint N, uint c0, uint k0, uint kend,
+                                 uint c, gather_geom g) {
+    const uint k = k0 + c / (BN / 4), n = c0 + c % (BN / 4) * 4;
+    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (k < kend)
+        for (uint j = 0; j < 4; j++)
+            if (n + j < N) e[j] = gathered(x, k, n + j, g);
+    return (float4)(e[0], e[1], e[2], e[3]);
+}
+#define LOAD_B_CHUNK(c, k0) gather_chunk(B, N, p.c0, (k0), p.kend, (c), gg)
+#define B_ELEMENT(k, c) gathered(B, (k), (c), gg)
+#define GATHER_PARAM , gather_geom gg
+#define GATHER_PASS , gg
+#else
+#define GATHER_ARGS
+#define GATHER_GEOM
+#define LOAD_B_CHUNK(c, k0) load_chunk(B, ldb, N, p.c0, (k0), p.kend, (c), BN, KCONT_B, VEC_B)
+#define B_ELEMENT(k, c) (TRANS_B ? B[(size_t)(c)*ldb + (k)] : B[(size_t)(k)*ldb + (c)])
+#define GATHER_PARAM
+#define GATHER_PASS
+#endif
+
 OCLML_INLINE void store_chunk(__local float *t, float4 v, uint c, uint tile_rows, bool kcont) {
     if (kcont) {
         const uint r = c / (BK / 4), k = c % (BK / 4) * 4;
@@ -191,7 +237,7 @@ OCLML_INLINE void epilogue(__global float *C, uint ldc, __global const float *bi
         ulong b_off, uint ldb, ulong b_stride, __global float *C, ulong c_off, uint ldc,          \
         ulong c_stride, uint M, uint N, uint K, float alpha, float beta,                          \
         __global const float *bias, ulong bias_off, __global float *pre, ulong pre_off, uint ldp, \
-        ulong pre_stride, uint ksplit, uint kchunk
+        ulong pre_stride, uint ksplit, uint kchunk GATHER_ARGS
 
 /* bias and pre move only where they exist (they are NULL otherwise). */
 #if HAS_BIAS
@@ -214,6 +260,7 @@ OCLML_INLINE void epilogue(__global float *C, uint ldc, __global const float *bi
     C += c_off + z * c_stride;                                       \
     GEMM_EPILOGUE_POINTERS                                           \
     const block_pos p = block_of(M, N, K, ksplit, kchunk);           \
+    GATHER_GEOM                                                      \
     const uint tid = get_local_id(0);                                \
     __local float As[2][TILE_A_FLOATS] __attribute__((aligned(16))), \
         Bs[2][TILE_B_FLOATS] __attribute__((aligned(16)));           \
@@ -226,9 +273,7 @@ OCLML_INLINE void epilogue(__global float *C, uint ldc, __global const float *bi
             sa[i] =                                                                                \
                 load_chunk(A, lda, M, p.r0, (k0), p.kend, tid + i * NTHREADS, BM, KCONT_A, VEC_A); \
     for (uint i = 0; i < CHUNKS_B; i++)                                                            \
-        if (CHUNK_OK(tid + i * NTHREADS, BN))                                                      \
-            sb[i] =                                                                                \
-                load_chunk(B, ldb, N, p.c0, (k0), p.kend, tid + i * NTHREADS, BN, KCONT_B, VEC_B);
+        if (CHUNK_OK(tid + i * NTHREADS, BN)) sb[i] = LOAD_B_CHUNK(tid + i * NTHREADS, (k0));
 #define GEMM_STAGE(buf)                                                   \
     for (uint i = 0; i < CHUNKS_A; i++)                                   \
         if (CHUNK_OK(tid + i * NTHREADS, BM))                             \
@@ -279,12 +324,11 @@ OCLML_INLINE void tf32_split(float v, uint *hi, uint *lo) {
  * column c over this work-group's K range. Runs only where an input was inf or NaN (or near
  * FLT_MAX), never on finite data. */
 OCLML_INLINE float recompute_nan(__global const float *A, uint lda, __global const float *B,
-                                 uint ldb, uint r, uint c, uint kbegin, uint kend) {
+                                 uint ldb, uint r, uint c, uint kbegin, uint kend GATHER_PARAM) {
     float sum = 0.0f;
     for (uint k = kbegin; k < kend; k++) {
         const float a = TRANS_A ? A[(size_t)k * lda + r] : A[(size_t)r * lda + k];
-        const float b = TRANS_B ? B[(size_t)c * ldb + k] : B[(size_t)k * ldb + c];
-        sum = fma(a, b, sum);
+        sum = fma(a, B_ELEMENT(k, c), sum);
     }
     return sum;
 }
@@ -431,7 +475,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_m
                            c = p.c0 + wc + nt * 8 + 2 * tig + i % 2;
                 float v = acc[(mt * NT + nt) * 4 + i];
                 if (isnan(v) && r < M && c < N)
-                    v = recompute_nan(A, lda, B, ldb, r, c, p.kbegin, p.kend);
+                    v = recompute_nan(A, lda, B, ldb, r, c, p.kbegin, p.kend GATHER_PASS);
                 epilogue(C, ldc, bias, pre, ldp, M, N, r, c, v, alpha, beta);
             }
 }

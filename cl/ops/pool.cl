@@ -141,8 +141,8 @@ __kernel void oclml_avg_pool2d_backward(__global const float *dy, ulong dy_off, 
     dy += dy_off;
     dx += dx_off;
     OCLML_FOR_UNITS_BEGIN((ulong)planes * H * W, H * W)
-    dx[unit * H * W + within] = avg_pool_grad(dy + unit * P * Q, within, H, W, P, Q, KH, KW, SH, SW,
-                                              PH, PW, include_pad);
+    dx[unit * H * W + within] =
+        avg_pool_grad(dy + unit * P * Q, within, H, W, P, Q, KH, KW, SH, SW, PH, PW, include_pad);
     OCLML_FOR_UNITS_END
 }
 #endif

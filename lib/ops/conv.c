@@ -5,7 +5,9 @@
  *   weight grad.   dW_g (+)= [dy rows of the chunk side by side] [columns side by side]^T
  * per group g. A transposed convolution is the data gradient of the convolution that maps its
  * output back to its input, so the same three pieces serve it with the roles swapped. Chunks
- * keep the column workspace within CHUNK_BYTES. */
+ * keep the column workspace within CHUNK_BYTES. Where the GEMM runs on tensor cores the forward
+ * unfolds nothing: the product gathers its columns from the input as it loads them
+ * (oclml__gather, implicit im2col). */
 #include "ops/gemm.h"
 #include "ops/ops.h"
 
@@ -271,10 +273,63 @@ static oclml_status pointwise(oclml_ctx *ctx, const conv_shape *s, const oclml_t
     return st;
 }
 
+/* Whether the forward reads the input in place (implicit im2col in the product's B loads): the
+ * tuning key conv.implicit, by default where the GEMM runs on tensor cores (there unfolding
+ * costs more than the product; FMA devices keep CLBlast on the unfolded copy). */
+static bool forward_implicit(oclml_ctx *ctx, const conv_shape *s) {
+    long forced = oclml__tune(ctx, "conv.implicit", 0);
+    /* The kernels' 32-bit indexing, and one grid dimension of images. */
+    bool fits = s->C / s->groups * s->H * s->W <= UINT32_MAX && cg_rs(s) <= UINT32_MAX &&
+                s->P * s->Q <= UINT32_MAX && s->N <= 65535;
+    return fits && (forced > 0 || (forced < 0 && oclml__gemm_gather_fast(ctx)));
+}
+
+/* The forward's product for group g, y = W_g x_g over all images in one batched product whose
+ * B operand gathers the columns from x as it loads them (y NULL: its buffer left out, for
+ * describing the plan). */
+static oclml__gemm_desc gathered_desc(const conv_shape *s, const oclml__gather *geom, unsigned g,
+                                      const oclml_tensor *x, const oclml_tensor *w,
+                                      const oclml_tensor *b, oclml_tensor *y) {
+    size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups, cg = s->C / s->groups;
+    return (oclml__gemm_desc){.m = kg,
+                              .n = pq,
+                              .k = crs,
+                              .batch = s->N,
+                              .alpha = 1.0f,
+                              .a = mat(w, g * kg * crs, crs, 0),
+                              .b = mat(x, g * cg * s->H * s->W, 0, s->C * s->H * s->W),
+                              .c = y ? mat(y, g * kg * pq, pq, s->K * pq)
+                                     : (oclml__matrix){NULL, 0, pq, s->K * pq},
+                              .bias = b ? b->mem : NULL,
+                              .bias_offset = b ? oclml__elem_offset(b) + g * kg : 0,
+                              .bias_per_row = true,
+                              .act = OCLML_ACT_NONE,
+                              .gather_b = geom};
+}
+
+static oclml__gather gather_of(const conv_shape *s) {
+    return (oclml__gather){(unsigned)s->H, (unsigned)s->W, (unsigned)s->R, (unsigned)s->S,
+                           (unsigned)s->Q, s->sh,          s->sw,          s->ph,
+                           s->pw,          s->dh,          s->dw};
+}
+
+static oclml_status forward_gathered(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
+                                     const oclml_tensor *w, const oclml_tensor *b,
+                                     oclml_tensor *y) {
+    const oclml__gather geom = gather_of(s);
+    oclml_status st = OCLML_SUCCESS;
+    for (unsigned g = 0; g < s->groups && !st; g++) {
+        oclml__gemm_desc d = gathered_desc(s, &geom, g, x, w, b, y);
+        st = oclml__gemm(ctx, &d);
+    }
+    return st;
+}
+
 /* y = conv(x, w) (+ b per output channel). */
 static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
                                  const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
     if (is_pointwise(s)) return pointwise(ctx, s, w, x, y, b, false);
+    if (forward_implicit(ctx, s)) return forward_gathered(ctx, s, x, w, b, y);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
     size_t nb = chunk_images(ctx, s, crs * pq);
     cl_mem col;
@@ -387,6 +442,47 @@ oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *p, const oc
     const oclml_tensor *ins[3] = {x, w, b};
     if (!st) st = check_no_alias(ctx, y, "y", ins, 3);
     return st ? st : conv_forward(ctx, &s, x, w, b, y);
+}
+
+oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, const oclml_tensor *x,
+                               const oclml_tensor *w, char *text, size_t len) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st && (!text || len == 0))
+        st = oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "text buffer is NULL or empty");
+    if (!st) st = check_params(ctx, p, false);
+    conv_shape s;
+    if (!st) st = conv_shape_of(ctx, p, x, w, "x", &s);
+    if (st) return st;
+    char gemm[160];
+    size_t crs = cg_rs(&s), pq = s.P * s.Q, kg = s.K / s.groups;
+    if (is_pointwise(&s)) {
+        oclml__gemm_desc d = {.m = kg,
+                              .n = pq,
+                              .k = s.C / s.groups,
+                              .batch = s.N,
+                              .a = {NULL, 0, s.C / s.groups, 0},
+                              .b = {NULL, 0, pq, s.C * pq},
+                              .c = {NULL, 0, pq, s.K * pq}};
+        oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
+        snprintf(text, len, "1x1 as a product with the images: %s", gemm);
+    } else if (forward_implicit(ctx, &s)) {
+        const oclml__gather geom = gather_of(&s);
+        oclml__gemm_desc d = gathered_desc(&s, &geom, 0, x, w, NULL, NULL);
+        oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
+        snprintf(text, len, "implicit GEMM (columns gathered from x): %s", gemm);
+    } else {
+        size_t nb = chunk_images(ctx, &s, crs * pq);
+        oclml__gemm_desc d = {.m = kg,
+                              .n = pq,
+                              .k = crs,
+                              .batch = nb,
+                              .a = {NULL, 0, crs, 0},
+                              .b = {NULL, 0, pq, crs * pq},
+                              .c = {NULL, 0, pq, s.K * pq}};
+        oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
+        snprintf(text, len, "im2col (%zu images a chunk) + GEMM: %s", nb, gemm);
+    }
+    return OCLML_SUCCESS;
 }
 
 oclml_status oclml_conv2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *p,

@@ -19,6 +19,15 @@ typedef struct oclml__matrix {
  * each of batch entries. With beta == 0 C is not read. bias (mem NULL: none) is a vector of n
  * floats added to every row. pre (mem NULL: not wanted) receives the value before the
  * activation. */
+/* A convolution's geometry, for a B operand that is its unfolded input (implicit im2col): B's
+ * element (k, n) of batch entry i is the input channel k / (R S) of the image at b.offset +
+ * i * b.stride ([channels][H][W]), at kernel tap (k / S % R, k % S) under output position
+ * (n / Q, n % Q) with the strides, padding (top, left) and dilation given, 0 in the padding.
+ * b.ld is unused. Only liboclml's own kernels read such an operand. */
+typedef struct oclml__gather {
+    unsigned H, W, R, S, Q, sh, sw, ph, pw, dh, dw;
+} oclml__gather;
+
 typedef struct oclml__gemm_desc {
     bool trans_a, trans_b;
     size_t m, n, k, batch;
@@ -29,8 +38,12 @@ typedef struct oclml__gemm_desc {
     bool bias_per_row; /* bias has m floats, one per row of C, instead of n */
     oclml_activation act;
     oclml__matrix pre;
+    const oclml__gather *gather_b; /* NULL: B is a matrix (trans_b as given); else see above */
 } oclml__gemm_desc;
 
+/* Whether a product with a gathered B would run on tensor cores here (where implicit im2col
+ * beats unfolding; elsewhere the FMA tiles run it, slower than CLBlast on an unfolded copy). */
+bool oclml__gemm_gather_fast(oclml_ctx *ctx);
 /* Runs the product on the kernel the planner picks. */
 oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d);
 

@@ -10,6 +10,7 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 
 typedef enum { PATH_CLBLAST, PATH_MMA, PATH_FMA } gemm_path;
 
@@ -42,6 +43,8 @@ static bool mma_available(oclml_ctx *ctx) {
 static bool mma_emulated(oclml_ctx *ctx) {
     return oclml__tune(ctx, "gemm.mma", 0) == 2 && !mma_available(ctx);
 }
+
+bool oclml__gemm_gather_fast(oclml_ctx *ctx) { return mma_available(ctx) || mma_emulated(ctx); }
 
 /* The own kernels index each matrix with 32-bit rows, leading dimensions and sizes. */
 static bool fits_own_kernels(const oclml__gemm_desc *d) {
@@ -101,9 +104,8 @@ static size_t blocks_of(const gemm_plan *p, const oclml__gemm_desc *d) {
     return ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) * d->batch;
 }
 
-/* The largest tile that still gives every compute unit a block and no more blocks than its cap
- * (the smallest where none does; rows of at most 16 take the 16-row tile, not a padded large
- * one). */
+/* The largest tile no taller than the rows need that still gives every compute unit a block
+ * and no more blocks than its cap (the smallest where none does). */
 static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     long forced[5];
     for (unsigned i = 0; i < 5; i++) forced[i] = oclml__tune(ctx, "gemm.mma_tile", i);
@@ -113,7 +115,12 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
         set_mma_tile(p, t);
         return;
     }
-    const unsigned first = d->m <= 16 ? N_MMA_TILES - 1 : d->m <= 32 ? N_MMA_TILES - 2 : 0;
+    /* No taller tile than the rows need: a 128-row tile over 64 rows would spend half its
+     * products on padding (convolutions with 64 output channels over many images). */
+    const unsigned first = d->m <= 16   ? N_MMA_TILES - 1
+                           : d->m <= 32 ? N_MMA_TILES - 2
+                           : d->m <= 64 ? N_MMA_TILES - 3
+                                        : 0;
     for (unsigned i = first; i < N_MMA_TILES; i++) {
         set_mma_tile(p, MMA_TILES[i]);
         size_t blocks = blocks_of(p, d), units = ctx->caps.compute_units;
@@ -165,9 +172,11 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *
 static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     *p = (gemm_plan){.path = PATH_CLBLAST, .splits = 1};
     long own = oclml__tune(ctx, "gemm.own", 0);
-    if (!fits_own_kernels(d) || (own == 0 && clblast_can_run(ctx))) return;
+    /* A gathered operand exists only for the own kernels. */
+    bool clblast_ok = clblast_can_run(ctx) && !d->gather_b;
+    if (!fits_own_kernels(d) || (own == 0 && clblast_ok)) return;
     bool emulate = mma_emulated(ctx), mma = emulate || mma_available(ctx);
-    if (own < 0 && !mma && clblast_can_run(ctx)) return;
+    if (own < 0 && !mma && clblast_ok) return;
     if (mma) {
         p->path = PATH_MMA;
         p->emulate = emulate;
@@ -180,7 +189,7 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     if (!tile_fits(ctx, p, d)) {
         /* A forced tile the device cannot take, or a huge M: CLBlast if it can, else the
          * smallest FMA tile. */
-        if (clblast_can_run(ctx)) {
+        if (clblast_ok) {
             p->path = PATH_CLBLAST;
             return;
         }
@@ -229,10 +238,12 @@ typedef struct gemm_program {
 static void program_of(const gemm_plan *p, const oclml__gemm_desc *d, bool split, gemm_program *g) {
     char epi[96] = "-DHAS_BIAS=0 -DHAS_PRE=0";
     if (!split) epilogue_defines(epi, sizeof epi, d);
-    bool va = vec_ok(&d->a, d->trans_a ? d->m : d->k), vb = vec_ok(&d->b, d->trans_b ? d->k : d->n);
+    bool va = vec_ok(&d->a, d->trans_a ? d->m : d->k),
+         vb = !d->gather_b && vec_ok(&d->b, d->trans_b ? d->k : d->n);
     int n = snprintf(g->defines, sizeof g->defines,
-                     "-DTRANS_A=%d -DTRANS_B=%d -DVEC_A=%d -DVEC_B=%d -DBK=%u %s", d->trans_a,
-                     d->trans_b, va, vb, p->bk, epi);
+                     "-DTRANS_A=%d -DTRANS_B=%d -DVEC_A=%d -DVEC_B=%d -DBK=%u %s%s", d->trans_a,
+                     d->trans_b && !d->gather_b, va, vb, p->bk, epi,
+                     d->gather_b ? " -DGATHER_B=1" : "");
     if (p->path == PATH_MMA) {
         snprintf(g->defines + n, sizeof g->defines - (size_t)n,
                  " -DGEMM_MMA=%d -DBM=%u -DBN=%u -DWM=%u -DWN=%u%s", p->mma_mode, p->bm, p->bn,
@@ -304,17 +315,27 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
             ldp = (cl_uint)d->pre.ld, M = (cl_uint)d->m, N = (cl_uint)d->n, K = (cl_uint)d->k,
             ks = p->splits, kchunk = (cl_uint)p->kchunk;
     float alpha = split ? 1.0f : d->alpha, beta = split ? 0.0f : d->beta;
-    oclml__arg args[] = {OCLML_ARG(am),    OCLML_ARG(a_off), OCLML_ARG(lda),      OCLML_ARG(a_st),
-                         OCLML_ARG(bm),    OCLML_ARG(b_off), OCLML_ARG(ldb),      OCLML_ARG(b_st),
-                         OCLML_ARG(cm),    OCLML_ARG(c_off), OCLML_ARG(ldc),      OCLML_ARG(c_st),
-                         OCLML_ARG(M),     OCLML_ARG(N),     OCLML_ARG(K),        OCLML_ARG(alpha),
-                         OCLML_ARG(beta),  OCLML_ARG(bias),  OCLML_ARG(bias_off), OCLML_ARG(pm),
-                         OCLML_ARG(p_off), OCLML_ARG(ldp),   OCLML_ARG(p_st),     OCLML_ARG(ks),
-                         OCLML_ARG(kchunk)};
+    cl_uint geom[11] = {0};
+    if (d->gather_b) {
+        const oclml__gather *x = d->gather_b;
+        const cl_uint v[11] = {x->H,  x->W,  x->R,  x->S,  x->Q, x->sh,
+                               x->sw, x->ph, x->pw, x->dh, x->dw};
+        memcpy(geom, v, sizeof geom);
+    }
+    oclml__arg args[] = {
+        OCLML_ARG(am), OCLML_ARG(a_off), OCLML_ARG(lda), OCLML_ARG(a_st), OCLML_ARG(bm),
+        OCLML_ARG(b_off), OCLML_ARG(ldb), OCLML_ARG(b_st), OCLML_ARG(cm), OCLML_ARG(c_off),
+        OCLML_ARG(ldc), OCLML_ARG(c_st), OCLML_ARG(M), OCLML_ARG(N), OCLML_ARG(K), OCLML_ARG(alpha),
+        OCLML_ARG(beta), OCLML_ARG(bias), OCLML_ARG(bias_off), OCLML_ARG(pm), OCLML_ARG(p_off),
+        OCLML_ARG(ldp), OCLML_ARG(p_st), OCLML_ARG(ks), OCLML_ARG(kchunk),
+        /* the gathered operand's geometry (GATHER_ARGS), where it has one */
+        OCLML_ARG(geom[0]), OCLML_ARG(geom[1]), OCLML_ARG(geom[2]), OCLML_ARG(geom[3]),
+        OCLML_ARG(geom[4]), OCLML_ARG(geom[5]), OCLML_ARG(geom[6]), OCLML_ARG(geom[7]),
+        OCLML_ARG(geom[8]), OCLML_ARG(geom[9]), OCLML_ARG(geom[10])};
     size_t local[3] = {p->threads, 1, 1};
     size_t global[3] = {ceil_div(d->n, p->bn) * p->threads, ceil_div(d->m, p->bm),
                         d->batch * p->splits};
-    return oclml__launch(ctx, k, args, 25, 3, global, local, NULL);
+    return oclml__launch(ctx, k, args, d->gather_b ? 36 : 25, 3, global, local, NULL);
 }
 
 static oclml_status run_own(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p) {

@@ -119,7 +119,8 @@ static int bench_one(bench_env *env, const conv_bench *c) {
         if (st) rc = bench_fail(env, st, "dy");
     }
     char variant_bwd[300];
-    snprintf(variant_bwd, sizeof variant_bwd, "%s; backward unfolds (im2col + GEMM)", variant);
+    snprintf(variant_bwd, sizeof variant_bwd, "%s; weight gradient unfolded (im2col + GEMM)",
+             variant);
     bench_result rb = {.op = "conv2d_fwd_bwd",
                        .shape = shape,
                        .variant = variant_bwd,

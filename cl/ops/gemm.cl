@@ -146,15 +146,17 @@ OCLML_INLINE float4 load_chunk(__global const float *x, uint ld, uint rows, uint
  * k / RS at kernel tap (r, s) = (k / S % R, k % S) under output position (p, q) = (n / Q, n % Q),
  * read from the image x ([channels][H][W], this batch entry's), or 0 in the padding. */
 typedef struct gather_geom {
-    uint H, W, R, S, Q, sh, sw, ph, pw, dh, dw;
+    uint H, W, R, S, Q, sh, sw, ph, pw, dh, dw, flip;
 } gather_geom;
 #define GATHER_ARGS                                                                        \
     , uint gH, uint gW, uint gR, uint gS, uint gQ, uint gsh, uint gsw, uint gph, uint gpw, \
-        uint gdh, uint gdw
-#define GATHER_GEOM const gather_geom gg = {gH, gW, gR, gS, gQ, gsh, gsw, gph, gpw, gdh, gdw};
+        uint gdh, uint gdw, uint gflip
+#define GATHER_GEOM \
+    const gather_geom gg = {gH, gW, gR, gS, gQ, gsh, gsw, gph, gpw, gdh, gdw, gflip};
 
+/* flip: the taps run backwards, (R-1-r, S-1-s) (a data gradient as a convolution of dy). */
 OCLML_INLINE float gathered(__global const float *x, uint k, uint n, gather_geom g) {
-    const uint rs = k % (g.R * g.S);
+    const uint tap = k % (g.R * g.S), rs = g.flip ? g.R * g.S - 1 - tap : tap;
     const int h = (int)(n / g.Q * g.sh + rs / g.S * g.dh) - (int)g.ph;
     const int w = (int)(n % g.Q * g.sw + rs % g.S * g.dw) - (int)g.pw;
     if (h < 0 || h >= (int)g.H || w < 0 || w >= (int)g.W) return 0.0f;

@@ -308,9 +308,17 @@ static oclml__gemm_desc gathered_desc(const conv_shape *s, const oclml__gather *
 }
 
 static oclml__gather gather_of(const conv_shape *s) {
-    return (oclml__gather){(unsigned)s->H, (unsigned)s->W, (unsigned)s->R, (unsigned)s->S,
-                           (unsigned)s->Q, s->sh,          s->sw,          s->ph,
-                           s->pw,          s->dh,          s->dw};
+    return (oclml__gather){.H = (unsigned)s->H,
+                           .W = (unsigned)s->W,
+                           .R = (unsigned)s->R,
+                           .S = (unsigned)s->S,
+                           .Q = (unsigned)s->Q,
+                           .sh = s->sh,
+                           .sw = s->sw,
+                           .ph = s->ph,
+                           .pw = s->pw,
+                           .dh = s->dh,
+                           .dw = s->dw};
 }
 
 static oclml_status forward_gathered(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
@@ -358,11 +366,72 @@ static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclm
     return st;
 }
 
+/* The data gradient of a stride-1 convolution is a convolution too: of dy, by the weights with
+ * input and output channels swapped and the taps flipped, padded by the rest of the dilated
+ * kernel's extent (dh (R-1) - ph before). So where the forward gathers, it does as well. */
+static bool data_gradient_implicit(oclml_ctx *ctx, const conv_shape *s) {
+    size_t kg = s->K / s->groups;
+    return s->sh == 1 && s->sw == 1 && s->ph <= s->dh * (s->R - 1) && s->pw <= s->dw * (s->S - 1) &&
+           kg * s->P * s->Q <= UINT32_MAX && kg * s->R * s->S <= UINT32_MAX &&
+           s->H * s->W <= UINT32_MAX && forward_implicit(ctx, s);
+}
+
+/* dx_g = W_g'^T-flipped * dy_g as one batched product per group: the weights transposed per
+ * group once into w_t [groups][Cg][Kg][RS], the taps flipped in the gather. */
+static oclml_status data_gradient_gathered(oclml_ctx *ctx, const conv_shape *s,
+                                           const oclml_tensor *w, const oclml_tensor *dy,
+                                           oclml_tensor *dx, const oclml_tensor *b) {
+    size_t cg = s->C / s->groups, kg = s->K / s->groups, rs = s->R * s->S, hw = s->H * s->W,
+           pq = s->P * s->Q;
+    size_t from[4] = {s->groups, kg, cg, rs}, to[4] = {s->groups, cg, kg, rs};
+    static const int swap_channels[4] = {0, 2, 1, 3};
+    cl_mem wt;
+    oclml_tensor *w4 = NULL, *t4 = NULL;
+    oclml_status st = oclml__scratch_get(ctx, s->K * cg * rs * sizeof(float), &wt);
+    if (st) return st;
+    st = oclml_tensor_wrap(ctx, w->mem, w->offset_bytes, 4, from, &w4);
+    if (!st) st = oclml_tensor_wrap(ctx, wt, 0, 4, to, &t4);
+    if (!st) st = oclml_permute(ctx, w4, swap_channels, t4);
+    const oclml__gather geom = {.H = (unsigned)s->P,
+                                .W = (unsigned)s->Q,
+                                .R = (unsigned)s->R,
+                                .S = (unsigned)s->S,
+                                .Q = (unsigned)s->W,
+                                .sh = 1,
+                                .sw = 1,
+                                .ph = s->dh * (unsigned)(s->R - 1) - s->ph,
+                                .pw = s->dw * (unsigned)(s->S - 1) - s->pw,
+                                .dh = s->dh,
+                                .dw = s->dw,
+                                .flip = 1};
+    for (unsigned g = 0; g < s->groups && !st; g++) {
+        oclml__gemm_desc d = {.m = cg,
+                              .n = hw,
+                              .k = kg * rs,
+                              .batch = s->N,
+                              .alpha = 1.0f,
+                              .a = {wt, g * cg * kg * rs, kg * rs, 0},
+                              .b = mat(dy, g * kg * pq, 0, s->K * pq),
+                              .c = mat(dx, g * cg * hw, hw, s->C * hw),
+                              .bias = b ? b->mem : NULL,
+                              .bias_offset = b ? oclml__elem_offset(b) + g * cg : 0,
+                              .bias_per_row = true,
+                              .act = OCLML_ACT_NONE,
+                              .gather_b = &geom};
+        st = oclml__gemm(ctx, &d);
+    }
+    if (t4) oclml_tensor_destroy(t4);
+    if (w4) oclml_tensor_destroy(w4);
+    oclml__scratch_put(ctx, wt);
+    return st;
+}
+
 /* dx = the data gradient of conv given dy (+ b per input channel: a transposed convolution). */
 static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *w,
                                        const oclml_tensor *dy, oclml_tensor *dx,
                                        const oclml_tensor *b) {
     if (is_pointwise(s)) return pointwise(ctx, s, w, dy, dx, b, true);
+    if (data_gradient_implicit(ctx, s)) return data_gradient_gathered(ctx, s, w, dy, dx, b);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
     size_t nb = chunk_images(ctx, s, crs * pq);
     cl_mem col;
@@ -469,7 +538,9 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
         const oclml__gather geom = gather_of(&s);
         oclml__gemm_desc d = gathered_desc(&s, &geom, 0, x, w, NULL, NULL);
         oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
-        snprintf(text, len, "implicit GEMM (columns gathered from x): %s", gemm);
+        snprintf(text, len, "implicit GEMM (columns gathered from x): %s; data gradient %s", gemm,
+                 data_gradient_implicit(ctx, &s) ? "gathered too (flipped taps)"
+                                                 : "unfolded (col2im)");
     } else {
         size_t nb = chunk_images(ctx, &s, crs * pq);
         oclml__gemm_desc d = {.m = kg,

@@ -22,10 +22,12 @@ typedef struct oclml__matrix {
 /* A convolution's geometry, for a B operand that is its unfolded input (implicit im2col): B's
  * element (k, n) of batch entry i is the input channel k / (R S) of the image at b.offset +
  * i * b.stride ([channels][H][W]), at kernel tap (k / S % R, k % S) under output position
- * (n / Q, n % Q) with the strides, padding (top, left) and dilation given, 0 in the padding.
+ * (n / Q, n % Q) with the strides, padding (top, left) and dilation given, 0 in the padding
+ * (with flip, tap (R-1 - k / S % R, S-1 - k % S)).
  * b.ld is unused. Only liboclml's own kernels read such an operand. */
 typedef struct oclml__gather {
     unsigned H, W, R, S, Q, sh, sw, ph, pw, dh, dw;
+    unsigned flip; /* 1: taps backwards, (R-1-r, S-1-s): a data gradient as a convolution */
 } oclml__gather;
 
 typedef struct oclml__gemm_desc {

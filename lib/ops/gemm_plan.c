@@ -315,11 +315,11 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
             ldp = (cl_uint)d->pre.ld, M = (cl_uint)d->m, N = (cl_uint)d->n, K = (cl_uint)d->k,
             ks = p->splits, kchunk = (cl_uint)p->kchunk;
     float alpha = split ? 1.0f : d->alpha, beta = split ? 0.0f : d->beta;
-    cl_uint geom[11] = {0};
+    cl_uint geom[12] = {0};
     if (d->gather_b) {
         const oclml__gather *x = d->gather_b;
-        const cl_uint v[11] = {x->H,  x->W,  x->R,  x->S,  x->Q, x->sh,
-                               x->sw, x->ph, x->pw, x->dh, x->dw};
+        const cl_uint v[12] = {x->H,  x->W,  x->R,  x->S,  x->Q,  x->sh,
+                               x->sw, x->ph, x->pw, x->dh, x->dw, x->flip};
         memcpy(geom, v, sizeof geom);
     }
     oclml__arg args[] = {
@@ -331,11 +331,11 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
         /* the gathered operand's geometry (GATHER_ARGS), where it has one */
         OCLML_ARG(geom[0]), OCLML_ARG(geom[1]), OCLML_ARG(geom[2]), OCLML_ARG(geom[3]),
         OCLML_ARG(geom[4]), OCLML_ARG(geom[5]), OCLML_ARG(geom[6]), OCLML_ARG(geom[7]),
-        OCLML_ARG(geom[8]), OCLML_ARG(geom[9]), OCLML_ARG(geom[10])};
+        OCLML_ARG(geom[8]), OCLML_ARG(geom[9]), OCLML_ARG(geom[10]), OCLML_ARG(geom[11])};
     size_t local[3] = {p->threads, 1, 1};
     size_t global[3] = {ceil_div(d->n, p->bn) * p->threads, ceil_div(d->m, p->bm),
                         d->batch * p->splits};
-    return oclml__launch(ctx, k, args, d->gather_b ? 36 : 25, 3, global, local, NULL);
+    return oclml__launch(ctx, k, args, d->gather_b ? 37 : 25, 3, global, local, NULL);
 }
 
 static oclml_status run_own(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p) {

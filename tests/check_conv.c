@@ -201,14 +201,15 @@ static void run_case(const conv_case *c, bool transposed, bool with_bias, int ac
  * convolution's forward) on the FMA tiles and on the tensor-core kernel (emulated here, as on
  * the GPU where that is the default). */
 static const char *PATH_TUNING[] = {
-    "gemm.own=0",
-    "gemm.own=1",
-    "gemm.own=1 conv.chunk=1",
-    "gemm.own=1 conv.chunk=2",
+    "gemm.own=0 conv.implicit=0",
+    "gemm.own=1 conv.implicit=0",
+    "gemm.own=1 conv.implicit=0 conv.chunk=1",
+    "gemm.own=1 conv.implicit=0 conv.chunk=2",
     "gemm.own=1 conv.implicit=1 gemm.mma=0",
     "gemm.own=1 conv.implicit=1 gemm.mma=2",
+    "gemm.own=1 conv.implicit=1 gemm.mma=2 gemm.splitk=2",
 };
-#define N_PATHS 6
+#define N_PATHS 7
 
 START_TEST(conv2d_cases) {
     test_retune(PATH_TUNING[_i % N_PATHS]);
@@ -224,7 +225,10 @@ END_TEST
 
 /* A NaN input reaches exactly the outputs whose windows hold it, unfolded or gathered. */
 START_TEST(conv2d_nan_policy) {
-    test_retune(PATH_TUNING[_i == 0 ? 1 : 3 + _i]);
+    static const char *const paths[3] = {"gemm.own=1 conv.implicit=0",
+                                         "gemm.own=1 conv.implicit=1 gemm.mma=0",
+                                         "gemm.own=1 conv.implicit=1 gemm.mma=2"};
+    test_retune(paths[_i]);
     conv_case c = CASES[0];
     oclml_conv2d_params prm = params_of(&c);
     size_t xsh[4] = {c.N, c.C, c.H, c.W}, wsh[4] = {c.K, c.C, c.R, c.S},
@@ -273,12 +277,15 @@ START_TEST(conv2d_plan_says_how) {
     oclml_conv2d_params_init(&one);
     ASSERT_OK(oclml_conv2d_plan(T, &one, X, W1, text, sizeof text));
     ck_assert_msg(strstr(text, "1x1") != NULL, "%s", text);
+    /* Bad input: an error, and the text untouched. */
+    strcpy(text, "untouched");
     ck_assert_int_eq(oclml_conv2d_plan(T, &prm, X, Wt, NULL, 8), OCLML_ERR_NULL_POINTER);
     ck_assert_int_eq(oclml_conv2d_plan(T, &prm, X, Wt, text, 0), OCLML_ERR_NULL_POINTER);
-    ck_assert_int_eq(oclml_conv2d_plan(T, &prm, X, W1, text, sizeof text), OCLML_SUCCESS);
-    ck_assert_int_ne(oclml_conv2d_plan(T, NULL, X, Wt, text, sizeof text), OCLML_SUCCESS);
-    ck_assert_int_ne(oclml_conv2d_plan(T, &prm, Wt, X, text, sizeof text), OCLML_SUCCESS);
-    ck_assert_int_ne(oclml_conv2d_plan(NULL, &prm, X, Wt, text, sizeof text), OCLML_SUCCESS);
+    ck_assert_int_eq(oclml_conv2d_plan(T, NULL, X, Wt, text, sizeof text), OCLML_ERR_NULL_POINTER);
+    ck_assert_int_eq(oclml_conv2d_plan(T, &prm, Wt, X, text, sizeof text), OCLML_ERR_INVALID_SHAPE);
+    ck_assert_int_eq(oclml_conv2d_plan(NULL, &prm, X, Wt, text, sizeof text),
+                     OCLML_ERR_NULL_POINTER);
+    ck_assert_str_eq(text, "untouched");
     oclml_tensor_destroy(X);
     oclml_tensor_destroy(Wt);
     oclml_tensor_destroy(W1);

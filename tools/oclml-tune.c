@@ -858,8 +858,9 @@ int main(int argc, char **argv) {
     static const size_t SW_CPU[] = {32, 64, 96, 128, 192, 256, 384, 512};
     static const size_t SW_QUICK[] = {16, 32, 64, 96};
     const size_t *sw = t.quick ? SW_QUICK : t.is_gpu ? SW_GPU : SW_CPU;
-    int n_sw = t.quick ? 4 : t.is_gpu ? 10 : 8;
-    double sw_time[2][10]; /* [0] XgemmDirect, [1] Xgemm */
+#define N_OF(a) (int)(sizeof a / sizeof a[0])
+    int n_sw = t.quick ? N_OF(SW_QUICK) : t.is_gpu ? N_OF(SW_GPU) : N_OF(SW_CPU);
+    double sw_time[2][N_OF(SW_GPU)]; /* [0] XgemmDirect, [1] Xgemm; SW_GPU is the longest */
     bool sw_ok[2] = {false, false};
 
     /* Xgemm until 55% of the budget, every GEMM on it; the best few again at both sizes, the
@@ -938,13 +939,13 @@ int main(int argc, char **argv) {
     progress_end(&t);
 
     /* The switch: the smallest size from which Xgemm is as fast as XgemmDirect (within 2%) at
-     * every larger size; none stored where Xgemm never caught up over the sizes timed (a guess
-     * past them once put 2048^3 on XgemmDirect on the H100, at 0.6x Xgemm's speed). */
+     * every larger size; where Xgemm never caught up, just past the largest size timed (a guess
+     * at twice that once put 2048^3 on XgemmDirect on the H100, at 0.6x Xgemm's speed). */
     long sw_best = 0;
     if (sw_ok[0] && sw_ok[1]) {
         int first = n_sw;
         for (int i = n_sw - 1; i >= 0 && sw_time[1][i] <= sw_time[0][i] * 1.02; i--) first = i;
-        sw_best = first == n_sw ? 0 : (long)sw[first];
+        sw_best = first == n_sw ? (long)sw[n_sw - 1] + 1 : (long)sw[first];
     }
 
     /* Final: everything as stored, against CLBlast's own (with --quick, the figures of the

@@ -338,9 +338,10 @@ OCLML_INLINE float recompute_nan(__global const float *A, uint lda, __global con
 #if MMA_EMULATE
 /* The m16n8k8 TF32 instruction in portable code, with its fragment layout (gid = lane / 4,
  * tig = lane % 4): a0..a3 hold A[gid][tig], A[gid + 8][tig], A[gid][tig + 4], A[gid + 8][tig + 4];
- * b0, b1 hold B[tig][gid], B[tig + 4][gid]; d[i] is D[gid + 8 (i / 2)][2 tig + i % 2]. The warp's work-items exchange their fragments through
- * xchg (16 x 8 + 8 x 8 floats per warp), so every work-item of the work-group calls it together.
- * Inputs are cut to their tf32 bits, as the tensor cores read them. */
+ * b0, b1 hold B[tig][gid], B[tig + 4][gid]; d[i] is D[gid + 8 (i / 2)][2 tig + i % 2]. The
+ * warp's work-items exchange their fragments through xchg (16 x 8 + 8 x 8 floats per warp), so
+ * every work-item of the work-group calls it together. Inputs are cut to their tf32 bits, as
+ * the tensor cores read them. */
 #define MMA_XCHG_FLOATS (16 * 8 + 8 * 8)
 OCLML_INLINE void mma_emulated(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1,
                                __local float *xchg, uint gid, uint tig) {
@@ -401,9 +402,10 @@ OCLML_INLINE void b_fragment(__local const float *bs, uint c, uint kk, uint tig,
 
 /* One BK tile of this warp's MT x NT blocks. The tensor cores round their sums toward zero, a
  * bias that grows with every accumulation into the same register: over K = 4096 it cost 17x
- * fp32's error. So with 3xTF32 they sum only this tile's products, small terms first, into
- * tile_sum (from zero, for one row block at a time; holding more at once measured no faster), and an fp32 add, which rounds to nearest,
- * carries the running sum. The TF32 mode accumulates on the tensor cores directly. */
+ * fp32's error. So with 3xTF32 they sum only this tile's products (small terms first within
+ * each 8-deep step) into tile_sum, from zero, for one row block at a time (holding more at once
+ * measured no faster), and an fp32 add, which rounds to nearest, carries the running sum. The
+ * TF32 mode accumulates on the tensor cores directly. */
 OCLML_INLINE void mma_tile(__local const float *as, __local const float *bs, uint wr, uint wc,
                            uint gid, uint tig, float *acc MMA_XCHG_PARAM) {
     uint bh[BK / 8][NT][2], bl[BK / 8][NT][2];

@@ -1,8 +1,8 @@
 /* 2-D max and average pooling over NCHW planes and their gradients. Each work-item owns one
  * output (forward) or one input element (backward: it gathers from the windows that cover it,
  * no atomics). Geometry: planes H x W in, P x Q out, window KH x KW, stride (SH, SW), padding
- * (PH, PW) on both sides; work-items stride over a 1-D range by planes (OCLML_FOR_UNITS_BEGIN: 32-bit
- * index math where the range allows). */
+ * (PH, PW) on both sides; work-items stride over a 1-D range by planes
+ * (OCLML_FOR_UNITS_BEGIN: 32-bit index math where the range allows). */
 #include "common.h"
 
 #define POOL_PLANE_ARGS \

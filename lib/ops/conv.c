@@ -273,15 +273,38 @@ static oclml_status pointwise(oclml_ctx *ctx, const conv_shape *s, const oclml_t
     return st;
 }
 
-/* Whether the forward reads the input in place (implicit im2col in the product's B loads): the
- * tuning key conv.implicit, by default where the GEMM runs on tensor cores (there unfolding
- * costs more than the product; FMA devices keep CLBlast on the unfolded copy). */
-static bool forward_implicit(oclml_ctx *ctx, const conv_shape *s) {
+/* Whether products may read their columns in place (implicit im2col in the product's B loads):
+ * the tuning key conv.implicit, by default where the GEMM runs on tensor cores and the own
+ * kernels are not switched off (there unfolding costs more than the product; FMA devices keep
+ * CLBlast on the unfolded copy). */
+static bool gather_allowed(oclml_ctx *ctx) {
     long forced = oclml__tune(ctx, "conv.implicit", 0);
-    /* The kernels' 32-bit indexing, and one grid dimension of images. */
-    bool fits = s->C / s->groups * s->H * s->W <= UINT32_MAX && cg_rs(s) <= UINT32_MAX &&
-                s->P * s->Q <= UINT32_MAX && s->N <= 65535;
-    return fits && (forced > 0 || (forced < 0 && oclml__gemm_gather_fast(ctx)));
+    if (forced >= 0) return forced > 0;
+    return oclml__tune(ctx, "gemm.own", 0) != 0 && oclml__gemm_gather_fast(ctx);
+}
+
+/* Whether the own kernels take an [m x k] by gathered [k x n] product over batch images whose
+ * gathered planes hold `plane` floats. */
+static bool gather_fits(size_t m, size_t n, size_t k, size_t batch, size_t plane) {
+    oclml__gemm_desc d = {.m = m, .n = n, .k = k, .batch = batch};
+    d.a.ld = k;
+    d.c.ld = n;
+    return plane <= UINT32_MAX && oclml__gemm_can_gather(&d);
+}
+
+static bool forward_implicit(oclml_ctx *ctx, const conv_shape *s) {
+    return gather_fits(s->K / s->groups, s->P * s->Q, cg_rs(s), s->N,
+                       s->C / s->groups * s->H * s->W) &&
+           gather_allowed(ctx);
+}
+
+/* How the forward runs: shared by the run and its description. */
+typedef enum forward_kind { FORWARD_POINTWISE, FORWARD_GATHERED, FORWARD_UNFOLDED } forward_kind;
+
+static forward_kind forward_kind_of(oclml_ctx *ctx, const conv_shape *s) {
+    return is_pointwise(s)            ? FORWARD_POINTWISE
+           : forward_implicit(ctx, s) ? FORWARD_GATHERED
+                                      : FORWARD_UNFOLDED;
 }
 
 /* The forward's product for group g, y = W_g x_g over all images in one batched product whose
@@ -336,8 +359,9 @@ static oclml_status forward_gathered(oclml_ctx *ctx, const conv_shape *s, const 
 /* y = conv(x, w) (+ b per output channel). */
 static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
                                  const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
-    if (is_pointwise(s)) return pointwise(ctx, s, w, x, y, b, false);
-    if (forward_implicit(ctx, s)) return forward_gathered(ctx, s, x, w, b, y);
+    forward_kind kind = forward_kind_of(ctx, s);
+    if (kind == FORWARD_POINTWISE) return pointwise(ctx, s, w, x, y, b, false);
+    if (kind == FORWARD_GATHERED) return forward_gathered(ctx, s, x, w, b, y);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
     size_t nb = chunk_images(ctx, s, crs * pq);
     cl_mem col;
@@ -372,8 +396,8 @@ static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclm
 static bool data_gradient_implicit(oclml_ctx *ctx, const conv_shape *s) {
     size_t kg = s->K / s->groups;
     return s->sh == 1 && s->sw == 1 && s->ph <= s->dh * (s->R - 1) && s->pw <= s->dw * (s->S - 1) &&
-           kg * s->P * s->Q <= UINT32_MAX && kg * s->R * s->S <= UINT32_MAX &&
-           s->H * s->W <= UINT32_MAX && forward_implicit(ctx, s);
+           gather_fits(s->C / s->groups, s->H * s->W, kg * s->R * s->S, s->N, kg * s->P * s->Q) &&
+           gather_allowed(ctx);
 }
 
 /* dx_g = W_g'^T-flipped * dy_g as one batched product per group: the weights transposed per
@@ -524,7 +548,10 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
     if (st) return st;
     char gemm[160];
     size_t crs = cg_rs(&s), pq = s.P * s.Q, kg = s.K / s.groups;
-    if (is_pointwise(&s)) {
+    forward_kind kind = forward_kind_of(ctx, &s);
+    const char *dgrad =
+        data_gradient_implicit(ctx, &s) ? "gathered too (flipped taps)" : "unfolded (col2im)";
+    if (kind == FORWARD_POINTWISE) {
         oclml__gemm_desc d = {.m = kg,
                               .n = pq,
                               .k = s.C / s.groups,
@@ -534,13 +561,12 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
                               .c = {NULL, 0, pq, s.K * pq}};
         oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
         snprintf(text, len, "1x1 as a product with the images: %s", gemm);
-    } else if (forward_implicit(ctx, &s)) {
+    } else if (kind == FORWARD_GATHERED) {
         const oclml__gather geom = gather_of(&s);
         oclml__gemm_desc d = gathered_desc(&s, &geom, 0, x, w, NULL, NULL);
         oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
         snprintf(text, len, "implicit GEMM (columns gathered from x): %s; data gradient %s", gemm,
-                 data_gradient_implicit(ctx, &s) ? "gathered too (flipped taps)"
-                                                 : "unfolded (col2im)");
+                 dgrad);
     } else {
         size_t nb = chunk_images(ctx, &s, crs * pq);
         oclml__gemm_desc d = {.m = kg,
@@ -551,7 +577,8 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
                               .b = {NULL, 0, pq, crs * pq},
                               .c = {NULL, 0, pq, s.K * pq}};
         oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
-        snprintf(text, len, "im2col (%zu images a chunk) + GEMM: %s", nb, gemm);
+        snprintf(text, len, "im2col (%zu images a chunk) + GEMM: %s; data gradient %s", nb, gemm,
+                 dgrad);
     }
     return OCLML_SUCCESS;
 }

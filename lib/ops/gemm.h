@@ -15,10 +15,6 @@ typedef struct oclml__matrix {
     size_t offset, ld, stride;
 } oclml__matrix;
 
-/* C = act(alpha op(A) op(B) + beta C + bias), with op(A) [m x k], op(B) [k x n], C [m x n], for
- * each of batch entries. With beta == 0 C is not read. bias (mem NULL: none) is a vector of n
- * floats added to every row. pre (mem NULL: not wanted) receives the value before the
- * activation. */
 /* A convolution's geometry, for a B operand that is its unfolded input (implicit im2col): B's
  * element (k, n) of batch entry i is the input channel k / (R S) of the image at b.offset +
  * i * b.stride ([channels][H][W]), at kernel tap (k / S % R, k % S) under output position
@@ -29,6 +25,11 @@ typedef struct oclml__gather {
     unsigned H, W, R, S, Q, sh, sw, ph, pw, dh, dw;
     unsigned flip; /* 1: taps backwards, (R-1-r, S-1-s): a data gradient as a convolution */
 } oclml__gather;
+
+/* C = act(alpha op(A) op(B) + beta C + bias), with op(A) [m x k], op(B) [k x n], C [m x n], for
+ * each of batch entries. With beta == 0 C is not read. bias (mem NULL: none) is a vector of n
+ * floats added to every row. pre (mem NULL: not wanted) receives the value before the
+ * activation. */
 
 typedef struct oclml__gemm_desc {
     bool trans_a, trans_b;
@@ -46,6 +47,8 @@ typedef struct oclml__gemm_desc {
 /* Whether a product with a gathered B would run on tensor cores here (where implicit im2col
  * beats unfolding; elsewhere the FMA tiles run it, slower than CLBlast on an unfolded copy). */
 bool oclml__gemm_gather_fast(oclml_ctx *ctx);
+/* Whether the own kernels can take d with a gathered B (32-bit sizes, B not transposed). */
+bool oclml__gemm_can_gather(const oclml__gemm_desc *d);
 /* Runs the product on the kernel the planner picks. */
 oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d);
 

@@ -81,10 +81,10 @@ static bool tile_fits(const oclml_ctx *ctx, const gemm_plan *p, const oclml__gem
            ceil_div(d->m, p->bm) <= GRID_YZ_MAX;
 }
 
-/* Tensor-core tiles, largest first: block rows, columns, K, warps along rows and columns. */
-/* Block rows, columns, K depth, warps along rows and columns; the last value caps the blocks a
- * compute unit may get (0: any number): on the H100 the 128 x 128 tile was fastest up to 2048^3
- * (2 blocks a unit) and 128 x 64 from 4096^3 on (tools/dev/gemm_sweep.sh, 2026-11-23). */
+/* Tensor-core tiles, largest first: block rows, columns, K depth, warps along rows and columns;
+ * the last value caps the blocks a compute unit may get (0: any number): on the H100 the
+ * 128 x 128 tile was fastest at 2048^3 (2 blocks a unit) and 128 x 64 from 4096^3 on (8 and more;
+ * tools/dev/gemm_sweep.sh, 2026-11-23). */
 static const unsigned MMA_TILES[][6] = {
     {128, 128, 16, 2, 4, 4}, {128, 64, 16, 2, 2, 0}, {64, 64, 32, 2, 2, 0},
     {32, 64, 32, 1, 2, 0},   {16, 64, 32, 1, 4, 0},
@@ -360,10 +360,17 @@ static bool clblast_refused_device(cl_int cb) {
     return cb == CL_INVALID_WORK_GROUP_SIZE || cb == CL_INVALID_WORK_ITEM_SIZE || cb == -2046;
 }
 
+bool oclml__gemm_can_gather(const oclml__gemm_desc *d) {
+    return fits_own_kernels(d) && !d->trans_b;
+}
+
 oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d) {
     gemm_plan p;
     make_plan(ctx, d, &p);
     if (p.path != PATH_CLBLAST) return run_own(ctx, d, &p);
+    if (d->gather_b) /* callers ask oclml__gemm_can_gather first */
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "a product reading its columns in place exceeds the own kernels");
     cl_int cb = 0;
     oclml_status st = oclml__gemm_clblast(ctx, d, &cb);
     if (st && clblast_refused_device(cb) && fits_own_kernels(d)) {

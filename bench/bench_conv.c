@@ -118,12 +118,9 @@ static int bench_one(bench_env *env, const conv_bench *c) {
         st = oclml_copy(env->ctx, a.y, a.dy);
         if (st) rc = bench_fail(env, st, "dy");
     }
-    char variant_bwd[300];
-    snprintf(variant_bwd, sizeof variant_bwd, "%s; weight gradient unfolded (im2col + GEMM)",
-             variant);
     bench_result rb = {.op = "conv2d_fwd_bwd",
                        .shape = shape,
-                       .variant = variant_bwd,
+                       .variant = variant,
                        .flops = 3 * flops,
                        .max_rel_err = -1};
     if (!rc) rc = bench_time(env, fwd_bwd, &a, &rb.t);

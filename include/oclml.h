@@ -417,7 +417,8 @@ OCLML_API oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *p
 /* How oclml_conv2d runs this convolution on this context, in words (for benchmarks and logs):
  * as a product with the images (1x1), as an implicit GEMM whose loads gather the columns from
  * x (where the GEMM runs on tensor cores; tuning key conv.implicit), or unfolded in chunks of
- * images then multiplied; and the GEMM plan. Only x's and w's shapes are read. */
+ * images then multiplied; the GEMM plan, and how the gradients run. Only x's and w's shapes are
+ * read. */
 OCLML_API oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *params,
                                          const oclml_tensor *x, const oclml_tensor *w, char *text,
                                          size_t len);

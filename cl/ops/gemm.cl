@@ -144,15 +144,20 @@ OCLML_INLINE float4 load_chunk(__global const float *x, uint ld, uint rows, uint
 #if GATHER_B
 /* B as the unfolded input of a convolution (implicit im2col): element (k, n) is input channel
  * k / RS at kernel tap (r, s) = (k / S % R, k % S) under output position (p, q) = (n / Q, n % Q),
- * read from the image x ([channels][H][W], this batch entry's), or 0 in the padding. */
+ * read from the image x ([channels][H][W], this batch entry's), or 0 in the padding.
+ * GATHER_B 2 (a weight gradient): K runs over images of `seg` positions each; A's column k is
+ * column k % seg of image k / seg's matrix (a_seg floats apart), and B is the transposed gather:
+ * element (k, n) is the unfolded column n at position k % seg of image k / seg (b_seg apart). */
 typedef struct gather_geom {
-    uint H, W, R, S, Q, sh, sw, ph, pw, dh, dw, flip;
+    uint H, W, R, S, Q, sh, sw, ph, pw, dh, dw, flip, seg;
+    ulong a_seg, b_seg;
 } gather_geom;
 #define GATHER_ARGS                                                                        \
     , uint gH, uint gW, uint gR, uint gS, uint gQ, uint gsh, uint gsw, uint gph, uint gpw, \
-        uint gdh, uint gdw, uint gflip
-#define GATHER_GEOM \
-    const gather_geom gg = {gH, gW, gR, gS, gQ, gsh, gsw, gph, gpw, gdh, gdw, gflip};
+        uint gdh, uint gdw, uint gflip, uint gseg, ulong ga_seg, ulong gb_seg
+#define GATHER_GEOM                                                         \
+    const gather_geom gg = {gH,  gW,  gR,  gS,    gQ,   gsh,    gsw,   gph, \
+                            gpw, gdh, gdw, gflip, gseg, ga_seg, gb_seg};
 
 /* flip: the taps run backwards, (R-1-r, S-1-s) (a data gradient as a convolution of dy). */
 OCLML_INLINE float gathered(__global const float *x, uint k, uint n, gather_geom g) {
@@ -163,6 +168,33 @@ OCLML_INLINE float gathered(__global const float *x, uint k, uint n, gather_geom
     return x[((size_t)(k / (g.R * g.S)) * g.H + (uint)h) * g.W + (uint)w];
 }
 
+#if GATHER_B == 2
+/* Chunk c of the K-contiguous stagings: four consecutive k at one row (A) or column (B). */
+OCLML_INLINE float4 segmented_a_chunk(__global const float *A, uint lda, uint M, uint r0, uint k0,
+                                      uint kend, uint c, gather_geom g) {
+    const uint r = r0 + c / (BK / 4), k = k0 + c % (BK / 4) * 4;
+    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (r < M)
+        for (uint j = 0; j < 4; j++)
+            if (k + j < kend)
+                e[j] = A[(k + j) / g.seg * g.a_seg + (size_t)r * lda + (k + j) % g.seg];
+    return (float4)(e[0], e[1], e[2], e[3]);
+}
+
+OCLML_INLINE float4 segmented_b_chunk(__global const float *x, uint N, uint c0, uint k0, uint kend,
+                                      uint c, gather_geom g) {
+    const uint n = c0 + c / (BK / 4), k = k0 + c % (BK / 4) * 4;
+    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (n < N)
+        for (uint j = 0; j < 4; j++)
+            if (k + j < kend) e[j] = gathered(x + (k + j) / g.seg * g.b_seg, n, (k + j) % g.seg, g);
+    return (float4)(e[0], e[1], e[2], e[3]);
+}
+#define LOAD_A_CHUNK(c, k0) segmented_a_chunk(A, lda, M, p.r0, (k0), p.kend, (c), gg)
+#define LOAD_B_CHUNK(c, k0) segmented_b_chunk(B, N, p.c0, (k0), p.kend, (c), gg)
+#define A_ELEMENT(r, k) A[(k) / gg.seg * gg.a_seg + (size_t)(r)*lda + (k) % gg.seg]
+#define B_ELEMENT(k, c) gathered(B + (k) / gg.seg * gg.b_seg, (c), (k) % gg.seg, gg)
+#else
 /* Chunk c: four consecutive n at one k, as load_chunk's [k][col] staging has it. */
 OCLML_INLINE float4 gather_chunk(__global const float *x, uint N, uint c0, uint k0, uint kend,
                                  uint c, gather_geom g) {
@@ -175,6 +207,7 @@ OCLML_INLINE float4 gather_chunk(__global const float *x, uint N, uint c0, uint 
 }
 #define LOAD_B_CHUNK(c, k0) gather_chunk(B, N, p.c0, (k0), p.kend, (c), gg)
 #define B_ELEMENT(k, c) gathered(B, (k), (c), gg)
+#endif
 #define GATHER_PARAM , gather_geom gg
 #define GATHER_PASS , gg
 #else
@@ -184,6 +217,10 @@ OCLML_INLINE float4 gather_chunk(__global const float *x, uint N, uint c0, uint 
 #define B_ELEMENT(k, c) (TRANS_B ? B[(size_t)(c)*ldb + (k)] : B[(size_t)(k)*ldb + (c)])
 #define GATHER_PARAM
 #define GATHER_PASS
+#endif
+#ifndef LOAD_A_CHUNK
+#define LOAD_A_CHUNK(c, k0) load_chunk(A, lda, M, p.r0, (k0), p.kend, (c), BM, KCONT_A, VEC_A)
+#define A_ELEMENT(r, k) (TRANS_A ? A[(size_t)(k)*lda + (r)] : A[(size_t)(r)*lda + (k)])
 #endif
 
 OCLML_INLINE void store_chunk(__local float *t, float4 v, uint c, uint tile_rows, bool kcont) {
@@ -269,12 +306,10 @@ OCLML_INLINE void epilogue(__global float *C, uint ldc, __global const float *bi
     float4 sa[CHUNKS_A], sb[CHUNKS_B];
 
 /* Global to registers for the tile at k0, then registers to local buffer buf. */
-#define GEMM_FETCH(k0)                                                                             \
-    for (uint i = 0; i < CHUNKS_A; i++)                                                            \
-        if (CHUNK_OK(tid + i * NTHREADS, BM))                                                      \
-            sa[i] =                                                                                \
-                load_chunk(A, lda, M, p.r0, (k0), p.kend, tid + i * NTHREADS, BM, KCONT_A, VEC_A); \
-    for (uint i = 0; i < CHUNKS_B; i++)                                                            \
+#define GEMM_FETCH(k0)                                                                        \
+    for (uint i = 0; i < CHUNKS_A; i++)                                                       \
+        if (CHUNK_OK(tid + i * NTHREADS, BM)) sa[i] = LOAD_A_CHUNK(tid + i * NTHREADS, (k0)); \
+    for (uint i = 0; i < CHUNKS_B; i++)                                                       \
         if (CHUNK_OK(tid + i * NTHREADS, BN)) sb[i] = LOAD_B_CHUNK(tid + i * NTHREADS, (k0));
 #define GEMM_STAGE(buf)                                                   \
     for (uint i = 0; i < CHUNKS_A; i++)                                   \
@@ -329,8 +364,7 @@ OCLML_INLINE float recompute_nan(__global const float *A, uint lda, __global con
                                  uint ldb, uint r, uint c, uint kbegin, uint kend GATHER_PARAM) {
     float sum = 0.0f;
     for (uint k = kbegin; k < kend; k++) {
-        const float a = TRANS_A ? A[(size_t)k * lda + r] : A[(size_t)r * lda + k];
-        sum = fma(a, B_ELEMENT(k, c), sum);
+        sum = fma(A_ELEMENT(r, k), B_ELEMENT(k, c), sum);
     }
     return sum;
 }

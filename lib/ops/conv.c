@@ -285,16 +285,18 @@ static bool gather_allowed(oclml_ctx *ctx) {
 
 /* Whether the own kernels take an [m x k] by gathered [k x n] product over batch images whose
  * gathered planes hold `plane` floats. */
-static bool gather_fits(size_t m, size_t n, size_t k, size_t batch, size_t plane) {
-    oclml__gemm_desc d = {.m = m, .n = n, .k = k, .batch = batch};
+static bool gather_fits(size_t m, size_t n, size_t k, size_t batch, size_t plane, bool segmented) {
+    const oclml__gather geom = {.segment = segmented};
+    oclml__gemm_desc d = {.m = m, .n = n, .k = k, .batch = batch, .trans_b = segmented};
     d.a.ld = k;
     d.c.ld = n;
+    d.gather_b = &geom;
     return plane <= UINT32_MAX && oclml__gemm_can_gather(&d);
 }
 
 static bool forward_implicit(oclml_ctx *ctx, const conv_shape *s) {
     return gather_fits(s->K / s->groups, s->P * s->Q, cg_rs(s), s->N,
-                       s->C / s->groups * s->H * s->W) &&
+                       s->C / s->groups * s->H * s->W, false) &&
            gather_allowed(ctx);
 }
 
@@ -396,7 +398,8 @@ static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclm
 static bool data_gradient_implicit(oclml_ctx *ctx, const conv_shape *s) {
     size_t kg = s->K / s->groups;
     return s->sh == 1 && s->sw == 1 && s->ph <= s->dh * (s->R - 1) && s->pw <= s->dw * (s->S - 1) &&
-           gather_fits(s->C / s->groups, s->H * s->W, kg * s->R * s->S, s->N, kg * s->P * s->Q) &&
+           gather_fits(s->C / s->groups, s->H * s->W, kg * s->R * s->S, s->N, kg * s->P * s->Q,
+                       false) &&
            gather_allowed(ctx);
 }
 
@@ -482,9 +485,47 @@ static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, cons
     return st;
 }
 
+/* The weight gradient as one product per group whose K runs over every image's positions:
+ * dy's rows of each image side by side (A, segmented), the unfolded columns gathered from x
+ * (B, transposed); split K sums the images deterministically. */
+static bool weight_gradient_implicit(oclml_ctx *ctx, const conv_shape *s) {
+    return gather_fits(s->K / s->groups, cg_rs(s), s->N * s->P * s->Q, 1,
+                       s->C / s->groups * s->H * s->W, true) &&
+           gather_allowed(ctx);
+}
+
+static oclml_status weight_gradient_gathered(oclml_ctx *ctx, const conv_shape *s,
+                                             const oclml_tensor *x, const oclml_tensor *dy,
+                                             oclml_tensor *dw, int accumulate) {
+    size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups, cg = s->C / s->groups;
+    oclml__gather geom = gather_of(s);
+    geom.segment = (unsigned)pq;
+    geom.a_seg = s->K * pq;
+    geom.b_seg = s->C * s->H * s->W;
+    oclml_status st = OCLML_SUCCESS;
+    for (unsigned g = 0; g < s->groups && !st; g++) {
+        oclml__gemm_desc d = {.trans_b = true,
+                              .m = kg,
+                              .n = crs,
+                              .k = s->N * pq,
+                              .batch = 1,
+                              .alpha = 1.0f,
+                              .beta = accumulate ? 1.0f : 0.0f,
+                              .a = mat(dy, g * kg * pq, pq, 0),
+                              .b = mat(x, g * cg * s->H * s->W, 0, 0),
+                              .c = mat(dw, g * kg * crs, crs, 0),
+                              .act = OCLML_ACT_NONE,
+                              .gather_b = &geom};
+        st = oclml__gemm(ctx, &d);
+    }
+    return st;
+}
+
 /* dw (+)= the weight gradient of conv given its input x and dy. */
 static oclml_status conv_backward_weight(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
                                          const oclml_tensor *dy, oclml_tensor *dw, int accumulate) {
+    if (weight_gradient_implicit(ctx, s))
+        return weight_gradient_gathered(ctx, s, x, dy, dw, accumulate);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
     size_t nb = chunk_images(ctx, s, (crs + kg) * pq);
     cl_mem col = NULL, rows = NULL;
@@ -565,8 +606,11 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
         const oclml__gather geom = gather_of(&s);
         oclml__gemm_desc d = gathered_desc(&s, &geom, 0, x, w, NULL, NULL);
         oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
-        snprintf(text, len, "implicit GEMM (columns gathered from x): %s; data gradient %s", gemm,
-                 dgrad);
+        snprintf(
+            text, len,
+            "implicit GEMM (columns gathered from x): %s; data gradient %s; weight gradient %s",
+            gemm, dgrad,
+            weight_gradient_implicit(ctx, &s) ? "gathered too (images along K)" : "unfolded");
     } else {
         size_t nb = chunk_images(ctx, &s, crs * pq);
         oclml__gemm_desc d = {.m = kg,

@@ -24,6 +24,12 @@ typedef struct oclml__matrix {
 typedef struct oclml__gather {
     unsigned H, W, R, S, Q, sh, sw, ph, pw, dh, dw;
     unsigned flip; /* 1: taps backwards, (R-1-r, S-1-s): a data gradient as a convolution */
+    /* segment > 0 (a weight gradient, trans_b set, batch 1): K runs over images of `segment`
+     * output positions each. A's column k is column k % segment of the matrix at a.offset +
+     * (k / segment) a_seg, and B is the transposed gather: element (k, n) is the unfolded
+     * column n at position k % segment of the image at b.offset + (k / segment) b_seg. */
+    unsigned segment;
+    size_t a_seg, b_seg;
 } oclml__gather;
 
 /* C = act(alpha op(A) op(B) + beta C + bias), with op(A) [m x k], op(B) [k x n], C [m x n], for
@@ -47,7 +53,8 @@ typedef struct oclml__gemm_desc {
 /* Whether a product with a gathered B would run on tensor cores here (where implicit im2col
  * beats unfolding; elsewhere the FMA tiles run it, slower than CLBlast on an unfolded copy). */
 bool oclml__gemm_gather_fast(oclml_ctx *ctx);
-/* Whether the own kernels can take d with a gathered B (32-bit sizes, B not transposed). */
+/* Whether the own kernels can take d with a gathered B (32-bit sizes; trans_b set exactly
+ * for a segmented gather). */
 bool oclml__gemm_can_gather(const oclml__gemm_desc *d);
 /* Runs the product on the kernel the planner picks. */
 oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d);

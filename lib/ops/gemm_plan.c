@@ -238,12 +238,13 @@ typedef struct gemm_program {
 static void program_of(const gemm_plan *p, const oclml__gemm_desc *d, bool split, gemm_program *g) {
     char epi[96] = "-DHAS_BIAS=0 -DHAS_PRE=0";
     if (!split) epilogue_defines(epi, sizeof epi, d);
-    bool va = vec_ok(&d->a, d->trans_a ? d->m : d->k),
+    bool segmented = d->gather_b && d->gather_b->segment;
+    bool va = !segmented && vec_ok(&d->a, d->trans_a ? d->m : d->k),
          vb = !d->gather_b && vec_ok(&d->b, d->trans_b ? d->k : d->n);
-    int n = snprintf(g->defines, sizeof g->defines,
-                     "-DTRANS_A=%d -DTRANS_B=%d -DVEC_A=%d -DVEC_B=%d -DBK=%u %s%s", d->trans_a,
-                     d->trans_b && !d->gather_b, va, vb, p->bk, epi,
-                     d->gather_b ? " -DGATHER_B=1" : "");
+    int n =
+        snprintf(g->defines, sizeof g->defines,
+                 "-DTRANS_A=%d -DTRANS_B=%d -DVEC_A=%d -DVEC_B=%d -DBK=%u %s -DGATHER_B=%d",
+                 d->trans_a, d->trans_b, va, vb, p->bk, epi, d->gather_b ? (segmented ? 2 : 1) : 0);
     if (p->path == PATH_MMA) {
         snprintf(g->defines + n, sizeof g->defines - (size_t)n,
                  " -DGEMM_MMA=%d -DBM=%u -DBN=%u -DWM=%u -DWN=%u%s", p->mma_mode, p->bm, p->bn,
@@ -315,12 +316,15 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
             ldp = (cl_uint)d->pre.ld, M = (cl_uint)d->m, N = (cl_uint)d->n, K = (cl_uint)d->k,
             ks = p->splits, kchunk = (cl_uint)p->kchunk;
     float alpha = split ? 1.0f : d->alpha, beta = split ? 0.0f : d->beta;
-    cl_uint geom[12] = {0};
+    cl_uint geom[13] = {0};
+    cl_ulong segs[2] = {0, 0};
     if (d->gather_b) {
         const oclml__gather *x = d->gather_b;
-        const cl_uint v[12] = {x->H,  x->W,  x->R,  x->S,  x->Q,  x->sh,
-                               x->sw, x->ph, x->pw, x->dh, x->dw, x->flip};
+        const cl_uint v[13] = {x->H,  x->W,  x->R,  x->S,  x->Q,    x->sh,     x->sw,
+                               x->ph, x->pw, x->dh, x->dw, x->flip, x->segment};
         memcpy(geom, v, sizeof geom);
+        segs[0] = x->a_seg;
+        segs[1] = x->b_seg;
     }
     oclml__arg args[] = {
         OCLML_ARG(am), OCLML_ARG(a_off), OCLML_ARG(lda), OCLML_ARG(a_st), OCLML_ARG(bm),
@@ -331,11 +335,12 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
         /* the gathered operand's geometry (GATHER_ARGS), where it has one */
         OCLML_ARG(geom[0]), OCLML_ARG(geom[1]), OCLML_ARG(geom[2]), OCLML_ARG(geom[3]),
         OCLML_ARG(geom[4]), OCLML_ARG(geom[5]), OCLML_ARG(geom[6]), OCLML_ARG(geom[7]),
-        OCLML_ARG(geom[8]), OCLML_ARG(geom[9]), OCLML_ARG(geom[10]), OCLML_ARG(geom[11])};
+        OCLML_ARG(geom[8]), OCLML_ARG(geom[9]), OCLML_ARG(geom[10]), OCLML_ARG(geom[11]),
+        OCLML_ARG(geom[12]), OCLML_ARG(segs[0]), OCLML_ARG(segs[1])};
     size_t local[3] = {p->threads, 1, 1};
     size_t global[3] = {ceil_div(d->n, p->bn) * p->threads, ceil_div(d->m, p->bm),
                         d->batch * p->splits};
-    return oclml__launch(ctx, k, args, d->gather_b ? 37 : 25, 3, global, local, NULL);
+    return oclml__launch(ctx, k, args, d->gather_b ? 40 : 25, 3, global, local, NULL);
 }
 
 static oclml_status run_own(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p) {
@@ -361,7 +366,8 @@ static bool clblast_refused_device(cl_int cb) {
 }
 
 bool oclml__gemm_can_gather(const oclml__gemm_desc *d) {
-    return fits_own_kernels(d) && !d->trans_b;
+    bool segmented = d->gather_b && d->gather_b->segment;
+    return fits_own_kernels(d) && d->trans_b == segmented && (!segmented || d->batch == 1);
 }
 
 oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d) {

@@ -159,14 +159,40 @@ typedef struct gather_geom {
     const gather_geom gg = {gH,  gW,  gR,  gS,    gQ,   gsh,    gsw,   gph, \
                             gpw, gdh, gdw, gflip, gseg, ga_seg, gb_seg};
 
-/* flip: the taps run backwards, (R-1-r, S-1-s) (a data gradient as a convolution of dy). */
-OCLML_INLINE float gathered(__global const float *x, uint k, uint n, gather_geom g) {
+/* Unfolded column k's source: its input channel's plane and the offsets its tap adds to an
+ * output position's window corner (flip: the taps run backwards, (R-1-r, S-1-s): a data
+ * gradient as a convolution of dy). */
+typedef struct gather_tap {
+    __global const float *plane;
+    int dr, ds;
+} gather_tap;
+
+OCLML_INLINE gather_tap tap_of(__global const float *x, uint k, gather_geom g) {
     const uint tap = k % (g.R * g.S), rs = g.flip ? g.R * g.S - 1 - tap : tap;
-    const int h = (int)(n / g.Q * g.sh + rs / g.S * g.dh) - (int)g.ph;
-    const int w = (int)(n % g.Q * g.sw + rs % g.S * g.dw) - (int)g.pw;
-    if (h < 0 || h >= (int)g.H || w < 0 || w >= (int)g.W) return 0.0f;
-    return x[((size_t)(k / (g.R * g.S)) * g.H + (uint)h) * g.W + (uint)w];
+    gather_tap t;
+    t.plane = x + (size_t)(k / (g.R * g.S)) * g.H * g.W;
+    t.dr = (int)(rs / g.S * g.dh) - (int)g.ph;
+    t.ds = (int)(rs % g.S * g.dw) - (int)g.pw;
+    return t;
 }
+
+/* The tap's value under output position (p, q), 0 in the padding. */
+OCLML_INLINE float tap_at(gather_tap t, uint p, uint q, gather_geom g) {
+    const int h = (int)(p * g.sh) + t.dr, w = (int)(q * g.sw) + t.ds;
+    if (h < 0 || h >= (int)g.H || w < 0 || w >= (int)g.W) return 0.0f;
+    return t.plane[(uint)h * g.W + (uint)w];
+}
+
+OCLML_INLINE float gathered(__global const float *x, uint k, uint n, gather_geom g) {
+    return tap_at(tap_of(x, k, g), n / g.Q, n % g.Q, g);
+}
+
+/* The next output position in row-major order. */
+#define NEXT_POSITION(p, q, Q) \
+    if (++(q) == (Q)) {        \
+        (q) = 0;               \
+        (p)++;                 \
+    }
 
 #if GATHER_B == 2
 /* Chunk c of the K-contiguous stagings: four consecutive k at one row (A) or column (B). */
@@ -174,10 +200,16 @@ OCLML_INLINE float4 segmented_a_chunk(__global const float *A, uint lda, uint M,
                                       uint kend, uint c, gather_geom g) {
     const uint r = r0 + c / (BK / 4), k = k0 + c % (BK / 4) * 4;
     float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (r < M)
-        for (uint j = 0; j < 4; j++)
-            if (k + j < kend)
-                e[j] = A[(k + j) / g.seg * g.a_seg + (size_t)r * lda + (k + j) % g.seg];
+    if (r < M) {
+        uint image = k / g.seg, at = k % g.seg;
+        for (uint j = 0; j < 4 && k + j < kend; j++) {
+            e[j] = A[image * g.a_seg + (size_t)r * lda + at];
+            if (++at == g.seg) {
+                at = 0;
+                image++;
+            }
+        }
+    }
     return (float4)(e[0], e[1], e[2], e[3]);
 }
 
@@ -185,9 +217,18 @@ OCLML_INLINE float4 segmented_b_chunk(__global const float *x, uint N, uint c0, 
                                       uint c, gather_geom g) {
     const uint n = c0 + c / (BK / 4), k = k0 + c % (BK / 4) * 4;
     float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (n < N)
-        for (uint j = 0; j < 4; j++)
-            if (k + j < kend) e[j] = gathered(x + (k + j) / g.seg * g.b_seg, n, (k + j) % g.seg, g);
+    if (n < N) {
+        uint image = k / g.seg, at = k % g.seg, p = at / g.Q, q = at % g.Q;
+        gather_tap t = tap_of(x + image * g.b_seg, n, g);
+        for (uint j = 0; j < 4 && k + j < kend; j++) {
+            e[j] = tap_at(t, p, q, g);
+            NEXT_POSITION(p, q, g.Q)
+            if (++at == g.seg) { /* the next image */
+                at = p = q = 0;
+                t.plane += g.b_seg;
+            }
+        }
+    }
     return (float4)(e[0], e[1], e[2], e[3]);
 }
 #define LOAD_A_CHUNK(c, k0) segmented_a_chunk(A, lda, M, p.r0, (k0), p.kend, (c), gg)
@@ -195,14 +236,20 @@ OCLML_INLINE float4 segmented_b_chunk(__global const float *x, uint N, uint c0, 
 #define A_ELEMENT(r, k) A[(k) / gg.seg * gg.a_seg + (size_t)(r)*lda + (k) % gg.seg]
 #define B_ELEMENT(k, c) gathered(B + (k) / gg.seg * gg.b_seg, (c), (k) % gg.seg, gg)
 #else
-/* Chunk c: four consecutive n at one k, as load_chunk's [k][col] staging has it. */
+/* Chunk c: four consecutive n at one k, as load_chunk's [k][col] staging has it (one tap, the
+ * positions stepped rather than divided out each). */
 OCLML_INLINE float4 gather_chunk(__global const float *x, uint N, uint c0, uint k0, uint kend,
                                  uint c, gather_geom g) {
     const uint k = k0 + c / (BN / 4), n = c0 + c % (BN / 4) * 4;
     float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (k < kend)
-        for (uint j = 0; j < 4; j++)
-            if (n + j < N) e[j] = gathered(x, k, n + j, g);
+    if (k < kend) {
+        const gather_tap t = tap_of(x, k, g);
+        uint p = n / g.Q, q = n % g.Q;
+        for (uint j = 0; j < 4 && n + j < N; j++) {
+            e[j] = tap_at(t, p, q, g);
+            NEXT_POSITION(p, q, g.Q)
+        }
+    }
     return (float4)(e[0], e[1], e[2], e[3]);
 }
 #define LOAD_B_CHUNK(c, k0) gather_chunk(B, N, p.c0, (k0), p.kend, (c), gg)

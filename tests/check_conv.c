@@ -20,6 +20,7 @@ static const conv_case CASES[] = {
     {3, 4, 5, 5, 6, 3, 3, 1, 2, 1, 0, 1, 2, 1, 1, 2, 0, 1}, /* groups 2 */
     {2, 5, 4, 3, 7, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0}, /* 1x1 */
     {1, 3, 8, 8, 2, 4, 4, 1, 1, 1, 1, 2, 2, 1, 1, 1, 0, 0}, /* even kernel, TF "SAME" */
+    {5, 2, 3, 4, 3, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0}, /* 1x2 outputs: images mid-chunk */
 };
 #define N_CASES (int)(sizeof CASES / sizeof CASES[0])
 
@@ -208,8 +209,9 @@ static const char *PATH_TUNING[] = {
     "gemm.own=1 conv.implicit=1 gemm.mma=0",
     "gemm.own=1 conv.implicit=1 gemm.mma=2",
     "gemm.own=1 conv.implicit=1 gemm.mma=2 gemm.splitk=2",
+    "gemm.own=1 conv.implicit=1 gemm.mma=0 gemm.splitk=3",
 };
-#define N_PATHS 7
+#define N_PATHS 8
 
 START_TEST(conv2d_cases) {
     test_retune(PATH_TUNING[_i % N_PATHS]);
@@ -260,6 +262,46 @@ START_TEST(conv2d_nan_policy) {
 }
 END_TEST
 
+/* The weight gradient's NaN policy, unfolded and gathered (where the tensor-core path
+ * recomputes a NaN output from the gathered operands): a NaN in x reaches every dw of its
+ * input channel, a NaN in dy every dw of its output channel, nothing else. */
+START_TEST(conv2d_backward_nan_policy) {
+    static const char *const paths[3] = {"gemm.own=1 conv.implicit=0",
+                                         "gemm.own=1 conv.implicit=1 gemm.mma=0",
+                                         "gemm.own=1 conv.implicit=1 gemm.mma=2"};
+    test_retune(paths[_i]);
+    conv_case c = CASES[0];
+    oclml_conv2d_params prm = params_of(&c);
+    size_t xsh[4] = {c.N, c.C, c.H, c.W}, wsh[4] = {c.K, c.C, c.R, c.S},
+           ysh[4] = {c.N, c.K, c.H, c.W};
+    size_t nx = c.N * c.C * c.H * c.W, nw = c.K * c.C * c.R * c.S, ny = c.N * c.K * c.H * c.W;
+    float *x = test_floats(nx), *w = test_floats(nw), *dy = test_floats(ny), *dw = test_floats(nw);
+    test_random(x, nx, -1, 1);
+    test_random(w, nw, -1, 1);
+    test_random(dy, ny, -1, 1);
+    x[(0 * c.C + 1) * c.H * c.W + 3 * c.W + 2] = NAN;  /* image 0, input channel 1 */
+    dy[(1 * c.K + 2) * c.H * c.W + 3 * c.W + 2] = NAN; /* image 1, output channel 2 */
+    oclml_tensor *X = test_tensor_from(4, xsh, x), *Wt = test_tensor_from(4, wsh, w),
+                 *DY = test_tensor_from(4, ysh, dy), *DW = test_tensor(4, wsh);
+    ASSERT_OK(oclml_conv2d_backward(T, &prm, X, Wt, DY, NULL, DW, NULL, 0));
+    test_read(DW, dw, nw);
+    for (size_t k = 0; k < c.K; k++)
+        for (size_t ch = 0; ch < c.C; ch++)
+            for (size_t t = 0; t < c.R * c.S; t++) {
+                float v = dw[(k * c.C + ch) * c.R * c.S + t];
+                bool hit = k == 2 || ch == 1;
+                ck_assert_msg(hit ? isnan(v) : isfinite(v), "%s: dw[%zu,%zu,%zu] = %g", paths[_i],
+                              k, ch, t, v);
+            }
+    oclml_tensor *all[] = {X, Wt, DY, DW};
+    for (int i = 0; i < 4; i++) oclml_tensor_destroy(all[i]);
+    free(x);
+    free(w);
+    free(dy);
+    free(dw);
+}
+END_TEST
+
 /* oclml_conv2d_plan names the formulation the forward takes and refuses bad input. */
 START_TEST(conv2d_plan_says_how) {
     conv_case c = CASES[0];
@@ -269,10 +311,14 @@ START_TEST(conv2d_plan_says_how) {
     char text[256];
     test_retune("conv.implicit=1");
     ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
-    ck_assert_msg(strstr(text, "implicit GEMM") != NULL, "%s", text);
+    ck_assert_msg(strstr(text, "implicit GEMM") && strstr(text, "data gradient gathered") &&
+                      strstr(text, "weight gradient gathered"),
+                  "%s", text);
     test_retune("conv.implicit=0");
     ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
-    ck_assert_msg(strstr(text, "im2col") != NULL, "%s", text);
+    ck_assert_msg(strstr(text, "im2col") && strstr(text, "data gradient unfolded") &&
+                      strstr(text, "weight gradient unfolded"),
+                  "%s", text);
     oclml_conv2d_params one;
     oclml_conv2d_params_init(&one);
     ASSERT_OK(oclml_conv2d_plan(T, &one, X, W1, text, sizeof text));
@@ -496,6 +542,7 @@ int main(void) {
     tcase_add_loop_test(tc, conv2d_cases, 0, 2 * N_PATHS);
     tcase_add_loop_test(tc, conv_transpose2d_cases, 0, 2 * N_PATHS);
     tcase_add_loop_test(tc, conv2d_nan_policy, 0, 3);
+    tcase_add_loop_test(tc, conv2d_backward_nan_policy, 0, 3);
     tcase_add_test(tc, conv2d_plan_says_how);
     tcase_add_loop_test(tc, pooling_cases, 0, 2);
     tcase_add_test(tc, bad_input_touches_nothing);

@@ -141,6 +141,12 @@ OCLML_INLINE float4 load_chunk(__global const float *x, uint ld, uint rows, uint
     return load4(x + (size_t)(k0 + k) * ld + r0, r, rows - r0, k0 + k < kend, vec);
 }
 
+#if GATHER_B == 1 && TRANS_B
+#error "a gathered B (GATHER_B 1) is staged as [k][column]: TRANS_B must be 0"
+#endif
+#if GATHER_B == 2 && (TRANS_A || !TRANS_B)
+#error "the segmented gather (GATHER_B 2) stages both operands K-contiguous: TRANS_A 0, TRANS_B 1"
+#endif
 #if GATHER_B
 /* B as the unfolded input of a convolution (implicit im2col): element (k, n) is input channel
  * k / RS at kernel tap (r, s) = (k / S % R, k % S) under output position (p, q) = (n / Q, n % Q),
@@ -189,10 +195,12 @@ OCLML_INLINE float gathered(__global const float *x, uint k, uint n, gather_geom
 
 /* The next output position in row-major order. */
 #define NEXT_POSITION(p, q, Q) \
-    if (++(q) == (Q)) {        \
-        (q) = 0;               \
-        (p)++;                 \
-    }
+    do {                       \
+        if (++(q) == (Q)) {    \
+            (q) = 0;           \
+            (p)++;             \
+        }                      \
+    } while (0)
 
 #if GATHER_B == 2
 /* Chunk c of the K-contiguous stagings: four consecutive k at one row (A) or column (B). */
@@ -222,7 +230,7 @@ OCLML_INLINE float4 segmented_b_chunk(__global const float *x, uint N, uint c0, 
         gather_tap t = tap_of(x + image * g.b_seg, n, g);
         for (uint j = 0; j < 4 && k + j < kend; j++) {
             e[j] = tap_at(t, p, q, g);
-            NEXT_POSITION(p, q, g.Q)
+            NEXT_POSITION(p, q, g.Q);
             if (++at == g.seg) { /* the next image */
                 at = p = q = 0;
                 t.plane += g.b_seg;
@@ -247,7 +255,7 @@ OCLML_INLINE float4 gather_chunk(__global const float *x, uint N, uint c0, uint 
         uint p = n / g.Q, q = n % g.Q;
         for (uint j = 0; j < 4 && n + j < N; j++) {
             e[j] = tap_at(t, p, q, g);
-            NEXT_POSITION(p, q, g.Q)
+            NEXT_POSITION(p, q, g.Q);
         }
     }
     return (float4)(e[0], e[1], e[2], e[3]);
@@ -295,7 +303,7 @@ OCLML_INLINE block_pos block_of(uint M, uint N, uint K, uint ksplit, uint kchunk
     p.c0 = in_group / rows * BN;
     const uint split = get_group_id(2) % ksplit;
     p.kbegin = split * kchunk;
-    p.kend = min(K, p.kbegin + kchunk);
+    p.kend = kchunk >= K - p.kbegin ? K : p.kbegin + kchunk; /* no uint wrap near 2^32 */
     return p;
 }
 

@@ -285,17 +285,18 @@ static bool gather_allowed(oclml_ctx *ctx) {
 
 /* Whether the own kernels take an [m x k] by gathered [k x n] product over batch images whose
  * gathered planes hold `plane` floats. */
-static bool gather_fits(size_t m, size_t n, size_t k, size_t batch, size_t plane, bool segmented) {
+static bool gather_fits(size_t m, size_t n, size_t k, size_t lda, size_t batch, size_t plane,
+                        bool segmented) {
     const oclml__gather geom = {.segment = segmented};
     oclml__gemm_desc d = {.m = m, .n = n, .k = k, .batch = batch, .trans_b = segmented};
-    d.a.ld = k;
+    d.a.ld = lda;
     d.c.ld = n;
     d.gather_b = &geom;
     return plane <= UINT32_MAX && oclml__gemm_can_gather(&d);
 }
 
 static bool forward_implicit(oclml_ctx *ctx, const conv_shape *s) {
-    return gather_fits(s->K / s->groups, s->P * s->Q, cg_rs(s), s->N,
+    return gather_fits(s->K / s->groups, s->P * s->Q, cg_rs(s), cg_rs(s), s->N,
                        s->C / s->groups * s->H * s->W, false) &&
            gather_allowed(ctx);
 }
@@ -398,8 +399,8 @@ static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclm
 static bool data_gradient_implicit(oclml_ctx *ctx, const conv_shape *s) {
     size_t kg = s->K / s->groups;
     return s->sh == 1 && s->sw == 1 && s->ph <= s->dh * (s->R - 1) && s->pw <= s->dw * (s->S - 1) &&
-           gather_fits(s->C / s->groups, s->H * s->W, kg * s->R * s->S, s->N, kg * s->P * s->Q,
-                       false) &&
+           gather_fits(s->C / s->groups, s->H * s->W, kg * s->R * s->S, kg * s->R * s->S, s->N,
+                       kg * s->P * s->Q, false) &&
            gather_allowed(ctx);
 }
 
@@ -489,7 +490,7 @@ static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, cons
  * dy's rows of each image side by side (A, segmented), the unfolded columns gathered from x
  * (B, transposed); split K sums the images deterministically. */
 static bool weight_gradient_implicit(oclml_ctx *ctx, const conv_shape *s) {
-    return gather_fits(s->K / s->groups, cg_rs(s), s->N * s->P * s->Q, 1,
+    return gather_fits(s->K / s->groups, cg_rs(s), s->N * s->P * s->Q, s->P * s->Q, 1,
                        s->C / s->groups * s->H * s->W, true) &&
            gather_allowed(ctx);
 }
@@ -590,8 +591,12 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
     char gemm[160];
     size_t crs = cg_rs(&s), pq = s.P * s.Q, kg = s.K / s.groups;
     forward_kind kind = forward_kind_of(ctx, &s);
-    const char *dgrad =
-        data_gradient_implicit(ctx, &s) ? "gathered too (flipped taps)" : "unfolded (col2im)";
+    const char *dgrad = is_pointwise(&s)                  ? "a product with dy"
+                        : data_gradient_implicit(ctx, &s) ? "gathered (flipped taps)"
+                                                          : "unfolded (col2im)";
+    const char *wgrad =
+        weight_gradient_implicit(ctx, &s) ? "gathered (images along K)" : "unfolded";
+    char fwd[200];
     if (kind == FORWARD_POINTWISE) {
         oclml__gemm_desc d = {.m = kg,
                               .n = pq,
@@ -601,16 +606,12 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
                               .b = {NULL, 0, pq, s.C * pq},
                               .c = {NULL, 0, pq, s.K * pq}};
         oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
-        snprintf(text, len, "1x1 as a product with the images: %s", gemm);
+        snprintf(fwd, sizeof fwd, "1x1 as a product with the images: %s", gemm);
     } else if (kind == FORWARD_GATHERED) {
         const oclml__gather geom = gather_of(&s);
         oclml__gemm_desc d = gathered_desc(&s, &geom, 0, x, w, NULL, NULL);
         oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
-        snprintf(
-            text, len,
-            "implicit GEMM (columns gathered from x): %s; data gradient %s; weight gradient %s",
-            gemm, dgrad,
-            weight_gradient_implicit(ctx, &s) ? "gathered too (images along K)" : "unfolded");
+        snprintf(fwd, sizeof fwd, "implicit GEMM (columns gathered from x): %s", gemm);
     } else {
         size_t nb = chunk_images(ctx, &s, crs * pq);
         oclml__gemm_desc d = {.m = kg,
@@ -621,9 +622,9 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
                               .b = {NULL, 0, pq, crs * pq},
                               .c = {NULL, 0, pq, s.K * pq}};
         oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
-        snprintf(text, len, "im2col (%zu images a chunk) + GEMM: %s; data gradient %s", nb, gemm,
-                 dgrad);
+        snprintf(fwd, sizeof fwd, "im2col (%zu images a chunk) + GEMM: %s", nb, gemm);
     }
+    snprintf(text, len, "%s; data gradient %s; weight gradient %s", fwd, dgrad, wgrad);
     return OCLML_SUCCESS;
 }
 

@@ -367,7 +367,8 @@ static bool clblast_refused_device(cl_int cb) {
 
 bool oclml__gemm_can_gather(const oclml__gemm_desc *d) {
     bool segmented = d->gather_b && d->gather_b->segment;
-    return fits_own_kernels(d) && d->trans_b == segmented && (!segmented || d->batch == 1);
+    return fits_own_kernels(d) && d->trans_b == segmented &&
+           (!segmented || (d->batch == 1 && !d->trans_a));
 }
 
 oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d) {

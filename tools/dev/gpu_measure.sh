@@ -1,36 +1,44 @@
 #!/usr/bin/env bash
 # One device call's worth of measurement on the lent NVIDIA machine (../shared/gpu/README.md):
-# build, the suite on the GPU, CLBlast tuning, the benches of issues 13 and 14 with their
-# PyTorch peers, the PyTorch golden files, all under $OUT. Run from the repository root with
-# .gpu carried:  source .gpu/env.sh; tools/dev/gpu_measure.sh [--no-tune] [--no-check]
+# build, the benches with their PyTorch peers, optionally the suite on the GPU and CLBlast
+# tuning, everything in one archive $OUT/all.tgz (the device call returns at most a few files).
+# Run from the repository root with .gpu carried:
+#   source .gpu/env.sh; tools/dev/gpu_measure.sh [--check] [--tune] [SUITE ...]
+# Default suites: gemm linear conv train (the peers' groups follow from them).
 set -u
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-tune=1 check=1
+FINAL=${OUT:-/tmp/out}
+OUT=/tmp/gpu_measure
+mkdir -p "$OUT" "$FINAL"
+trap 'tar czf "$FINAL/all.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"' EXIT
+t0=$(date +%s)
+ts() { echo "[$(($(date +%s) - t0))s] $*"; }
+check=0 tune=0 suites=()
 for a in "$@"; do
-  case $a in --no-tune) tune=0 ;; --no-check) check=0 ;; esac
+  case $a in --check) check=1 ;; --tune) tune=1 ;; *) suites+=("$a") ;; esac
 done
-(autoreconf -fi && ./configure -q && make -j16) > "$OUT/build.txt" 2>&1 || { tail -30 "$OUT/build.txt"; exit 1; }
+[ ${#suites[@]} -gt 0 ] || suites=(gemm linear conv train)
+(autoreconf -fi && ./configure -q && make -j16 && make -j16 check TESTS=) > "$OUT/build.txt" 2>&1 ||
+  { tail -30 "$OUT/build.txt"; exit 1; }
+ts built
 export OCLML_KERNEL_PATH=$PWD/cl OCLML_CACHE_DIR=$PWD/tests/cache OCLML_TEST_TMP=$PWD/tests/tmp
-mkdir -p tests/tmp tests/data
+mkdir -p tests/tmp tests/cache
 ./oclml-info > "$OUT/info.txt" 2>&1
-# PyTorch's golden files first (seconds): the suite's golden tests then run instead of skipping.
-for g in tests/data/make_*_golden.py; do
-  python3 "$g" > "$OUT/$(basename "$g" .py).log" 2>&1 || echo "$g failed"
-done
-python3 examples/train_golden.py tests/data > "$OUT/train_golden.log" 2>&1 || echo "train_golden failed"
-cp tests/data/*golden* "$OUT/" 2>/dev/null
-if [ $check = 1 ]; then
-  timeout 420 make check -j8 > "$OUT/check.txt" 2>&1; echo "make check rc $?"
-  grep -E "^(PASS|FAIL|ERROR)" "$OUT/check.txt"; cp tests/check_*.log "$OUT/" 2>/dev/null
-fi
 if [ $tune = 1 ]; then
-  timeout 200 ./oclml-tune --out tuning/ > "$OUT/tune.txt" 2>&1; cp tuning/*.jsonl "$OUT/"
+  timeout 200 ./oclml-tune --budget 150 --out tuning/ > "$OUT/tune.txt" 2>&1
+  tail -12 "$OUT/tune.txt"; cp tuning/*.jsonl "$OUT/"; ts tuned
 fi
-for suite in gemm linear conv optim loss train layout; do
-  timeout 240 ./oclml-bench --json "$OUT/ours-$suite.jsonl" "$suite" > "$OUT/bench-$suite.txt" 2>&1
-  echo "bench $suite rc $?"
+peers=()
+for suite in "${suites[@]}"; do
+  timeout 120 ./oclml-bench --json "$OUT/ours-$suite.jsonl" "$suite" > "$OUT/bench-$suite.txt" 2>&1
+  echo "bench $suite rc $?"; grep -vE "^(device|limits|op |$)" "$OUT/bench-$suite.txt" | cut -c1-160
+  case $suite in optim) peers+=(adam) ;; loss) peers+=(xent) ;; *) peers+=("$suite") ;; esac
+  ts "$suite"
 done
-python3 .gpu/torch_peers.py --only gemm,linear,conv,adam,xent,train > "$OUT/peer.jsonl" 2>"$OUT/peer.err"
-tools/dev/gemm_sweep.sh 4096x4096x4096 > "$OUT/sweep.txt" 2>&1
-cat "$OUT"/bench-*.txt | grep -vE "^(device|limits|op )"
+groups=$(IFS=,; echo "${peers[*]}")
+python3 .gpu/torch_peers.py --only "$groups" > "$OUT/peer.jsonl" 2> "$OUT/peer.err"; ts peers
+if [ $check = 1 ]; then
+  left=$((560 - ($(date +%s) - t0)))
+  timeout $left make check -j8 > "$OUT/check.txt" 2>&1; echo "make check rc $?"
+  grep -E "^(PASS|FAIL|ERROR)" "$OUT/check.txt"; cp tests/*.log "$OUT/" 2>/dev/null
+fi
+ts end

@@ -225,78 +225,96 @@ START_TEST(conv_transpose2d_cases) {
 }
 END_TEST
 
-/* A NaN input reaches exactly the outputs whose windows hold it, unfolded or gathered. */
-START_TEST(conv2d_nan_policy) {
-    static const char *const paths[3] = {"gemm.own=1 conv.implicit=0",
+/* The NaN policy tests' paths: unfolded, gathered on the FMA tiles, gathered on the (emulated)
+ * tensor cores, which recompute a NaN output in fp32 from the gathered operands. */
+static const char *const NAN_PATHS[3] = {"gemm.own=1 conv.implicit=0",
                                          "gemm.own=1 conv.implicit=1 gemm.mma=0",
                                          "gemm.own=1 conv.implicit=1 gemm.mma=2"};
-    test_retune(paths[_i]);
-    conv_case c = CASES[0];
-    oclml_conv2d_params prm = params_of(&c);
-    size_t xsh[4] = {c.N, c.C, c.H, c.W}, wsh[4] = {c.K, c.C, c.R, c.S},
-           ysh[4] = {c.N, c.K, c.H, c.W};
-    size_t nx = c.N * c.C * c.H * c.W, nw = c.K * c.C * c.R * c.S, ny = c.N * c.K * c.H * c.W;
-    float *x = test_floats(nx), *w = test_floats(nw), *y = test_floats(ny);
+
+/* The NaN tests' convolution (CASES[0], 3x3 "same") with random x, w and dy on the device, x
+ * NaN at image 0, input channel 1, (3, 2). */
+typedef struct nan_case {
+    conv_case c;
+    oclml_conv2d_params prm;
+    size_t nw, ny;
+    oclml_tensor *x, *w, *dy;
+} nan_case;
+
+static nan_case nan_case_make(void) {
+    nan_case t = {.c = CASES[0]};
+    const conv_case *c = &t.c;
+    t.prm = params_of(c);
+    size_t xsh[4] = {c->N, c->C, c->H, c->W}, wsh[4] = {c->K, c->C, c->R, c->S},
+           ysh[4] = {c->N, c->K, c->H, c->W}, nx = c->N * c->C * c->H * c->W;
+    t.nw = c->K * c->C * c->R * c->S;
+    t.ny = c->N * c->K * c->H * c->W;
+    float *x = test_floats(nx), *w = test_floats(t.nw), *dy = test_floats(t.ny);
     test_random(x, nx, -1, 1);
-    test_random(w, nw, -1, 1);
-    x[(0 * c.C + 1) * c.H * c.W + 3 * c.W + 2] = NAN; /* image 0, channel 1, (3, 2) */
-    oclml_tensor *X = test_tensor_from(4, xsh, x), *Wt = test_tensor_from(4, wsh, w),
-                 *Y = test_tensor(4, ysh);
-    ASSERT_OK(oclml_conv2d(T, &prm, X, Wt, NULL, Y));
-    test_read(Y, y, ny);
+    test_random(w, t.nw, -1, 1);
+    test_random(dy, t.ny, -1, 1);
+    x[(0 * c->C + 1) * c->H * c->W + 3 * c->W + 2] = NAN;
+    t.x = test_tensor_from(4, xsh, x);
+    t.w = test_tensor_from(4, wsh, w);
+    t.dy = test_tensor_from(4, ysh, dy);
+    free(x);
+    free(w);
+    free(dy);
+    return t;
+}
+
+static void nan_case_free(nan_case *t) {
+    oclml_tensor_destroy(t->x);
+    oclml_tensor_destroy(t->w);
+    oclml_tensor_destroy(t->dy);
+}
+
+/* A NaN input reaches exactly the outputs whose windows hold it. */
+START_TEST(conv2d_nan_policy) {
+    test_retune(NAN_PATHS[_i]);
+    nan_case t = nan_case_make();
+    const conv_case c = t.c;
+    oclml_tensor *Y = test_tensor(4, (size_t[4]){c.N, c.K, c.H, c.W});
+    ASSERT_OK(oclml_conv2d(T, &t.prm, t.x, t.w, NULL, Y));
+    float *y = test_floats(t.ny);
+    test_read(Y, y, t.ny);
     for (size_t n = 0; n < c.N; n++)
         for (size_t k = 0; k < c.K; k++)
             for (size_t p = 0; p < c.H; p++)
                 for (size_t q = 0; q < c.W; q++) {
                     bool hit = n == 0 && labs((long)p - 3) <= 1 && labs((long)q - 2) <= 1;
                     float v = y[((n * c.K + k) * c.H + p) * c.W + q];
-                    ck_assert_msg(hit ? isnan(v) : isfinite(v), "y[%zu,%zu,%zu,%zu] = %g", n, k, p,
-                                  q, v);
+                    ck_assert_msg(hit ? isnan(v) : isfinite(v), "%s: y[%zu,%zu,%zu,%zu] = %g",
+                                  NAN_PATHS[_i], n, k, p, q, v);
                 }
-    oclml_tensor_destroy(X);
-    oclml_tensor_destroy(Wt);
     oclml_tensor_destroy(Y);
-    free(x);
-    free(w);
+    nan_case_free(&t);
     free(y);
 }
 END_TEST
 
-/* The weight gradient's NaN policy, unfolded and gathered (where the tensor-core path
- * recomputes a NaN output from the gathered operands): a NaN in x reaches every dw of its
- * input channel, a NaN in dy every dw of its output channel, nothing else. */
+/* The weight gradient's NaN policy: a NaN in x reaches every dw of its input channel, a NaN in
+ * dy every dw of its output channel, nothing else. */
 START_TEST(conv2d_backward_nan_policy) {
-    static const char *const paths[3] = {"gemm.own=1 conv.implicit=0",
-                                         "gemm.own=1 conv.implicit=1 gemm.mma=0",
-                                         "gemm.own=1 conv.implicit=1 gemm.mma=2"};
-    test_retune(paths[_i]);
-    conv_case c = CASES[0];
-    oclml_conv2d_params prm = params_of(&c);
-    size_t xsh[4] = {c.N, c.C, c.H, c.W}, wsh[4] = {c.K, c.C, c.R, c.S},
-           ysh[4] = {c.N, c.K, c.H, c.W};
-    size_t nx = c.N * c.C * c.H * c.W, nw = c.K * c.C * c.R * c.S, ny = c.N * c.K * c.H * c.W;
-    float *x = test_floats(nx), *w = test_floats(nw), *dy = test_floats(ny), *dw = test_floats(nw);
-    test_random(x, nx, -1, 1);
-    test_random(w, nw, -1, 1);
-    test_random(dy, ny, -1, 1);
-    x[(0 * c.C + 1) * c.H * c.W + 3 * c.W + 2] = NAN;  /* image 0, input channel 1 */
+    test_retune(NAN_PATHS[_i]);
+    nan_case t = nan_case_make();
+    const conv_case c = t.c;
+    float *dy = test_floats(t.ny), *dw = test_floats(t.nw);
+    test_read(t.dy, dy, t.ny);
     dy[(1 * c.K + 2) * c.H * c.W + 3 * c.W + 2] = NAN; /* image 1, output channel 2 */
-    oclml_tensor *X = test_tensor_from(4, xsh, x), *Wt = test_tensor_from(4, wsh, w),
-                 *DY = test_tensor_from(4, ysh, dy), *DW = test_tensor(4, wsh);
-    ASSERT_OK(oclml_conv2d_backward(T, &prm, X, Wt, DY, NULL, DW, NULL, 0));
-    test_read(DW, dw, nw);
+    ASSERT_OK(oclml_tensor_write(t.dy, dy, t.ny));
+    oclml_tensor *DW = test_tensor(4, (size_t[4]){c.K, c.C, c.R, c.S});
+    ASSERT_OK(oclml_conv2d_backward(T, &t.prm, t.x, t.w, t.dy, NULL, DW, NULL, 0));
+    test_read(DW, dw, t.nw);
     for (size_t k = 0; k < c.K; k++)
         for (size_t ch = 0; ch < c.C; ch++)
-            for (size_t t = 0; t < c.R * c.S; t++) {
-                float v = dw[(k * c.C + ch) * c.R * c.S + t];
+            for (size_t r = 0; r < c.R * c.S; r++) {
+                float v = dw[(k * c.C + ch) * c.R * c.S + r];
                 bool hit = k == 2 || ch == 1;
-                ck_assert_msg(hit ? isnan(v) : isfinite(v), "%s: dw[%zu,%zu,%zu] = %g", paths[_i],
-                              k, ch, t, v);
+                ck_assert_msg(hit ? isnan(v) : isfinite(v), "%s: dw[%zu,%zu,%zu] = %g",
+                              NAN_PATHS[_i], k, ch, r, v);
             }
-    oclml_tensor *all[] = {X, Wt, DY, DW};
-    for (int i = 0; i < 4; i++) oclml_tensor_destroy(all[i]);
-    free(x);
-    free(w);
+    oclml_tensor_destroy(DW);
+    nan_case_free(&t);
     free(dy);
     free(dw);
 }

@@ -8,7 +8,7 @@
  * keep the column workspace within CHUNK_BYTES. Where the GEMM runs on tensor cores the forward
  * unfolds nothing: the product gathers its columns from the input as it loads them
  * (oclml__gather, implicit im2col). */
-#include "ops/gemm.h"
+#include "ops/conv.h"
 #include "ops/ops.h"
 
 #include <stdio.h>
@@ -19,14 +19,6 @@ static const oclml__program_spec PROGRAM = {
 
 /* The column workspace a chunk of images may take. */
 #define CHUNK_BYTES ((size_t)128 << 20)
-
-/* A convolution proper: input [N, C, H, W], weights [K, C/groups, R, S], output [N, K, P, Q]. */
-typedef struct conv_shape {
-    size_t N, C, H, W, K, R, S, P, Q;
-    unsigned sh, sw, ph, pw, dh, dw, groups;
-} conv_shape;
-
-static size_t cg_rs(const conv_shape *s) { return s->C / s->groups * s->R * s->S; }
 
 void oclml_conv2d_params_init(oclml_conv2d_params *p) {
     if (!p) return;
@@ -232,10 +224,6 @@ static size_t chunk_images(oclml_ctx *ctx, const conv_shape *s, size_t per_image
     return nb < 1 ? 1 : nb > s->N ? s->N : nb;
 }
 
-static oclml__matrix mat(const oclml_tensor *t, size_t offset, size_t ld, size_t stride) {
-    return (oclml__matrix){t->mem, oclml__elem_offset(t) + offset, ld, stride};
-}
-
 /* ---- the three pieces ---- */
 
 /* A 1x1 convolution with unit stride and no padding is a product with the images themselves:
@@ -261,9 +249,9 @@ static oclml_status pointwise(oclml_ctx *ctx, const conv_shape *s, const oclml_t
                               .k = in_g,
                               .batch = s->N,
                               .alpha = 1.0f,
-                              .a = mat(w, g * kg * cg, cg, 0),
-                              .b = mat(in, g * in_g * hw, hw, in_ch * hw),
-                              .c = mat(out, g * out_g * hw, hw, out_ch * hw),
+                              .a = conv_mat(w, g * kg * cg, cg, 0),
+                              .b = conv_mat(in, g * in_g * hw, hw, in_ch * hw),
+                              .c = conv_mat(out, g * out_g * hw, hw, out_ch * hw),
                               .bias = b ? b->mem : NULL,
                               .bias_offset = b ? oclml__elem_offset(b) + g * out_g : 0,
                               .bias_per_row = true,
@@ -273,90 +261,13 @@ static oclml_status pointwise(oclml_ctx *ctx, const conv_shape *s, const oclml_t
     return st;
 }
 
-/* Whether products may read their columns in place (implicit im2col in the product's B loads):
- * the tuning key conv.implicit, by default where the GEMM runs on tensor cores and the own
- * kernels are not switched off (there unfolding costs more than the product; FMA devices keep
- * CLBlast on the unfolded copy). */
-static bool gather_allowed(oclml_ctx *ctx) {
-    long forced = oclml__tune(ctx, "conv.implicit", 0);
-    if (forced >= 0) return forced > 0;
-    return oclml__tune(ctx, "gemm.own", 0) != 0 && oclml__gemm_gather_fast(ctx);
-}
-
-/* Whether the own kernels take an [m x k] by gathered [k x n] product over batch images whose
- * gathered planes hold `plane` floats. */
-static bool gather_fits(size_t m, size_t n, size_t k, size_t lda, size_t batch, size_t plane,
-                        bool segmented) {
-    const oclml__gather geom = {.segment = segmented};
-    oclml__gemm_desc d = {.m = m, .n = n, .k = k, .batch = batch, .trans_b = segmented};
-    d.a.ld = lda;
-    d.c.ld = n;
-    d.gather_b = &geom;
-    return plane <= UINT32_MAX && oclml__gemm_can_gather(&d);
-}
-
-static bool forward_implicit(oclml_ctx *ctx, const conv_shape *s) {
-    return gather_fits(s->K / s->groups, s->P * s->Q, cg_rs(s), cg_rs(s), s->N,
-                       s->C / s->groups * s->H * s->W, false) &&
-           gather_allowed(ctx);
-}
-
 /* How the forward runs: shared by the run and its description. */
 typedef enum forward_kind { FORWARD_POINTWISE, FORWARD_GATHERED, FORWARD_UNFOLDED } forward_kind;
 
 static forward_kind forward_kind_of(oclml_ctx *ctx, const conv_shape *s) {
-    return is_pointwise(s)            ? FORWARD_POINTWISE
-           : forward_implicit(ctx, s) ? FORWARD_GATHERED
-                                      : FORWARD_UNFOLDED;
-}
-
-/* The forward's product for group g, y = W_g x_g over all images in one batched product whose
- * B operand gathers the columns from x as it loads them (y NULL: its buffer left out, for
- * describing the plan). */
-static oclml__gemm_desc gathered_desc(const conv_shape *s, const oclml__gather *geom, unsigned g,
-                                      const oclml_tensor *x, const oclml_tensor *w,
-                                      const oclml_tensor *b, oclml_tensor *y) {
-    size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups, cg = s->C / s->groups;
-    return (oclml__gemm_desc){.m = kg,
-                              .n = pq,
-                              .k = crs,
-                              .batch = s->N,
-                              .alpha = 1.0f,
-                              .a = mat(w, g * kg * crs, crs, 0),
-                              .b = mat(x, g * cg * s->H * s->W, 0, s->C * s->H * s->W),
-                              .c = y ? mat(y, g * kg * pq, pq, s->K * pq)
-                                     : (oclml__matrix){NULL, 0, pq, s->K * pq},
-                              .bias = b ? b->mem : NULL,
-                              .bias_offset = b ? oclml__elem_offset(b) + g * kg : 0,
-                              .bias_per_row = true,
-                              .act = OCLML_ACT_NONE,
-                              .gather_b = geom};
-}
-
-static oclml__gather gather_of(const conv_shape *s) {
-    return (oclml__gather){.H = (unsigned)s->H,
-                           .W = (unsigned)s->W,
-                           .R = (unsigned)s->R,
-                           .S = (unsigned)s->S,
-                           .Q = (unsigned)s->Q,
-                           .sh = s->sh,
-                           .sw = s->sw,
-                           .ph = s->ph,
-                           .pw = s->pw,
-                           .dh = s->dh,
-                           .dw = s->dw};
-}
-
-static oclml_status forward_gathered(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
-                                     const oclml_tensor *w, const oclml_tensor *b,
-                                     oclml_tensor *y) {
-    const oclml__gather geom = gather_of(s);
-    oclml_status st = OCLML_SUCCESS;
-    for (unsigned g = 0; g < s->groups && !st; g++) {
-        oclml__gemm_desc d = gathered_desc(s, &geom, g, x, w, b, y);
-        st = oclml__gemm(ctx, &d);
-    }
-    return st;
+    return is_pointwise(s)                       ? FORWARD_POINTWISE
+           : oclml__conv_forward_gathers(ctx, s) ? FORWARD_GATHERED
+                                                 : FORWARD_UNFOLDED;
 }
 
 /* y = conv(x, w) (+ b per output channel). */
@@ -364,7 +275,7 @@ static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclm
                                  const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
     forward_kind kind = forward_kind_of(ctx, s);
     if (kind == FORWARD_POINTWISE) return pointwise(ctx, s, w, x, y, b, false);
-    if (kind == FORWARD_GATHERED) return forward_gathered(ctx, s, x, w, b, y);
+    if (kind == FORWARD_GATHERED) return oclml__conv_forward_gathered(ctx, s, x, w, b, y);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
     size_t nb = chunk_images(ctx, s, crs * pq);
     cl_mem col;
@@ -379,9 +290,9 @@ static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclm
                                   .k = crs,
                                   .batch = cnt,
                                   .alpha = 1.0f,
-                                  .a = mat(w, g * kg * crs, crs, 0),
+                                  .a = conv_mat(w, g * kg * crs, crs, 0),
                                   .b = {col, 0, pq, crs * pq},
-                                  .c = mat(y, (n0 * s->K + g * kg) * pq, pq, s->K * pq),
+                                  .c = conv_mat(y, (n0 * s->K + g * kg) * pq, pq, s->K * pq),
                                   .bias = b ? b->mem : NULL,
                                   .bias_offset = b ? oclml__elem_offset(b) + g * kg : 0,
                                   .bias_per_row = true,
@@ -393,73 +304,13 @@ static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclm
     return st;
 }
 
-/* The data gradient of a stride-1 convolution is a convolution too: of dy, by the weights with
- * input and output channels swapped and the taps flipped, padded by the rest of the dilated
- * kernel's extent (dh (R-1) - ph before). So where the forward gathers, it does as well. */
-static bool data_gradient_implicit(oclml_ctx *ctx, const conv_shape *s) {
-    size_t kg = s->K / s->groups;
-    return s->sh == 1 && s->sw == 1 && s->ph <= s->dh * (s->R - 1) && s->pw <= s->dw * (s->S - 1) &&
-           gather_fits(s->C / s->groups, s->H * s->W, kg * s->R * s->S, kg * s->R * s->S, s->N,
-                       kg * s->P * s->Q, false) &&
-           gather_allowed(ctx);
-}
-
-/* dx_g = W_g'^T-flipped * dy_g as one batched product per group: the weights transposed per
- * group once into w_t [groups][Cg][Kg][RS], the taps flipped in the gather. */
-static oclml_status data_gradient_gathered(oclml_ctx *ctx, const conv_shape *s,
-                                           const oclml_tensor *w, const oclml_tensor *dy,
-                                           oclml_tensor *dx, const oclml_tensor *b) {
-    size_t cg = s->C / s->groups, kg = s->K / s->groups, rs = s->R * s->S, hw = s->H * s->W,
-           pq = s->P * s->Q;
-    size_t from[4] = {s->groups, kg, cg, rs}, to[4] = {s->groups, cg, kg, rs};
-    static const int swap_channels[4] = {0, 2, 1, 3};
-    cl_mem wt;
-    oclml_tensor *w4 = NULL, *t4 = NULL;
-    oclml_status st = oclml__scratch_get(ctx, s->K * cg * rs * sizeof(float), &wt);
-    if (st) return st;
-    st = oclml_tensor_wrap(ctx, w->mem, w->offset_bytes, 4, from, &w4);
-    if (!st) st = oclml_tensor_wrap(ctx, wt, 0, 4, to, &t4);
-    if (!st) st = oclml_permute(ctx, w4, swap_channels, t4);
-    const oclml__gather geom = {.H = (unsigned)s->P,
-                                .W = (unsigned)s->Q,
-                                .R = (unsigned)s->R,
-                                .S = (unsigned)s->S,
-                                .Q = (unsigned)s->W,
-                                .sh = 1,
-                                .sw = 1,
-                                .ph = s->dh * (unsigned)(s->R - 1) - s->ph,
-                                .pw = s->dw * (unsigned)(s->S - 1) - s->pw,
-                                .dh = s->dh,
-                                .dw = s->dw,
-                                .flip = 1};
-    for (unsigned g = 0; g < s->groups && !st; g++) {
-        oclml__gemm_desc d = {.m = cg,
-                              .n = hw,
-                              .k = kg * rs,
-                              .batch = s->N,
-                              .alpha = 1.0f,
-                              .a = {wt, g * cg * kg * rs, kg * rs, 0},
-                              .b = mat(dy, g * kg * pq, 0, s->K * pq),
-                              .c = mat(dx, g * cg * hw, hw, s->C * hw),
-                              .bias = b ? b->mem : NULL,
-                              .bias_offset = b ? oclml__elem_offset(b) + g * cg : 0,
-                              .bias_per_row = true,
-                              .act = OCLML_ACT_NONE,
-                              .gather_b = &geom};
-        st = oclml__gemm(ctx, &d);
-    }
-    if (t4) oclml_tensor_destroy(t4);
-    if (w4) oclml_tensor_destroy(w4);
-    oclml__scratch_put(ctx, wt);
-    return st;
-}
-
 /* dx = the data gradient of conv given dy (+ b per input channel: a transposed convolution). */
 static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *w,
                                        const oclml_tensor *dy, oclml_tensor *dx,
                                        const oclml_tensor *b) {
     if (is_pointwise(s)) return pointwise(ctx, s, w, dy, dx, b, true);
-    if (data_gradient_implicit(ctx, s)) return data_gradient_gathered(ctx, s, w, dy, dx, b);
+    if (oclml__conv_data_gradient_gathers(ctx, s))
+        return oclml__conv_data_gradient_gathered(ctx, s, w, dy, dx, b);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
     size_t nb = chunk_images(ctx, s, crs * pq);
     cl_mem col;
@@ -474,8 +325,8 @@ static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, cons
                                   .k = kg,
                                   .batch = cnt,
                                   .alpha = 1.0f,
-                                  .a = mat(w, g * kg * crs, crs, 0),
-                                  .b = mat(dy, (n0 * s->K + g * kg) * pq, pq, s->K * pq),
+                                  .a = conv_mat(w, g * kg * crs, crs, 0),
+                                  .b = conv_mat(dy, (n0 * s->K + g * kg) * pq, pq, s->K * pq),
                                   .c = {col, 0, pq, crs * pq},
                                   .act = OCLML_ACT_NONE};
             st = oclml__gemm(ctx, &d);
@@ -486,47 +337,11 @@ static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, cons
     return st;
 }
 
-/* The weight gradient as one product per group whose K runs over every image's positions:
- * dy's rows of each image side by side (A, segmented), the unfolded columns gathered from x
- * (B, transposed); split K sums the images deterministically. */
-static bool weight_gradient_implicit(oclml_ctx *ctx, const conv_shape *s) {
-    return gather_fits(s->K / s->groups, cg_rs(s), s->N * s->P * s->Q, s->P * s->Q, 1,
-                       s->C / s->groups * s->H * s->W, true) &&
-           gather_allowed(ctx);
-}
-
-static oclml_status weight_gradient_gathered(oclml_ctx *ctx, const conv_shape *s,
-                                             const oclml_tensor *x, const oclml_tensor *dy,
-                                             oclml_tensor *dw, int accumulate) {
-    size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups, cg = s->C / s->groups;
-    oclml__gather geom = gather_of(s);
-    geom.segment = (unsigned)pq;
-    geom.a_seg = s->K * pq;
-    geom.b_seg = s->C * s->H * s->W;
-    oclml_status st = OCLML_SUCCESS;
-    for (unsigned g = 0; g < s->groups && !st; g++) {
-        oclml__gemm_desc d = {.trans_b = true,
-                              .m = kg,
-                              .n = crs,
-                              .k = s->N * pq,
-                              .batch = 1,
-                              .alpha = 1.0f,
-                              .beta = accumulate ? 1.0f : 0.0f,
-                              .a = mat(dy, g * kg * pq, pq, 0),
-                              .b = mat(x, g * cg * s->H * s->W, 0, 0),
-                              .c = mat(dw, g * kg * crs, crs, 0),
-                              .act = OCLML_ACT_NONE,
-                              .gather_b = &geom};
-        st = oclml__gemm(ctx, &d);
-    }
-    return st;
-}
-
 /* dw (+)= the weight gradient of conv given its input x and dy. */
 static oclml_status conv_backward_weight(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
                                          const oclml_tensor *dy, oclml_tensor *dw, int accumulate) {
-    if (weight_gradient_implicit(ctx, s))
-        return weight_gradient_gathered(ctx, s, x, dy, dw, accumulate);
+    if (oclml__conv_weight_gradient_gathers(ctx, s))
+        return oclml__conv_weight_gradient_gathered(ctx, s, x, dy, dw, accumulate);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
     size_t nb = chunk_images(ctx, s, (crs + kg) * pq);
     cl_mem col = NULL, rows = NULL;
@@ -554,7 +369,7 @@ static oclml_status conv_backward_weight(oclml_ctx *ctx, const conv_shape *s, co
                                   .beta = (n0 == 0 && !accumulate) ? 0.0f : 1.0f,
                                   .a = {rows, 0, cnt * pq, 0},
                                   .b = {col, 0, cnt * pq, 0},
-                                  .c = mat(dw, g * kg * crs, crs, 0),
+                                  .c = conv_mat(dw, g * kg * crs, crs, 0),
                                   .act = OCLML_ACT_NONE};
             if (!st) st = oclml__gemm(ctx, &d);
         }
@@ -591,11 +406,11 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
     char gemm[160];
     size_t crs = cg_rs(&s), pq = s.P * s.Q, kg = s.K / s.groups;
     forward_kind kind = forward_kind_of(ctx, &s);
-    const char *dgrad = is_pointwise(&s)                  ? "a product with dy"
-                        : data_gradient_implicit(ctx, &s) ? "gathered (flipped taps)"
-                                                          : "unfolded (col2im)";
+    const char *dgrad = is_pointwise(&s)                             ? "a product with dy"
+                        : oclml__conv_data_gradient_gathers(ctx, &s) ? "gathered (flipped taps)"
+                                                                     : "unfolded (col2im)";
     const char *wgrad =
-        weight_gradient_implicit(ctx, &s) ? "gathered (images along K)" : "unfolded";
+        oclml__conv_weight_gradient_gathers(ctx, &s) ? "gathered (images along K)" : "unfolded";
     char fwd[200];
     if (kind == FORWARD_POINTWISE) {
         oclml__gemm_desc d = {.m = kg,
@@ -608,9 +423,7 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
         oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
         snprintf(fwd, sizeof fwd, "1x1 as a product with the images: %s", gemm);
     } else if (kind == FORWARD_GATHERED) {
-        const oclml__gather geom = gather_of(&s);
-        oclml__gemm_desc d = gathered_desc(&s, &geom, 0, x, w, NULL, NULL);
-        oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
+        oclml__conv_describe_gathered(ctx, &s, x, w, gemm, sizeof gemm);
         snprintf(fwd, sizeof fwd, "implicit GEMM (columns gathered from x): %s", gemm);
     } else {
         size_t nb = chunk_images(ctx, &s, crs * pq);

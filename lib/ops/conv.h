@@ -1,0 +1,41 @@
+/* Convolution internals shared by the unfolding path (conv.c: im2col / col2im around the
+ * GEMM, and the public entry points) and the implicit-GEMM path (conv_implicit.c: products that
+ * gather their columns from the images as they load them). */
+#ifndef OCLML_OPS_CONV_H
+#define OCLML_OPS_CONV_H
+
+#include "ops/gemm.h"
+
+/* A convolution proper: input [N, C, H, W], weights [K, C/groups, R, S], output [N, K, P, Q]. */
+typedef struct conv_shape {
+    size_t N, C, H, W, K, R, S, P, Q;
+    unsigned sh, sw, ph, pw, dh, dw, groups;
+} conv_shape;
+
+static inline size_t cg_rs(const conv_shape *s) { return s->C / s->groups * s->R * s->S; }
+
+/* Tensor t's buffer as a matrix from `offset` floats past its start. */
+static inline oclml__matrix conv_mat(const oclml_tensor *t, size_t offset, size_t ld,
+                                     size_t stride) {
+    return (oclml__matrix){t->mem, oclml__elem_offset(t) + offset, ld, stride};
+}
+
+/* The implicit-GEMM passes (conv_implicit.c): whether each applies to s on this context (the
+ * tuning key conv.implicit; by default where the GEMM runs on tensor cores), and the pass. */
+bool oclml__conv_forward_gathers(oclml_ctx *ctx, const conv_shape *s);
+oclml_status oclml__conv_forward_gathered(oclml_ctx *ctx, const conv_shape *s,
+                                          const oclml_tensor *x, const oclml_tensor *w,
+                                          const oclml_tensor *b, oclml_tensor *y);
+/* The forward's GEMM plan in words (x and w for their shapes and offsets). */
+void oclml__conv_describe_gathered(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
+                                   const oclml_tensor *w, char *text, size_t len);
+bool oclml__conv_data_gradient_gathers(oclml_ctx *ctx, const conv_shape *s);
+oclml_status oclml__conv_data_gradient_gathered(oclml_ctx *ctx, const conv_shape *s,
+                                                const oclml_tensor *w, const oclml_tensor *dy,
+                                                oclml_tensor *dx, const oclml_tensor *b);
+bool oclml__conv_weight_gradient_gathers(oclml_ctx *ctx, const conv_shape *s);
+oclml_status oclml__conv_weight_gradient_gathered(oclml_ctx *ctx, const conv_shape *s,
+                                                  const oclml_tensor *x, const oclml_tensor *dy,
+                                                  oclml_tensor *dw, int accumulate);
+
+#endif

@@ -121,6 +121,15 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
                            : d->m <= 32 ? N_MMA_TILES - 2
                            : d->m <= 64 ? N_MMA_TILES - 3
                                         : 0;
+    /* A single product of up to 64 rows with a long K: the tile that covers the rows, and K
+     * splits (choose_splits) for the compute units, rather than shorter tiles that would each
+     * read all of B again (64 rows on 16-row tiles read it four times). */
+    if (d->m <= 64 && d->batch == 1) {
+        set_mma_tile(p, MMA_TILES[first]);
+        size_t most_splits = d->k / (8 * (size_t)p->bk); /* choose_splits' shortest split */
+        if (tile_fits(ctx, p, d) && blocks_of(p, d) * most_splits >= ctx->caps.compute_units)
+            return;
+    }
     for (unsigned i = first; i < N_MMA_TILES; i++) {
         set_mma_tile(p, MMA_TILES[i]);
         size_t blocks = blocks_of(p, d), units = ctx->caps.compute_units;

@@ -106,12 +106,13 @@ static double objective(ref_fn *f, const conv_case *c, const double *x, const do
     return sum;
 }
 
-/* Central differences of the objective at `samples` entries of v (which f reads), against got. */
+/* Central differences of the objective at every entry of v (which f reads), against got: the
+ * objective is linear in each entry, so the differences are exact up to rounding, and the cases
+ * are small enough to take them all. */
 static void check_fd(const char *what, ref_fn *f, const conv_case *c, double *x, double *w,
                      double *b, const double *dy, size_t P, size_t Q, size_t ny, double *v,
                      size_t nv, const float *got) {
-    for (int t = 0; t < 6; t++) {
-        size_t i = (size_t)(t * 7919 + 13) % nv;
+    for (size_t i = 0; i < nv; i++) {
         double keep = v[i], step = 1e-4;
         v[i] = keep + step;
         double up = objective(f, c, x, w, b, dy, P, Q, ny);

@@ -15,9 +15,11 @@
 
 /* Runs an example from the build tree with args; fills losses (up to max); returns its exit
  * status. */
-static int run_example(const char *name, const char *args, double *losses, int max, int *n) {
+static int run_example(const char *name, const char *tune, const char *args, double *losses,
+                       int max, int *n) {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s/examples/%s %s 2>&1", getenv("OCLML_TEST_BUILDDIR"), name, args);
+    snprintf(cmd, sizeof cmd, "%s%s%s%s/examples/%s %s 2>&1", tune ? "OCLML_TUNE='" : "",
+             tune ? tune : "", tune ? "' " : "", getenv("OCLML_TEST_BUILDDIR"), name, args);
     FILE *p = popen(cmd, "r");
     ck_assert_msg(p != NULL, "cannot run %s", cmd);
     char line[512];
@@ -170,8 +172,8 @@ static void mlp_reference(size_t B, size_t I, size_t H, size_t O, int steps, dou
 START_TEST(mlp_matches_double_trainer) {
     double got[20], want[20];
     int n;
-    int rc =
-        run_example("train_mlp", "--steps 20 --batch 48 --in 16 --hidden 64 --out 16", got, 20, &n);
+    int rc = run_example("train_mlp", NULL, "--steps 20 --batch 48 --in 16 --hidden 64 --out 16",
+                         got, 20, &n);
     ck_assert_int_eq(n, 20);
     /* 20 steps at this size need not halve the loss (status 1); a failed call is status 3. */
     ck_assert_msg(rc == 0 || rc == 1, "train_mlp exited %d", rc);
@@ -185,16 +187,17 @@ END_TEST
 START_TEST(cnn_trains) {
     double got[50];
     int n;
-    int rc = run_example("train_cnn", "--steps 50 --images 64", got, 50, &n);
+    int rc = run_example("train_cnn", NULL, "--steps 50 --images 64", got, 50, &n);
     ck_assert_int_eq(n, 50);
     ck_assert_msg(rc == 0, "train_cnn exited %d (loss %g -> %g)", rc, got[0], got[49]);
     ck_assert_msg(fabs(got[0] - log(10.0)) < 0.05, "initial loss %g, ln 10 expected", got[0]);
 }
 END_TEST
 
-/* PyTorch's curves at the examples' default sizes, where the golden files exist. */
+/* PyTorch's curves at the examples' default sizes, where the golden files exist; the CNN also
+ * with its convolutions as implicit GEMMs (GPUs' default), here on the FMA tiles. */
 START_TEST(golden_curves) {
-    const char *name = _i ? "train_cnn" : "train_mlp";
+    const char *name = _i ? "train_cnn" : "train_mlp", *tune = _i == 2 ? "conv.implicit=1" : NULL;
     char path[1024], args[1200];
     snprintf(path, sizeof path, "%s/tests/data/%s_golden.txt", getenv("OCLML_TEST_SRCDIR"), name);
     if (access(path, R_OK) != 0) {
@@ -205,7 +208,7 @@ START_TEST(golden_curves) {
     snprintf(args, sizeof args, "--golden %s", path);
     double got[50];
     int n;
-    ck_assert_int_eq(run_example(name, args, got, 50, &n), 0);
+    ck_assert_int_eq(run_example(name, tune, args, got, 50, &n), 0);
 }
 END_TEST
 
@@ -214,7 +217,7 @@ int main(void) {
     TCase *tc = tcase_create("train");
     tcase_add_test(tc, mlp_matches_double_trainer);
     tcase_add_test(tc, cnn_trains);
-    tcase_add_loop_test(tc, golden_curves, 0, 2);
+    tcase_add_loop_test(tc, golden_curves, 0, 3);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

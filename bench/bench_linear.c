@@ -22,6 +22,12 @@ static oclml_status fwd_run(void *user) {
     return oclml_linear(a->ctx, OCLML_ACT_GELU_ERF, a->x, a->w, a->b, a->y, NULL);
 }
 
+/* The same product without bias and activation: what the fused epilogue costs (no peer line). */
+static oclml_status fwd_plain_run(void *user) {
+    lin_args *a = user;
+    return oclml_linear(a->ctx, OCLML_ACT_NONE, a->x, a->w, NULL, a->y, NULL);
+}
+
 static oclml_status fwd_bwd_run(void *user) {
     lin_args *a = user;
     oclml_status st = oclml_linear(a->ctx, OCLML_ACT_GELU_ERF, a->x, a->w, a->b, a->y, a->pre);
@@ -180,6 +186,18 @@ static int bench_shape(bench_env *env, size_t m, size_t k, size_t n) {
             r.max_rel_err = fwd_error(&h, y);
             bench_report(env, &r);
         }
+    }
+    if (!rc) {
+        char plain[96];
+        snprintf(plain, sizeof plain, "M%zu,in%zu,out%zu,none", m, k, n);
+        snprintf(variant, sizeof variant, "x W^T: %s; no bias, no activation", fplan);
+        bench_result r = {.op = "linear",
+                          .shape = plain,
+                          .variant = variant,
+                          .flops = 2.0 * m * n * k,
+                          .max_rel_err = -1};
+        rc = bench_time(env, fwd_plain_run, &a, &r.t);
+        if (!rc) bench_report(env, &r);
     }
     if (!rc) {
         snprintf(variant, sizeof variant, "x W^T: %s; dx: %s; dw: %s; dZ+db: linear.cl", fplan,

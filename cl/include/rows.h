@@ -65,6 +65,13 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
         v[4 * i_ + 2] = q_.z;                                                                \
         v[4 * i_ + 3] = q_.w;                                                                \
     }
+/* The row column of register element k (of ROW_FLOATS) of lane `lane`, as ROW_LOAD lays them. */
+#if ROW_VEC == 4
+#define ROW_COL(k, lane, G) (((((k) >> 2) * (G) + (lane)) << 2) + ((k)&3))
+#else
+#define ROW_COL(k, lane, G) ((k) * (G) + (lane))
+#endif
+
 /* Row p <- v (only existing elements). */
 #define ROW_STORE1(v, p, ITEMS, lane, G, cols, ok) \
     for (uint i_ = 0; i_ < (ITEMS); i_++) {        \
@@ -99,5 +106,14 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
 #define ROW_STORE ROW_STORE1
 #define ROW_VALID ROW_VALID1
 #endif
+
+/* The chunked path for long rows: grid (chunks x L, rows); work-item lid of chunk `chunk` visits
+ * columns c = chunk L ITEMS + lid + j L, j < OCLML_LONG_ITEMS, of row `row` (softmax, norms,
+ * cross-entropy). */
+#define CHUNK_LOOP(c)                                                                          \
+    const uint lid = get_local_id(0), L = get_local_size(0), chunk = get_group_id(0);          \
+    const ulong row = get_global_id(1);                                                        \
+    for (uint j = 0, c = chunk * L * OCLML_LONG_ITEMS + lid; j < OCLML_LONG_ITEMS && c < cols; \
+         j++, c += L)
 
 #endif

@@ -79,23 +79,19 @@ inline bool target_valid(float tv, uint cols) {
     return tv >= 0.0f && tv < (float)cols && tv == floor(tv);
 }
 
-/* The column of register element k on the register path. */
-#if ROW_VEC == 4
-#define ROW_COL(k, lane, G) (((((k) >> 2) * (G) + (lane)) << 2) + ((k)&3))
-#else
-#define ROW_COL(k, lane, G) ((k) * (G) + (lane))
-#endif
+/* The arguments every cross-entropy kernel that writes the loss and dlogits takes first (the
+ * register, hybrid and chunked-finish paths; the host passes them in this order). */
+#define XENT_ARGS                                                                                 \
+    __global const float *x, ulong xoff, __global const float *t, ulong toff, __global float *lr, \
+        ulong lroff, __global float *dx, ulong dxoff, __global const float *dloss, ulong dloff,   \
+        __global const float *cnt, __global const float *cw, ulong cwoff, uint flags,             \
+        float ignore, float eps, float n_div
 
 /* ======================== cross-entropy, register path ======================== */
 /* Class weights (OCLML_LOSSF_WEIGHT): cw[c] multiplies class c's terms; with class indices the
  * row's loss is (1 - eps) w_t (lse - x_t) + eps / C sum_j w_j (lse - x_j). */
 #if OCLML_WANT(oclml_xent_rows)
-__kernel void oclml_xent_rows(__global const float *x, ulong xoff, __global const float *t,
-                              ulong toff, __global float *lr, ulong lroff, __global float *dx,
-                              ulong dxoff, __global const float *dloss, ulong dloff,
-                              __global const float *cnt, __global const float *cw, ulong cwoff,
-                              uint flags, float ignore, float eps, float n_div, uint rows,
-                              uint cols, uint G, __local float *red) {
+__kernel void oclml_xent_rows(XENT_ARGS, uint rows, uint cols, uint G, __local float *red) {
     ROW_PROLOGUE(G, rows)
     const ulong base = row * cols;
     const float ueps = eps / (float)cols;
@@ -185,12 +181,7 @@ __kernel void oclml_xent_rows(__global const float *x, ulong xoff, __global cons
 #define HYB_ITEMS 40
 #endif
 #if OCLML_WANT(oclml_xent_hybrid)
-__kernel void oclml_xent_hybrid(__global const float *x, ulong xoff, __global const float *t,
-                                ulong toff, __global float *lr, ulong lroff, __global float *dx,
-                                ulong dxoff, __global const float *dloss, ulong dloff,
-                                __global const float *cnt, __global const float *cw, ulong cwoff,
-                                uint flags, float ignore, float eps, float n_div,
-                                __local float *spill, uint rows, uint cols, uint G,
+__kernel void oclml_xent_hybrid(XENT_ARGS, __local float *spill, uint rows, uint cols, uint G,
                                 __local float *red) {
     const uint lid = get_local_id(0);
     const ulong row = get_group_id(0);
@@ -262,12 +253,6 @@ __kernel void oclml_xent_hybrid(__global const float *x, ulong xoff, __global co
 #endif
 
 /* ======================== cross-entropy, chunked path ======================== */
-#define CHUNK_LOOP(c)                                        \
-    const uint lid = get_local_id(0), L = get_local_size(0); \
-    const uint chunk = get_group_id(0);                      \
-    const ulong row = get_global_id(1);                      \
-    const uint c0 = chunk * L * OCLML_LONG_ITEMS + lid;      \
-    for (uint j = 0, c = c0; j < OCLML_LONG_ITEMS && c < cols; j++, c += L)
 
 /* (to - from) w, the move of A = sum t (m - x) when m moves from `from` to `to`: 0 where no weight
  * was added (w = 0) or m stays (both -inf while everything so far is masked). */
@@ -326,13 +311,8 @@ __kernel void oclml_xent_part(__global const float *x, ulong xoff, __global cons
 #endif
 
 #if OCLML_WANT(oclml_xent_finish)
-__kernel void oclml_xent_finish(__global const float *x, ulong xoff, __global const float *t,
-                                ulong toff, __global float *lr, ulong lroff, __global float *dx,
-                                ulong dxoff, __global const float *dloss, ulong dloff,
-                                __global const float *cnt, __global const float *cw, ulong cwoff,
-                                uint flags, float ignore, float eps, float n_div,
-                                __global const float *part, uint rows, uint cols, uint nch,
-                                __local float *red) {
+__kernel void oclml_xent_finish(XENT_ARGS, __global const float *part, uint rows, uint cols,
+                                uint nch, __local float *red) {
     const bool probs = (flags & OCLML_LOSSF_PROBS) != 0,
                weighted = (flags & OCLML_LOSSF_WEIGHT) != 0;
     const float ueps = eps / (float)cols;
@@ -381,12 +361,13 @@ inline float kl_term(float a, float b, float ma) {
     return (a == -INFINITY) ? 0.0f : exp(a - ma) * (a - b);
 }
 
+/* The arguments the KL kernels that write the loss and both gradients take first. */
+#define KL_ARGS                                                                               \
+    __global const float *pa, ulong aoff, __global const float *pb, ulong boff,               \
+        __global float *lr, ulong lroff, __global float *da, ulong daoff, __global float *db, \
+        ulong dboff, __global const float *dloss, ulong dloff, uint flags, float n_div
 #if OCLML_WANT(oclml_kl_rows)
-__kernel void oclml_kl_rows(__global const float *pa, ulong aoff, __global const float *pb,
-                            ulong boff, __global float *lr, ulong lroff, __global float *da,
-                            ulong daoff, __global float *db, ulong dboff,
-                            __global const float *dloss, ulong dloff, uint flags, float n_div,
-                            uint rows, uint cols, uint G, __local float *red) {
+__kernel void oclml_kl_rows(KL_ARGS, uint rows, uint cols, uint G, __local float *red) {
     ROW_PROLOGUE(G, rows)
     const ulong base = row * cols;
     float va[ROW_FLOATS], vb[ROW_FLOATS];
@@ -482,11 +463,7 @@ __kernel void oclml_kl_part(__global const float *pa, ulong aoff, __global const
 #endif
 
 #if OCLML_WANT(oclml_kl_finish)
-__kernel void oclml_kl_finish(__global const float *pa, ulong aoff, __global const float *pb,
-                              ulong boff, __global float *lr, ulong lroff, __global float *da,
-                              ulong daoff, __global float *db, ulong dboff,
-                              __global const float *dloss, ulong dloff, uint flags, float n_div,
-                              __global const float *part, uint rows, uint cols, uint nch,
+__kernel void oclml_kl_finish(KL_ARGS, __global const float *part, uint rows, uint cols, uint nch,
                               __local float *red) {
     const ulong r0 = get_global_id(1);
     kl_acc r = {-INFINITY, 0.0f, -INFINITY, 0.0f, 0.0f};

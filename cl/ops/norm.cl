@@ -126,8 +126,7 @@
             NORM_BWD_ROW(RMS, 1)                                                          \
         }                                                                                 \
         for (uint k = 0; k < ROW_FLOATS; k++) {                                           \
-            const uint col =                                                              \
-                (ROW_VEC == 4) ? (((k >> 2) * G + lane) << 2) + (k & 3) : k * G + lane;   \
+            const uint col = ROW_COL(k, lane, G);                                         \
             red[lid] = dg[k];                                                             \
             red[L + lid] = db[k];                                                         \
             barrier(CLK_LOCAL_MEM_FENCE);                                                 \
@@ -162,12 +161,7 @@ NORM_BWD_PARAMS(oclml_layernorm_bwd_params, 0)
 NORM_BWD_PARAMS(oclml_rmsnorm_bwd_params, 1)
 #endif
 
-/* ---- chunked path for long rows (grid: chunks x L, rows) ---- */
-#define NORM_CHUNK_LOOP                                                                        \
-    const uint lid = get_local_id(0), L = get_local_size(0), chunk = get_group_id(0);          \
-    const ulong row = get_global_id(1);                                                        \
-    for (uint j = 0, c = chunk * L * OCLML_LONG_ITEMS + lid; j < OCLML_LONG_ITEMS && c < cols; \
-         j++, c += L)
+/* ---- chunked path for long rows (grid: chunks x L, rows; CHUNK_LOOP in rows.h) ---- */
 
 /* Pass 1, forward: per chunk (sum, sum of squares about the chunk mean, count); RMS: (0, sum of
  * squares, count). The merge is Chan's, so long rows keep the two-pass accuracy. */
@@ -177,7 +171,7 @@ NORM_BWD_PARAMS(oclml_rmsnorm_bwd_params, 1)
         const float pivot = RMS ? 0.0f : x[xo + get_global_id(1) * cols];                  \
         float s = 0.0f, n = 0.0f;                                                          \
         {                                                                                  \
-            NORM_CHUNK_LOOP {                                                              \
+            CHUNK_LOOP(c) {                                                                \
                 s += RMS ? 0.0f : x[xo + row * cols + c] - pivot;                          \
                 n += 1.0f;                                                                 \
             }                                                                              \
@@ -188,7 +182,7 @@ NORM_BWD_PARAMS(oclml_rmsnorm_bwd_params, 1)
         const float cmean = pivot + seg_sum(s, red, lid, L) / cnt;                         \
         float q = 0.0f;                                                                    \
         {                                                                                  \
-            NORM_CHUNK_LOOP {                                                              \
+            CHUNK_LOOP(c) {                                                                \
                 const float d = x[xo + row * cols + c] - cmean;                            \
                 q += d * d;                                                                \
             }                                                                              \
@@ -224,7 +218,7 @@ inline float2 merge_chunks(__global const float *part, ulong row, uint nch) {
                        __local float *red) {                                                       \
         const float2 mv = merge_chunks(part, get_global_id(1), nch);                               \
         const float mu = RMS ? 0.0f : mv.x, rs = rsqrt(mv.y + eps);                                \
-        NORM_CHUNK_LOOP {                                                                          \
+        CHUNK_LOOP(c) {                                                                            \
             const float g = (flags & HAS_GAMMA) ? gamma[go + c] : 1.0f;                            \
             const float b = (flags & HAS_BETA) ? beta[bo + c] : 0.0f;                              \
             y[yo + row * cols + c] = (x[xo + row * cols + c] - mu) * rs * g + b;                   \
@@ -251,7 +245,7 @@ NORM_FWD_FINISH(oclml_rmsnorm_fwd_finish, 1)
         const ulong r = get_global_id(1);                                                          \
         const float mu = RMS ? 0.0f : mean[mo + r], rs = rstd[ro + r];                             \
         {                                                                                          \
-            NORM_CHUNK_LOOP {                                                                      \
+            CHUNK_LOOP(c) {                                                                        \
                 const float gd =                                                                   \
                     dy[dyo + row * cols + c] * ((flags & HAS_GAMMA) ? gamma[go + c] : 1.0f);       \
                 a += gd;                                                                           \
@@ -286,7 +280,7 @@ NORM_BWD_PART(oclml_rmsnorm_bwd_part, 1)
         a = RMS ? 0.0f : a / (float)cols;                                                          \
         b /= (float)cols;                                                                          \
         const float mu = RMS ? 0.0f : mean[mo + r], rs = rstd[ro + r];                             \
-        NORM_CHUNK_LOOP {                                                                          \
+        CHUNK_LOOP(c) {                                                                            \
             const float gd =                                                                       \
                 dy[dyo + row * cols + c] * ((flags & HAS_GAMMA) ? gamma[go + c] : 1.0f);           \
             const float h = (x[xo + row * cols + c] - mu) * rs;                                    \

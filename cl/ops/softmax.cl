@@ -72,12 +72,6 @@ SOFTMAX_BWD(oclml_log_softmax_bwd, 1)
 /* ---- chunked path for long rows ----
  * Grid: (chunks x L, rows). Pass 1 writes each chunk's (max, sum of exp) or backward sum to
  * part[row][chunk]; pass 2 merges the row's partials and writes the chunk's outputs. */
-#define CHUNK_LOOP(c)                                        \
-    const uint lid = get_local_id(0), L = get_local_size(0); \
-    const uint chunk = get_group_id(0);                      \
-    const ulong row = get_global_id(1);                      \
-    const uint c0 = chunk * L * OCLML_LONG_ITEMS + lid;      \
-    for (uint j = 0, c = c0; j < OCLML_LONG_ITEMS && c < cols; j++, c += L)
 
 /* Merges the (m, s) pairs of a work-group into the group's (M, S). */
 inline float2 group_merge(float m, float s, __local float *red, uint lid, uint L) {

@@ -526,17 +526,6 @@ END_TEST
 
 static char golden_path[2048];
 
-/* Reads "name count values..." (count must be n). */
-static float *read_vec(FILE *f, const char *name, size_t n) {
-    char got[32];
-    size_t count = 0;
-    ck_assert_msg(fscanf(f, "%31s %zu", got, &count) == 2 && !strcmp(got, name) && count == n,
-                  "golden file: expected %s of %zu values, got %s of %zu", name, n, got, count);
-    float *v = test_floats(n);
-    for (size_t i = 0; i < n; i++) ck_assert(fscanf(f, "%f", &v[i]) == 1);
-    return v;
-}
-
 static void golden_check(const char *what, const oclml_tensor *t, const float *want, size_t n) {
     float *got = test_floats(n);
     double *ref = test_doubles(n);
@@ -559,10 +548,11 @@ START_TEST(matches_pytorch) {
     while (fscanf(f, " case %d %31s %zu %zu %zu", &act, name, &rows, &in, &out) == 5) {
         ck_assert_msg(act >= 0 && act < N_ACTS && !strcmp(name, ACT_NAMES[act]),
                       "golden case %d named %s", act, name);
-        float *x = read_vec(f, "x", rows * in), *w = read_vec(f, "w", out * in),
-              *b = read_vec(f, "b", out), *dy = read_vec(f, "dy", rows * out);
-        float *y = read_vec(f, "y", rows * out), *dx = read_vec(f, "dx", rows * in),
-              *dw = read_vec(f, "dw", out * in), *db = read_vec(f, "db", out);
+        float *x = test_golden_floats(f, "x", rows * in), *w = test_golden_floats(f, "w", out * in),
+              *b = test_golden_floats(f, "b", out), *dy = test_golden_floats(f, "dy", rows * out);
+        float *y = test_golden_floats(f, "y", rows * out),
+              *dx = test_golden_floats(f, "dx", rows * in),
+              *dw = test_golden_floats(f, "dw", out * in), *db = test_golden_floats(f, "db", out);
         size_t xs[2] = {rows, in}, ws[2] = {out, in}, ys[2] = {rows, out};
         oclml_tensor *X = test_tensor_from(2, xs, x), *W = test_tensor_from(2, ws, w),
                      *B = test_tensor_from(1, &out, b), *DY = test_tensor_from(2, ys, dy);
@@ -730,14 +720,8 @@ int main(void) {
     tcase_add_loop_test(tc, backward_repeatable, 0, N_PATHS);
     tcase_add_test(tc, bad_input_touches_nothing);
     /* PyTorch's vectors: skipped (with a note) until make_linear_golden.py has made them. */
-    const char *src = getenv("OCLML_TEST_SRCDIR");
-    snprintf(golden_path, sizeof golden_path, "%s/tests/data/linear_golden.txt", src ? src : ".");
-    FILE *f = fopen(golden_path, "r");
-    if (f) {
-        fclose(f);
+    if (test_golden_path(golden_path, sizeof golden_path, "check_linear", "linear_golden.txt"))
         tcase_add_loop_test(tc, matches_pytorch, 0, N_PATHS);
-    } else
-        fprintf(stderr, "check_linear: %s missing: PyTorch golden test skipped\n", golden_path);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

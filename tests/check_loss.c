@@ -856,16 +856,6 @@ END_TEST
 
 static char golden_path[2048];
 
-static float *read_vec(FILE *f, const char *name, size_t n) {
-    char got[32];
-    size_t count = 0;
-    ck_assert_msg(fscanf(f, "%31s %zu", got, &count) == 2 && !strcmp(got, name) && count == n,
-                  "golden file: expected %s of %zu values, got %s of %zu", name, n, got, count);
-    float *v = test_floats(n);
-    for (size_t i = 0; i < n; i++) ck_assert(fscanf(f, "%f", &v[i]) == 1);
-    return v;
-}
-
 static void golden_check(const char *what, const oclml_tensor *t, const float *want, size_t n) {
     double *ref = to_double(want, n);
     check_tensor(what, t, ref, n, TOL_LOSS);
@@ -898,11 +888,12 @@ START_TEST(matches_pytorch) {
         p.probabilities = !strcmp(name, "xent_prob") || !strcmp(name, "xent_prob_w");
         size_t n = rows * cols, shape[2] = {rows, cols}, nt = idx ? rows : n;
         size_t nl = p.reduction != OCLML_LOSS_NONE ? 1 : (pointwise ? n : rows);
-        float *x = read_vec(f, "x", n), *t = read_vec(f, "t", nt);
-        float *cw = weighted ? read_vec(f, "w", cols) : NULL;
-        float *pw = pwc ? read_vec(f, "pw", cols) : NULL;
-        float *dl = read_vec(f, "dloss", nl), *l = read_vec(f, "loss", nl),
-              *dx = read_vec(f, "dx", n), *dq = kl ? read_vec(f, "dq", n) : NULL;
+        float *x = test_golden_floats(f, "x", n), *t = test_golden_floats(f, "t", nt);
+        float *cw = weighted ? test_golden_floats(f, "w", cols) : NULL;
+        float *pw = pwc ? test_golden_floats(f, "pw", cols) : NULL;
+        float *dl = test_golden_floats(f, "dloss", nl), *l = test_golden_floats(f, "loss", nl),
+              *dx = test_golden_floats(f, "dx", n),
+              *dq = kl ? test_golden_floats(f, "dq", n) : NULL;
         oclml_tensor *X = test_tensor_from(2, shape, x),
                      *TT = idx ? test_tensor_from(1, &nt, t) : test_tensor_from(2, shape, t),
                      *DL = test_tensor_from(1, &nl, dl), *L = test_tensor(1, &nl),
@@ -963,14 +954,8 @@ int main(void) {
     tcase_add_test(tc, repeatable_bit_for_bit);
     tcase_add_test(tc, unaligned_offsets);
     tcase_add_test(tc, bad_input_touches_nothing);
-    const char *src = getenv("OCLML_TEST_SRCDIR");
-    snprintf(golden_path, sizeof golden_path, "%s/tests/data/loss_golden.txt", src ? src : ".");
-    FILE *f = fopen(golden_path, "r");
-    if (f) {
-        fclose(f);
+    if (test_golden_path(golden_path, sizeof golden_path, "check_loss", "loss_golden.txt"))
         tcase_add_test(tc, matches_pytorch);
-    } else
-        fprintf(stderr, "check_loss: %s missing: PyTorch golden test skipped\n", golden_path);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

@@ -214,56 +214,86 @@ static void compare(const char *what, oclml_arena *a, oclml_optim *o, const ref_
     free(scale);
 }
 
+/* One optimizer on an arena of shapes with random parameters, beside its double reference. */
+typedef struct fixture {
+    layout l;
+    size_t n;
+    oclml_arena *a;
+    oclml_optim *o;
+    ref_opt r;
+    float *p, *g;        /* host parameters at creation; the next gradient */
+    double *gref, *prev; /* the reference's view of that gradient; parameters before the step */
+} fixture;
+
+static void fixture_init(fixture *f, const oclml_optim_config *c, size_t nt,
+                         const oclml_arena_shape *shapes) {
+    f->a = make_arena(nt, shapes, &f->l);
+    f->n = f->l.padded;
+    f->p = test_floats(f->n);
+    f->g = test_floats(f->n);
+    f->gref = test_doubles(f->n);
+    f->prev = test_doubles(f->n);
+    fill_arena(&f->l, f->p, -1, 1);
+    write_flat(f->a, 0, f->p, f->n);
+    ASSERT_OK(oclml_optim_create(T, f->a, c, &f->o));
+    ref_init(&f->r, c, &f->l, f->p);
+}
+
+/* Steps both with f->g as the gradient (prev: the reference's parameters before). */
+static void fixture_step(fixture *f) {
+    write_flat(f->a, 1, f->g, f->n);
+    for (size_t j = 0; j < f->n; j++) {
+        f->gref[j] = f->g[j];
+        f->prev[j] = f->r.p[j];
+    }
+    ASSERT_OK(oclml_optim_step(f->o));
+    ref_step(&f->r, &f->l, f->gref);
+}
+
+static void fixture_compare(const char *what, const fixture *f) {
+    compare(what, f->a, f->o, &f->r, &f->l, f->prev);
+}
+
+static void fixture_free(fixture *f) {
+    ASSERT_OK(oclml_optim_destroy(f->o));
+    ASSERT_OK(oclml_arena_destroy(f->a));
+    ref_free(&f->r);
+    free(f->p);
+    free(f->g);
+    free(f->gref);
+    free(f->prev);
+}
+
 /* Runs `steps` steps of config c on the arena of shapes against the reference; from step 2 on,
  * the learning rate (and with rescale the gradient scale) changes between steps. */
 static void run_case(const char *what, const oclml_optim_config *c, size_t nt,
                      const oclml_arena_shape *shapes, int steps, int rescale) {
-    layout l;
-    oclml_arena *a = make_arena(nt, shapes, &l);
-    size_t n = l.padded;
-    float *p = test_floats(n), *g = test_floats(n), *gd = test_floats(n);
-    double *gref = test_doubles(n), *prev = test_doubles(n);
-    fill_arena(&l, p, -1, 1);
-    write_flat(a, 0, p, n);
-    oclml_optim *o;
-    ASSERT_OK(oclml_optim_create(T, a, c, &o));
-    ref_opt r;
-    ref_init(&r, c, &l, p);
+    fixture f;
+    fixture_init(&f, c, nt, shapes);
+    float *gd = test_floats(f.n);
     for (int s = 0; s < steps; s++) {
         if (s >= 1) {
-            r.lr = (float)(c->lr * (1.0 + 0.5 * s));
-            ASSERT_OK(oclml_optim_set_lr(o, (float)r.lr));
+            f.r.lr = (float)(c->lr * (1.0 + 0.5 * s));
+            ASSERT_OK(oclml_optim_set_lr(f.o, (float)f.r.lr));
         }
         if (rescale && s >= 1) {
-            r.scale = s == 1 ? 8.0 : 0.25;
-            ASSERT_OK(oclml_optim_set_grad_scale(o, (float)r.scale));
+            f.r.scale = s == 1 ? 8.0 : 0.25;
+            ASSERT_OK(oclml_optim_set_grad_scale(f.o, (float)f.r.scale));
         }
-        fill_arena(&l, g, -1, 1);
-        for (size_t j = 0; j < n; j++) g[j] *= (float)r.scale;
-        write_flat(a, 1, g, n);
-        for (size_t j = 0; j < n; j++) {
-            gref[j] = g[j];
-            prev[j] = r.p[j];
-        }
-        ASSERT_OK(oclml_optim_step(o));
-        ref_step(&r, &l, gref);
+        fill_arena(&f.l, f.g, -1, 1);
+        for (size_t j = 0; j < f.n; j++) f.g[j] *= (float)f.r.scale;
+        fixture_step(&f);
         char name[128];
         snprintf(name, sizeof name, "%s step %d", what, s + 1);
-        compare(name, a, o, &r, &l, prev);
+        fixture_compare(name, &f);
         if (c->agc_clip > 0) { /* the clipped gradients, still scaled */
-            read_flat(a, 1, gd, n);
+            read_flat(f.a, 1, gd, f.n);
             snprintf(name, sizeof name, "%s step %d: clipped gradients", what, s + 1);
-            test_assert_close(name, gd, gref, n, TOL_OPTIM);
+            test_assert_close(name, gd, f.gref, f.n, TOL_OPTIM);
         }
     }
-    ASSERT_OK(oclml_optim_destroy(o));
-    ASSERT_OK(oclml_arena_destroy(a));
-    ref_free(&r);
-    free(p);
-    free(g);
+    fixture_free(&f);
     free(gd);
-    free(gref);
-    free(prev);
 }
 
 /* One tensor of an odd size; many tensors of odd shapes (1-D to 4-D, sizes 1 to 300). */
@@ -367,51 +397,30 @@ START_TEST(skip_on_nonfinite) {
         c.skip_nonfinite = 1;
         c.max_grad_norm = k == 1 ? 1.0f : 0.0f;
         c.agc_clip = k == 3 ? 0.05f : 0.0f;
-        layout l;
-        oclml_arena *a = make_arena(N_MANY, MANY, &l);
-        size_t n = l.padded;
-        float *p = test_floats(n), *g = test_floats(n);
-        double *gref = test_doubles(n), *prev = test_doubles(n);
-        fill_arena(&l, p, -1, 1);
-        write_flat(a, 0, p, n);
-        oclml_optim *o;
-        ASSERT_OK(oclml_optim_create(T, a, &c, &o));
-        ref_opt r;
-        ref_init(&r, &c, &l, p);
+        fixture f;
+        fixture_init(&f, &c, N_MANY, MANY);
         for (int s = 0; s < 5; s++) {
-            fill_arena(&l, g, -1, 1);
-            if (s == 1 || s == 2) g[l.off[s == 1 ? 5 : N_MANY - 1] + 3 * s] = bads[k];
-            write_flat(a, 1, g, n);
-            for (size_t j = 0; j < n; j++) {
-                gref[j] = g[j];
-                prev[j] = r.p[j];
-            }
-            ASSERT_OK(oclml_optim_step(o));
-            ref_step(&r, &l, gref);
+            fill_arena(&f.l, f.g, -1, 1);
+            if (s == 1 || s == 2) f.g[f.l.off[s == 1 ? 5 : N_MANY - 1] + 3 * s] = bads[k];
+            fixture_step(&f);
             char what[64];
             snprintf(what, sizeof what, "skip on %g, step %d", (double)bads[k], s + 1);
-            compare(what, a, o, &r, &l, prev);
+            fixture_compare(what, &f);
         }
-        ck_assert_uint_eq(r.step, 3);
-        ck_assert_uint_eq(r.skipped, 2);
+        ck_assert_uint_eq(f.r.step, 3);
+        ck_assert_uint_eq(f.r.skipped, 2);
         /* Untouched means bit for bit: after a skipped step, parameters equal the previous. */
-        float *before = test_floats(n), *after = test_floats(n);
-        read_flat(a, 0, before, n);
-        g[l.off[0]] = NAN;
-        write_flat(a, 1, g, n);
-        ASSERT_OK(oclml_optim_step(o));
-        read_flat(a, 0, after, n);
-        ck_assert(memcmp(before, after, n * sizeof *after) == 0);
+        float *before = test_floats(f.n), *after = test_floats(f.n);
+        read_flat(f.a, 0, before, f.n);
+        f.g[f.l.off[0]] = NAN;
+        write_flat(f.a, 1, f.g, f.n);
+        ASSERT_OK(oclml_optim_step(f.o));
+        read_flat(f.a, 0, after, f.n);
+        ck_assert(memcmp(before, after, f.n * sizeof *after) == 0);
         oclml_optim_scalars_info info;
-        ASSERT_OK(oclml_optim_scalars(o, &info));
+        ASSERT_OK(oclml_optim_scalars(f.o, &info));
         ck_assert(info.found_inf == 1 && info.step == 3 && info.skipped == 3);
-        ASSERT_OK(oclml_optim_destroy(o));
-        ASSERT_OK(oclml_arena_destroy(a));
-        ref_free(&r);
-        free(p);
-        free(g);
-        free(gref);
-        free(prev);
+        fixture_free(&f);
         free(before);
         free(after);
     }
@@ -424,36 +433,16 @@ START_TEST(nan_in_nan_out) {
         static const int which[] = {1, 7, 10, 4};
         oclml_optim_config c = config_of(&CONFIGS[which[k]]);
         c.agc_clip = k == 3 ? 0.05f : 0.0f;
-        layout l;
-        oclml_arena *a = make_arena(N_MANY, MANY, &l);
-        size_t n = l.padded;
-        float *p = test_floats(n), *g = test_floats(n);
-        double *gref = test_doubles(n), *prev = test_doubles(n);
-        fill_arena(&l, p, -1, 1);
-        write_flat(a, 0, p, n);
-        oclml_optim *o;
-        ASSERT_OK(oclml_optim_create(T, a, &c, &o));
-        ref_opt r;
-        ref_init(&r, &c, &l, p);
-        fill_arena(&l, g, -1, 1);
-        g[l.off[3] + 5] = NAN;
-        write_flat(a, 1, g, n);
-        for (size_t j = 0; j < n; j++) {
-            gref[j] = g[j];
-            prev[j] = r.p[j];
-        }
-        ASSERT_OK(oclml_optim_step(o));
-        ref_step(&r, &l, gref);
-        ck_assert(isnan(r.p[l.off[3] + 5]));
-        if (k == 3) ck_assert(isnan(r.p[l.off[3] + 3]) && !isnan(r.p[l.off[3] + 6])); /* row 1 */
-        compare(CONFIGS[which[k]].name, a, o, &r, &l, prev); /* NaN exactly where expected */
-        ASSERT_OK(oclml_optim_destroy(o));
-        ASSERT_OK(oclml_arena_destroy(a));
-        ref_free(&r);
-        free(p);
-        free(g);
-        free(gref);
-        free(prev);
+        fixture f;
+        fixture_init(&f, &c, N_MANY, MANY);
+        fill_arena(&f.l, f.g, -1, 1);
+        f.g[f.l.off[3] + 5] = NAN;
+        fixture_step(&f);
+        ck_assert(isnan(f.r.p[f.l.off[3] + 5]));
+        if (k == 3) /* row 1 */
+            ck_assert(isnan(f.r.p[f.l.off[3] + 3]) && !isnan(f.r.p[f.l.off[3] + 6]));
+        fixture_compare(CONFIGS[which[k]].name, &f); /* NaN exactly where expected */
+        fixture_free(&f);
     }
 }
 END_TEST
@@ -589,36 +578,15 @@ END_TEST
 START_TEST(resume_step) {
     for (int k = 0; k < 2; k++) {
         oclml_optim_config c = config_of(&CONFIGS[k ? 9 : 4]);
-        layout l;
-        oclml_arena *a = make_arena(1, ONE, &l);
-        size_t n = l.padded;
-        float *p = test_floats(n), *g = test_floats(n);
-        double *gref = test_doubles(n), *prev = test_doubles(n);
-        fill_arena(&l, p, -1, 1);
-        write_flat(a, 0, p, n);
-        oclml_optim *o;
-        ASSERT_OK(oclml_optim_create(T, a, &c, &o));
-        ASSERT_OK(oclml_optim_set_step(o, 41));
-        ref_opt r;
-        ref_init(&r, &c, &l, p);
-        r.step = 41;
-        r.lr1 = c.lr * (1 - pow(c.beta1, 41));
-        fill_arena(&l, g, -1, 1);
-        write_flat(a, 1, g, n);
-        for (size_t j = 0; j < n; j++) {
-            gref[j] = g[j];
-            prev[j] = r.p[j];
-        }
-        ASSERT_OK(oclml_optim_step(o));
-        ref_step(&r, &l, gref);
-        compare(k ? "laprop resumed at 41" : "adam resumed at 41", a, o, &r, &l, prev);
-        ASSERT_OK(oclml_optim_destroy(o));
-        ASSERT_OK(oclml_arena_destroy(a));
-        ref_free(&r);
-        free(p);
-        free(g);
-        free(gref);
-        free(prev);
+        fixture f;
+        fixture_init(&f, &c, 1, ONE);
+        ASSERT_OK(oclml_optim_set_step(f.o, 41));
+        f.r.step = 41;
+        f.r.lr1 = c.lr * (1 - pow(c.beta1, 41));
+        fill_arena(&f.l, f.g, -1, 1);
+        fixture_step(&f);
+        fixture_compare(k ? "laprop resumed at 41" : "adam resumed at 41", &f);
+        fixture_free(&f);
     }
 }
 END_TEST
@@ -735,14 +703,6 @@ END_TEST
 
 static char golden_path[2048];
 
-static void read_vec(FILE *f, const char *name, size_t n, double *v) {
-    char got[32];
-    size_t count = 0;
-    ck_assert_msg(fscanf(f, "%31s %zu", got, &count) == 2 && !strcmp(got, name) && count == n,
-                  "golden file: expected %s of %zu values, got %s of %zu", name, n, got, count);
-    for (size_t i = 0; i < n; i++) ck_assert(fscanf(f, "%lf", &v[i]) == 1);
-}
-
 /* Runs every case of a golden file; returns how many. */
 static int run_golden(const char *path) {
     FILE *f = fopen(path, "r");
@@ -781,7 +741,7 @@ static int run_golden(const char *path) {
     } while (0)
 #define AS_FLOAT(v) ((float)(v))
 #define AS_DOUBLE(v) (v)
-        read_vec(f, "p0", l.numel, packed);
+        test_golden_read(f, "p0", l.numel, packed);
         UNPACK(x, AS_FLOAT);
         UNPACK(want, AS_DOUBLE);
         write_flat(a, 0, x, n);
@@ -801,12 +761,12 @@ static int run_golden(const char *path) {
         oclml_optim *o;
         ASSERT_OK(oclml_optim_create(T, a, &c, &o));
         for (int s = 0; s < steps; s++) {
-            read_vec(f, "g", l.numel, packed);
+            test_golden_read(f, "g", l.numel, packed);
             UNPACK(x, AS_FLOAT);
             write_flat(a, 1, x, n);
             ASSERT_OK(oclml_optim_step(o));
             for (size_t j = 0; j < n; j++) prev[j] = want[j];
-            read_vec(f, "p", l.numel, packed);
+            test_golden_read(f, "p", l.numel, packed);
             UNPACK(want, AS_DOUBLE);
             for (size_t j = 0; j < n; j++) scale[j] = fabs(want[j]) + fabs(want[j] - prev[j]);
             read_flat(a, 0, got, n);
@@ -900,14 +860,8 @@ int main(void) {
     tcase_add_test(tc, bad_input_touches_nothing);
     tcase_add_test(tc, golden_reader);
     /* PyTorch's steps: skipped (with a note) until make_optim_golden.py has made them. */
-    const char *src = getenv("OCLML_TEST_SRCDIR");
-    snprintf(golden_path, sizeof golden_path, "%s/tests/data/optim_golden.txt", src ? src : ".");
-    FILE *f = fopen(golden_path, "r");
-    if (f) {
-        fclose(f);
+    if (test_golden_path(golden_path, sizeof golden_path, "check_optim", "optim_golden.txt"))
         tcase_add_test(tc, matches_pytorch);
-    } else
-        fprintf(stderr, "check_optim: %s missing: PyTorch golden test skipped\n", golden_path);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

@@ -189,3 +189,32 @@ int test_main(Suite *s) {
     srunner_free(sr);
     return failed ? 1 : 0;
 }
+
+bool test_golden_path(char *out, size_t len, const char *suite, const char *name) {
+    const char *src = getenv("OCLML_TEST_SRCDIR");
+    snprintf(out, len, "%s/tests/data/%s", src ? src : ".", name);
+    FILE *f = fopen(out, "r");
+    if (!f) {
+        fprintf(stderr, "%s: %s missing: PyTorch golden test skipped\n", suite, out);
+        return false;
+    }
+    fclose(f);
+    return true;
+}
+
+void test_golden_read(FILE *f, const char *name, size_t n, double *v) {
+    char got[32];
+    size_t count = 0;
+    ck_assert_msg(fscanf(f, "%31s %zu", got, &count) == 2 && !strcmp(got, name) && count == n,
+                  "golden file: expected %s of %zu values, got %s of %zu", name, n, got, count);
+    for (size_t i = 0; i < n; i++) ck_assert(fscanf(f, "%lf", &v[i]) == 1);
+}
+
+float *test_golden_floats(FILE *f, const char *name, size_t n) {
+    double *d = test_doubles(n);
+    test_golden_read(f, name, n, d);
+    float *v = test_floats(n);
+    for (size_t i = 0; i < n; i++) v[i] = (float)d[i];
+    free(d);
+    return v;
+}

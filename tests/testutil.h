@@ -53,6 +53,14 @@ void test_assert_status(oclml_status got, oclml_status want, const char *expr, c
 void test_tmpdir(char *out, size_t len, const char *tag);
 void test_write_file(const char *dir, const char *name, const char *text);
 
+/* PyTorch's golden files, tests/data/NAME under $OCLML_TEST_SRCDIR: the path into out, and
+ * whether it exists (where not, a note says the suite's golden test is skipped). */
+bool test_golden_path(char *out, size_t len, const char *suite, const char *name);
+/* Reads "name count values..." from a golden file into v: count must be n. */
+void test_golden_read(FILE *f, const char *name, size_t n, double *v);
+/* The same as malloc'd floats (for tensors). */
+float *test_golden_floats(FILE *f, const char *name, size_t n);
+
 /* Runs the suite: exits 77 (skipped) when no OpenCL device exists, probing in a child process so
  * that this process makes no OpenCL call. Returns the exit status. */
 int test_main(Suite *s);

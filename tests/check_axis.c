@@ -264,12 +264,9 @@ START_TEST(bad_input_touches_nothing) {
     oclml_tensor *Yo;
     ASSERT_OK(oclml_tensor_wrap(T, buf, off + 16, 2, drop, &Yo));
     ASSERT_STATUS(oclml_reduce_axes(T, OCLML_REDUCE_SUM, X, ax, 2, Yo), OCLML_ERR_INVALID_ARGUMENT);
-    float out[8], back[120];
+    float back[120];
     oclml_tensor *outs[3] = {Y, Yd, Yb};
-    for (int t = 0; t < 3; t++) {
-        test_read(outs[t], out, 8);
-        for (int i = 0; i < 8; i++) ck_assert(isnan(out[i]));
-    }
+    for (int t = 0; t < 3; t++) test_assert_untouched(outs[t], 8);
     test_read(X, back, 120);
     ck_assert(!memcmp(back, xs, sizeof xs));
     /* The keepdim and dropped shapes both work. */

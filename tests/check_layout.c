@@ -325,11 +325,9 @@ START_TEST(bad_input_touches_nothing) {
     ck_assert(!memcmp(back, xs, sizeof xs));
     oclml_tensor *outs[] = {Y, Yt, P1, P2, P3};
     for (int i = 0; i < 5; i++) {
-        float o[24];
         size_t on;
         ASSERT_OK(oclml_tensor_numel(outs[i], &on));
-        test_read(outs[i], o, on);
-        for (size_t j = 0; j < on; j++) ck_assert(isnan(o[j]));
+        test_assert_untouched(outs[i], on);
     }
     oclml_tensor *all[] = {X, Y, Yt, B4, B3, P1, P2, P3, V, Vb};
     for (int i = 0; i < 10; i++) oclml_tensor_destroy(all[i]);

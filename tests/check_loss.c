@@ -762,13 +762,6 @@ END_TEST
 
 /* ---- bad input ---- */
 
-static void assert_untouched(const oclml_tensor *t, size_t n) {
-    float *v = test_floats(n);
-    test_read(t, v, n);
-    for (size_t i = 0; i < n; i++) ck_assert_msg(isnan(v[i]), "element %zu was written", i);
-    free(v);
-}
-
 START_TEST(bad_input_touches_nothing) {
     size_t s34[2] = {3, 4}, s43[2] = {4, 3}, three = 3, four = 4, one = 1, two = 2;
     float xv[12], tv[3] = {0, 1, 2}, pv[4] = {1, 1, 1, 1};
@@ -846,7 +839,7 @@ START_TEST(bad_input_touches_nothing) {
     ASSERT_STATUS(oclml_bce_with_logits(T, &p, X, DQ, NULL, L, DQ), OCLML_ERR_INVALID_ARGUMENT);
     oclml_tensor *untouched[] = {L, L2, L3, DX, DX43, DQ};
     size_t sizes[] = {1, 2, 3, 12, 12, 12};
-    for (int i = 0; i < 6; i++) assert_untouched(untouched[i], sizes[i]);
+    for (int i = 0; i < 6; i++) test_assert_untouched(untouched[i], sizes[i]);
     oclml_tensor *all[] = {X, X43, TT, T4, PW, PW3, L, L2, L3, DX, DX43, DQ, over};
     for (int i = 0; i < 13; i++) oclml_tensor_destroy(all[i]);
 }

@@ -218,3 +218,10 @@ float *test_golden_floats(FILE *f, const char *name, size_t n) {
     free(d);
     return v;
 }
+
+void test_assert_untouched(const oclml_tensor *t, size_t n) {
+    float *v = test_floats(n);
+    test_read(t, v, n);
+    for (size_t i = 0; i < n; i++) ck_assert_msg(isnan(v[i]), "element %zu was written", i);
+    free(v);
+}

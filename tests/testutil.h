@@ -49,6 +49,9 @@ void test_assert_close_scaled(const char *what, const float *out, const double *
 void test_assert_status(oclml_status got, oclml_status want, const char *expr, const char *file,
                         int line);
 
+/* Fails unless every element of t (made by test_tensor) is still NaN: nothing was written. */
+void test_assert_untouched(const oclml_tensor *t, size_t n);
+
 /* A fresh directory under $OCLML_TEST_TMP (the build tree). */
 void test_tmpdir(char *out, size_t len, const char *tag);
 void test_write_file(const char *dir, const char *name, const char *text);

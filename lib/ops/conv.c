@@ -233,17 +233,15 @@ static bool is_pointwise(const conv_shape *s) {
            s->P == s->H && s->Q == s->W;
 }
 
-/* Pointwise forward (y = W x + b) or data gradient (dx = W^T dy + b), per group, over every
- * image in one batched product. */
-static oclml_status pointwise(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *w,
-                              const oclml_tensor *in, oclml_tensor *out, const oclml_tensor *b,
-                              bool data_gradient) {
+/* Pointwise forward (y = W x + b) or data gradient (dx = W^T dy + b) of group g, over every
+ * image in one batched product (out NULL: for describing the plan). */
+static oclml__gemm_desc pointwise_desc(const conv_shape *s, unsigned g, const oclml_tensor *w,
+                                       const oclml_tensor *in, oclml_tensor *out,
+                                       const oclml_tensor *b, bool data_gradient) {
     size_t cg = s->C / s->groups, kg = s->K / s->groups, hw = s->H * s->W;
     size_t in_ch = data_gradient ? s->K : s->C, out_ch = data_gradient ? s->C : s->K;
     size_t in_g = data_gradient ? kg : cg, out_g = data_gradient ? cg : kg;
-    oclml_status st = OCLML_SUCCESS;
-    for (unsigned g = 0; g < s->groups && !st; g++) {
-        oclml__gemm_desc d = {.trans_a = data_gradient,
+    return (oclml__gemm_desc){.trans_a = data_gradient,
                               .m = out_g,
                               .n = hw,
                               .k = in_g,
@@ -256,9 +254,37 @@ static oclml_status pointwise(oclml_ctx *ctx, const conv_shape *s, const oclml_t
                               .bias_offset = b ? oclml__elem_offset(b) + g * out_g : 0,
                               .bias_per_row = true,
                               .act = OCLML_ACT_NONE};
+}
+
+static oclml_status pointwise(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *w,
+                              const oclml_tensor *in, oclml_tensor *out, const oclml_tensor *b,
+                              bool data_gradient) {
+    oclml_status st = OCLML_SUCCESS;
+    for (unsigned g = 0; g < s->groups && !st; g++) {
+        oclml__gemm_desc d = pointwise_desc(s, g, w, in, out, b, data_gradient);
         st = oclml__gemm(ctx, &d);
     }
     return st;
+}
+
+/* The unfolded forward's product for group g over cnt images from n0, whose columns are in col
+ * (col and y NULL: for describing the plan). */
+static oclml__gemm_desc unfolded_desc(const conv_shape *s, unsigned g, size_t n0, size_t cnt,
+                                      const oclml_tensor *w, cl_mem col, oclml_tensor *y,
+                                      const oclml_tensor *b) {
+    size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
+    return (oclml__gemm_desc){.m = kg,
+                              .n = pq,
+                              .k = crs,
+                              .batch = cnt,
+                              .alpha = 1.0f,
+                              .a = conv_mat(w, g * kg * crs, crs, 0),
+                              .b = {col, 0, pq, crs * pq},
+                              .c = conv_mat(y, (n0 * s->K + g * kg) * pq, pq, s->K * pq),
+                              .bias = b ? b->mem : NULL,
+                              .bias_offset = b ? oclml__elem_offset(b) + g * kg : 0,
+                              .bias_per_row = true,
+                              .act = OCLML_ACT_NONE};
 }
 
 /* How the forward runs: shared by the run and its description. */
@@ -276,7 +302,7 @@ static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclm
     forward_kind kind = forward_kind_of(ctx, s);
     if (kind == FORWARD_POINTWISE) return pointwise(ctx, s, w, x, y, b, false);
     if (kind == FORWARD_GATHERED) return oclml__conv_forward_gathered(ctx, s, x, w, b, y);
-    size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
+    size_t crs = cg_rs(s), pq = s->P * s->Q;
     size_t nb = chunk_images(ctx, s, crs * pq);
     cl_mem col;
     oclml_status st = oclml__scratch_get(ctx, nb * crs * pq * sizeof(float), &col);
@@ -285,18 +311,7 @@ static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclm
         size_t cnt = s->N - n0 < nb ? s->N - n0 : nb;
         for (unsigned g = 0; g < s->groups && !st; g++) {
             st = im2col(ctx, s, x, n0, cnt, g, col, false);
-            oclml__gemm_desc d = {.m = kg,
-                                  .n = pq,
-                                  .k = crs,
-                                  .batch = cnt,
-                                  .alpha = 1.0f,
-                                  .a = conv_mat(w, g * kg * crs, crs, 0),
-                                  .b = {col, 0, pq, crs * pq},
-                                  .c = conv_mat(y, (n0 * s->K + g * kg) * pq, pq, s->K * pq),
-                                  .bias = b ? b->mem : NULL,
-                                  .bias_offset = b ? oclml__elem_offset(b) + g * kg : 0,
-                                  .bias_per_row = true,
-                                  .act = OCLML_ACT_NONE};
+            oclml__gemm_desc d = unfolded_desc(s, g, n0, cnt, w, col, y, b);
             if (!st) st = oclml__gemm(ctx, &d);
         }
     }
@@ -404,7 +419,6 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
     if (!st) st = conv_shape_of(ctx, p, x, w, "x", &s);
     if (st) return st;
     char gemm[160];
-    size_t crs = cg_rs(&s), pq = s.P * s.Q, kg = s.K / s.groups;
     forward_kind kind = forward_kind_of(ctx, &s);
     const char *dgrad = is_pointwise(&s)                             ? "a product with dy"
                         : oclml__conv_data_gradient_gathers(ctx, &s) ? "gathered (flipped taps)"
@@ -413,27 +427,15 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
         oclml__conv_weight_gradient_gathers(ctx, &s) ? "gathered (images along K)" : "unfolded";
     char fwd[200];
     if (kind == FORWARD_POINTWISE) {
-        oclml__gemm_desc d = {.m = kg,
-                              .n = pq,
-                              .k = s.C / s.groups,
-                              .batch = s.N,
-                              .a = {NULL, 0, s.C / s.groups, 0},
-                              .b = {NULL, 0, pq, s.C * pq},
-                              .c = {NULL, 0, pq, s.K * pq}};
+        oclml__gemm_desc d = pointwise_desc(&s, 0, w, x, NULL, NULL, false);
         oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
         snprintf(fwd, sizeof fwd, "1x1 as a product with the images: %s", gemm);
     } else if (kind == FORWARD_GATHERED) {
         oclml__conv_describe_gathered(ctx, &s, x, w, gemm, sizeof gemm);
         snprintf(fwd, sizeof fwd, "implicit GEMM (columns gathered from x): %s", gemm);
     } else {
-        size_t nb = chunk_images(ctx, &s, crs * pq);
-        oclml__gemm_desc d = {.m = kg,
-                              .n = pq,
-                              .k = crs,
-                              .batch = nb,
-                              .a = {NULL, 0, crs, 0},
-                              .b = {NULL, 0, pq, crs * pq},
-                              .c = {NULL, 0, pq, s.K * pq}};
+        size_t nb = chunk_images(ctx, &s, cg_rs(&s) * s.P * s.Q);
+        oclml__gemm_desc d = unfolded_desc(&s, 0, 0, nb, w, NULL, NULL, NULL);
         oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
         snprintf(fwd, sizeof fwd, "im2col (%zu images a chunk) + GEMM: %s", nb, gemm);
     }

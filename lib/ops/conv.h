@@ -14,10 +14,11 @@ typedef struct conv_shape {
 
 static inline size_t cg_rs(const conv_shape *s) { return s->C / s->groups * s->R * s->S; }
 
-/* Tensor t's buffer as a matrix from `offset` floats past its start. */
+/* Tensor t's buffer as a matrix from `offset` floats past its start (t NULL: no buffer, offset
+ * as given, for describing a plan). */
 static inline oclml__matrix conv_mat(const oclml_tensor *t, size_t offset, size_t ld,
                                      size_t stride) {
-    return (oclml__matrix){t->mem, oclml__elem_offset(t) + offset, ld, stride};
+    return (oclml__matrix){t ? t->mem : NULL, (t ? oclml__elem_offset(t) : 0) + offset, ld, stride};
 }
 
 /* The implicit-GEMM passes (conv_implicit.c): whether each applies to s on this context (the

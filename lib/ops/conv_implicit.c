@@ -50,8 +50,7 @@ static oclml__gemm_desc gathered_desc(const conv_shape *s, const oclml__gather *
                               .alpha = 1.0f,
                               .a = conv_mat(w, g * kg * crs, crs, 0),
                               .b = conv_mat(x, g * cg * s->H * s->W, 0, s->C * s->H * s->W),
-                              .c = y ? conv_mat(y, g * kg * pq, pq, s->K * pq)
-                                     : (oclml__matrix){NULL, 0, pq, s->K * pq},
+                              .c = conv_mat(y, g * kg * pq, pq, s->K * pq),
                               .bias = b ? b->mem : NULL,
                               .bias_offset = b ? oclml__elem_offset(b) + g * kg : 0,
                               .bias_per_row = true,

@@ -100,6 +100,9 @@ static void set_mma_tile(gemm_plan *p, const unsigned t[]) {
     p->threads = 32 * p->wm * p->wn;
 }
 
+/* The fewest K tiles a split of K takes (choose_splits). */
+#define SPLIT_MIN_TILES 8
+
 static size_t blocks_of(const gemm_plan *p, const oclml__gemm_desc *d) {
     return ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) * d->batch;
 }
@@ -126,7 +129,7 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
      * read all of B again (64 rows on 16-row tiles read it four times). */
     if (d->m <= 64 && d->batch == 1) {
         set_mma_tile(p, MMA_TILES[first]);
-        size_t most_splits = d->k / (8 * (size_t)p->bk); /* choose_splits' shortest split */
+        size_t most_splits = d->k / (SPLIT_MIN_TILES * (size_t)p->bk);
         if (tile_fits(ctx, p, d) && blocks_of(p, d) * most_splits >= ctx->caps.compute_units)
             return;
     }
@@ -162,7 +165,7 @@ static void choose_fma_tile(oclml_ctx *ctx, gemm_plan *p, bool forced_ok) {
 }
 
 /* Splits K where the blocks would leave compute units idle: up to four blocks per unit, each
- * split at least 8 K tiles long. */
+ * split at least SPLIT_MIN_TILES K tiles long. */
 static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     long forced = oclml__tune(ctx, "gemm.splitk", 0);
     size_t blocks = blocks_of(p, d), want = 1;
@@ -170,7 +173,7 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *
         want = (size_t)forced;
     else if (d->batch == 1 && blocks < ctx->caps.compute_units)
         while (want < 64 && blocks * want * 2 <= 4 * (size_t)ctx->caps.compute_units &&
-               d->k / (want * 2) >= 8 * (size_t)p->bk)
+               d->k / (want * 2) >= SPLIT_MIN_TILES * (size_t)p->bk)
             want *= 2;
     if (want > GRID_YZ_MAX / d->batch) want = GRID_YZ_MAX / d->batch;
     p->kchunk = ceil_div(ceil_div(d->k, want), p->bk) * p->bk;

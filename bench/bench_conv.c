@@ -2,8 +2,9 @@
  * encoder (batch 256 at 64x64x3, 5x5 kernels, "same" padding, 3 -> 32 -> 64 -> 128 -> 256
  * channels, each followed by a 2x2 max-pool) and ResNet layers (3x3 and 1x1, batch 64). Ops
  * "conv2d" (forward with bias, 2 N K P Q C R S flops), "conv2d_fwd_bwd" (forward, then dx, dw and
- * db: 3x the flops) and "maxpool2d" (5 bytes a input element: read it, write a quarter), with
- * the peer's shape names. The error beside each convolution is the max over sampled outputs of
+ * db: 3x the flops), each gradient alone ("conv2d_bwd_data", "conv2d_bwd_weight": no peer line,
+ * they show what each backward product costs) and "maxpool2d" (5 bytes a input element: read it,
+ * write a quarter), with the peer's shape names. The error beside each convolution is the max over sampled outputs of
  * |y - ref| / sum |x w| against a double-precision direct convolution. */
 #include "bench.h"
 
@@ -41,6 +42,17 @@ static oclml_status fwd_bwd(void *u) {
     oclml_status st = oclml_conv2d(a->ctx, &a->p, a->x, a->w, a->b, a->y);
     if (!st) st = oclml_conv2d_backward(a->ctx, &a->p, a->x, a->w, a->dy, a->dx, a->dw, a->db, 0);
     return st;
+}
+
+/* Each gradient alone (no peer line): which of the backward's two products costs what. */
+static oclml_status bwd_data(void *u) {
+    conv_args *a = u;
+    return oclml_conv2d_backward(a->ctx, &a->p, a->x, a->w, a->dy, a->dx, NULL, NULL, 0);
+}
+
+static oclml_status bwd_weight(void *u) {
+    conv_args *a = u;
+    return oclml_conv2d_backward(a->ctx, &a->p, a->x, a->w, a->dy, NULL, a->dw, NULL, 0);
 }
 
 static oclml_status pool(void *u) {
@@ -125,6 +137,17 @@ static int bench_one(bench_env *env, const conv_bench *c) {
                        .max_rel_err = -1};
     if (!rc) rc = bench_time(env, fwd_bwd, &a, &rb.t);
     if (!rc) bench_report(env, &rb);
+    oclml_status (*const grads[2])(void *) = {bwd_data, bwd_weight};
+    const char *const grad_ops[2] = {"conv2d_bwd_data", "conv2d_bwd_weight"};
+    for (int g = 0; g < 2 && !rc; g++) {
+        bench_result rg = {.op = grad_ops[g],
+                           .shape = shape,
+                           .variant = variant,
+                           .flops = flops,
+                           .max_rel_err = -1};
+        rc = bench_time(env, grads[g], &a, &rg.t);
+        if (!rc) bench_report(env, &rg);
+    }
     if (!rc && c->k == 5) { /* the encoder's layers are followed by a 2x2 max-pool */
         snprintf(pshape, sizeof pshape, "N%zu,C%zu,%zux%zu,k2s2", c->N, c->K, P, Q);
         bench_result rp = {.op = "maxpool2d",

@@ -201,7 +201,8 @@ static void run_case(const conv_case *c, bool transposed, bool with_bias, int ac
  * three-image case then ends on a partial chunk); and as implicit GEMMs (the product gathers its
  * columns: the forward, and the data gradient of stride-1 cases, which is also the transposed
  * convolution's forward) on the FMA tiles and on the tensor-core kernel (emulated here, as on
- * the GPU where that is the default). */
+ * the GPU where that is the default); the last path mixes them as the GPU's default does (the
+ * per-pass keys: forward and weight gradient gathered, data gradient unfolded). */
 static const char *PATH_TUNING[] = {
     "gemm.own=0 conv.implicit=0",
     "gemm.own=1 conv.implicit=0",
@@ -210,7 +211,7 @@ static const char *PATH_TUNING[] = {
     "gemm.own=1 conv.implicit=1 gemm.mma=0",
     "gemm.own=1 conv.implicit=1 gemm.mma=2",
     "gemm.own=1 conv.implicit=1 gemm.mma=2 gemm.splitk=2",
-    "gemm.own=1 conv.implicit=1 gemm.mma=0 gemm.splitk=3",
+    "gemm.own=1 conv.implicit=1 conv.implicit_dx=0 conv.implicit_dw=1 gemm.mma=0 gemm.splitk=3",
 };
 #define N_PATHS 8
 

@@ -5,17 +5,30 @@
  *                    channels swapped and the taps flipped
  *   weight gradient  dW_g = dy_g col(x_g)^T with K over every image's positions (A segmented
  *                    per image, B the transposed gather), split K summing the images
- * Where: the tuning key conv.implicit, by default where the GEMM runs on tensor cores (there
- * unfolding costs more than the product; FMA devices keep CLBlast on the unfolded copy). */
+ * Where: the tuning keys conv.implicit (every pass), conv.implicit_dx and conv.implicit_dw; by
+ * default where the GEMM runs on tensor cores (FMA devices keep CLBlast on the unfolded copy) and
+ * the shape suits the gathered product, as measured on the H100 (bench/RESULTS.md, 2026-11-23):
+ *   - the forward and the data gradient where each image gives the product at least
+ *     MIN_GATHERED_COLUMNS columns: the gathered products are batched per image, and 8x8 or
+ *     14x14 planes leave most of a 128-column tile empty where the unfolded copy of many images
+ *     fills it (1.2x to 2x slower); on 16x16 and larger planes gathering is 1.3x to 2.3x faster;
+ *   - the data gradient also needs MIN_GATHERED_ROWS input channels (a group's rows: with 3
+ *     it ran 2.5x slower);
+ *   - not the weight gradient: its segmented product ran 1.3x to 2.6x slower on 5 of the 7
+ *     shapes and 1.1x faster on the other 2. */
 #include "ops/conv.h"
 #include "ops/ops.h"
 
-/* The tuning key conv.implicit; by default where the GEMM runs on tensor cores and the own
- * kernels are not switched off. */
-static bool gather_allowed(oclml_ctx *ctx) {
-    long forced = oclml__tune(ctx, "conv.implicit", 0);
+#define MIN_GATHERED_COLUMNS 256
+#define MIN_GATHERED_ROWS 32
+
+/* The pass's own tuning key where set (conv.implicit_dx, conv.implicit_dw), else conv.implicit,
+ * else `shape_suits` where the GEMM runs on tensor cores and the own kernels are not off. */
+static bool gather_allowed(oclml_ctx *ctx, const char *pass_key, bool shape_suits) {
+    long forced = pass_key ? oclml__tune(ctx, pass_key, 0) : -1;
+    if (forced < 0) forced = oclml__tune(ctx, "conv.implicit", 0);
     if (forced >= 0) return forced > 0;
-    return oclml__tune(ctx, "gemm.own", 0) != 0 && oclml__gemm_gather_fast(ctx);
+    return shape_suits && oclml__tune(ctx, "gemm.own", 0) != 0 && oclml__gemm_gather_fast(ctx);
 }
 
 /* Whether the own kernels take an [m x k] by gathered [k x n] product over batch images whose
@@ -33,7 +46,7 @@ static bool gather_fits(size_t m, size_t n, size_t k, size_t lda, size_t batch, 
 bool oclml__conv_forward_gathers(oclml_ctx *ctx, const conv_shape *s) {
     return gather_fits(s->K / s->groups, s->P * s->Q, cg_rs(s), cg_rs(s), s->N,
                        s->C / s->groups * s->H * s->W, false) &&
-           gather_allowed(ctx);
+           gather_allowed(ctx, NULL, s->P * s->Q >= MIN_GATHERED_COLUMNS);
 }
 
 /* The forward's product for group g, y = W_g x_g over all images in one batched product whose
@@ -99,7 +112,9 @@ bool oclml__conv_data_gradient_gathers(oclml_ctx *ctx, const conv_shape *s) {
     return s->sh == 1 && s->sw == 1 && s->ph <= s->dh * (s->R - 1) && s->pw <= s->dw * (s->S - 1) &&
            gather_fits(s->C / s->groups, s->H * s->W, kg * s->R * s->S, kg * s->R * s->S, s->N,
                        kg * s->P * s->Q, false) &&
-           gather_allowed(ctx);
+           gather_allowed(ctx, "conv.implicit_dx",
+                          s->H * s->W >= MIN_GATHERED_COLUMNS &&
+                              s->C / s->groups >= MIN_GATHERED_ROWS);
 }
 
 /* dx_g = W_g'^T-flipped * dy_g as one batched product per group: the weights transposed per
@@ -158,7 +173,7 @@ oclml_status oclml__conv_data_gradient_gathered(oclml_ctx *ctx, const conv_shape
 bool oclml__conv_weight_gradient_gathers(oclml_ctx *ctx, const conv_shape *s) {
     return gather_fits(s->K / s->groups, cg_rs(s), s->N * s->P * s->Q, s->P * s->Q, 1,
                        s->C / s->groups * s->H * s->W, true) &&
-           gather_allowed(ctx);
+           gather_allowed(ctx, "conv.implicit_dw", false);
 }
 
 oclml_status oclml__conv_weight_gradient_gathered(oclml_ctx *ctx, const conv_shape *s,

@@ -34,6 +34,8 @@ static const bench_cmd commands[] = {
     {"gru", bench_gru, "GRU step latency on the canonical (B, I, D)"},
     {"rssm", bench_rssm, "RSSM ensemble rollout, E5 T50 at D256 and D1024"},
     {"optim", bench_optim, "Adam and AdamW steps on 16M and 64M flat parameters and 200 tensors"},
+    {"attention", bench_attention,
+     "attention forward and forward+backward (causal and not, GQA), decode: peer shapes"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -948,6 +948,72 @@ OCLML_API oclml_status oclml_optim_scalars(oclml_optim *opt, oclml_optim_scalars
 /* State buffer `which` (layout above) as a flat tensor (borrowed), for checkpoints. */
 OCLML_API oclml_status oclml_optim_state(const oclml_optim *opt, int which, oclml_tensor **flat);
 
+/* ---------------------------------------------------------------------------------------------
+ * Attention: O = softmax(scale Q K^T + mask) V in one pass over key blocks with an online softmax
+ * (no Lq x Lk matrix in memory), and its deterministic backward.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Causal masking, with its alignment stated: which diagonal d(i) query i may see up to. */
+typedef enum oclml_attention_causal {
+    OCLML_CAUSAL_NONE = 0,
+    OCLML_CAUSAL_TOP_LEFT,    /* d(i) = i: PyTorch's is_causal (query i sees keys 0 .. i) */
+    OCLML_CAUSAL_BOTTOM_RIGHT /* d(i) = i + Lk - Lq: the queries are the last Lq positions of
+                                 the keys (decoding against a cache; flash-attn's causal) */
+} oclml_attention_causal;
+
+typedef enum oclml_attention_layout {
+    OCLML_ATTENTION_BHLD = 0, /* q, o [batch, heads, length, dim]: PyTorch's SDPA layout */
+    OCLML_ATTENTION_BLHD      /* [batch, length, heads, dim]: a projection's output viewed per
+                                 head, no transpose needed */
+} oclml_attention_layout;
+
+typedef struct oclml_attention_params {
+    size_t struct_size; /* sizeof(oclml_attention_params): oclml_attention_params_init sets it */
+    float scale;        /* scores = scale q.k; 0 (default): 1 / sqrt(head dim) */
+    oclml_attention_causal causal;
+    oclml_attention_layout layout;
+    /* Sliding window around the diagonal d(i) (top-left, d(i) = i, where causal is NONE): query
+     * i sees keys d(i) - window_left .. d(i) + window_right; -1 (default) leaves that side
+     * open. Causal masks see nothing right of the diagonal whatever window_right says. */
+    long window_left, window_right;
+    /* NULL, or [batch] key lengths (integers stored as floats, as class indices are): entry b
+     * sees keys 0 .. key_lengths[b] - 1 only (padding); clamped to [0, Lk], NaN counts as 0. */
+    const oclml_tensor *key_lengths;
+    /* NULL, or an additive float mask [Lq, Lk] or [Bm, Hm, Lq, Lk] with Bm 1 or batch and Hm 1
+     * or heads (broadcast over the others); -inf hides a key. */
+    const oclml_tensor *mask;
+} oclml_attention_params;
+/* Sets the defaults above (no masking, BHLD, scale 1 / sqrt(dim)). */
+OCLML_API void oclml_attention_params_init(oclml_attention_params *params);
+
+/* o = attention(q, k, v): q [B, H, Lq, D], k and v [B, Hkv, Lk, D] with Hkv dividing H (grouped-
+ * query and multi-query attention: query head h reads key head h / (H / Hkv)), o q's shape; in
+ * the BLHD layout the same with length and heads swapped. D from 1 to 256. lse (NULL or [B, H,
+ * Lq], always that order) receives each row's log-sum-exp of its masked scores, which the
+ * backward needs. A row that sees no key gets o = 0 and lse = -inf (never NaN). o and lse may
+ * not overlap the inputs or each other. NaN in q, k, v or the mask gives NaN in the rows that
+ * see it; a NaN or infinite value of a masked key can still reach rows that share its key
+ * block (0 x inf), as in PyTorch, except past a batch entry's key length (padding is never
+ * read). Few query rows against long keys (decoding) split the keys over work-groups and merge
+ * the parts by their log-sum-exps. */
+OCLML_API oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *params,
+                                       const oclml_tensor *q, const oclml_tensor *k,
+                                       const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse);
+
+/* The gradients of oclml_attention given o and lse from the forward and dout (o's shape): dq,
+ * dk and dv (each NULL when not wanted; overwritten) and, where params has a mask, dmask (NULL
+ * or the mask's shape: dS summed over the batch entries and heads the mask is broadcast over).
+ * The probabilities are recomputed block by block from lse; every gradient element is summed by
+ * one work-item in a fixed order (grouped query heads included): the same call gives the same
+ * bits run to run. Rows that see no key give zero gradients. */
+OCLML_API oclml_status oclml_attention_backward(oclml_ctx *ctx,
+                                                const oclml_attention_params *params,
+                                                const oclml_tensor *q, const oclml_tensor *k,
+                                                const oclml_tensor *v, const oclml_tensor *o,
+                                                const oclml_tensor *lse, const oclml_tensor *dout,
+                                                oclml_tensor *dq, oclml_tensor *dk,
+                                                oclml_tensor *dv, oclml_tensor *dmask);
+
 #ifdef __cplusplus
 }
 #endif

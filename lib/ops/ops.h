@@ -54,6 +54,7 @@ oclml__warm_fn oclml__memory_warm, oclml__elementwise_warm, oclml__reduce_warm, 
 
 oclml__warm_fn oclml__conv_warm, oclml__pool_warm;
 oclml__warm_fn oclml__optim_warm;
+oclml__warm_fn oclml__attention_warm;
 
 /* The row families of the row ops, for oclml_op_variant. */
 struct oclml__row_family;

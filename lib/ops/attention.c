@@ -1,0 +1,499 @@
+/* Attention forward and backward (cl/ops/attention.cl): argument checks, the tile plan, the key
+ * split of the decode path, and the launches. One program per kernel and variant (head dim,
+ * tile, layout, which masks exist): a call compiles only what it runs. */
+#include "ops/ops.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#define FILE_CL "attention.cl"
+#define MAX_HEAD_DIM 256
+#define DC 16 /* head-dim columns a staged chunk of the score products (DC in attention.cl) */
+/* The kernels keep their accumulators in registers: NVIDIA's default cap of 64 would spill. */
+#define ATT_MAX_REGISTERS 255
+
+typedef struct att_shape {
+    size_t B, H, HKV, LQ, LK, D;
+    size_t mask_b, mask_h; /* the mask's batch and head extents (1 where broadcast) */
+} att_shape;
+
+/* A kernel's tile: TX x TY work-items, each RQ query rows x RK keys of the score tile; JC rows
+ * staged at a time in the accumulating products. */
+typedef struct att_tile {
+    unsigned tx, ty, rq, rk, jc;
+} att_tile;
+
+typedef enum att_kernel { K_FWD, K_MERGE, K_DELTA, K_DKDV, K_DQ, K_DMASK } att_kernel;
+static const char *const KERNEL_NAMES[] = {"oclml_attention_fwd",   "oclml_attention_merge",
+                                           "oclml_attention_delta", "oclml_attention_dkdv",
+                                           "oclml_attention_dq",    "oclml_attention_dmask"};
+
+void oclml_attention_params_init(oclml_attention_params *p) {
+    if (!p) return;
+    *p = (oclml_attention_params){.struct_size = sizeof *p, .window_left = -1, .window_right = -1};
+}
+
+/* ---- argument checks ---- */
+
+static oclml_status check_params(oclml_ctx *ctx, const oclml_attention_params *p) {
+    if (p->struct_size != sizeof *p)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "attention params struct_size is %zu, this library's is %zu (call "
+                           "oclml_attention_params_init)",
+                           p->struct_size, sizeof *p);
+    if ((unsigned)p->causal > OCLML_CAUSAL_BOTTOM_RIGHT)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "causal %d is not an oclml_attention_causal", (int)p->causal);
+    if ((unsigned)p->layout > OCLML_ATTENTION_BLHD)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "layout %d is not an oclml_attention_layout", (int)p->layout);
+    if (!isfinite(p->scale))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "attention scale must be finite");
+    if (p->window_left < -1 || p->window_right < -1 || p->window_left > INT32_MAX ||
+        p->window_right > INT32_MAX)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "attention windows must be -1 (open) or 0 to 2^31 - 1");
+    return OCLML_SUCCESS;
+}
+
+/* (batch, heads, length, dim) of a 4-D tensor in the params' layout. */
+static oclml_status bhld_of(oclml_ctx *ctx, const oclml_attention_params *p, const oclml_tensor *t,
+                            const char *name, size_t out[4]) {
+    oclml_status st = oclml__check_tensor(ctx, t, name);
+    if (st) return st;
+    if (t->ndim != 4)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "attention takes 4-D '%s' (%s)", name,
+                           p->layout == OCLML_ATTENTION_BLHD ? "batch, length, heads, dim"
+                                                             : "batch, heads, length, dim");
+    const bool blhd = p->layout == OCLML_ATTENTION_BLHD;
+    out[0] = t->shape[0];
+    out[1] = t->shape[blhd ? 2 : 1];
+    out[2] = t->shape[blhd ? 1 : 2];
+    out[3] = t->shape[3];
+    return OCLML_SUCCESS;
+}
+
+static oclml_status check_mask(oclml_ctx *ctx, const oclml_tensor *m, att_shape *s) {
+    oclml_status st = oclml__check_tensor(ctx, m, "mask");
+    if (st) return st;
+    const int nd = m->ndim;
+    bool ok = (nd == 2 || nd == 4) && m->shape[nd - 2] == s->LQ && m->shape[nd - 1] == s->LK;
+    s->mask_b = nd == 4 ? m->shape[0] : 1;
+    s->mask_h = nd == 4 ? m->shape[1] : 1;
+    ok = ok && (s->mask_b == 1 || s->mask_b == s->B) && (s->mask_h == 1 || s->mask_h == s->H);
+    if (!ok)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "mask must be [Lq, Lk] = [%zu, %zu] or [1 or %zu, 1 or %zu, %zu, %zu]",
+                           s->LQ, s->LK, s->B, s->H, s->LQ, s->LK);
+    return OCLML_SUCCESS;
+}
+
+/* Checks q, k, v, the optional tables of params and the sizes the kernels index in 32 bits. */
+static oclml_status check_inputs(oclml_ctx *ctx, const oclml_attention_params *p,
+                                 const oclml_tensor *q, const oclml_tensor *k,
+                                 const oclml_tensor *v, att_shape *s) {
+    size_t qs[4], ks[4], vs[4];
+    oclml_status st = check_params(ctx, p);
+    if (!st) st = bhld_of(ctx, p, q, "q", qs);
+    if (!st) st = bhld_of(ctx, p, k, "k", ks);
+    if (!st) st = bhld_of(ctx, p, v, "v", vs);
+    if (st) return st;
+    if (memcmp(ks, vs, sizeof ks))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "k and v must have the same shape");
+    if (ks[0] != qs[0] || ks[3] != qs[3])
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "q, k and v must have the same batch (%zu, %zu) and head dim (%zu, %zu)",
+                           qs[0], ks[0], qs[3], ks[3]);
+    if (ks[1] == 0 || qs[1] % ks[1])
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "key/value heads (%zu) must divide the query heads (%zu)", ks[1], qs[1]);
+    *s = (att_shape){.B = qs[0], .H = qs[1], .HKV = ks[1], .LQ = qs[2], .LK = ks[2], .D = qs[3]};
+    if (s->D > MAX_HEAD_DIM)
+        return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED, "head dim %zu: at most %d", s->D,
+                           MAX_HEAD_DIM);
+    /* Rows are addressed as (b H + h) L + i in 32 bits before widening. */
+    const size_t L = s->LQ > s->LK ? s->LQ : s->LK;
+    if (s->B * s->H * L >= (size_t)INT32_MAX || L >= (size_t)INT32_MAX / 2)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "attention of %zu x %zu heads x %zu positions: too many rows", s->B,
+                           s->H, L);
+    if (p->key_lengths && (st = oclml__check_numel(ctx, p->key_lengths, "key_lengths", s->B)))
+        return st;
+    s->mask_b = s->mask_h = 1;
+    if (p->mask && (st = check_mask(ctx, p->mask, s))) return st;
+    return OCLML_SUCCESS;
+}
+
+/* Fails when output t overlaps any of the n tensors in others (NULLs skipped). */
+static oclml_status check_apart(oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                                const oclml_tensor *const *others, int n) {
+    for (int i = 0; i < n; i++)
+        if (t && others[i] && oclml__overlap(t, others[i]))
+            return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                               "attention output '%s' overlaps an input or another output", name);
+    return OCLML_SUCCESS;
+}
+
+/* ---- the plan ---- */
+
+static size_t local_floats(att_kernel kind, att_tile t, size_t D) {
+    const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk, p = bq * (bk + 1);
+    size_t stage = DC * (bq + bk + 2);
+    if (t.jc * D > stage) stage = t.jc * D;
+    const size_t rows = bq * 7; /* three ulong and one int table, in floats */
+    switch (kind) {
+    case K_FWD:
+        return stage + rows + p + bq * t.tx;
+    case K_DKDV:
+        return stage + rows + 2 * p;
+    case K_DQ:
+        return stage + rows + p;
+    default:
+        return stage + rows;
+    }
+}
+
+/* The tile of a kernel: the tuning key attention.tile, else 16 x 16 work-items with 4 x 4
+ * scores each (8 x 8 or 4 x 4 where work-groups are smaller); the dK/dV kernel keeps two
+ * probability tiles in local memory and so takes half the rows. JC: as many value rows as the
+ * score stage's space holds (a power of two dividing both block sides). */
+static att_tile plan_tile(oclml_ctx *ctx, att_kernel kind, size_t D) {
+    att_tile t = {(unsigned)oclml__tune(ctx, "attention.tile", 0),
+                  (unsigned)oclml__tune(ctx, "attention.tile", 1),
+                  (unsigned)oclml__tune(ctx, "attention.tile", 2),
+                  (unsigned)oclml__tune(ctx, "attention.tile", 3), 1};
+    if (!t.tx || !t.ty || !t.rq || !t.rk) {
+        const size_t wg = ctx->caps.max_work_group_size;
+        const unsigned side = wg >= 256 ? 16 : wg >= 64 ? 8 : wg >= 16 ? 4 : wg >= 4 ? 2 : 1;
+        t = (att_tile){side, side, 4, 4, 1};
+        if (kind == K_DKDV) t.rq = 2;
+    }
+    const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk, side = bq < bk ? bq : bk,
+                 room = DC * (bq + bk + 2) / (D ? D : 1);
+    t.jc = (unsigned)oclml__pow2_floor(room < side ? (room ? room : 1) : side);
+    while (t.rq > 1 && local_floats(kind, t, D) * 4 > ctx->caps.local_mem_bytes) t.rq /= 2;
+    return t;
+}
+
+static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
+    const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk;
+    return (size_t)t.tx * t.ty <= ctx->caps.max_work_group_size && bq % t.jc == 0 &&
+           bk % t.jc == 0 && local_floats(kind, t, D) * 4 <= ctx->caps.local_mem_bytes;
+}
+
+static oclml__program_spec spec_of(att_kernel kind, att_tile t, size_t D, bool blhd, bool mask,
+                                   bool keylen, char *defines, size_t len) {
+    snprintf(defines, len,
+             "-DHEAD_DIM=%zu -DTX=%u -DTY=%u -DRQ=%u -DRK=%u -DDC=%d -DJC=%u -DLAYOUT_BLHD=%d "
+             "-DHAS_MASK=%d -DHAS_KEYLEN=%d",
+             D, t.tx, t.ty, t.rq, t.rk, DC, t.jc, blhd, mask, keylen);
+    return (oclml__program_spec){FILE_CL, defines, KERNEL_NAMES[kind], ATT_MAX_REGISTERS};
+}
+
+/* What every launch of one call shares: the shape, the tables, the geometry arguments. */
+typedef struct att_call {
+    oclml_ctx *ctx;
+    const oclml_attention_params *p;
+    att_shape s;
+    cl_uint B, H, HKV, LQ, LK;
+    float scale;
+    cl_int shift, wl, wr;
+    cl_ulong mask_bstride, mask_hstride;
+    cl_mem mask, keylen;
+    cl_ulong mask_off, keylen_off;
+} att_call;
+
+static att_call call_of(oclml_ctx *ctx, const oclml_attention_params *p, att_shape s) {
+    att_call c = {.ctx = ctx, .p = p, .s = s};
+    c.B = (cl_uint)s.B, c.H = (cl_uint)s.H, c.HKV = (cl_uint)s.HKV, c.LQ = (cl_uint)s.LQ,
+    c.LK = (cl_uint)s.LK;
+    c.scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)s.D));
+    c.shift = p->causal == OCLML_CAUSAL_BOTTOM_RIGHT ? (cl_int)s.LK - (cl_int)s.LQ : 0;
+    c.wl = (cl_int)p->window_left;
+    c.wr = p->causal != OCLML_CAUSAL_NONE ? 0 : (cl_int)p->window_right;
+    c.mask_bstride = s.mask_b > 1 ? (cl_ulong)(s.mask_h * s.LQ * s.LK) : 0;
+    c.mask_hstride = s.mask_h > 1 ? (cl_ulong)(s.LQ * s.LK) : 0;
+    c.mask = p->mask ? p->mask->mem : NULL;
+    c.mask_off = p->mask ? oclml__elem_offset(p->mask) : 0;
+    c.keylen = p->key_lengths ? p->key_lengths->mem : NULL;
+    c.keylen_off = p->key_lengths ? oclml__elem_offset(p->key_lengths) : 0;
+    return c;
+}
+
+/* Appends the geometry arguments (ATT_GEOM) to args. */
+static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
+    const oclml__arg g[] = {OCLML_ARG(c->B),           OCLML_ARG(c->H),
+                            OCLML_ARG(c->HKV),         OCLML_ARG(c->LQ),
+                            OCLML_ARG(c->LK),          OCLML_ARG(c->scale),
+                            OCLML_ARG(c->shift),       OCLML_ARG(c->wl),
+                            OCLML_ARG(c->wr),          OCLML_ARG(c->mask_bstride),
+                            OCLML_ARG(c->mask_hstride)};
+    for (unsigned i = 0; i < sizeof g / sizeof g[0]; i++) args[n++] = g[i];
+    return n;
+}
+
+static oclml_status kernel_of(const att_call *c, att_kernel kind, att_tile *t, cl_kernel *k) {
+    *t = plan_tile(c->ctx, kind, c->s.D);
+    if (!tile_fits(c->ctx, kind, *t, c->s.D))
+        return oclml__fail(c->ctx, OCLML_ERR_UNSUPPORTED,
+                           "attention tile %ux%u work-items, %ux%u scores each, head dim %zu: "
+                           "more than the device's work-group or local memory",
+                           t->tx, t->ty, t->rq, t->rk, c->s.D);
+    char defines[256];
+    const oclml__program_spec spec =
+        spec_of(kind, *t, c->s.D, c->p->layout == OCLML_ATTENTION_BLHD, c->mask != NULL,
+                c->keylen != NULL, defines, sizeof defines);
+    return oclml__kernel(c->ctx, &spec, spec.kernels, k);
+}
+
+/* Launches a tiled kernel over (blocks work-groups, dim1, dim2). */
+static oclml_status launch_tiled(const att_call *c, cl_kernel k, att_tile t, const oclml__arg *a,
+                                 unsigned n, size_t blocks, size_t dim1, size_t dim2) {
+    const size_t nt = (size_t)t.tx * t.ty, global[3] = {blocks * nt, dim1, dim2},
+                 local[3] = {nt, 1, 1};
+    return oclml__launch(c->ctx, k, a, n, 3, global, local, NULL);
+}
+
+static oclml_status launch_rows(const att_call *c, cl_kernel k, const oclml__arg *a, unsigned n,
+                                size_t items) {
+    size_t local = c->ctx->caps.max_work_group_size < 64 ? c->ctx->caps.max_work_group_size : 64;
+    size_t global = (items + local - 1) / local * local;
+    return oclml__launch(c->ctx, k, a, n, 1, &global, &local, NULL);
+}
+
+static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/* Key splits of the forward: the tuning key attention.splits, else where the row blocks leave
+ * compute units idle (decoding: a few rows against long keys), enough splits to give every
+ * compute unit two work-groups, each at least two key blocks. */
+static size_t plan_splits(const att_call *c, att_tile t) {
+    const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk;
+    const size_t groups = ceil_div(c->s.H / c->s.HKV * c->s.LQ, bq) * c->s.B * c->s.HKV,
+                 key_blocks = ceil_div(c->s.LK, bk);
+    long forced = oclml__tune(c->ctx, "attention.splits", 0);
+    size_t splits = forced > 0 ? (size_t)forced : 1;
+    if (forced <= 0 && c->ctx->caps.is_gpu) {
+        const size_t want = 2 * (size_t)c->ctx->caps.compute_units;
+        if (groups < want) splits = ceil_div(want, groups);
+        if (splits > key_blocks / 2) splits = key_blocks / 2 ? key_blocks / 2 : 1;
+    }
+    if (splits > key_blocks) splits = key_blocks;
+    if (splits > 65535) splits = 65535;
+    return splits;
+}
+
+static oclml_status forward(const att_call *c, const oclml_tensor *q, const oclml_tensor *k,
+                            const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse) {
+    att_tile t;
+    cl_kernel kf, km = NULL;
+    oclml_status st = kernel_of(c, K_FWD, &t, &kf);
+    if (st) return st;
+    const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk;
+    const size_t splits = plan_splits(c, t), key_blocks = ceil_div(c->s.LK, bk);
+    att_tile tm;
+    if (splits > 1 && (st = kernel_of(c, K_MERGE, &tm, &km))) return st;
+    cl_ulong rows_all = (cl_ulong)(c->s.B * c->s.H * c->s.LQ), q_off = oclml__elem_offset(q),
+             k_off = oclml__elem_offset(k), v_off = oclml__elem_offset(v),
+             o_off = oclml__elem_offset(o), lse_off = lse ? oclml__elem_offset(lse) : 0;
+    cl_uint has_lse = lse != NULL, n_split = (cl_uint)splits,
+            per_split = (cl_uint)ceil_div(key_blocks, splits);
+    cl_mem lse_mem = lse ? lse->mem : NULL, part = NULL;
+    if (splits > 1 &&
+        (st = oclml__scratch_get(c->ctx, splits * rows_all * (c->s.D + 1) * sizeof(float), &part)))
+        return st;
+    oclml__arg a[32];
+    unsigned n = 0;
+    a[n++] = OCLML_ARG(q->mem), a[n++] = OCLML_ARG(q_off), a[n++] = OCLML_ARG(k->mem),
+    a[n++] = OCLML_ARG(k_off), a[n++] = OCLML_ARG(v->mem), a[n++] = OCLML_ARG(v_off),
+    a[n++] = OCLML_ARG(o->mem), a[n++] = OCLML_ARG(o_off), a[n++] = OCLML_ARG(lse_mem),
+    a[n++] = OCLML_ARG(lse_off), a[n++] = OCLML_ARG(has_lse), a[n++] = OCLML_ARG(c->mask),
+    a[n++] = OCLML_ARG(c->mask_off), a[n++] = OCLML_ARG(c->keylen),
+    a[n++] = OCLML_ARG(c->keylen_off), a[n++] = OCLML_ARG(part), a[n++] = OCLML_ARG(rows_all),
+    a[n++] = OCLML_ARG(n_split), a[n++] = OCLML_ARG(per_split);
+    n = geom_args(c, a, n);
+    st = launch_tiled(c, kf, t, a, n, ceil_div(c->s.H / c->s.HKV * c->s.LQ, bq), c->s.B * c->s.HKV,
+                      splits);
+    if (!st && splits > 1) {
+        const oclml__arg m[] = {OCLML_ARG(part),    OCLML_ARG(rows_all), OCLML_ARG(n_split),
+                                OCLML_ARG(o->mem),  OCLML_ARG(o_off),    OCLML_ARG(lse_mem),
+                                OCLML_ARG(lse_off), OCLML_ARG(has_lse),  OCLML_ARG(c->H),
+                                OCLML_ARG(c->LQ)};
+        st = launch_rows(c, km, m, sizeof m / sizeof m[0], rows_all * c->s.D);
+    }
+    if (part) oclml__scratch_put(c->ctx, part);
+    return st;
+}
+
+oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *params,
+                             const oclml_tensor *q, const oclml_tensor *k, const oclml_tensor *v,
+                             oclml_tensor *o, oclml_tensor *lse) {
+    oclml_status st = oclml__check_ctx(ctx);
+    oclml_attention_params defaults;
+    if (!params) {
+        oclml_attention_params_init(&defaults);
+        params = &defaults;
+    }
+    att_shape s;
+    if (!st) st = check_inputs(ctx, params, q, k, v, &s);
+    if (!st) st = oclml__check_same_shape(ctx, o, "o", q, "q");
+    if (!st && lse) {
+        const size_t want[3] = {s.B, s.H, s.LQ};
+        st = oclml__check_dims(ctx, lse, "lse", 3, want);
+    }
+    const oclml_tensor *in[] = {q, k, v, params->mask, params->key_lengths, lse};
+    if (!st) st = check_apart(ctx, o, "o", in, 6);
+    if (!st) st = check_apart(ctx, lse, "lse", in, 5);
+    if (st) return st;
+    const att_call c = call_of(ctx, params, s);
+    return forward(&c, q, k, v, o, lse);
+}
+
+/* ---- backward ---- */
+
+/* The backward's arguments before each kernel's own (BWD_ARGS). */
+typedef struct bwd_args {
+    cl_mem q, k, v, dout, lse, delta;
+    cl_ulong q_off, k_off, v_off, dout_off, lse_off;
+} bwd_args;
+
+static unsigned put_bwd_args(const att_call *c, const bwd_args *b, oclml__arg *a) {
+    unsigned n = 0;
+    a[n++] = OCLML_ARG(b->q), a[n++] = OCLML_ARG(b->q_off), a[n++] = OCLML_ARG(b->k),
+    a[n++] = OCLML_ARG(b->k_off), a[n++] = OCLML_ARG(b->v), a[n++] = OCLML_ARG(b->v_off),
+    a[n++] = OCLML_ARG(b->dout), a[n++] = OCLML_ARG(b->dout_off), a[n++] = OCLML_ARG(b->lse),
+    a[n++] = OCLML_ARG(b->lse_off), a[n++] = OCLML_ARG(b->delta), a[n++] = OCLML_ARG(c->mask),
+    a[n++] = OCLML_ARG(c->mask_off), a[n++] = OCLML_ARG(c->keylen),
+    a[n++] = OCLML_ARG(c->keylen_off);
+    return n;
+}
+
+static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_tensor *o,
+                             oclml_tensor *dq, cl_mem dk, cl_ulong dk_off, cl_mem dv,
+                             cl_ulong dv_off, oclml_tensor *dmask) {
+    att_tile t;
+    cl_kernel kern;
+    cl_ulong rows_all = (cl_ulong)(c->s.B * c->s.H * c->s.LQ), o_off = oclml__elem_offset(o);
+    oclml_status st = kernel_of(c, K_DELTA, &t, &kern);
+    if (st) return st;
+    const oclml__arg ad[] = {OCLML_ARG(o->mem),      OCLML_ARG(o_off),    OCLML_ARG(b->dout),
+                             OCLML_ARG(b->dout_off), OCLML_ARG(b->delta), OCLML_ARG(rows_all),
+                             OCLML_ARG(c->H),        OCLML_ARG(c->LQ)};
+    if ((st = launch_rows(c, kern, ad, sizeof ad / sizeof ad[0], rows_all))) return st;
+    oclml__arg a[40];
+    unsigned n;
+    if (dk) {
+        if ((st = kernel_of(c, K_DKDV, &t, &kern))) return st;
+        n = put_bwd_args(c, b, a);
+        a[n++] = OCLML_ARG(dk), a[n++] = OCLML_ARG(dk_off), a[n++] = OCLML_ARG(dv),
+        a[n++] = OCLML_ARG(dv_off);
+        n = geom_args(c, a, n);
+        if ((st = launch_tiled(c, kern, t, a, n, ceil_div(c->s.LK, (size_t)t.tx * t.rk),
+                               c->s.B * c->s.HKV, 1)))
+            return st;
+    }
+    if (dq) {
+        if ((st = kernel_of(c, K_DQ, &t, &kern))) return st;
+        cl_ulong dq_off = oclml__elem_offset(dq);
+        n = put_bwd_args(c, b, a);
+        a[n++] = OCLML_ARG(dq->mem), a[n++] = OCLML_ARG(dq_off);
+        n = geom_args(c, a, n);
+        if ((st = launch_tiled(c, kern, t, a, n,
+                               ceil_div(c->s.H / c->s.HKV * c->s.LQ, (size_t)t.ty * t.rq),
+                               c->s.B * c->s.HKV, 1)))
+            return st;
+    }
+    if (dmask) {
+        if ((st = kernel_of(c, K_DMASK, &t, &kern))) return st;
+        cl_ulong dm_off = oclml__elem_offset(dmask);
+        cl_uint mb = (cl_uint)c->s.mask_b, mh = (cl_uint)c->s.mask_h;
+        n = put_bwd_args(c, b, a);
+        a[n++] = OCLML_ARG(dmask->mem), a[n++] = OCLML_ARG(dm_off), a[n++] = OCLML_ARG(mb),
+        a[n++] = OCLML_ARG(mh);
+        n = geom_args(c, a, n);
+        st = launch_tiled(c, kern, t, a, n, ceil_div(c->s.LK, (size_t)t.tx * t.rk),
+                          ceil_div(c->s.LQ, (size_t)t.ty * t.rq), c->s.mask_b * c->s.mask_h);
+    }
+    return st;
+}
+
+oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_params *params,
+                                      const oclml_tensor *q, const oclml_tensor *k,
+                                      const oclml_tensor *v, const oclml_tensor *o,
+                                      const oclml_tensor *lse, const oclml_tensor *dout,
+                                      oclml_tensor *dq, oclml_tensor *dk, oclml_tensor *dv,
+                                      oclml_tensor *dmask) {
+    oclml_status st = oclml__check_ctx(ctx);
+    oclml_attention_params defaults;
+    if (!params) {
+        oclml_attention_params_init(&defaults);
+        params = &defaults;
+    }
+    att_shape s;
+    if (!st) st = check_inputs(ctx, params, q, k, v, &s);
+    if (!st) st = oclml__check_same_shape(ctx, o, "o", q, "q");
+    if (!st) st = oclml__check_same_shape(ctx, dout, "dout", q, "q");
+    if (!st) {
+        const size_t want[3] = {s.B, s.H, s.LQ};
+        st = oclml__check_tensor(ctx, lse, "lse");
+        if (!st) st = oclml__check_dims(ctx, lse, "lse", 3, want);
+    }
+    if (!st && dq) st = oclml__check_same_shape(ctx, dq, "dq", q, "q");
+    if (!st && dk) st = oclml__check_same_shape(ctx, dk, "dk", k, "k");
+    if (!st && dv) st = oclml__check_same_shape(ctx, dv, "dv", v, "v");
+    if (!st && dmask && !params->mask)
+        st = oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "dmask given but params has no mask");
+    if (!st && dmask) st = oclml__check_same_shape(ctx, dmask, "dmask", params->mask, "mask");
+    const oclml_tensor *all[] = {q,  k,  v,  o,    lse, dout, params->mask, params->key_lengths,
+                                 dq, dk, dv, dmask};
+    oclml_tensor *outs[] = {dq, dk, dv, dmask};
+    const char *names[] = {"dq", "dk", "dv", "dmask"};
+    for (int i = 0; i < 4 && !st; i++) {
+        for (int j = 0; j < 12 && !st; j++)
+            if (all[j] != outs[i] && outs[i] && all[j] && oclml__overlap(outs[i], all[j]))
+                st = oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                                 "attention gradient '%s' overlaps an input or another output",
+                                 names[i]);
+    }
+    if (st) return st;
+    const att_call c = call_of(ctx, params, s);
+    bwd_args b = {.q = q->mem,
+                  .k = k->mem,
+                  .v = v->mem,
+                  .dout = dout->mem,
+                  .lse = lse->mem,
+                  .q_off = oclml__elem_offset(q),
+                  .k_off = oclml__elem_offset(k),
+                  .v_off = oclml__elem_offset(v),
+                  .dout_off = oclml__elem_offset(dout),
+                  .lse_off = oclml__elem_offset(lse)};
+    /* dK and dV come from one kernel: a missing one goes to scratch. */
+    cl_mem spare = NULL;
+    const size_t kv_bytes = k->numel * sizeof(float);
+    if ((dk != NULL) != (dv != NULL)) st = oclml__scratch_get(ctx, kv_bytes, &spare);
+    if (!st) st = oclml__scratch_get(ctx, s.B * s.H * s.LQ * sizeof(float), &b.delta);
+    if (!st) {
+        cl_mem dk_mem = dk ? dk->mem : spare, dv_mem = dv ? dv->mem : spare;
+        cl_ulong dk_off = dk ? oclml__elem_offset(dk) : 0, dv_off = dv ? oclml__elem_offset(dv) : 0;
+        st = backward(&c, &b, o, dq, dk || dv ? dk_mem : NULL, dk_off, dv_mem, dv_off, dmask);
+    }
+    if (b.delta) oclml__scratch_put(ctx, b.delta);
+    if (spare) oclml__scratch_put(ctx, spare);
+    return st;
+}
+
+/* Prewarm: the forward and backward kernels of head dims 64 and 128 without masks (BHLD). */
+void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
+    static const size_t dims[] = {64, 128};
+    const bool bwd = strstr(op, "backward") != NULL;
+    for (size_t i = 0; i < 2; i++) {
+        const att_kernel first = bwd ? K_DELTA : K_FWD, last = bwd ? K_DQ : K_MERGE;
+        for (int kind = first; kind <= (int)last; kind++) {
+            char defines[256], variant[64];
+            const att_tile t = plan_tile(ctx, (att_kernel)kind, dims[i]);
+            snprintf(variant, sizeof variant, "head dim %zu, %s", dims[i], KERNEL_NAMES[kind]);
+            oclml__warm_add(list, op, variant,
+                            spec_of((att_kernel)kind, t, dims[i], false, false, false, defines,
+                                    sizeof defines));
+        }
+    }
+}

@@ -35,5 +35,11 @@ for v in "-DGEMM_MMA=1" "-DGEMM_MMA=2" "-DGEMM_MMA=1 -DTRANS_A=1 -DTRANS_B=1 -DH
   lint "$gemm" -DMMA_EMULATE=1 $v
   lint "$gemm" $ptx $v
 done
+att="$src/cl/ops/attention.cl"
+for v in "-DLAYOUT_BLHD=1 -DHAS_MASK=1 -DHAS_KEYLEN=1" \
+         "-DHEAD_DIM=24 -DTX=4 -DTY=4 -DRQ=2 -DRK=4 -DDC=16 -DJC=4"; do
+  lint "$att" $v
+  lint "$att" $ptx $v
+done
 echo "$runs builds with $cc, $fails failed"
 [ $fails -eq 0 ]

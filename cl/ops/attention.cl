@@ -31,6 +31,26 @@
  * length, heads, dim] instead of [batch, heads, length, dim]), HAS_MASK, HAS_KEYLEN. */
 #include "common.h"
 
+/* Defaults for a build without the host's defines (the clang lint of tests/cl_pedantic.sh). */
+#ifndef HEAD_DIM
+#define HEAD_DIM 64
+#define TX 16
+#define TY 16
+#define RQ 4
+#define RK 4
+#define DC 16
+#define JC 16
+#endif
+#ifndef LAYOUT_BLHD
+#define LAYOUT_BLHD 0
+#endif
+#ifndef HAS_MASK
+#define HAS_MASK 0
+#endif
+#ifndef HAS_KEYLEN
+#define HAS_KEYLEN 0
+#endif
+
 #define BQ (TY * RQ)
 #define BK (TX * RK)
 #define NT (TX * TY)

@@ -155,21 +155,30 @@ static size_t local_floats(att_kernel kind, att_tile t, size_t D) {
 
 /* The tile of a kernel: the tuning key attention.tile, else 16 x 16 work-items with 4 x 4
  * scores each (8 x 8 or 4 x 4 where work-groups are smaller); the dK/dV kernel keeps two
- * probability tiles in local memory and so takes half the rows. JC: as many value rows as the
- * score stage's space holds (a power of two dividing both block sides). */
-static att_tile plan_tile(oclml_ctx *ctx, att_kernel kind, size_t D) {
+ * probability tiles in local memory and so takes half the rows. A forward whose key head has at
+ * most DECODE_ROWS query rows (decoding: one row per query head of the group) takes one score
+ * row per work-item row and as few rows as it has, the rest of the work-group along the keys:
+ * a 64-row tile would compute 64 times the scores it keeps. JC: as many value rows as the score
+ * stage's space holds (a power of two dividing the side the accumulating product sums over). */
+#define DECODE_ROWS 8
+static att_tile plan_tile(oclml_ctx *ctx, att_kernel kind, const att_shape *s) {
     att_tile t = {(unsigned)oclml__tune(ctx, "attention.tile", 0),
                   (unsigned)oclml__tune(ctx, "attention.tile", 1),
                   (unsigned)oclml__tune(ctx, "attention.tile", 2),
                   (unsigned)oclml__tune(ctx, "attention.tile", 3), 1};
+    const size_t wg = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256,
+                 group_rows = s->H / s->HKV * s->LQ;
     if (!t.tx || !t.ty || !t.rq || !t.rk) {
-        const size_t wg = ctx->caps.max_work_group_size;
         const unsigned side = wg >= 256 ? 16 : wg >= 64 ? 8 : wg >= 16 ? 4 : wg >= 4 ? 2 : 1;
         t = (att_tile){side, side, 4, 4, 1};
         if (kind == K_DKDV) t.rq = 2;
+        if ((kind == K_FWD || kind == K_MERGE) && group_rows <= DECODE_ROWS) {
+            const size_t ty = oclml__pow2_ceil(group_rows) < wg ? oclml__pow2_ceil(group_rows) : 1;
+            t = (att_tile){(unsigned)(oclml__pow2_floor(wg) / ty), (unsigned)ty, 1, 1, 1};
+        }
     }
-    const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk, side = bq < bk ? bq : bk,
-                 room = DC * (bq + bk + 2) / (D ? D : 1);
+    const size_t D = s->D, bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk,
+                 side = kind == K_DKDV ? bq : bk, room = DC * (bq + bk + 2) / (D ? D : 1);
     t.jc = (unsigned)oclml__pow2_floor(room < side ? (room ? room : 1) : side);
     while (t.rq > 1 && local_floats(kind, t, D) * 4 > ctx->caps.local_mem_bytes) t.rq /= 2;
     return t;
@@ -177,8 +186,9 @@ static att_tile plan_tile(oclml_ctx *ctx, att_kernel kind, size_t D) {
 
 static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
     const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk;
-    return (size_t)t.tx * t.ty <= ctx->caps.max_work_group_size && bq % t.jc == 0 &&
-           bk % t.jc == 0 && local_floats(kind, t, D) * 4 <= ctx->caps.local_mem_bytes;
+    return (size_t)t.tx * t.ty <= ctx->caps.max_work_group_size &&
+           (kind == K_DKDV ? bq : bk) % t.jc == 0 &&
+           local_floats(kind, t, D) * 4 <= ctx->caps.local_mem_bytes;
 }
 
 static oclml__program_spec spec_of(att_kernel kind, att_tile t, size_t D, bool blhd, bool mask,
@@ -233,7 +243,7 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
 }
 
 static oclml_status kernel_of(const att_call *c, att_kernel kind, att_tile *t, cl_kernel *k) {
-    *t = plan_tile(c->ctx, kind, c->s.D);
+    *t = plan_tile(c->ctx, kind, &c->s);
     if (!tile_fits(c->ctx, kind, *t, c->s.D))
         return oclml__fail(c->ctx, OCLML_ERR_UNSUPPORTED,
                            "attention tile %ux%u work-items, %ux%u scores each, head dim %zu: "
@@ -265,7 +275,7 @@ static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 /* Key splits of the forward: the tuning key attention.splits, else where the row blocks leave
  * compute units idle (decoding: a few rows against long keys), enough splits to give every
- * compute unit two work-groups, each at least two key blocks. */
+ * compute unit four work-groups, each at least two key blocks. */
 static size_t plan_splits(const att_call *c, att_tile t) {
     const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk;
     const size_t groups = ceil_div(c->s.H / c->s.HKV * c->s.LQ, bq) * c->s.B * c->s.HKV,
@@ -273,7 +283,7 @@ static size_t plan_splits(const att_call *c, att_tile t) {
     long forced = oclml__tune(c->ctx, "attention.splits", 0);
     size_t splits = forced > 0 ? (size_t)forced : 1;
     if (forced <= 0 && c->ctx->caps.is_gpu) {
-        const size_t want = 2 * (size_t)c->ctx->caps.compute_units;
+        const size_t want = 4 * (size_t)c->ctx->caps.compute_units;
         if (groups < want) splits = ceil_div(want, groups);
         if (splits > key_blocks / 2) splits = key_blocks / 2 ? key_blocks / 2 : 1;
     }
@@ -489,7 +499,8 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
         const att_kernel first = bwd ? K_DELTA : K_FWD, last = bwd ? K_DQ : K_MERGE;
         for (int kind = first; kind <= (int)last; kind++) {
             char defines[256], variant[64];
-            const att_tile t = plan_tile(ctx, (att_kernel)kind, dims[i]);
+            const att_shape s = {.B = 1, .H = 1, .HKV = 1, .LQ = 1024, .LK = 1024, .D = dims[i]};
+            const att_tile t = plan_tile(ctx, (att_kernel)kind, &s);
             snprintf(variant, sizeof variant, "head dim %zu, %s", dims[i], KERNEL_NAMES[kind]);
             oclml__warm_add(list, op, variant,
                             spec_of((att_kernel)kind, t, dims[i], false, false, false, defines,

@@ -3,6 +3,7 @@
  * Each helper has a portable counterpart or a portable caller path, tested on PoCL.
  *   warp_sum         sum over the 32 work-items of a warp by shuffles (no local memory, no
  *                    barrier); every work-item of the warp must call it, all get the sum
+ *   warp_shuffle     the value v of lane src of the warp (every work-item of the warp calls it)
  *   sync_arrive/load a counter in global memory as a device-wide sync point: arrive makes this
  *                    work-group's global writes visible to every work-group, then counts it;
  *                    load reads the counter, and reads after it see what arrivals before wrote
@@ -23,6 +24,12 @@ inline float warp_sum(float v) {
         v += t;
     }
     return v;
+}
+
+inline float warp_shuffle(float v, uint src) {
+    float t;
+    asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(src));
+    return t;
 }
 
 /* PTX's release reduction and acquire load at GPU scope (cheaper than membar.gl around relaxed

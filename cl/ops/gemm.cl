@@ -50,6 +50,8 @@
 #ifndef GEMM_MMA
 #define GEMM_MMA 0 /* 0: FMAs; 1: 3xTF32 tensor cores; 2: TF32 tensor cores */
 #endif
+#define MMA_TF32_ONLY (GEMM_MMA == 2)
+#include "mma.h"
 #ifndef HAS_BIAS
 #define HAS_BIAS 0
 #endif
@@ -396,22 +398,6 @@ OCLML_INLINE void epilogue(__global float *C, uint ldc, __global const float *bi
     }
 
 #if GEMM_MMA && OCLML_WANT(oclml_gemm_mma)
-/* v = hi + lo, hi rounded to its top 11 significant bits (tf32), lo the rest: hi*hi + hi*lo +
- * lo*hi is a*b to ~2^-21 relative where one tf32 product is off by ~2^-11. The tensor cores read
- * only lo's tf32 bits; what they drop is ~2^-22 of v. Infinities, NaN and values that round to
- * infinity give lo = NaN: such products come out NaN, and the epilogue recomputes every NaN
- * output in fp32 (recompute_nan), so results keep IEEE semantics (inf * 1 = inf). The TF32 mode
- * reads hi alone: a NaN keeps a NaN hi there (rounding would carry its payload away). */
-OCLML_INLINE void tf32_split(float v, uint *hi, uint *lo) {
-    const uint h = (as_uint(v) + 0x1000u) & 0xffffe000u;
-#if GEMM_MMA == 2
-    *hi = isnan(v) ? 0x7fffffffu : h;
-#else
-    *hi = h;
-#endif
-    *lo = as_uint(v - as_float(h));
-}
-
 /* An output the split made NaN, in plain fp32 from global memory: op(A) row r times op(B)
  * column c over this work-group's K range. Runs only where an input was inf or NaN (or near
  * FLT_MAX), never on finite data. */
@@ -423,42 +409,6 @@ OCLML_INLINE float recompute_nan(__global const float *A, uint lda, __global con
     }
     return sum;
 }
-
-#if MMA_EMULATE
-/* The m16n8k8 TF32 instruction in portable code, with its fragment layout (gid = lane / 4,
- * tig = lane % 4): a0..a3 hold A[gid][tig], A[gid + 8][tig], A[gid][tig + 4], A[gid + 8][tig + 4];
- * b0, b1 hold B[tig][gid], B[tig + 4][gid]; d[i] is D[gid + 8 (i / 2)][2 tig + i % 2]. The
- * warp's work-items exchange their fragments through xchg (16 x 8 + 8 x 8 floats per warp), so
- * every work-item of the work-group calls it together. Inputs are cut to their tf32 bits, as
- * the tensor cores read them. */
-#define MMA_XCHG_FLOATS (16 * 8 + 8 * 8)
-OCLML_INLINE void mma_emulated(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1,
-                               __local float *xchg, uint gid, uint tig) {
-    __local float *xa = xchg, *xb = xchg + 16 * 8;
-    const uint cut = 0xffffe000u;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    xa[gid * 8 + tig] = as_float(a0 & cut);
-    xa[(gid + 8) * 8 + tig] = as_float(a1 & cut);
-    xa[gid * 8 + tig + 4] = as_float(a2 & cut);
-    xa[(gid + 8) * 8 + tig + 4] = as_float(a3 & cut);
-    xb[tig * 8 + gid] = as_float(b0 & cut);
-    xb[(tig + 4) * 8 + gid] = as_float(b1 & cut);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint i = 0; i < 4; i++) {
-        const uint r = gid + 8 * (i / 2), c = 2 * tig + i % 2;
-        float sum = d[i];
-        for (uint k = 0; k < 8; k++) sum = fma(xa[r * 8 + k], xb[k * 8 + c], sum);
-        d[i] = sum;
-    }
-}
-#define MMA(d, a0, a1, a2, a3, b0, b1) mma_emulated(d, a0, a1, a2, a3, b0, b1, xchg, gid, tig)
-#define MMA_XCHG_PARAM , __local float *xchg
-#define MMA_XCHG_ARG , xchg
-#else
-#define MMA(d, a0, a1, a2, a3, b0, b1) mma_tf32(d, a0, a1, a2, a3, b0, b1)
-#define MMA_XCHG_PARAM
-#define MMA_XCHG_ARG
-#endif
 
 /* The m16n8k8 fragments of one 8-deep step at kk of a [row][k] or [k][row] tile: K slots tig and
  * tig + 4 of a work-item hold physical k = 2 tig and 2 tig + 1, for A and B alike (the same 8

@@ -23,10 +23,11 @@ typedef struct att_tile {
     unsigned tx, ty, rq, rk, jc;
 } att_tile;
 
-typedef enum att_kernel { K_FWD, K_MERGE, K_DELTA, K_DKDV, K_DQ, K_DMASK } att_kernel;
-static const char *const KERNEL_NAMES[] = {"oclml_attention_fwd",   "oclml_attention_merge",
-                                           "oclml_attention_delta", "oclml_attention_dkdv",
-                                           "oclml_attention_dq",    "oclml_attention_dmask"};
+typedef enum att_kernel { K_FWD, K_MERGE, K_DELTA, K_DKDV, K_DQ, K_DMASK, K_FWD_MMA } att_kernel;
+static const char *const KERNEL_NAMES[] = {"oclml_attention_fwd",    "oclml_attention_merge",
+                                           "oclml_attention_delta",  "oclml_attention_dkdv",
+                                           "oclml_attention_dq",     "oclml_attention_dmask",
+                                           "oclml_attention_fwd_mma"};
 
 void oclml_attention_params_init(oclml_attention_params *p) {
     if (!p) return;
@@ -191,6 +192,26 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
            local_floats(kind, t, D) * 4 <= ctx->caps.local_mem_bytes;
 }
 
+/* The tensor-core forward (attention_mma.cl): the tuning key attention.mma (-1 auto, 0 never, 1
+ * where the device has TF32 mma.sync, 2 the kernel with the instruction emulated, for tests),
+ * by default where the device has them; head dims that are multiples of 8 up to 128 and more
+ * query rows a key head than the decode tile takes. 4 warps of 16 rows; key blocks of 64 keys
+ * (32 above head dim 64, for local memory). */
+#define MMA_WARPS 4
+static int mma_mode(oclml_ctx *ctx, const att_shape *s) {
+    const long mode = oclml__tune(ctx, "attention.mma", 0);
+    if (!mode || s->D % 8 || s->D > 128 || s->H / s->HKV * s->LQ <= DECODE_ROWS) return 0;
+    if (mode == 2) return 2;
+    return ctx->caps.is_gpu && oclml__caps_mma(ctx) ? 1 : 0;
+}
+
+static att_tile mma_tile(size_t D) { return (att_tile){32, MMA_WARPS, 16, D <= 64 ? 2 : 1, 1}; }
+
+static size_t mma_local_floats(att_tile t, size_t D, bool emulate) {
+    const size_t bk = (size_t)t.tx * t.rk, bq = (size_t)t.ty * t.rq;
+    return bk * (2 * D + 12) + bq * 7 + (emulate ? MMA_WARPS * (16 * 8 + 8 * 8 + 32) : 0);
+}
+
 static oclml__program_spec spec_of(att_kernel kind, att_tile t, size_t D, bool blhd, bool mask,
                                    bool keylen, char *defines, size_t len) {
     snprintf(defines, len,
@@ -240,6 +261,24 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
                             OCLML_ARG(c->mask_hstride)};
     for (unsigned i = 0; i < sizeof g / sizeof g[0]; i++) args[n++] = g[i];
     return n;
+}
+
+static oclml_status mma_kernel_of(const att_call *c, int mode, att_tile *t, cl_kernel *k) {
+    *t = mma_tile(c->s.D);
+    if (mma_local_floats(*t, c->s.D, mode == 2) * 4 > c->ctx->caps.local_mem_bytes ||
+        (size_t)t->tx * t->ty > c->ctx->caps.max_work_group_size)
+        return oclml__fail(c->ctx, OCLML_ERR_UNSUPPORTED,
+                           "the tensor-core attention tile needs more than the device's "
+                           "work-group or local memory (set attention.mma=0)");
+    char defines[256];
+    snprintf(defines, sizeof defines,
+             "-DHEAD_DIM=%zu -DBK=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
+             "-DHAS_KEYLEN=%d",
+             c->s.D, t->tx * t->rk, mode == 2, c->p->layout == OCLML_ATTENTION_BLHD,
+             c->mask != NULL, c->keylen != NULL);
+    const oclml__program_spec spec = {"attention_mma.cl", defines, KERNEL_NAMES[K_FWD_MMA],
+                                      ATT_MAX_REGISTERS};
+    return oclml__kernel(c->ctx, &spec, spec.kernels, k);
 }
 
 static oclml_status kernel_of(const att_call *c, att_kernel kind, att_tile *t, cl_kernel *k) {
@@ -296,7 +335,8 @@ static oclml_status forward(const att_call *c, const oclml_tensor *q, const oclm
                             const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse) {
     att_tile t;
     cl_kernel kf, km = NULL;
-    oclml_status st = kernel_of(c, K_FWD, &t, &kf);
+    const int mma = mma_mode(c->ctx, &c->s);
+    oclml_status st = mma ? mma_kernel_of(c, mma, &t, &kf) : kernel_of(c, K_FWD, &t, &kf);
     if (st) return st;
     const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk;
     const size_t splits = plan_splits(c, t), key_blocks = ceil_div(c->s.LK, bk);

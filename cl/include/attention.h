@@ -1,0 +1,112 @@
+/* What the attention kernels share (cl/ops/attention.cl on FMAs, attention_mma.cl on tensor
+ * cores): tensor addressing in either layout, the table of a query block's rows, the key range a
+ * block can see, and the masked score. Includers define HEAD_DIM, BQ (rows a block) and NT
+ * (work-items a work-group) first. */
+#ifndef OCLML_ATTENTION_H
+#define OCLML_ATTENTION_H
+
+#include "common.h"
+
+#ifndef LAYOUT_BLHD
+#define LAYOUT_BLHD 0
+#endif
+#ifndef HAS_MASK
+#define HAS_MASK 0
+#endif
+#ifndef HAS_KEYLEN
+#define HAS_KEYLEN 0
+#endif
+
+#define NO_ROW ((ulong)-1)
+
+#define ATT_GEOM                                                                        \
+    uint B, uint H, uint HKV, uint LQ, uint LK, float scale, int shift, int wl, int wr, \
+        ulong mask_bstride, ulong mask_hstride
+
+/* Element offset of row (b, h, i) of a tensor with `heads` heads of length L. */
+OCLML_INLINE ulong row_offset(uint b, uint h, uint i, uint heads, uint L) {
+#if LAYOUT_BLHD
+    return ((ulong)(b * L + i) * heads + h) * HEAD_DIM;
+#else
+    return ((ulong)(b * heads + h) * L + i) * HEAD_DIM;
+#endif
+}
+/* Floats between consecutive keys of one head. */
+#if LAYOUT_BLHD
+#define KEY_STRIDE(HKV) ((ulong)(HKV)*HEAD_DIM)
+#else
+#define KEY_STRIDE(HKV) ((ulong)HEAD_DIM)
+#endif
+
+/* The rows of a query block: offsets into Q, O and dO (NO_ROW past the last row), into the
+ * log-sum-exp and delta ([B, H, LQ]), into the additive mask, and the query index. */
+typedef struct row_table {
+    __local ulong *qkv, *stat, *mask;
+    __local int *i;
+} row_table;
+
+/* Fills t for rows R0 .. R0 + BQ - 1 of the block of (b, hkv) (rows: H / HKV heads x LQ). */
+OCLML_INLINE void fill_rows(row_table t, uint R0, uint b, uint hkv, uint n_rows, ATT_GEOM) {
+    const uint lid = get_local_id(0), G = H / HKV;
+    barrier(CLK_LOCAL_MEM_FENCE); /* the previous block's rows may still be read */
+    for (uint r = lid; r < BQ; r += NT) {
+        const uint R = R0 + r;
+        if (R < n_rows) {
+            const uint h = hkv * G + R / LQ, i = R % LQ;
+            t.qkv[r] = row_offset(b, h, i, H, LQ);
+            t.stat[r] = ((ulong)b * H + h) * LQ + i;
+            t.mask[r] = b * mask_bstride + h * mask_hstride + (ulong)i * LK;
+            t.i[r] = (int)i;
+        } else {
+            t.qkv[r] = t.stat[r] = t.mask[r] = NO_ROW;
+            t.i[r] = 0;
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* The query indices rows R0 .. R0 + BQ - 1 can hold (all of them where the block spans heads). */
+OCLML_INLINE void query_span(uint R0, uint n_rows, uint LQ, int *imin, int *imax) {
+    const uint last = min(R0 + BQ, n_rows) - 1;
+    const bool one_head = R0 / LQ == last / LQ;
+    *imin = one_head ? (int)(R0 % LQ) : 0;
+    *imax = one_head ? (int)(last % LQ) : (int)LQ - 1;
+}
+
+/* The keys [*jlo, *jhi) that queries imin .. imax can see. */
+OCLML_INLINE void key_span(int imin, int imax, int klen, int shift, int wl, int wr, int *jlo,
+                           int *jhi) {
+    *jlo = wl < 0 ? 0 : max(0, imin + shift - wl);
+    *jhi = wr < 0 ? klen : min(klen, imax + shift + wr + 1);
+}
+
+/* Batch entry b's key length: keylen[b] clamped to [0, LK] (NaN: 0), LK without a table. */
+OCLML_INLINE int key_length(__global const float *keylen, ulong keylen_off, uint b, uint LK) {
+#if HAS_KEYLEN
+    const float kl = keylen[keylen_off + b];
+    return !(kl > 0.0f) ? 0 : kl >= (float)LK ? (int)LK : (int)kl;
+#else
+    (void)keylen;
+    (void)keylen_off;
+    (void)b;
+    return (int)LK;
+#endif
+}
+
+/* Score of query i against key j as the softmax sees it: scale s + mask, -inf where masked. */
+OCLML_INLINE float masked_score(float s, int i, int j, int klen, int shift, int wl, int wr,
+                                float scale, __global const float *mask, ulong mask_off,
+                                ulong mrow) {
+    const int d = i + shift;
+    const bool seen = j < klen && (wl < 0 || j >= d - wl) && (wr < 0 || j <= d + wr);
+#if HAS_MASK
+    return seen ? scale * s + mask[mask_off + mrow + j] : -INFINITY;
+#else
+    (void)mask;
+    (void)mask_off;
+    (void)mrow;
+    return seen ? scale * s : -INFINITY;
+#endif
+}
+
+#endif

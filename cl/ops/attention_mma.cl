@@ -37,6 +37,7 @@
 #define BQ (16 * WARPS)
 #define DSTEPS (HEAD_DIM / 8) /* 8-wide steps over the head dim: Q's k steps, O's column tiles */
 #define KTILES (BK / 8)       /* 8-key tiles of a key block: S's column tiles, P V's k steps */
+#define CHUNK_STEPS 4         /* 8-deep steps S sums on the tensor cores before an fp32 add */
 /* Row strides of the staged blocks: B fragment reads of K (row gid, column tig) and of V (row
  * tig, column gid) fall on 32 distinct banks. */
 #define K_LD (HEAD_DIM + 4)
@@ -124,23 +125,30 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
             vs[j * V_LD + c] = in ? v[(kb + j) * kstride + c] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+        /* S = Q K^T. The tensor cores round their sums toward zero, a bias that grows with every
+         * accumulation into the same register (the GEMM measured it): each 8-key tile sums
+         * CHUNK_STEPS 8-deep steps at a time from zero, and fp32 adds carry the total. */
         float s[KTILES][4];
+#if !MMA_EMULATE
 #pragma unroll
-        for (uint nt = 0; nt < KTILES; nt++)
+#endif
+        for (uint nt = 0; nt < KTILES; nt++) {
 #pragma unroll
             for (uint x = 0; x < 4; x++) s[nt][x] = 0.0f;
+            for (uint k0 = 0; k0 < DSTEPS; k0 += CHUNK_STEPS) {
+                float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #if !MMA_EMULATE
 #pragma unroll
 #endif
-        for (uint kk = 0; kk < DSTEPS; kk++)
-#if !MMA_EMULATE
+                for (uint kk = k0; kk < min(k0 + CHUNK_STEPS, (uint)DSTEPS); kk++) {
+                    const float kb2[2] = {ks[(nt * 8 + gid) * K_LD + kk * 8 + tig],
+                                          ks[(nt * 8 + gid) * K_LD + kk * 8 + tig + 4]};
+                    MMA3(t, qa[kk], kb2)
+                }
 #pragma unroll
-#endif
-            for (uint nt = 0; nt < KTILES; nt++) {
-                const float kb2[2] = {ks[(nt * 8 + gid) * K_LD + kk * 8 + tig],
-                                      ks[(nt * 8 + gid) * K_LD + kk * 8 + tig + 4]};
-                MMA3(s[nt], qa[kk], kb2)
+                for (uint x = 0; x < 4; x++) s[nt][x] += t[x];
             }
+        }
         /* Masks, and the online softmax of each of the two rows. */
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -176,8 +184,11 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
                 s[nt][x] = exp(s[nt][x] - base[x / 2]);
                 l[x / 2] += s[nt][x];
             }
-            /* O += P V: P's 8-key tile kt as an A fragment, key tig of row gid from work-item
-         * (gid, tig / 2) and key tig + 4 from (gid, 2 + tig / 2), the even or odd column. */
+        /* O += P V: P's 8-key tile kt as an A fragment, key tig of row gid from work-item
+         * (gid, tig / 2) and key tig + 4 from (gid, 2 + tig / 2), the even or odd column; split
+         * into tf32 parts once. Each of O's column tiles sums the block from zero on the tensor
+         * cores and adds it in fp32 (the rounding toward zero, as above). */
+        uint pah[KTILES][4], pal[KTILES][4];
 #if !MMA_EMULATE
 #pragma unroll
 #endif
@@ -187,16 +198,29 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
                         hi0 = SHUFFLE(s[kt][0], src_hi), hi1 = SHUFFLE(s[kt][1], src_hi),
                         hi2 = SHUFFLE(s[kt][2], src_hi), hi3 = SHUFFLE(s[kt][3], src_hi);
             const bool odd = tig & 1u;
-            const float pa[4] = {odd ? lo1 : lo0, odd ? lo3 : lo2, odd ? hi1 : hi0,
-                                 odd ? hi3 : hi2};
+            tf32_split(odd ? lo1 : lo0, &pah[kt][0], &pal[kt][0]);
+            tf32_split(odd ? lo3 : lo2, &pah[kt][1], &pal[kt][1]);
+            tf32_split(odd ? hi1 : hi0, &pah[kt][2], &pal[kt][2]);
+            tf32_split(odd ? hi3 : hi2, &pah[kt][3], &pal[kt][3]);
+        }
 #if !MMA_EMULATE
 #pragma unroll
 #endif
-            for (uint nt = 0; nt < DSTEPS; nt++) {
-                const float vb[2] = {vs[(kt * 8 + tig) * V_LD + nt * 8 + gid],
-                                     vs[(kt * 8 + tig + 4) * V_LD + nt * 8 + gid]};
-                MMA3(acc[nt], pa, vb)
+        for (uint nt = 0; nt < DSTEPS; nt++) {
+            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#if !MMA_EMULATE
+#pragma unroll
+#endif
+            for (uint kt = 0; kt < KTILES; kt++) {
+                uint bh[2], bl[2];
+                tf32_split(vs[(kt * 8 + tig) * V_LD + nt * 8 + gid], &bh[0], &bl[0]);
+                tf32_split(vs[(kt * 8 + tig + 4) * V_LD + nt * 8 + gid], &bh[1], &bl[1]);
+                MMA(t, pal[kt][0], pal[kt][1], pal[kt][2], pal[kt][3], bh[0], bh[1]);
+                MMA(t, pah[kt][0], pah[kt][1], pah[kt][2], pah[kt][3], bl[0], bl[1]);
+                MMA(t, pah[kt][0], pah[kt][1], pah[kt][2], pah[kt][3], bh[0], bh[1]);
             }
+#pragma unroll
+            for (uint x = 0; x < 4; x++) acc[nt][x] += t[x];
         }
     }
     /* Each row's sum over the 4 work-items that hold it, then O / l and the log-sum-exp. */

@@ -195,8 +195,9 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
 /* The tensor-core forward (attention_mma.cl): the tuning key attention.mma (-1 auto, 0 never, 1
  * where the device has TF32 mma.sync, 2 the kernel with the instruction emulated, for tests),
  * by default where the device has them; head dims that are multiples of 8 up to 128 and more
- * query rows a key head than the decode tile takes. 4 warps of 16 rows; key blocks of 64 keys
- * (32 above head dim 64, for local memory). */
+ * query rows a key head than the decode tile takes. 4 warps of 16 rows (as a tile: 16 x 8
+ * work-items, 8 rows each); key blocks of 64 keys, 16 above head dim 64 (32 keys spilled
+ * registers at head dim 128 on the H100 and ran 1.2x slower). */
 #define MMA_WARPS 4
 static int mma_mode(oclml_ctx *ctx, const att_shape *s) {
     const long mode = oclml__tune(ctx, "attention.mma", 0);
@@ -205,7 +206,7 @@ static int mma_mode(oclml_ctx *ctx, const att_shape *s) {
     return ctx->caps.is_gpu && oclml__caps_mma(ctx) ? 1 : 0;
 }
 
-static att_tile mma_tile(size_t D) { return (att_tile){32, MMA_WARPS, 16, D <= 64 ? 2 : 1, 1}; }
+static att_tile mma_tile(size_t D) { return (att_tile){16, 2 * MMA_WARPS, 8, D <= 64 ? 4 : 1, 1}; }
 
 static size_t mma_local_floats(att_tile t, size_t D, bool emulate) {
     const size_t bk = (size_t)t.tx * t.rk, bq = (size_t)t.ty * t.rq;

@@ -41,7 +41,7 @@ for v in "-DLAYOUT_BLHD=1 -DHAS_MASK=1 -DHAS_KEYLEN=1" \
   lint "$att" $v
   lint "$att" $ptx $v
 done
-lint "$src/cl/ops/attention_mma.cl" -DHEAD_DIM=24 -DBK=32 -DLAYOUT_BLHD=1 -DHAS_MASK=1 -DHAS_KEYLEN=1
-lint "$src/cl/ops/attention_mma.cl" $ptx -DHEAD_DIM=128 -DBK=32 -DHAS_MASK=1
+lint "$src/cl/ops/attention_mma.cl" -DHEAD_DIM=24 -DBN=32 -DLAYOUT_BLHD=1 -DHAS_MASK=1 -DHAS_KEYLEN=1
+lint "$src/cl/ops/attention_mma.cl" $ptx -DHEAD_DIM=128 -DBN=16 -DHAS_MASK=1
 echo "$runs builds with $cc, $fails failed"
 [ $fails -eq 0 ]

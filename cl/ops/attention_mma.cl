@@ -1,11 +1,13 @@
 /* Attention forward on TF32 tensor cores with fp32-level accuracy (3xTF32: each product as
  * hi*hi + hi*lo + lo*hi, mma.h), for head dims that are multiples of 8 up to 128
  * (lib/ops/attention.c picks it where the device reports TF32 mma.sync; attention.cl is the FMA
- * kernel with the same arguments and semantics, including the key splits).
+ * kernel with the same arguments and semantics, including the key splits), and the backward's
+ * dQ and dK/dV kernels for head dims up to 64 (their fragments of two operands and two
+ * accumulators stay in registers).
  *
  * A work-group of WARPS warps takes BQ = 16 WARPS query rows (16 a warp: the m16n8k8 rows) against
- * key blocks of BK keys staged in local memory. Each warp keeps its rows of Q in registers as
- * m16n8k8 A fragments, computes S = Q K^T for the block (BK / 8 tiles of 8 keys), applies the
+ * key blocks of BN keys staged in local memory. Each warp keeps its rows of Q in registers as
+ * m16n8k8 A fragments, computes S = Q K^T for the block (BN / 8 tiles of 8 keys), applies the
  * masks and the online softmax on the accumulator fragments (a row's statistics reduced over the
  * 4 work-items that hold it), moves P from the accumulator layout to the A layout by shuffles
  * within those 4, and adds P V into O's fragments (HEAD_DIM / 8 tiles).
@@ -29,14 +31,15 @@
 #ifndef HEAD_DIM
 #define HEAD_DIM 64 /* a multiple of 8, at most 128 */
 #endif
-#ifndef BK
-#define BK 32
+#ifndef BN
+#define BN \
+    32 /* columns of a score tile: keys (forward, dQ) or query rows (dK/dV, a part of the staged rows) */
 #endif
 #define WARPS 4
 #define NT (32 * WARPS)
 #define BQ (16 * WARPS)
 #define DSTEPS (HEAD_DIM / 8) /* 8-wide steps over the head dim: Q's k steps, O's column tiles */
-#define KTILES (BK / 8)       /* 8-key tiles of a key block: S's column tiles, P V's k steps */
+#define KTILES (BN / 8)       /* 8-wide column tiles of a score tile, the k steps of its products */
 #define CHUNK_STEPS 4         /* 8-deep steps S sums on the tensor cores before an fp32 add */
 /* Row strides of the staged blocks: B fragment reads of K (row gid, column tig) and of V (row
  * tig, column gid) fall on 32 distinct banks. */
@@ -58,6 +61,14 @@ OCLML_INLINE float shuffle_emulated(float v, uint src, __local float *shfl, uint
 #define SHUFFLE(v, src) warp_shuffle(v, src)
 #endif
 
+#if MMA_EMULATE
+#define EMU_PARAMS , __local float *xchg, __local float *shfl
+#define EMU_ARGS , xchg, shfl
+#else
+#define EMU_PARAMS
+#define EMU_ARGS
+#endif
+
 /* d += a b in 3xTF32, a and b as floats (a: this work-item's 4 A values, b: its 2 B values). */
 #define MMA3(d, a, b)                                                                              \
     {                                                                                              \
@@ -70,6 +81,127 @@ OCLML_INLINE float shuffle_emulated(float v, uint src, __local float *shfl, uint
         MMA(d, ah_[0], ah_[1], ah_[2], ah_[3], bh_[0], bh_[1]);                                    \
     }
 
+/* A fragments of rows row[0] (gid) and row[1] (gid + 8) of src over the head dim (NO_ROW: 0). */
+OCLML_INLINE void load_a(float a[DSTEPS][4], __global const float *src, const ulong row[2],
+                         uint tig) {
+#pragma unroll
+    for (uint kk = 0; kk < DSTEPS; kk++)
+#pragma unroll
+        for (uint x = 0; x < 4; x++)
+            a[kk][x] = row[x % 2] != NO_ROW ? src[row[x % 2] + kk * 8 + tig + 4 * (x / 2)] : 0.0f;
+}
+
+/* s = a blk^T: a's two rows (A fragments over the head dim) against rows nt 8 + gid of blk
+ * (ld floats a row) for the KTILES column tiles. The tensor cores round their sums toward zero,
+ * a bias that grows with every accumulation into the same register (the GEMM measured it): each
+ * tile sums CHUNK_STEPS 8-deep steps at a time from zero, and fp32 adds carry the total. */
+OCLML_INLINE void score_product(float s[KTILES][4], float a[DSTEPS][4], __local const float *blk,
+                                uint ld, uint gid, uint tig EMU_PARAMS) {
+#if !MMA_EMULATE
+#pragma unroll
+#endif
+    for (uint nt = 0; nt < KTILES; nt++) {
+#pragma unroll
+        for (uint x = 0; x < 4; x++) s[nt][x] = 0.0f;
+        for (uint k0 = 0; k0 < DSTEPS; k0 += CHUNK_STEPS) {
+            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#if !MMA_EMULATE
+#pragma unroll
+#endif
+            for (uint kk = k0; kk < min(k0 + CHUNK_STEPS, (uint)DSTEPS); kk++) {
+                const float b2[2] = {blk[(nt * 8 + gid) * ld + kk * 8 + tig],
+                                     blk[(nt * 8 + gid) * ld + kk * 8 + tig + 4]};
+                MMA3(t, a[kk], b2)
+            }
+#pragma unroll
+            for (uint x = 0; x < 4; x++) s[nt][x] += t[x];
+        }
+    }
+}
+
+/* A score tile (accumulator layout) as tf32-split A fragments over its columns: column tig of row
+ * gid comes from work-item (gid, tig / 2) and column tig + 4 from (gid, 2 + tig / 2), the even or
+ * odd one. Every work-item of the warp calls it. */
+OCLML_INLINE void to_a_fragments(float s[KTILES][4], uint hi[KTILES][4], uint lo[KTILES][4],
+                                 uint lane, uint tig EMU_PARAMS) {
+    const uint src_lo = (lane & ~3u) | (tig >> 1), src_hi = src_lo + 2;
+    const bool odd = tig & 1u;
+#if !MMA_EMULATE
+#pragma unroll
+#endif
+    for (uint kt = 0; kt < KTILES; kt++) {
+        const float lo0 = SHUFFLE(s[kt][0], src_lo), lo1 = SHUFFLE(s[kt][1], src_lo),
+                    lo2 = SHUFFLE(s[kt][2], src_lo), lo3 = SHUFFLE(s[kt][3], src_lo),
+                    hi0 = SHUFFLE(s[kt][0], src_hi), hi1 = SHUFFLE(s[kt][1], src_hi),
+                    hi2 = SHUFFLE(s[kt][2], src_hi), hi3 = SHUFFLE(s[kt][3], src_hi);
+        tf32_split(odd ? lo1 : lo0, &hi[kt][0], &lo[kt][0]);
+        tf32_split(odd ? lo3 : lo2, &hi[kt][1], &lo[kt][1]);
+        tf32_split(odd ? hi1 : hi0, &hi[kt][2], &lo[kt][2]);
+        tf32_split(odd ? hi3 : hi2, &hi[kt][3], &lo[kt][3]);
+    }
+}
+
+/* acc += A blk: A (split fragments over KTILES 8-deep steps) against rows kt 8 + tig of blk and
+ * its head-dim columns. Each of acc's column tiles sums the steps from zero on the tensor cores
+ * and adds them in fp32 (the rounding toward zero, as above). */
+OCLML_INLINE void accumulate_product(float acc[DSTEPS][4], uint ah[KTILES][4], uint al[KTILES][4],
+                                     __local const float *blk, uint ld, uint gid,
+                                     uint tig EMU_PARAMS) {
+#if !MMA_EMULATE
+#pragma unroll
+#endif
+    for (uint nt = 0; nt < DSTEPS; nt++) {
+        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#if !MMA_EMULATE
+#pragma unroll
+#endif
+        for (uint kt = 0; kt < KTILES; kt++) {
+            uint bh[2], bl[2];
+            tf32_split(blk[(kt * 8 + tig) * ld + nt * 8 + gid], &bh[0], &bl[0]);
+            tf32_split(blk[(kt * 8 + tig + 4) * ld + nt * 8 + gid], &bh[1], &bl[1]);
+            MMA(t, al[kt][0], al[kt][1], al[kt][2], al[kt][3], bh[0], bh[1]);
+            MMA(t, ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bl[0], bl[1]);
+            MMA(t, ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bh[0], bh[1]);
+        }
+#pragma unroll
+        for (uint x = 0; x < 4; x++) acc[nt][x] += t[x];
+    }
+}
+
+/* n rows of a key head from src (rows of stride floats from row `first`, zeros at and past
+ * `limit`) into blk, ld floats a row. */
+OCLML_INLINE void stage_keys(__local float *blk, uint ld, __global const float *src, ulong stride,
+                             int first, uint n, int limit) {
+    for (uint e = get_local_id(0); e < n * HEAD_DIM; e += NT) {
+        const uint j = e / HEAD_DIM, c = e % HEAD_DIM;
+        blk[j * ld + c] = first + (int)j < limit ? src[(first + j) * stride + c] : 0.0f;
+    }
+}
+
+/* The n query rows of a table into blk (NO_ROW: zeros). */
+OCLML_INLINE void stage_rows(__local float *blk, uint ld, __global const float *src,
+                             __local const ulong *table, uint n) {
+    for (uint e = get_local_id(0); e < n * HEAD_DIM; e += NT) {
+        const uint j = e / HEAD_DIM, c = e % HEAD_DIM;
+        blk[j * ld + c] = table[j] != NO_ROW ? src[table[j] + c] : 0.0f;
+    }
+}
+
+#define MMA_LOCALS                                                                      \
+    __local ulong rows_qkv[BQ], rows_stat[BQ], rows_mask[BQ];                           \
+    __local int rows_i[BQ];                                                             \
+    const row_table rows = {rows_qkv, rows_stat, rows_mask, rows_i};                    \
+    const uint lid = get_local_id(0), lane = lid % 32, warp = lid / 32, gid = lane / 4, \
+               tig = lane % 4;                                                          \
+    MMA_EMU_LOCALS
+#if MMA_EMULATE
+#define MMA_EMU_LOCALS                                                     \
+    __local float xchg_all[WARPS * MMA_XCHG_FLOATS], shfl_all[WARPS * 32]; \
+    __local float *xchg = xchg_all + warp * MMA_XCHG_FLOATS, *shfl = shfl_all + warp * 32;
+#else
+#define MMA_EMU_LOCALS
+#endif
+
 #if OCLML_WANT(oclml_attention_fwd_mma)
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const float *k, ulong k_off,
@@ -78,16 +210,8 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
                         __global const float *mask, ulong mask_off, __global const float *keylen,
                         ulong keylen_off, __global float *part, ulong rows_all, uint splits,
                         uint blocks_per_split, ATT_GEOM) {
-    __local float ks[BK * K_LD], vs[BK * V_LD];
-    __local ulong rows_qkv[BQ], rows_stat[BQ], rows_mask[BQ];
-    __local int rows_i[BQ];
-    const row_table rows = {rows_qkv, rows_stat, rows_mask, rows_i};
-    const uint lid = get_local_id(0), lane = lid % 32, warp = lid / 32, gid = lane / 4,
-               tig = lane % 4;
-#if MMA_EMULATE
-    __local float xchg_all[WARPS * MMA_XCHG_FLOATS], shfl_all[WARPS * 32];
-    __local float *xchg = xchg_all + warp * MMA_XCHG_FLOATS, *shfl = shfl_all + warp * 32;
-#endif
+    __local float ks[BN * K_LD], vs[BN * V_LD];
+    MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV, split = get_global_id(2);
     const uint n_rows = H / HKV * LQ, R0 = get_group_id(0) * BQ;
     k += k_off + row_offset(b, hkv, 0, HKV, LK);
@@ -99,56 +223,25 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
     int imin, imax, jlo, jhi;
     query_span(R0, n_rows, LQ, &imin, &imax);
     key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
-    const int first = jlo / BK * BK + (int)(split * blocks_per_split) * BK;
-    const int end = min(jhi, first + (int)blocks_per_split * BK);
+    const int first = jlo / BN * BN + (int)(split * blocks_per_split) * BN;
+    const int end = min(jhi, first + (int)blocks_per_split * BN);
 
     /* This work-item's rows: r[0] = warp 16 + gid and r[1] = r[0] + 8 of the block. */
     const uint r[2] = {warp * 16 + gid, warp * 16 + gid + 8};
     const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
     float qa[DSTEPS][4], acc[DSTEPS][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    load_a(qa, q + q_off, qrow, tig);
 #pragma unroll
     for (uint kk = 0; kk < DSTEPS; kk++)
 #pragma unroll
-        for (uint x = 0; x < 4; x++) {
-            const ulong at = qrow[x % 2];
-            qa[kk][x] = at != NO_ROW ? q[q_off + at + kk * 8 + tig + 4 * (x / 2)] : 0.0f;
-            acc[kk][x] = 0.0f;
-        }
-    const uint src_lo = (lane & ~3u) | (tig >> 1), src_hi = src_lo + 2;
-    for (int kb = first; kb < end; kb += BK) {
-        const uint nk = (uint)min(BK, (int)LK - kb);
+        for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
+    for (int kb = first; kb < end; kb += BN) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint e = lid; e < BK * HEAD_DIM; e += NT) {
-            const uint j = e / HEAD_DIM, c = e % HEAD_DIM;
-            const bool in = j < nk;
-            ks[j * K_LD + c] = in ? k[(kb + j) * kstride + c] : 0.0f;
-            vs[j * V_LD + c] = in ? v[(kb + j) * kstride + c] : 0.0f;
-        }
+        stage_keys(ks, K_LD, k, kstride, kb, BN, (int)LK);
+        stage_keys(vs, V_LD, v, kstride, kb, BN, (int)LK);
         barrier(CLK_LOCAL_MEM_FENCE);
-        /* S = Q K^T. The tensor cores round their sums toward zero, a bias that grows with every
-         * accumulation into the same register (the GEMM measured it): each 8-key tile sums
-         * CHUNK_STEPS 8-deep steps at a time from zero, and fp32 adds carry the total. */
         float s[KTILES][4];
-#if !MMA_EMULATE
-#pragma unroll
-#endif
-        for (uint nt = 0; nt < KTILES; nt++) {
-#pragma unroll
-            for (uint x = 0; x < 4; x++) s[nt][x] = 0.0f;
-            for (uint k0 = 0; k0 < DSTEPS; k0 += CHUNK_STEPS) {
-                float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#if !MMA_EMULATE
-#pragma unroll
-#endif
-                for (uint kk = k0; kk < min(k0 + CHUNK_STEPS, (uint)DSTEPS); kk++) {
-                    const float kb2[2] = {ks[(nt * 8 + gid) * K_LD + kk * 8 + tig],
-                                          ks[(nt * 8 + gid) * K_LD + kk * 8 + tig + 4]};
-                    MMA3(t, qa[kk], kb2)
-                }
-#pragma unroll
-                for (uint x = 0; x < 4; x++) s[nt][x] += t[x];
-            }
-        }
+        score_product(s, qa, ks, K_LD, gid, tig EMU_ARGS);
         /* Masks, and the online softmax of each of the two rows. */
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -184,44 +277,9 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
                 s[nt][x] = exp(s[nt][x] - base[x / 2]);
                 l[x / 2] += s[nt][x];
             }
-        /* O += P V: P's 8-key tile kt as an A fragment, key tig of row gid from work-item
-         * (gid, tig / 2) and key tig + 4 from (gid, 2 + tig / 2), the even or odd column; split
-         * into tf32 parts once. Each of O's column tiles sums the block from zero on the tensor
-         * cores and adds it in fp32 (the rounding toward zero, as above). */
-        uint pah[KTILES][4], pal[KTILES][4];
-#if !MMA_EMULATE
-#pragma unroll
-#endif
-        for (uint kt = 0; kt < KTILES; kt++) {
-            const float lo0 = SHUFFLE(s[kt][0], src_lo), lo1 = SHUFFLE(s[kt][1], src_lo),
-                        lo2 = SHUFFLE(s[kt][2], src_lo), lo3 = SHUFFLE(s[kt][3], src_lo),
-                        hi0 = SHUFFLE(s[kt][0], src_hi), hi1 = SHUFFLE(s[kt][1], src_hi),
-                        hi2 = SHUFFLE(s[kt][2], src_hi), hi3 = SHUFFLE(s[kt][3], src_hi);
-            const bool odd = tig & 1u;
-            tf32_split(odd ? lo1 : lo0, &pah[kt][0], &pal[kt][0]);
-            tf32_split(odd ? lo3 : lo2, &pah[kt][1], &pal[kt][1]);
-            tf32_split(odd ? hi1 : hi0, &pah[kt][2], &pal[kt][2]);
-            tf32_split(odd ? hi3 : hi2, &pah[kt][3], &pal[kt][3]);
-        }
-#if !MMA_EMULATE
-#pragma unroll
-#endif
-        for (uint nt = 0; nt < DSTEPS; nt++) {
-            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#if !MMA_EMULATE
-#pragma unroll
-#endif
-            for (uint kt = 0; kt < KTILES; kt++) {
-                uint bh[2], bl[2];
-                tf32_split(vs[(kt * 8 + tig) * V_LD + nt * 8 + gid], &bh[0], &bl[0]);
-                tf32_split(vs[(kt * 8 + tig + 4) * V_LD + nt * 8 + gid], &bh[1], &bl[1]);
-                MMA(t, pal[kt][0], pal[kt][1], pal[kt][2], pal[kt][3], bh[0], bh[1]);
-                MMA(t, pah[kt][0], pah[kt][1], pah[kt][2], pah[kt][3], bl[0], bl[1]);
-                MMA(t, pah[kt][0], pah[kt][1], pah[kt][2], pah[kt][3], bh[0], bh[1]);
-            }
-#pragma unroll
-            for (uint x = 0; x < 4; x++) acc[nt][x] += t[x];
-        }
+        uint pah[KTILES][4], pal[KTILES][4]; /* O += P V */
+        to_a_fragments(s, pah, pal, lane, tig EMU_ARGS);
+        accumulate_product(acc, pah, pal, vs, V_LD, gid, tig EMU_ARGS);
     }
     /* Each row's sum over the 4 work-items that hold it, then O / l and the log-sum-exp. */
 #pragma unroll
@@ -248,5 +306,165 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
                 lse[lse_off + stat] = row_lse;
         }
     }
+}
+#endif
+
+/* P and dS of a score tile whose rows are `prow` (tile rows: query rows) or whose columns are
+ * (dK/dV: the tile's rows are keys): p = exp(masked score - lse) (0 where masked or the row sees
+ * nothing), ds = p (dp - delta). */
+OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse, float row_delta,
+                               int klen, int shift, int wl, int wr, float scale,
+                               __global const float *mask, ulong mask_off, ulong mrow) {
+    const float x = masked_score(*p, i, j, klen, shift, wl, wr, scale, mask, mask_off, mrow);
+    const float pr = (x == -INFINITY || row_lse == -INFINITY) ? 0.0f : exp(x - row_lse);
+    *p = pr;
+    *dp = pr * (*dp - row_delta);
+}
+
+#define MMA_BWD_ARGS                                                                      \
+    __global const float *q, ulong q_off, __global const float *k, ulong k_off,           \
+        __global const float *v, ulong v_off, __global const float *dout, ulong dout_off, \
+        __global const float *lse, ulong lse_off, __global const float *delta,            \
+        __global const float *mask, ulong mask_off, __global const float *keylen, ulong keylen_off
+
+#if OCLML_WANT(oclml_attention_dq_mma)
+/* Grid: (row blocks x NT, B HKV). dQ = scale sum dS K over the block's key blocks of BN keys;
+ * Q and dO of the work-item's two rows stay in registers as A fragments. */
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
+oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
+    __local float ks[BN * K_LD], vs[BN * K_LD];
+    MMA_LOCALS
+    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
+    const uint n_rows = H / HKV * LQ, R0 = get_group_id(0) * BQ;
+    k += k_off + row_offset(b, hkv, 0, HKV, LK);
+    v += v_off + row_offset(b, hkv, 0, HKV, LK);
+    const ulong kstride = KEY_STRIDE(HKV);
+    const int klen = key_length(keylen, keylen_off, b, LK);
+    fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
+              mask_hstride);
+    int imin, imax, jlo, jhi;
+    query_span(R0, n_rows, LQ, &imin, &imax);
+    key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
+    const uint r[2] = {warp * 16 + gid, warp * 16 + gid + 8};
+    const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
+    float row_lse[2], row_delta[2];
+#pragma unroll
+    for (uint h = 0; h < 2; h++) {
+        const ulong stat = rows_stat[r[h]];
+        row_lse[h] = stat == NO_ROW ? -INFINITY : lse[lse_off + stat];
+        row_delta[h] = stat == NO_ROW ? 0.0f : delta[stat];
+    }
+    float qa[DSTEPS][4], da[DSTEPS][4], acc[DSTEPS][4];
+    load_a(qa, q + q_off, qrow, tig);
+    load_a(da, dout + dout_off, qrow, tig);
+#pragma unroll
+    for (uint kk = 0; kk < DSTEPS; kk++)
+#pragma unroll
+        for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
+    for (int kb = jlo / BN * BN; kb < jhi; kb += BN) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        stage_keys(ks, K_LD, k, kstride, kb, BN, (int)LK);
+        stage_keys(vs, K_LD, v, kstride, kb, BN, (int)LK);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float s[KTILES][4], dp[KTILES][4];
+        score_product(s, qa, ks, K_LD, gid, tig EMU_ARGS);
+        score_product(dp, da, vs, K_LD, gid, tig EMU_ARGS);
+#pragma unroll
+        for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+            for (uint x = 0; x < 4; x++) {
+                const uint row = r[x / 2];
+                softmax_grad(&s[nt][x], &dp[nt][x], rows_i[row],
+                             kb + (int)(nt * 8 + 2 * tig + x % 2), row_lse[x / 2], row_delta[x / 2],
+                             klen, shift, wl, wr, scale, mask, mask_off, rows_mask[row]);
+            }
+        uint dsh[KTILES][4], dsl[KTILES][4];
+        to_a_fragments(dp, dsh, dsl, lane, tig EMU_ARGS);
+        accumulate_product(acc, dsh, dsl, ks, K_LD, gid, tig EMU_ARGS);
+    }
+#pragma unroll
+    for (uint h = 0; h < 2; h++)
+        if (qrow[h] != NO_ROW)
+#pragma unroll
+            for (uint nt = 0; nt < DSTEPS; nt++) {
+                dq[dq_off + qrow[h] + nt * 8 + 2 * tig] = scale * acc[nt][2 * h];
+                dq[dq_off + qrow[h] + nt * 8 + 2 * tig + 1] = scale * acc[nt][2 * h + 1];
+            }
+}
+#endif
+
+#if OCLML_WANT(oclml_attention_dkdv_mma)
+/* Grid: (key blocks of BQ keys x NT, B HKV). Each warp's 16 keys against every query row of the
+ * key head's group that can see the block, BQ rows staged at a time and taken in halves of BN:
+ * S^T = K Q^T and dP^T = V dO^T with K and V as A fragments in registers, then dV += P^T dO and
+ * dK += dS^T Q. */
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
+oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __global float *dv,
+                         ulong dv_off, ATT_GEOM) {
+    __local float qs[BQ * K_LD], ds_rows[BQ * K_LD], lse_s[BQ], delta_s[BQ];
+    MMA_LOCALS
+    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
+    const uint n_rows = H / HKV * LQ;
+    const int kb = (int)(get_group_id(0) * BQ);
+    const ulong kstride = KEY_STRIDE(HKV), kbase = row_offset(b, hkv, 0, HKV, LK);
+    const int klen = key_length(keylen, keylen_off, b, LK);
+    /* This work-item's keys: kb + warp 16 + gid and 8 more (accumulator rows). */
+    const int key[2] = {kb + (int)(warp * 16 + gid), kb + (int)(warp * 16 + gid + 8)};
+    const ulong krow[2] = {key[0] < (int)LK ? kbase + key[0] * kstride : NO_ROW,
+                           key[1] < (int)LK ? kbase + key[1] * kstride : NO_ROW};
+    float ka[DSTEPS][4], va[DSTEPS][4], acc_k[DSTEPS][4], acc_v[DSTEPS][4];
+    load_a(ka, k + k_off, krow, tig);
+    load_a(va, v + v_off, krow, tig);
+#pragma unroll
+    for (uint kk = 0; kk < DSTEPS; kk++)
+#pragma unroll
+        for (uint x = 0; x < 4; x++) acc_k[kk][x] = acc_v[kk][x] = 0.0f;
+    for (uint R0 = 0; R0 < n_rows; R0 += BQ) {
+        int imin, imax, jlo, jhi;
+        query_span(R0, n_rows, LQ, &imin, &imax);
+        key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
+        if (jhi <= kb || jlo >= kb + (int)BQ) continue; /* no row of the block sees these keys */
+        fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
+                  mask_hstride);
+        stage_rows(qs, K_LD, q + q_off, rows_qkv, BQ);
+        stage_rows(ds_rows, K_LD, dout + dout_off, rows_qkv, BQ);
+        for (uint e = lid; e < BQ; e += NT) {
+            const ulong stat = rows_stat[e];
+            lse_s[e] = stat == NO_ROW ? -INFINITY : lse[lse_off + stat];
+            delta_s[e] = stat == NO_ROW ? 0.0f : delta[stat];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint part = 0; part < BQ; part += BN) {
+            float s[KTILES][4], dp[KTILES][4];
+            score_product(s, ka, qs + part * K_LD, K_LD, gid, tig EMU_ARGS);
+            score_product(dp, va, ds_rows + part * K_LD, K_LD, gid, tig EMU_ARGS);
+#pragma unroll
+            for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+                for (uint x = 0; x < 4; x++) {
+                    const uint row = part + nt * 8 + 2 * tig + x % 2;
+                    softmax_grad(&s[nt][x], &dp[nt][x], rows_i[row], key[x / 2], lse_s[row],
+                                 delta_s[row], klen, shift, wl, wr, scale, mask, mask_off,
+                                 rows_mask[row]);
+                }
+            uint fh[KTILES][4], fl[KTILES][4];
+            to_a_fragments(s, fh, fl, lane, tig EMU_ARGS);
+            accumulate_product(acc_v, fh, fl, ds_rows + part * K_LD, K_LD, gid, tig EMU_ARGS);
+            to_a_fragments(dp, fh, fl, lane, tig EMU_ARGS);
+            accumulate_product(acc_k, fh, fl, qs + part * K_LD, K_LD, gid, tig EMU_ARGS);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* the staged rows are read until here */
+    }
+#pragma unroll
+    for (uint h = 0; h < 2; h++)
+        if (krow[h] != NO_ROW)
+#pragma unroll
+            for (uint nt = 0; nt < DSTEPS; nt++) {
+                const ulong at = krow[h] + nt * 8 + 2 * tig;
+                dk[dk_off + at] = scale * acc_k[nt][2 * h];
+                dk[dk_off + at + 1] = scale * acc_k[nt][2 * h + 1];
+                dv[dv_off + at] = acc_v[nt][2 * h];
+                dv[dv_off + at + 1] = acc_v[nt][2 * h + 1];
+            }
 }
 #endif

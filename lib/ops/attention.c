@@ -23,11 +23,21 @@ typedef struct att_tile {
     unsigned tx, ty, rq, rk, jc;
 } att_tile;
 
-typedef enum att_kernel { K_FWD, K_MERGE, K_DELTA, K_DKDV, K_DQ, K_DMASK, K_FWD_MMA } att_kernel;
-static const char *const KERNEL_NAMES[] = {"oclml_attention_fwd",    "oclml_attention_merge",
-                                           "oclml_attention_delta",  "oclml_attention_dkdv",
-                                           "oclml_attention_dq",     "oclml_attention_dmask",
-                                           "oclml_attention_fwd_mma"};
+typedef enum att_kernel {
+    K_FWD,
+    K_MERGE,
+    K_DELTA,
+    K_DKDV,
+    K_DQ,
+    K_DMASK,
+    K_FWD_MMA,
+    K_DKDV_MMA,
+    K_DQ_MMA
+} att_kernel;
+static const char *const KERNEL_NAMES[] = {
+    "oclml_attention_fwd",     "oclml_attention_merge",    "oclml_attention_delta",
+    "oclml_attention_dkdv",    "oclml_attention_dq",       "oclml_attention_dmask",
+    "oclml_attention_fwd_mma", "oclml_attention_dkdv_mma", "oclml_attention_dq_mma"};
 
 void oclml_attention_params_init(oclml_attention_params *p) {
     if (!p) return;
@@ -192,25 +202,34 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
            local_floats(kind, t, D) * 4 <= ctx->caps.local_mem_bytes;
 }
 
-/* The tensor-core forward (attention_mma.cl): the tuning key attention.mma (-1 auto, 0 never, 1
- * where the device has TF32 mma.sync, 2 the kernel with the instruction emulated, for tests),
- * by default where the device has them; head dims that are multiples of 8 up to 128 and more
- * query rows a key head than the decode tile takes. 4 warps of 16 rows (as a tile: 16 x 8
- * work-items, 8 rows each); key blocks of 64 keys, 16 above head dim 64 (32 keys spilled
- * registers at head dim 128 on the H100 and ran 1.2x slower). */
+/* The tensor-core kernels (attention_mma.cl): the tuning key attention.mma (-1 auto, 0 never, 1
+ * where the device has TF32 mma.sync, 2 the kernels with the instruction emulated, for tests),
+ * by default where the device has them; head dims that are multiples of 8 up to 128 (the
+ * backward up to 64: it keeps two operands and two accumulators in registers) and more query
+ * rows a key head than the decode tile takes. 4 warps of 16 rows (as a tile: 16 x 8
+ * work-items, 8 rows each). The forward's key blocks have 64 keys, 16 above head dim 64 (32
+ * keys spilled registers at head dim 128 on the H100 and ran 1.2x slower); the backward's
+ * score tiles have 32 columns. */
 #define MMA_WARPS 4
-static int mma_mode(oclml_ctx *ctx, const att_shape *s) {
+static int mma_mode(oclml_ctx *ctx, const att_shape *s, bool backward) {
     const long mode = oclml__tune(ctx, "attention.mma", 0);
-    if (!mode || s->D % 8 || s->D > 128 || s->H / s->HKV * s->LQ <= DECODE_ROWS) return 0;
+    if (!mode || s->D % 8 || s->D > (backward ? 64u : 128u) || s->H / s->HKV * s->LQ <= DECODE_ROWS)
+        return 0;
     if (mode == 2) return 2;
     return ctx->caps.is_gpu && oclml__caps_mma(ctx) ? 1 : 0;
 }
 
-static att_tile mma_tile(size_t D) { return (att_tile){16, 2 * MMA_WARPS, 8, D <= 64 ? 4 : 1, 1}; }
+/* The score tile's columns of a tensor-core kernel (BN in attention_mma.cl). */
+static unsigned mma_columns(att_kernel kind, size_t D) {
+    return kind == K_FWD_MMA ? (D <= 64 ? 64 : 16) : 32;
+}
 
-static size_t mma_local_floats(att_tile t, size_t D, bool emulate) {
-    const size_t bk = (size_t)t.tx * t.rk, bq = (size_t)t.ty * t.rq;
-    return bk * (2 * D + 12) + bq * 7 + (emulate ? MMA_WARPS * (16 * 8 + 8 * 8 + 32) : 0);
+static size_t mma_local_floats(att_kernel kind, size_t D, bool emulate) {
+    const size_t bq = 16 * MMA_WARPS, bn = mma_columns(kind, D),
+                 emu = emulate ? MMA_WARPS * (16 * 8 + 8 * 8 + 32) : 0, rows = bq * 7;
+    if (kind == K_FWD_MMA) return bn * (2 * D + 12) + rows + emu;
+    if (kind == K_DQ_MMA) return 2 * bn * (D + 4) + rows + emu;
+    return 2 * bq * (D + 4) + 2 * bq + rows + emu;
 }
 
 static oclml__program_spec spec_of(att_kernel kind, att_tile t, size_t D, bool blhd, bool mask,
@@ -264,20 +283,22 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
     return n;
 }
 
-static oclml_status mma_kernel_of(const att_call *c, int mode, att_tile *t, cl_kernel *k) {
-    *t = mma_tile(c->s.D);
-    if (mma_local_floats(*t, c->s.D, mode == 2) * 4 > c->ctx->caps.local_mem_bytes ||
+static oclml_status mma_kernel_of(const att_call *c, att_kernel kind, int mode, att_tile *t,
+                                  cl_kernel *k) {
+    const unsigned bn = mma_columns(kind, c->s.D);
+    *t = (att_tile){16, 2 * MMA_WARPS, 8, bn / 16, 1}; /* 128 work-items, 64 rows */
+    if (mma_local_floats(kind, c->s.D, mode == 2) * 4 > c->ctx->caps.local_mem_bytes ||
         (size_t)t->tx * t->ty > c->ctx->caps.max_work_group_size)
         return oclml__fail(c->ctx, OCLML_ERR_UNSUPPORTED,
                            "the tensor-core attention tile needs more than the device's "
                            "work-group or local memory (set attention.mma=0)");
     char defines[256];
     snprintf(defines, sizeof defines,
-             "-DHEAD_DIM=%zu -DBK=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
+             "-DHEAD_DIM=%zu -DBN=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
              "-DHAS_KEYLEN=%d",
-             c->s.D, t->tx * t->rk, mode == 2, c->p->layout == OCLML_ATTENTION_BLHD,
-             c->mask != NULL, c->keylen != NULL);
-    const oclml__program_spec spec = {"attention_mma.cl", defines, KERNEL_NAMES[K_FWD_MMA],
+             c->s.D, bn, mode == 2, c->p->layout == OCLML_ATTENTION_BLHD, c->mask != NULL,
+             c->keylen != NULL);
+    const oclml__program_spec spec = {"attention_mma.cl", defines, KERNEL_NAMES[kind],
                                       ATT_MAX_REGISTERS};
     return oclml__kernel(c->ctx, &spec, spec.kernels, k);
 }
@@ -336,8 +357,9 @@ static oclml_status forward(const att_call *c, const oclml_tensor *q, const oclm
                             const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse) {
     att_tile t;
     cl_kernel kf, km = NULL;
-    const int mma = mma_mode(c->ctx, &c->s);
-    oclml_status st = mma ? mma_kernel_of(c, mma, &t, &kf) : kernel_of(c, K_FWD, &t, &kf);
+    const int mma = mma_mode(c->ctx, &c->s, false);
+    oclml_status st =
+        mma ? mma_kernel_of(c, K_FWD_MMA, mma, &t, &kf) : kernel_of(c, K_FWD, &t, &kf);
     if (st) return st;
     const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk;
     const size_t splits = plan_splits(c, t), key_blocks = ceil_div(c->s.LK, bk);
@@ -432,18 +454,23 @@ static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_t
     if ((st = launch_rows(c, kern, ad, sizeof ad / sizeof ad[0], rows_all))) return st;
     oclml__arg a[40];
     unsigned n;
+    const int mma = mma_mode(c->ctx, &c->s, true);
     if (dk) {
-        if ((st = kernel_of(c, K_DKDV, &t, &kern))) return st;
+        if ((st = mma ? mma_kernel_of(c, K_DKDV_MMA, mma, &t, &kern)
+                      : kernel_of(c, K_DKDV, &t, &kern)))
+            return st;
         n = put_bwd_args(c, b, a);
         a[n++] = OCLML_ARG(dk), a[n++] = OCLML_ARG(dk_off), a[n++] = OCLML_ARG(dv),
         a[n++] = OCLML_ARG(dv_off);
         n = geom_args(c, a, n);
-        if ((st = launch_tiled(c, kern, t, a, n, ceil_div(c->s.LK, (size_t)t.tx * t.rk),
-                               c->s.B * c->s.HKV, 1)))
+        /* Key blocks: BK keys on FMAs, the 64 rows of the tensor-core tile. */
+        const size_t keys = mma ? (size_t)t.ty * t.rq : (size_t)t.tx * t.rk;
+        if ((st = launch_tiled(c, kern, t, a, n, ceil_div(c->s.LK, keys), c->s.B * c->s.HKV, 1)))
             return st;
     }
     if (dq) {
-        if ((st = kernel_of(c, K_DQ, &t, &kern))) return st;
+        if ((st = mma ? mma_kernel_of(c, K_DQ_MMA, mma, &t, &kern) : kernel_of(c, K_DQ, &t, &kern)))
+            return st;
         cl_ulong dq_off = oclml__elem_offset(dq);
         n = put_bwd_args(c, b, a);
         a[n++] = OCLML_ARG(dq->mem), a[n++] = OCLML_ARG(dq_off);

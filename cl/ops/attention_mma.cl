@@ -119,11 +119,11 @@ OCLML_INLINE void score_product(float s[KTILES][4], float a[DSTEPS][4], __local 
     }
 }
 
-/* A score tile (accumulator layout) as tf32-split A fragments over its columns: column tig of row
- * gid comes from work-item (gid, tig / 2) and column tig + 4 from (gid, 2 + tig / 2), the even or
+/* A score tile (accumulator layout) as A fragments over its columns: column tig of row gid
+ * comes from work-item (gid, tig / 2) and column tig + 4 from (gid, 2 + tig / 2), the even or
  * odd one. Every work-item of the warp calls it. */
-OCLML_INLINE void to_a_fragments(float s[KTILES][4], uint hi[KTILES][4], uint lo[KTILES][4],
-                                 uint lane, uint tig EMU_PARAMS) {
+OCLML_INLINE void to_a_floats(float s[KTILES][4], float a[KTILES][4], uint lane,
+                              uint tig EMU_PARAMS) {
     const uint src_lo = (lane & ~3u) | (tig >> 1), src_hi = src_lo + 2;
     const bool odd = tig & 1u;
 #if !MMA_EMULATE
@@ -134,11 +134,22 @@ OCLML_INLINE void to_a_fragments(float s[KTILES][4], uint hi[KTILES][4], uint lo
                     lo2 = SHUFFLE(s[kt][2], src_lo), lo3 = SHUFFLE(s[kt][3], src_lo),
                     hi0 = SHUFFLE(s[kt][0], src_hi), hi1 = SHUFFLE(s[kt][1], src_hi),
                     hi2 = SHUFFLE(s[kt][2], src_hi), hi3 = SHUFFLE(s[kt][3], src_hi);
-        tf32_split(odd ? lo1 : lo0, &hi[kt][0], &lo[kt][0]);
-        tf32_split(odd ? lo3 : lo2, &hi[kt][1], &lo[kt][1]);
-        tf32_split(odd ? hi1 : hi0, &hi[kt][2], &lo[kt][2]);
-        tf32_split(odd ? hi3 : hi2, &hi[kt][3], &lo[kt][3]);
+        a[kt][0] = odd ? lo1 : lo0;
+        a[kt][1] = odd ? lo3 : lo2;
+        a[kt][2] = odd ? hi1 : hi0;
+        a[kt][3] = odd ? hi3 : hi2;
     }
+}
+
+/* The same, split into tf32 parts once. */
+OCLML_INLINE void to_a_fragments(float s[KTILES][4], uint hi[KTILES][4], uint lo[KTILES][4],
+                                 uint lane, uint tig EMU_PARAMS) {
+    float a[KTILES][4];
+    to_a_floats(s, a, lane, tig EMU_ARGS);
+#pragma unroll
+    for (uint kt = 0; kt < KTILES; kt++)
+#pragma unroll
+        for (uint x = 0; x < 4; x++) tf32_split(a[kt][x], &hi[kt][x], &lo[kt][x]);
 }
 
 /* acc += A blk: A (split fragments over KTILES 8-deep steps) against rows kt 8 + tig of blk and
@@ -168,13 +179,17 @@ OCLML_INLINE void accumulate_product(float acc[DSTEPS][4], uint ah[KTILES][4], u
     }
 }
 
-/* n rows of a key head from src (rows of stride floats from row `first`, zeros at and past
- * `limit`) into blk, ld floats a row. */
-OCLML_INLINE void stage_keys(__local float *blk, uint ld, __global const float *src, ulong stride,
-                             int first, uint n, int limit) {
-    for (uint e = get_local_id(0); e < n * HEAD_DIM; e += NT) {
+/* Keys first .. first + BN - 1 of K and V (rows of stride floats; zeros at and past LK) into
+ * ks and vs, ld_k and ld_v floats a row: one loop, so each element's index math serves both. */
+OCLML_INLINE void stage_kv(__local float *ks, uint ld_k, __local float *vs, uint ld_v,
+                           __global const float *k, __global const float *v, ulong stride,
+                           int first, uint LK) {
+    const uint nk = (uint)min(BN, (int)LK - first);
+    for (uint e = get_local_id(0); e < BN * HEAD_DIM; e += NT) {
         const uint j = e / HEAD_DIM, c = e % HEAD_DIM;
-        blk[j * ld + c] = first + (int)j < limit ? src[(first + j) * stride + c] : 0.0f;
+        const bool in = j < nk;
+        ks[j * ld_k + c] = in ? k[(first + j) * stride + c] : 0.0f;
+        vs[j * ld_v + c] = in ? v[(first + j) * stride + c] : 0.0f;
     }
 }
 
@@ -237,8 +252,7 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
         for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
     for (int kb = first; kb < end; kb += BN) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        stage_keys(ks, K_LD, k, kstride, kb, BN, (int)LK);
-        stage_keys(vs, V_LD, v, kstride, kb, BN, (int)LK);
+        stage_kv(ks, K_LD, vs, V_LD, k, v, kstride, kb, LK);
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[KTILES][4];
         score_product(s, qa, ks, K_LD, gid, tig EMU_ARGS);
@@ -363,8 +377,7 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
         for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
     for (int kb = jlo / BN * BN; kb < jhi; kb += BN) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        stage_keys(ks, K_LD, k, kstride, kb, BN, (int)LK);
-        stage_keys(vs, K_LD, v, kstride, kb, BN, (int)LK);
+        stage_kv(ks, K_LD, vs, K_LD, k, v, kstride, kb, LK);
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[KTILES][4], dp[KTILES][4];
         score_product(s, qa, ks, K_LD, gid, tig EMU_ARGS);

@@ -207,9 +207,9 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
  * by default where the device has them; head dims that are multiples of 8 up to 128 (the
  * backward up to 64: it keeps two operands and two accumulators in registers) and more query
  * rows a key head than the decode tile takes. 4 warps of 16 rows (as a tile: 16 x 8
- * work-items, 8 rows each). The forward's key blocks have 64 keys, 16 above head dim 64 (32
- * keys spilled registers at head dim 128 on the H100 and ran 1.2x slower); the backward's
- * score tiles have 32 columns. */
+ * work-items, 8 rows each). Score tiles have 32 columns, the forward's 16 above head dim 64:
+ * on the H100 (2026-11-23) 32 keys ran the head-dim-64 forward 1.08x faster than 64, and 16
+ * keys the head-dim-128 forward 1.05x faster than 32 (which spills registers there). */
 #define MMA_WARPS 4
 static int mma_mode(oclml_ctx *ctx, const att_shape *s, bool backward) {
     const long mode = oclml__tune(ctx, "attention.mma", 0);
@@ -220,12 +220,14 @@ static int mma_mode(oclml_ctx *ctx, const att_shape *s, bool backward) {
 }
 
 /* The score tile's columns of a tensor-core kernel (BN in attention_mma.cl). */
-static unsigned mma_columns(att_kernel kind, size_t D) {
-    return kind == K_FWD_MMA ? (D <= 64 ? 64 : 16) : 32;
+static unsigned mma_columns(oclml_ctx *ctx, att_kernel kind, size_t D) {
+    const long forced = oclml__tune(ctx, "attention.mma_keys", 0);
+    if (kind == K_FWD_MMA && forced > 0) return forced >= 64 ? 64 : forced >= 32 ? 32 : 16;
+    return kind == K_FWD_MMA && D > 64 ? 16 : 32;
 }
 
-static size_t mma_local_floats(att_kernel kind, size_t D, bool emulate) {
-    const size_t bq = 16 * MMA_WARPS, bn = mma_columns(kind, D),
+static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate) {
+    const size_t bq = 16 * MMA_WARPS, bn = mma_columns(ctx, kind, D),
                  emu = emulate ? MMA_WARPS * (16 * 8 + 8 * 8 + 32) : 0, rows = bq * 7;
     if (kind == K_FWD_MMA) return bn * (2 * D + 12) + rows + emu;
     if (kind == K_DQ_MMA) return 2 * bn * (D + 4) + rows + emu;
@@ -285,9 +287,9 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
 
 static oclml_status mma_kernel_of(const att_call *c, att_kernel kind, int mode, att_tile *t,
                                   cl_kernel *k) {
-    const unsigned bn = mma_columns(kind, c->s.D);
+    const unsigned bn = mma_columns(c->ctx, kind, c->s.D);
     *t = (att_tile){16, 2 * MMA_WARPS, 8, bn / 16, 1}; /* 128 work-items, 64 rows */
-    if (mma_local_floats(kind, c->s.D, mode == 2) * 4 > c->ctx->caps.local_mem_bytes ||
+    if (mma_local_floats(c->ctx, kind, c->s.D, mode == 2) * 4 > c->ctx->caps.local_mem_bytes ||
         (size_t)t->tx * t->ty > c->ctx->caps.max_work_group_size)
         return oclml__fail(c->ctx, OCLML_ERR_UNSUPPORTED,
                            "the tensor-core attention tile needs more than the device's "

@@ -22,7 +22,9 @@ RESULTS = os.path.join(ROOT, "bench", "results")
 SUITES = {
     "copy": "copy",
     "gemm": "gemm", "gemm_batched": "gemm", "linear": "linear", "linear_fwd_bwd": "linear",
-    "conv2d": "conv", "conv2d_fwd_bwd": "conv", "maxpool2d": "conv",
+    "conv2d": "conv", "conv2d_fwd_bwd": "conv", "conv2d_bwd_data": "conv",
+    "conv2d_bwd_weight": "conv", "maxpool2d": "conv",
+    "attention": "attention", "attention_fwd_bwd": "attention", "attention_decode": "attention",
     "train_step": "train",
     "softmax": "softmax", "log_softmax": "softmax", "softmax_bwd": "softmax",
     "layernorm": "norm", "rmsnorm": "norm", "layernorm_bwd": "norm", "rmsnorm_bwd": "norm",

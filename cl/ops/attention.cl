@@ -171,7 +171,7 @@ oclml_attention_fwd(__global const float *q, ulong q_off, __global const float *
         for (uint t = 0; t < DPT; t++) acc[u][t] = 0.0f;
     }
     for (int kb = first; kb < end; kb += BK) {
-        const uint nk = (uint)min(BK, (int)LK - kb);
+        const uint nk = (uint)min(BK, klen - kb); /* keys past the key length are never read */
         float s[RQ][RK];
         score_tile(s, q, rows_qkv, k + kb * kstride, kstride, nk, stage);
         float bm[RQ];
@@ -304,7 +304,8 @@ OCLML_INLINE void probabilities(float s[RQ][RK], float dp[RQ][RK], row_table row
                                          wl, wr, scale, mask, mask_off, rows.mask[r]);
             const float p = (x == -INFINITY || row_lse == -INFINITY) ? 0.0f : exp(x - row_lse);
             s[u][w] = p;
-            dp[u][w] = p * (dp[u][w] - row_delta);
+            /* A masked position's gradient is 0 whatever dO V^T holds there. */
+            dp[u][w] = p == 0.0f ? 0.0f : p * (dp[u][w] - row_delta);
         }
     }
     (void)B;
@@ -335,13 +336,14 @@ oclml_attention_dkdv(BWD_ARGS, __global float *dk, ulong dk_off, __global float 
     const uint n_rows = H / HKV * LQ;
     const int kb = (int)(get_group_id(0) * BK);
     const ulong kstride = KEY_STRIDE(HKV), kbase = row_offset(b, hkv, 0, HKV, LK);
-    const uint nk = (uint)min(BK, (int)LK - kb);
     q += q_off;
     dout += dout_off;
     lse += lse_off;
     k += k_off + kbase + kb * kstride;
     v += v_off + kbase + kb * kstride;
     const int klen = key_length(keylen, keylen_off, b, LK);
+    /* Keys past the key length are never read (their gradients are 0); up to LK written. */
+    const uint nk = (uint)max(0, min(BK, klen - kb)), n_out = (uint)min(BK, (int)LK - kb);
     float acc_k[KR][DPT], acc_v[KR][DPT];
 #pragma unroll
     for (uint u = 0; u < KR; u++)
@@ -371,8 +373,8 @@ oclml_attention_dkdv(BWD_ARGS, __global float *dk, ulong dk_off, __global float 
     }
     dk += dk_off + kbase + kb * kstride;
     dv += dv_off + kbase + kb * kstride;
-    STORE_ROWS(KR, acc_k, dk, ty + a_ * TY < nk ? (ty + a_ * TY) * kstride : NO_ROW, scale)
-    STORE_ROWS(KR, acc_v, dv, ty + a_ * TY < nk ? (ty + a_ * TY) * kstride : NO_ROW, 1.0f)
+    STORE_ROWS(KR, acc_k, dk, ty + a_ * TY < n_out ? (ty + a_ * TY) * kstride : NO_ROW, scale)
+    STORE_ROWS(KR, acc_v, dv, ty + a_ * TY < n_out ? (ty + a_ * TY) * kstride : NO_ROW, 1.0f)
 }
 #endif
 
@@ -403,7 +405,7 @@ oclml_attention_dq(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
 #pragma unroll
         for (uint t = 0; t < DPT; t++) acc[u][t] = 0.0f;
     for (int kb = jlo / BK * BK; kb < jhi; kb += BK) {
-        const uint nk = (uint)min(BK, (int)LK - kb);
+        const uint nk = (uint)min(BK, klen - kb); /* keys past the key length are never read */
         float s[RQ][RK], dp[RQ][RK];
         score_tile(s, q, rows_qkv, k + kb * kstride, kstride, nk, stage);
         score_tile(dp, dout, rows_qkv, v + kb * kstride, kstride, nk, stage);
@@ -433,7 +435,6 @@ oclml_attention_dmask(BWD_ARGS, __global float *dmask, ulong dmask_off, uint mas
     const int kb = (int)(get_group_id(0) * BK);
     const uint i0 = (uint)get_global_id(1) * BQ, bhm = get_global_id(2);
     const uint bm = bhm / mask_h, hm = bhm % mask_h, G = H / HKV;
-    const uint nk = (uint)min(BK, (int)LK - kb);
     q += q_off;
     dout += dout_off;
     lse += lse_off;
@@ -444,6 +445,7 @@ oclml_attention_dmask(BWD_ARGS, __global float *dmask, ulong dmask_off, uint mas
         for (uint w = 0; w < RK; w++) acc[u][w] = 0.0f;
     for (uint b = mask_b == 1 ? 0 : bm; b < (mask_b == 1 ? B : bm + 1); b++) {
         const int klen = key_length(keylen, keylen_off, b, LK);
+        const uint nk = (uint)max(0, min(BK, klen - kb)); /* keys past the key length: unread */
         for (uint h = mask_h == 1 ? 0 : hm; h < (mask_h == 1 ? H : hm + 1); h++) {
             const uint hkv = h / G;
             const ulong kstride = KEY_STRIDE(HKV), kbase = row_offset(b, hkv, 0, HKV, LK);

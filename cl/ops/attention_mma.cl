@@ -179,12 +179,13 @@ OCLML_INLINE void accumulate_product(float acc[DSTEPS][4], uint ah[KTILES][4], u
     }
 }
 
-/* Keys first .. first + BN - 1 of K and V (rows of stride floats; zeros at and past LK) into
+/* Keys first .. first + BN - 1 of K and V (rows of stride floats; zeros at and past the key
+ * length `limit`: padding is never read) into
  * ks and vs, ld_k and ld_v floats a row: one loop, so each element's index math serves both. */
 OCLML_INLINE void stage_kv(__local float *ks, uint ld_k, __local float *vs, uint ld_v,
                            __global const float *k, __global const float *v, ulong stride,
-                           int first, uint LK) {
-    const uint nk = (uint)min(BN, (int)LK - first);
+                           int first, uint limit) {
+    const uint nk = (uint)max(0, min(BN, (int)limit - first));
     for (uint e = get_local_id(0); e < BN * HEAD_DIM; e += NT) {
         const uint j = e / HEAD_DIM, c = e % HEAD_DIM;
         const bool in = j < nk;
@@ -252,7 +253,7 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
         for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
     for (int kb = first; kb < end; kb += BN) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        stage_kv(ks, K_LD, vs, V_LD, k, v, kstride, kb, LK);
+        stage_kv(ks, K_LD, vs, V_LD, k, v, kstride, kb, (uint)klen);
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[KTILES][4];
         score_product(s, qa, ks, K_LD, gid, tig EMU_ARGS);
@@ -332,7 +333,7 @@ OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse,
     const float x = masked_score(*p, i, j, klen, shift, wl, wr, scale, mask, mask_off, mrow);
     const float pr = (x == -INFINITY || row_lse == -INFINITY) ? 0.0f : exp(x - row_lse);
     *p = pr;
-    *dp = pr * (*dp - row_delta);
+    *dp = pr == 0.0f ? 0.0f : pr * (*dp - row_delta); /* masked: 0 whatever dO V^T holds */
 }
 
 #define MMA_BWD_ARGS                                                                      \
@@ -377,7 +378,7 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
         for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
     for (int kb = jlo / BN * BN; kb < jhi; kb += BN) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        stage_kv(ks, K_LD, vs, K_LD, k, v, kstride, kb, LK);
+        stage_kv(ks, K_LD, vs, K_LD, k, v, kstride, kb, (uint)klen);
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[KTILES][4], dp[KTILES][4];
         score_product(s, qa, ks, K_LD, gid, tig EMU_ARGS);
@@ -425,9 +426,11 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
     const int key[2] = {kb + (int)(warp * 16 + gid), kb + (int)(warp * 16 + gid + 8)};
     const ulong krow[2] = {key[0] < (int)LK ? kbase + key[0] * kstride : NO_ROW,
                            key[1] < (int)LK ? kbase + key[1] * kstride : NO_ROW};
+    /* Keys past the key length are never read (their gradients are written as 0). */
+    const ulong kread[2] = {key[0] < klen ? krow[0] : NO_ROW, key[1] < klen ? krow[1] : NO_ROW};
     float ka[DSTEPS][4], va[DSTEPS][4], acc_k[DSTEPS][4], acc_v[DSTEPS][4];
-    load_a(ka, k + k_off, krow, tig);
-    load_a(va, v + v_off, krow, tig);
+    load_a(ka, k + k_off, kread, tig);
+    load_a(va, v + v_off, kread, tig);
 #pragma unroll
     for (uint kk = 0; kk < DSTEPS; kk++)
 #pragma unroll

@@ -206,15 +206,25 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
  * where the device has TF32 mma.sync, 2 the kernels with the instruction emulated, for tests),
  * by default where the device has them; head dims that are multiples of 8 up to 128 (the
  * backward up to 64: it keeps two operands and two accumulators in registers) and more query
- * rows a key head than the decode tile takes. 4 warps of 16 rows (as a tile: 16 x 8
+ * rows a key head than the decode tile takes, where the device's work-groups and local memory
+ * hold the tile (else the FMA kernels run). 4 warps of 16 rows (as a tile: 16 x 8
  * work-items, 8 rows each). Score tiles have 32 columns, the forward's 16 above head dim 64:
  * on the H100 (2026-11-23) 32 keys ran the head-dim-64 forward 1.08x faster than 64, and 16
  * keys the head-dim-128 forward 1.05x faster than 32 (which spills registers there). */
 #define MMA_WARPS 4
+static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate);
+
+/* 0 (FMA kernels), 1 (tensor cores) or 2 (emulated) for the forward or the backward; a device
+ * whose work-groups or local memory cannot hold the tile takes the FMA kernels. */
 static int mma_mode(oclml_ctx *ctx, const att_shape *s, bool backward) {
     const long mode = oclml__tune(ctx, "attention.mma", 0);
-    if (!mode || s->D % 8 || s->D > (backward ? 64u : 128u) || s->H / s->HKV * s->LQ <= DECODE_ROWS)
+    if (!mode || s->D % 8 || s->D > (backward ? 64u : 128u) ||
+        s->H / s->HKV * s->LQ <= DECODE_ROWS || ctx->caps.max_work_group_size < 32 * MMA_WARPS)
         return 0;
+    const att_kernel kinds[2] = {backward ? K_DKDV_MMA : K_FWD_MMA, K_DQ_MMA};
+    for (int i = 0; i < (backward ? 2 : 1); i++)
+        if (mma_local_floats(ctx, kinds[i], s->D, mode == 2) * 4 > ctx->caps.local_mem_bytes)
+            return 0;
     if (mode == 2) return 2;
     return ctx->caps.is_gpu && oclml__caps_mma(ctx) ? 1 : 0;
 }
@@ -527,9 +537,10 @@ oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_para
                                  dq, dk, dv, dmask};
     oclml_tensor *outs[] = {dq, dk, dv, dmask};
     const char *names[] = {"dq", "dk", "dv", "dmask"};
+    /* Every gradient against the 8 inputs and the other gradients (slot 8 + i is itself). */
     for (int i = 0; i < 4 && !st; i++) {
         for (int j = 0; j < 12 && !st; j++)
-            if (all[j] != outs[i] && outs[i] && all[j] && oclml__overlap(outs[i], all[j]))
+            if (j != 8 + i && outs[i] && all[j] && oclml__overlap(outs[i], all[j]))
                 st = oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                                  "attention gradient '%s' overlaps an input or another output",
                                  names[i]);

@@ -67,4 +67,30 @@ void ref_philox4x32_10(const unsigned ctr_in[4], const unsigned key_in[2], unsig
 /* History encoder: 64 features of one series pair (loss[len], gnorm[len]) into out[64]. */
 void ref_history_encode(const float *loss, const float *gnorm, size_t len, double out[64]);
 
+/* Attention (oclml_attention) by its definition. q [B, H, Lq, D], k and v [B, Hkv, Lk, D] (blhd:
+ * length and heads swapped); scale 0: 1 / sqrt(D); causal 0 none, 1 top-left, 2 bottom-right;
+ * wl, wr -1: open; key_lengths NULL or [B]; mask NULL or [mask_b, mask_h, Lq, Lk] (mask_b 1 or B,
+ * mask_h 1 or H). */
+typedef struct ref_attention_args {
+    size_t B, H, Hkv, Lq, Lk, D;
+    int blhd, causal;
+    double scale;
+    long wl, wr;
+    const float *key_lengths, *mask;
+    size_t mask_b, mask_h;
+} ref_attention_args;
+/* The scale in use, whether key j is visible to query i of batch entry b, and the offset of
+ * row (b, h, i) of the mask. */
+double ref_attention_scale(const ref_attention_args *a);
+int ref_attention_visible(const ref_attention_args *a, size_t b, size_t i, size_t j);
+size_t ref_attention_mask_at(const ref_attention_args *a, size_t b, size_t h, size_t i);
+/* o (q's shape) and lse [B, H, Lq] (may be NULL); a row that sees no key: o 0, lse -inf. */
+void ref_attention(const ref_attention_args *a, const float *q, const float *k, const float *v,
+                   double *o, double *lse);
+/* dq, dk, dv and dmask (the mask's shape) from dout, any may be NULL; s* (may be NULL) receive
+ * the magnitudes of each gradient's terms, the scale its rounding is judged against. */
+void ref_attention_backward(const ref_attention_args *a, const float *q, const float *k,
+                            const float *v, const float *dout, double *dq, double *dk, double *dv,
+                            double *dmask, double *sq, double *sk, double *sv, double *smask);
+
 #endif

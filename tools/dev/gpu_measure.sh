@@ -31,7 +31,10 @@ peers=()
 for suite in "${suites[@]}"; do
   timeout 120 ./oclml-bench --json "$OUT/ours-$suite.jsonl" "$suite" > "$OUT/bench-$suite.txt" 2>&1
   echo "bench $suite rc $?"; grep -vE "^(device|limits|op |$)" "$OUT/bench-$suite.txt" | cut -c1-160
-  case $suite in optim) peers+=(adam) ;; loss) peers+=(xent) ;; layout) ;; *) peers+=("$suite") ;; esac
+  case $suite in
+    optim) peers+=(adam) ;; loss) peers+=(xent) ;; layout) ;;
+    attention) peers+=(attention attention_bwd) ;; *) peers+=("$suite") ;;
+  esac
   ts "$suite"
 done
 groups=$(IFS=,; echo "${peers[*]}")

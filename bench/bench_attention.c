@@ -130,7 +130,15 @@ static int bench_shape(bench_env *env, const att_bench *s, size_t LQ, size_t LK,
     if (!st) st = fill(env->ctx, c.v, block, 2);
     if (!st && !decode) st = fill(env->ctx, c.dout, block, 3);
     int rc = st ? bench_fail(env, st, "attention setup") : 0;
-    char shape[96];
+    char shape[96], plan[256] = "", fwd_plan[160] = "", bwd_plan[160] = "";
+    if (!rc && (st = oclml_attention_plan(env->ctx, &c.p, c.q, c.k, c.v, plan, sizeof plan)))
+        rc = bench_fail(env, st, "attention plan");
+    /* "forward: ...; backward: ...", one half beside each figure */
+    const char *cut = strstr(plan, "; backward: ");
+    if (cut) {
+        snprintf(fwd_plan, sizeof fwd_plan, "%.*s", (int)(cut - plan), plan);
+        snprintf(bwd_plan, sizeof bwd_plan, "%s", cut + 2);
+    }
     const double pairs = (double)s->B * s->H * LQ * LK * s->D;
     for (int causal = 1; causal >= (decode ? 1 : 0) && !rc; causal--) {
         c.p.causal = decode   ? OCLML_CAUSAL_NONE
@@ -144,7 +152,7 @@ static int bench_shape(bench_env *env, const att_bench *s, size_t LQ, size_t LK,
         const double flops = 4 * pairs / (c.p.causal ? 2 : 1);
         bench_result r = {.op = decode ? "attention_decode" : "attention",
                           .shape = shape,
-                          .variant = "online softmax over key blocks, FMA tiles",
+                          .variant = fwd_plan,
                           .flops = decode ? 0 : flops,
                           .bytes = decode ? 2.0 * s->B * s->HKV * LK * s->D * sizeof(float) : 0};
         if ((rc = bench_time(env, fwd, &c, &r.t))) break;
@@ -156,8 +164,7 @@ static int bench_shape(bench_env *env, const att_bench *s, size_t LQ, size_t LK,
         if (decode || rc) continue;
         bench_result rb = {.op = "attention_fwd_bwd",
                            .shape = shape,
-                           .variant = "recomputed from the log-sum-exp: dK/dV per key block, "
-                                      "dQ per query block, no atomics",
+                           .variant = bwd_plan,
                            .flops = 3.5 * flops,
                            .max_rel_err = -1};
         if (!(rc = bench_time(env, fwd_bwd, &c, &rb.t))) bench_report(env, &rb);

@@ -988,7 +988,8 @@ OCLML_API void oclml_attention_params_init(oclml_attention_params *params);
 
 /* o = attention(q, k, v): q [B, H, Lq, D], k and v [B, Hkv, Lk, D] with Hkv dividing H (grouped-
  * query and multi-query attention: query head h reads key head h / (H / Hkv)), o q's shape; in
- * the BLHD layout the same with length and heads swapped. D from 1 to 256. lse (NULL or [B, H,
+ * the BLHD layout the same with length and heads swapped. D from 1 to 256 (larger head dims:
+ * OCLML_ERR_UNSUPPORTED). lse (NULL or [B, H,
  * Lq], always that order) receives each row's log-sum-exp of its masked scores, which the
  * backward needs. A row that sees no key gets o = 0 and lse = -inf (never NaN). o and lse may
  * not overlap the inputs or each other. NaN in q, k, v or the mask gives NaN in the rows that
@@ -999,6 +1000,12 @@ OCLML_API void oclml_attention_params_init(oclml_attention_params *params);
 OCLML_API oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *params,
                                        const oclml_tensor *q, const oclml_tensor *k,
                                        const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse);
+
+/* The kernels oclml_attention and oclml_attention_backward run for these shapes on this context,
+ * in words (tensor cores or FMA tiles, the tile, key splits), into text (len bytes). */
+OCLML_API oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *params,
+                                            const oclml_tensor *q, const oclml_tensor *k,
+                                            const oclml_tensor *v, char *text, size_t len);
 
 /* The gradients of oclml_attention given o and lse from the forward and dout (o's shape): dq,
  * dk and dv (each NULL when not wanted; overwritten) and, where params has a mask, dmask (NULL

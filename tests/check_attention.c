@@ -647,6 +647,52 @@ START_TEST(forced_splits_small) {
 }
 END_TEST
 
+/* oclml_attention_plan names the path each call takes: FMA tiles by default on a device without
+ * tensor cores, the emulated tensor cores where forced (forward up to head dim 128, backward up
+ * to 64), the decode tile's key split where forced; a missing buffer or a bad shape is an
+ * error that writes nothing. */
+START_TEST(plan_names_the_path) {
+    const att_case c64 = {1, 4, 2, 33, 40, 64, BHLD, TL, -1, -1, 0, NOMASK, 0};
+    att_data d;
+    att_make(&d, &c64);
+    char text[256];
+    ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
+    ck_assert_msg(strstr(text, "forward: FMA tiles") && strstr(text, "backward: FMA tiles"),
+                  "default plan on a device without tensor cores: %s", text);
+    test_retune("attention.mma=2");
+    oclml_device_info info;
+    ASSERT_OK(oclml_ctx_device_info(T, &info));
+    /* The tensor-core tile takes 128 work-items; smaller work-groups keep the FMA tiles. */
+    const bool fits = info.max_work_group_size >= 128;
+    ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
+    ck_assert_msg(fits ? strstr(text, "forward: 3xTF32 tensor cores (emulated)") &&
+                             strstr(text, "backward: 3xTF32 tensor cores (emulated)")
+                       : strstr(text, "forward: FMA tiles") && strstr(text, "backward: FMA tiles"),
+                  "attention.mma=2 at head dim 64, %zu work-items: %s", info.max_work_group_size,
+                  text);
+    att_free(&d);
+    const att_case c128 = {1, 2, 2, 65, 65, 128, BHLD, NONE, -1, -1, 0, NOMASK, 0};
+    att_make(&d, &c128);
+    ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
+    ck_assert_msg(strstr(text, fits ? "forward: 3xTF32" : "forward: FMA tiles") &&
+                      strstr(text, "backward: FMA tiles"),
+                  "head dim 128: tensor-core forward (where it fits), FMA backward: %s", text);
+    att_free(&d);
+    const att_case dec = {2, 4, 4, 1, 300, 64, BHLD, NONE, -1, -1, 0, NOMASK, 0};
+    att_make(&d, &dec);
+    test_retune("attention.splits=3");
+    ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
+    ck_assert_msg(strstr(text, "keys split 3 ways"), "decode with 3 splits: %s", text);
+    memcpy(text, "untouched", 10);
+    ck_assert_int_eq(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, NULL, 16),
+                     OCLML_ERR_NULL_POINTER);
+    ck_assert_int_eq(oclml_attention_plan(T, &d.p, d.Q, d.Q, d.V, text, sizeof text),
+                     OCLML_ERR_INVALID_SHAPE);
+    ck_assert_str_eq(text, "untouched");
+    att_free(&d);
+}
+END_TEST
+
 /* ---- bad arguments ---- */
 
 START_TEST(bad_input_touches_nothing) {
@@ -880,6 +926,7 @@ int main(void) {
     tcase_add_test(tc, large_scores_do_not_overflow);
     tcase_add_loop_test(tc, decode_matches_reference, 0, 2);
     tcase_add_loop_test(tc, forced_splits_small, 0, 2);
+    tcase_add_test(tc, plan_names_the_path);
     tcase_add_test(tc, bad_input_touches_nothing);
     tcase_add_test(tc, gradients_may_not_alias);
     suite_add_tcase(s, tc);

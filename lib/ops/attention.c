@@ -433,6 +433,49 @@ oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *param
     return forward(&c, q, k, v, o, lse);
 }
 
+oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *params,
+                                  const oclml_tensor *q, const oclml_tensor *k,
+                                  const oclml_tensor *v, char *text, size_t len) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st && (!text || len == 0))
+        st = oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "text buffer is NULL or empty");
+    oclml_attention_params defaults;
+    if (!params) {
+        oclml_attention_params_init(&defaults);
+        params = &defaults;
+    }
+    att_shape s;
+    if (!st) st = check_inputs(ctx, params, q, k, v, &s);
+    if (st) return st;
+    const att_call c = call_of(ctx, params, s);
+    const int fwd_mma = mma_mode(ctx, &s, false), bwd_mma = mma_mode(ctx, &s, true);
+    char fwd[128], bwd[128];
+    if (fwd_mma) {
+        snprintf(fwd, sizeof fwd, "%s, 64 rows x %u keys a block",
+                 fwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores",
+                 mma_columns(ctx, K_FWD_MMA, s.D));
+    } else {
+        const att_tile t = plan_tile(ctx, K_FWD, &s);
+        const size_t splits = plan_splits(&c, t);
+        snprintf(fwd, sizeof fwd, "FMA tiles %ux%u of %ux%u scores%s", t.tx, t.ty, t.rq, t.rk,
+                 splits > 1 ? ", keys split" : "");
+        if (splits > 1) {
+            const size_t n = strlen(fwd);
+            snprintf(fwd + n, sizeof fwd - n, " %zu ways, merged by log-sum-exp", splits);
+        }
+    }
+    if (bwd_mma) {
+        snprintf(bwd, sizeof bwd, "%s, dK/dV and dQ per 64 keys or rows",
+                 bwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores");
+    } else {
+        const att_tile t = plan_tile(ctx, K_DKDV, &s), tq = plan_tile(ctx, K_DQ, &s);
+        snprintf(bwd, sizeof bwd, "FMA tiles %ux%u, dK/dV per %u keys, dQ per %u rows", t.tx, t.ty,
+                 t.tx * t.rk, tq.ty * tq.rq);
+    }
+    snprintf(text, len, "forward: %s; backward: %s", fwd, bwd);
+    return OCLML_SUCCESS;
+}
+
 /* ---- backward ---- */
 
 /* The backward's arguments before each kernel's own (BWD_ARGS). */

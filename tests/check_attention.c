@@ -678,7 +678,7 @@ START_TEST(plan_names_the_path) {
                       strstr(text, "backward: FMA tiles"),
                   "head dim 128: tensor-core forward (where it fits), FMA backward: %s", text);
     att_free(&d);
-    const att_case dec = {2, 4, 4, 1, 300, 64, BHLD, NONE, -1, -1, 0, NOMASK, 0};
+    const att_case dec = {2, 4, 4, 1, 1000, 64, BHLD, NONE, -1, -1, 0, NOMASK, 0}; /* 4 blocks */
     att_make(&d, &dec);
     test_retune("attention.splits=3");
     ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));

@@ -35,7 +35,9 @@
 #define BN \
     32 /* columns of a score tile: keys (forward, dQ) or query rows (dK/dV, a part of the staged rows) */
 #endif
+#ifndef WARPS
 #define WARPS 4
+#endif
 #define NT (32 * WARPS)
 #define BQ (16 * WARPS)
 #define DSTEPS (HEAD_DIM / 8) /* 8-wide steps over the head dim: Q's k steps, O's column tiles */

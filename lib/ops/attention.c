@@ -213,6 +213,7 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
  * keys the head-dim-128 forward 1.05x faster than 32 (which spills registers there). */
 #define MMA_WARPS 4
 static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate);
+static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D);
 
 /* 0 (FMA kernels), 1 (tensor cores) or 2 (emulated) for the forward or the backward; a device
  * whose work-groups or local memory cannot hold the tile takes the FMA kernels. */
@@ -229,16 +230,30 @@ static int mma_mode(oclml_ctx *ctx, const att_shape *s, bool backward) {
     return ctx->caps.is_gpu && oclml__caps_mma(ctx) ? 1 : 0;
 }
 
-/* The score tile's columns of a tensor-core kernel (BN in attention_mma.cl). */
+/* The score tile's columns of a tensor-core kernel (BN in attention_mma.cl): the tuning keys
+ * attention.mma_keys (forward) and attention.mma_bwd_cols (backward), 16, 32 or 64; by default
+ * 32 in the forward up to head dim 64 and 16 above, 16 in the backward (32 spilled 784 bytes of
+ * the dK/dV kernel's registers at head dim 64 on the H100, 16 spills 64 and ran 1.5% faster). */
 static unsigned mma_columns(oclml_ctx *ctx, att_kernel kind, size_t D) {
-    const long forced = oclml__tune(ctx, "attention.mma_keys", 0);
-    if (kind == K_FWD_MMA && forced > 0) return forced >= 64 ? 64 : forced >= 32 ? 32 : 16;
-    return kind == K_FWD_MMA && D > 64 ? 16 : 32;
+    const long forced =
+        oclml__tune(ctx, kind == K_FWD_MMA ? "attention.mma_keys" : "attention.mma_bwd_cols", 0);
+    if (forced > 0) return forced >= 64 ? 64 : forced >= 32 ? 32 : 16;
+    return kind == K_FWD_MMA && D <= 64 ? 32 : 16;
+}
+
+/* Warps a work-group of a tensor-core kernel (WARPS in attention_mma.cl), 16 query rows each:
+ * the forward's from the tuning key attention.mma_warps (4 or 8), by default 8 above head dim 64
+ * (1.10x faster there on the H100, 1.2x slower at 64); the backward's 4 (its staged rows fill
+ * local memory). */
+static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D) {
+    const long forced = oclml__tune(ctx, "attention.mma_warps", 0);
+    const unsigned want = forced > 0 ? (forced >= 8 ? 8 : 4) : D > 64 ? 8 : 4;
+    return kind == K_FWD_MMA && 32 * want <= ctx->caps.max_work_group_size ? want : MMA_WARPS;
 }
 
 static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate) {
-    const size_t bq = 16 * MMA_WARPS, bn = mma_columns(ctx, kind, D),
-                 emu = emulate ? MMA_WARPS * (16 * 8 + 8 * 8 + 32) : 0, rows = bq * 7;
+    const size_t warps = mma_warps(ctx, kind, D), bq = 16 * warps, bn = mma_columns(ctx, kind, D),
+                 emu = emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0, rows = bq * 7;
     if (kind == K_FWD_MMA) return bn * (2 * D + 12) + rows + emu;
     if (kind == K_DQ_MMA) return 2 * bn * (D + 4) + rows + emu;
     return 2 * bq * (D + 4) + 2 * bq + rows + emu;
@@ -295,23 +310,27 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
     return n;
 }
 
+/* The program of a tensor-core kernel for head dim D (its tile in *t). */
+static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode, size_t D,
+                                       bool blhd, bool mask, bool keylen, att_tile *t,
+                                       char *defines, size_t len) {
+    const unsigned bn = mma_columns(ctx, kind, D), warps = mma_warps(ctx, kind, D);
+    *t = (att_tile){16, 2 * warps, 8, bn / 16, 1}; /* 32 warps work-items, 16 warps rows */
+    snprintf(defines, len,
+             "-DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
+             "-DHAS_KEYLEN=%d",
+             D, bn, warps, mode == 2, blhd, mask, keylen);
+    return (oclml__program_spec){"attention_mma.cl", defines, KERNEL_NAMES[kind],
+                                 ATT_MAX_REGISTERS};
+}
+
+/* mma_mode has checked that the tile fits the device. */
 static oclml_status mma_kernel_of(const att_call *c, att_kernel kind, int mode, att_tile *t,
                                   cl_kernel *k) {
-    const unsigned bn = mma_columns(c->ctx, kind, c->s.D);
-    *t = (att_tile){16, 2 * MMA_WARPS, 8, bn / 16, 1}; /* 128 work-items, 64 rows */
-    if (mma_local_floats(c->ctx, kind, c->s.D, mode == 2) * 4 > c->ctx->caps.local_mem_bytes ||
-        (size_t)t->tx * t->ty > c->ctx->caps.max_work_group_size)
-        return oclml__fail(c->ctx, OCLML_ERR_UNSUPPORTED,
-                           "the tensor-core attention tile needs more than the device's "
-                           "work-group or local memory (set attention.mma=0)");
     char defines[256];
-    snprintf(defines, sizeof defines,
-             "-DHEAD_DIM=%zu -DBN=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
-             "-DHAS_KEYLEN=%d",
-             c->s.D, bn, mode == 2, c->p->layout == OCLML_ATTENTION_BLHD, c->mask != NULL,
-             c->keylen != NULL);
-    const oclml__program_spec spec = {"attention_mma.cl", defines, KERNEL_NAMES[kind],
-                                      ATT_MAX_REGISTERS};
+    const oclml__program_spec spec =
+        mma_spec_of(c->ctx, kind, mode, c->s.D, c->p->layout == OCLML_ATTENTION_BLHD,
+                    c->mask != NULL, c->keylen != NULL, t, defines, sizeof defines);
     return oclml__kernel(c->ctx, &spec, spec.kernels, k);
 }
 
@@ -451,9 +470,9 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     const int fwd_mma = mma_mode(ctx, &s, false), bwd_mma = mma_mode(ctx, &s, true);
     char fwd[128], bwd[128];
     if (fwd_mma) {
-        snprintf(fwd, sizeof fwd, "%s, 64 rows x %u keys a block",
+        snprintf(fwd, sizeof fwd, "%s, %u rows x %u keys a block",
                  fwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores",
-                 mma_columns(ctx, K_FWD_MMA, s.D));
+                 16 * mma_warps(ctx, K_FWD_MMA, s.D), mma_columns(ctx, K_FWD_MMA, s.D));
     } else {
         const att_tile t = plan_tile(ctx, K_FWD, &s);
         const size_t splits = plan_splits(&c, t);
@@ -615,20 +634,28 @@ oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_para
     return st;
 }
 
-/* Prewarm: the forward and backward kernels of head dims 64 and 128 without masks (BHLD). */
+/* Prewarm: the kernels a call with head dims 64 and 128 runs without masks (BHLD, 1024 rows a
+ * key head): the tensor-core ones where the device has them, else the FMA tiles. */
 void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     static const size_t dims[] = {64, 128};
     const bool bwd = strstr(op, "backward") != NULL;
     for (size_t i = 0; i < 2; i++) {
-        const att_kernel first = bwd ? K_DELTA : K_FWD, last = bwd ? K_DQ : K_MERGE;
-        for (int kind = first; kind <= (int)last; kind++) {
+        const att_shape s = {.B = 1, .H = 1, .HKV = 1, .LQ = 1024, .LK = 1024, .D = dims[i]};
+        const int mma = mma_mode(ctx, &s, bwd);
+        const att_kernel fma_kinds[2][3] = {{K_FWD, K_FWD, K_FWD}, {K_DELTA, K_DKDV, K_DQ}},
+                         mma_kinds[2][3] = {{K_FWD_MMA, K_FWD_MMA, K_FWD_MMA},
+                                            {K_DELTA, K_DKDV_MMA, K_DQ_MMA}};
+        for (int j = 0; j < (bwd ? 3 : 1); j++) {
+            const att_kernel kind = mma ? mma_kinds[bwd][j] : fma_kinds[bwd][j];
             char defines[256], variant[64];
-            const att_shape s = {.B = 1, .H = 1, .HKV = 1, .LQ = 1024, .LK = 1024, .D = dims[i]};
-            const att_tile t = plan_tile(ctx, (att_kernel)kind, &s);
+            att_tile t;
             snprintf(variant, sizeof variant, "head dim %zu, %s", dims[i], KERNEL_NAMES[kind]);
-            oclml__warm_add(list, op, variant,
-                            spec_of((att_kernel)kind, t, dims[i], false, false, false, defines,
-                                    sizeof defines));
+            const oclml__program_spec spec =
+                kind >= K_FWD_MMA ? mma_spec_of(ctx, kind, mma, dims[i], false, false, false, &t,
+                                                defines, sizeof defines)
+                                  : spec_of(kind, plan_tile(ctx, kind, &s), dims[i], false, false,
+                                            false, defines, sizeof defines);
+            oclml__warm_add(list, op, variant, spec);
         }
     }
 }

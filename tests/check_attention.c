@@ -647,18 +647,22 @@ START_TEST(forced_splits_small) {
 }
 END_TEST
 
-/* oclml_attention_plan names the path each call takes: FMA tiles by default on a device without
- * tensor cores, the emulated tensor cores where forced (forward up to head dim 128, backward up
- * to 64), the decode tile's key split where forced; a missing buffer or a bad shape is an
- * error that writes nothing. */
+/* oclml_attention_plan names the path each call takes: by default FMA tiles, or the real tensor
+ * cores on a device that has them; the emulated tensor cores where forced (forward up to head
+ * dim 128, backward up to 64); the decode tile's key split where forced. A missing buffer or a
+ * bad shape is an error that writes nothing. */
 START_TEST(plan_names_the_path) {
     const att_case c64 = {1, 4, 2, 33, 40, 64, BHLD, TL, -1, -1, 0, NOMASK, 0};
     att_data d;
     att_make(&d, &c64);
     char text[256];
     ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
-    ck_assert_msg(strstr(text, "forward: FMA tiles") && strstr(text, "backward: FMA tiles"),
-                  "default plan on a device without tensor cores: %s", text);
+    /* By default: FMA tiles, or the real tensor cores where the device has them (never the
+     * emulation). */
+    ck_assert_msg((strstr(text, "forward: FMA tiles") && strstr(text, "backward: FMA tiles")) ||
+                      (strstr(text, "forward: 3xTF32 tensor cores,") &&
+                       strstr(text, "backward: 3xTF32 tensor cores,")),
+                  "default plan: %s", text);
     test_retune("attention.mma=2");
     oclml_device_info info;
     ASSERT_OK(oclml_ctx_device_info(T, &info));

@@ -369,7 +369,7 @@ typedef struct pool_case {
 static const pool_case POOLS[] = {
     {2, 3, 8, 6, 2, 2, 0, 0, 0, 0, 0, 1}, {1, 2, 7, 9, 3, 3, 2, 2, 1, 1, 0, 1},
     {1, 2, 7, 9, 3, 3, 2, 2, 1, 1, 1, 0}, {2, 1, 5, 5, 2, 3, 1, 2, 1, 1, 1, 1},
-    {1, 1, 6, 6, 4, 4, 3, 3, 2, 0, 0, 0},
+    {1, 1, 6, 6, 4, 4, 3, 3, 2, 0, 0, 0}, {2, 3, 6, 12, 2, 2, 0, 0, 0, 0, 0, 1}, /* 2x2 kernel */
 };
 
 static size_t pool_out(size_t in, unsigned k, unsigned s, unsigned pad, int ceil_mode) {

@@ -93,6 +93,21 @@ OCLML_INLINE int key_length(__global const float *keylen, ulong keylen_off, uint
 #endif
 }
 
+/* The setup of a kernel that walks key blocks for query rows R0 .. R0 + BQ - 1 of the block of
+ * (b, hkv): fills the row table and returns the batch entry's key length, with the keys
+ * [*jlo, *jhi) that those rows can see. */
+OCLML_INLINE int row_block(row_table rows, uint R0, uint b, uint hkv, __global const float *keylen,
+                           ulong keylen_off, int *jlo, int *jhi, ATT_GEOM) {
+    const uint n_rows = H / HKV * LQ;
+    const int klen = key_length(keylen, keylen_off, b, LK);
+    fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
+              mask_hstride);
+    int imin, imax;
+    query_span(R0, n_rows, LQ, &imin, &imax);
+    key_span(imin, imax, klen, shift, wl, wr, jlo, jhi);
+    return klen;
+}
+
 /* Score of query i against key j as the softmax sees it: scale s + mask, -inf where masked. */
 OCLML_INLINE float masked_score(float s, int i, int j, int klen, int shift, int wl, int wr,
                                 float scale, __global const float *mask, ulong mask_off,

@@ -147,18 +147,15 @@ oclml_attention_fwd(__global const float *q, ulong q_off, __global const float *
     __local float ps[BQ * P_LD], red[BQ * TX];
     const uint lid = get_local_id(0), tx = lid % TX, ty = lid / TX;
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV, split = get_global_id(2);
-    const uint n_rows = H / HKV * LQ, R0 = get_group_id(0) * BQ;
+    const uint R0 = get_group_id(0) * BQ;
     q += q_off;
     k += k_off + row_offset(b, hkv, 0, HKV, LK);
     v += v_off + row_offset(b, hkv, 0, HKV, LK);
     o += o_off;
     const ulong kstride = KEY_STRIDE(HKV);
-    const int klen = key_length(keylen, keylen_off, b, LK);
-    fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
-              mask_hstride);
-    int imin, imax, jlo, jhi;
-    query_span(R0, n_rows, LQ, &imin, &imax);
-    key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
+    int jlo, jhi;
+    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
+                               scale, shift, wl, wr, mask_bstride, mask_hstride);
     const int first = jlo / BK * BK + (int)(split * blocks_per_split) * BK;
     const int end = min(jhi, first + (int)blocks_per_split * BK);
 
@@ -386,19 +383,16 @@ oclml_attention_dq(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
     __local float ds[BQ * P_LD];
     const uint lid = get_local_id(0), tx = lid % TX, ty = lid / TX;
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
-    const uint n_rows = H / HKV * LQ, R0 = get_group_id(0) * BQ;
+    const uint R0 = get_group_id(0) * BQ;
     q += q_off;
     dout += dout_off;
     lse += lse_off;
     const ulong kstride = KEY_STRIDE(HKV), kbase = row_offset(b, hkv, 0, HKV, LK);
     k += k_off + kbase;
     v += v_off + kbase;
-    const int klen = key_length(keylen, keylen_off, b, LK);
-    fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
-              mask_hstride);
-    int imin, imax, jlo, jhi;
-    query_span(R0, n_rows, LQ, &imin, &imax);
-    key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
+    int jlo, jhi;
+    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
+                               scale, shift, wl, wr, mask_bstride, mask_hstride);
     float acc[RQ][DPT];
 #pragma unroll
     for (uint u = 0; u < RQ; u++)

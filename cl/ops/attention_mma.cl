@@ -231,16 +231,13 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
     __local float ks[BN * K_LD], vs[BN * V_LD];
     MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV, split = get_global_id(2);
-    const uint n_rows = H / HKV * LQ, R0 = get_group_id(0) * BQ;
+    const uint R0 = get_group_id(0) * BQ;
     k += k_off + row_offset(b, hkv, 0, HKV, LK);
     v += v_off + row_offset(b, hkv, 0, HKV, LK);
     const ulong kstride = KEY_STRIDE(HKV);
-    const int klen = key_length(keylen, keylen_off, b, LK);
-    fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
-              mask_hstride);
-    int imin, imax, jlo, jhi;
-    query_span(R0, n_rows, LQ, &imin, &imax);
-    key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
+    int jlo, jhi;
+    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
+                               scale, shift, wl, wr, mask_bstride, mask_hstride);
     const int first = jlo / BN * BN + (int)(split * blocks_per_split) * BN;
     const int end = min(jhi, first + (int)blocks_per_split * BN);
 
@@ -352,16 +349,13 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
     __local float ks[BN * K_LD], vs[BN * K_LD];
     MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
-    const uint n_rows = H / HKV * LQ, R0 = get_group_id(0) * BQ;
+    const uint R0 = get_group_id(0) * BQ;
     k += k_off + row_offset(b, hkv, 0, HKV, LK);
     v += v_off + row_offset(b, hkv, 0, HKV, LK);
     const ulong kstride = KEY_STRIDE(HKV);
-    const int klen = key_length(keylen, keylen_off, b, LK);
-    fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
-              mask_hstride);
-    int imin, imax, jlo, jhi;
-    query_span(R0, n_rows, LQ, &imin, &imax);
-    key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
+    int jlo, jhi;
+    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
+                               scale, shift, wl, wr, mask_bstride, mask_hstride);
     const uint r[2] = {warp * 16 + gid, warp * 16 + gid + 8};
     const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
     float row_lse[2], row_delta[2];

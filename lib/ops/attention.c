@@ -135,6 +135,18 @@ static oclml_status check_inputs(oclml_ctx *ctx, const oclml_attention_params *p
     return OCLML_SUCCESS;
 }
 
+/* The start of every entry point: params (NULL: the defaults, set in *defaults) and the inputs
+ * checked, *s their shape. */
+static oclml_status begin_call(oclml_ctx *ctx, const oclml_attention_params **params,
+                               oclml_attention_params *defaults, const oclml_tensor *q,
+                               const oclml_tensor *k, const oclml_tensor *v, att_shape *s) {
+    if (!*params) {
+        oclml_attention_params_init(defaults);
+        *params = defaults;
+    }
+    return check_inputs(ctx, *params, q, k, v, s);
+}
+
 /* Fails when output t overlaps any of the n tensors in others (NULLs skipped). */
 static oclml_status check_apart(oclml_ctx *ctx, const oclml_tensor *t, const char *name,
                                 const oclml_tensor *const *others, int n) {
@@ -433,13 +445,10 @@ oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *param
                              oclml_tensor *o, oclml_tensor *lse) {
     oclml_status st = oclml__check_ctx(ctx);
     oclml_attention_params defaults;
-    if (!params) {
-        oclml_attention_params_init(&defaults);
-        params = &defaults;
-    }
     att_shape s;
-    if (!st) st = check_inputs(ctx, params, q, k, v, &s);
-    if (!st) st = oclml__check_same_shape(ctx, o, "o", q, "q");
+    if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, &s);
+    if (st) return st;
+    st = oclml__check_same_shape(ctx, o, "o", q, "q");
     if (!st && lse) {
         const size_t want[3] = {s.B, s.H, s.LQ};
         st = oclml__check_dims(ctx, lse, "lse", 3, want);
@@ -459,12 +468,8 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     if (!st && (!text || len == 0))
         st = oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "text buffer is NULL or empty");
     oclml_attention_params defaults;
-    if (!params) {
-        oclml_attention_params_init(&defaults);
-        params = &defaults;
-    }
     att_shape s;
-    if (!st) st = check_inputs(ctx, params, q, k, v, &s);
+    if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, &s);
     if (st) return st;
     const att_call c = call_of(ctx, params, s);
     const int fwd_mma = mma_mode(ctx, &s, false), bwd_mma = mma_mode(ctx, &s, true);
@@ -576,13 +581,10 @@ oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_para
                                       oclml_tensor *dmask) {
     oclml_status st = oclml__check_ctx(ctx);
     oclml_attention_params defaults;
-    if (!params) {
-        oclml_attention_params_init(&defaults);
-        params = &defaults;
-    }
     att_shape s;
-    if (!st) st = check_inputs(ctx, params, q, k, v, &s);
-    if (!st) st = oclml__check_same_shape(ctx, o, "o", q, "q");
+    if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, &s);
+    if (st) return st;
+    st = oclml__check_same_shape(ctx, o, "o", q, "q");
     if (!st) st = oclml__check_same_shape(ctx, dout, "dout", q, "q");
     if (!st) {
         const size_t want[3] = {s.B, s.H, s.LQ};

@@ -8,6 +8,7 @@
 
 #define KERNEL_FILE "pool.cl"
 static const oclml__program_spec MAX_FWD = {KERNEL_FILE, NULL, "oclml_max_pool2d", 0};
+static const oclml__program_spec MAX_FWD_2X2 = {KERNEL_FILE, NULL, "oclml_max_pool2d_2x2", 0};
 static const oclml__program_spec MAX_BWD = {KERNEL_FILE, NULL, "oclml_max_pool2d_backward", 0};
 static const oclml__program_spec AVG_FWD = {KERNEL_FILE, NULL, "oclml_avg_pool2d", 0};
 static const oclml__program_spec AVG_BWD = {KERNEL_FILE, NULL, "oclml_avg_pool2d_backward", 0};
@@ -114,7 +115,14 @@ static oclml_status launch(oclml_ctx *ctx, const oclml__program_spec *spec,
     return oclml__launch(ctx, k, args, na, 1, &global, &local, NULL);
 }
 
-/* The forward of either pooling: y from x, one work-item an output. */
+/* Whether the max-pool takes the 2x2 stride-2 kernel: no padding, whole windows, rows of a
+ * multiple of 4 floats (two windows a vload4). */
+static bool is_2x2(const pool_shape *s) {
+    return s->kh == 2 && s->kw == 2 && s->sh == 2 && s->sw == 2 && !s->ph && !s->pw &&
+           s->H % 2 == 0 && s->W % 4 == 0;
+}
+
+/* The forward of either pooling: y from x, one work-item an output (a pair, 2x2 max). */
 static oclml_status pool_forward(oclml_ctx *ctx, const oclml_pool2d_params *p,
                                  const oclml_tensor *x, oclml_tensor *y, bool avg) {
     oclml_status st = oclml__check_ctx(ctx);
@@ -123,8 +131,10 @@ static oclml_status pool_forward(oclml_ctx *ctx, const oclml_pool2d_params *p,
     if (!st) st = check_pair(ctx, x, &s, y, "y", true);
     const oclml_tensor *t[2] = {x, y};
     return st ? st
-              : launch(ctx, avg ? &AVG_FWD : &MAX_FWD, t, 2, &s, avg && p->count_include_pad, avg,
-                       s.planes * s.P * s.Q);
+           : (!avg && is_2x2(&s))
+               ? launch(ctx, &MAX_FWD_2X2, t, 2, &s, 0, false, s.planes * s.P * s.Q / 2)
+               : launch(ctx, avg ? &AVG_FWD : &MAX_FWD, t, 2, &s, avg && p->count_include_pad, avg,
+                        s.planes * s.P * s.Q);
 }
 
 oclml_status oclml_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
@@ -169,4 +179,5 @@ void oclml__pool_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     bool avg = strstr(op, "avg") != NULL, bwd = strstr(op, "backward") != NULL;
     oclml__warm_add(list, op, "pooling",
                     avg ? (bwd ? AVG_BWD : AVG_FWD) : (bwd ? MAX_BWD : MAX_FWD));
+    if (!avg && !bwd) oclml__warm_add(list, op, "2x2, stride 2", MAX_FWD_2X2);
 }

@@ -1,5 +1,6 @@
-/* Attention forward and backward (cl/ops/attention.cl): argument checks, the tile plan, the key
- * split of the decode path, and the launches. One program per kernel and variant (head dim,
+/* Attention forward and backward (cl/ops/attention.cl on FMA tiles, cl/ops/attention_mma.cl on
+ * tensor cores): argument checks, the plan (which kernels, their tiles, the key split of the
+ * decode path), and the launches. One program per kernel and variant (head dim,
  * tile, layout, which masks exist): a call compiles only what it runs. */
 #include "ops/ops.h"
 
@@ -219,10 +220,10 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
  * by default where the device has them; head dims that are multiples of 8 up to 128 (the
  * backward up to 64: it keeps two operands and two accumulators in registers) and more query
  * rows a key head than the decode tile takes, where the device's work-groups and local memory
- * hold the tile (else the FMA kernels run). 4 warps of 16 rows (as a tile: 16 x 8
- * work-items, 8 rows each). Score tiles have 32 columns, the forward's 16 above head dim 64:
- * on the H100 (2026-11-23) 32 keys ran the head-dim-64 forward 1.08x faster than 64, and 16
- * keys the head-dim-128 forward 1.05x faster than 32 (which spills registers there). */
+ * hold the tile (else the FMA kernels run). Work-groups of 4 or 8 warps of 16 rows
+ * (mma_warps); score tiles of 16 to 64 columns (mma_columns): on the H100 (2026-11-23) 32 keys
+ * ran the head-dim-64 forward 1.08x faster than 64, and 16 keys the head-dim-128 forward 1.05x
+ * faster than 32 (which spills registers there). */
 #define MMA_WARPS 4
 static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate);
 static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D);

@@ -630,13 +630,15 @@ END_TEST
 
 /* Forced splits on small cases: every split seeing keys (200 and 150 keys: 4 and 3 blocks),
  * splits that cover no visible key (a window, bottom-right rows that see nothing) must merge to
- * the unsplit result; splits past the key blocks clamp. */
+ * the unsplit result; splits past the key blocks clamp; the tensor-core forward (emulated: more
+ * than 8 rows a key head in every case) writes split parts too. */
 START_TEST(forced_splits_small) {
     const att_case c[4] = {{1, 2, 1, 7, 200, 16, BHLD, NONE, -1, -1, 0, NOMASK, 0},
                            {1, 4, 2, 5, 150, 16, BHLD, BR, -1, -1, 0, NOMASK, 0},
                            {1, 2, 2, 9, 200, 16, BHLD, NONE, 3, 3, 0, NOMASK, 0},
                            {2, 4, 2, 70, 33, 16, BHLD, BR, -1, -1, 0, NOMASK, 0}};
-    const char *tune[2] = {"attention.splits=3", "attention.splits=50"};
+    const char *tune[3] = {"attention.splits=3", "attention.splits=50",
+                           "attention.mma=2,attention.splits=3"};
     test_retune(tune[_i]);
     for (int k = 0; k < 4; k++) {
         att_data d;
@@ -929,7 +931,7 @@ int main(void) {
     tcase_add_loop_test(tc, nan_padding_never_read, 0, 5);
     tcase_add_test(tc, large_scores_do_not_overflow);
     tcase_add_loop_test(tc, decode_matches_reference, 0, 2);
-    tcase_add_loop_test(tc, forced_splits_small, 0, 2);
+    tcase_add_loop_test(tc, forced_splits_small, 0, 3);
     tcase_add_test(tc, plan_names_the_path);
     tcase_add_test(tc, bad_input_touches_nothing);
     tcase_add_test(tc, gradients_may_not_alias);

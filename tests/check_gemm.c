@@ -272,6 +272,36 @@ START_TEST(tensor_core_default_tile_and_split) {
 }
 END_TEST
 
+/* The tensor-core kernel's asynchronous copy pipeline (emulated copies and instruction where the
+ * device lacks them) on float4-aligned operands in every transpose: each K depth's swizzle (8,
+ * 16, 32), 2 to 4 stages, fewer tiles than stages, ragged edges, beta and split K. */
+START_TEST(tensor_core_async_stages) {
+    static const struct {
+        const char *tuning;
+        size_t m, n, k;
+    } CASES[] = {
+        {"gemm.own=1 gemm.mma=2 gemm.stages=3", 200, 152, 72},
+        {"gemm.own=1 gemm.mma=2 gemm.stages=2 gemm.mma_tile=64:64:32:2:2 gemm.splitk=3", 100, 68,
+         420},
+        {"gemm.own=1 gemm.mma=2 gemm.stages=4 gemm.mma_tile=32:32:8:2:2", 36, 64, 44},
+        {"gemm.own=1 gemm.mma=2 gemm.stages=4 gemm.mma_tile=32:32:8:2:2", 64, 32, 8},
+    };
+    const int ta = _i & 1, tb = (_i >> 1) & 1;
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        test_retune(CASES[c].tuning);
+        char plan[160];
+        ASSERT_OK(oclml_gemm_plan(T, ta ? OCLML_TRANS : OCLML_NO_TRANS,
+                                  tb ? OCLML_TRANS : OCLML_NO_TRANS, CASES[c].m, CASES[c].n,
+                                  CASES[c].k, 1, plan, sizeof plan));
+        oclml_device_info d;
+        ASSERT_OK(oclml_ctx_device_info(T, &d));
+        if (d.max_work_group_size >= 128 && !strstr(plan, "async copy stages"))
+            ck_abort_msg("'%s' planned '%s'", CASES[c].tuning, plan);
+        gemm_case(ta, tb, CASES[c].m, CASES[c].n, CASES[c].k, 1.0f, c == 1 ? 0.5f : 0.0f);
+    }
+}
+END_TEST
+
 /* IEEE semantics on every path: inf * 1 = inf, inf * 0 = NaN, NaN spreads along its row, FLT_MAX
  * stays finite (the 3xTF32 split alone would turn all of these into NaN: the kernel recomputes
  * such outputs in fp32). */
@@ -364,6 +394,7 @@ int main(void) {
     tcase_add_loop_test(tc, views_and_skinny, 0, N_PATHS);
     tcase_add_test(tc, accuracy_matches_clblast);
     tcase_add_loop_test(tc, tensor_core_default_tile_and_split, 0, 4);
+    tcase_add_loop_test(tc, tensor_core_async_stages, 0, 4);
     tcase_add_loop_test(tc, inf_and_nan_follow_ieee, 0, N_PATHS);
     tcase_add_test(tc, tf32_math_mode);
     tcase_add_test(tc, bad_input_touches_nothing);

@@ -31,7 +31,8 @@ gemm="$src/cl/ops/gemm.cl"
 for v in "-DGEMM_MMA=1" "-DGEMM_MMA=2" "-DGEMM_MMA=1 -DTRANS_A=1 -DTRANS_B=1 -DHAS_BIAS=2" \
          "-DTRANS_A=1 -DVEC_A=1 -DVEC_B=1 -DHAS_BIAS=1 -DHAS_PRE=1 -DACT_GELU_ERF=1" \
          "-DGATHER_B=1" "-DGATHER_B=1 -DGEMM_MMA=1 -DHAS_BIAS=2" "-DGATHER_B=2 -DTRANS_B=1" \
-         "-DGATHER_B=2 -DTRANS_B=1 -DGEMM_MMA=1"; do
+         "-DGATHER_B=2 -DTRANS_B=1 -DGEMM_MMA=1" "-DGEMM_MMA=1 -DGEMM_STAGES=3 -DVEC_A=1 -DVEC_B=1" \
+         "-DGEMM_MMA=1 -DGEMM_STAGES=4 -DVEC_A=1 -DVEC_B=1 -DTRANS_A=1 -DTRANS_B=1 -DBK=32"; do
   lint "$gemm" -DMMA_EMULATE=1 $v
   lint "$gemm" $ptx $v
 done

@@ -8,7 +8,14 @@
  *                    work-group's global writes visible to every work-group, then counts it;
  *                    load reads the counter, and reads after it see what arrivals before wrote
  *   mma_tf32         d += a * b on TF32 tensor cores (m16n8k8), where the op defines
- *                    OCLML_WANT_MMA_TF32 (it does so only where the capability is present) */
+ *                    OCLML_WANT_MMA_TF32 (it does so only where the capability is present)
+ *   cp_async16       where the op defines OCLML_WANT_CP_ASYNC (hosts do so only on devices with
+ *                    the tensor cores above, sm_80 on): 16 bytes from global to local memory
+ *                    without passing through registers, `bytes` of them read and the rest
+ *                    zero-filled (0: nothing is read); cp_async_commit closes a group of copies,
+ *                    cp_async_wait(n) waits until at most n groups are in flight (n a constant),
+ *                    after which a barrier shows the copies to the whole work-group. Without
+ *                    OCLML_PTX, or with OCLML_CP_ASYNC_PORTABLE set, the copy is done at once. */
 #ifndef OCLML_PTX_H
 #define OCLML_PTX_H
 
@@ -72,6 +79,30 @@ inline void mma_tf32(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint
     d[2] = d2;
     d[3] = d3;
 }
+#endif
+
+#ifdef OCLML_WANT_CP_ASYNC
+#if OCLML_PTX && !OCLML_CP_ASYNC_PORTABLE
+/* cp.async takes the destination's shared-window address: a local pointer's integer value. */
+inline void cp_async16(__local float *dst, __global const float *src, uint bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)dst), "l"(src),
+                 "r"(bytes)
+                 : "memory");
+}
+inline void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+#define cp_async_wait(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
+#else
+inline void cp_async16(__local float *dst, __global const float *src, uint bytes) {
+    float4 v = (float4)(0.0f);
+    if (bytes >= 4) v.x = src[0];
+    if (bytes >= 8) v.y = src[1];
+    if (bytes >= 12) v.z = src[2];
+    if (bytes >= 16) v.w = src[3];
+    *(__local float4 *)dst = v;
+}
+inline void cp_async_commit(void) {}
+#define cp_async_wait(n) ((void)0)
+#endif
 #endif
 
 #endif

@@ -13,7 +13,11 @@
  *
  * A work-group owns a BM x BN block of C and walks K in tiles of BK, double-buffered in local
  * memory: the next tile's global loads are in flight (in registers) while the current one is
- * multiplied, so one barrier per tile suffices. Each operand is staged with its K extent
+ * multiplied, so one barrier per tile suffices. With GEMM_STAGES (the tensor-core kernel on
+ * float4-aligned operands) the tiles instead stream through GEMM_STAGES local buffers by
+ * asynchronous copies (ptx.h's cp_async16), several tiles ahead and without staging registers;
+ * those buffers are unpadded and swizzled (KSWZ, RSWZ below) to fit three stages of a 128 x 128
+ * x 16 tile in 48 KiB. Each operand is staged with its K extent
  * contiguous or its row extent contiguous, whichever it has in global memory (A not transposed
  * and B transposed, i.e. PyTorch's weights, are K-contiguous), so every staging store is a float4
  * and every fragment read is free of bank conflicts (strides LDK and rows + 4, below).
@@ -30,8 +34,15 @@
 #ifndef MMA_EMULATE
 #define MMA_EMULATE 0 /* 1: the tensor-core kernel on a portable m16n8k8 (tests without them) */
 #endif
+#ifndef GEMM_STAGES
+#define GEMM_STAGES 0 /* 0: staging registers, two buffers; 2 and more: asynchronous copies */
+#endif
 #if GEMM_MMA && !MMA_EMULATE
 #define OCLML_WANT_MMA_TF32 1
+#endif
+#if GEMM_STAGES
+#define OCLML_WANT_CP_ASYNC 1
+#define OCLML_CP_ASYNC_PORTABLE MMA_EMULATE /* tests: the copies done at once */
 #endif
 #include "ptx.h"
 
@@ -111,12 +122,34 @@
  * mma_tile): [row][k] with a stride of an odd multiple of 8 floats puts the 8-byte reads of a
  * half-warp (4 rows x 4 pairs) in distinct banks; [k][row] with rows + 4 puts the 4-byte reads of
  * a warp (8 rows x 4 even k) in distinct banks. Both keep float4 staging stores aligned. */
+#if GEMM_STAGES
+/* The staged tiles unpadded, with the same reads free of bank conflicts by XOR swizzles of
+ * 8-float groups (which keep float2 reads and float4 copies whole): [row][k] rows of BK floats
+ * move k by 8 per 32/BK rows (KSWZ), [k][row] lines move the row by 8 per pair of k (RSWZ, rows
+ * a multiple of 32 so that the swizzle stays inside the line). */
+#if GEMM_STAGES < 2 || !GEMM_MMA || GATHER_B || !VEC_A || !VEC_B
+#error "GEMM_STAGES: the tensor-core kernel on float4-aligned operands, 2 stages or more"
+#endif
+#if BK != 8 && BK != 16 && BK != 32
+#error "GEMM_STAGES: BK 8, 16 or 32"
+#endif
+#if (!KCONT_A && BM % 32) || (!KCONT_B && BN % 32)
+#error "GEMM_STAGES: [k][row] tiles of a multiple of 32 rows"
+#endif
+#define KSWZ(r) (BK == 8 ? 0u : (uint)(r) / (32u / BK) % (BK / 8u) * 8u)
+#define RSWZ(k) (((uint)(k) >> 1 & 3u) << 3)
+#define TILE_A_FLOATS (BM * BK)
+#define TILE_B_FLOATS (BN * BK)
+#define A_AT(t, r, k) ((t)[KCONT_A ? (r)*BK + ((k) ^ KSWZ(r)) : (k)*BM + ((r) ^ RSWZ(k))])
+#define B_AT(t, r, k) ((t)[KCONT_B ? (r)*BK + ((k) ^ KSWZ(r)) : (k)*BN + ((r) ^ RSWZ(k))])
+#else
 #define LDK (BK % 16 == 0 ? BK + 8 : BK + 16)
 #define LDR(rows) ((rows) + 4)
 #define TILE_A_FLOATS (KCONT_A ? BM * LDK : BK * LDR(BM))
 #define TILE_B_FLOATS (KCONT_B ? BN * LDK : BK * LDR(BN))
 #define A_AT(t, r, k) ((t)[KCONT_A ? (r)*LDK + (k) : (k)*LDR(BM) + (r)])
 #define B_AT(t, r, k) ((t)[KCONT_B ? (r)*LDK + (k) : (k)*LDR(BN) + (r)])
+#endif
 /* float4 each work-item stages per tile (the last round partly where the tile has fewer). */
 #define CHUNKS_A ((BM * BK / 4 + NTHREADS - 1) / NTHREADS)
 #define CHUNKS_B ((BN * BK / 4 + NTHREADS - 1) / NTHREADS)
@@ -280,6 +313,30 @@ OCLML_INLINE float4 gather_chunk(__global const float *x, uint N, uint c0, uint 
 #define A_ELEMENT(r, k) (TRANS_A ? A[(size_t)(k)*lda + (r)] : A[(size_t)(r)*lda + (k)])
 #endif
 
+#if GEMM_STAGES
+/* Chunk c of a tile_rows x BK tile (rows from r0, K from k0) copied asynchronously into the
+ * swizzled buffer t: the float4s wholly or partly inside the operand (the rest zero-filled by the
+ * copy), none outside it. The host guarantees 16-byte aligned sources (VEC_A, VEC_B). */
+OCLML_INLINE void copy_chunk(__local float *t, __global const float *x, uint ld, uint rows, uint r0,
+                             uint k0, uint kend, uint c, uint tile_rows, bool kcont) {
+    uint r, k, avail;
+    __local float *dst;
+    if (kcont) {
+        r = c / (BK / 4);
+        k = c % (BK / 4) * 4;
+        dst = t + r * BK + (k ^ KSWZ(r));
+        avail = r0 + r < rows && k0 + k < kend ? min(kend - (k0 + k), 4u) : 0u;
+        x += (size_t)(r0 + r) * ld + k0 + k;
+    } else {
+        k = c / (tile_rows / 4);
+        r = c % (tile_rows / 4) * 4;
+        dst = t + k * tile_rows + (r ^ RSWZ(k));
+        avail = k0 + k < kend && r0 + r < rows ? min(rows - (r0 + r), 4u) : 0u;
+        x += (size_t)(k0 + k) * ld + r0 + r;
+    }
+    cp_async16(dst, x, avail * 4u);
+}
+#else
 OCLML_INLINE void store_chunk(__local float *t, float4 v, uint c, uint tile_rows, bool kcont) {
     if (kcont) {
         const uint r = c / (BK / 4), k = c % (BK / 4) * 4;
@@ -289,6 +346,7 @@ OCLML_INLINE void store_chunk(__local float *t, float4 v, uint c, uint tile_rows
         *(__local float4 *)(t + k * LDR(tile_rows) + r) = v;
     }
 }
+#endif
 
 /* The work-group's block after the swizzle, and its batch entry and K range. */
 typedef struct block_pos {
@@ -349,18 +407,27 @@ OCLML_INLINE void epilogue(__global float *C, uint ldc, __global const float *bi
 #define GEMM_EPILOGUE_POINTERS GEMM_BIAS_POINTER GEMM_PRE_POINTER
 
 /* Moves the operands' pointers to this work-group's batch entry (and C's to its split slice). */
-#define GEMM_PROLOGUE                                                \
-    const uint z = get_group_id(2), entry = z / ksplit;              \
-    A += a_off + entry * a_stride;                                   \
-    B += b_off + entry * b_stride;                                   \
-    C += c_off + z * c_stride;                                       \
-    GEMM_EPILOGUE_POINTERS                                           \
-    const block_pos p = block_of(M, N, K, ksplit, kchunk);           \
-    GATHER_GEOM                                                      \
-    const uint tid = get_local_id(0);                                \
+#define GEMM_PROLOGUE                                      \
+    const uint z = get_group_id(2), entry = z / ksplit;    \
+    A += a_off + entry * a_stride;                         \
+    B += b_off + entry * b_stride;                         \
+    C += c_off + z * c_stride;                             \
+    GEMM_EPILOGUE_POINTERS                                 \
+    const block_pos p = block_of(M, N, K, ksplit, kchunk); \
+    GATHER_GEOM                                            \
+    const uint tid = get_local_id(0);                      \
+    GEMM_BUFFERS
+
+#if GEMM_STAGES
+#define GEMM_BUFFERS                                                           \
+    __local float As[GEMM_STAGES][TILE_A_FLOATS] __attribute__((aligned(16))), \
+        Bs[GEMM_STAGES][TILE_B_FLOATS] __attribute__((aligned(16)));
+#else
+#define GEMM_BUFFERS                                                 \
     __local float As[2][TILE_A_FLOATS] __attribute__((aligned(16))), \
         Bs[2][TILE_B_FLOATS] __attribute__((aligned(16)));           \
     float4 sa[CHUNKS_A], sb[CHUNKS_B];
+#endif
 
 /* Global to registers for the tile at k0, then registers to local buffer buf. */
 #define GEMM_FETCH(k0)                                                                        \
@@ -376,6 +443,43 @@ OCLML_INLINE void epilogue(__global float *C, uint ldc, __global const float *bi
         if (CHUNK_OK(tid + i * NTHREADS, BN))                             \
             store_chunk(Bs[buf], sb[i], tid + i * NTHREADS, BN, KCONT_B);
 
+#if GEMM_STAGES
+/* The copies of the tile at k0 into buffer buf, as one group of asynchronous copies. */
+#define GEMM_COPY(k0, buf)                                                                       \
+    for (uint i = 0; i < CHUNKS_A; i++)                                                          \
+        if (CHUNK_OK(tid + i * NTHREADS, BM))                                                    \
+            copy_chunk(As[buf], A, lda, M, p.r0, (k0), p.kend, tid + i * NTHREADS, BM, KCONT_A); \
+    for (uint i = 0; i < CHUNKS_B; i++)                                                          \
+        if (CHUNK_OK(tid + i * NTHREADS, BN))                                                    \
+            copy_chunk(Bs[buf], B, ldb, N, p.c0, (k0), p.kend, tid + i * NTHREADS, BN, KCONT_B); \
+    cp_async_commit();
+
+/* The K loop around COMPUTE(buffers): GEMM_STAGES - 1 tiles in flight ahead of the one being
+ * multiplied. Every iteration commits a group (empty past the last tile), so waiting for all but
+ * the newest GEMM_STAGES - 2 groups means this tile has landed; the barrier then shows every
+ * work-item's copies, and says everyone is done with the buffer the next copies overwrite (the
+ * one multiplied last iteration). */
+#define GEMM_MAINLOOP(COMPUTE)                                                    \
+    const uint tiles = p.kbegin < p.kend ? (p.kend - p.kbegin - 1) / BK + 1 : 0u; \
+    for (uint t = 0; t + 1 < GEMM_STAGES; t++) {                                  \
+        if (t < tiles) {                                                          \
+            GEMM_COPY(p.kbegin + t * BK, t)                                       \
+        } else {                                                                  \
+            cp_async_commit();                                                    \
+        }                                                                         \
+    }                                                                             \
+    for (uint t = 0; t < tiles; t++) {                                            \
+        cp_async_wait(GEMM_STAGES - 2);                                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                                             \
+        const uint ahead = t + GEMM_STAGES - 1;                                   \
+        if (ahead < tiles) {                                                      \
+            GEMM_COPY(p.kbegin + ahead * BK, ahead % GEMM_STAGES)                 \
+        } else {                                                                  \
+            cp_async_commit();                                                    \
+        }                                                                         \
+        COMPUTE(As[t % GEMM_STAGES], Bs[t % GEMM_STAGES]);                        \
+    }
+#else
 /* The K loop around COMPUTE(buffer). */
 #define GEMM_MAINLOOP(COMPUTE)                        \
     uint buf = 0;                                     \
@@ -396,6 +500,7 @@ OCLML_INLINE void epilogue(__global float *C, uint ldc, __global const float *bi
         barrier(CLK_LOCAL_MEM_FENCE);                 \
         buf ^= 1;                                     \
     }
+#endif
 
 #if GEMM_MMA && OCLML_WANT(oclml_gemm_mma)
 /* An output the split made NaN, in plain fp32 from global memory: op(A) row r times op(B)
@@ -418,8 +523,8 @@ OCLML_INLINE void a_fragment(__local const float *as, uint r, uint kk, uint tig,
     const uint k = kk + 2 * tig;
     float2 lo_row, hi_row; /* rows r and r + 8, k and k + 1 */
     if (KCONT_A) {
-        lo_row = *(__local const float2 *)(as + r * LDK + k);
-        hi_row = *(__local const float2 *)(as + (r + 8) * LDK + k);
+        lo_row = *(__local const float2 *)&A_AT(as, r, k);
+        hi_row = *(__local const float2 *)&A_AT(as, r + 8, k);
     } else {
         lo_row = (float2)(A_AT(as, r, k), A_AT(as, r, k + 1));
         hi_row = (float2)(A_AT(as, r + 8, k), A_AT(as, r + 8, k + 1));
@@ -433,7 +538,7 @@ OCLML_INLINE void a_fragment(__local const float *as, uint r, uint kk, uint tig,
 OCLML_INLINE void b_fragment(__local const float *bs, uint c, uint kk, uint tig, uint *hi,
                              uint *lo) {
     const uint k = kk + 2 * tig;
-    const float2 v = KCONT_B ? *(__local const float2 *)(bs + c * LDK + k)
+    const float2 v = KCONT_B ? *(__local const float2 *)&B_AT(bs, c, k)
                              : (float2)(B_AT(bs, c, k), B_AT(bs, c, k + 1));
     tf32_split(v.x, &hi[0], &lo[0]);
     tf32_split(v.y, &hi[1], &lo[1]);

@@ -19,8 +19,9 @@ typedef struct gemm_plan {
     unsigned bm, bn, bk, wm, wn; /* PATH_MMA: block tile and warps */
     unsigned tx, ty, rm, rn;     /* PATH_FMA: work-items and each one's outputs */
     unsigned threads;
-    int mma_mode; /* 1 3xTF32, 2 TF32 */
-    bool emulate; /* PATH_MMA with the instruction in portable code (gemm.mma = 2, for tests) */
+    unsigned stages; /* PATH_MMA: asynchronous copy stages (0: staging registers) */
+    int mma_mode;    /* 1 3xTF32, 2 TF32 */
+    bool emulate;    /* PATH_MMA with the instruction in portable code (gemm.mma = 2, for tests) */
     unsigned splits;
     size_t kchunk;
 } gemm_plan;
@@ -57,11 +58,13 @@ static bool fits_own_kernels(const oclml__gemm_desc *d) {
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 static size_t local_bytes(const gemm_plan *p, bool trans_a, bool trans_b) {
+    size_t xchg = p->emulate ? p->wm * p->wn * (16 * 8 + 8 * 8) : 0; /* MMA_XCHG_FLOATS */
+    if (p->stages) /* unpadded, swizzled buffers */
+        return (p->stages * (size_t)(p->bm + p->bn) * p->bk + xchg) * sizeof(float);
     /* LDK and LDR of cl/ops/gemm.cl */
     size_t ldk = p->bk % 16 == 0 ? p->bk + 8 : p->bk + 16;
     size_t a = !trans_a ? p->bm * ldk : p->bk * (p->bm + 4);
     size_t b = trans_b ? p->bn * ldk : p->bk * (p->bn + 4);
-    size_t xchg = p->emulate ? p->wm * p->wn * (16 * 8 + 8 * 8) : 0; /* MMA_XCHG_FLOATS */
     return (2 * (a + b) + xchg) * sizeof(float);
 }
 
@@ -181,6 +184,40 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *
     if (p->splits == 0) p->splits = 1;
 }
 
+/* float4 loads of an operand: its contiguous extent (K, or its rows when transposed for A and
+ * not for B), leading dimension, offset and batch stride all multiples of 4. */
+static bool vec_ok(const oclml__matrix *x, size_t extent) {
+    return extent % 4 == 0 && x->ld % 4 == 0 && x->offset % 4 == 0 && x->stride % 4 == 0;
+}
+
+static bool vec_a(const oclml__gemm_desc *d) {
+    bool segmented = d->gather_b && d->gather_b->segment;
+    return !segmented && vec_ok(&d->a, d->trans_a ? d->m : d->k);
+}
+
+static bool vec_b(const oclml__gemm_desc *d) {
+    return !d->gather_b && vec_ok(&d->b, d->trans_b ? d->k : d->n);
+}
+
+/* The tensor-core tile's pipeline: gemm.stages, or by default STAGES_AUTO asynchronous copy
+ * stages where the device has the copies (its tensor cores) and the operands and tile suit them
+ * (cl/ops/gemm.cl: float4-aligned operands, K depth 8, 16 or 32, [k][row] tiles of whole 32
+ * rows), fewer where the local memory takes fewer; 0 (staging registers) elsewhere. */
+#define STAGES_AUTO 0 /* until measured on a device with the copies */
+static void choose_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
+    long forced = oclml__tune(ctx, "gemm.stages", 0);
+    p->stages = 0;
+    bool rows_ok = (!d->trans_a || p->bm % 32 == 0) && (d->trans_b || p->bn % 32 == 0);
+    if (forced == 0 || (forced < 0 && p->emulate) || p->path != PATH_MMA || d->gather_b ||
+        !vec_a(d) || !vec_b(d) || (p->bk != 8 && p->bk != 16 && p->bk != 32) || !rows_ok)
+        return;
+    for (unsigned s = forced > 0 ? (unsigned)forced : STAGES_AUTO; s >= 2; s--) {
+        p->stages = s;
+        if (local_bytes(p, d->trans_a, d->trans_b) <= ctx->caps.local_mem_bytes) return;
+    }
+    p->stages = 0;
+}
+
 static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     *p = (gemm_plan){.path = PATH_CLBLAST, .splits = 1};
     long own = oclml__tune(ctx, "gemm.own", 0);
@@ -194,6 +231,7 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
         p->emulate = emulate;
         p->mma_mode = ctx->math_mode == OCLML_MATH_TF32 ? 2 : 1;
         choose_mma_tile(ctx, d, p);
+        if (tile_fits(ctx, p, d)) choose_stages(ctx, d, p);
     } else {
         p->path = PATH_FMA;
         choose_fma_tile(ctx, p, true);
@@ -235,12 +273,6 @@ static int epilogue_defines(char *out, size_t len, const oclml__gemm_desc *d) {
                     act_define(d->act));
 }
 
-/* float4 loads of an operand: its contiguous extent (K, or its rows when transposed for A and
- * not for B), leading dimension, offset and batch stride all multiples of 4. */
-static bool vec_ok(const oclml__matrix *x, size_t extent) {
-    return extent % 4 == 0 && x->ld % 4 == 0 && x->offset % 4 == 0 && x->stride % 4 == 0;
-}
-
 typedef struct gemm_program {
     char defines[320];
     oclml__program_spec spec;
@@ -250,17 +282,15 @@ typedef struct gemm_program {
 static void program_of(const gemm_plan *p, const oclml__gemm_desc *d, bool split, gemm_program *g) {
     char epi[96] = "-DHAS_BIAS=0 -DHAS_PRE=0";
     if (!split) epilogue_defines(epi, sizeof epi, d);
-    bool segmented = d->gather_b && d->gather_b->segment;
-    bool va = !segmented && vec_ok(&d->a, d->trans_a ? d->m : d->k),
-         vb = !d->gather_b && vec_ok(&d->b, d->trans_b ? d->k : d->n);
+    bool segmented = d->gather_b && d->gather_b->segment, va = vec_a(d), vb = vec_b(d);
     int n =
         snprintf(g->defines, sizeof g->defines,
                  "-DTRANS_A=%d -DTRANS_B=%d -DVEC_A=%d -DVEC_B=%d -DBK=%u %s -DGATHER_B=%d",
                  d->trans_a, d->trans_b, va, vb, p->bk, epi, d->gather_b ? (segmented ? 2 : 1) : 0);
     if (p->path == PATH_MMA) {
         snprintf(g->defines + n, sizeof g->defines - (size_t)n,
-                 " -DGEMM_MMA=%d -DBM=%u -DBN=%u -DWM=%u -DWN=%u%s", p->mma_mode, p->bm, p->bn,
-                 p->wm, p->wn, p->emulate ? " -DMMA_EMULATE=1" : "");
+                 " -DGEMM_MMA=%d -DBM=%u -DBN=%u -DWM=%u -DWN=%u -DGEMM_STAGES=%u%s", p->mma_mode,
+                 p->bm, p->bn, p->wm, p->wn, p->stages, p->emulate ? " -DMMA_EMULATE=1" : "");
         g->kernel = "oclml_gemm_mma";
     } else {
         snprintf(g->defines + n, sizeof g->defines - (size_t)n,
@@ -406,16 +436,24 @@ oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d) {
     return run_finish(ctx, d, &c, 0, 1, 1.0f, 0.0f);
 }
 
+static const char *stages_text(const gemm_plan *p, char *text, size_t len) {
+    if (!p->stages) return "staged through registers";
+    snprintf(text, len, "%u async copy stages", p->stages);
+    return text;
+}
+
 void oclml__gemm_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len) {
+    char stages[32];
     gemm_plan p;
     make_plan(ctx, d, &p);
     const char *epi = has_epilogue(d) ? " + epilogue kernel" : "";
     if (p.path == PATH_CLBLAST)
         snprintf(text, len, "CLBlast sgemm%s%s", d->batch > 1 ? " strided batched" : "", epi);
     else if (p.path == PATH_MMA)
-        snprintf(text, len, "own %s tensor cores%s, tile %ux%ux%u, %u warps, %u K split%s%s",
+        snprintf(text, len, "own %s tensor cores%s, tile %ux%ux%u, %u warps, %s, %u K split%s%s",
                  p.mma_mode == 1 ? "3xTF32" : "TF32", p.emulate ? " (emulated)" : "", p.bm, p.bn,
-                 p.bk, p.wm * p.wn, p.splits, p.splits > 1 ? "s" : "", p.splits > 1 ? epi : "");
+                 p.bk, p.wm * p.wn, stages_text(&p, stages, sizeof stages), p.splits,
+                 p.splits > 1 ? "s" : "", p.splits > 1 ? epi : "");
     else
         snprintf(text, len, "own FMA tiles, tile %ux%ux%u, %ux%u work-items, %u K split%s%s", p.bm,
                  p.bn, p.bk, p.ty, p.tx, p.splits, p.splits > 1 ? "s" : "",

@@ -264,7 +264,8 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
         strncat(plan.defines, " -DXENT_PROBS=1", sizeof plan.defines - strlen(plan.defines) - 1);
     oclml__row_plan hplan;
     size_t spill = 0;
-    const bool hybrid = !probs && plan.long_rows && hybrid_plan(ctx, rows, cols, &hplan, &spill);
+    const bool hybrid = !probs && plan.long_rows && oclml__tune(ctx, "loss.xent_long", 0) != 0 &&
+                        hybrid_plan(ctx, rows, cols, &hplan, &spill);
     oclml__log(ctx, OCLML_LOG_DEBUG, "cross_entropy %zu x %zu: %s", rows, cols,
                hybrid ? hplan.variant : plan.variant);
 

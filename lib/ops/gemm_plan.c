@@ -19,9 +19,10 @@ typedef struct gemm_plan {
     unsigned bm, bn, bk, wm, wn; /* PATH_MMA: block tile and warps */
     unsigned tx, ty, rm, rn;     /* PATH_FMA: work-items and each one's outputs */
     unsigned threads;
-    unsigned stages; /* PATH_MMA: asynchronous copy stages (0: staging registers) */
-    int mma_mode;    /* 1 3xTF32, 2 TF32 */
-    bool emulate;    /* PATH_MMA with the instruction in portable code (gemm.mma = 2, for tests) */
+    unsigned stages;      /* PATH_MMA: asynchronous copy stages (0: staging registers) */
+    unsigned tile_stages; /* the stages the tile's table entry asks for */
+    int mma_mode;         /* 1 3xTF32, 2 TF32 */
+    bool emulate; /* PATH_MMA with the instruction in portable code (gemm.mma = 2, for tests) */
     unsigned splits;
     size_t kchunk;
 } gemm_plan;
@@ -85,22 +86,28 @@ static bool tile_fits(const oclml_ctx *ctx, const gemm_plan *p, const oclml__gem
 }
 
 /* Tensor-core tiles, largest first: block rows, columns, K depth, warps along rows and columns;
- * the last value caps the blocks a compute unit may get (0: any number): on the H100 the
- * 128 x 128 tile was fastest at 2048^3 (2 blocks a unit) and 128 x 64 from 4096^3 on (8 and more;
- * tools/dev/gemm_sweep.sh, 2026-11-23). */
-static const unsigned MMA_TILES[][6] = {
-    {128, 128, 16, 2, 4, 4}, {128, 64, 16, 2, 2, 0}, {64, 64, 32, 2, 2, 0},
-    {32, 64, 32, 1, 2, 0},   {16, 64, 32, 1, 4, 0},
+ * then the cap on the blocks a compute unit may get (0: any number), and the tile's asynchronous
+ * copy stages where the operands allow them (0: staging registers). On the H100 the 128 x 128
+ * tile was fastest at 2048^3 (2 blocks a unit) and 128 x 64 from 4096^3 on (8 and more;
+ * tools/dev/gemm_sweep.sh, 2026-11-23). Copy stages (same GPU, 2026-11-23 23:15 UTC): the
+ * 128 x 64 tile with 4 gained 6% at 4096^3 and 4% at 8192x4096x1024 and tied at 8192^3 (3
+ * stages: +2%); the 128 x 128 tile with 3 (all its local memory) lost 20%, so it keeps its
+ * registers; the smaller tiles were not measured without stages. */
+static const unsigned MMA_TILES[][7] = {
+    {128, 128, 16, 2, 4, 4, 0}, {128, 64, 16, 2, 2, 0, 4}, {64, 64, 32, 2, 2, 0, 0},
+    {32, 64, 32, 1, 2, 0, 0},   {16, 64, 32, 1, 4, 0, 0},
 };
 #define N_MMA_TILES (sizeof MMA_TILES / sizeof MMA_TILES[0])
 
-static void set_mma_tile(gemm_plan *p, const unsigned t[]) {
+static void set_mma_tile(gemm_plan *p, const unsigned t[], unsigned stages) {
     p->bm = t[0];
     p->bn = t[1];
     p->bk = t[2];
     p->wm = t[3];
     p->wn = t[4];
     p->threads = 32 * p->wm * p->wn;
+    p->stages = 0;
+    p->tile_stages = stages;
 }
 
 /* The fewest K tiles a split of K takes (choose_splits). */
@@ -118,7 +125,7 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
     if (forced[0]) {
         const unsigned t[5] = {(unsigned)forced[0], (unsigned)forced[1], (unsigned)forced[2],
                                (unsigned)forced[3], (unsigned)forced[4]};
-        set_mma_tile(p, t);
+        set_mma_tile(p, t, 0);
         return;
     }
     /* No taller tile than the rows need: a 128-row tile over 64 rows would spend half its
@@ -131,19 +138,19 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
      * splits (choose_splits) for the compute units, rather than shorter tiles that would each
      * read all of B again (64 rows on 16-row tiles read it four times). */
     if (d->m <= 64 && d->batch == 1) {
-        set_mma_tile(p, MMA_TILES[first]);
+        set_mma_tile(p, MMA_TILES[first], MMA_TILES[first][6]);
         size_t most_splits = d->k / (SPLIT_MIN_TILES * (size_t)p->bk);
         if (tile_fits(ctx, p, d) && blocks_of(p, d) * most_splits >= ctx->caps.compute_units)
             return;
     }
     for (unsigned i = first; i < N_MMA_TILES; i++) {
-        set_mma_tile(p, MMA_TILES[i]);
+        set_mma_tile(p, MMA_TILES[i], MMA_TILES[i][6]);
         size_t blocks = blocks_of(p, d), units = ctx->caps.compute_units;
         unsigned cap = MMA_TILES[i][5];
         if (tile_fits(ctx, p, d) && blocks >= units && (!cap || blocks <= cap * units)) return;
     }
     for (unsigned i = N_MMA_TILES; i-- > first;) {
-        set_mma_tile(p, MMA_TILES[i]);
+        set_mma_tile(p, MMA_TILES[i], MMA_TILES[i][6]);
         if (tile_fits(ctx, p, d)) return;
     }
 }
@@ -199,19 +206,20 @@ static bool vec_b(const oclml__gemm_desc *d) {
     return !d->gather_b && vec_ok(&d->b, d->trans_b ? d->k : d->n);
 }
 
-/* The tensor-core tile's pipeline: gemm.stages, or by default STAGES_AUTO asynchronous copy
- * stages where the device has the copies (its tensor cores) and the operands and tile suit them
- * (cl/ops/gemm.cl: float4-aligned operands, K depth 8, 16 or 32, [k][row] tiles of whole 32
- * rows), fewer where the local memory takes fewer; 0 (staging registers) elsewhere. */
-#define STAGES_AUTO 0 /* until measured on a device with the copies */
+/* The tensor-core tile's pipeline: gemm.stages, else the stages its table entry gives
+ * (MMA_TILES; 0 for a forced tile), where the device has the copies (its tensor cores, or the
+ * emulation when forced) and the operands and tile suit them (cl/ops/gemm.cl: float4-aligned
+ * operands, K depth 8, 16 or 32, [k][row] tiles of whole 32 rows), fewer where the local memory
+ * takes fewer; else 0 (staging registers). */
 static void choose_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     long forced = oclml__tune(ctx, "gemm.stages", 0);
-    p->stages = 0;
+    unsigned want = forced >= 0 ? (unsigned)forced : p->emulate ? 0 : p->tile_stages;
     bool rows_ok = (!d->trans_a || p->bm % 32 == 0) && (d->trans_b || p->bn % 32 == 0);
-    if (forced == 0 || (forced < 0 && p->emulate) || p->path != PATH_MMA || d->gather_b ||
-        !vec_a(d) || !vec_b(d) || (p->bk != 8 && p->bk != 16 && p->bk != 32) || !rows_ok)
+    p->stages = 0;
+    if (want < 2 || p->path != PATH_MMA || d->gather_b || !vec_a(d) || !vec_b(d) ||
+        (p->bk != 8 && p->bk != 16 && p->bk != 32) || !rows_ok)
         return;
-    for (unsigned s = forced > 0 ? (unsigned)forced : STAGES_AUTO; s >= 2; s--) {
+    for (unsigned s = want; s >= 2; s--) {
         p->stages = s;
         if (local_bytes(p, d->trans_a, d->trans_b) <= ctx->caps.local_mem_bytes) return;
     }

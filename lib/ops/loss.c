@@ -243,7 +243,8 @@ static bool hybrid_plan(oclml_ctx *ctx, size_t rows, size_t cols, oclml__row_pla
     hp->global[1] = 1;
     snprintf(hp->variant, sizeof hp->variant,
              "registers + local: %zu items/row, %u floats + %zu in local memory", G, HYB_ITEMS, S);
-    snprintf(hp->defines, sizeof hp->defines, "-DHYB_ITEMS=%u", HYB_ITEMS);
+    snprintf(hp->defines, sizeof hp->defines, "-DHYB_ITEMS=%u -DHYB_SPILL=%zu", HYB_ITEMS,
+             S ? (S + G - 1) / G : 1);
     *spill = S;
     return true;
 }

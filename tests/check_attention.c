@@ -250,13 +250,15 @@ END_TEST
  * (attention.mma = 2), on the cases they take: head dims that are multiples of 8 and more than
  * the decode tile's 8 rows a key head; the backward's up to head dim 64 (the others check the
  * FMA backward again beside the tensor-core forward). The last two: the forward's key blocks
- * of 16 and 64 (attention.mma_keys) on a window and on head dim 128. */
+ * of 16 and 64 (attention.mma_keys) on a window and on head dim 128. Every other case stages
+ * K and V without the asynchronous copies (attention.async = 0). */
 static const int MMA_CASES[] = {1, 2, 3, 4, 7, 8, 11, 13, 14, 3, 13};
 #define N_MMA (int)(sizeof MMA_CASES / sizeof MMA_CASES[0])
 
 START_TEST(tensor_core_emulated) {
     test_retune(_i == N_MMA - 2   ? "attention.mma=2,attention.mma_keys=16"
                 : _i == N_MMA - 1 ? "attention.mma=2,attention.mma_keys=64"
+                : _i % 2          ? "attention.mma=2,attention.async=0"
                                   : "attention.mma=2");
     att_data d;
     att_make(&d, &CASES[MMA_CASES[_i]]);

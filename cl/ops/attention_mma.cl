@@ -12,6 +12,9 @@
  * 4 work-items that hold it), moves P from the accumulator layout to the A layout by shuffles
  * within those 4, and adds P V into O's fragments (HEAD_DIM / 8 tiles).
  *
+ * With ASYNC_KV (float4-aligned K and V rows) the forward and dQ kernels copy the next key block
+ * into a second pair of buffers (ptx.h's cp_async16) while the tensor cores work on this one.
+ *
  * Fragments (gid = lane / 4, tig = lane % 4): A holds rows gid, gid + 8 and k = tig, tig + 4; B
  * holds k = tig, tig + 4 of column gid; an accumulator holds rows gid, gid + 8 and columns
  * 2 tig, 2 tig + 1. */
@@ -24,6 +27,13 @@
 #elif !MMA_EMULATE /* no inline PTX in this build: the portable code */
 #undef MMA_EMULATE
 #define MMA_EMULATE 1
+#endif
+#ifndef ASYNC_KV
+#define ASYNC_KV 0 /* 1: K and V blocks double-buffered by asynchronous copies (float4 rows) */
+#endif
+#if ASYNC_KV
+#define OCLML_WANT_CP_ASYNC 1
+#define OCLML_CP_ASYNC_PORTABLE MMA_EMULATE /* tests: the copies done at once */
 #endif
 #include "ptx.h"
 #include "mma.h"
@@ -196,6 +206,56 @@ OCLML_INLINE void stage_kv(__local float *ks, uint ld_k, __local float *vs, uint
     }
 }
 
+#if ASYNC_KV
+/* stage_kv by asynchronous float4 copies, zero-filled at and past the key length (nothing read
+ * there); the caller commits, waits and passes a barrier before reading. */
+OCLML_INLINE void copy_kv(__local float *ks, uint ld_k, __local float *vs, uint ld_v,
+                          __global const float *k, __global const float *v, ulong stride, int first,
+                          uint limit) {
+    const uint nk = (uint)max(0, min(BN, (int)limit - first));
+    /* Every work-item runs the same rounds, those past the block skipping their copy: with a
+     * bound of BN HEAD_DIM / 4 <= NT / 2 (work-items that never enter the loop) PoCL 3.1 ran
+     * the emulated kernels wrong, head dim 8 with 32 keys say (0.94 error against 2e-7). */
+    for (uint e = get_local_id(0); e < (BN * HEAD_DIM / 4 + NT - 1) / NT * NT; e += NT) {
+        if (e >= BN * HEAD_DIM / 4) continue;
+        const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
+        const bool in = j < nk;
+        const ulong at = in ? (ulong)(first + (int)j) * stride + c : 0;
+        cp_async16(ks + j * ld_k + c, k + at, in ? 16u : 0u);
+        cp_async16(vs + j * ld_v + c, v + at, in ? 16u : 0u);
+    }
+}
+
+/* The key-block loop's buffers and steps (k, v, kstride and klen in scope): KV_FIRST copies the
+ * first block; KV_NEXT, at the top of each iteration, waits for this block, shows it to the
+ * work-group, starts the next one's copies into the other buffers (everyone is past the last
+ * iteration's reads of them) and points ks and vs at this one. */
+#define KV_BUFFERS(ld_v)                                             \
+    __local float ks_all[2][BN * K_LD] __attribute__((aligned(16))), \
+        vs_all[2][BN * (ld_v)] __attribute__((aligned(16)));         \
+    uint kv_buf = 0;
+#define KV_FIRST(first, end, ld_v)                                                   \
+    if ((first) < (end))                                                             \
+        copy_kv(ks_all[0], K_LD, vs_all[0], ld_v, k, v, kstride, first, (uint)klen); \
+    cp_async_commit();
+#define KV_NEXT(kb, end, ld_v)                                                                  \
+    cp_async_wait(0);                                                                           \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+    if ((kb) + BN < (end))                                                                      \
+        copy_kv(ks_all[kv_buf ^ 1u], K_LD, vs_all[kv_buf ^ 1u], ld_v, k, v, kstride, (kb) + BN, \
+                (uint)klen);                                                                    \
+    cp_async_commit();                                                                          \
+    __local const float *ks = ks_all[kv_buf], *vs = vs_all[kv_buf];                             \
+    kv_buf ^= 1u;
+#else
+#define KV_BUFFERS(ld_v) __local float ks[BN * K_LD], vs[BN * (ld_v)];
+#define KV_FIRST(first, end, ld_v)
+#define KV_NEXT(kb, end, ld_v)                                   \
+    barrier(CLK_LOCAL_MEM_FENCE);                                \
+    stage_kv(ks, K_LD, vs, ld_v, k, v, kstride, kb, (uint)klen); \
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+
 /* The n query rows of a table into blk (NO_ROW: zeros). */
 OCLML_INLINE void stage_rows(__local float *blk, uint ld, __global const float *src,
                              __local const ulong *table, uint n) {
@@ -228,7 +288,7 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
                         __global const float *mask, ulong mask_off, __global const float *keylen,
                         ulong keylen_off, __global float *part, ulong rows_all, uint splits,
                         uint blocks_per_split, ATT_GEOM) {
-    __local float ks[BN * K_LD], vs[BN * V_LD];
+    KV_BUFFERS(V_LD)
     MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV, split = get_global_id(2);
     const uint R0 = get_group_id(0) * BQ;
@@ -250,10 +310,9 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
     for (uint kk = 0; kk < DSTEPS; kk++)
 #pragma unroll
         for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
+    KV_FIRST(first, end, V_LD)
     for (int kb = first; kb < end; kb += BN) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        stage_kv(ks, K_LD, vs, V_LD, k, v, kstride, kb, (uint)klen);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        KV_NEXT(kb, end, V_LD)
         float s[KTILES][4];
         score_product(s, qa, ks, K_LD, gid, tig EMU_ARGS);
         /* Masks, and the online softmax of each of the two rows. */
@@ -346,7 +405,7 @@ OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse,
  * Q and dO of the work-item's two rows stay in registers as A fragments. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
-    __local float ks[BN * K_LD], vs[BN * K_LD];
+    KV_BUFFERS(K_LD)
     MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
     const uint R0 = get_group_id(0) * BQ;
@@ -372,10 +431,9 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
     for (uint kk = 0; kk < DSTEPS; kk++)
 #pragma unroll
         for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
+    KV_FIRST(jlo / BN * BN, jhi, K_LD)
     for (int kb = jlo / BN * BN; kb < jhi; kb += BN) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        stage_kv(ks, K_LD, vs, K_LD, k, v, kstride, kb, (uint)klen);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        KV_NEXT(kb, jhi, K_LD)
         float s[KTILES][4], dp[KTILES][4];
         score_product(s, qa, ks, K_LD, gid, tig EMU_ARGS);
         score_product(dp, da, vs, K_LD, gid, tig EMU_ARGS);

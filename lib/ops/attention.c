@@ -225,7 +225,7 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
  * ran the head-dim-64 forward 1.08x faster than 64, and 16 keys the head-dim-128 forward 1.05x
  * faster than 32 (which spills registers there). */
 #define MMA_WARPS 4
-static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate);
+static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate, bool async);
 static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D);
 
 /* 0 (FMA kernels), 1 (tensor cores) or 2 (emulated) for the forward or the backward; a device
@@ -237,7 +237,7 @@ static int mma_mode(oclml_ctx *ctx, const att_shape *s, bool backward) {
         return 0;
     const att_kernel kinds[2] = {backward ? K_DKDV_MMA : K_FWD_MMA, K_DQ_MMA};
     for (int i = 0; i < (backward ? 2 : 1); i++)
-        if (mma_local_floats(ctx, kinds[i], s->D, mode == 2) * 4 > ctx->caps.local_mem_bytes)
+        if (mma_local_floats(ctx, kinds[i], s->D, mode == 2, false) * 4 > ctx->caps.local_mem_bytes)
             return 0;
     if (mode == 2) return 2;
     return ctx->caps.is_gpu && oclml__caps_mma(ctx) ? 1 : 0;
@@ -264,11 +264,14 @@ static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D) {
     return kind == K_FWD_MMA && 32 * want <= ctx->caps.max_work_group_size ? want : MMA_WARPS;
 }
 
-static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate) {
+/* async: the K and V blocks double-buffered (the forward and dQ kernels' ASYNC_KV). */
+static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate,
+                               bool async) {
     const size_t warps = mma_warps(ctx, kind, D), bq = 16 * warps, bn = mma_columns(ctx, kind, D),
-                 emu = emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0, rows = bq * 7;
-    if (kind == K_FWD_MMA) return bn * (2 * D + 12) + rows + emu;
-    if (kind == K_DQ_MMA) return 2 * bn * (D + 4) + rows + emu;
+                 emu = emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0, rows = bq * 7,
+                 kv = async ? 2 : 1;
+    if (kind == K_FWD_MMA) return kv * bn * (2 * D + 12) + rows + emu;
+    if (kind == K_DQ_MMA) return kv * 2 * bn * (D + 4) + rows + emu;
     return 2 * bq * (D + 4) + 2 * bq + rows + emu;
 }
 
@@ -292,10 +295,13 @@ typedef struct att_call {
     cl_ulong mask_bstride, mask_hstride;
     cl_mem mask, keylen;
     cl_ulong mask_off, keylen_off;
+    bool kv_vec; /* K's and V's rows float4-aligned (the asynchronous copies) */
 } att_call;
 
-static att_call call_of(oclml_ctx *ctx, const oclml_attention_params *p, att_shape s) {
+static att_call call_of(oclml_ctx *ctx, const oclml_attention_params *p, att_shape s,
+                        const oclml_tensor *k, const oclml_tensor *v) {
     att_call c = {.ctx = ctx, .p = p, .s = s};
+    c.kv_vec = s.D % 4 == 0 && oclml__elem_offset(k) % 4 == 0 && oclml__elem_offset(v) % 4 == 0;
     c.B = (cl_uint)s.B, c.H = (cl_uint)s.H, c.HKV = (cl_uint)s.HKV, c.LQ = (cl_uint)s.LQ,
     c.LK = (cl_uint)s.LK;
     c.scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)s.D));
@@ -323,16 +329,27 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
     return n;
 }
 
+/* Whether a tensor-core kernel copies its next K and V block while working on this one
+ * (ASYNC_KV in attention_mma.cl): the forward and dQ kernels on float4-aligned K and V rows,
+ * where the second buffers fit the local memory, unless the tuning key attention.async is 0
+ * (the emulated kernels copy at once, testing the same code everywhere). */
+static bool kv_async(const att_call *c, att_kernel kind, int mode) {
+    return (kind == K_FWD_MMA || kind == K_DQ_MMA) && c->kv_vec &&
+           oclml__tune(c->ctx, "attention.async", 0) != 0 &&
+           mma_local_floats(c->ctx, kind, c->s.D, mode == 2, true) * 4 <=
+               c->ctx->caps.local_mem_bytes;
+}
+
 /* The program of a tensor-core kernel for head dim D (its tile in *t). */
 static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode, size_t D,
-                                       bool blhd, bool mask, bool keylen, att_tile *t,
+                                       bool blhd, bool mask, bool keylen, bool async, att_tile *t,
                                        char *defines, size_t len) {
     const unsigned bn = mma_columns(ctx, kind, D), warps = mma_warps(ctx, kind, D);
     *t = (att_tile){16, 2 * warps, 8, bn / 16, 1}; /* 32 warps work-items, 16 warps rows */
     snprintf(defines, len,
              "-DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
-             "-DHAS_KEYLEN=%d",
-             D, bn, warps, mode == 2, blhd, mask, keylen);
+             "-DHAS_KEYLEN=%d -DASYNC_KV=%d",
+             D, bn, warps, mode == 2, blhd, mask, keylen, async);
     return (oclml__program_spec){"attention_mma.cl", defines, KERNEL_NAMES[kind],
                                  ATT_MAX_REGISTERS};
 }
@@ -341,9 +358,9 @@ static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode
 static oclml_status mma_kernel_of(const att_call *c, att_kernel kind, int mode, att_tile *t,
                                   cl_kernel *k) {
     char defines[256];
-    const oclml__program_spec spec =
-        mma_spec_of(c->ctx, kind, mode, c->s.D, c->p->layout == OCLML_ATTENTION_BLHD,
-                    c->mask != NULL, c->keylen != NULL, t, defines, sizeof defines);
+    const oclml__program_spec spec = mma_spec_of(
+        c->ctx, kind, mode, c->s.D, c->p->layout == OCLML_ATTENTION_BLHD, c->mask != NULL,
+        c->keylen != NULL, kv_async(c, kind, mode), t, defines, sizeof defines);
     return oclml__kernel(c->ctx, &spec, spec.kernels, k);
 }
 
@@ -458,7 +475,7 @@ oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *param
     if (!st) st = check_apart(ctx, o, "o", in, 6);
     if (!st) st = check_apart(ctx, lse, "lse", in, 5);
     if (st) return st;
-    const att_call c = call_of(ctx, params, s);
+    const att_call c = call_of(ctx, params, s, k, v);
     return forward(&c, q, k, v, o, lse);
 }
 
@@ -472,13 +489,14 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     att_shape s;
     if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, &s);
     if (st) return st;
-    const att_call c = call_of(ctx, params, s);
+    const att_call c = call_of(ctx, params, s, k, v);
     const int fwd_mma = mma_mode(ctx, &s, false), bwd_mma = mma_mode(ctx, &s, true);
     char fwd[128], bwd[128];
     if (fwd_mma) {
-        snprintf(fwd, sizeof fwd, "%s, %u rows x %u keys a block",
+        snprintf(fwd, sizeof fwd, "%s, %u rows x %u keys a block%s",
                  fwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores",
-                 16 * mma_warps(ctx, K_FWD_MMA, s.D), mma_columns(ctx, K_FWD_MMA, s.D));
+                 16 * mma_warps(ctx, K_FWD_MMA, s.D), mma_columns(ctx, K_FWD_MMA, s.D),
+                 kv_async(&c, K_FWD_MMA, fwd_mma) ? ", the next copied ahead" : "");
     } else {
         const att_tile t = plan_tile(ctx, K_FWD, &s);
         const size_t splits = plan_splits(&c, t);
@@ -611,7 +629,7 @@ oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_para
                                  names[i]);
     }
     if (st) return st;
-    const att_call c = call_of(ctx, params, s);
+    const att_call c = call_of(ctx, params, s, k, v);
     bwd_args b = {.q = q->mem,
                   .k = k->mem,
                   .v = v->mem,
@@ -644,6 +662,7 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
     const bool bwd = strstr(op, "backward") != NULL;
     for (size_t i = 0; i < 2; i++) {
         const att_shape s = {.B = 1, .H = 1, .HKV = 1, .LQ = 1024, .LK = 1024, .D = dims[i]};
+        const att_call c = {.ctx = ctx, .s = s, .kv_vec = true};
         const int mma = mma_mode(ctx, &s, bwd);
         const att_kernel fma_kinds[2][3] = {{K_FWD, K_FWD, K_FWD}, {K_DELTA, K_DKDV, K_DQ}},
                          mma_kinds[2][3] = {{K_FWD_MMA, K_FWD_MMA, K_FWD_MMA},
@@ -654,10 +673,11 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
             att_tile t;
             snprintf(variant, sizeof variant, "head dim %zu, %s", dims[i], KERNEL_NAMES[kind]);
             const oclml__program_spec spec =
-                kind >= K_FWD_MMA ? mma_spec_of(ctx, kind, mma, dims[i], false, false, false, &t,
-                                                defines, sizeof defines)
-                                  : spec_of(kind, plan_tile(ctx, kind, &s), dims[i], false, false,
-                                            false, defines, sizeof defines);
+                kind >= K_FWD_MMA
+                    ? mma_spec_of(ctx, kind, mma, dims[i], false, false, false,
+                                  kv_async(&c, kind, mma), &t, defines, sizeof defines)
+                    : spec_of(kind, plan_tile(ctx, kind, &s), dims[i], false, false, false, defines,
+                              sizeof defines);
             oclml__warm_add(list, op, variant, spec);
         }
     }

@@ -81,6 +81,18 @@ OCLML_INLINE float shuffle_emulated(float v, uint src, __local float *shfl, uint
 #define EMU_ARGS
 #endif
 
+/* d += a b in 3xTF32, a and b as floats (a: this work-item's 4 A values, b: its 2 B values). */
+#define MMA3(d, a, b)                                                                              \
+    {                                                                                              \
+        uint ah_[4], al_[4], bh_[2], bl_[2];                                                       \
+        _Pragma("unroll") for (uint x_ = 0; x_ < 4; x_++) tf32_split((a)[x_], &ah_[x_], &al_[x_]); \
+        tf32_split((b)[0], &bh_[0], &bl_[0]);                                                      \
+        tf32_split((b)[1], &bh_[1], &bl_[1]);                                                      \
+        MMA(d, al_[0], al_[1], al_[2], al_[3], bh_[0], bh_[1]);                                    \
+        MMA(d, ah_[0], ah_[1], ah_[2], ah_[3], bl_[0], bl_[1]);                                    \
+        MMA(d, ah_[0], ah_[1], ah_[2], ah_[3], bh_[0], bh_[1]);                                    \
+    }
+
 /* A fragments of rows row[0] (gid) and row[1] (gid + 8) of src over the head dim (NO_ROW: 0). */
 OCLML_INLINE void load_a(float a[DSTEPS][4], __global const float *src, const ulong row[2],
                          uint tig) {
@@ -92,46 +104,30 @@ OCLML_INLINE void load_a(float a[DSTEPS][4], __global const float *src, const ul
 }
 
 /* s = a blk^T: a's two rows (A fragments over the head dim) against rows nt 8 + gid of blk
- * (ld floats a row) for the KTILES column tiles. Each 8-deep step splits a's fragment once for
- * all the column tiles (Q's split, redone per tile, was a third of the head-dim-128 forward's
- * instructions). The tensor cores round their sums toward zero, a bias that grows with every
- * accumulation into the same register (the GEMM measured it): the tiles sum CHUNK_STEPS steps
- * at a time from zero, and fp32 adds carry the total. */
+ * (ld floats a row) for the KTILES column tiles. The tensor cores round their sums toward zero,
+ * a bias that grows with every accumulation into the same register (the GEMM measured it): each
+ * tile sums CHUNK_STEPS 8-deep steps at a time from zero, and fp32 adds carry the total. */
 OCLML_INLINE void score_product(float s[KTILES][4], float a[DSTEPS][4], __local const float *blk,
                                 uint ld, uint gid, uint tig EMU_PARAMS) {
+#if !MMA_EMULATE
 #pragma unroll
-    for (uint nt = 0; nt < KTILES; nt++)
+#endif
+    for (uint nt = 0; nt < KTILES; nt++) {
 #pragma unroll
         for (uint x = 0; x < 4; x++) s[nt][x] = 0.0f;
-    for (uint k0 = 0; k0 < DSTEPS; k0 += CHUNK_STEPS) {
-        float t[KTILES][4];
-#pragma unroll
-        for (uint nt = 0; nt < KTILES; nt++)
-#pragma unroll
-            for (uint x = 0; x < 4; x++) t[nt][x] = 0.0f;
+        for (uint k0 = 0; k0 < DSTEPS; k0 += CHUNK_STEPS) {
+            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #if !MMA_EMULATE
 #pragma unroll
 #endif
-        for (uint kk = k0; kk < min(k0 + CHUNK_STEPS, (uint)DSTEPS); kk++) {
-            uint ah[4], al[4];
-#pragma unroll
-            for (uint x = 0; x < 4; x++) tf32_split(a[kk][x], &ah[x], &al[x]);
-#if !MMA_EMULATE
-#pragma unroll
-#endif
-            for (uint nt = 0; nt < KTILES; nt++) {
-                uint bh[2], bl[2];
-                tf32_split(blk[(nt * 8 + gid) * ld + kk * 8 + tig], &bh[0], &bl[0]);
-                tf32_split(blk[(nt * 8 + gid) * ld + kk * 8 + tig + 4], &bh[1], &bl[1]);
-                MMA(t[nt], al[0], al[1], al[2], al[3], bh[0], bh[1]);
-                MMA(t[nt], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
-                MMA(t[nt], ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
+            for (uint kk = k0; kk < min(k0 + CHUNK_STEPS, (uint)DSTEPS); kk++) {
+                const float b2[2] = {blk[(nt * 8 + gid) * ld + kk * 8 + tig],
+                                     blk[(nt * 8 + gid) * ld + kk * 8 + tig + 4]};
+                MMA3(t, a[kk], b2)
             }
+#pragma unroll
+            for (uint x = 0; x < 4; x++) s[nt][x] += t[x];
         }
-#pragma unroll
-        for (uint nt = 0; nt < KTILES; nt++)
-#pragma unroll
-            for (uint x = 0; x < 4; x++) s[nt][x] += t[nt][x];
     }
 }
 

@@ -12,8 +12,9 @@
  * 4 work-items that hold it), moves P from the accumulator layout to the A layout by shuffles
  * within those 4, and adds P V into O's fragments (HEAD_DIM / 8 tiles).
  *
- * With ASYNC_KV (float4-aligned K and V rows) the forward and dQ kernels copy the next key block
- * into a second pair of buffers (ptx.h's cp_async16) while the tensor cores work on this one.
+ * With ASYNC_KV the staged blocks come by asynchronous float4 copies (ptx.h's cp_async16): the
+ * forward and dQ kernels copy the next K and V block into a second pair of buffers while the
+ * tensor cores work on this one; the dK/dV kernel copies its Q and dO rows all at once.
  *
  * Fragments (gid = lane / 4, tig = lane % 4): A holds rows gid, gid + 8 and k = tig, tig + 4; B
  * holds k = tig, tig + 4 of column gid; an accumulator holds rows gid, gid + 8 and columns
@@ -256,6 +257,20 @@ OCLML_INLINE void copy_kv(__local float *ks, uint ld_k, __local float *vs, uint 
     barrier(CLK_LOCAL_MEM_FENCE);
 #endif
 
+#if ASYNC_KV
+/* stage_rows' BQ rows by asynchronous float4 copies (NO_ROW: zero-filled, nothing read); the
+ * caller commits, waits and passes a barrier before reading. Rounds as in copy_kv. */
+OCLML_INLINE void copy_rows(__local float *blk, uint ld, __global const float *src,
+                            __local const ulong *table) {
+    for (uint e = get_local_id(0); e < (BQ * HEAD_DIM / 4 + NT - 1) / NT * NT; e += NT) {
+        if (e >= BQ * HEAD_DIM / 4) continue;
+        const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
+        const ulong row = table[j];
+        cp_async16(blk + j * ld + c, src + (row != NO_ROW ? row + c : 0), row != NO_ROW ? 16u : 0u);
+    }
+}
+#endif
+
 /* The n query rows of a table into blk (NO_ROW: zeros). */
 OCLML_INLINE void stage_rows(__local float *blk, uint ld, __global const float *src,
                              __local const ulong *table, uint n) {
@@ -496,13 +511,22 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
         if (jhi <= kb || jlo >= kb + (int)BQ) continue; /* no row of the block sees these keys */
         fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
                   mask_hstride);
+#if ASYNC_KV /* every copy in flight at once, rather than a round trip a staged element */
+        copy_rows(qs, K_LD, q + q_off, rows_qkv);
+        copy_rows(ds_rows, K_LD, dout + dout_off, rows_qkv);
+        cp_async_commit();
+#else
         stage_rows(qs, K_LD, q + q_off, rows_qkv, BQ);
         stage_rows(ds_rows, K_LD, dout + dout_off, rows_qkv, BQ);
+#endif
         for (uint e = lid; e < BQ; e += NT) {
             const ulong stat = rows_stat[e];
             lse_s[e] = stat == NO_ROW ? -INFINITY : lse[lse_off + stat];
             delta_s[e] = stat == NO_ROW ? 0.0f : delta[stat];
         }
+#if ASYNC_KV
+        cp_async_wait(0);
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint part = 0; part < BQ; part += BN) {
             float s[KTILES][4], dp[KTILES][4];

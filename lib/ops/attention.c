@@ -296,12 +296,17 @@ typedef struct att_call {
     cl_mem mask, keylen;
     cl_ulong mask_off, keylen_off;
     bool kv_vec; /* K's and V's rows float4-aligned (the asynchronous copies) */
+    bool qd_vec; /* Q's and dO's rows float4-aligned (the dK/dV kernel's copies) */
 } att_call;
 
+/* dout: the backward's (NULL in the forward). */
 static att_call call_of(oclml_ctx *ctx, const oclml_attention_params *p, att_shape s,
-                        const oclml_tensor *k, const oclml_tensor *v) {
+                        const oclml_tensor *q, const oclml_tensor *k, const oclml_tensor *v,
+                        const oclml_tensor *dout) {
     att_call c = {.ctx = ctx, .p = p, .s = s};
     c.kv_vec = s.D % 4 == 0 && oclml__elem_offset(k) % 4 == 0 && oclml__elem_offset(v) % 4 == 0;
+    c.qd_vec =
+        s.D % 4 == 0 && oclml__elem_offset(q) % 4 == 0 && dout && oclml__elem_offset(dout) % 4 == 0;
     c.B = (cl_uint)s.B, c.H = (cl_uint)s.H, c.HKV = (cl_uint)s.HKV, c.LQ = (cl_uint)s.LQ,
     c.LK = (cl_uint)s.LK;
     c.scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)s.D));
@@ -329,13 +334,15 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
     return n;
 }
 
-/* Whether a tensor-core kernel copies its next K and V block while working on this one
- * (ASYNC_KV in attention_mma.cl): the forward and dQ kernels on float4-aligned K and V rows,
- * where the second buffers fit the local memory, unless the tuning key attention.async is 0
- * (the emulated kernels copy at once, testing the same code everywhere). */
+/* Whether a tensor-core kernel stages by asynchronous copies (ASYNC_KV in attention_mma.cl):
+ * the forward and dQ kernels their K and V blocks, double-buffered, on float4-aligned K and V
+ * rows where the second buffers fit the local memory; the dK/dV kernel its Q and dO rows, on
+ * float4-aligned ones; unless the tuning key attention.async is 0 (the emulated kernels copy at
+ * once, testing the same code everywhere). */
 static bool kv_async(const att_call *c, att_kernel kind, int mode) {
+    if (oclml__tune(c->ctx, "attention.async", 0) == 0) return false;
+    if (kind == K_DKDV_MMA) return c->qd_vec;
     return (kind == K_FWD_MMA || kind == K_DQ_MMA) && c->kv_vec &&
-           oclml__tune(c->ctx, "attention.async", 0) != 0 &&
            mma_local_floats(c->ctx, kind, c->s.D, mode == 2, true) * 4 <=
                c->ctx->caps.local_mem_bytes;
 }
@@ -475,7 +482,7 @@ oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *param
     if (!st) st = check_apart(ctx, o, "o", in, 6);
     if (!st) st = check_apart(ctx, lse, "lse", in, 5);
     if (st) return st;
-    const att_call c = call_of(ctx, params, s, k, v);
+    const att_call c = call_of(ctx, params, s, q, k, v, NULL);
     return forward(&c, q, k, v, o, lse);
 }
 
@@ -489,7 +496,7 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     att_shape s;
     if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, &s);
     if (st) return st;
-    const att_call c = call_of(ctx, params, s, k, v);
+    const att_call c = call_of(ctx, params, s, q, k, v, NULL);
     const int fwd_mma = mma_mode(ctx, &s, false), bwd_mma = mma_mode(ctx, &s, true);
     char fwd[128], bwd[128];
     if (fwd_mma) {
@@ -629,7 +636,7 @@ oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_para
                                  names[i]);
     }
     if (st) return st;
-    const att_call c = call_of(ctx, params, s, k, v);
+    const att_call c = call_of(ctx, params, s, q, k, v, dout);
     bwd_args b = {.q = q->mem,
                   .k = k->mem,
                   .v = v->mem,
@@ -662,7 +669,7 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
     const bool bwd = strstr(op, "backward") != NULL;
     for (size_t i = 0; i < 2; i++) {
         const att_shape s = {.B = 1, .H = 1, .HKV = 1, .LQ = 1024, .LK = 1024, .D = dims[i]};
-        const att_call c = {.ctx = ctx, .s = s, .kv_vec = true};
+        const att_call c = {.ctx = ctx, .s = s, .kv_vec = true, .qd_vec = true};
         const int mma = mma_mode(ctx, &s, bwd);
         const att_kernel fma_kinds[2][3] = {{K_FWD, K_FWD, K_FWD}, {K_DELTA, K_DKDV, K_DQ}},
                          mma_kinds[2][3] = {{K_FWD_MMA, K_FWD_MMA, K_FWD_MMA},

@@ -92,7 +92,8 @@ static bool tile_fits(const oclml_ctx *ctx, const gemm_plan *p, const oclml__gem
  * tools/dev/gemm_sweep.sh, 2026-11-23). Copy stages (same GPU, 2026-11-23 23:15 UTC): the
  * 128 x 64 tile with 4 gained 6% at 4096^3 and 4% at 8192x4096x1024 and tied at 8192^3 (3
  * stages: +2%); the 128 x 128 tile with 3 (all its local memory) lost 20%, so it keeps its
- * registers; the smaller tiles were not measured without stages. */
+ * registers; the smaller tiles were not measured without stages. choose_stages applies them to
+ * untransposed operands only. */
 static const unsigned MMA_TILES[][7] = {
     {128, 128, 16, 2, 4, 4, 0}, {128, 64, 16, 2, 2, 0, 4}, {64, 64, 32, 2, 2, 0, 0},
     {32, 64, 32, 1, 2, 0, 0},   {16, 64, 32, 1, 4, 0, 0},
@@ -213,7 +214,12 @@ static bool vec_b(const oclml__gemm_desc *d) {
  * takes fewer; else 0 (staging registers). */
 static void choose_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     long forced = oclml__tune(ctx, "gemm.stages", 0);
-    unsigned want = forced >= 0 ? (unsigned)forced : p->emulate ? 0 : p->tile_stages;
+    /* The table's stages only for untransposed operands: on the H100 (2026-11-23 23:50 UTC)
+     * they sped the 128 x 64 tile's NN products by 2-6% and slowed its NT product (a linear
+     * layer's x W^T) by 17%. */
+    unsigned want = forced >= 0                              ? (unsigned)forced
+                    : p->emulate || d->trans_a || d->trans_b ? 0
+                                                             : p->tile_stages;
     bool rows_ok = (!d->trans_a || p->bm % 32 == 0) && (d->trans_b || p->bn % 32 == 0);
     p->stages = 0;
     if (want < 2 || p->path != PATH_MMA || d->gather_b || !vec_a(d) || !vec_b(d) ||

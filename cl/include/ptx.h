@@ -92,13 +92,16 @@ inline void cp_async16(__local float *dst, __global const float *src, uint bytes
 inline void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
 #define cp_async_wait(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
 #else
+/* The instruction faults on a destination or a read source that is not 16-byte aligned: here
+ * such a copy writes NaN (at the aligned address below), so that tests catch it. */
 inline void cp_async16(__local float *dst, __global const float *src, uint bytes) {
     float4 v = (float4)(0.0f);
     if (bytes >= 4) v.x = src[0];
     if (bytes >= 8) v.y = src[1];
     if (bytes >= 12) v.z = src[2];
     if (bytes >= 16) v.w = src[3];
-    *(__local float4 *)dst = v;
+    const bool misaligned = ((size_t)dst & 15u) || (bytes && ((size_t)src & 15u));
+    *(__local float4 *)((size_t)dst & ~(size_t)15u) = misaligned ? (float4)(NAN) : v;
 }
 inline void cp_async_commit(void) {}
 #define cp_async_wait(n) ((void)0)

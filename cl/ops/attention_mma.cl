@@ -484,7 +484,9 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __global float *dv,
                          ulong dv_off, ATT_GEOM) {
-    __local float qs[BQ * K_LD], ds_rows[BQ * K_LD], lse_s[BQ], delta_s[BQ];
+    /* 16-byte aligned: the asynchronous copies' destinations (a misaligned one faults). */
+    __local float qs[BQ * K_LD] __attribute__((aligned(16))),
+        ds_rows[BQ * K_LD] __attribute__((aligned(16))), lse_s[BQ], delta_s[BQ];
     MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
     const uint n_rows = H / HKV * LQ;

@@ -313,8 +313,10 @@ __kernel void oclml_xent_part(__global const float *x, ulong xoff, __global cons
                weighted = (flags & OCLML_LOSSF_WEIGHT) != 0;
     const float ueps = eps / (float)cols;
     float4 r = (float4)(-INFINITY, 0.0f, 0.0f, 0.0f);
+    float xv[OCLML_LONG_ITEMS];
+    CHUNK_LOAD(xv, x + xoff + get_global_id(1) * cols, 0.0f)
     CHUNK_LOOP(c) {
-        const float v = x[xoff + row * cols + c];
+        const float v = xv[j];
         float w = weighted ? cw[cwoff + c] : 1.0f;
         if (probs) w *= (1.0f - eps) * t[toff + row * cols + c] + ueps;
         xent_merge(&r, (float4)(v, v == -INFINITY ? 0.0f : 1.0f, 0.0f, w));
@@ -361,9 +363,11 @@ __kernel void oclml_xent_finish(XENT_ARGS, __global const float *part, uint rows
     const float g = grad_factor(flags, dloss, dloff, r0, cnt, n_div), inv_s = 1.0f / s;
     const uint ti = valid ? (uint)tv : 0u;
     const float coef = (1.0f - eps) * wt + ueps * r.w, hit = (1.0f - eps) * wt;
+    float xv[OCLML_LONG_ITEMS];
+    CHUNK_LOAD(xv, x + xoff + r0 * cols, 0.0f)
     CHUNK_LOOP(c) {
         const ulong i = row * cols + c;
-        const float p = masked_exp(x[xoff + i], m) * inv_s, wc = weighted ? cw[cwoff + c] : 1.0f;
+        const float p = masked_exp(xv[j], m) * inv_s, wc = weighted ? cw[cwoff + c] : 1.0f;
         float d;
         if (probs)
             d = g * (p * r.w - wc * ((1.0f - eps) * t[toff + i] + ueps));

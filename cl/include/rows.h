@@ -125,5 +125,13 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
                         j_ * get_local_size(0);                                                    \
         (v)[j_] = c_ < cols ? (line)[c_] : (fill);                                                 \
     }
+/* The same where `present` (an optional operand's flag), else fill everywhere (line may be
+ * NULL then). */
+#define CHUNK_LOAD_IF(present, v, line, fill)                                             \
+    if (present) {                                                                        \
+        CHUNK_LOAD(v, line, fill)                                                         \
+    } else {                                                                              \
+        _Pragma("unroll") for (uint j_ = 0; j_ < OCLML_LONG_ITEMS; j_++)(v)[j_] = (fill); \
+    }
 
 #endif

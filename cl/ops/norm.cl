@@ -169,10 +169,10 @@ NORM_BWD_PARAMS(oclml_rmsnorm_bwd_params, 1)
     __kernel void NAME(__global const float *x, ulong xo, __global float *part, uint rows, \
                        uint cols, uint nch, __local float *red) {                          \
         const float pivot = RMS ? 0.0f : x[xo + get_global_id(1) * cols];                  \
-        float s = 0.0f, n = 0.0f;                                                          \
-        {                                                                                  \
+        float s = 0.0f, n = 0.0f, xv[OCLML_LONG_ITEMS];                                    \
+        CHUNK_LOAD(xv, x + xo + get_global_id(1) * cols, 0.0f) {                           \
             CHUNK_LOOP(c) {                                                                \
-                s += RMS ? 0.0f : x[xo + row * cols + c] - pivot;                          \
+                s += RMS ? 0.0f : xv[j] - pivot;                                           \
                 n += 1.0f;                                                                 \
             }                                                                              \
         }                                                                                  \
@@ -183,7 +183,7 @@ NORM_BWD_PARAMS(oclml_rmsnorm_bwd_params, 1)
         float q = 0.0f;                                                                    \
         {                                                                                  \
             CHUNK_LOOP(c) {                                                                \
-                const float d = x[xo + row * cols + c] - cmean;                            \
+                const float d = xv[j] - cmean;                                             \
                 q += d * d;                                                                \
             }                                                                              \
         }                                                                                  \
@@ -218,11 +218,11 @@ inline float2 merge_chunks(__global const float *part, ulong row, uint nch) {
                        __local float *red) {                                                       \
         const float2 mv = merge_chunks(part, get_global_id(1), nch);                               \
         const float mu = RMS ? 0.0f : mv.x, rs = rsqrt(mv.y + eps);                                \
-        CHUNK_LOOP(c) {                                                                            \
-            const float g = (flags & HAS_GAMMA) ? gamma[go + c] : 1.0f;                            \
-            const float b = (flags & HAS_BETA) ? beta[bo + c] : 0.0f;                              \
-            y[yo + row * cols + c] = (x[xo + row * cols + c] - mu) * rs * g + b;                   \
-        }                                                                                          \
+        float xv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS], bv[OCLML_LONG_ITEMS];                    \
+        CHUNK_LOAD(xv, x + xo + get_global_id(1) * cols, 0.0f)                                     \
+        CHUNK_LOAD_IF(flags &HAS_GAMMA, gv, gamma + go, 1.0f)                                      \
+        CHUNK_LOAD_IF(flags &HAS_BETA, bv, beta + bo, 0.0f)                                        \
+        CHUNK_LOOP(c) { y[yo + row * cols + c] = (xv[j] - mu) * rs * gv[j] + bv[j]; }              \
         if (chunk == 0 && lid == 0) {                                                              \
             if (flags & SAVE_MEAN) mean[mo + row] = mu;                                            \
             if (flags & SAVE_RSTD) rstd[ro + row] = rs;                                            \
@@ -244,12 +244,14 @@ NORM_FWD_FINISH(oclml_rmsnorm_fwd_finish, 1)
         float a = 0.0f, b = 0.0f;                                                                  \
         const ulong r = get_global_id(1);                                                          \
         const float mu = RMS ? 0.0f : mean[mo + r], rs = rstd[ro + r];                             \
-        {                                                                                          \
+        float xv[OCLML_LONG_ITEMS], dv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS];                    \
+        CHUNK_LOAD(xv, x + xo + r * cols, 0.0f)                                                    \
+        CHUNK_LOAD(dv, dy + dyo + r * cols, 0.0f)                                                  \
+        CHUNK_LOAD_IF(flags &HAS_GAMMA, gv, gamma + go, 1.0f) {                                    \
             CHUNK_LOOP(c) {                                                                        \
-                const float gd =                                                                   \
-                    dy[dyo + row * cols + c] * ((flags & HAS_GAMMA) ? gamma[go + c] : 1.0f);       \
+                const float gd = dv[j] * gv[j];                                                    \
                 a += gd;                                                                           \
-                b += gd * (x[xo + row * cols + c] - mu) * rs;                                      \
+                b += gd * (xv[j] - mu) * rs;                                                       \
             }                                                                                      \
         }                                                                                          \
         const uint lid = get_local_id(0), L = get_local_size(0);                                   \
@@ -280,11 +282,13 @@ NORM_BWD_PART(oclml_rmsnorm_bwd_part, 1)
         a = RMS ? 0.0f : a / (float)cols;                                                          \
         b /= (float)cols;                                                                          \
         const float mu = RMS ? 0.0f : mean[mo + r], rs = rstd[ro + r];                             \
+        float xv[OCLML_LONG_ITEMS], dv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS];                    \
+        CHUNK_LOAD(xv, x + xo + r * cols, 0.0f)                                                    \
+        CHUNK_LOAD(dv, dy + dyo + r * cols, 0.0f)                                                  \
+        CHUNK_LOAD_IF(flags &HAS_GAMMA, gv, gamma + go, 1.0f)                                      \
         CHUNK_LOOP(c) {                                                                            \
-            const float gd =                                                                       \
-                dy[dyo + row * cols + c] * ((flags & HAS_GAMMA) ? gamma[go + c] : 1.0f);           \
-            const float h = (x[xo + row * cols + c] - mu) * rs;                                    \
-            dx[dxo + row * cols + c] = rs * (gd - a - h * b);                                      \
+            const float h = (xv[j] - mu) * rs;                                                     \
+            dx[dxo + row * cols + c] = rs * (dv[j] * gv[j] - a - h * b);                           \
         }                                                                                          \
     }
 #if OCLML_WANT(oclml_layernorm_bwd_finish)

@@ -83,8 +83,9 @@ inline float2 group_merge(float m, float s, __local float *red, uint lid, uint L
 #if OCLML_WANT(oclml_softmax_fwd_part)
 __kernel void oclml_softmax_fwd_part(__global const float *x, ulong xoff, __global float *part,
                                      uint rows, uint cols, uint nch, __local float *red) {
-    float m = -INFINITY, s = 0.0f;
-    CHUNK_LOOP(c) online_add(&m, &s, x[xoff + row * cols + c]);
+    float m = -INFINITY, s = 0.0f, xv[OCLML_LONG_ITEMS];
+    CHUNK_LOAD(xv, x + xoff + get_global_id(1) * cols, 0.0f)
+    CHUNK_LOOP(c) online_add(&m, &s, xv[j]);
     const float2 r = group_merge(m, s, red, lid, L);
     if (lid == 0) vstore2(r, row * nch + chunk, part);
 }
@@ -108,8 +109,10 @@ inline float2 row_stats(__global const float *part, ulong row, uint nch, __local
         const float2 st =                                                                    \
             row_stats(part, get_global_id(1), nch, red, get_local_id(0), get_local_size(0)); \
         const float inv_s = (st.y == 0.0f) ? 0.0f : 1.0f / st.y, log_s = log(st.y);          \
+        float xv[OCLML_LONG_ITEMS];                                                          \
+        CHUNK_LOAD(xv, x + xoff + get_global_id(1) * cols, 0.0f)                             \
         CHUNK_LOOP(c) {                                                                      \
-            const float v = x[xoff + row * cols + c];                                        \
+            const float v = xv[j];                                                           \
             y[yoff + row * cols + c] =                                                       \
                 LOG ? log_softmax_out(v, st.x, log_s) : softmax_out(v, st.x, inv_s);         \
         }                                                                                    \
@@ -124,11 +127,12 @@ SOFTMAX_FWD_FINISH(oclml_log_softmax_fwd_finish, 1)
 #define SOFTMAX_BWD_PART(NAME, LOG)                                                                \
     __kernel void NAME(__global const float *y, ulong yoff, __global const float *dy, ulong dyoff, \
                        __global float *part, uint rows, uint cols, uint nch, __local float *red) { \
-        float s = 0.0f;                                                                            \
-        CHUNK_LOOP(c) {                                                                            \
-            const ulong i = row * cols + c;                                                        \
-            s += LOG ? dy[dyoff + i] : y[yoff + i] * dy[dyoff + i];                                \
+        float s = 0.0f, yv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS];                                \
+        CHUNK_LOAD(gv, dy + dyoff + get_global_id(1) * cols, 0.0f)                                 \
+        if (!LOG) {                                                                                \
+            CHUNK_LOAD(yv, y + yoff + get_global_id(1) * cols, 0.0f)                               \
         }                                                                                          \
+        CHUNK_LOOP(c) s += LOG ? gv[j] : yv[j] * gv[j];                                            \
         s = seg_sum(s, red, lid, L);                                                               \
         if (lid == 0) part[row * nch + chunk] = s;                                                 \
     }
@@ -147,10 +151,12 @@ SOFTMAX_BWD_PART(oclml_log_softmax_bwd_part, 1)
         for (uint c = get_local_id(0); c < nch; c += get_local_size(0))                            \
             s += part[get_global_id(1) * nch + c];                                                 \
         s = seg_sum(s, red, get_local_id(0), get_local_size(0));                                   \
+        float yv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS];                                          \
+        CHUNK_LOAD(yv, y + yoff + get_global_id(1) * cols, 0.0f)                                   \
+        CHUNK_LOAD(gv, dy + dyoff + get_global_id(1) * cols, 0.0f)                                 \
         CHUNK_LOOP(c) {                                                                            \
             const ulong i = row * cols + c;                                                        \
-            const float yv = y[yoff + i], g = dy[dyoff + i];                                       \
-            dx[dxoff + i] = LOG ? g - exp(yv) * s : yv * (g - s);                                  \
+            dx[dxoff + i] = LOG ? gv[j] - exp(yv[j]) * s : yv[j] * (gv[j] - s);                    \
         }                                                                                          \
     }
 #if OCLML_WANT(oclml_softmax_bwd_finish)

@@ -245,13 +245,16 @@ static int mma_mode(oclml_ctx *ctx, const att_shape *s, bool backward) {
 
 /* The score tile's columns of a tensor-core kernel (BN in attention_mma.cl): the tuning keys
  * attention.mma_keys (forward) and attention.mma_bwd_cols (backward), 16, 32 or 64; by default
- * 32 in the forward up to head dim 64 and 16 above, 16 in the backward (32 spilled 784 bytes of
- * the dK/dV kernel's registers at head dim 64 on the H100, 16 spills 64 and ran 1.5% faster). */
+ * 32 in the forward up to head dim 64 and 16 above; in the backward 16 for dQ and 32 for dK/dV:
+ * on the H100 (2026-11-24, B4 H16 L4096 D64, staging by asynchronous copies) dK/dV took 14.9 ms
+ * with 32 and 15.6 with 16, dQ 10.5 and 9.3 (before those copies, 32 spilled 784 bytes of the
+ * dK/dV kernel's registers and ran 1.5% slower). */
 static unsigned mma_columns(oclml_ctx *ctx, att_kernel kind, size_t D) {
     const long forced =
         oclml__tune(ctx, kind == K_FWD_MMA ? "attention.mma_keys" : "attention.mma_bwd_cols", 0);
     if (forced > 0) return forced >= 64 ? 64 : forced >= 32 ? 32 : 16;
-    return kind == K_FWD_MMA && D <= 64 ? 32 : 16;
+    if (kind == K_FWD_MMA) return D <= 64 ? 32 : 16;
+    return kind == K_DKDV_MMA ? 32 : 16;
 }
 
 /* Warps a work-group of a tensor-core kernel (WARPS in attention_mma.cl), 16 query rows each:

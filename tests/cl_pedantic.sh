@@ -44,7 +44,5 @@ for v in "-DLAYOUT_BLHD=1 -DHAS_MASK=1 -DHAS_KEYLEN=1" \
 done
 lint "$src/cl/ops/attention_mma.cl" -DHEAD_DIM=24 -DBN=32 -DLAYOUT_BLHD=1 -DHAS_MASK=1 -DHAS_KEYLEN=1
 lint "$src/cl/ops/attention_mma.cl" $ptx -DHEAD_DIM=128 -DBN=16 -DHAS_MASK=1
-lint "$src/cl/ops/attention_mma.cl" $ptx -DHEAD_DIM=64 -DBN=32 -DASYNC_KV=1 -DHAS_KEYLEN=1
-lint "$src/cl/ops/attention_mma.cl" -DHEAD_DIM=16 -DBN=16 -DASYNC_KV=1 -DMMA_EMULATE=1 -DHAS_MASK=1
 echo "$runs builds with $cc, $fails failed"
 [ $fails -eq 0 ]

@@ -257,6 +257,20 @@ OCLML_INLINE void copy_kv(__local float *ks, uint ld_k, __local float *vs, uint 
     barrier(CLK_LOCAL_MEM_FENCE);
 #endif
 
+#if ASYNC_KV
+/* stage_rows' BQ rows by asynchronous float4 copies (NO_ROW: zero-filled, nothing read); the
+ * caller commits, waits and passes a barrier before reading. Rounds as in copy_kv. */
+OCLML_INLINE void copy_rows(__local float *blk, uint ld, __global const float *src,
+                            __local const ulong *table) {
+    for (uint e = get_local_id(0); e < (BQ * HEAD_DIM / 4 + NT - 1) / NT * NT; e += NT) {
+        if (e >= BQ * HEAD_DIM / 4) continue;
+        const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
+        const ulong row = table[j];
+        cp_async16(blk + j * ld + c, src + (row != NO_ROW ? row + c : 0), row != NO_ROW ? 16u : 0u);
+    }
+}
+#endif
+
 /* The n query rows of a table into blk (NO_ROW: zeros). */
 OCLML_INLINE void stage_rows(__local float *blk, uint ld, __global const float *src,
                              __local const ulong *table, uint n) {
@@ -463,100 +477,16 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
 #endif
 
 #if OCLML_WANT(oclml_attention_dkdv_mma)
-/* One part of BN staged query rows against this warp's 16 keys: S^T = K Q^T and dP^T = V dO^T
- * with K and V as A fragments (ka, va), P and dS from the rows' statistics, then dV += P^T dO
- * and dK += dS^T Q. qb and db hold the part's rows; table, lse_s and delta_s are indexed by
- * `first` + the part's row (the block's tables). */
-OCLML_INLINE void dkdv_part(float acc_k[DSTEPS][4], float acc_v[DSTEPS][4], float ka[DSTEPS][4],
-                            float va[DSTEPS][4], __local const float *qb, __local const float *db,
-                            row_table table, __local const float *lse_s,
-                            __local const float *delta_s, uint first, const int key[2], int klen,
-                            int shift, int wl, int wr, float scale, __global const float *mask,
-                            ulong mask_off, uint lane, uint gid, uint tig EMU_PARAMS) {
-    float s[KTILES][4], dp[KTILES][4];
-    score_product(s, ka, qb, K_LD, gid, tig EMU_ARGS);
-    score_product(dp, va, db, K_LD, gid, tig EMU_ARGS);
-#pragma unroll
-    for (uint nt = 0; nt < KTILES; nt++)
-#pragma unroll
-        for (uint x = 0; x < 4; x++) {
-            const uint row = first + nt * 8 + 2 * tig + x % 2;
-            softmax_grad(&s[nt][x], &dp[nt][x], table.i[row], key[x / 2], lse_s[row], delta_s[row],
-                         klen, shift, wl, wr, scale, mask, mask_off, table.mask[row]);
-        }
-    uint fh[KTILES][4], fl[KTILES][4];
-    to_a_fragments(s, fh, fl, lane, tig EMU_ARGS);
-    accumulate_product(acc_v, fh, fl, db, K_LD, gid, tig EMU_ARGS);
-    to_a_fragments(dp, fh, fl, lane, tig EMU_ARGS);
-    accumulate_product(acc_k, fh, fl, qb, K_LD, gid, tig EMU_ARGS);
-}
-
-/* The block's rows' log-sum-exp and delta (NO_ROW: -inf and 0). */
-OCLML_INLINE void load_stats(__local float *lse_s, __local float *delta_s, row_table table,
-                             __global const float *lse, ulong lse_off,
-                             __global const float *delta) {
-    for (uint e = get_local_id(0); e < BQ; e += NT) {
-        const ulong stat = table.stat[e];
-        lse_s[e] = stat == NO_ROW ? -INFINITY : lse[lse_off + stat];
-        delta_s[e] = stat == NO_ROW ? 0.0f : delta[stat];
-    }
-}
-
-/* Whether some row of the block of BQ rows at R0 sees some of the keys kb .. kb + BQ - 1. */
-OCLML_INLINE bool block_sees(uint R0, uint n_rows, uint LQ, int kb, int klen, int shift, int wl,
-                             int wr) {
-    int imin, imax, jlo, jhi;
-    query_span(R0, n_rows, LQ, &imin, &imax);
-    key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
-    return jhi > kb && jlo < kb + (int)BQ;
-}
-
-/* The first such block from R0 on (n_rows where none is); the same for every work-item. */
-OCLML_INLINE uint next_block(uint R0, uint n_rows, uint LQ, int kb, int klen, int shift, int wl,
-                             int wr) {
-    while (R0 < n_rows && !block_sees(R0, n_rows, LQ, kb, klen, shift, wl, wr)) R0 += BQ;
-    return R0;
-}
-
-#if ASYNC_KV
-#if 2 * BN > BQ
-#error "the pipelined dK/dV kernel keeps two parts of BN rows in BQ rows' room: BN <= BQ / 2"
-#endif
-/* Rows first .. first + BN - 1 of a table's Q and dO rows into qb and db by asynchronous float4
- * copies (NO_ROW: zero-filled, nothing read); rounds as in copy_kv. */
-OCLML_INLINE void copy_part(__local float *qb, __local float *db, __global const float *q,
-                            __global const float *dout, __local const ulong *table, uint first) {
-    for (uint e = get_local_id(0); e < (BN * HEAD_DIM / 4 + NT - 1) / NT * NT; e += NT) {
-        if (e >= BN * HEAD_DIM / 4) continue;
-        const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
-        const ulong row = table[first + j];
-        const ulong at = row != NO_ROW ? row + c : 0;
-        const uint bytes = row != NO_ROW ? 16u : 0u;
-        cp_async16(qb + j * K_LD + c, q + at, bytes);
-        cp_async16(db + j * K_LD + c, dout + at, bytes);
-    }
-}
-#endif
-
 /* Grid: (key blocks of BQ keys x NT, B HKV). Each warp's 16 keys against every query row of the
- * key head's group that can see the block, staged BQ rows (a block) at a time and taken in
- * parts of BN (dkdv_part). With ASYNC_KV the parts are a pipeline: the next part's rows copy
- * while this one is multiplied, in two part buffers, and each block's row table and statistics
- * alternate between two sets (the next block's are filled while the last part of this one is
- * still read). */
+ * key head's group that can see the block, BQ rows staged at a time and taken in halves of BN:
+ * S^T = K Q^T and dP^T = V dO^T with K and V as A fragments in registers, then dV += P^T dO and
+ * dK += dS^T Q. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __global float *dv,
                          ulong dv_off, ATT_GEOM) {
     /* 16-byte aligned: the asynchronous copies' destinations (a misaligned one faults). */
-#if ASYNC_KV
-    __local float qs[2][BN * K_LD] __attribute__((aligned(16))),
-        ds_rows[2][BN * K_LD] __attribute__((aligned(16))), lse_s[2][BQ], delta_s[2][BQ];
-    __local ulong alt_qkv[BQ], alt_stat[BQ], alt_mask[BQ];
-    __local int alt_i[BQ];
-#else
     __local float qs[BQ * K_LD] __attribute__((aligned(16))),
         ds_rows[BQ * K_LD] __attribute__((aligned(16))), lse_s[BQ], delta_s[BQ];
-#endif
     MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
     const uint n_rows = H / HKV * LQ;
@@ -576,59 +506,51 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
     for (uint kk = 0; kk < DSTEPS; kk++)
 #pragma unroll
         for (uint x = 0; x < 4; x++) acc_k[kk][x] = acc_v[kk][x] = 0.0f;
-    q += q_off;
-    dout += dout_off;
-#if ASYNC_KV
-    const row_table alt = {alt_qkv, alt_stat, alt_mask, alt_i};
-    uint R0 = next_block(0, n_rows, LQ, kb, klen, shift, wl, wr), tb = 0, ub = 0;
-    if (R0 < n_rows) {
-        fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
-                  mask_hstride);
-        load_stats(lse_s[0], delta_s[0], rows, lse, lse_off, delta);
-        copy_part(qs[0], ds_rows[0], q, dout, rows_qkv, 0);
-    }
-    cp_async_commit();
-    while (R0 < n_rows) {
-        const row_table cur = tb ? alt : rows, nxt = tb ? rows : alt;
-        uint next = R0;
-        for (uint part = 0; part < BQ; part += BN) {
-            cp_async_wait(0);
-            barrier(CLK_LOCAL_MEM_FENCE); /* this part landed; the other buffer is free */
-            if (part + BN < BQ) {
-                copy_part(qs[ub ^ 1u], ds_rows[ub ^ 1u], q, dout, cur.qkv, part + BN);
-            } else {
-                next = next_block(R0 + BQ, n_rows, LQ, kb, klen, shift, wl, wr);
-                if (next < n_rows) {
-                    fill_rows(nxt, next, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr,
-                              mask_bstride, mask_hstride);
-                    load_stats(lse_s[tb ^ 1u], delta_s[tb ^ 1u], nxt, lse, lse_off, delta);
-                    copy_part(qs[ub ^ 1u], ds_rows[ub ^ 1u], q, dout, nxt.qkv, 0);
-                }
-            }
-            cp_async_commit();
-            dkdv_part(acc_k, acc_v, ka, va, qs[ub], ds_rows[ub], cur, lse_s[tb], delta_s[tb], part,
-                      key, klen, shift, wl, wr, scale, mask, mask_off, lane, gid, tig EMU_ARGS);
-            ub ^= 1u;
-        }
-        R0 = next;
-        tb ^= 1u;
-    }
-#else
     for (uint R0 = 0; R0 < n_rows; R0 += BQ) {
-        if (!block_sees(R0, n_rows, LQ, kb, klen, shift, wl, wr)) continue;
+        int imin, imax, jlo, jhi;
+        query_span(R0, n_rows, LQ, &imin, &imax);
+        key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
+        if (jhi <= kb || jlo >= kb + (int)BQ) continue; /* no row of the block sees these keys */
         fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
                   mask_hstride);
-        stage_rows(qs, K_LD, q, rows_qkv, BQ);
-        stage_rows(ds_rows, K_LD, dout, rows_qkv, BQ);
-        load_stats(lse_s, delta_s, rows, lse, lse_off, delta);
+#if ASYNC_KV /* every copy in flight at once, rather than a round trip a staged element */
+        copy_rows(qs, K_LD, q + q_off, rows_qkv);
+        copy_rows(ds_rows, K_LD, dout + dout_off, rows_qkv);
+        cp_async_commit();
+#else
+        stage_rows(qs, K_LD, q + q_off, rows_qkv, BQ);
+        stage_rows(ds_rows, K_LD, dout + dout_off, rows_qkv, BQ);
+#endif
+        for (uint e = lid; e < BQ; e += NT) {
+            const ulong stat = rows_stat[e];
+            lse_s[e] = stat == NO_ROW ? -INFINITY : lse[lse_off + stat];
+            delta_s[e] = stat == NO_ROW ? 0.0f : delta[stat];
+        }
+#if ASYNC_KV
+        cp_async_wait(0);
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint part = 0; part < BQ; part += BN)
-            dkdv_part(acc_k, acc_v, ka, va, qs + part * K_LD, ds_rows + part * K_LD, rows, lse_s,
-                      delta_s, part, key, klen, shift, wl, wr, scale, mask, mask_off, lane, gid,
-                      tig EMU_ARGS);
+        for (uint part = 0; part < BQ; part += BN) {
+            float s[KTILES][4], dp[KTILES][4];
+            score_product(s, ka, qs + part * K_LD, K_LD, gid, tig EMU_ARGS);
+            score_product(dp, va, ds_rows + part * K_LD, K_LD, gid, tig EMU_ARGS);
+#pragma unroll
+            for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+                for (uint x = 0; x < 4; x++) {
+                    const uint row = part + nt * 8 + 2 * tig + x % 2;
+                    softmax_grad(&s[nt][x], &dp[nt][x], rows_i[row], key[x / 2], lse_s[row],
+                                 delta_s[row], klen, shift, wl, wr, scale, mask, mask_off,
+                                 rows_mask[row]);
+                }
+            uint fh[KTILES][4], fl[KTILES][4];
+            to_a_fragments(s, fh, fl, lane, tig EMU_ARGS);
+            accumulate_product(acc_v, fh, fl, ds_rows + part * K_LD, K_LD, gid, tig EMU_ARGS);
+            to_a_fragments(dp, fh, fl, lane, tig EMU_ARGS);
+            accumulate_product(acc_k, fh, fl, qs + part * K_LD, K_LD, gid, tig EMU_ARGS);
+        }
         barrier(CLK_LOCAL_MEM_FENCE); /* the staged rows are read until here */
     }
-#endif
 #pragma unroll
     for (uint h = 0; h < 2; h++)
         if (krow[h] != NO_ROW)

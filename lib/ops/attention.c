@@ -275,9 +275,6 @@ static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool e
                  kv = async ? 2 : 1;
     if (kind == K_FWD_MMA) return kv * bn * (2 * D + 12) + rows + emu;
     if (kind == K_DQ_MMA) return kv * 2 * bn * (D + 4) + rows + emu;
-    /* dK/dV: staged rows and statistics; pipelined, two parts of BN rows and two sets of the
-     * block's tables and statistics */
-    if (async) return 4 * bn * (D + 4) + 4 * bq + 2 * rows + emu;
     return 2 * bq * (D + 4) + 2 * bq + rows + emu;
 }
 
@@ -342,19 +339,15 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
 
 /* Whether a tensor-core kernel stages by asynchronous copies (ASYNC_KV in attention_mma.cl):
  * the forward and dQ kernels their K and V blocks, double-buffered, on float4-aligned K and V
- * rows; the dK/dV kernel its Q and dO rows, a part of BN rows copied while the one before is
- * multiplied, on float4-aligned ones; where the buffers fit the local memory, unless the tuning
- * key attention.async is 0 (the emulated kernels copy at once, testing the same code
- * everywhere). */
+ * rows where the second buffers fit the local memory; the dK/dV kernel its Q and dO rows, on
+ * float4-aligned ones; unless the tuning key attention.async is 0 (the emulated kernels copy at
+ * once, testing the same code everywhere). */
 static bool kv_async(const att_call *c, att_kernel kind, int mode) {
     if (oclml__tune(c->ctx, "attention.async", 0) == 0) return false;
-    const bool aligned = kind == K_DKDV_MMA ? c->qd_vec : c->kv_vec;
-    /* dK/dV's pipeline keeps two parts of BN rows in the room of a block's 16 warps rows */
-    if (kind == K_DKDV_MMA &&
-        2 * mma_columns(c->ctx, kind, c->s.D) > 16 * mma_warps(c->ctx, kind, c->s.D))
-        return false;
-    return aligned && mma_local_floats(c->ctx, kind, c->s.D, mode == 2, true) * 4 <=
-                          c->ctx->caps.local_mem_bytes;
+    if (kind == K_DKDV_MMA) return c->qd_vec;
+    return (kind == K_FWD_MMA || kind == K_DQ_MMA) && c->kv_vec &&
+           mma_local_floats(c->ctx, kind, c->s.D, mode == 2, true) * 4 <=
+               c->ctx->caps.local_mem_bytes;
 }
 
 /* The program of a tensor-core kernel for head dim D (its tile in *t). */

@@ -301,8 +301,11 @@ START_TEST(xent_large_vocabulary) {
     /* Past registers and local memory: chunked everywhere. */
     xent_case(2, 70001, 0, _i, 0.1f, _i == NONE, 8);
     if (_i == MEAN) xent_case(2, 50257, 1, _i, 0.05f, 1, 8);
-    /* The same row forced onto the chunked path (loss.xent_long = 0). */
+    /* The same row forced onto each long-row path (loss.xent_long: 0 chunks, 1 registers and
+     * local memory), dlogits included. */
     test_retune("loss.xent_long=0");
+    xent_case(3, 50257, 0, _i, 0.1f, 1, 8);
+    test_retune("loss.xent_long=1");
     xent_case(3, 50257, 0, _i, 0.1f, 1, 8);
 }
 END_TEST

@@ -265,7 +265,13 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
         strncat(plan.defines, " -DXENT_PROBS=1", sizeof plan.defines - strlen(plan.defines) - 1);
     oclml__row_plan hplan;
     size_t spill = 0;
-    const bool hybrid = !probs && plan.long_rows && oclml__tune(ctx, "loss.xent_long", 0) != 0 &&
+    /* Rows past the registers: loss.xent_long, or by default on GPUs the registers + local path
+     * where only the loss is wanted and the chunked one where dlogits are too (the H100 at 4096 x
+     * 50257, 2026-11-24 00:10 UTC: loss alone 0.69 ms against 1.08, with dlogits 1.51 against
+     * 1.46); registers + local elsewhere (not measured against each other there). */
+    const long long_path = oclml__tune(ctx, "loss.xent_long", 0);
+    const bool hybrid = !probs && plan.long_rows &&
+                        (long_path > 0 || (long_path < 0 && !(ctx->caps.is_gpu && c->dlogits))) &&
                         hybrid_plan(ctx, rows, cols, &hplan, &spill);
     oclml__log(ctx, OCLML_LOG_DEBUG, "cross_entropy %zu x %zu: %s", rows, cols,
                hybrid ? hplan.variant : plan.variant);

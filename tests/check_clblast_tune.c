@@ -190,16 +190,21 @@ START_TEST(bad_option_refused) {
 }
 END_TEST
 
-static void store_path(const oclml_ctx *ctx, const char *dir, char *out, size_t len) {
-    oclml_device_info d;
-    ASSERT_OK(oclml_ctx_device_info(ctx, &d));
+/* The store of a device named device_name under the cache directory dir. */
+static void store_path_of(const char *device_name, const char *dir, char *out, size_t len) {
     char name[200];
     size_t j = 0;
-    for (const char *p = d.device_name; *p && j + 1 < sizeof name; p++)
+    for (const char *p = device_name; *p && j + 1 < sizeof name; p++)
         name[j++] = isalnum((unsigned char)*p) ? *p : '-';
     while (j > 0 && name[j - 1] == '-') j--;
     name[j] = '\0';
     snprintf(out, len, "%s/tuning/%s.jsonl", dir, name);
+}
+
+static void store_path(const oclml_ctx *ctx, const char *dir, char *out, size_t len) {
+    oclml_device_info d;
+    ASSERT_OK(oclml_ctx_device_info(ctx, &d));
+    store_path_of(d.device_name, dir, out, len);
 }
 
 /* A bad set in a tuned-values file is skipped (CLBlast's own stay), not an error. */
@@ -250,13 +255,7 @@ static tool_facts facts_in_child(const char *dir) {
         oclml_device_info d;
         if (oclml_ctx_create(&ctx, &o, NULL, 0) || oclml_ctx_device_info(ctx, &d)) _exit(2);
         f.runs = d.max_work_group_size >= 64;
-        char name[200];
-        size_t j = 0;
-        for (const char *p = d.device_name; *p && j + 1 < sizeof name; p++)
-            name[j++] = isalnum((unsigned char)*p) ? *p : '-';
-        while (j > 0 && name[j - 1] == '-') j--;
-        name[j] = '\0';
-        snprintf(f.path, sizeof f.path, "%s/tuning/%s.jsonl", dir, name);
+        store_path_of(d.device_name, dir, f.path, sizeof f.path);
         oclml_ctx_destroy(ctx);
         _exit(write(fd[1], &f, sizeof f) == (ssize_t)sizeof f ? 0 : 3);
     }

@@ -119,19 +119,23 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
 /* v[j] = line[c] for the columns CHUNK_LOOP visits in order (fill past cols), all loads issued
  * before any is used: in CHUNK_LOOP's early-exit loop each load waited for the last (a round
  * trip a column: the cross-entropy passes ran at a third of the copy rate on the H100). */
-#define CHUNK_LOAD(v, line, fill)                                                                  \
-    _Pragma("unroll") for (uint j_ = 0; j_ < OCLML_LONG_ITEMS; j_++) {                             \
-        const uint c_ = get_group_id(0) * get_local_size(0) * OCLML_LONG_ITEMS + get_local_id(0) + \
-                        j_ * get_local_size(0);                                                    \
-        (v)[j_] = c_ < cols ? (line)[c_] : (fill);                                                 \
-    }
+#define CHUNK_LOAD(v, line, fill)                                                    \
+    do {                                                                             \
+        _Pragma("unroll") for (uint j_ = 0; j_ < OCLML_LONG_ITEMS; j_++) {           \
+            const uint c_ = get_group_id(0) * get_local_size(0) * OCLML_LONG_ITEMS + \
+                            get_local_id(0) + j_ * get_local_size(0);                \
+            (v)[j_] = c_ < cols ? (line)[c_] : (fill);                               \
+        }                                                                            \
+    } while (0)
 /* The same where `present` (an optional operand's flag), else fill everywhere (line may be
  * NULL then). */
-#define CHUNK_LOAD_IF(present, v, line, fill)                                             \
-    if (present) {                                                                        \
-        CHUNK_LOAD(v, line, fill)                                                         \
-    } else {                                                                              \
-        _Pragma("unroll") for (uint j_ = 0; j_ < OCLML_LONG_ITEMS; j_++)(v)[j_] = (fill); \
-    }
+#define CHUNK_LOAD_IF(present, v, line, fill)                                                 \
+    do {                                                                                      \
+        if (present) {                                                                        \
+            CHUNK_LOAD(v, line, fill);                                                        \
+        } else {                                                                              \
+            _Pragma("unroll") for (uint j_ = 0; j_ < OCLML_LONG_ITEMS; j_++)(v)[j_] = (fill); \
+        }                                                                                     \
+    } while (0)
 
 #endif

@@ -140,16 +140,18 @@
 #define RSWZ(k) (((uint)(k) >> 1 & 3u) << 3)
 #define TILE_A_FLOATS (BM * BK)
 #define TILE_B_FLOATS (BN * BK)
-#define A_AT(t, r, k) ((t)[KCONT_A ? (r)*BK + ((k) ^ KSWZ(r)) : (k)*BM + ((r) ^ RSWZ(k))])
-#define B_AT(t, r, k) ((t)[KCONT_B ? (r)*BK + ((k) ^ KSWZ(r)) : (k)*BN + ((r) ^ RSWZ(k))])
+#define TILE_INDEX(r, k, rows, kcont) \
+    ((kcont) ? (r)*BK + ((k) ^ KSWZ(r)) : (k) * (rows) + ((r) ^ RSWZ(k)))
 #else
 #define LDK (BK % 16 == 0 ? BK + 8 : BK + 16)
 #define LDR(rows) ((rows) + 4)
 #define TILE_A_FLOATS (KCONT_A ? BM * LDK : BK * LDR(BM))
 #define TILE_B_FLOATS (KCONT_B ? BN * LDK : BK * LDR(BN))
-#define A_AT(t, r, k) ((t)[KCONT_A ? (r)*LDK + (k) : (k)*LDR(BM) + (r)])
-#define B_AT(t, r, k) ((t)[KCONT_B ? (r)*LDK + (k) : (k)*LDR(BN) + (r)])
+#define TILE_INDEX(r, k, rows, kcont) ((kcont) ? (r)*LDK + (k) : (k)*LDR(rows) + (r))
 #endif
+/* Element (r, k) of a staged tile: row r of A, column r of B. */
+#define A_AT(t, r, k) ((t)[TILE_INDEX(r, k, BM, KCONT_A)])
+#define B_AT(t, r, k) ((t)[TILE_INDEX(r, k, BN, KCONT_B)])
 /* float4 each work-item stages per tile (the last round partly where the tile has fewer). */
 #define CHUNKS_A ((BM * BK / 4 + NTHREADS - 1) / NTHREADS)
 #define CHUNKS_B ((BN * BK / 4 + NTHREADS - 1) / NTHREADS)
@@ -164,16 +166,20 @@ OCLML_INLINE float4 load4(__global const float *line, uint i, uint extent, bool 
                     i + 2 < extent ? line[i + 2] : 0.0f, i + 3 < extent ? line[i + 3] : 0.0f);
 }
 
-/* Stages chunk c of a ROWS x BK tile (rows from r0, K from k0) of an operand with `rows` rows:
- * K-contiguous operands in chunks of four K along a row, the others of four rows along K. */
+/* The (row, k) where chunk c of a tile_rows x BK tile begins: K-contiguous operands are staged in
+ * chunks of four K along a row, the others in chunks of four rows along K. */
+OCLML_INLINE uint2 chunk_at(uint c, uint tile_rows, bool kcont) {
+    return kcont ? (uint2)(c / (BK / 4), c % (BK / 4) * 4)
+                 : (uint2)(c % (tile_rows / 4) * 4, c / (tile_rows / 4));
+}
+
+/* Chunk c of a tile_rows x BK tile (rows from r0, K from k0) of an operand with `rows` rows. */
 OCLML_INLINE float4 load_chunk(__global const float *x, uint ld, uint rows, uint r0, uint k0,
                                uint kend, uint c, uint tile_rows, bool kcont, bool vec) {
-    if (kcont) {
-        const uint r = c / (BK / 4), k = c % (BK / 4) * 4;
-        return load4(x + (size_t)(r0 + r) * ld + k0, k, kend - k0, r0 + r < rows, vec);
-    }
-    const uint k = c / (tile_rows / 4), r = c % (tile_rows / 4) * 4;
-    return load4(x + (size_t)(k0 + k) * ld + r0, r, rows - r0, k0 + k < kend, vec);
+    const uint2 at = chunk_at(c, tile_rows, kcont);
+    if (kcont)
+        return load4(x + (size_t)(r0 + at.x) * ld + k0, at.y, kend - k0, r0 + at.x < rows, vec);
+    return load4(x + (size_t)(k0 + at.y) * ld + r0, at.x, rows - r0, k0 + at.y < kend, vec);
 }
 
 #if GATHER_B == 1 && TRANS_B
@@ -319,32 +325,16 @@ OCLML_INLINE float4 gather_chunk(__global const float *x, uint N, uint c0, uint 
  * copy), none outside it. The host guarantees 16-byte aligned sources (VEC_A, VEC_B). */
 OCLML_INLINE void copy_chunk(__local float *t, __global const float *x, uint ld, uint rows, uint r0,
                              uint k0, uint kend, uint c, uint tile_rows, bool kcont) {
-    uint r, k, avail;
-    __local float *dst;
-    if (kcont) {
-        r = c / (BK / 4);
-        k = c % (BK / 4) * 4;
-        dst = t + r * BK + (k ^ KSWZ(r));
-        avail = r0 + r < rows && k0 + k < kend ? min(kend - (k0 + k), 4u) : 0u;
-        x += (size_t)(r0 + r) * ld + k0 + k;
-    } else {
-        k = c / (tile_rows / 4);
-        r = c % (tile_rows / 4) * 4;
-        dst = t + k * tile_rows + (r ^ RSWZ(k));
-        avail = k0 + k < kend && r0 + r < rows ? min(rows - (r0 + r), 4u) : 0u;
-        x += (size_t)(k0 + k) * ld + r0 + r;
-    }
-    cp_async16(dst, x, avail * 4u);
+    const uint2 at = chunk_at(c, tile_rows, kcont);
+    const uint r = r0 + at.x, k = k0 + at.y, left = kcont ? kend - k : rows - r;
+    const uint avail = r < rows && k < kend ? min(left, 4u) : 0u; /* floats inside the operand */
+    cp_async16(t + TILE_INDEX(at.x, at.y, tile_rows, kcont),
+               x + (kcont ? (size_t)r * ld + k : (size_t)k * ld + r), avail * 4u);
 }
 #else
 OCLML_INLINE void store_chunk(__local float *t, float4 v, uint c, uint tile_rows, bool kcont) {
-    if (kcont) {
-        const uint r = c / (BK / 4), k = c % (BK / 4) * 4;
-        *(__local float4 *)(t + r * LDK + k) = v;
-    } else {
-        const uint k = c / (tile_rows / 4), r = c % (tile_rows / 4) * 4;
-        *(__local float4 *)(t + k * LDR(tile_rows) + r) = v;
-    }
+    const uint2 at = chunk_at(c, tile_rows, kcont);
+    *(__local float4 *)(t + TILE_INDEX(at.x, at.y, tile_rows, kcont)) = v;
 }
 #endif
 

@@ -314,7 +314,7 @@ __kernel void oclml_xent_part(__global const float *x, ulong xoff, __global cons
     const float ueps = eps / (float)cols;
     float4 r = (float4)(-INFINITY, 0.0f, 0.0f, 0.0f);
     float xv[OCLML_LONG_ITEMS];
-    CHUNK_LOAD(xv, x + xoff + get_global_id(1) * cols, 0.0f)
+    CHUNK_LOAD(xv, x + xoff + get_global_id(1) * cols, 0.0f);
     CHUNK_LOOP(c) {
         const float v = xv[j];
         float w = weighted ? cw[cwoff + c] : 1.0f;
@@ -364,7 +364,7 @@ __kernel void oclml_xent_finish(XENT_ARGS, __global const float *part, uint rows
     const uint ti = valid ? (uint)tv : 0u;
     const float coef = (1.0f - eps) * wt + ueps * r.w, hit = (1.0f - eps) * wt;
     float xv[OCLML_LONG_ITEMS];
-    CHUNK_LOAD(xv, x + xoff + r0 * cols, 0.0f)
+    CHUNK_LOAD(xv, x + xoff + r0 * cols, 0.0f);
     CHUNK_LOOP(c) {
         const ulong i = row * cols + c;
         const float p = masked_exp(xv[j], m) * inv_s, wc = weighted ? cw[cwoff + c] : 1.0f;

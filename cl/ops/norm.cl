@@ -170,7 +170,8 @@ NORM_BWD_PARAMS(oclml_rmsnorm_bwd_params, 1)
                        uint cols, uint nch, __local float *red) {                          \
         const float pivot = RMS ? 0.0f : x[xo + get_global_id(1) * cols];                  \
         float s = 0.0f, n = 0.0f, xv[OCLML_LONG_ITEMS];                                    \
-        CHUNK_LOAD(xv, x + xo + get_global_id(1) * cols, 0.0f) {                           \
+        CHUNK_LOAD(xv, x + xo + get_global_id(1) * cols, 0.0f);                            \
+        {                                                                                  \
             CHUNK_LOOP(c) {                                                                \
                 s += RMS ? 0.0f : xv[j] - pivot;                                           \
                 n += 1.0f;                                                                 \
@@ -219,9 +220,9 @@ inline float2 merge_chunks(__global const float *part, ulong row, uint nch) {
         const float2 mv = merge_chunks(part, get_global_id(1), nch);                               \
         const float mu = RMS ? 0.0f : mv.x, rs = rsqrt(mv.y + eps);                                \
         float xv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS], bv[OCLML_LONG_ITEMS];                    \
-        CHUNK_LOAD(xv, x + xo + get_global_id(1) * cols, 0.0f)                                     \
-        CHUNK_LOAD_IF(flags &HAS_GAMMA, gv, gamma + go, 1.0f)                                      \
-        CHUNK_LOAD_IF(flags &HAS_BETA, bv, beta + bo, 0.0f)                                        \
+        CHUNK_LOAD(xv, x + xo + get_global_id(1) * cols, 0.0f);                                    \
+        CHUNK_LOAD_IF((flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                             \
+        CHUNK_LOAD_IF((flags & HAS_BETA) != 0, bv, beta + bo, 0.0f);                               \
         CHUNK_LOOP(c) { y[yo + row * cols + c] = (xv[j] - mu) * rs * gv[j] + bv[j]; }              \
         if (chunk == 0 && lid == 0) {                                                              \
             if (flags & SAVE_MEAN) mean[mo + row] = mu;                                            \
@@ -245,9 +246,10 @@ NORM_FWD_FINISH(oclml_rmsnorm_fwd_finish, 1)
         const ulong r = get_global_id(1);                                                          \
         const float mu = RMS ? 0.0f : mean[mo + r], rs = rstd[ro + r];                             \
         float xv[OCLML_LONG_ITEMS], dv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS];                    \
-        CHUNK_LOAD(xv, x + xo + r * cols, 0.0f)                                                    \
-        CHUNK_LOAD(dv, dy + dyo + r * cols, 0.0f)                                                  \
-        CHUNK_LOAD_IF(flags &HAS_GAMMA, gv, gamma + go, 1.0f) {                                    \
+        CHUNK_LOAD(xv, x + xo + r * cols, 0.0f);                                                   \
+        CHUNK_LOAD(dv, dy + dyo + r * cols, 0.0f);                                                 \
+        CHUNK_LOAD_IF((flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                             \
+        {                                                                                          \
             CHUNK_LOOP(c) {                                                                        \
                 const float gd = dv[j] * gv[j];                                                    \
                 a += gd;                                                                           \
@@ -283,9 +285,9 @@ NORM_BWD_PART(oclml_rmsnorm_bwd_part, 1)
         b /= (float)cols;                                                                          \
         const float mu = RMS ? 0.0f : mean[mo + r], rs = rstd[ro + r];                             \
         float xv[OCLML_LONG_ITEMS], dv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS];                    \
-        CHUNK_LOAD(xv, x + xo + r * cols, 0.0f)                                                    \
-        CHUNK_LOAD(dv, dy + dyo + r * cols, 0.0f)                                                  \
-        CHUNK_LOAD_IF(flags &HAS_GAMMA, gv, gamma + go, 1.0f)                                      \
+        CHUNK_LOAD(xv, x + xo + r * cols, 0.0f);                                                   \
+        CHUNK_LOAD(dv, dy + dyo + r * cols, 0.0f);                                                 \
+        CHUNK_LOAD_IF((flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                             \
         CHUNK_LOOP(c) {                                                                            \
             const float h = (xv[j] - mu) * rs;                                                     \
             dx[dxo + row * cols + c] = rs * (dv[j] * gv[j] - a - h * b);                           \

@@ -84,7 +84,7 @@ inline float2 group_merge(float m, float s, __local float *red, uint lid, uint L
 __kernel void oclml_softmax_fwd_part(__global const float *x, ulong xoff, __global float *part,
                                      uint rows, uint cols, uint nch, __local float *red) {
     float m = -INFINITY, s = 0.0f, xv[OCLML_LONG_ITEMS];
-    CHUNK_LOAD(xv, x + xoff + get_global_id(1) * cols, 0.0f)
+    CHUNK_LOAD(xv, x + xoff + get_global_id(1) * cols, 0.0f);
     CHUNK_LOOP(c) online_add(&m, &s, xv[j]);
     const float2 r = group_merge(m, s, red, lid, L);
     if (lid == 0) vstore2(r, row * nch + chunk, part);
@@ -110,7 +110,7 @@ inline float2 row_stats(__global const float *part, ulong row, uint nch, __local
             row_stats(part, get_global_id(1), nch, red, get_local_id(0), get_local_size(0)); \
         const float inv_s = (st.y == 0.0f) ? 0.0f : 1.0f / st.y, log_s = log(st.y);          \
         float xv[OCLML_LONG_ITEMS];                                                          \
-        CHUNK_LOAD(xv, x + xoff + get_global_id(1) * cols, 0.0f)                             \
+        CHUNK_LOAD(xv, x + xoff + get_global_id(1) * cols, 0.0f);                            \
         CHUNK_LOOP(c) {                                                                      \
             const float v = xv[j];                                                           \
             y[yoff + row * cols + c] =                                                       \
@@ -128,9 +128,9 @@ SOFTMAX_FWD_FINISH(oclml_log_softmax_fwd_finish, 1)
     __kernel void NAME(__global const float *y, ulong yoff, __global const float *dy, ulong dyoff, \
                        __global float *part, uint rows, uint cols, uint nch, __local float *red) { \
         float s = 0.0f, yv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS];                                \
-        CHUNK_LOAD(gv, dy + dyoff + get_global_id(1) * cols, 0.0f)                                 \
+        CHUNK_LOAD(gv, dy + dyoff + get_global_id(1) * cols, 0.0f);                                \
         if (!LOG) {                                                                                \
-            CHUNK_LOAD(yv, y + yoff + get_global_id(1) * cols, 0.0f)                               \
+            CHUNK_LOAD(yv, y + yoff + get_global_id(1) * cols, 0.0f);                              \
         }                                                                                          \
         CHUNK_LOOP(c) s += LOG ? gv[j] : yv[j] * gv[j];                                            \
         s = seg_sum(s, red, lid, L);                                                               \
@@ -152,8 +152,8 @@ SOFTMAX_BWD_PART(oclml_log_softmax_bwd_part, 1)
             s += part[get_global_id(1) * nch + c];                                                 \
         s = seg_sum(s, red, get_local_id(0), get_local_size(0));                                   \
         float yv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS];                                          \
-        CHUNK_LOAD(yv, y + yoff + get_global_id(1) * cols, 0.0f)                                   \
-        CHUNK_LOAD(gv, dy + dyoff + get_global_id(1) * cols, 0.0f)                                 \
+        CHUNK_LOAD(yv, y + yoff + get_global_id(1) * cols, 0.0f);                                  \
+        CHUNK_LOAD(gv, dy + dyoff + get_global_id(1) * cols, 0.0f);                                \
         CHUNK_LOOP(c) {                                                                            \
             const ulong i = row * cols + c;                                                        \
             dx[dxoff + i] = LOG ? gv[j] - exp(yv[j]) * s : yv[j] * (gv[j] - s);                    \

@@ -100,7 +100,8 @@ static const unsigned MMA_TILES[][7] = {
 };
 #define N_MMA_TILES (sizeof MMA_TILES / sizeof MMA_TILES[0])
 
-static void set_mma_tile(gemm_plan *p, const unsigned t[], unsigned stages) {
+/* t: a row of MMA_TILES (or a forced tile, without stages). */
+static void set_mma_tile(gemm_plan *p, const unsigned t[7]) {
     p->bm = t[0];
     p->bn = t[1];
     p->bk = t[2];
@@ -108,7 +109,7 @@ static void set_mma_tile(gemm_plan *p, const unsigned t[], unsigned stages) {
     p->wn = t[4];
     p->threads = 32 * p->wm * p->wn;
     p->stages = 0;
-    p->tile_stages = stages;
+    p->tile_stages = t[6];
 }
 
 /* The fewest K tiles a split of K takes (choose_splits). */
@@ -124,9 +125,9 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
     long forced[5];
     for (unsigned i = 0; i < 5; i++) forced[i] = oclml__tune(ctx, "gemm.mma_tile", i);
     if (forced[0]) {
-        const unsigned t[5] = {(unsigned)forced[0], (unsigned)forced[1], (unsigned)forced[2],
+        const unsigned t[7] = {(unsigned)forced[0], (unsigned)forced[1], (unsigned)forced[2],
                                (unsigned)forced[3], (unsigned)forced[4]};
-        set_mma_tile(p, t, 0);
+        set_mma_tile(p, t);
         return;
     }
     /* No taller tile than the rows need: a 128-row tile over 64 rows would spend half its
@@ -139,19 +140,19 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
      * splits (choose_splits) for the compute units, rather than shorter tiles that would each
      * read all of B again (64 rows on 16-row tiles read it four times). */
     if (d->m <= 64 && d->batch == 1) {
-        set_mma_tile(p, MMA_TILES[first], MMA_TILES[first][6]);
+        set_mma_tile(p, MMA_TILES[first]);
         size_t most_splits = d->k / (SPLIT_MIN_TILES * (size_t)p->bk);
         if (tile_fits(ctx, p, d) && blocks_of(p, d) * most_splits >= ctx->caps.compute_units)
             return;
     }
     for (unsigned i = first; i < N_MMA_TILES; i++) {
-        set_mma_tile(p, MMA_TILES[i], MMA_TILES[i][6]);
+        set_mma_tile(p, MMA_TILES[i]);
         size_t blocks = blocks_of(p, d), units = ctx->caps.compute_units;
         unsigned cap = MMA_TILES[i][5];
         if (tile_fits(ctx, p, d) && blocks >= units && (!cap || blocks <= cap * units)) return;
     }
     for (unsigned i = N_MMA_TILES; i-- > first;) {
-        set_mma_tile(p, MMA_TILES[i], MMA_TILES[i][6]);
+        set_mma_tile(p, MMA_TILES[i]);
         if (tile_fits(ctx, p, d)) return;
     }
 }

@@ -248,16 +248,19 @@ END_TEST
 
 /* The tensor-core kernels (3xTF32, held to the fp32 tolerance) with the instruction emulated
  * (attention.mma = 2), on the cases they take: head dims that are multiples of 8 and more than
- * the decode tile's 8 rows a key head; the backward's up to head dim 64 (the others check the
- * FMA backward again beside the tensor-core forward). The last two: the forward's key blocks
- * of 16 and 64 (attention.mma_keys) on a window and on head dim 128. Every other case stages
- * K and V without the asynchronous copies (attention.async = 0). */
-static const int MMA_CASES[] = {1, 2, 3, 4, 7, 8, 11, 13, 14, 3, 13};
+ * the decode tile's 8 rows a key head (head dim 128's dK/dV and dQ with warps paired by default).
+ * The last four: the forward's key blocks of 16 and 64 (attention.mma_keys) on a window and on
+ * head dim 128, the paired dK/dV and dQ at head dim 64 with a mask and key lengths, and the
+ * unpaired ones at 128. Every other case stages K and V without the asynchronous copies (attention.async =
+ * 0). */
+static const int MMA_CASES[] = {1, 2, 3, 4, 7, 8, 11, 13, 14, 3, 13, 9, 13};
 #define N_MMA (int)(sizeof MMA_CASES / sizeof MMA_CASES[0])
 
 START_TEST(tensor_core_emulated) {
-    test_retune(_i == N_MMA - 2   ? "attention.mma=2,attention.mma_keys=16"
-                : _i == N_MMA - 1 ? "attention.mma=2,attention.mma_keys=64"
+    test_retune(_i == N_MMA - 4   ? "attention.mma=2,attention.mma_keys=16"
+                : _i == N_MMA - 3 ? "attention.mma=2,attention.mma_keys=64"
+                : _i == N_MMA - 2 ? "attention.mma=2,attention.dkdv_pairs=1,attention.dq_pairs=1"
+                : _i == N_MMA - 1 ? "attention.mma=2,attention.dkdv_pairs=0,attention.dq_pairs=0"
                 : _i % 2          ? "attention.mma=2,attention.async=0"
                                   : "attention.mma=2");
     att_data d;
@@ -356,8 +359,11 @@ static void fd_case(const att_case *c) {
 
 START_TEST(backward_by_finite_differences) {
     /* GQA with a broadcast mask and key lengths (BLHD); causal bottom-right with a window. Loop
-     * 2, 3: the same on the (emulated) tensor-core kernels. */
-    if (_i >= 2) test_retune("attention.mma=2");
+     * 2, 3: the same on the (emulated) tensor-core kernels; 4, 5: with the dK/dV and dQ warps
+     * paired. */
+    if (_i >= 2)
+        test_retune(_i >= 4 ? "attention.mma=2,attention.dkdv_pairs=1,attention.dq_pairs=1"
+                            : "attention.mma=2");
     const att_case c0 = {2, 4, 2, 9, 13, 64, BLHD, NONE, -1, -1, 0, MB1, 1};
     const att_case c1 = {1, 4, 2, 9, 13, 16, BHLD, BR, 4, -1, 0.5f, NOMASK, 0};
     fd_case(_i % 2 ? &c1 : &c0);
@@ -369,7 +375,10 @@ END_TEST
 /* The backward twice: the same bits (every gradient element summed by one work-item in a fixed
  * order, grouped heads included), on the FMA and the (emulated) tensor-core kernels. */
 START_TEST(backward_repeatable_bit_for_bit) {
-    if (_i) test_retune("attention.mma=2"); /* the tensor-core dK/dV and dQ */
+    /* 1: the tensor-core dK/dV and dQ; 2: with their warps paired. */
+    if (_i)
+        test_retune(_i == 2 ? "attention.mma=2,attention.dkdv_pairs=1,attention.dq_pairs=1"
+                            : "attention.mma=2");
     const att_case c = {2, 4, 2, 65, 65, 64, BLHD, NONE, -1, -1, 0, MB1, 1};
     att_data d;
     att_make(&d, &c);
@@ -652,8 +661,8 @@ START_TEST(forced_splits_small) {
 END_TEST
 
 /* oclml_attention_plan names the path each call takes: by default FMA tiles, or the real tensor
- * cores on a device that has them; the emulated tensor cores where forced (forward up to head
- * dim 128, backward up to 64); the decode tile's key split where forced. A missing buffer or a
+ * cores on a device that has them; the emulated tensor cores where forced (up to head dim 128,
+ * the dK/dV warps paired above 64); the decode tile's key split where forced. A missing buffer or a
  * bad shape is an error that writes nothing. */
 START_TEST(plan_names_the_path) {
     const att_case c64 = {1, 4, 2, 33, 40, 64, BHLD, TL, -1, -1, 0, NOMASK, 0};
@@ -682,9 +691,11 @@ START_TEST(plan_names_the_path) {
     const att_case c128 = {1, 2, 2, 65, 65, 128, BHLD, NONE, -1, -1, 0, NOMASK, 0};
     att_make(&d, &c128);
     ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
-    ck_assert_msg(strstr(text, fits ? "forward: 3xTF32" : "forward: FMA tiles") &&
-                      strstr(text, "backward: FMA tiles"),
-                  "head dim 128: tensor-core forward (where it fits), FMA backward: %s", text);
+    ck_assert_msg(fits ? strstr(text, "forward: 3xTF32") &&
+                             strstr(text, "backward: 3xTF32 tensor cores (emulated), dK/dV per 32 "
+                                          "keys (warps paired on 16 keys)")
+                       : strstr(text, "forward: FMA tiles") && strstr(text, "backward: FMA tiles"),
+                  "head dim 128: tensor cores where they fit, dK/dV warps paired: %s", text);
     att_free(&d);
     const att_case dec = {2, 4, 4, 1, 1000, 64, BHLD, NONE, -1, -1, 0, NOMASK, 0}; /* 4 blocks */
     att_make(&d, &dec);
@@ -926,8 +937,8 @@ int main(void) {
     tcase_add_loop_test(tc, backward_matches_reference, 0, N_CASES);
     tcase_add_loop_test(tc, tensor_core_emulated, 0, N_MMA);
     tcase_add_test(tc, optional_outputs);
-    tcase_add_loop_test(tc, backward_by_finite_differences, 0, 4);
-    tcase_add_loop_test(tc, backward_repeatable_bit_for_bit, 0, 2);
+    tcase_add_loop_test(tc, backward_by_finite_differences, 0, 6);
+    tcase_add_loop_test(tc, backward_repeatable_bit_for_bit, 0, 3);
     tcase_add_loop_test(tc, rows_that_see_nothing, 0, 2);
     tcase_add_loop_test(tc, nan_in_query_row, 0, 3);
     tcase_add_loop_test(tc, nan_padding_never_read, 0, 5);

@@ -44,5 +44,8 @@ for v in "-DLAYOUT_BLHD=1 -DHAS_MASK=1 -DHAS_KEYLEN=1" \
 done
 lint "$src/cl/ops/attention_mma.cl" -DHEAD_DIM=24 -DBN=32 -DLAYOUT_BLHD=1 -DHAS_MASK=1 -DHAS_KEYLEN=1
 lint "$src/cl/ops/attention_mma.cl" $ptx -DHEAD_DIM=128 -DBN=16 -DHAS_MASK=1
+# The paired dK/dV and dQ kernels (head dim 128's defaults), emulated and on PTX.
+lint "$src/cl/ops/attention_mma.cl" -DHEAD_DIM=128 -DBN=16 -DBQ=32 -DDKDV_PAIRS=1 -DASYNC_KV=1 -DHAS_MASK=1
+lint "$src/cl/ops/attention_mma.cl" $ptx -DHEAD_DIM=128 -DBN=16 -DBQ=16 -DDQ_PAIRS=1 -DASYNC_KV=1 -DHAS_KEYLEN=1
 echo "$runs builds with $cc, $fails failed"
 [ $fails -eq 0 ]

@@ -50,10 +50,22 @@
 #define WARPS 4
 #endif
 #define NT (32 * WARPS)
-#define BQ (16 * WARPS)
+#ifndef DKDV_PAIRS
+#define DKDV_PAIRS 0 /* 1: the dK/dV kernel's warps in pairs on 16 keys, one product each */
+#endif
+#define KEYS (DKDV_PAIRS ? 8 * WARPS : 16 * WARPS) /* the dK/dV kernel's keys a work-group */
+#ifndef BQ
+#define BQ (16 * WARPS) /* query rows a block (the dK/dV kernel: rows staged at a time) */
+#endif
 #define DSTEPS (HEAD_DIM / 8) /* 8-wide steps over the head dim: Q's k steps, O's column tiles */
-#define KTILES (BN / 8)       /* 8-wide column tiles of a score tile, the k steps of its products */
-#define CHUNK_STEPS 4         /* 8-deep steps S sums on the tensor cores before an fp32 add */
+#ifndef DQ_PAIRS
+#define DQ_PAIRS 0 /* 1: the dQ kernel's warps in pairs on 16 rows, each with half the head dim */
+#endif
+/* The 8-wide steps of the head dim a warp's operands and accumulators hold: all of them, or half
+ * in the paired dQ kernel. */
+#define DPART (DQ_PAIRS ? DSTEPS / 2 : DSTEPS)
+#define KTILES (BN / 8) /* 8-wide column tiles of a score tile, the k steps of its products */
+#define CHUNK_STEPS 4   /* 8-deep steps S sums on the tensor cores before an fp32 add */
 /* Row strides of the staged blocks: B fragment reads of K (row gid, column tig) and of V (row
  * tig, column gid) fall on 32 distinct banks. */
 #define K_LD (HEAD_DIM + 4)
@@ -82,6 +94,14 @@ OCLML_INLINE float shuffle_emulated(float v, uint src, __local float *shfl, uint
 #define EMU_ARGS
 #endif
 
+/* Loops around tensor-core instructions: unrolled on the device, rolled where the instruction is
+ * emulated (its barriers would multiply the portable kernels' size). */
+#if MMA_EMULATE
+#define MMA_UNROLL
+#else
+#define MMA_UNROLL _Pragma("unroll")
+#endif
+
 /* d += a b in 3xTF32, a and b as floats (a: this work-item's 4 A values, b: its 2 B values). */
 #define MMA3(d, a, b)                                                                              \
     {                                                                                              \
@@ -95,10 +115,10 @@ OCLML_INLINE float shuffle_emulated(float v, uint src, __local float *shfl, uint
     }
 
 /* A fragments of rows row[0] (gid) and row[1] (gid + 8) of src over the head dim (NO_ROW: 0). */
-OCLML_INLINE void load_a(float a[DSTEPS][4], __global const float *src, const ulong row[2],
+OCLML_INLINE void load_a(float a[DPART][4], __global const float *src, const ulong row[2],
                          uint tig) {
 #pragma unroll
-    for (uint kk = 0; kk < DSTEPS; kk++)
+    for (uint kk = 0; kk < DPART; kk++)
 #pragma unroll
         for (uint x = 0; x < 4; x++)
             a[kk][x] = row[x % 2] != NO_ROW ? src[row[x % 2] + kk * 8 + tig + 4 * (x / 2)] : 0.0f;
@@ -108,20 +128,14 @@ OCLML_INLINE void load_a(float a[DSTEPS][4], __global const float *src, const ul
  * (ld floats a row) for the KTILES column tiles. The tensor cores round their sums toward zero,
  * a bias that grows with every accumulation into the same register (the GEMM measured it): each
  * tile sums CHUNK_STEPS 8-deep steps at a time from zero, and fp32 adds carry the total. */
-OCLML_INLINE void score_product(float s[KTILES][4], float a[DSTEPS][4], __local const float *blk,
+OCLML_INLINE void score_product(float s[KTILES][4], float a[DPART][4], __local const float *blk,
                                 uint ld, uint gid, uint tig EMU_PARAMS) {
-#if !MMA_EMULATE
-#pragma unroll
-#endif
-    for (uint nt = 0; nt < KTILES; nt++) {
+    MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
 #pragma unroll
         for (uint x = 0; x < 4; x++) s[nt][x] = 0.0f;
-        for (uint k0 = 0; k0 < DSTEPS; k0 += CHUNK_STEPS) {
+        for (uint k0 = 0; k0 < DPART; k0 += CHUNK_STEPS) {
             float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#if !MMA_EMULATE
-#pragma unroll
-#endif
-            for (uint kk = k0; kk < min(k0 + CHUNK_STEPS, (uint)DSTEPS); kk++) {
+            MMA_UNROLL for (uint kk = k0; kk < min(k0 + CHUNK_STEPS, (uint)DPART); kk++) {
                 const float b2[2] = {blk[(nt * 8 + gid) * ld + kk * 8 + tig],
                                      blk[(nt * 8 + gid) * ld + kk * 8 + tig + 4]};
                 MMA3(t, a[kk], b2)
@@ -168,13 +182,13 @@ OCLML_INLINE void to_a_fragments(float s[KTILES][4], uint hi[KTILES][4], uint lo
 /* acc += A blk: A (split fragments over KTILES 8-deep steps) against rows kt 8 + tig of blk and
  * its head-dim columns. Each of acc's column tiles sums the steps from zero on the tensor cores
  * and adds them in fp32 (the rounding toward zero, as above). */
-OCLML_INLINE void accumulate_product(float acc[DSTEPS][4], uint ah[KTILES][4], uint al[KTILES][4],
+OCLML_INLINE void accumulate_product(float acc[DPART][4], uint ah[KTILES][4], uint al[KTILES][4],
                                      __local const float *blk, uint ld, uint gid,
                                      uint tig EMU_PARAMS) {
 #if !MMA_EMULATE
 #pragma unroll
 #endif
-    for (uint nt = 0; nt < DSTEPS; nt++) {
+    for (uint nt = 0; nt < DPART; nt++) {
         float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #if !MMA_EMULATE
 #pragma unroll
@@ -208,17 +222,23 @@ OCLML_INLINE void stage_kv(__local float *ks, uint ld_k, __local float *vs, uint
 }
 
 #if ASYNC_KV
+/* e over [0, n) spread over the work-group in the same rounds for every work-item, those past n
+ * idle in the last: with a bound of n <= NT / 2 (work-items that never enter the loop) PoCL 3.1
+ * ran the emulated kernels wrong, head dim 8 with 32 keys say (0.94 error against 2e-7), and
+ * with the body under `if (e < n)` rather than after this `continue` too (head dim 16). */
+#define FOR_UNIFORM_ROUNDS(e, n)                                          \
+    for (uint e = get_local_id(0); e < ((n) + NT - 1) / NT * NT; e += NT) \
+        if (e >= (n))                                                     \
+            continue;                                                     \
+        else
+
 /* stage_kv by asynchronous float4 copies, zero-filled at and past the key length (nothing read
  * there); the caller commits, waits and passes a barrier before reading. */
 OCLML_INLINE void copy_kv(__local float *ks, uint ld_k, __local float *vs, uint ld_v,
                           __global const float *k, __global const float *v, ulong stride, int first,
                           uint limit) {
     const uint nk = (uint)max(0, min(BN, (int)limit - first));
-    /* Every work-item runs the same rounds, those past the block skipping their copy: with a
-     * bound of BN HEAD_DIM / 4 <= NT / 2 (work-items that never enter the loop) PoCL 3.1 ran
-     * the emulated kernels wrong, head dim 8 with 32 keys say (0.94 error against 2e-7). */
-    for (uint e = get_local_id(0); e < (BN * HEAD_DIM / 4 + NT - 1) / NT * NT; e += NT) {
-        if (e >= BN * HEAD_DIM / 4) continue;
+    FOR_UNIFORM_ROUNDS(e, BN * HEAD_DIM / 4) {
         const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
         const bool in = j < nk;
         const ulong at = in ? (ulong)(first + (int)j) * stride + c : 0;
@@ -259,11 +279,10 @@ OCLML_INLINE void copy_kv(__local float *ks, uint ld_k, __local float *vs, uint 
 
 #if ASYNC_KV
 /* stage_rows' BQ rows by asynchronous float4 copies (NO_ROW: zero-filled, nothing read); the
- * caller commits, waits and passes a barrier before reading. Rounds as in copy_kv. */
+ * caller commits, waits and passes a barrier before reading. */
 OCLML_INLINE void copy_rows(__local float *blk, uint ld, __global const float *src,
                             __local const ulong *table) {
-    for (uint e = get_local_id(0); e < (BQ * HEAD_DIM / 4 + NT - 1) / NT * NT; e += NT) {
-        if (e >= BQ * HEAD_DIM / 4) continue;
+    FOR_UNIFORM_ROUNDS(e, BQ * HEAD_DIM / 4) {
         const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
         const ulong row = table[j];
         cp_async16(blk + j * ld + c, src + (row != NO_ROW ? row + c : 0), row != NO_ROW ? 16u : 0u);
@@ -397,16 +416,27 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
 }
 #endif
 
+/* P of a score (its row's log-sum-exp row_lse): exp(masked score - lse), 0 where masked or the
+ * row sees nothing. */
+OCLML_INLINE float probability(float score, int i, int j, float row_lse, int klen, int shift,
+                               int wl, int wr, float scale, __global const float *mask,
+                               ulong mask_off, ulong mrow) {
+    const float x = masked_score(score, i, j, klen, shift, wl, wr, scale, mask, mask_off, mrow);
+    return (x == -INFINITY || row_lse == -INFINITY) ? 0.0f : exp(x - row_lse);
+}
+
+/* dS = P (dP - delta); 0 where P is (masked: whatever dO V^T holds). */
+OCLML_INLINE float score_grad(float p, float dp, float row_delta) {
+    return p == 0.0f ? 0.0f : p * (dp - row_delta);
+}
+
 /* P and dS of a score tile whose rows are `prow` (tile rows: query rows) or whose columns are
- * (dK/dV: the tile's rows are keys): p = exp(masked score - lse) (0 where masked or the row sees
- * nothing), ds = p (dp - delta). */
+ * (dK/dV: the tile's rows are keys), in place of the score and dP. */
 OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse, float row_delta,
                                int klen, int shift, int wl, int wr, float scale,
                                __global const float *mask, ulong mask_off, ulong mrow) {
-    const float x = masked_score(*p, i, j, klen, shift, wl, wr, scale, mask, mask_off, mrow);
-    const float pr = (x == -INFINITY || row_lse == -INFINITY) ? 0.0f : exp(x - row_lse);
-    *p = pr;
-    *dp = pr == 0.0f ? 0.0f : pr * (*dp - row_delta); /* masked: 0 whatever dO V^T holds */
+    *p = probability(*p, i, j, row_lse, klen, shift, wl, wr, scale, mask, mask_off, mrow);
+    *dp = score_grad(*p, *dp, row_delta);
 }
 
 #define MMA_BWD_ARGS                                                                      \
@@ -417,10 +447,17 @@ OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse,
 
 #if OCLML_WANT(oclml_attention_dq_mma)
 /* Grid: (row blocks x NT, B HKV). dQ = scale sum dS K over the block's key blocks of BN keys;
- * Q and dO of the work-item's two rows stay in registers as A fragments. */
+ * Q and dO of the work-item's two rows stay in registers as A fragments. With DQ_PAIRS two warps
+ * share 16 rows, each holding half of the head dim of Q, dO and dQ (all of it spills registers at
+ * head dim 128): each computes its half's part of S and dP, the pair swaps parts through local
+ * memory and both add them in the same order (low half first), so both hold the same P and dS,
+ * and each adds dS K into its half of dQ. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
     KV_BUFFERS(K_LD)
+#if DQ_PAIRS
+    __local float parts[WARPS][2][KTILES * 4 * 32]; /* each warp's part of S and of dP */
+#endif
     MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
     const uint R0 = get_group_id(0) * BQ;
@@ -430,7 +467,13 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
     int jlo, jhi;
     const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
                                scale, shift, wl, wr, mask_bstride, mask_hstride);
-    const uint r[2] = {warp * 16 + gid, warp * 16 + gid + 8};
+#if DQ_PAIRS
+    const uint pair = warp % (WARPS / 2), side = warp / (WARPS / 2), partner = warp ^ (WARPS / 2);
+#else
+    const uint pair = warp, side = 0;
+#endif
+    const uint col0 = side * DPART * 8; /* this warp's first head-dim column */
+    const uint r[2] = {pair * 16 + gid, pair * 16 + gid + 8};
     const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
     float row_lse[2], row_delta[2];
 #pragma unroll
@@ -439,19 +482,36 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
         row_lse[h] = stat == NO_ROW ? -INFINITY : lse[lse_off + stat];
         row_delta[h] = stat == NO_ROW ? 0.0f : delta[stat];
     }
-    float qa[DSTEPS][4], da[DSTEPS][4], acc[DSTEPS][4];
-    load_a(qa, q + q_off, qrow, tig);
-    load_a(da, dout + dout_off, qrow, tig);
+    float qa[DPART][4], da[DPART][4], acc[DPART][4];
+    load_a(qa, q + q_off + col0, qrow, tig);
+    load_a(da, dout + dout_off + col0, qrow, tig);
 #pragma unroll
-    for (uint kk = 0; kk < DSTEPS; kk++)
+    for (uint kk = 0; kk < DPART; kk++)
 #pragma unroll
         for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
     KV_FIRST(jlo / BN * BN, jhi, K_LD)
     for (int kb = jlo / BN * BN; kb < jhi; kb += BN) {
         KV_NEXT(kb, jhi, K_LD)
         float s[KTILES][4], dp[KTILES][4];
-        score_product(s, qa, ks, K_LD, gid, tig EMU_ARGS);
-        score_product(dp, da, vs, K_LD, gid, tig EMU_ARGS);
+        score_product(s, qa, ks + col0, K_LD, gid, tig EMU_ARGS);
+        score_product(dp, da, vs + col0, K_LD, gid, tig EMU_ARGS);
+#if DQ_PAIRS
+        /* The partner's parts; KV_NEXT's barrier keeps the next block's writes after these
+         * reads. */
+#pragma unroll
+        for (uint i = 0; i < KTILES * 4; i++) {
+            parts[warp][0][i * 32 + lane] = s[i / 4][i % 4];
+            parts[warp][1][i * 32 + lane] = dp[i / 4][i % 4];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (uint i = 0; i < KTILES * 4; i++) {
+            const float os = parts[partner][0][i * 32 + lane],
+                        od = parts[partner][1][i * 32 + lane];
+            s[i / 4][i % 4] = side ? os + s[i / 4][i % 4] : s[i / 4][i % 4] + os;
+            dp[i / 4][i % 4] = side ? od + dp[i / 4][i % 4] : dp[i / 4][i % 4] + od;
+        }
+#endif
 #pragma unroll
         for (uint nt = 0; nt < KTILES; nt++)
 #pragma unroll
@@ -463,54 +523,81 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
             }
         uint dsh[KTILES][4], dsl[KTILES][4];
         to_a_fragments(dp, dsh, dsl, lane, tig EMU_ARGS);
-        accumulate_product(acc, dsh, dsl, ks, K_LD, gid, tig EMU_ARGS);
+        accumulate_product(acc, dsh, dsl, ks + col0, K_LD, gid, tig EMU_ARGS);
     }
 #pragma unroll
     for (uint h = 0; h < 2; h++)
         if (qrow[h] != NO_ROW)
 #pragma unroll
-            for (uint nt = 0; nt < DSTEPS; nt++) {
-                dq[dq_off + qrow[h] + nt * 8 + 2 * tig] = scale * acc[nt][2 * h];
-                dq[dq_off + qrow[h] + nt * 8 + 2 * tig + 1] = scale * acc[nt][2 * h + 1];
+            for (uint nt = 0; nt < DPART; nt++) {
+                const ulong at = dq_off + qrow[h] + col0 + nt * 8 + 2 * tig;
+                dq[at] = scale * acc[nt][2 * h];
+                dq[at + 1] = scale * acc[nt][2 * h + 1];
             }
 }
 #endif
 
 #if OCLML_WANT(oclml_attention_dkdv_mma)
-/* Grid: (key blocks of BQ keys x NT, B HKV). Each warp's 16 keys against every query row of the
- * key head's group that can see the block, BQ rows staged at a time and taken in halves of BN:
- * S^T = K Q^T and dP^T = V dO^T with K and V as A fragments in registers, then dV += P^T dO and
- * dK += dS^T Q. */
+/* Grid: (key blocks of KEYS keys x NT, B HKV). The block's keys against every query row of the
+ * key head's group that can see them, BQ rows staged at a time and taken BN at a time.
+ *
+ * Without DKDV_PAIRS each warp takes 16 keys and all four products: S^T = K Q^T and dP^T =
+ * V dO^T with K and V as A fragments in registers, then dV += P^T dO and dK += dS^T Q. With
+ * DKDV_PAIRS two warps share 16 keys, each with one operand and one accumulator in registers (at
+ * head dim 128 the four of them spill): the P warp computes S^T = K Q^T, P = exp(S - lse), hands
+ * P over through local memory and adds P^T dO into dV; the dS warp computes dP^T = V dO^T, takes
+ * P, and adds dS^T Q into dK, dS = P (dP - delta). Both run the same instructions on their own
+ * operands (no divergent barrier, emulated instructions included). */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __global float *dv,
                          ulong dv_off, ATT_GEOM) {
     /* 16-byte aligned: the asynchronous copies' destinations (a misaligned one faults). */
     __local float qs[BQ * K_LD] __attribute__((aligned(16))),
         ds_rows[BQ * K_LD] __attribute__((aligned(16))), lse_s[BQ], delta_s[BQ];
+#if DKDV_PAIRS
+    __local float p_tiles[2][WARPS / 2][KTILES * 4 * 32]; /* P by pair, two parts in flight */
+#endif
     MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
     const uint n_rows = H / HKV * LQ;
-    const int kb = (int)(get_group_id(0) * BQ);
+    const int kb = (int)(get_group_id(0) * KEYS);
     const ulong kstride = KEY_STRIDE(HKV), kbase = row_offset(b, hkv, 0, HKV, LK);
     const int klen = key_length(keylen, keylen_off, b, LK);
-    /* This work-item's keys: kb + warp 16 + gid and 8 more (accumulator rows). */
-    const int key[2] = {kb + (int)(warp * 16 + gid), kb + (int)(warp * 16 + gid + 8)};
+#if DKDV_PAIRS
+    const uint pair = warp % (WARPS / 2);
+    const bool p_warp = warp < WARPS / 2;
+#else
+    const uint pair = warp;
+#endif
+    /* This work-item's keys: kb + pair 16 + gid and 8 more (accumulator rows). */
+    const int key[2] = {kb + (int)(pair * 16 + gid), kb + (int)(pair * 16 + gid + 8)};
     const ulong krow[2] = {key[0] < (int)LK ? kbase + key[0] * kstride : NO_ROW,
                            key[1] < (int)LK ? kbase + key[1] * kstride : NO_ROW};
     /* Keys past the key length are never read (their gradients are written as 0). */
     const ulong kread[2] = {key[0] < klen ? krow[0] : NO_ROW, key[1] < klen ? krow[1] : NO_ROW};
+#if DKDV_PAIRS
+    float xa[DSTEPS][4], acc[DSTEPS][4]; /* K and dV (P warps) or V and dK (dS warps) */
+    load_a(xa, p_warp ? k + k_off : v + v_off, kread, tig);
+#else
     float ka[DSTEPS][4], va[DSTEPS][4], acc_k[DSTEPS][4], acc_v[DSTEPS][4];
     load_a(ka, k + k_off, kread, tig);
     load_a(va, v + v_off, kread, tig);
+#endif
 #pragma unroll
     for (uint kk = 0; kk < DSTEPS; kk++)
 #pragma unroll
-        for (uint x = 0; x < 4; x++) acc_k[kk][x] = acc_v[kk][x] = 0.0f;
+        for (uint x = 0; x < 4; x++) {
+#if DKDV_PAIRS
+            acc[kk][x] = 0.0f;
+#else
+            acc_k[kk][x] = acc_v[kk][x] = 0.0f;
+#endif
+        }
     for (uint R0 = 0; R0 < n_rows; R0 += BQ) {
         int imin, imax, jlo, jhi;
         query_span(R0, n_rows, LQ, &imin, &imax);
         key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
-        if (jhi <= kb || jlo >= kb + (int)BQ) continue; /* no row of the block sees these keys */
+        if (jhi <= kb || jlo >= kb + (int)KEYS) continue; /* no row of the block sees these keys */
         fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
                   mask_hstride);
 #if ASYNC_KV /* every copy in flight at once, rather than a round trip a staged element */
@@ -531,6 +618,37 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
 #endif
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint part = 0; part < BQ; part += BN) {
+#if DKDV_PAIRS
+            __local float *pt = p_tiles[part / BN % 2][pair];
+            float t[KTILES][4]; /* S^T, then P (P warps); dP^T, then dS (dS warps) */
+            score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD, K_LD, gid, tig EMU_ARGS);
+            if (p_warp)
+#pragma unroll
+                for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+                    for (uint x = 0; x < 4; x++) {
+                        const uint row = part + nt * 8 + 2 * tig + x % 2;
+                        t[nt][x] =
+                            probability(t[nt][x], rows_i[row], key[x / 2], lse_s[row], klen, shift,
+                                        wl, wr, scale, mask, mask_off, rows_mask[row]);
+                        pt[(nt * 4 + x) * 32 + lane] = t[nt][x];
+                    }
+            /* The P tiles written; the buffer written next was last read two parts ago, before
+             * the previous part's barrier. */
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (!p_warp)
+#pragma unroll
+                for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+                    for (uint x = 0; x < 4; x++) {
+                        const uint row = part + nt * 8 + 2 * tig + x % 2;
+                        t[nt][x] = score_grad(pt[(nt * 4 + x) * 32 + lane], t[nt][x], delta_s[row]);
+                    }
+            uint fh[KTILES][4], fl[KTILES][4];
+            to_a_fragments(t, fh, fl, lane, tig EMU_ARGS);
+            accumulate_product(acc, fh, fl, (p_warp ? ds_rows : qs) + part * K_LD, K_LD, gid,
+                               tig EMU_ARGS);
+#else
             float s[KTILES][4], dp[KTILES][4];
             score_product(s, ka, qs + part * K_LD, K_LD, gid, tig EMU_ARGS);
             score_product(dp, va, ds_rows + part * K_LD, K_LD, gid, tig EMU_ARGS);
@@ -548,6 +666,7 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
             accumulate_product(acc_v, fh, fl, ds_rows + part * K_LD, K_LD, gid, tig EMU_ARGS);
             to_a_fragments(dp, fh, fl, lane, tig EMU_ARGS);
             accumulate_product(acc_k, fh, fl, qs + part * K_LD, K_LD, gid, tig EMU_ARGS);
+#endif
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* the staged rows are read until here */
     }
@@ -557,10 +676,17 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
 #pragma unroll
             for (uint nt = 0; nt < DSTEPS; nt++) {
                 const ulong at = krow[h] + nt * 8 + 2 * tig;
+#if DKDV_PAIRS
+                __global float *dst = p_warp ? dv + dv_off : dk + dk_off;
+                const float f = p_warp ? 1.0f : scale;
+                dst[at] = f * acc[nt][2 * h];
+                dst[at + 1] = f * acc[nt][2 * h + 1];
+#else
                 dk[dk_off + at] = scale * acc_k[nt][2 * h];
                 dk[dk_off + at + 1] = scale * acc_k[nt][2 * h + 1];
                 dv[dv_off + at] = acc_v[nt][2 * h];
                 dv[dv_off + at + 1] = acc_v[nt][2 * h + 1];
+#endif
             }
 }
 #endif

@@ -217,8 +217,7 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
 
 /* The tensor-core kernels (attention_mma.cl): the tuning key attention.mma (-1 auto, 0 never, 1
  * where the device has TF32 mma.sync, 2 the kernels with the instruction emulated, for tests),
- * by default where the device has them; head dims that are multiples of 8 up to 128 (the
- * backward up to 64: it keeps two operands and two accumulators in registers) and more query
+ * by default where the device has them; head dims that are multiples of 8 up to 128 and more query
  * rows a key head than the decode tile takes, where the device's work-groups and local memory
  * hold the tile (else the FMA kernels run). Work-groups of 4 or 8 warps of 16 rows
  * (mma_warps); score tiles of 16 to 64 columns (mma_columns): on the H100 (2026-11-23) 32 keys
@@ -227,13 +226,16 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
 #define MMA_WARPS 4
 static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate, bool async);
 static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D);
+static bool dkdv_pairs(oclml_ctx *ctx, size_t D);
+static bool dq_pairs(oclml_ctx *ctx, size_t D);
+static size_t dkdv_rows(size_t D);
 
 /* 0 (FMA kernels), 1 (tensor cores) or 2 (emulated) for the forward or the backward; a device
  * whose work-groups or local memory cannot hold the tile takes the FMA kernels. */
 static int mma_mode(oclml_ctx *ctx, const att_shape *s, bool backward) {
     const long mode = oclml__tune(ctx, "attention.mma", 0);
-    if (!mode || s->D % 8 || s->D > (backward ? 64u : 128u) ||
-        s->H / s->HKV * s->LQ <= DECODE_ROWS || ctx->caps.max_work_group_size < 32 * MMA_WARPS)
+    if (!mode || s->D % 8 || s->D > 128 || s->H / s->HKV * s->LQ <= DECODE_ROWS ||
+        ctx->caps.max_work_group_size < 32 * MMA_WARPS)
         return 0;
     const att_kernel kinds[2] = {backward ? K_DKDV_MMA : K_FWD_MMA, K_DQ_MMA};
     for (int i = 0; i < (backward ? 2 : 1); i++)
@@ -252,30 +254,62 @@ static int mma_mode(oclml_ctx *ctx, const att_shape *s, bool backward) {
 static unsigned mma_columns(oclml_ctx *ctx, att_kernel kind, size_t D) {
     const long forced =
         oclml__tune(ctx, kind == K_FWD_MMA ? "attention.mma_keys" : "attention.mma_bwd_cols", 0);
-    if (forced > 0) return forced >= 64 ? 64 : forced >= 32 ? 32 : 16;
+    const unsigned most = kind == K_DKDV_MMA ? (unsigned)dkdv_rows(D) : 64;
+    if (forced > 0) return forced >= 64 && most >= 64 ? 64 : forced >= 32 && most >= 32 ? 32 : 16;
     if (kind == K_FWD_MMA) return D <= 64 ? 32 : 16;
-    return kind == K_DKDV_MMA ? 32 : 16;
+    return kind == K_DKDV_MMA && D <= 64 ? 32 : 16;
 }
 
-/* Warps a work-group of a tensor-core kernel (WARPS in attention_mma.cl), 16 query rows each:
- * the forward's from the tuning key attention.mma_warps (4 or 8), by default 8 above head dim 64
- * (1.10x faster there on the H100, 1.2x slower at 64); the backward's 4 (its staged rows fill
- * local memory). */
+/* Warps a work-group of a tensor-core kernel (WARPS in attention_mma.cl), 16 query rows (or
+ * keys) each: from the tuning key attention.mma_warps (4 or 8) for the forward and the paired
+ * backward kernels, by default 8 in the forward above head dim 64 (1.10x faster there on the H100,
+ * 1.2x slower at 64) and 4 elsewhere (the backward's staged rows fill local memory). */
 static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D) {
     const long forced = oclml__tune(ctx, "attention.mma_warps", 0);
-    const unsigned want = forced > 0 ? (forced >= 8 ? 8 : 4) : D > 64 ? 8 : 4;
-    return kind == K_FWD_MMA && 32 * want <= ctx->caps.max_work_group_size ? want : MMA_WARPS;
+    const unsigned want = forced > 0 ? (forced >= 8 ? 8 : 4) : kind == K_FWD_MMA && D > 64 ? 8 : 4;
+    const bool free = kind == K_FWD_MMA || (kind == K_DKDV_MMA && dkdv_pairs(ctx, D)) ||
+                      (kind == K_DQ_MMA && dq_pairs(ctx, D));
+    return free && 32 * want <= ctx->caps.max_work_group_size ? want : MMA_WARPS;
 }
+
+/* The dK/dV kernel's DKDV_PAIRS (attention_mma.cl): the tuning key attention.dkdv_pairs, by
+ * default above head dim 64, where one warp's K, V, dK and dV spill registers. On the H100
+ * (2026-11-26, B4 H16 L4096 D128) unpaired: 2.7 KB spilled a work-item, 64.1 ms; paired, no
+ * spill: 37.2 ms (8 warps: the same); at head dim 64 paired 15.3 ms against 14.9. */
+static bool dkdv_pairs(oclml_ctx *ctx, size_t D) {
+    const long forced = oclml__tune(ctx, "attention.dkdv_pairs", 0);
+    return forced >= 0 ? forced == 1 : D > 64;
+}
+
+/* The dQ kernel's DQ_PAIRS (attention_mma.cl): the tuning key attention.dq_pairs, by default
+ * above head dim 64, where one warp's Q, dO and dQ spill registers; head dims that are multiples
+ * of 16. On the H100 (2026-11-26, B4 H16 L4096 D128) unpaired: 1 KB spilled a work-item,
+ * 33.5 ms; paired, no spill: 21.0 ms with 4 warps, 26.4 with 8; at head dim 64 paired 11.8 ms
+ * against 9.4. */
+static bool dq_pairs(oclml_ctx *ctx, size_t D) {
+    const long forced = oclml__tune(ctx, "attention.dq_pairs", 0);
+    return D % 16 == 0 && (forced >= 0 ? forced == 1 : D > 64); /* halves of whole 8-wide steps */
+}
+
+/* Query rows the dK/dV kernel stages at a time (BQ in attention_mma.cl): 64, or 32 above head
+ * dim 64 (Q and dO rows in 48 KiB). */
+static size_t dkdv_rows(size_t D) { return D > 64 ? 32 : 64; }
 
 /* async: the K and V blocks double-buffered (the forward and dQ kernels' ASYNC_KV). */
 static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate,
                                bool async) {
+    /* bq: query rows (forward, dQ) or keys (dK/dV) a work-group */
     const size_t warps = mma_warps(ctx, kind, D), bq = 16 * warps, bn = mma_columns(ctx, kind, D),
                  emu = emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0, rows = bq * 7,
                  kv = async ? 2 : 1;
     if (kind == K_FWD_MMA) return kv * bn * (2 * D + 12) + rows + emu;
-    if (kind == K_DQ_MMA) return kv * 2 * bn * (D + 4) + rows + emu;
-    return 2 * bq * (D + 4) + 2 * bq + rows + emu;
+    if (kind == K_DQ_MMA) {
+        const bool pairs = dq_pairs(ctx, D); /* half the rows, and their parts of S and dP */
+        return kv * 2 * bn * (D + 4) + (pairs ? rows / 2 + warps * 2 * bn * 16 : rows) + emu;
+    }
+    const size_t staged = dkdv_rows(D),
+                 p_tiles = dkdv_pairs(ctx, D) ? warps * bn * 16 : 0; /* 2 x pairs x KTILES x 128 */
+    return 2 * staged * (D + 4) + 2 * staged + staged * 7 + p_tiles + emu;
 }
 
 static oclml__program_spec spec_of(att_kernel kind, att_tile t, size_t D, bool blhd, bool mask,
@@ -356,10 +390,15 @@ static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode
                                        char *defines, size_t len) {
     const unsigned bn = mma_columns(ctx, kind, D), warps = mma_warps(ctx, kind, D);
     *t = (att_tile){16, 2 * warps, 8, bn / 16, 1}; /* 32 warps work-items, 16 warps rows */
+    const bool pairs =
+        (kind == K_DKDV_MMA && dkdv_pairs(ctx, D)) || (kind == K_DQ_MMA && dq_pairs(ctx, D));
+    if (pairs) t->rq = 4; /* 8 keys or rows a warp: two warps share 16 */
     snprintf(defines, len,
              "-DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
-             "-DHAS_KEYLEN=%d -DASYNC_KV=%d",
-             D, bn, warps, mode == 2, blhd, mask, keylen, async);
+             "-DHAS_KEYLEN=%d -DASYNC_KV=%d -DDKDV_PAIRS=%d -DDQ_PAIRS=%d -DBQ=%zu",
+             D, bn, warps, mode == 2, blhd, mask, keylen, async, pairs && kind == K_DKDV_MMA,
+             pairs && kind == K_DQ_MMA,
+             kind == K_DKDV_MMA ? dkdv_rows(D) : (pairs ? 8 : 16) * (size_t)warps);
     return (oclml__program_spec){"attention_mma.cl", defines, KERNEL_NAMES[kind],
                                  ATT_MAX_REGISTERS};
 }
@@ -518,8 +557,11 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
         }
     }
     if (bwd_mma) {
-        snprintf(bwd, sizeof bwd, "%s, dK/dV and dQ per 64 keys or rows",
-                 bwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores");
+        snprintf(bwd, sizeof bwd, "%s, dK/dV per %u keys%s, dQ per %u rows",
+                 bwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores",
+                 (dkdv_pairs(ctx, s.D) ? 8 : 16) * mma_warps(ctx, K_DKDV_MMA, s.D),
+                 dkdv_pairs(ctx, s.D) ? " (warps paired on 16 keys)" : "",
+                 (dq_pairs(ctx, s.D) ? 8 : 16) * mma_warps(ctx, K_DQ_MMA, s.D));
     } else {
         const att_tile t = plan_tile(ctx, K_DKDV, &s), tq = plan_tile(ctx, K_DQ, &s);
         snprintf(bwd, sizeof bwd, "FMA tiles %ux%u, dK/dV per %u keys, dQ per %u rows", t.tx, t.ty,

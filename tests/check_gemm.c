@@ -265,6 +265,13 @@ END_TEST
  * split over work-groups. */
 START_TEST(tensor_core_default_tile_and_split) {
     test_retune("gemm.own=1 gemm.mma=2");
+    /* No tile wider than the columns need: 64 columns (a convolution's 8x8 planes, one product
+     * an image) never take the 128-column tile, whatever the compute units. */
+    char plan[160];
+    ASSERT_OK(oclml_gemm_plan(T, _i & 1 ? OCLML_TRANS : OCLML_NO_TRANS,
+                              _i >> 1 ? OCLML_TRANS : OCLML_NO_TRANS, 256, 64, 64, 2, plan,
+                              sizeof plan));
+    ck_assert_msg(!strstr(plan, "tile 128x128"), "256 x 64 x 64, 2 batches: %s", plan);
     gemm_case(_i & 1, _i >> 1, 200, 150, 70, 1.0f, 0.0f);
     gemm_case(_i & 1, _i >> 1, 256, 128, 64, 1.0f, 0.5f);
     test_retune("gemm.own=1 gemm.mma=2 gemm.splitk=3 gemm.mma_tile=64:64:16:2:2");

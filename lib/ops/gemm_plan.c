@@ -147,6 +147,10 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
     }
     for (unsigned i = first; i < N_MMA_TILES; i++) {
         set_mma_tile(p, MMA_TILES[i]);
+        /* No wider tile than the columns need either: where 64-column tiles pad fewer columns
+         * (64 of them: a convolution's 8x8 planes, one product an image), the 128-column tile
+         * would spend products on padding. */
+        if (ceil_div(d->n, p->bn) * p->bn > ceil_div(d->n, 64) * 64) continue;
         size_t blocks = blocks_of(p, d), units = ctx->caps.compute_units;
         unsigned cap = MMA_TILES[i][5];
         if (tile_fits(ctx, p, d) && blocks >= units && (!cap || blocks <= cap * units)) return;

@@ -491,6 +491,31 @@ START_TEST(rows_that_see_nothing) {
 }
 END_TEST
 
+/* A row that sees no key stays 0 (o and dQ) beside an infinite V and K at a key another row of
+ * its block sees (0 x inf would be NaN): FMA and (emulated) tensor-core kernels. */
+START_TEST(empty_rows_stay_zero_beside_infinity) {
+    if (_i) test_retune("attention.mma=2");
+    /* A window of just the diagonal with Lq > Lk: row i < 33 sees key i, rows i >= 33 nothing. */
+    const att_case c = {1, 1, 1, 40, 33, 16, BHLD, NONE, 0, 0, 0, NOMASK, 0};
+    att_data d;
+    att_make(&d, &c);
+    d.v[20 * 16] = d.k[10 * 16 + 1] = INFINITY; /* rows 20 and 10 see them */
+    att_upload(&d);
+    att_forward(&d);
+    ASSERT_OK(
+        oclml_attention_backward(T, &d.p, d.Q, d.K, d.V, d.O, d.LSE, d.G, d.DQ, d.DK, d.DV, NULL));
+    float *o = read_all(d.O, d.nq), *dq = read_all(d.DQ, d.nq);
+    /* inf on FMAs; NaN on the tensor cores (the 3xTF32 split of inf is inf + NaN). */
+    ck_assert_msg(!isfinite(o[20 * 16]), "o[20, 0] = %g, want inf or NaN", (double)o[20 * 16]);
+    for (size_t e = 33 * 16; e < 40 * 16; e++)
+        ck_assert_msg(o[e] == 0 && dq[e] == 0, "empty row %zu: o %g dq %g, want 0", e / 16,
+                      (double)o[e], (double)dq[e]);
+    free(o);
+    free(dq);
+    att_free(&d);
+}
+END_TEST
+
 /* ---- NaN policy ---- */
 
 /* A NaN in one element of q row (b 1, h 2, i 5): that row of o and its lse are NaN, every other
@@ -612,6 +637,40 @@ START_TEST(large_scores_do_not_overflow) {
     free(l);
     free(ro);
     free(rl);
+    att_free(&d);
+}
+END_TEST
+
+/* Windows reaching past every key, up to INT32_MAX, are no window (no 32-bit overflow in the
+ * kernels' bounds): against the reference, forward and backward, FMA and (emulated) tensor-core
+ * kernels; bottom-right causal with more queries than keys (negative diagonals). */
+START_TEST(huge_windows_are_open) {
+    if (_i >= 2) test_retune("attention.mma=2");
+    const att_case cases[2] = {{1, 2, 1, 70, 33, 16, BHLD, NONE, -1, INT32_MAX, 0, NOMASK, 0},
+                               {1, 2, 2, 70, 33, 16, BHLD, BR, INT32_MAX, -1, 0, M2D, 0}};
+    att_data d;
+    att_make(&d, &cases[_i % 2]);
+    att_check_forward(&d);
+    att_check_backward(&d);
+    att_free(&d);
+}
+END_TEST
+
+/* A tuned FMA tile whose dK/dV key block (2 x 3 = 6 keys here) is not a multiple of its
+ * work-items along rows (8) would leave keys without gradients: refused, nothing touched. */
+START_TEST(tuned_tile_that_skips_keys_is_refused) {
+    test_retune("attention.tile=2:8:1:3"); /* 16 work-items; the forward takes it */
+    const att_case c = {1, 2, 2, 33, 65, 16, BHLD, NONE, -1, -1, 0, NOMASK, 0};
+    att_data d;
+    att_make(&d, &c);
+    att_forward(&d);
+    oclml_tensor *out[3] = {d.DQ, d.DK, d.DV};
+    const size_t n[3] = {d.nq, d.nk, d.nk};
+    for (int i = 0; i < 3; i++) poison(out[i], n[i]);
+    ck_assert_int_eq(
+        oclml_attention_backward(T, &d.p, d.Q, d.K, d.V, d.O, d.LSE, d.G, d.DQ, d.DK, d.DV, NULL),
+        OCLML_ERR_UNSUPPORTED);
+    for (int i = 0; i < 3; i++) test_assert_untouched(out[i], n[i]);
     att_free(&d);
 }
 END_TEST
@@ -940,9 +999,12 @@ int main(void) {
     tcase_add_loop_test(tc, backward_by_finite_differences, 0, 6);
     tcase_add_loop_test(tc, backward_repeatable_bit_for_bit, 0, 3);
     tcase_add_loop_test(tc, rows_that_see_nothing, 0, 2);
+    tcase_add_loop_test(tc, empty_rows_stay_zero_beside_infinity, 0, 2);
     tcase_add_loop_test(tc, nan_in_query_row, 0, 3);
     tcase_add_loop_test(tc, nan_padding_never_read, 0, 5);
     tcase_add_test(tc, large_scores_do_not_overflow);
+    tcase_add_loop_test(tc, huge_windows_are_open, 0, 4);
+    tcase_add_test(tc, tuned_tile_that_skips_keys_is_refused);
     tcase_add_loop_test(tc, decode_matches_reference, 0, 2);
     tcase_add_loop_test(tc, forced_splits_small, 0, 3);
     tcase_add_test(tc, plan_names_the_path);

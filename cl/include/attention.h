@@ -58,7 +58,10 @@ OCLML_INLINE void fill_rows(row_table t, uint R0, uint b, uint hkv, uint n_rows,
             t.mask[r] = b * mask_bstride + h * mask_hstride + (ulong)i * LK;
             t.i[r] = (int)i;
         } else {
-            t.qkv[r] = t.stat[r] = t.mask[r] = NO_ROW;
+            /* Such rows are computed and thrown away: mask row 0 keeps their reads of the
+             * mask inside it. */
+            t.qkv[r] = t.stat[r] = NO_ROW;
+            t.mask[r] = 0;
             t.i[r] = 0;
         }
     }

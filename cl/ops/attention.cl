@@ -219,13 +219,16 @@ oclml_attention_fwd(__global const float *q, ulong q_off, __global const float *
         const ulong stat = rows_stat[r];
         const float inv = sum > 0.0f ? 1.0f / sum : (sum == 0.0f ? 0.0f : sum);
         const float row_lse = sum > 0.0f ? m[u] + log(sum) : (sum == 0.0f ? -INFINITY : sum);
-        /* One split: O and lse in place; several: this split's part (rows in [B, H, LQ]). */
+        /* One split: O and lse in place; several: this split's part (rows in [B, H, LQ]). A
+         * row that saw no key writes 0, even where 0 x inf (an infinite V another row of the
+         * block sees) made its accumulator NaN. */
         const ulong at = splits == 1 ? rows_qkv[r] : stat == NO_ROW ? NO_ROW : stat * HEAD_DIM;
         __global float *dst = splits == 1 ? o : part + (ulong)split * rows_all * HEAD_DIM;
         if (at != NO_ROW)
 #pragma unroll
             for (uint t = 0; t < DPT; t++)
-                if (tx + t * TX < HEAD_DIM) dst[at + tx + t * TX] = inv * acc[u][t];
+                if (tx + t * TX < HEAD_DIM)
+                    dst[at + tx + t * TX] = sum == 0.0f ? 0.0f : inv * acc[u][t];
         if (stat != NO_ROW && tx == 0) {
             if (splits > 1)
                 part[splits * rows_all * HEAD_DIM + split * rows_all + stat] = row_lse;
@@ -411,6 +414,14 @@ oclml_attention_dq(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
             for (uint w = 0; w < RK; w++) ds[(ty + u * TY) * P_LD + tx + w * TX] = dp[u][w];
         ACC_TILE(RQ, acc, ds, P_LD, 1, BK, k + kb * kstride, (__local const ulong *)0, kstride, nk,
                  stage)
+    }
+    /* Rows that see no key: dQ = 0, even where an infinite K another row sees gives 0 x inf. */
+#pragma unroll
+    for (uint u = 0; u < RQ; u++) {
+        const ulong stat = rows_stat[ty + u * TY];
+        if (stat != NO_ROW && lse[stat] == -INFINITY)
+#pragma unroll
+            for (uint t = 0; t < DPT; t++) acc[u][t] = 0.0f;
     }
     dq += dq_off;
     STORE_ROWS(RQ, acc, dq, rows_qkv[ty + a_ * TY], scale)

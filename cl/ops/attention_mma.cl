@@ -2,8 +2,8 @@
  * hi*hi + hi*lo + lo*hi, mma.h), for head dims that are multiples of 8 up to 128
  * (lib/ops/attention.c picks it where the device reports TF32 mma.sync; attention.cl is the FMA
  * kernel with the same arguments and semantics, including the key splits), and the backward's
- * dQ and dK/dV kernels for head dims up to 64 (their fragments of two operands and two
- * accumulators stay in registers).
+ * dQ and dK/dV kernels (their fragments of two operands and two accumulators in registers, or,
+ * with DQ_PAIRS and DKDV_PAIRS, shared by two warps: head dim 128).
  *
  * A work-group of WARPS warps takes BQ = 16 WARPS query rows (16 a warp: the m16n8k8 rows) against
  * key blocks of BN keys staged in local memory. Each warp keeps its rows of Q in registers as
@@ -403,8 +403,10 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
         if (at != NO_ROW)
 #pragma unroll
             for (uint nt = 0; nt < DSTEPS; nt++) {
-                dst[at + nt * 8 + 2 * tig] = inv * acc[nt][2 * h];
-                dst[at + nt * 8 + 2 * tig + 1] = inv * acc[nt][2 * h + 1];
+                /* A row that saw no key: 0, even where 0 x inf (an infinite V another row of
+                 * the block sees) made its accumulator NaN. */
+                dst[at + nt * 8 + 2 * tig] = sum == 0.0f ? 0.0f : inv * acc[nt][2 * h];
+                dst[at + nt * 8 + 2 * tig + 1] = sum == 0.0f ? 0.0f : inv * acc[nt][2 * h + 1];
             }
         if (stat != NO_ROW && tig == 0) {
             if (splits > 1)
@@ -531,8 +533,9 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
 #pragma unroll
             for (uint nt = 0; nt < DPART; nt++) {
                 const ulong at = dq_off + qrow[h] + col0 + nt * 8 + 2 * tig;
-                dq[at] = scale * acc[nt][2 * h];
-                dq[at + 1] = scale * acc[nt][2 * h + 1];
+                const bool empty = row_lse[h] == -INFINITY; /* 0, as in the forward */
+                dq[at] = empty ? 0.0f : scale * acc[nt][2 * h];
+                dq[at + 1] = empty ? 0.0f : scale * acc[nt][2 * h + 1];
             }
 }
 #endif

@@ -205,13 +205,17 @@ static att_tile plan_tile(oclml_ctx *ctx, att_kernel kind, const att_shape *s) {
                  side = kind == K_DKDV ? bq : bk, room = DC * (bq + bk + 2) / (D ? D : 1);
     t.jc = (unsigned)oclml__pow2_floor(room < side ? (room ? room : 1) : side);
     while (t.rq > 1 && local_floats(kind, t, D) * 4 > ctx->caps.local_mem_bytes) t.rq /= 2;
+    /* Fewer rows may leave the dK/dV side no longer a multiple of JC. */
+    while (t.jc > 1 && (kind == K_DKDV ? (size_t)t.ty * t.rq : bk) % t.jc) t.jc /= 2;
     return t;
 }
 
+/* The dK/dV kernel also needs its key block a multiple of the work-items along rows (each
+ * stores BK / TY keys' gradients). */
 static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
     const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk;
     return (size_t)t.tx * t.ty <= ctx->caps.max_work_group_size &&
-           (kind == K_DKDV ? bq : bk) % t.jc == 0 &&
+           (kind == K_DKDV ? bq : bk) % t.jc == 0 && (kind != K_DKDV || bk % t.ty == 0) &&
            local_floats(kind, t, D) * 4 <= ctx->caps.local_mem_bytes;
 }
 
@@ -348,8 +352,13 @@ static att_call call_of(oclml_ctx *ctx, const oclml_attention_params *p, att_sha
     c.LK = (cl_uint)s.LK;
     c.scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)s.D));
     c.shift = p->causal == OCLML_CAUSAL_BOTTOM_RIGHT ? (cl_int)s.LK - (cl_int)s.LQ : 0;
-    c.wl = (cl_int)p->window_left;
-    c.wr = p->causal != OCLML_CAUSAL_NONE ? 0 : (cl_int)p->window_right;
+    /* A window reaching past every key is no window: -1, so that the kernels' 32-bit bounds
+     * (row + shift -+ window) cannot overflow with windows up to INT32_MAX. */
+    const long open_past = (long)s.LQ + (long)s.LK;
+    c.wl = p->window_left >= open_past ? -1 : (cl_int)p->window_left;
+    c.wr = p->causal != OCLML_CAUSAL_NONE ? 0
+           : p->window_right >= open_past ? -1
+                                          : (cl_int)p->window_right;
     c.mask_bstride = s.mask_b > 1 ? (cl_ulong)(s.mask_h * s.LQ * s.LK) : 0;
     c.mask_hstride = s.mask_h > 1 ? (cl_ulong)(s.LQ * s.LK) : 0;
     c.mask = p->mask ? p->mask->mem : NULL;
@@ -418,7 +427,8 @@ static oclml_status kernel_of(const att_call *c, att_kernel kind, att_tile *t, c
     if (!tile_fits(c->ctx, kind, *t, c->s.D))
         return oclml__fail(c->ctx, OCLML_ERR_UNSUPPORTED,
                            "attention tile %ux%u work-items, %ux%u scores each, head dim %zu: "
-                           "more than the device's work-group or local memory",
+                           "more than the device's work-group or local memory, or (dK/dV) "
+                           "keys not a multiple of the work-items along rows",
                            t->tx, t->ty, t->rq, t->rk, c->s.D);
     char defines[256];
     const oclml__program_spec spec =
@@ -613,7 +623,7 @@ static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_t
         a[n++] = OCLML_ARG(dk), a[n++] = OCLML_ARG(dk_off), a[n++] = OCLML_ARG(dv),
         a[n++] = OCLML_ARG(dv_off);
         n = geom_args(c, a, n);
-        /* Key blocks: BK keys on FMAs, the 64 rows of the tensor-core tile. */
+        /* Key blocks: BK keys on FMAs, KEYS of the tensor-core kernel (16 or, paired, 8 a warp). */
         const size_t keys = mma ? (size_t)t.ty * t.rq : (size_t)t.tx * t.rk;
         if ((st = launch_tiled(c, kern, t, a, n, ceil_div(c->s.LK, keys), c->s.B * c->s.HKV, 1)))
             return st;

@@ -659,7 +659,8 @@ END_TEST
 /* A tuned FMA tile whose dK/dV key block (2 x 3 = 6 keys here) is not a multiple of its
  * work-items along rows (8) would leave keys without gradients: refused, nothing touched. */
 START_TEST(tuned_tile_that_skips_keys_is_refused) {
-    test_retune("attention.tile=2:8:1:3"); /* 16 work-items; the forward takes it */
+    /* 16 work-items; the forward takes it; FMA kernels on every device */
+    test_retune("attention.mma=0,attention.tile=2:8:1:3");
     const att_case c = {1, 2, 2, 33, 65, 16, BHLD, NONE, -1, -1, 0, NOMASK, 0};
     att_data d;
     att_make(&d, &c);

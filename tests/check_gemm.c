@@ -273,15 +273,16 @@ START_TEST(tensor_core_default_tile_and_split) {
                               sizeof plan));
     ck_assert_msg(!strstr(plan, "tile 128x128"), "256 x 64 x 64, 2 batches: %s", plan);
     /* A long K on fewer blocks than compute units (a weight gradient): the largest tile with K
-     * splits, not smaller tiles. */
+     * splits, not smaller tiles; K long enough for splits of 8 tiles of 16 to reach every unit. */
     oclml_device_info info;
     ASSERT_OK(oclml_ctx_device_info(T, &info));
+    const size_t long_k = 128 * (info.compute_units > 4 ? info.compute_units : 4);
     ASSERT_OK(oclml_gemm_plan(T, _i & 1 ? OCLML_TRANS : OCLML_NO_TRANS,
-                              _i >> 1 ? OCLML_TRANS : OCLML_NO_TRANS, 128, 128, 1024, 1, plan,
+                              _i >> 1 ? OCLML_TRANS : OCLML_NO_TRANS, 128, 128, long_k, 1, plan,
                               sizeof plan));
     if (info.compute_units >= 2 && info.max_work_group_size >= 256)
         ck_assert_msg(strstr(plan, "tile 128x128") && strstr(plan, "K splits"),
-                      "128 x 128 x 1024 on %u compute units: %s", info.compute_units, plan);
+                      "128 x 128 x %zu on %u compute units: %s", long_k, info.compute_units, plan);
     gemm_case(_i & 1, _i >> 1, 128, 128, 1024, 1.0f, 0.0f);
     gemm_case(_i & 1, _i >> 1, 200, 150, 70, 1.0f, 0.0f);
     gemm_case(_i & 1, _i >> 1, 256, 128, 64, 1.0f, 0.5f);

@@ -14,13 +14,17 @@
  *     fills it (1.2x to 2x slower); on 16x16 and larger planes gathering is 1.3x to 2.3x faster;
  *   - the data gradient also needs MIN_GATHERED_ROWS input channels (a group's rows: with 3
  *     it ran 2.5x slower);
- *   - not the weight gradient: its segmented product ran 1.3x to 2.6x slower on 5 of the 7
- *     shapes and 1.1x faster on the other 2. */
+ *   - the weight gradient only where a group has at most MAX_GATHERED_DW_ROWS output channels
+ *     (the product's rows) and at least MIN_GATHERED_ROWS input channels: with the long-K
+ *     planner rule (2026-11-26) the segmented product ran 1.07x and 1.14x faster at 64 output
+ *     channels (C32 32x32 and C64 56x56), 1.4x to 2x slower at 128 and 256 and 2x slower with
+ *     3 input channels. */
 #include "ops/conv.h"
 #include "ops/ops.h"
 
 #define MIN_GATHERED_COLUMNS 256
 #define MIN_GATHERED_ROWS 32
+#define MAX_GATHERED_DW_ROWS 64
 
 /* The pass's own tuning key where set (conv.implicit_dx, conv.implicit_dw), else conv.implicit,
  * else `shape_suits` where the GEMM runs on tensor cores and the own kernels are not off. */
@@ -173,7 +177,9 @@ oclml_status oclml__conv_data_gradient_gathered(oclml_ctx *ctx, const conv_shape
 bool oclml__conv_weight_gradient_gathers(oclml_ctx *ctx, const conv_shape *s) {
     return gather_fits(s->K / s->groups, cg_rs(s), s->N * s->P * s->Q, s->P * s->Q, 1,
                        s->C / s->groups * s->H * s->W, true) &&
-           gather_allowed(ctx, "conv.implicit_dw", false);
+           gather_allowed(ctx, "conv.implicit_dw",
+                          s->K / s->groups <= MAX_GATHERED_DW_ROWS &&
+                              s->C / s->groups >= MIN_GATHERED_ROWS);
 }
 
 oclml_status oclml__conv_weight_gradient_gathered(oclml_ctx *ctx, const conv_shape *s,

@@ -736,11 +736,13 @@ START_TEST(plan_names_the_path) {
                       (strstr(text, "forward: 3xTF32 tensor cores,") &&
                        strstr(text, "backward: 3xTF32 tensor cores,")),
                   "default plan: %s", text);
+    att_free(&d); /* a new context below: no tensor may outlive the old one */
     test_retune("attention.mma=2");
     oclml_device_info info;
     ASSERT_OK(oclml_ctx_device_info(T, &info));
     /* The tensor-core tile takes 128 work-items; smaller work-groups keep the FMA tiles. */
     const bool fits = info.max_work_group_size >= 128;
+    att_make(&d, &c64);
     ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
     ck_assert_msg(fits ? strstr(text, "forward: 3xTF32 tensor cores (emulated)") &&
                              strstr(text, "backward: 3xTF32 tensor cores (emulated)")
@@ -758,8 +760,8 @@ START_TEST(plan_names_the_path) {
                   "head dim 128: tensor cores where they fit, dK/dV warps paired: %s", text);
     att_free(&d);
     const att_case dec = {2, 4, 4, 1, 1000, 64, BHLD, NONE, -1, -1, 0, NOMASK, 0}; /* 4 blocks */
-    att_make(&d, &dec);
     test_retune("attention.splits=3");
+    att_make(&d, &dec);
     ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
     ck_assert_msg(strstr(text, "keys split 3 ways"), "decode with 3 splits: %s", text);
     memcpy(text, "untouched", 10);

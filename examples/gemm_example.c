@@ -13,7 +13,7 @@ int main(void) {
     const size_t shape[2] = {2, 2};
     const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
     float c[4];
-    oclml_tensor *ta, *tb, *tc;
+    oclml_tensor *ta = NULL, *tb = NULL, *tc = NULL;
     oclml_status st = oclml_tensor_create(ctx, 2, shape, &ta);
     if (!st) st = oclml_tensor_create(ctx, 2, shape, &tb);
     if (!st) st = oclml_tensor_create(ctx, 2, shape, &tc);
@@ -25,6 +25,9 @@ int main(void) {
         fprintf(stderr, "%s: %s\n", oclml_status_name(st), oclml_ctx_last_error(ctx));
     else
         printf("[[%g %g] [%g %g]]  (expected [[19 22] [43 50]])\n", c[0], c[1], c[2], c[3]);
-    oclml_ctx_destroy(ctx); /* frees the tensors' buffers with the context's queue drained */
+    oclml_tensor *all[3] = {ta, tb, tc};
+    for (int i = 0; i < 3; i++)
+        if (all[i]) oclml_tensor_destroy(all[i]);
+    oclml_ctx_destroy(ctx); /* after its tensors: it drains the queue */
     return st ? 1 : 0;
 }

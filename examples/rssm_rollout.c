@@ -50,7 +50,8 @@ int main(int argc, char **argv) {
     const size_t shp[8][3] = {{E, 3 * D, IN}, {E, 3 * D, D}, {E, 3 * D}, {E, 3 * D},
                               {E, S, D},      {E, S},        {E, D + S}, {E}};
     const int nd[8] = {3, 3, 2, 2, 3, 2, 2, 1};
-    oclml_tensor *w[8], *h0, *z0, *f0, *y, *mean, *std, *var, *smooth, *ent;
+    oclml_tensor *w[8] = {NULL}, *h0 = NULL, *z0 = NULL, *f0 = NULL, *y = NULL, *mean = NULL,
+                 *std = NULL, *var = NULL, *smooth = NULL, *ent = NULL;
     oclml_status st = OCLML_SUCCESS;
     for (int i = 0; i < 8 && !st; i++) {
         st = oclml_tensor_create(ctx, nd[i], shp[i], &w[i]);
@@ -93,8 +94,13 @@ int main(int argc, char **argv) {
     if (!st) st = oclml_tensor_read(var, v, E);
     if (!st) st = oclml_tensor_read(smooth, sm, E);
     if (!st) st = oclml_tensor_read(ent, te, E);
+    oclml_tensor *all[17] = {h0, z0, f0, y, mean, std, var, smooth, ent};
+    for (int i = 0; i < 8; i++) all[9 + i] = w[i];
+    for (int i = 0; i < 17; i++)
+        if (all[i]) oclml_tensor_destroy(all[i]);
     if (st) {
         fprintf(stderr, "%s: %s\n", oclml_status_name(st), oclml_ctx_last_error(ctx));
+        oclml_ctx_destroy(ctx);
         return 1;
     }
     oclml_device_info info;
@@ -111,7 +117,7 @@ int main(int argc, char **argv) {
     }
     printf("\n member  variance  smoothness  total entropy\n");
     for (int e = 0; e < E; e++) printf(" %6d %9.5f %11.5f %14.3f\n", e, v[e], sm[e], te[e]);
-    oclml_ctx_destroy(ctx); /* also frees the tensors' device memory */
+    oclml_ctx_destroy(ctx); /* after its tensors: it drains the queue */
     for (int i = 0; i < 8; i++) free(host[i]);
     return 0;
 }

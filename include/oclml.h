@@ -146,7 +146,9 @@ OCLML_API oclml_status oclml_ctx_wrap(oclml_ctx **ctx, cl_context cl_ctx, cl_dev
                                       cl_command_queue queue, const oclml_ctx_options *options,
                                       char *err_text, size_t err_len);
 
-/* Waits for queued work, then frees the context. All its tensors must be destroyed before. */
+/* Waits for queued work, then frees the context. All its tensors (and the objects holding some,
+ * such as an optimizer) must be destroyed before: while any is alive the call fails with
+ * OCLML_ERR_INVALID_ARGUMENT and frees nothing. */
 OCLML_API oclml_status oclml_ctx_destroy(oclml_ctx *ctx);
 
 /* Waits until every op enqueued on the context has finished. */

@@ -129,6 +129,14 @@ START_TEST(wrap_application_objects) {
     float out[64];
     clEnqueueReadBuffer(q, buf, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL);
     for (int i = 0; i < 64; i++) ck_assert(out[i] == 2.5f);
+    /* A context with a live tensor (here a wrapped one) is not destroyed: the tensor stays
+     * usable, and the context goes once the tensor has. */
+    ck_assert_int_eq(oclml_ctx_destroy(ctx), OCLML_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(oclml_ctx_last_error(ctx), "1 tensor of this context still alive"), "%s",
+                  oclml_ctx_last_error(ctx));
+    ASSERT_OK(oclml_fill(ctx, t, -1.0f));
+    clEnqueueReadBuffer(q, buf, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL);
+    ck_assert(out[0] == -1.0f && out[63] == -1.0f);
     oclml_tensor_destroy(t);
     ASSERT_OK(oclml_ctx_destroy(ctx));
     /* The application's objects outlive the library's context. */

@@ -327,14 +327,19 @@ START_TEST(conv2d_plan_says_how) {
     conv_case c = CASES[0];
     oclml_conv2d_params prm = params_of(&c);
     size_t xsh[4] = {c.N, c.C, c.H, c.W}, wsh[4] = {c.K, c.C, c.R, c.S}, w1[4] = {c.K, c.C, 1, 1};
-    oclml_tensor *X = test_tensor(4, xsh), *Wt = test_tensor(4, wsh), *W1 = test_tensor(4, w1);
     char text[256];
+    /* Tensors belong to one context: made after each retune, destroyed before the next. */
     test_retune("conv.implicit=1");
+    oclml_tensor *X = test_tensor(4, xsh), *Wt = test_tensor(4, wsh);
     ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
     ck_assert_msg(strstr(text, "implicit GEMM") && strstr(text, "data gradient gathered") &&
                       strstr(text, "weight gradient gathered"),
                   "%s", text);
+    oclml_tensor_destroy(X);
+    oclml_tensor_destroy(Wt);
     test_retune("conv.implicit=0");
+    X = test_tensor(4, xsh), Wt = test_tensor(4, wsh);
+    oclml_tensor *W1 = test_tensor(4, w1);
     ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
     ck_assert_msg(strstr(text, "im2col") && strstr(text, "data gradient unfolded") &&
                       strstr(text, "weight gradient unfolded"),

@@ -135,6 +135,7 @@ static bool options_sized(const oclml_ctx_options *o, char *err_text, size_t err
 static oclml_ctx *ctx_alloc(const oclml_ctx_options *o) {
     oclml_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return NULL;
+    atomic_init(&ctx->tensors_alive, 0);
     pthread_mutex_init(&ctx->build_lock, NULL);
     pthread_mutex_init(&ctx->launch_lock, NULL);
     pthread_mutex_init(&ctx->error_lock, NULL);
@@ -346,6 +347,12 @@ oclml_status oclml_ctx_wrap(oclml_ctx **out, cl_context cl_ctx, cl_device_id dev
 
 oclml_status oclml_ctx_destroy(oclml_ctx *ctx) {
     if (!ctx) return OCLML_ERR_NULL_POINTER;
+    /* A tensor that outlived its context would point at freed memory. */
+    const size_t alive = atomic_load_explicit(&ctx->tensors_alive, memory_order_relaxed);
+    if (alive)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "%zu tensor%s of this context still alive: destroy them first", alive,
+                           alive == 1 ? "" : "s");
     ctx_free(ctx);
     return OCLML_SUCCESS;
 }

@@ -9,6 +9,7 @@
 #include "oclml.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 
@@ -122,6 +123,8 @@ struct oclml_ctx {
     cl_device_id device;
     cl_context context;
     cl_command_queue queue;
+    /* Tensors made on this context and not yet destroyed: oclml_ctx_destroy waits for none. */
+    atomic_size_t tensors_alive;
 
     oclml_device_info info;
     oclml__caps caps;

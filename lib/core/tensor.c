@@ -36,6 +36,7 @@ static oclml_status tensor_new(oclml_ctx *ctx, cl_mem mem, size_t offset, int nd
     t->ndim = ndim;
     memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     t->numel = numel;
+    atomic_fetch_add_explicit(&ctx->tensors_alive, 1, memory_order_relaxed);
     *out = t;
     return OCLML_SUCCESS;
 }
@@ -93,6 +94,7 @@ oclml_status oclml_tensor_wrap(oclml_ctx *ctx, cl_mem buffer, size_t offset_byte
 
 oclml_status oclml_tensor_destroy(oclml_tensor *t) {
     if (!t) return OCLML_ERR_NULL_POINTER;
+    atomic_fetch_sub_explicit(&t->ctx->tensors_alive, 1, memory_order_relaxed);
     clReleaseMemObject(t->mem);
     free(t);
     return OCLML_SUCCESS;

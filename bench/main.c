@@ -130,6 +130,9 @@ int main(int argc, char **argv) {
         if (wanted) rc |= commands[j].run(&env);
     }
     if (env.json) fclose(env.json);
-    oclml_ctx_destroy(env.ctx);
+    if (oclml_ctx_destroy(env.ctx)) { /* a benchmark left a tensor behind */
+        fprintf(stderr, "oclml-bench: %s\n", oclml_ctx_last_error(env.ctx));
+        rc = 1;
+    }
     return rc;
 }

@@ -302,10 +302,11 @@ static size_t dkdv_rows(size_t D) { return D > 64 ? 32 : 64; }
 /* async: the K and V blocks double-buffered (the forward and dQ kernels' ASYNC_KV). */
 static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate,
                                bool async) {
-    /* bq: query rows (forward, dQ) or keys (dK/dV) a work-group */
+    /* bq: query rows (forward, dQ) or keys (dK/dV) a work-group; 16 floats more for the padding
+     * a compiler may put before the kernels' 16-byte aligned arrays (counted with emu). */
     const size_t warps = mma_warps(ctx, kind, D), bq = 16 * warps, bn = mma_columns(ctx, kind, D),
-                 emu = emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0, rows = bq * 7,
-                 kv = async ? 2 : 1;
+                 align_pad = 16, emu = (emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0) + align_pad,
+                 rows = bq * 7, kv = async ? 2 : 1;
     if (kind == K_FWD_MMA) return kv * bn * (2 * D + 12) + rows + emu;
     if (kind == K_DQ_MMA) {
         const bool pairs = dq_pairs(ctx, D); /* half the rows, and their parts of S and dP */

@@ -232,6 +232,7 @@ static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool e
 static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D);
 static bool dkdv_pairs(oclml_ctx *ctx, size_t D);
 static bool dq_pairs(oclml_ctx *ctx, size_t D);
+static bool mma_paired(oclml_ctx *ctx, att_kernel kind, size_t D);
 static size_t dkdv_rows(size_t D);
 
 /* 0 (FMA kernels), 1 (tensor cores) or 2 (emulated) for the forward or the backward; a device
@@ -271,8 +272,7 @@ static unsigned mma_columns(oclml_ctx *ctx, att_kernel kind, size_t D) {
 static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D) {
     const long forced = oclml__tune(ctx, "attention.mma_warps", 0);
     const unsigned want = forced > 0 ? (forced >= 8 ? 8 : 4) : kind == K_FWD_MMA && D > 64 ? 8 : 4;
-    const bool free = kind == K_FWD_MMA || (kind == K_DKDV_MMA && dkdv_pairs(ctx, D)) ||
-                      (kind == K_DQ_MMA && dq_pairs(ctx, D));
+    const bool free = kind == K_FWD_MMA || mma_paired(ctx, kind, D);
     return free && 32 * want <= ctx->caps.max_work_group_size ? want : MMA_WARPS;
 }
 
@@ -295,6 +295,17 @@ static bool dq_pairs(oclml_ctx *ctx, size_t D) {
     return D % 16 == 0 && (forced >= 0 ? forced == 1 : D > 64); /* halves of whole 8-wide steps */
 }
 
+/* Whether a backward tensor-core kernel runs with its warps in pairs (DKDV_PAIRS, DQ_PAIRS). */
+static bool mma_paired(oclml_ctx *ctx, att_kernel kind, size_t D) {
+    return (kind == K_DKDV_MMA && dkdv_pairs(ctx, D)) || (kind == K_DQ_MMA && dq_pairs(ctx, D));
+}
+
+/* Keys (dK/dV) or query rows (forward, dQ) a work-group of a tensor-core kernel takes: 16 a
+ * warp, 8 where two warps share 16. */
+static unsigned mma_block(oclml_ctx *ctx, att_kernel kind, size_t D) {
+    return (mma_paired(ctx, kind, D) ? 8 : 16) * mma_warps(ctx, kind, D);
+}
+
 /* Query rows the dK/dV kernel stages at a time (BQ in attention_mma.cl): 64, or 32 above head
  * dim 64 (Q and dO rows in 48 KiB). */
 static size_t dkdv_rows(size_t D) { return D > 64 ? 32 : 64; }
@@ -302,19 +313,18 @@ static size_t dkdv_rows(size_t D) { return D > 64 ? 32 : 64; }
 /* async: the K and V blocks double-buffered (the forward and dQ kernels' ASYNC_KV). */
 static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate,
                                bool async) {
-    /* bq: query rows (forward, dQ) or keys (dK/dV) a work-group; 16 floats more for the padding
-     * a compiler may put before the kernels' 16-byte aligned arrays (counted with emu). */
-    const size_t warps = mma_warps(ctx, kind, D), bq = 16 * warps, bn = mma_columns(ctx, kind, D),
-                 align_pad = 16, emu = (emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0) + align_pad,
-                 rows = bq * 7, kv = async ? 2 : 1;
-    if (kind == K_FWD_MMA) return kv * bn * (2 * D + 12) + rows + emu;
+    /* rows: the row tables of a block's query rows; extra: the emulation's exchange buffers and
+     * 16 floats for the padding a compiler may put before the 16-byte aligned arrays. */
+    const size_t warps = mma_warps(ctx, kind, D), bn = mma_columns(ctx, kind, D),
+                 extra = (emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0) + 16, kv = async ? 2 : 1;
+    if (kind == K_FWD_MMA) return kv * bn * (2 * D + 12) + 16 * warps * 7 + extra;
     if (kind == K_DQ_MMA) {
-        const bool pairs = dq_pairs(ctx, D); /* half the rows, and their parts of S and dP */
-        return kv * 2 * bn * (D + 4) + (pairs ? rows / 2 + warps * 2 * bn * 16 : rows) + emu;
+        const size_t parts = dq_pairs(ctx, D) ? warps * 2 * bn * 16 : 0; /* of S and dP */
+        return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D) * 7 + parts + extra;
     }
     const size_t staged = dkdv_rows(D),
                  p_tiles = dkdv_pairs(ctx, D) ? warps * bn * 16 : 0; /* 2 x pairs x KTILES x 128 */
-    return 2 * staged * (D + 4) + 2 * staged + staged * 7 + p_tiles + emu;
+    return 2 * staged * (D + 4) + 2 * staged + staged * 7 + p_tiles + extra;
 }
 
 static oclml__program_spec spec_of(att_kernel kind, att_tile t, size_t D, bool blhd, bool mask,
@@ -400,15 +410,14 @@ static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode
                                        char *defines, size_t len) {
     const unsigned bn = mma_columns(ctx, kind, D), warps = mma_warps(ctx, kind, D);
     *t = (att_tile){16, 2 * warps, 8, bn / 16, 1}; /* 32 warps work-items, 16 warps rows */
-    const bool pairs =
-        (kind == K_DKDV_MMA && dkdv_pairs(ctx, D)) || (kind == K_DQ_MMA && dq_pairs(ctx, D));
+    const bool pairs = mma_paired(ctx, kind, D);
     if (pairs) t->rq = 4; /* 8 keys or rows a warp: two warps share 16 */
     snprintf(defines, len,
              "-DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
              "-DHAS_KEYLEN=%d -DASYNC_KV=%d -DDKDV_PAIRS=%d -DDQ_PAIRS=%d -DBQ=%zu",
              D, bn, warps, mode == 2, blhd, mask, keylen, async, pairs && kind == K_DKDV_MMA,
              pairs && kind == K_DQ_MMA,
-             kind == K_DKDV_MMA ? dkdv_rows(D) : (pairs ? 8 : 16) * (size_t)warps);
+             kind == K_DKDV_MMA ? dkdv_rows(D) : (size_t)mma_block(ctx, kind, D));
     return (oclml__program_spec){"attention_mma.cl", defines, KERNEL_NAMES[kind],
                                  ATT_MAX_REGISTERS};
 }
@@ -570,9 +579,9 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     if (bwd_mma) {
         snprintf(bwd, sizeof bwd, "%s, dK/dV per %u keys%s, dQ per %u rows",
                  bwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores",
-                 (dkdv_pairs(ctx, s.D) ? 8 : 16) * mma_warps(ctx, K_DKDV_MMA, s.D),
+                 mma_block(ctx, K_DKDV_MMA, s.D),
                  dkdv_pairs(ctx, s.D) ? " (warps paired on 16 keys)" : "",
-                 (dq_pairs(ctx, s.D) ? 8 : 16) * mma_warps(ctx, K_DQ_MMA, s.D));
+                 mma_block(ctx, K_DQ_MMA, s.D));
     } else {
         const att_tile t = plan_tile(ctx, K_DKDV, &s), tq = plan_tile(ctx, K_DQ, &s);
         snprintf(bwd, sizeof bwd, "FMA tiles %ux%u, dK/dV per %u keys, dQ per %u rows", t.tx, t.ty,

@@ -112,6 +112,12 @@ static void set_mma_tile(gemm_plan *p, const unsigned t[7]) {
     p->tile_stages = t[6];
 }
 
+/* Whether 64-column tiles would pad fewer of the product's columns than this tile (64 of them,
+ * a convolution's 8x8 planes, one product an image: the 128-column tile computes half padding). */
+static bool pads_columns(const gemm_plan *p, const oclml__gemm_desc *d) {
+    return ceil_div(d->n, p->bn) * p->bn > ceil_div(d->n, 64) * 64;
+}
+
 /* The fewest K tiles a split of K takes (choose_splits). */
 #define SPLIT_MIN_TILES 8
 
@@ -148,14 +154,13 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
     /* A long K on fewer blocks than compute units (a convolution's weight gradient, K over
      * images and positions): the largest tile, with K splits for the compute units, rather than
      * smaller tiles that would each read the operands again. On the H100 (2026-11-26) weight
-     * gradients of 128 and 256 output channels ran 1.2-1.9x faster so than on 64 x 64 or
-     * 16 x 64 tiles without splits. */
+     * gradients of 128 and 256 output channels ran 1.2-1.9x faster so than on the 64 x 64 or
+     * 16 x 64 tiles the loop below picks, without splits. */
     const bool long_k = d->k >= 4 * (d->m > d->n ? d->m : d->n);
     if (long_k && d->batch == 1) {
         for (unsigned i = first; i < N_MMA_TILES; i++) {
             set_mma_tile(p, MMA_TILES[i]);
-            if (!tile_fits(ctx, p, d) || ceil_div(d->n, p->bn) * p->bn > ceil_div(d->n, 64) * 64)
-                continue;
+            if (!tile_fits(ctx, p, d) || pads_columns(p, d)) continue;
             const size_t blocks = blocks_of(p, d), most_splits = d->k / (SPLIT_MIN_TILES * p->bk);
             if (blocks < ctx->caps.compute_units && blocks * most_splits >= ctx->caps.compute_units)
                 return;
@@ -164,10 +169,7 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
     }
     for (unsigned i = first; i < N_MMA_TILES; i++) {
         set_mma_tile(p, MMA_TILES[i]);
-        /* No wider tile than the columns need either: where 64-column tiles pad fewer columns
-         * (64 of them: a convolution's 8x8 planes, one product an image), the 128-column tile
-         * would spend products on padding. */
-        if (ceil_div(d->n, p->bn) * p->bn > ceil_div(d->n, 64) * 64) continue;
+        if (pads_columns(p, d)) continue; /* no wider tile than the columns need either */
         size_t blocks = blocks_of(p, d), units = ctx->caps.compute_units;
         unsigned cap = MMA_TILES[i][5];
         if (tile_fits(ctx, p, d) && blocks >= units && (!cap || blocks <= cap * units)) return;

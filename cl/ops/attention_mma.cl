@@ -66,10 +66,10 @@
 #define DPART (DQ_PAIRS ? DSTEPS / 2 : DSTEPS)
 #define KTILES (BN / 8) /* 8-wide column tiles of a score tile, the k steps of its products */
 #define CHUNK_STEPS 4   /* 8-deep steps S sums on the tensor cores before an fp32 add */
-/* Row strides of the staged blocks: B fragment reads of K (row gid, column tig) and of V (row
- * tig, column gid) fall on 32 distinct banks. */
+/* Row stride of the staged blocks: the B fragment reads along a row (score_product: row gid,
+ * column tig) and down a column (accumulate_product: rows 2 tig and 2 tig + 1, column gid) each
+ * fall on 32 distinct banks (4 gid + tig; 8 tig + gid with HEAD_DIM a multiple of 8). */
 #define K_LD (HEAD_DIM + 4)
-#define V_LD (HEAD_DIM + 8)
 #include "attention.h"
 
 #if MMA_EMULATE
@@ -146,41 +146,22 @@ OCLML_INLINE void score_product(float s[KTILES][4], float a[DPART][4], __local c
     }
 }
 
-/* A score tile (accumulator layout) as A fragments over its columns: column tig of row gid
- * comes from work-item (gid, tig / 2) and column tig + 4 from (gid, 2 + tig / 2), the even or
- * odd one. Every work-item of the warp calls it. */
-OCLML_INLINE void to_a_floats(float s[KTILES][4], float a[KTILES][4], uint lane,
-                              uint tig EMU_PARAMS) {
-    const uint src_lo = (lane & ~3u) | (tig >> 1), src_hi = src_lo + 2;
-    const bool odd = tig & 1u;
-#if !MMA_EMULATE
+/* A score tile (accumulator layout) as split A fragments over its columns, without moving a
+ * value between work-items: the products that take it (accumulate_product) read their k slots
+ * tig and tig + 4 of each 8-deep step as columns 2 tig and 2 tig + 1, where the accumulator
+ * holds them (the slots of a product's sum may be taken in any order, the same for A and B). */
+OCLML_INLINE void to_a_fragments(float s[KTILES][4], uint hi[KTILES][4], uint lo[KTILES][4]) {
 #pragma unroll
-#endif
     for (uint kt = 0; kt < KTILES; kt++) {
-        const float lo0 = SHUFFLE(s[kt][0], src_lo), lo1 = SHUFFLE(s[kt][1], src_lo),
-                    lo2 = SHUFFLE(s[kt][2], src_lo), lo3 = SHUFFLE(s[kt][3], src_lo),
-                    hi0 = SHUFFLE(s[kt][0], src_hi), hi1 = SHUFFLE(s[kt][1], src_hi),
-                    hi2 = SHUFFLE(s[kt][2], src_hi), hi3 = SHUFFLE(s[kt][3], src_hi);
-        a[kt][0] = odd ? lo1 : lo0;
-        a[kt][1] = odd ? lo3 : lo2;
-        a[kt][2] = odd ? hi1 : hi0;
-        a[kt][3] = odd ? hi3 : hi2;
+        tf32_split(s[kt][0], &hi[kt][0], &lo[kt][0]); /* row gid, column 2 tig: slot tig */
+        tf32_split(s[kt][2], &hi[kt][1], &lo[kt][1]); /* row gid + 8, the same slot */
+        tf32_split(s[kt][1], &hi[kt][2], &lo[kt][2]); /* row gid, column 2 tig + 1: slot tig + 4 */
+        tf32_split(s[kt][3], &hi[kt][3], &lo[kt][3]);
     }
 }
 
-/* The same, split into tf32 parts once. */
-OCLML_INLINE void to_a_fragments(float s[KTILES][4], uint hi[KTILES][4], uint lo[KTILES][4],
-                                 uint lane, uint tig EMU_PARAMS) {
-    float a[KTILES][4];
-    to_a_floats(s, a, lane, tig EMU_ARGS);
-#pragma unroll
-    for (uint kt = 0; kt < KTILES; kt++)
-#pragma unroll
-        for (uint x = 0; x < 4; x++) tf32_split(a[kt][x], &hi[kt][x], &lo[kt][x]);
-}
-
-/* acc += A blk: A (split fragments over KTILES 8-deep steps) against rows kt 8 + tig of blk and
- * its head-dim columns. Each of acc's column tiles sums the steps from zero on the tensor cores
+/* acc += A blk: A (split fragments over KTILES 8-deep steps, to_a_fragments' slots) against
+ * rows kt 8 + 2 tig and kt 8 + 2 tig + 1 of blk and its head-dim columns. Each of acc's column tiles sums the steps from zero on the tensor cores
  * and adds them in fp32 (the rounding toward zero, as above). */
 OCLML_INLINE void accumulate_product(float acc[DPART][4], uint ah[KTILES][4], uint al[KTILES][4],
                                      __local const float *blk, uint ld, uint gid,
@@ -195,8 +176,8 @@ OCLML_INLINE void accumulate_product(float acc[DPART][4], uint ah[KTILES][4], ui
 #endif
         for (uint kt = 0; kt < KTILES; kt++) {
             uint bh[2], bl[2];
-            tf32_split(blk[(kt * 8 + tig) * ld + nt * 8 + gid], &bh[0], &bl[0]);
-            tf32_split(blk[(kt * 8 + tig + 4) * ld + nt * 8 + gid], &bh[1], &bl[1]);
+            tf32_split(blk[(kt * 8 + 2 * tig) * ld + nt * 8 + gid], &bh[0], &bl[0]);
+            tf32_split(blk[(kt * 8 + 2 * tig + 1) * ld + nt * 8 + gid], &bh[1], &bl[1]);
             MMA(t, al[kt][0], al[kt][1], al[kt][2], al[kt][3], bh[0], bh[1]);
             MMA(t, ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bl[0], bl[1]);
             MMA(t, ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bh[0], bh[1]);
@@ -207,17 +188,16 @@ OCLML_INLINE void accumulate_product(float acc[DPART][4], uint ah[KTILES][4], ui
 }
 
 /* Keys first .. first + BN - 1 of K and V (rows of stride floats; zeros at and past the key
- * length `limit`: padding is never read) into
- * ks and vs, ld_k and ld_v floats a row: one loop, so each element's index math serves both. */
-OCLML_INLINE void stage_kv(__local float *ks, uint ld_k, __local float *vs, uint ld_v,
-                           __global const float *k, __global const float *v, ulong stride,
-                           int first, uint limit) {
+ * length `limit`: padding is never read) into ks and vs, K_LD floats a row: one loop, so each
+ * element's index math serves both. */
+OCLML_INLINE void stage_kv(__local float *ks, __local float *vs, __global const float *k,
+                           __global const float *v, ulong stride, int first, uint limit) {
     const uint nk = (uint)max(0, min(BN, (int)limit - first));
     for (uint e = get_local_id(0); e < BN * HEAD_DIM; e += NT) {
         const uint j = e / HEAD_DIM, c = e % HEAD_DIM;
         const bool in = j < nk;
-        ks[j * ld_k + c] = in ? k[(first + j) * stride + c] : 0.0f;
-        vs[j * ld_v + c] = in ? v[(first + j) * stride + c] : 0.0f;
+        ks[j * K_LD + c] = in ? k[(first + j) * stride + c] : 0.0f;
+        vs[j * K_LD + c] = in ? v[(first + j) * stride + c] : 0.0f;
     }
 }
 
@@ -234,16 +214,15 @@ OCLML_INLINE void stage_kv(__local float *ks, uint ld_k, __local float *vs, uint
 
 /* stage_kv by asynchronous float4 copies, zero-filled at and past the key length (nothing read
  * there); the caller commits, waits and passes a barrier before reading. */
-OCLML_INLINE void copy_kv(__local float *ks, uint ld_k, __local float *vs, uint ld_v,
-                          __global const float *k, __global const float *v, ulong stride, int first,
-                          uint limit) {
+OCLML_INLINE void copy_kv(__local float *ks, __local float *vs, __global const float *k,
+                          __global const float *v, ulong stride, int first, uint limit) {
     const uint nk = (uint)max(0, min(BN, (int)limit - first));
     FOR_UNIFORM_ROUNDS(e, BN * HEAD_DIM / 4) {
         const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
         const bool in = j < nk;
         const ulong at = in ? (ulong)(first + (int)j) * stride + c : 0;
-        cp_async16(ks + j * ld_k + c, k + at, in ? 16u : 0u);
-        cp_async16(vs + j * ld_v + c, v + at, in ? 16u : 0u);
+        cp_async16(ks + j * K_LD + c, k + at, in ? 16u : 0u);
+        cp_async16(vs + j * K_LD + c, v + at, in ? 16u : 0u);
     }
 }
 
@@ -251,29 +230,27 @@ OCLML_INLINE void copy_kv(__local float *ks, uint ld_k, __local float *vs, uint 
  * first block; KV_NEXT, at the top of each iteration, waits for this block, shows it to the
  * work-group, starts the next one's copies into the other buffers (everyone is past the last
  * iteration's reads of them) and points ks and vs at this one. */
-#define KV_BUFFERS(ld_v)                                             \
+#define KV_BUFFERS                                                   \
     __local float ks_all[2][BN * K_LD] __attribute__((aligned(16))), \
-        vs_all[2][BN * (ld_v)] __attribute__((aligned(16)));         \
+        vs_all[2][BN * K_LD] __attribute__((aligned(16)));           \
     uint kv_buf = 0;
-#define KV_FIRST(first, end, ld_v)                                                   \
-    if ((first) < (end))                                                             \
-        copy_kv(ks_all[0], K_LD, vs_all[0], ld_v, k, v, kstride, first, (uint)klen); \
+#define KV_FIRST(first, end)                                                              \
+    if ((first) < (end)) copy_kv(ks_all[0], vs_all[0], k, v, kstride, first, (uint)klen); \
     cp_async_commit();
-#define KV_NEXT(kb, end, ld_v)                                                                  \
-    cp_async_wait(0);                                                                           \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                               \
-    if ((kb) + BN < (end))                                                                      \
-        copy_kv(ks_all[kv_buf ^ 1u], K_LD, vs_all[kv_buf ^ 1u], ld_v, k, v, kstride, (kb) + BN, \
-                (uint)klen);                                                                    \
-    cp_async_commit();                                                                          \
-    __local const float *ks = ks_all[kv_buf], *vs = vs_all[kv_buf];                             \
+#define KV_NEXT(kb, end)                                                                         \
+    cp_async_wait(0);                                                                            \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+    if ((kb) + BN < (end))                                                                       \
+        copy_kv(ks_all[kv_buf ^ 1u], vs_all[kv_buf ^ 1u], k, v, kstride, (kb) + BN, (uint)klen); \
+    cp_async_commit();                                                                           \
+    __local const float *ks = ks_all[kv_buf], *vs = vs_all[kv_buf];                              \
     kv_buf ^= 1u;
 #else
-#define KV_BUFFERS(ld_v) __local float ks[BN * K_LD], vs[BN * (ld_v)];
-#define KV_FIRST(first, end, ld_v)
-#define KV_NEXT(kb, end, ld_v)                                   \
-    barrier(CLK_LOCAL_MEM_FENCE);                                \
-    stage_kv(ks, K_LD, vs, ld_v, k, v, kstride, kb, (uint)klen); \
+#define KV_BUFFERS __local float ks[BN * K_LD], vs[BN * K_LD];
+#define KV_FIRST(first, end)
+#define KV_NEXT(kb, end)                             \
+    barrier(CLK_LOCAL_MEM_FENCE);                    \
+    stage_kv(ks, vs, k, v, kstride, kb, (uint)klen); \
     barrier(CLK_LOCAL_MEM_FENCE);
 #endif
 
@@ -322,7 +299,7 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
                         __global const float *mask, ulong mask_off, __global const float *keylen,
                         ulong keylen_off, __global float *part, ulong rows_all, uint splits,
                         uint blocks_per_split, ATT_GEOM) {
-    KV_BUFFERS(V_LD)
+    KV_BUFFERS
     MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV, split = get_global_id(2);
     const uint R0 = get_group_id(0) * BQ;
@@ -344,9 +321,9 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
     for (uint kk = 0; kk < DSTEPS; kk++)
 #pragma unroll
         for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
-    KV_FIRST(first, end, V_LD)
+    KV_FIRST(first, end)
     for (int kb = first; kb < end; kb += BN) {
-        KV_NEXT(kb, end, V_LD)
+        KV_NEXT(kb, end)
         float s[KTILES][4];
         score_product(s, qa, ks, K_LD, gid, tig EMU_ARGS);
         /* Masks, and the online softmax of each of the two rows. */
@@ -385,8 +362,8 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
                 l[x / 2] += s[nt][x];
             }
         uint pah[KTILES][4], pal[KTILES][4]; /* O += P V */
-        to_a_fragments(s, pah, pal, lane, tig EMU_ARGS);
-        accumulate_product(acc, pah, pal, vs, V_LD, gid, tig EMU_ARGS);
+        to_a_fragments(s, pah, pal);
+        accumulate_product(acc, pah, pal, vs, K_LD, gid, tig EMU_ARGS);
     }
     /* Each row's sum over the 4 work-items that hold it, then O / l and the log-sum-exp. */
 #pragma unroll
@@ -456,7 +433,7 @@ OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse,
  * and each adds dS K into its half of dQ. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
-    KV_BUFFERS(K_LD)
+    KV_BUFFERS
 #if DQ_PAIRS
     __local float parts[WARPS][2][KTILES * 4 * 32]; /* each warp's part of S and of dP */
 #endif
@@ -491,9 +468,9 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
     for (uint kk = 0; kk < DPART; kk++)
 #pragma unroll
         for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
-    KV_FIRST(jlo / BN * BN, jhi, K_LD)
+    KV_FIRST(jlo / BN * BN, jhi)
     for (int kb = jlo / BN * BN; kb < jhi; kb += BN) {
-        KV_NEXT(kb, jhi, K_LD)
+        KV_NEXT(kb, jhi)
         float s[KTILES][4], dp[KTILES][4];
         score_product(s, qa, ks + col0, K_LD, gid, tig EMU_ARGS);
         score_product(dp, da, vs + col0, K_LD, gid, tig EMU_ARGS);
@@ -524,7 +501,7 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
                              klen, shift, wl, wr, scale, mask, mask_off, rows_mask[row]);
             }
         uint dsh[KTILES][4], dsl[KTILES][4];
-        to_a_fragments(dp, dsh, dsl, lane, tig EMU_ARGS);
+        to_a_fragments(dp, dsh, dsl);
         accumulate_product(acc, dsh, dsl, ks + col0, K_LD, gid, tig EMU_ARGS);
     }
 #pragma unroll
@@ -639,16 +616,19 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
             /* The P tiles written; the buffer written next was last read two parts ago, before
              * the previous part's barrier. */
             barrier(CLK_LOCAL_MEM_FENCE);
-            if (!p_warp)
+            /* dS (dS warps), as a select: PoCL 3.1 skipped this loop under `if (!p_warp)` once
+             * no barrier followed it before the products' (the emulated kernels). */
 #pragma unroll
-                for (uint nt = 0; nt < KTILES; nt++)
+            for (uint nt = 0; nt < KTILES; nt++)
 #pragma unroll
-                    for (uint x = 0; x < 4; x++) {
-                        const uint row = part + nt * 8 + 2 * tig + x % 2;
-                        t[nt][x] = score_grad(pt[(nt * 4 + x) * 32 + lane], t[nt][x], delta_s[row]);
-                    }
+                for (uint x = 0; x < 4; x++) {
+                    const uint row = part + nt * 8 + 2 * tig + x % 2;
+                    const float ds =
+                        score_grad(pt[(nt * 4 + x) * 32 + lane], t[nt][x], delta_s[row]);
+                    t[nt][x] = p_warp ? t[nt][x] : ds;
+                }
             uint fh[KTILES][4], fl[KTILES][4];
-            to_a_fragments(t, fh, fl, lane, tig EMU_ARGS);
+            to_a_fragments(t, fh, fl);
             accumulate_product(acc, fh, fl, (p_warp ? ds_rows : qs) + part * K_LD, K_LD, gid,
                                tig EMU_ARGS);
 #else
@@ -665,9 +645,9 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
                                  rows_mask[row]);
                 }
             uint fh[KTILES][4], fl[KTILES][4];
-            to_a_fragments(s, fh, fl, lane, tig EMU_ARGS);
+            to_a_fragments(s, fh, fl);
             accumulate_product(acc_v, fh, fl, ds_rows + part * K_LD, K_LD, gid, tig EMU_ARGS);
-            to_a_fragments(dp, fh, fl, lane, tig EMU_ARGS);
+            to_a_fragments(dp, fh, fl);
             accumulate_product(acc_k, fh, fl, qs + part * K_LD, K_LD, gid, tig EMU_ARGS);
 #endif
         }

@@ -317,7 +317,7 @@ static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool e
      * 16 floats for the padding a compiler may put before the 16-byte aligned arrays. */
     const size_t warps = mma_warps(ctx, kind, D), bn = mma_columns(ctx, kind, D),
                  extra = (emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0) + 16, kv = async ? 2 : 1;
-    if (kind == K_FWD_MMA) return kv * bn * (2 * D + 12) + 16 * warps * 7 + extra;
+    if (kind == K_FWD_MMA) return kv * 2 * bn * (D + 4) + 16 * warps * 7 + extra;
     if (kind == K_DQ_MMA) {
         const size_t parts = dq_pairs(ctx, D) ? warps * 2 * bn * 16 : 0; /* of S and dP */
         return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D) * 7 + parts + extra;

@@ -547,6 +547,39 @@ START_TEST(nan_in_query_row) {
 }
 END_TEST
 
+/* A NaN in dO reaches dK through every key its row sees, also where that row's probability
+ * underflowed to 0 (dS = 0 (dP - delta) is NaN, as in PyTorch), and never through keys the row
+ * does not see (the mask's dS is 0 whatever dP holds). Query row 3 of 4 (causal top-left: keys
+ * 0..3) scores key j at 100 j, so keys 0..2 get P = 0 and key 3 all of it. Loop: FMA kernels,
+ * tensor cores (emulated), warps paired. */
+START_TEST(nan_in_do_reaches_underflowed_keys) {
+    const att_case c = {1, 1, 1, 4, 16, 16, BHLD, TL, -1, -1, 1.0f, NOMASK, 0};
+    static const char *const tuning[3] = {
+        "attention.mma=0", "attention.mma=2,attention.dkdv_pairs=0",
+        "attention.mma=2,attention.dkdv_pairs=1,attention.dq_pairs=1"};
+    test_retune(tuning[_i]);
+    att_data d;
+    att_make(&d, &c);
+    for (size_t e = 0; e < 16; e++) d.q[3 * 16 + e] = e == 0 ? 100.0f : 0.0f;
+    for (size_t j = 0; j < 16; j++) d.k[j * 16] = (float)j;
+    att_upload(&d);
+    att_forward(&d);
+    d.g[3 * 16 + 5] = NAN; /* dO of row 3, after the forward */
+    ASSERT_OK(oclml_tensor_write(d.G, d.g, d.nq));
+    poison(d.DK, d.nk);
+    ASSERT_OK(
+        oclml_attention_backward(T, &d.p, d.Q, d.K, d.V, d.O, d.LSE, d.G, NULL, d.DK, d.DV, NULL));
+    float *dk = read_all(d.DK, d.nk);
+    for (size_t j = 0; j < 16; j++)
+        for (size_t e = 0; e < 16; e++)
+            ck_assert_msg(j < 4 ? isnan(dk[j * 16 + e]) : isfinite(dk[j * 16 + e]),
+                          "%s (%s): dk[%zu][%zu] = %g, want %s", d.name, tuning[_i], j, e,
+                          (double)dk[j * 16 + e], j < 4 ? "NaN" : "finite");
+    free(dk);
+    att_free(&d);
+}
+END_TEST
+
 /* NaN in k, v and the mask past each batch entry's key length (key lengths 37 and 50, not
  * multiples of the key block, so padding shares a block with seen keys): no output may see it
  * (padding is never read). Loop 0..2: the forward with one split, three, on tensor cores; 3, 4:
@@ -1004,6 +1037,7 @@ int main(void) {
     tcase_add_loop_test(tc, rows_that_see_nothing, 0, 2);
     tcase_add_loop_test(tc, empty_rows_stay_zero_beside_infinity, 0, 2);
     tcase_add_loop_test(tc, nan_in_query_row, 0, 3);
+    tcase_add_loop_test(tc, nan_in_do_reaches_underflowed_keys, 0, 3);
     tcase_add_loop_test(tc, nan_padding_never_read, 0, 5);
     tcase_add_test(tc, large_scores_do_not_overflow);
     tcase_add_loop_test(tc, huge_windows_are_open, 0, 4);

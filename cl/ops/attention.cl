@@ -302,10 +302,12 @@ OCLML_INLINE void probabilities(float s[RQ][RK], float dp[RQ][RK], row_table row
         for (uint w = 0; w < RK; w++) {
             const float x = masked_score(s[u][w], rows.i[r], kb + (int)(tx + w * TX), klen, shift,
                                          wl, wr, scale, mask, mask_off, rows.mask[r]);
-            const float p = (x == -INFINITY || row_lse == -INFINITY) ? 0.0f : exp(x - row_lse);
+            const bool seen = x != -INFINITY && row_lse != -INFINITY;
+            const float p = seen ? exp(x - row_lse) : 0.0f;
             s[u][w] = p;
-            /* A masked position's gradient is 0 whatever dO V^T holds there. */
-            dp[u][w] = p == 0.0f ? 0.0f : p * (dp[u][w] - row_delta);
+            /* A masked position's gradient is 0 whatever dO V^T holds there; a seen one whose P
+             * underflowed to 0 still carries a NaN of dP or delta (a NaN in dO reaches dK). */
+            dp[u][w] = seen ? p * (dp[u][w] - row_delta) : 0.0f;
         }
     }
     (void)B;

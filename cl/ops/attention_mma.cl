@@ -395,18 +395,20 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
 }
 #endif
 
-/* P of a score (its row's log-sum-exp row_lse): exp(masked score - lse), 0 where masked or the
- * row sees nothing. */
+/* P of a score (its row's log-sum-exp row_lse): exp(masked score - lse), and -0 where masked or
+ * the row sees nothing (+0 only where a seen probability underflows: score_grad tells them
+ * apart by the sign; -0 adds into dV as 0). */
 OCLML_INLINE float probability(float score, int i, int j, float row_lse, int klen, int shift,
                                int wl, int wr, float scale, __global const float *mask,
                                ulong mask_off, ulong mrow) {
     const float x = masked_score(score, i, j, klen, shift, wl, wr, scale, mask, mask_off, mrow);
-    return (x == -INFINITY || row_lse == -INFINITY) ? 0.0f : exp(x - row_lse);
+    return (x == -INFINITY || row_lse == -INFINITY) ? -0.0f : exp(x - row_lse);
 }
 
-/* dS = P (dP - delta); 0 where P is (masked: whatever dO V^T holds). */
+/* dS = P (dP - delta); 0 where masked (whatever dO V^T holds there), but a seen P that
+ * underflowed to 0 still carries a NaN of dP or delta (a NaN in dO reaches dK). */
 OCLML_INLINE float score_grad(float p, float dp, float row_delta) {
-    return p == 0.0f ? 0.0f : p * (dp - row_delta);
+    return signbit(p) ? 0.0f : p * (dp - row_delta);
 }
 
 /* P and dS of a score tile whose rows are `prow` (tile rows: query rows) or whose columns are

@@ -357,23 +357,37 @@ OCLML_INLINE block_pos block_of(uint M, uint N, uint K, uint ksplit, uint kchunk
     return p;
 }
 
-/* The epilogue of one element: scale, add beta C and the bias, keep the pre-activation, apply
- * the activation. beta == 0 does not read C (it may hold NaN). */
-OCLML_INLINE void epilogue(__global float *C, uint ldc, __global const float *bias,
-                           __global float *pre, uint ldp, uint M, uint N, uint r, uint c, float acc,
-                           float alpha, float beta) {
-    if (r >= M || c >= N) return;
+/* The epilogue of an element, in two steps. epilogue_value scales it, adds beta C and the bias
+ * and returns the pre-activation; it tests no bounds (an element past the edge reads C and the
+ * bias at (0, 0) and is never stored), so that a tile's unrolled epilogue is one straight-line
+ * block whose activations the compiler interleaves. Under a bounds test each element was its
+ * own branch, run one after another: the GELU epilogue cost a linear layer 10% of its product on
+ * the H100 (bench/RESULTS.md). with_beta: the caller's one test of beta != 0 (beta == 0 does not
+ * read C, which may hold NaN). epilogue_store writes the pre-activation and act(z) where (r, c)
+ * lies inside. */
+OCLML_INLINE float epilogue_value(__global const float *C, uint ldc, __global const float *bias,
+                                  uint M, uint N, uint r, uint c, float acc, float alpha,
+                                  float beta, bool with_beta) {
+    const bool in = r < M && c < N;
+    const uint rr = in ? r : 0u, cc = in ? c : 0u;
     float v = alpha * acc;
-    if (beta != 0.0f) v += beta * C[(size_t)r * ldc + c];
+    if (with_beta) v += beta * C[(size_t)rr * ldc + cc];
 #if HAS_BIAS == 2
-    v += bias[r]; /* one value per row (convolution: per output channel) */
+    v += bias[rr]; /* one value per row (convolution: per output channel) */
 #elif HAS_BIAS
-    v += bias[c];
+    v += bias[cc];
 #endif
+    return v;
+}
+
+OCLML_INLINE void epilogue_store(__global float *C, uint ldc, __global float *pre, uint ldp, uint M,
+                                 uint N, uint r, uint c, float z, float y) {
+    if (r < M && c < N) {
 #if HAS_PRE
-    pre[(size_t)r * ldp + c] = v;
+        pre[(size_t)r * ldp + c] = z;
 #endif
-    C[(size_t)r * ldc + c] = act_apply(v);
+        C[(size_t)r * ldc + c] = y;
+    }
 }
 
 #define GEMM_ARGS                                                                                 \
@@ -602,20 +616,44 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_m
     for (uint i = 0; i < MMA_TILE_ACCS; i++) acc[i] = 0.0f;
 #define MMA_COMPUTE(as, bs) mma_tile(as, bs, wr, wc, gid, tig, acc MMA_XCHG_ARG)
     GEMM_MAINLOOP(MMA_COMPUTE)
-    /* Accumulator (mt, nt, i): row wr + mt*16 + gid + 8*(i/2), column wc + nt*8 + 2*tig + i%2. */
+    /* Accumulator (mt, nt, i): row wr + mt*16 + gid + 8*(i/2), column wc + nt*8 + 2*tig + i%2.
+     * NaN outputs are repaired first, behind one test (they are rare), so that the epilogue
+     * stays straight-line code. */
+#define MMA_ROW(mt, i) (p.r0 + wr + (mt)*16 + gid + 8 * ((i) / 2))
+#define MMA_COL(nt, i) (p.c0 + wc + (nt)*8 + 2 * tig + (i) % 2)
+    bool any_nan = false;
 #pragma unroll
-    for (uint mt = 0; mt < MT; mt++)
+    for (uint i = 0; i < MMA_TILE_ACCS; i++) any_nan |= isnan(acc[i]);
+    if (any_nan) {
+#pragma unroll /* registers: acc is indexed by constants only */
+        for (uint mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (uint nt = 0; nt < NT; nt++)
+            for (uint nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (uint i = 0; i < 4; i++) {
-                const uint r = p.r0 + wr + mt * 16 + gid + 8 * (i / 2),
-                           c = p.c0 + wc + nt * 8 + 2 * tig + i % 2;
-                float v = acc[(mt * NT + nt) * 4 + i];
-                if (isnan(v) && r < M && c < N)
-                    v = recompute_nan(A, lda, B, ldb, r, c, p.kbegin, p.kend GATHER_PASS);
-                epilogue(C, ldc, bias, pre, ldp, M, N, r, c, v, alpha, beta);
-            }
+                for (uint i = 0; i < 4; i++) {
+                    const uint r = MMA_ROW(mt, i), c = MMA_COL(nt, i);
+                    if (isnan(acc[(mt * NT + nt) * 4 + i]) && r < M && c < N)
+                        acc[(mt * NT + nt) * 4 + i] =
+                            recompute_nan(A, lda, B, ldb, r, c, p.kbegin, p.kend GATHER_PASS);
+                }
+    }
+    /* A row block's values and activations, then its stores. */
+#define MMA_EPILOGUE(with_beta)                                                                  \
+    _Pragma("unroll") for (uint mt = 0; mt < MT; mt++) {                                         \
+        float z[NT * 4], y[NT * 4];                                                              \
+        _Pragma("unroll") for (uint j = 0; j < NT * 4; j++) {                                    \
+            z[j] = epilogue_value(C, ldc, bias, M, N, MMA_ROW(mt, j % 4), MMA_COL(j / 4, j % 4), \
+                                  acc[mt * NT * 4 + j], alpha, beta, with_beta);                 \
+            y[j] = act_apply(z[j]);                                                              \
+        }                                                                                        \
+        _Pragma("unroll") for (uint j = 0; j < NT * 4; j++) epilogue_store(                      \
+            C, ldc, pre, ldp, M, N, MMA_ROW(mt, j % 4), MMA_COL(j / 4, j % 4), z[j], y[j]);      \
+    }
+    if (beta != 0.0f) {
+        MMA_EPILOGUE(true)
+    } else {
+        MMA_EPILOGUE(false)
+    }
 }
 #endif
 
@@ -644,10 +682,24 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_f
         for (uint j = 0; j < RN; j++) acc[i][j] = 0.0f;
 #define FMA_COMPUTE(as, bs) fma_tile(as, bs, ty, tx, acc)
     GEMM_MAINLOOP(FMA_COMPUTE)
-    for (uint i = 0; i < RM; i++)
-        for (uint j = 0; j < RN; j++)
-            epilogue(C, ldc, bias, pre, ldp, M, N, p.r0 + ty + i * TY, p.c0 + tx + j * TX,
-                     acc[i][j], alpha, beta);
+    /* A row's values and activations, then its stores (epilogue_value). */
+#define FMA_EPILOGUE(with_beta)                                                                  \
+    for (uint i = 0; i < RM; i++) {                                                              \
+        float z[RN], y[RN];                                                                      \
+        for (uint j = 0; j < RN; j++) {                                                          \
+            z[j] = epilogue_value(C, ldc, bias, M, N, p.r0 + ty + i * TY, p.c0 + tx + j * TX,    \
+                                  acc[i][j], alpha, beta, with_beta);                            \
+            y[j] = act_apply(z[j]);                                                              \
+        }                                                                                        \
+        for (uint j = 0; j < RN; j++)                                                            \
+            epilogue_store(C, ldc, pre, ldp, M, N, p.r0 + ty + i * TY, p.c0 + tx + j * TX, z[j], \
+                           y[j]);                                                                \
+    }
+    if (beta != 0.0f) {
+        FMA_EPILOGUE(true)
+    } else {
+        FMA_EPILOGUE(false)
+    }
 }
 #endif
 
@@ -677,7 +729,10 @@ __kernel void oclml_gemm_finish(__global const float *W, ulong w_off, uint ldw, 
 #else
             __global float *pz = pre;
 #endif
-            epilogue(C + c_off + z * c_stride, ldc, bias, pz, ldp, M, N, r, c, sum, alpha, beta);
+            __global float *cz = C + c_off + z * c_stride;
+            const float v =
+                epilogue_value(cz, ldc, bias, M, N, r, c, sum, alpha, beta, beta != 0.0f);
+            epilogue_store(cz, ldc, pz, ldp, M, N, r, c, v, act_apply(v));
         }
 }
 #endif

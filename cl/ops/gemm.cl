@@ -223,24 +223,26 @@ OCLML_INLINE gather_tap tap_of(__global const float *x, uint k, gather_geom g) {
     return t;
 }
 
-/* The tap's value under output position (p, q), 0 in the padding. */
-OCLML_INLINE float tap_at(gather_tap t, uint p, uint q, gather_geom g) {
+/* The tap's value under output position (p, q), 0 in the padding or where `want` is false. The
+ * load is not under a branch (outside, it reads the plane's first element, and the select drops
+ * it): a chunk's loads are then issued together rather than one round trip after another. */
+OCLML_INLINE float tap_at(gather_tap t, uint p, uint q, gather_geom g, bool want) {
     const int h = (int)(p * g.sh) + t.dr, w = (int)(q * g.sw) + t.ds;
-    if (h < 0 || h >= (int)g.H || w < 0 || w >= (int)g.W) return 0.0f;
-    return t.plane[(uint)h * g.W + (uint)w];
+    const bool in = want && h >= 0 && h < (int)g.H && w >= 0 && w < (int)g.W;
+    const float v = t.plane[in ? (uint)h * g.W + (uint)w : 0u];
+    return in ? v : 0.0f;
 }
 
 OCLML_INLINE float gathered(__global const float *x, uint k, uint n, gather_geom g) {
-    return tap_at(tap_of(x, k, g), n / g.Q, n % g.Q, g);
+    return tap_at(tap_of(x, k, g), n / g.Q, n % g.Q, g, true);
 }
 
-/* The next output position in row-major order. */
-#define NEXT_POSITION(p, q, Q) \
-    do {                       \
-        if (++(q) == (Q)) {    \
-            (q) = 0;           \
-            (p)++;             \
-        }                      \
+/* The next output position in row-major order (selects, no branch). */
+#define NEXT_POSITION(p, q, Q)             \
+    do {                                   \
+        const bool wrap_ = (q) + 1 == (Q); \
+        (q) = wrap_ ? 0u : (q) + 1;        \
+        (p) += wrap_ ? 1u : 0u;            \
     } while (0)
 
 #if GATHER_B == 2
@@ -248,16 +250,16 @@ OCLML_INLINE float gathered(__global const float *x, uint k, uint n, gather_geom
 OCLML_INLINE float4 segmented_a_chunk(__global const float *A, uint lda, uint M, uint r0, uint k0,
                                       uint kend, uint c, gather_geom g) {
     const uint r = r0 + c / (BK / 4), k = k0 + c % (BK / 4) * 4;
-    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (r < M) {
-        uint image = k / g.seg, at = k % g.seg;
-        for (uint j = 0; j < 4 && k + j < kend; j++) {
-            e[j] = A[image * g.a_seg + (size_t)r * lda + at];
-            if (++at == g.seg) {
-                at = 0;
-                image++;
-            }
-        }
+    float e[4];
+    uint image = k / g.seg, at = k % g.seg;
+#pragma unroll
+    for (uint j = 0; j < 4; j++) { /* loads not under branches (tap_at) */
+        const bool in = r < M && k + j < kend;
+        const float v = A[in ? image * g.a_seg + (size_t)r * lda + at : 0];
+        e[j] = in ? v : 0.0f;
+        const bool next = at + 1 == g.seg;
+        at = next ? 0u : at + 1;
+        image += next ? 1u : 0u;
     }
     return (float4)(e[0], e[1], e[2], e[3]);
 }
@@ -265,18 +267,22 @@ OCLML_INLINE float4 segmented_a_chunk(__global const float *A, uint lda, uint M,
 OCLML_INLINE float4 segmented_b_chunk(__global const float *x, uint N, uint c0, uint k0, uint kend,
                                       uint c, gather_geom g) {
     const uint n = c0 + c / (BK / 4), k = k0 + c % (BK / 4) * 4;
-    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (n < N) {
-        uint image = k / g.seg, at = k % g.seg, p = at / g.Q, q = at % g.Q;
-        gather_tap t = tap_of(x + image * g.b_seg, n, g);
-        for (uint j = 0; j < 4 && k + j < kend; j++) {
-            e[j] = tap_at(t, p, q, g);
-            NEXT_POSITION(p, q, g.Q);
-            if (++at == g.seg) { /* the next image */
-                at = p = q = 0;
-                t.plane += g.b_seg;
-            }
-        }
+    float e[4];
+    /* The plane stays on an image that exists (the last one with an element of the chunk), since
+     * tap_at reads its first element where nothing is wanted. */
+    const bool n_in = n < N;
+    const uint first = min(k, kend - 1); /* k0 < kend */
+    uint image = first / g.seg, at = first % g.seg, p = at / g.Q, q = at % g.Q;
+    gather_tap t = tap_of(x + image * g.b_seg, n_in ? n : 0u, g);
+#pragma unroll
+    for (uint j = 0; j < 4; j++) {
+        e[j] = tap_at(t, p, q, g, n_in && k + j < kend);
+        NEXT_POSITION(p, q, g.Q);
+        const bool next = at + 1 == g.seg; /* the next image */
+        at = next ? 0u : at + 1;
+        p = next ? 0u : p;
+        q = next ? 0u : q;
+        t.plane += next && k + j + 1 < kend ? g.b_seg : 0;
     }
     return (float4)(e[0], e[1], e[2], e[3]);
 }
@@ -290,14 +296,14 @@ OCLML_INLINE float4 segmented_b_chunk(__global const float *x, uint N, uint c0, 
 OCLML_INLINE float4 gather_chunk(__global const float *x, uint N, uint c0, uint k0, uint kend,
                                  uint c, gather_geom g) {
     const uint k = k0 + c / (BN / 4), n = c0 + c % (BN / 4) * 4;
-    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (k < kend) {
-        const gather_tap t = tap_of(x, k, g);
-        uint p = n / g.Q, q = n % g.Q;
-        for (uint j = 0; j < 4 && n + j < N; j++) {
-            e[j] = tap_at(t, p, q, g);
-            NEXT_POSITION(p, q, g.Q);
-        }
+    float e[4];
+    const bool k_in = k < kend;
+    const gather_tap t = tap_of(x, k_in ? k : k0, g); /* k0 < kend: a plane that exists */
+    uint p = n / g.Q, q = n % g.Q;
+#pragma unroll
+    for (uint j = 0; j < 4; j++) {
+        e[j] = tap_at(t, p, q, g, k_in && n + j < N);
+        NEXT_POSITION(p, q, g.Q);
     }
     return (float4)(e[0], e[1], e[2], e[3]);
 }

@@ -549,17 +549,27 @@ END_TEST
 
 /* A NaN in dO reaches dK through every key its row sees, also where that row's probability
  * underflowed to 0 (dS = 0 (dP - delta) is NaN, as in PyTorch), and never through keys the row
- * does not see (the mask's dS is 0 whatever dP holds). Query row 3 of 4 (causal top-left: keys
- * 0..3) scores key j at 100 j, so keys 0..2 get P = 0 and key 3 all of it. Loop: FMA kernels,
- * tensor cores (emulated), warps paired. */
+ * does not see (the mask's dS is 0 whatever dP holds). Query row 3 of 16 (causal top-left: keys
+ * 0..3; rows 4.. see the later keys) scores key j at 100 j, so keys 0 and 1 get P = 0 exactly
+ * (key 2 a subnormal or 0) and key 3 all of it. 16 rows a key head take the tensor cores where
+ * tuned so (8 or fewer take the decode tile). Loop: FMA kernels, tensor cores (emulated), warps
+ * paired. */
 START_TEST(nan_in_do_reaches_underflowed_keys) {
-    const att_case c = {1, 1, 1, 4, 16, 16, BHLD, TL, -1, -1, 1.0f, NOMASK, 0};
+    const att_case c = {1, 1, 1, 16, 16, 16, BHLD, TL, -1, -1, 1.0f, NOMASK, 0};
     static const char *const tuning[3] = {
         "attention.mma=0", "attention.mma=2,attention.dkdv_pairs=0",
         "attention.mma=2,attention.dkdv_pairs=1,attention.dq_pairs=1"};
     test_retune(tuning[_i]);
     att_data d;
     att_make(&d, &c);
+    oclml_device_info info;
+    ASSERT_OK(oclml_ctx_device_info(T, &info));
+    char text[256];
+    ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
+    if (_i && info.max_work_group_size >= 128) /* the kernels meant, not a fallback */
+        ck_assert_msg(strstr(text, "backward: 3xTF32 tensor cores (emulated)") &&
+                          (_i == 1 || strstr(text, "paired")),
+                      "%s: %s", tuning[_i], text);
     for (size_t e = 0; e < 16; e++) d.q[3 * 16 + e] = e == 0 ? 100.0f : 0.0f;
     for (size_t j = 0; j < 16; j++) d.k[j * 16] = (float)j;
     att_upload(&d);

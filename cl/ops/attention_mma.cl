@@ -9,8 +9,8 @@
  * key blocks of BN keys staged in local memory. Each warp keeps its rows of Q in registers as
  * m16n8k8 A fragments, computes S = Q K^T for the block (BN / 8 tiles of 8 keys), applies the
  * masks and the online softmax on the accumulator fragments (a row's statistics reduced over the
- * 4 work-items that hold it), moves P from the accumulator layout to the A layout by shuffles
- * within those 4, and adds P V into O's fragments (HEAD_DIM / 8 tiles).
+ * 4 work-items that hold it), and adds P V into O's fragments (HEAD_DIM / 8 tiles), P taken
+ * as A fragments where the accumulators hold it (to_a_fragments: no value changes work-item).
  *
  * With ASYNC_KV the staged blocks come by asynchronous float4 copies (ptx.h's cp_async16): the
  * forward and dQ kernels copy the next K and V block into a second pair of buffers while the
@@ -66,9 +66,10 @@
 #define DPART (DQ_PAIRS ? DSTEPS / 2 : DSTEPS)
 #define KTILES (BN / 8) /* 8-wide column tiles of a score tile, the k steps of its products */
 #define CHUNK_STEPS 4   /* 8-deep steps S sums on the tensor cores before an fp32 add */
-/* Row stride of the staged blocks: the B fragment reads along a row (score_product: row gid,
- * column tig) and down a column (accumulate_product: rows 2 tig and 2 tig + 1, column gid) each
- * fall on 32 distinct banks (4 gid + tig; 8 tig + gid with HEAD_DIM a multiple of 8). */
+/* Row stride of the staged blocks: with HEAD_DIM a multiple of 8 (8 m), the B fragment reads
+ * along a row (score_product: row gid, column tig; banks 4 gid (2m + 1) + tig) and down a column
+ * (accumulate_product: rows 2 tig and 2 tig + 1, column gid; banks 8 tig (2m + 1) + gid) each
+ * fall on 32 distinct banks. */
 #define K_LD (HEAD_DIM + 4)
 #include "attention.h"
 
@@ -161,8 +162,9 @@ OCLML_INLINE void to_a_fragments(float s[KTILES][4], uint hi[KTILES][4], uint lo
 }
 
 /* acc += A blk: A (split fragments over KTILES 8-deep steps, to_a_fragments' slots) against
- * rows kt 8 + 2 tig and kt 8 + 2 tig + 1 of blk and its head-dim columns. Each of acc's column tiles sums the steps from zero on the tensor cores
- * and adds them in fp32 (the rounding toward zero, as above). */
+ * rows kt 8 + 2 tig and kt 8 + 2 tig + 1 of blk and its head-dim columns. Each of acc's column
+ * tiles sums the steps from zero on the tensor cores and adds them in fp32 (the rounding toward
+ * zero, as above). */
 OCLML_INLINE void accumulate_product(float acc[DPART][4], uint ah[KTILES][4], uint al[KTILES][4],
                                      __local const float *blk, uint ld, uint gid,
                                      uint tig EMU_PARAMS) {
@@ -397,7 +399,8 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
 
 /* P of a score (its row's log-sum-exp row_lse): exp(masked score - lse), and -0 where masked or
  * the row sees nothing (+0 only where a seen probability underflows: score_grad tells them
- * apart by the sign; -0 adds into dV as 0). */
+ * apart by the sign; -0 adds into dV as 0). Build options that drop signed zeros
+ * (-cl-no-signed-zeros, -cl-fast-relaxed-math) would let a NaN of dP reach masked keys' dK. */
 OCLML_INLINE float probability(float score, int i, int j, float row_lse, int klen, int shift,
                                int wl, int wr, float scale, __global const float *mask,
                                ulong mask_off, ulong mrow) {
@@ -408,7 +411,7 @@ OCLML_INLINE float probability(float score, int i, int j, float row_lse, int kle
 /* dS = P (dP - delta); 0 where masked (whatever dO V^T holds there), but a seen P that
  * underflowed to 0 still carries a NaN of dP or delta (a NaN in dO reaches dK). */
 OCLML_INLINE float score_grad(float p, float dp, float row_delta) {
-    return signbit(p) ? 0.0f : p * (dp - row_delta);
+    return as_uint(p) == 0x80000000u ? 0.0f : p * (dp - row_delta); /* -0 exactly, not a NaN */
 }
 
 /* P and dS of a score tile whose rows are `prow` (tile rows: query rows) or whose columns are

@@ -268,8 +268,9 @@ OCLML_INLINE float4 segmented_b_chunk(__global const float *x, uint N, uint c0, 
                                       uint c, gather_geom g) {
     const uint n = c0 + c / (BK / 4), k = k0 + c % (BK / 4) * 4;
     float e[4];
-    /* The plane stays on an image that exists (the last one with an element of the chunk), since
-     * tap_at reads its first element where nothing is wanted. */
+    /* The plane stays on an image that exists (that of the chunk's last wanted element, or of
+     * element kend - 1 where none is), since tap_at reads its first element where nothing is
+     * wanted. */
     const bool n_in = n < N;
     const uint first = min(k, kend - 1); /* k0 < kend */
     uint image = first / g.seg, at = first % g.seg, p = at / g.Q, q = at % g.Q;
@@ -689,17 +690,16 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_f
 #define FMA_COMPUTE(as, bs) fma_tile(as, bs, ty, tx, acc)
     GEMM_MAINLOOP(FMA_COMPUTE)
     /* A row's values and activations, then its stores (epilogue_value). */
-#define FMA_EPILOGUE(with_beta)                                                                  \
-    for (uint i = 0; i < RM; i++) {                                                              \
-        float z[RN], y[RN];                                                                      \
-        for (uint j = 0; j < RN; j++) {                                                          \
-            z[j] = epilogue_value(C, ldc, bias, M, N, p.r0 + ty + i * TY, p.c0 + tx + j * TX,    \
-                                  acc[i][j], alpha, beta, with_beta);                            \
-            y[j] = act_apply(z[j]);                                                              \
-        }                                                                                        \
-        for (uint j = 0; j < RN; j++)                                                            \
-            epilogue_store(C, ldc, pre, ldp, M, N, p.r0 + ty + i * TY, p.c0 + tx + j * TX, z[j], \
-                           y[j]);                                                                \
+#define FMA_EPILOGUE(with_beta)                                                               \
+    _Pragma("unroll") for (uint i = 0; i < RM; i++) {                                         \
+        float z[RN], y[RN];                                                                   \
+        _Pragma("unroll") for (uint j = 0; j < RN; j++) {                                     \
+            z[j] = epilogue_value(C, ldc, bias, M, N, p.r0 + ty + i * TY, p.c0 + tx + j * TX, \
+                                  acc[i][j], alpha, beta, with_beta);                         \
+            y[j] = act_apply(z[j]);                                                           \
+        }                                                                                     \
+        _Pragma("unroll") for (uint j = 0; j < RN; j++) epilogue_store(                       \
+            C, ldc, pre, ldp, M, N, p.r0 + ty + i * TY, p.c0 + tx + j * TX, z[j], y[j]);      \
     }
     if (beta != 0.0f) {
         FMA_EPILOGUE(true)

@@ -126,19 +126,19 @@ OCLML_INLINE void load_a(float a[DPART][4], __global const float *src, const ulo
 }
 
 /* s = a blk^T: a's two rows (A fragments over the head dim) against rows nt 8 + gid of blk
- * (ld floats a row) for the KTILES column tiles. The tensor cores round their sums toward zero,
+ * (a staged block, K_LD floats a row) for the KTILES column tiles. The tensor cores round their sums toward zero,
  * a bias that grows with every accumulation into the same register (the GEMM measured it): each
  * tile sums CHUNK_STEPS 8-deep steps at a time from zero, and fp32 adds carry the total. */
 OCLML_INLINE void score_product(float s[KTILES][4], float a[DPART][4], __local const float *blk,
-                                uint ld, uint gid, uint tig EMU_PARAMS) {
+                                uint gid, uint tig EMU_PARAMS) {
     MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
 #pragma unroll
         for (uint x = 0; x < 4; x++) s[nt][x] = 0.0f;
         for (uint k0 = 0; k0 < DPART; k0 += CHUNK_STEPS) {
             float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             MMA_UNROLL for (uint kk = k0; kk < min(k0 + CHUNK_STEPS, (uint)DPART); kk++) {
-                const float b2[2] = {blk[(nt * 8 + gid) * ld + kk * 8 + tig],
-                                     blk[(nt * 8 + gid) * ld + kk * 8 + tig + 4]};
+                const float b2[2] = {blk[(nt * 8 + gid) * K_LD + kk * 8 + tig],
+                                     blk[(nt * 8 + gid) * K_LD + kk * 8 + tig + 4]};
                 MMA3(t, a[kk], b2)
             }
 #pragma unroll
@@ -166,8 +166,7 @@ OCLML_INLINE void to_a_fragments(float s[KTILES][4], uint hi[KTILES][4], uint lo
  * tiles sums the steps from zero on the tensor cores and adds them in fp32 (the rounding toward
  * zero, as above). */
 OCLML_INLINE void accumulate_product(float acc[DPART][4], uint ah[KTILES][4], uint al[KTILES][4],
-                                     __local const float *blk, uint ld, uint gid,
-                                     uint tig EMU_PARAMS) {
+                                     __local const float *blk, uint gid, uint tig EMU_PARAMS) {
 #if !MMA_EMULATE
 #pragma unroll
 #endif
@@ -178,8 +177,8 @@ OCLML_INLINE void accumulate_product(float acc[DPART][4], uint ah[KTILES][4], ui
 #endif
         for (uint kt = 0; kt < KTILES; kt++) {
             uint bh[2], bl[2];
-            tf32_split(blk[(kt * 8 + 2 * tig) * ld + nt * 8 + gid], &bh[0], &bl[0]);
-            tf32_split(blk[(kt * 8 + 2 * tig + 1) * ld + nt * 8 + gid], &bh[1], &bl[1]);
+            tf32_split(blk[(kt * 8 + 2 * tig) * K_LD + nt * 8 + gid], &bh[0], &bl[0]);
+            tf32_split(blk[(kt * 8 + 2 * tig + 1) * K_LD + nt * 8 + gid], &bh[1], &bl[1]);
             MMA(t, al[kt][0], al[kt][1], al[kt][2], al[kt][3], bh[0], bh[1]);
             MMA(t, ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bl[0], bl[1]);
             MMA(t, ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bh[0], bh[1]);
@@ -259,22 +258,23 @@ OCLML_INLINE void copy_kv(__local float *ks, __local float *vs, __global const f
 #if ASYNC_KV
 /* stage_rows' BQ rows by asynchronous float4 copies (NO_ROW: zero-filled, nothing read); the
  * caller commits, waits and passes a barrier before reading. */
-OCLML_INLINE void copy_rows(__local float *blk, uint ld, __global const float *src,
+OCLML_INLINE void copy_rows(__local float *blk, __global const float *src,
                             __local const ulong *table) {
     FOR_UNIFORM_ROUNDS(e, BQ * HEAD_DIM / 4) {
         const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
         const ulong row = table[j];
-        cp_async16(blk + j * ld + c, src + (row != NO_ROW ? row + c : 0), row != NO_ROW ? 16u : 0u);
+        cp_async16(blk + j * K_LD + c, src + (row != NO_ROW ? row + c : 0),
+                   row != NO_ROW ? 16u : 0u);
     }
 }
 #endif
 
-/* The n query rows of a table into blk (NO_ROW: zeros). */
-OCLML_INLINE void stage_rows(__local float *blk, uint ld, __global const float *src,
+/* The n query rows of a table into blk, K_LD floats a row (NO_ROW: zeros). */
+OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
                              __local const ulong *table, uint n) {
     for (uint e = get_local_id(0); e < n * HEAD_DIM; e += NT) {
         const uint j = e / HEAD_DIM, c = e % HEAD_DIM;
-        blk[j * ld + c] = table[j] != NO_ROW ? src[table[j] + c] : 0.0f;
+        blk[j * K_LD + c] = table[j] != NO_ROW ? src[table[j] + c] : 0.0f;
     }
 }
 
@@ -327,7 +327,7 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
     for (int kb = first; kb < end; kb += BN) {
         KV_NEXT(kb, end)
         float s[KTILES][4];
-        score_product(s, qa, ks, K_LD, gid, tig EMU_ARGS);
+        score_product(s, qa, ks, gid, tig EMU_ARGS);
         /* Masks, and the online softmax of each of the two rows. */
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -365,7 +365,7 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
             }
         uint pah[KTILES][4], pal[KTILES][4]; /* O += P V */
         to_a_fragments(s, pah, pal);
-        accumulate_product(acc, pah, pal, vs, K_LD, gid, tig EMU_ARGS);
+        accumulate_product(acc, pah, pal, vs, gid, tig EMU_ARGS);
     }
     /* Each row's sum over the 4 work-items that hold it, then O / l and the log-sum-exp. */
 #pragma unroll
@@ -477,8 +477,8 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
     for (int kb = jlo / BN * BN; kb < jhi; kb += BN) {
         KV_NEXT(kb, jhi)
         float s[KTILES][4], dp[KTILES][4];
-        score_product(s, qa, ks + col0, K_LD, gid, tig EMU_ARGS);
-        score_product(dp, da, vs + col0, K_LD, gid, tig EMU_ARGS);
+        score_product(s, qa, ks + col0, gid, tig EMU_ARGS);
+        score_product(dp, da, vs + col0, gid, tig EMU_ARGS);
 #if DQ_PAIRS
         /* The partner's parts; KV_NEXT's barrier keeps the next block's writes after these
          * reads. */
@@ -507,7 +507,7 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
             }
         uint dsh[KTILES][4], dsl[KTILES][4];
         to_a_fragments(dp, dsh, dsl);
-        accumulate_product(acc, dsh, dsl, ks + col0, K_LD, gid, tig EMU_ARGS);
+        accumulate_product(acc, dsh, dsl, ks + col0, gid, tig EMU_ARGS);
     }
 #pragma unroll
     for (uint h = 0; h < 2; h++)
@@ -586,12 +586,12 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
         fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
                   mask_hstride);
 #if ASYNC_KV /* every copy in flight at once, rather than a round trip a staged element */
-        copy_rows(qs, K_LD, q + q_off, rows_qkv);
-        copy_rows(ds_rows, K_LD, dout + dout_off, rows_qkv);
+        copy_rows(qs, q + q_off, rows_qkv);
+        copy_rows(ds_rows, dout + dout_off, rows_qkv);
         cp_async_commit();
 #else
-        stage_rows(qs, K_LD, q + q_off, rows_qkv, BQ);
-        stage_rows(ds_rows, K_LD, dout + dout_off, rows_qkv, BQ);
+        stage_rows(qs, q + q_off, rows_qkv, BQ);
+        stage_rows(ds_rows, dout + dout_off, rows_qkv, BQ);
 #endif
         for (uint e = lid; e < BQ; e += NT) {
             const ulong stat = rows_stat[e];
@@ -606,7 +606,7 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
 #if DKDV_PAIRS
             __local float *pt = p_tiles[part / BN % 2][pair];
             float t[KTILES][4]; /* S^T, then P (P warps); dP^T, then dS (dS warps) */
-            score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD, K_LD, gid, tig EMU_ARGS);
+            score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD, gid, tig EMU_ARGS);
             if (p_warp)
 #pragma unroll
                 for (uint nt = 0; nt < KTILES; nt++)
@@ -634,12 +634,12 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
                 }
             uint fh[KTILES][4], fl[KTILES][4];
             to_a_fragments(t, fh, fl);
-            accumulate_product(acc, fh, fl, (p_warp ? ds_rows : qs) + part * K_LD, K_LD, gid,
+            accumulate_product(acc, fh, fl, (p_warp ? ds_rows : qs) + part * K_LD, gid,
                                tig EMU_ARGS);
 #else
             float s[KTILES][4], dp[KTILES][4];
-            score_product(s, ka, qs + part * K_LD, K_LD, gid, tig EMU_ARGS);
-            score_product(dp, va, ds_rows + part * K_LD, K_LD, gid, tig EMU_ARGS);
+            score_product(s, ka, qs + part * K_LD, gid, tig EMU_ARGS);
+            score_product(dp, va, ds_rows + part * K_LD, gid, tig EMU_ARGS);
 #pragma unroll
             for (uint nt = 0; nt < KTILES; nt++)
 #pragma unroll
@@ -651,9 +651,9 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
                 }
             uint fh[KTILES][4], fl[KTILES][4];
             to_a_fragments(s, fh, fl);
-            accumulate_product(acc_v, fh, fl, ds_rows + part * K_LD, K_LD, gid, tig EMU_ARGS);
+            accumulate_product(acc_v, fh, fl, ds_rows + part * K_LD, gid, tig EMU_ARGS);
             to_a_fragments(dp, fh, fl);
-            accumulate_product(acc_k, fh, fl, qs + part * K_LD, K_LD, gid, tig EMU_ARGS);
+            accumulate_product(acc_k, fh, fl, qs + part * K_LD, gid, tig EMU_ARGS);
 #endif
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* the staged rows are read until here */

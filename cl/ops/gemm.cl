@@ -397,6 +397,27 @@ OCLML_INLINE void epilogue_store(__global float *C, uint ldc, __global float *pr
     }
 }
 
+/* A work-item's tile epilogue, ROWS row blocks of COLS elements: each block's values and
+ * activations as straight-line code, then its stores; beta tested once. ROW(i, j), COL(i, j)
+ * and ACC(i, j) give element j of block i (C, bias, pre and the sizes in scope). */
+#define TILE_EPILOGUE_BLOCKS(ROWS, COLS, ROW, COL, ACC, with_beta)                             \
+    _Pragma("unroll") for (uint i_ = 0; i_ < (ROWS); i_++) {                                   \
+        float z_[COLS], y_[COLS];                                                              \
+        _Pragma("unroll") for (uint j_ = 0; j_ < (COLS); j_++) {                               \
+            z_[j_] = epilogue_value(C, ldc, bias, M, N, ROW(i_, j_), COL(i_, j_), ACC(i_, j_), \
+                                    alpha, beta, with_beta);                                   \
+            y_[j_] = act_apply(z_[j_]);                                                        \
+        }                                                                                      \
+        _Pragma("unroll") for (uint j_ = 0; j_ < (COLS); j_++)                                 \
+            epilogue_store(C, ldc, pre, ldp, M, N, ROW(i_, j_), COL(i_, j_), z_[j_], y_[j_]);  \
+    }
+#define TILE_EPILOGUE(ROWS, COLS, ROW, COL, ACC)               \
+    if (beta != 0.0f) {                                        \
+        TILE_EPILOGUE_BLOCKS(ROWS, COLS, ROW, COL, ACC, true)  \
+    } else {                                                   \
+        TILE_EPILOGUE_BLOCKS(ROWS, COLS, ROW, COL, ACC, false) \
+    }
+
 #define GEMM_ARGS                                                                                 \
     __global const float *A, ulong a_off, uint lda, ulong a_stride, __global const float *B,      \
         ulong b_off, uint ldb, ulong b_stride, __global float *C, ulong c_off, uint ldc,          \
@@ -623,11 +644,12 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_m
     for (uint i = 0; i < MMA_TILE_ACCS; i++) acc[i] = 0.0f;
 #define MMA_COMPUTE(as, bs) mma_tile(as, bs, wr, wc, gid, tig, acc MMA_XCHG_ARG)
     GEMM_MAINLOOP(MMA_COMPUTE)
-    /* Accumulator (mt, nt, i): row wr + mt*16 + gid + 8*(i/2), column wc + nt*8 + 2*tig + i%2.
-     * NaN outputs are repaired first, behind one test (they are rare), so that the epilogue
-     * stays straight-line code. */
-#define MMA_ROW(mt, i) (p.r0 + wr + (mt)*16 + gid + 8 * ((i) / 2))
-#define MMA_COL(nt, i) (p.c0 + wc + (nt)*8 + 2 * tig + (i) % 2)
+    /* Accumulator j = nt * 4 + i of row block mt: row wr + mt*16 + gid + 8*(i/2), column
+     * wc + nt*8 + 2*tig + i%2. NaN outputs are repaired first, behind one test (they are rare),
+     * so that the epilogue stays straight-line code. */
+#define MMA_ROW(mt, j) (p.r0 + wr + (mt)*16 + gid + 8 * ((j) % 4 / 2))
+#define MMA_COL(mt, j) (p.c0 + wc + (j) / 4 * 8 + 2 * tig + (j) % 2)
+#define MMA_ACC(mt, j) acc[(mt)*NT * 4 + (j)]
     bool any_nan = false;
 #pragma unroll
     for (uint i = 0; i < MMA_TILE_ACCS; i++) any_nan |= isnan(acc[i]);
@@ -635,32 +657,14 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_m
 #pragma unroll /* registers: acc is indexed by constants only */
         for (uint mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (uint nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (uint i = 0; i < 4; i++) {
-                    const uint r = MMA_ROW(mt, i), c = MMA_COL(nt, i);
-                    if (isnan(acc[(mt * NT + nt) * 4 + i]) && r < M && c < N)
-                        acc[(mt * NT + nt) * 4 + i] =
-                            recompute_nan(A, lda, B, ldb, r, c, p.kbegin, p.kend GATHER_PASS);
-                }
+            for (uint j = 0; j < NT * 4; j++) {
+                const uint r = MMA_ROW(mt, j), c = MMA_COL(mt, j);
+                if (isnan(MMA_ACC(mt, j)) && r < M && c < N)
+                    MMA_ACC(mt, j) =
+                        recompute_nan(A, lda, B, ldb, r, c, p.kbegin, p.kend GATHER_PASS);
+            }
     }
-    /* A row block's values and activations, then its stores. */
-#define MMA_EPILOGUE(with_beta)                                                                  \
-    _Pragma("unroll") for (uint mt = 0; mt < MT; mt++) {                                         \
-        float z[NT * 4], y[NT * 4];                                                              \
-        _Pragma("unroll") for (uint j = 0; j < NT * 4; j++) {                                    \
-            z[j] = epilogue_value(C, ldc, bias, M, N, MMA_ROW(mt, j % 4), MMA_COL(j / 4, j % 4), \
-                                  acc[mt * NT * 4 + j], alpha, beta, with_beta);                 \
-            y[j] = act_apply(z[j]);                                                              \
-        }                                                                                        \
-        _Pragma("unroll") for (uint j = 0; j < NT * 4; j++) epilogue_store(                      \
-            C, ldc, pre, ldp, M, N, MMA_ROW(mt, j % 4), MMA_COL(j / 4, j % 4), z[j], y[j]);      \
-    }
-    if (beta != 0.0f) {
-        MMA_EPILOGUE(true)
-    } else {
-        MMA_EPILOGUE(false)
-    }
+    TILE_EPILOGUE(MT, NT * 4, MMA_ROW, MMA_COL, MMA_ACC)
 }
 #endif
 
@@ -689,23 +693,10 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_f
         for (uint j = 0; j < RN; j++) acc[i][j] = 0.0f;
 #define FMA_COMPUTE(as, bs) fma_tile(as, bs, ty, tx, acc)
     GEMM_MAINLOOP(FMA_COMPUTE)
-    /* A row's values and activations, then its stores (epilogue_value). */
-#define FMA_EPILOGUE(with_beta)                                                               \
-    _Pragma("unroll") for (uint i = 0; i < RM; i++) {                                         \
-        float z[RN], y[RN];                                                                   \
-        _Pragma("unroll") for (uint j = 0; j < RN; j++) {                                     \
-            z[j] = epilogue_value(C, ldc, bias, M, N, p.r0 + ty + i * TY, p.c0 + tx + j * TX, \
-                                  acc[i][j], alpha, beta, with_beta);                         \
-            y[j] = act_apply(z[j]);                                                           \
-        }                                                                                     \
-        _Pragma("unroll") for (uint j = 0; j < RN; j++) epilogue_store(                       \
-            C, ldc, pre, ldp, M, N, p.r0 + ty + i * TY, p.c0 + tx + j * TX, z[j], y[j]);      \
-    }
-    if (beta != 0.0f) {
-        FMA_EPILOGUE(true)
-    } else {
-        FMA_EPILOGUE(false)
-    }
+#define FMA_ROW(i, j) (p.r0 + ty + (i)*TY)
+#define FMA_COL(i, j) (p.c0 + tx + (j)*TX)
+#define FMA_ACC(i, j) acc[i][j]
+    TILE_EPILOGUE(RM, RN, FMA_ROW, FMA_COL, FMA_ACC)
 }
 #endif
 

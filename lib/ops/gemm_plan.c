@@ -88,15 +88,18 @@ static bool tile_fits(const oclml_ctx *ctx, const gemm_plan *p, const oclml__gem
 /* Tensor-core tiles, largest first: block rows, columns, K depth, warps along rows and columns;
  * then the cap on the blocks a compute unit may get (0: any number), and the tile's asynchronous
  * copy stages where the operands allow them (0: staging registers). On the H100 the 128 x 128
- * tile was fastest at 2048^3 (2 blocks a unit) and 128 x 64 from 4096^3 on (8 and more;
- * tools/dev/gemm_sweep.sh, 2026-11-23). Copy stages (same GPU, 2026-11-23 23:15 UTC): the
- * 128 x 64 tile with 4 gained 6% at 4096^3 and 4% at 8192x4096x1024 and tied at 8192^3 (3
- * stages: +2%); the 128 x 128 tile with 3 (all its local memory) lost 20%, so it keeps its
- * registers; the smaller tiles were not measured without stages. choose_stages applies them to
- * untransposed operands only. */
+ * tile was fastest at 2048^3 (2 blocks a unit; tools/dev/gemm_sweep.sh, 2026-11-23), and from
+ * 4096^3 on (8 blocks a unit and more) 64 x 128 with 4 copy stages (2026-11-26 11:28 UTC):
+ * 59.5 / 60.1 / 57.5 TFLOP/s at 4096^3, 8192^3 and 8192x4096x1024 where 128 x 64 with 4 stages
+ * ran 53.5 / 55.3 / 52.1, with the same 32 x 64 warp tiles arranged 4 x 1 in a 128 x 64 block
+ * 53.0 / 54.4, 96 x 128 or 64 x 256 slower still; the swizzle group (GROUP_M 4 to 32) and
+ * register caps (168: 3 blocks a unit, some spills) gained nothing or lost. 128 x 64 stays for
+ * products whose columns a 128-wide tile would pad. choose_stages applies stages to
+ * untransposed operands only: transposed ones (a linear layer's x W^T) ran 7-17% slower with
+ * them on either tile; 64 x 128 without stages runs those as 128 x 64 did (1.21-1.34 ms). */
 static const unsigned MMA_TILES[][7] = {
-    {128, 128, 16, 2, 4, 4, 0}, {128, 64, 16, 2, 2, 0, 4}, {64, 64, 32, 2, 2, 0, 0},
-    {32, 64, 32, 1, 2, 0, 0},   {16, 64, 32, 1, 4, 0, 0},
+    {128, 128, 16, 2, 4, 4, 0}, {64, 128, 16, 2, 2, 0, 4}, {128, 64, 16, 2, 2, 0, 4},
+    {64, 64, 32, 2, 2, 0, 0},   {32, 64, 32, 1, 2, 0, 0},  {16, 64, 32, 1, 4, 0, 0},
 };
 #define N_MMA_TILES (sizeof MMA_TILES / sizeof MMA_TILES[0])
 

@@ -6,7 +6,8 @@
 #   tools/dev/ptx_report.sh OUTDIR ./oclml-bench --sizes 4096x4096x4096 gemm
 #   tools/dev/ptx_report.sh --sass --only attention OUTDIR /tmp/abl 4 16 16 4096 128 0
 # --only REGEX keeps the kernels whose names match (ptxas takes minutes on the largest programs;
-# each assembly is cut off after 60 s).
+# each assembly is cut off after 60 s). PTXAS_FLAGS adds options to the assembly (e.g.
+# -maxrregcount=168, what the library's register cap gives the driver's).
 # The command runs with an empty disk cache of its own, so every program it builds lands there
 # (NVIDIA's program binaries are PTX text). NVIDIA's compiler writes PTX 9.0, which Triton's
 # ptxas (8.7) refuses by version alone: the report rewrites the version line. Registers and
@@ -40,7 +41,7 @@ for f in "$cache"/*.bin; do
   echo "$kernel" | grep -qE "$only" || { rm -f "$ptx"; continue; }
   name=$out/${kernel:-unknown}-$(basename "$f" .bin | cut -c1-8)
   mv "$ptx" "$name.ptx"
-  timeout 60 "$bin/ptxas" -arch=sm_90 -v -o "$name.cubin" "$name.ptx" > "$name.txt" 2>&1
+  timeout 60 "$bin/ptxas" -arch=sm_90 ${PTXAS_FLAGS:-} -v -o "$name.cubin" "$name.ptx" > "$name.txt" 2>&1
   [ $sass = 1 ] && [ -e "$name.cubin" ] && "$bin/cuobjdump" -sass "$name.cubin" > "$name.sass" 2>&1
   rm -f "$name.cubin"
   echo "$(basename "$name"): $(grep -hoE 'Used [0-9]+ registers|[0-9]+ bytes spill (stores|loads)' "$name.txt" | paste -sd, -)"

@@ -338,6 +338,11 @@ __kernel void oclml_xent_finish(XENT_ARGS, __global const float *part, uint rows
                weighted = (flags & OCLML_LOSSF_WEIGHT) != 0;
     const float ueps = eps / (float)cols;
     const ulong r0 = get_global_id(1);
+    /* The chunk's logits are loaded first, so that their round trip overlaps the merge of the
+     * row's partials and its reductions (they are not used before them). */
+    const bool want_dx = (flags & OCLML_LOSSF_WANT_DX) != 0;
+    float xv[OCLML_LONG_ITEMS];
+    CHUNK_LOAD_IF(want_dx, xv, x + xoff + r0 * cols, 0.0f);
     float4 r = (float4)(-INFINITY, 0.0f, 0.0f, 0.0f);
     for (uint c = get_local_id(0); c < nch; c += get_local_size(0))
         xent_merge(&r, vload4(r0 * nch + c, part));
@@ -359,12 +364,10 @@ __kernel void oclml_xent_finish(XENT_ARGS, __global const float *part, uint rows
     }
     if (get_group_id(0) == 0 && get_local_id(0) == 0 && (flags & OCLML_LOSSF_WANT_LOSS))
         lr[lroff + r0] = loss;
-    if (!(flags & OCLML_LOSSF_WANT_DX)) return;
+    if (!want_dx) return;
     const float g = grad_factor(flags, dloss, dloff, r0, cnt, n_div), inv_s = 1.0f / s;
     const uint ti = valid ? (uint)tv : 0u;
     const float coef = (1.0f - eps) * wt + ueps * r.w, hit = (1.0f - eps) * wt;
-    float xv[OCLML_LONG_ITEMS];
-    CHUNK_LOAD(xv, x + xoff + r0 * cols, 0.0f);
     CHUNK_LOOP(c) {
         const ulong i = row * cols + c;
         const float p = masked_exp(xv[j], m) * inv_s, wc = weighted ? cw[cwoff + c] : 1.0f;
@@ -459,9 +462,12 @@ inline kl_acc kl_group(kl_acc r, __local float *red, uint lid, uint L) {
 __kernel void oclml_kl_part(__global const float *pa, ulong aoff, __global const float *pb,
                             ulong boff, __global float *part, uint rows, uint cols, uint nch,
                             __local float *red) {
+    float av[OCLML_LONG_ITEMS], bv[OCLML_LONG_ITEMS]; /* loads issued together (CHUNK_LOAD) */
+    CHUNK_LOAD(av, pa + aoff + get_global_id(1) * cols, 0.0f);
+    CHUNK_LOAD(bv, pb + boff + get_global_id(1) * cols, 0.0f);
     kl_acc r = {-INFINITY, 0.0f, -INFINITY, 0.0f, 0.0f};
     CHUNK_LOOP(c) {
-        const float a = pa[aoff + row * cols + c], b = pb[boff + row * cols + c];
+        const float a = av[j], b = bv[j];
         if (a > r.ma) {
             const float f = masked_exp(r.ma, a);
             r.sa = r.sa * f + 1.0f;
@@ -489,6 +495,12 @@ __kernel void oclml_kl_part(__global const float *pa, ulong aoff, __global const
 __kernel void oclml_kl_finish(KL_ARGS, __global const float *part, uint rows, uint cols, uint nch,
                               __local float *red) {
     const ulong r0 = get_global_id(1);
+    /* The chunk's logits are loaded first (as in oclml_xent_finish): their round trip overlaps
+     * the merge of the row's partials, and no load waits for the one before. */
+    const bool want_grad = (flags & (OCLML_LOSSF_WANT_DX | OCLML_LOSSF_WANT_DQ)) != 0;
+    float av[OCLML_LONG_ITEMS], bv[OCLML_LONG_ITEMS];
+    CHUNK_LOAD_IF(want_grad, av, pa + aoff + r0 * cols, 0.0f);
+    CHUNK_LOAD_IF(want_grad, bv, pb + boff + r0 * cols, 0.0f);
     kl_acc r = {-INFINITY, 0.0f, -INFINITY, 0.0f, 0.0f};
     for (uint c = get_local_id(0); c < nch; c += get_local_size(0)) {
         __global const float *o = part + (r0 * nch + c) * OCLML_KL_PART;
@@ -500,12 +512,12 @@ __kernel void oclml_kl_finish(KL_ARGS, __global const float *part, uint rows, ui
     const float kl = r.w / r.sa - dl;
     if (get_group_id(0) == 0 && get_local_id(0) == 0 && (flags & OCLML_LOSSF_WANT_LOSS))
         lr[lroff + r0] = kl;
-    if (!(flags & (OCLML_LOSSF_WANT_DX | OCLML_LOSSF_WANT_DQ))) return;
+    if (!want_grad) return;
     const float g = grad_factor(flags, dloss, dloff, r0, NULL, n_div);
     const float ia = 1.0f / r.sa, ib = 1.0f / r.sb;
     CHUNK_LOOP(c) {
         const ulong i = row * cols + c;
-        const float a = pa[aoff + i], b = pb[boff + i];
+        const float a = av[j], b = bv[j];
         const float p = masked_exp(a, r.ma) * ia, q = masked_exp(b, r.mb) * ib;
         if (flags & OCLML_LOSSF_WANT_DX)
             da[daoff + i] = (p == 0.0f) ? 0.0f : g * p * ((a - b) - dl - kl);

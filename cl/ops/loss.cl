@@ -312,14 +312,22 @@ __kernel void oclml_xent_part(__global const float *x, ulong xoff, __global cons
     const bool probs = (flags & OCLML_LOSSF_PROBS) != 0,
                weighted = (flags & OCLML_LOSSF_WEIGHT) != 0;
     const float ueps = eps / (float)cols;
-    float4 r = (float4)(-INFINITY, 0.0f, 0.0f, 0.0f);
     float xv[OCLML_LONG_ITEMS];
-    CHUNK_LOAD(xv, x + xoff + get_global_id(1) * cols, 0.0f);
+    CHUNK_LOAD(xv, x + xoff + get_global_id(1) * cols, -INFINITY);
+    /* The work-item's max first, then its sums against it: straight-line passes over the
+     * registers. Merged element by element (xent_merge), each new max was a branch, on which
+     * the work-items of a warp diverged. fmax skips NaN here; exp(NaN - m) carries it into s. */
+    float m = -INFINITY;
+#pragma unroll
+    for (uint j = 0; j < OCLML_LONG_ITEMS; j++) m = fmax(m, xv[j]);
+    float4 r = (float4)(m, 0.0f, 0.0f, 0.0f);
     CHUNK_LOOP(c) {
         const float v = xv[j];
         float w = weighted ? cw[cwoff + c] : 1.0f;
         if (probs) w *= (1.0f - eps) * t[toff + row * cols + c] + ueps;
-        xent_merge(&r, (float4)(v, v == -INFINITY ? 0.0f : 1.0f, 0.0f, w));
+        r.y += masked_exp(v, m);
+        r.z += shift(v, m, w);
+        r.w += w;
     }
     r = xent_group(r, red, lid, L);
     if (lid == 0) vstore4(r, row * nch + chunk, part);

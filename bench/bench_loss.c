@@ -94,8 +94,8 @@ static int run_shape(bench_env *env, size_t rows, size_t cols, int first, int la
         st = oclml_op_variant(env->ctx, "softmax", rows, cols, variant, sizeof variant);
         snprintf(chunked, sizeof chunked, "%s", variant);
         /* Class indices past the registers: registers plus local memory where 1024-wide
-         * work-groups and 48 KiB run, except with dlogits on GPUs (lib/ops/loss.c, xent_attempt
-         * and hybrid_plan; OCLML_VERBOSE=1 logs the plan each call takes). */
+         * work-groups and 48 KiB run, except on GPUs (lib/ops/loss.c, xent_attempt and
+         * hybrid_plan; OCLML_VERBOSE=1 logs the plan each call takes). */
         size_t spill = cols > 40 * 1024 ? cols - 40 * 1024 : 0;
         if (!st && strstr(variant, "chunked") && env->dev.max_work_group_size >= 1024 &&
             env->dev.local_mem_bytes >= 49152 && (spill + 2048) * 4 <= 49152)
@@ -107,9 +107,9 @@ static int run_shape(bench_env *env, size_t rows, size_t cols, int first, int la
     if (!rc && first == XENT) ref_loss = ref_xent(x, t, rows, cols, ref, check);
     for (int op = first; op <= last && !rc; op++) {
         c.op = op;
-        const int with_dlogits_chunked = op == XENT_FB && env->dev.is_gpu;
+        const int xent_chunked = (op == XENT || op == XENT_FB) && env->dev.is_gpu;
         bench_result r = {.op = names[op - first],
-                          .variant = with_dlogits_chunked ? chunked : variant,
+                          .variant = xent_chunked ? chunked : variant,
                           .max_rel_err = -1};
         if ((rc = bench_time(env, run, &c, &r.t))) break;
         char sh[48];

@@ -19,6 +19,17 @@
 #define SLICE_ROWS 65535
 #endif
 
+/* The finish pass of a chunked loss: every chunk of each row where gradients are wanted, else
+ * the first chunk's work-group alone, which writes the row's loss (the others would only merge
+ * the row's partials again). */
+static oclml_status launch_long_finish(oclml_ctx *ctx, const oclml__row_family *f,
+                                       const oclml__row_plan *p, const oclml__arg *args,
+                                       unsigned nargs, bool grads) {
+    oclml__row_plan fp = *p;
+    if (!grads) fp.global[0] = fp.local;
+    return oclml__row_launch_long(ctx, f, true, &fp, args, nargs);
+}
+
 static const oclml__row_family XENT_IDX = {FILE_CL, "oclml_xent_rows",
                                            "oclml_xent_part oclml_xent_finish", 1, NULL};
 /* Probability targets keep the target row in registers too. */
@@ -265,13 +276,14 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
         strncat(plan.defines, " -DXENT_PROBS=1", sizeof plan.defines - strlen(plan.defines) - 1);
     oclml__row_plan hplan;
     size_t spill = 0;
-    /* Rows past the registers: loss.xent_long, or by default on GPUs the registers + local path
-     * where only the loss is wanted and the chunked one where dlogits are too (the H100 at 4096 x
-     * 50257, 2026-11-24 00:10 UTC: loss alone 0.69 ms against 1.08, with dlogits 1.51 against
-     * 1.46); registers + local elsewhere (not measured against each other there). */
+    /* Rows past the registers: loss.xent_long, or by default the chunked path on GPUs and
+     * registers + local memory elsewhere (not measured against each other there). On the H100 at
+     * 4096 x 50257 (2026-11-26 12:10 UTC) the chunked path took 0.53 ms for the loss alone
+     * against 0.69 and 1.10 with dlogits against 1.51: registers + local keeps one row of 1024
+     * work-items per compute unit, whose reductions leave the memory idle. */
     const long long_path = oclml__tune(ctx, "loss.xent_long", 0);
     const bool hybrid = !probs && plan.long_rows &&
-                        (long_path > 0 || (long_path < 0 && !(ctx->caps.is_gpu && c->dlogits))) &&
+                        (long_path > 0 || (long_path < 0 && !ctx->caps.is_gpu)) &&
                         hybrid_plan(ctx, rows, cols, &hplan, &spill);
     oclml__log(ctx, OCLML_LOG_DEBUG, "cross_entropy %zu x %zu: %s", rows, cols,
                hybrid ? hplan.variant : plan.variant);
@@ -343,7 +355,8 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
                 dxoff = d0 + r0 * cols;
                 dloff = g0 + ((flags & OCLML_LOSSF_DLOSS_EACH) ? r0 : 0);
                 st = oclml__row_launch_long(ctx, f, false, &sp, a1, 10);
-                if (!st) st = oclml__row_launch_long(ctx, f, true, &sp, args, 18);
+                if (!st)
+                    st = launch_long_finish(ctx, f, &sp, args, 18, flags & OCLML_LOSSF_WANT_DX);
             }
         }
     }
@@ -444,7 +457,9 @@ static oclml_status kl_attempt(oclml_ctx *ctx, const void *call, bool *replan) {
             dboff = db0 + r0 * cols;
             dloff = g0 + ((flags & OCLML_LOSSF_DLOSS_EACH) ? r0 : 0);
             st = oclml__row_launch_long(ctx, &KL, false, &sp, a1, 5);
-            if (!st) st = oclml__row_launch_long(ctx, &KL, true, &sp, args, 15);
+            if (!st)
+                st = launch_long_finish(ctx, &KL, &sp, args, 15,
+                                        flags & (OCLML_LOSSF_WANT_DX | OCLML_LOSSF_WANT_DQ));
         }
     }
     if (!st && reduce) st = launch_finish(ctx, lr, rows, c->loss, NULL, flags, n_div);
@@ -562,7 +577,10 @@ void oclml__loss_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     const bool kl = !strcmp(op, "kl_div_logits");
     oclml__row_plan hp;
     size_t spill;
-    if (!kl && hybrid_plan(ctx, 1024, 50257, &hp, &spill))
+    /* The registers + local program where xent_attempt's default (or loss.xent_long) takes it. */
+    const long long_path = oclml__tune(ctx, "loss.xent_long", 0);
+    const bool hybrid_used = long_path > 0 || (long_path < 0 && !ctx->caps.is_gpu);
+    if (!kl && hybrid_used && hybrid_plan(ctx, 1024, 50257, &hp, &spill))
         oclml__warm_add(list, op, hp.variant, oclml__row_spec(&XENT_HYB, &hp));
     const oclml__row_family *f = kl ? &KL : &XENT_IDX;
     for (size_t i = 0; i < OCLML__WARM_ROW_LENGTHS; i++) {

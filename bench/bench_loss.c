@@ -88,29 +88,15 @@ static int run_shape(bench_env *env, size_t rows, size_t cols, int first, int la
         bench_random(x, n, 12); /* q (KL) or the target (MSE) */
         st = oclml_tensor_write(c.q, x, n);
     }
-    char variant[96] = "", chunked[96] = "";
-    if (!st && first == XENT) {
-        /* The plan is the softmax's row plan for the same shape (one array in registers). */
-        st = oclml_op_variant(env->ctx, "softmax", rows, cols, variant, sizeof variant);
-        snprintf(chunked, sizeof chunked, "%s", variant);
-        /* Class indices past the registers: registers plus local memory where 1024-wide
-         * work-groups and 48 KiB run, except on GPUs (lib/ops/loss.c, xent_attempt and
-         * hybrid_plan; OCLML_VERBOSE=1 logs the plan each call takes). */
-        size_t spill = cols > 40 * 1024 ? cols - 40 * 1024 : 0;
-        if (!st && strstr(variant, "chunked") && env->dev.max_work_group_size >= 1024 &&
-            env->dev.local_mem_bytes >= 49152 && (spill + 2048) * 4 <= 49152)
-            snprintf(variant, sizeof variant,
-                     "registers + local: 1024 items/row, 40 floats + %zu in local memory", spill);
-    }
+    char variant[96] = "";
+    if (!st && first == XENT) /* the plan the library takes (OCLML_VERBOSE=1 logs each call's) */
+        st = oclml_op_variant(env->ctx, "cross_entropy", rows, cols, variant, sizeof variant);
     int rc = st ? bench_fail(env, st, "loss setup") : 0;
     double ref_loss = NAN;
     if (!rc && first == XENT) ref_loss = ref_xent(x, t, rows, cols, ref, check);
     for (int op = first; op <= last && !rc; op++) {
         c.op = op;
-        const int xent_chunked = (op == XENT || op == XENT_FB) && env->dev.is_gpu;
-        bench_result r = {.op = names[op - first],
-                          .variant = xent_chunked ? chunked : variant,
-                          .max_rel_err = -1};
+        bench_result r = {.op = names[op - first], .variant = variant, .max_rel_err = -1};
         if ((rc = bench_time(env, run, &c, &r.t))) break;
         char sh[48];
         snprintf(sh, sizeof sh, "%zux%zu", rows, cols);

@@ -477,7 +477,8 @@ OCLML_API oclml_status oclml_avg_pool2d_backward(oclml_ctx *ctx, const oclml_poo
 
 /* Describes the kernel variant a row op runs for rows x cols on this device (for benchmarks and
  * logs). op: "softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "layernorm",
- * "rmsnorm", "layernorm_backward" or "rmsnorm_backward". Plans only: builds nothing. */
+ * "rmsnorm", "layernorm_backward", "rmsnorm_backward" or "cross_entropy" (class indices as
+ * targets). Plans only: builds nothing. */
 OCLML_API oclml_status oclml_op_variant(oclml_ctx *ctx, const char *op, size_t rows, size_t cols,
                                         char *text, size_t len);
 

@@ -320,6 +320,27 @@ START_TEST(xent_large_vocabulary) {
 }
 END_TEST
 
+/* oclml_op_variant names the cross-entropy plan: registers, chunks past registers and local
+ * memory, and the long-row path loss.xent_long forces. */
+START_TEST(xent_variant_names_the_plan) {
+    char v[128];
+    ASSERT_OK(oclml_op_variant(T, "cross_entropy", 4, 100, v, sizeof v));
+    ck_assert_msg(strstr(v, "registers") && !strstr(v, "local"), "%s", v);
+    ASSERT_OK(oclml_op_variant(T, "cross_entropy", 2, 300007, v, sizeof v));
+    ck_assert_msg(strstr(v, "chunked") != NULL, "%s", v);
+    test_retune("loss.xent_long=0");
+    ASSERT_OK(oclml_op_variant(T, "cross_entropy", 2, 50257, v, sizeof v));
+    ck_assert_msg(strstr(v, "chunked") != NULL, "%s", v);
+    oclml_device_info d;
+    ASSERT_OK(oclml_ctx_device_info(T, &d));
+    test_retune("loss.xent_long=1");
+    ASSERT_OK(oclml_op_variant(T, "cross_entropy", 2, 50257, v, sizeof v));
+    if (d.max_work_group_size >= 1024) /* registers + local memory need 1024-wide work-groups */
+        ck_assert_msg(strstr(v, "registers + local") != NULL, "%s", v);
+    ASSERT_STATUS(oclml_op_variant(T, "cross_entropy", 0, 5, v, sizeof v), OCLML_ERR_INVALID_SHAPE);
+}
+END_TEST
+
 /* Large logits (+-1e4) must not overflow. */
 START_TEST(xent_extremes) {
     for (int probs = 0; probs < 2; probs++) {
@@ -965,6 +986,7 @@ int main(void) {
     tcase_add_loop_test(tc, pointwise_losses, 0, 6);
     tcase_add_loop_test(tc, backward_by_finite_differences, 0, 3);
     tcase_add_test(tc, nan_in_nan_out);
+    tcase_add_test(tc, xent_variant_names_the_plan);
     tcase_add_test(tc, repeatable_bit_for_bit);
     tcase_add_test(tc, unaligned_offsets);
     tcase_add_test(tc, bad_input_touches_nothing);

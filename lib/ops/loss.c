@@ -260,6 +260,28 @@ static bool hybrid_plan(oclml_ctx *ctx, size_t rows, size_t cols, oclml__row_pla
     return true;
 }
 
+/* Rows of class indices past the registers: loss.xent_long, or by default the chunked path on
+ * GPUs and registers + local memory elsewhere (not measured against each other there). On the
+ * H100 at 4096 x 50257 (2026-11-26 12:10 UTC) the chunked path took 0.53 ms for the loss alone
+ * against 0.69 and 1.10 with dlogits against 1.51: registers + local keeps one row of 1024
+ * work-items per compute unit, whose reductions leave the memory idle. */
+static bool hybrid_wanted(oclml_ctx *ctx) {
+    const long long_path = oclml__tune(ctx, "loss.xent_long", 0);
+    return long_path > 0 || (long_path < 0 && !ctx->caps.is_gpu);
+}
+
+/* The plan cross-entropy over class indices takes for rows x cols, in words. */
+oclml_status oclml__xent_variant(oclml_ctx *ctx, size_t rows, size_t cols, char *text, size_t len) {
+    oclml__row_plan plan, hplan;
+    size_t spill;
+    oclml_status st = oclml__row_plan_for(ctx, &XENT_IDX, rows, cols, cols % 4 == 0, &plan);
+    if (st) return st;
+    const bool hybrid =
+        plan.long_rows && hybrid_wanted(ctx) && hybrid_plan(ctx, rows, cols, &hplan, &spill);
+    snprintf(text, len, "%s", hybrid ? hplan.variant : plan.variant);
+    return OCLML_SUCCESS;
+}
+
 static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan) {
     const xent_call *c = call;
     const oclml_loss_params *p = c->p;
@@ -276,14 +298,7 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
         strncat(plan.defines, " -DXENT_PROBS=1", sizeof plan.defines - strlen(plan.defines) - 1);
     oclml__row_plan hplan;
     size_t spill = 0;
-    /* Rows past the registers: loss.xent_long, or by default the chunked path on GPUs and
-     * registers + local memory elsewhere (not measured against each other there). On the H100 at
-     * 4096 x 50257 (2026-11-26 12:10 UTC) the chunked path took 0.53 ms for the loss alone
-     * against 0.69 and 1.10 with dlogits against 1.51: registers + local keeps one row of 1024
-     * work-items per compute unit, whose reductions leave the memory idle. */
-    const long long_path = oclml__tune(ctx, "loss.xent_long", 0);
-    const bool hybrid = !probs && plan.long_rows &&
-                        (long_path > 0 || (long_path < 0 && !ctx->caps.is_gpu)) &&
+    const bool hybrid = !probs && plan.long_rows && hybrid_wanted(ctx) &&
                         hybrid_plan(ctx, rows, cols, &hplan, &spill);
     oclml__log(ctx, OCLML_LOG_DEBUG, "cross_entropy %zu x %zu: %s", rows, cols,
                hybrid ? hplan.variant : plan.variant);
@@ -578,9 +593,7 @@ void oclml__loss_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     oclml__row_plan hp;
     size_t spill;
     /* The registers + local program where xent_attempt's default (or loss.xent_long) takes it. */
-    const long long_path = oclml__tune(ctx, "loss.xent_long", 0);
-    const bool hybrid_used = long_path > 0 || (long_path < 0 && !ctx->caps.is_gpu);
-    if (!kl && hybrid_used && hybrid_plan(ctx, 1024, 50257, &hp, &spill))
+    if (!kl && hybrid_wanted(ctx) && hybrid_plan(ctx, 1024, 50257, &hp, &spill))
         oclml__warm_add(list, op, hp.variant, oclml__row_spec(&XENT_HYB, &hp));
     const oclml__row_family *f = kl ? &KL : &XENT_IDX;
     for (size_t i = 0; i < OCLML__WARM_ROW_LENGTHS; i++) {

@@ -60,5 +60,7 @@ oclml__warm_fn oclml__attention_warm;
 struct oclml__row_family;
 const struct oclml__row_family *oclml__softmax_family(const char *op);
 const struct oclml__row_family *oclml__norm_family(const char *op);
+/* Cross-entropy over class indices (its registers, registers + local memory or chunked plan). */
+oclml_status oclml__xent_variant(oclml_ctx *ctx, size_t rows, size_t cols, char *text, size_t len);
 
 #endif

@@ -56,6 +56,7 @@ oclml_status oclml_op_variant(oclml_ctx *ctx, const char *op, size_t rows, size_
         return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "op or text buffer is NULL or empty");
     if (rows == 0 || cols == 0)
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "rows and cols must be >= 1");
+    if (!strcmp(op, "cross_entropy")) return oclml__xent_variant(ctx, rows, cols, text, len);
     bool found;
     oclml__warm_fn *warm = oclml__op_warm(op, strlen(op), &found);
     const oclml__row_family *f = warm == oclml__softmax_warm ? oclml__softmax_family(op)

@@ -320,6 +320,42 @@ START_TEST(xent_large_vocabulary) {
 }
 END_TEST
 
+/* A +inf logit makes its row's loss and dlogits NaN (inf - inf, as PyTorch's log_softmax), on
+ * every path: registers, registers + local memory (where it runs) and chunks. */
+START_TEST(xent_positive_infinity_gives_nan) {
+    const size_t cols_list[] = {40, 50257, 70001};
+    const char *tunings[] = {"loss.xent_long=1", "loss.xent_long=0"};
+    for (int tu = 0; tu < 2; tu++) {
+        test_retune(tunings[tu]);
+        for (int k = 0; k < 3; k++) {
+            size_t rows = 2, cols = cols_list[k], n = rows * cols, shape[2] = {rows, cols};
+            float *x = test_floats(n), *l = test_floats(rows), *dx = test_floats(n);
+            test_random(x, n, -2, 2);
+            x[cols / 2] = INFINITY; /* row 0 */
+            float t[2] = {3, 4};
+            oclml_tensor *X = test_tensor_from(2, shape, x), *TT = test_tensor_from(1, &rows, t),
+                         *L = test_tensor(1, &rows), *DX = test_tensor(2, shape);
+            oclml_loss_params p;
+            oclml_loss_params_init(&p);
+            p.reduction = OCLML_LOSS_NONE;
+            ASSERT_OK(oclml_cross_entropy(T, &p, X, TT, NULL, L, DX));
+            test_read(L, l, rows);
+            test_read(DX, dx, n);
+            ck_assert_msg(isnan(l[0]) && isfinite(l[1]), "%zu classes, %s: losses %g %g", cols,
+                          tunings[tu], l[0], l[1]);
+            for (size_t c = 0; c < cols; c++)
+                ck_assert_msg(isnan(dx[c]) && isfinite(dx[cols + c]),
+                              "%zu classes, %s: gradient column %zu", cols, tunings[tu], c);
+            oclml_tensor *all[] = {X, TT, L, DX};
+            for (int i = 0; i < 4; i++) oclml_tensor_destroy(all[i]);
+            free(x);
+            free(l);
+            free(dx);
+        }
+    }
+}
+END_TEST
+
 /* oclml_op_variant names the cross-entropy plan: registers, chunks past registers and local
  * memory, and the long-row path loss.xent_long forces. */
 START_TEST(xent_variant_names_the_plan) {
@@ -664,8 +700,8 @@ END_TEST
 
 /* A NaN in row 1 makes row 1's loss and gradients NaN, the others finite; the mean NaN. */
 START_TEST(nan_in_nan_out) {
-    size_t cols_list[] = {40, 50257};
-    for (int k = 0; k < 2; k++) {
+    size_t cols_list[] = {40, 50257, 70001}; /* registers, registers + local or chunks, chunks */
+    for (int k = 0; k < 3; k++) {
         size_t rows = 3, cols = cols_list[k], n = rows * cols, shape[2] = {rows, cols}, one = 1;
         float *x = test_floats(n), *y = test_floats(n);
         test_random(x, n, -2, 2);
@@ -987,6 +1023,7 @@ int main(void) {
     tcase_add_loop_test(tc, backward_by_finite_differences, 0, 3);
     tcase_add_test(tc, nan_in_nan_out);
     tcase_add_test(tc, xent_variant_names_the_plan);
+    tcase_add_test(tc, xent_positive_infinity_gives_nan);
     tcase_add_test(tc, repeatable_bit_for_bit);
     tcase_add_test(tc, unaligned_offsets);
     tcase_add_test(tc, bad_input_touches_nothing);

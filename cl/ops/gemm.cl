@@ -491,7 +491,8 @@ OCLML_INLINE void epilogue_store(__global float *C, uint ldc, __global float *pr
  * the newest GEMM_STAGES - 2 groups means this tile has landed; the barrier then shows every
  * work-item's copies, and says everyone is done with the buffer the next copies overwrite (the
  * one multiplied last iteration). Those copies go out after this tile's products, so that the
- * products start right after the barrier (H100, 2026-11-26: 0.5-1.5% faster than before them). */
+ * products start right after the barrier (H100, 2026-11-26: 0.5-1.5% faster than issuing them
+ * first). */
 #define GEMM_MAINLOOP(COMPUTE)                                                    \
     const uint tiles = p.kbegin < p.kend ? (p.kend - p.kbegin - 1) / BK + 1 : 0u; \
     for (uint t = 0; t + 1 < GEMM_STAGES; t++) {                                  \

@@ -303,6 +303,7 @@ START_TEST(tensor_core_async_stages) {
         {"gemm.own=1 gemm.mma=2 gemm.stages=2 gemm.mma_tile=64:64:32:2:2 gemm.splitk=3", 100, 68,
          420},
         {"gemm.own=1 gemm.mma=2 gemm.stages=4 gemm.mma_tile=64:128:16:2:2", 76, 140, 40},
+        {"gemm.own=1 gemm.mma=2 gemm.stages=2 gemm.mma_tile=64:128:32:2:2", 68, 132, 100},
         {"gemm.own=1 gemm.mma=2 gemm.stages=4 gemm.mma_tile=32:32:8:2:2", 36, 64, 44},
         {"gemm.own=1 gemm.mma=2 gemm.stages=4 gemm.mma_tile=32:32:8:2:2", 64, 32, 8},
     };

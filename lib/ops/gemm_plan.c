@@ -272,7 +272,10 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
         p->emulate = emulate;
         p->mma_mode = ctx->math_mode == OCLML_MATH_TF32 ? 2 : 1;
         choose_mma_tile(ctx, d, p);
-        if (tile_fits(ctx, p, d)) choose_stages(ctx, d, p);
+        /* Then the fit with the stages it gets: unpadded stage buffers can fit where the padded
+         * staging-register layout does not (a forced 64 x 128 x 32 tile: 48 KiB in 2 stages,
+         * 54 KiB padded). */
+        choose_stages(ctx, d, p);
     } else {
         p->path = PATH_FMA;
         choose_fma_tile(ctx, p, true);

@@ -503,7 +503,8 @@ START_TEST(kl_divergence) {
     kl_case(5, 32, red, dl, 1, 1); /* 32 categoricals of 32: a world model's latent */
     kl_case(64, 32, red, dl, 1, 0);
     kl_case(3, 1000, red, dl, 0, 1);
-    kl_case(2, 40001, red, dl, 1, 1);                           /* chunked */
+    kl_case(2, 40001, red, dl, 1, 1); /* chunked */
+    kl_case(2, 40001, red, dl, 0, 0); /* chunked, the loss alone: one finish work-group a row */
     if (red == 0 && dl == 0) kl_case(1, 300007, red, dl, 1, 1); /* 74 chunks */
 }
 END_TEST

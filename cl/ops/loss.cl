@@ -340,6 +340,8 @@ __kernel void oclml_xent_part(__global const float *x, ulong xoff, __global cons
 #endif
 
 #if OCLML_WANT(oclml_xent_finish)
+/* Each chunk's work-group merges all of the row's partials itself: where no dlogits are wanted
+ * the host launches only chunk 0's, which writes the loss (lib/ops/loss.c, launch_long_finish). */
 __kernel void oclml_xent_finish(XENT_ARGS, __global const float *part, uint rows, uint cols,
                                 uint nch, __local float *red) {
     const bool probs = (flags & OCLML_LOSSF_PROBS) != 0,
@@ -500,6 +502,7 @@ __kernel void oclml_kl_part(__global const float *pa, ulong aoff, __global const
 #endif
 
 #if OCLML_WANT(oclml_kl_finish)
+/* As oclml_xent_finish: where no gradient is wanted only chunk 0's work-group runs. */
 __kernel void oclml_kl_finish(KL_ARGS, __global const float *part, uint rows, uint cols, uint nch,
                               __local float *red) {
     const ulong r0 = get_global_id(1);

@@ -274,7 +274,7 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
         choose_mma_tile(ctx, d, p);
         /* Then the fit with the stages it gets: unpadded stage buffers can fit where the padded
          * staging-register layout does not (a forced 64 x 128 x 32 tile: 48 KiB in 2 stages,
-         * 54 KiB padded). */
+         * 53 KiB padded). */
         choose_stages(ctx, d, p);
     } else {
         p->path = PATH_FMA;
@@ -289,6 +289,7 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
         }
         p->path = PATH_FMA;
         p->emulate = false;
+        p->stages = 0;
         choose_fma_tile(ctx, p, false);
     }
     choose_splits(ctx, d, p);

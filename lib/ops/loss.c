@@ -270,7 +270,8 @@ static bool hybrid_wanted(oclml_ctx *ctx) {
     return long_path > 0 || (long_path < 0 && !ctx->caps.is_gpu);
 }
 
-/* The plan cross-entropy over class indices takes for rows x cols, in words. */
+/* The plan cross-entropy over class indices takes for rows x cols, in words (float4 loads
+ * assumed where cols is a multiple of 4; a call's tensors' offsets may rule them out). */
 oclml_status oclml__xent_variant(oclml_ctx *ctx, size_t rows, size_t cols, char *text, size_t len) {
     oclml__row_plan plan, hplan;
     size_t spill;

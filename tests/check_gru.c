@@ -24,6 +24,18 @@ static oclml_tensor *tensor_at(size_t offset, int nd, const size_t *shape, const
     return t;
 }
 
+/* Hidden states out against ref (n floats: steps of bd, h0 the state before the first), errors
+ * scaled to the terms of h' = (1 - z) n + z h, which |h'| + |h| bounds: h' can cancel to near 0
+ * (one element at B1 D1 did, relative error 2e-4 of a tiny output). */
+static void assert_close_to_terms(const char *what, const float *out, const double *ref,
+                                  const float *h0, size_t bd, size_t n) {
+    double *terms = test_doubles(n);
+    for (size_t i = 0; i < n; i++)
+        terms[i] = fabs(ref[i]) + (i < bd ? fabs((double)h0[i]) : fabs(ref[i - bd]));
+    test_assert_close_scaled(what, out, ref, terms, n, TOL_GEMM);
+    free(terms);
+}
+
 /* offset: x and h start that many floats into their buffers (unaligned rows for vector loads). */
 static void gru_case_at(int cho, size_t B, size_t I, size_t D, int bias, size_t offset) {
     size_t xs[2] = {B, I}, hs[2] = {B, D}, wis[2] = {3 * D, I}, whs[2] = {3 * D, D}, bs = 3 * D;
@@ -48,12 +60,7 @@ static void gru_case_at(int cho, size_t B, size_t I, size_t D, int bias, size_t 
     char what[96];
     snprintf(what, sizeof what, "gru %s B%zu I%zu D%zu%s offset %zu", cho ? "cho" : "torch", B, I,
              D, bias ? "" : " nobias", offset);
-    /* h' = (1 - z) n + z h can cancel to near 0 (one element at B1 D1 did: relative error 2e-4
-     * of a tiny output), so errors are scaled to the terms' size, which |h'| + |h| bounds. */
-    double *terms = test_doubles(B * D);
-    for (size_t i = 0; i < B * D; i++) terms[i] = fabs(ref[i]) + fabs((double)h[i]);
-    test_assert_close_scaled(what, out, ref, terms, B * D, TOL_GEMM);
-    free(terms);
+    assert_close_to_terms(what, out, ref, h, B * D, B * D);
     oclml_tensor *all[] = {X, H, WI, WH, BI, BH, HN};
     for (int i = 0; i < 7; i++) oclml_tensor_destroy(all[i]);
     void *mem[] = {x, h, wi, wh, bi, bh, out, ref};
@@ -197,12 +204,7 @@ static void sequence_case(int cho, size_t T_, size_t B, size_t I, size_t D) {
     char what[80];
     snprintf(what, sizeof what, "gru sequence %s T%zu B%zu I%zu D%zu", cho ? "cho" : "torch", T_, B,
              I, D);
-    /* Scaled to the terms of h' = (1 - z) n + z h, as in gru_case_at (T1 B1 D1 is one element). */
-    double *terms = test_doubles(T_ * B * D);
-    for (size_t i = 0; i < T_ * B * D; i++)
-        terms[i] = fabs(ref[i]) + (i < B * D ? fabs((double)h0[i]) : fabs(ref[i - B * D]));
-    test_assert_close_scaled(what, out, ref, terms, T_ * B * D, TOL_GEMM);
-    free(terms);
+    assert_close_to_terms(what, out, ref, h0, B * D, T_ * B * D);
     oclml_tensor *all[] = {X, H0, WI, WH, BI, BH, HS};
     for (int i = 0; i < 7; i++) oclml_tensor_destroy(all[i]);
     void *mem[] = {x, h0, wi, wh, bi, bh, out, hprev, ref};

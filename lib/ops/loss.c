@@ -270,6 +270,12 @@ static bool hybrid_wanted(oclml_ctx *ctx) {
     return long_path > 0 || (long_path < 0 && !ctx->caps.is_gpu);
 }
 
+/* Whether class indices on rows planned as `plan` take registers + local memory (*hp, *spill). */
+static bool takes_hybrid(oclml_ctx *ctx, const oclml__row_plan *plan, size_t rows, size_t cols,
+                         oclml__row_plan *hp, size_t *spill) {
+    return plan->long_rows && hybrid_wanted(ctx) && hybrid_plan(ctx, rows, cols, hp, spill);
+}
+
 /* The plan cross-entropy over class indices takes for rows x cols, in words (float4 loads
  * assumed where cols is a multiple of 4; a call's tensors' offsets may rule them out). */
 oclml_status oclml__xent_variant(oclml_ctx *ctx, size_t rows, size_t cols, char *text, size_t len) {
@@ -277,8 +283,7 @@ oclml_status oclml__xent_variant(oclml_ctx *ctx, size_t rows, size_t cols, char 
     size_t spill;
     oclml_status st = oclml__row_plan_for(ctx, &XENT_IDX, rows, cols, cols % 4 == 0, &plan);
     if (st) return st;
-    const bool hybrid =
-        plan.long_rows && hybrid_wanted(ctx) && hybrid_plan(ctx, rows, cols, &hplan, &spill);
+    const bool hybrid = takes_hybrid(ctx, &plan, rows, cols, &hplan, &spill);
     snprintf(text, len, "%s", hybrid ? hplan.variant : plan.variant);
     return OCLML_SUCCESS;
 }
@@ -299,8 +304,7 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
         strncat(plan.defines, " -DXENT_PROBS=1", sizeof plan.defines - strlen(plan.defines) - 1);
     oclml__row_plan hplan;
     size_t spill = 0;
-    const bool hybrid = !probs && plan.long_rows && hybrid_wanted(ctx) &&
-                        hybrid_plan(ctx, rows, cols, &hplan, &spill);
+    const bool hybrid = !probs && takes_hybrid(ctx, &plan, rows, cols, &hplan, &spill);
     oclml__log(ctx, OCLML_LOG_DEBUG, "cross_entropy %zu x %zu: %s", rows, cols,
                hybrid ? hplan.variant : plan.variant);
 

@@ -21,6 +21,7 @@ static const conv_case CASES[] = {
     {2, 5, 4, 3, 7, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0}, /* 1x1 */
     {1, 3, 8, 8, 2, 4, 4, 1, 1, 1, 1, 2, 2, 1, 1, 1, 0, 0}, /* even kernel, TF "SAME" */
     {5, 2, 3, 4, 3, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0}, /* 1x2 outputs: images mid-chunk */
+    {2, 3, 6, 7, 5, 3, 3, 1, 1, 2, 0, 1, 2, 1, 1, 1, 0, 0}, /* 3x3, asymmetric pad: 7x7 outputs */
 };
 #define N_CASES (int)(sizeof CASES / sizeof CASES[0])
 
@@ -201,8 +202,10 @@ static void run_case(const conv_case *c, bool transposed, bool with_bias, int ac
  * three-image case then ends on a partial chunk); and as implicit GEMMs (the product gathers its
  * columns: the forward, and the data gradient of stride-1 cases, which is also the transposed
  * convolution's forward) on the FMA tiles and on the tensor-core kernel (emulated here, as on
- * the GPU where that is the default); the last path mixes them as the GPU's default does (the
- * per-pass keys: forward and weight gradient gathered, data gradient unfolded). */
+ * the GPU where that is the default); then a path that mixes them as the GPU's default does
+ * (the per-pass keys: forward and weight gradient gathered, data gradient unfolded); last,
+ * Winograd F(2x2,3x3) for the 3x3 stride-1 cases' forward and data gradient, in one chunk and
+ * in chunks of two images on the (emulated) tensor cores. */
 static const char *PATH_TUNING[] = {
     "gemm.own=0 conv.implicit=0",
     "gemm.own=1 conv.implicit=0",
@@ -212,8 +215,10 @@ static const char *PATH_TUNING[] = {
     "gemm.own=1 conv.implicit=1 gemm.mma=2",
     "gemm.own=1 conv.implicit=1 gemm.mma=2 gemm.splitk=2",
     "gemm.own=1 conv.implicit=1 conv.implicit_dx=0 conv.implicit_dw=1 gemm.mma=0 gemm.splitk=3",
+    "gemm.own=1 conv.winograd=1 conv.implicit=0",
+    "gemm.own=1 conv.winograd=1 conv.implicit=1 gemm.mma=2 conv.chunk=2",
 };
-#define N_PATHS 8
+#define N_PATHS 10
 
 START_TEST(conv2d_cases) {
     test_retune(PATH_TUNING[_i % N_PATHS]);
@@ -228,10 +233,11 @@ START_TEST(conv_transpose2d_cases) {
 END_TEST
 
 /* The NaN policy tests' paths: unfolded, gathered on the FMA tiles, gathered on the (emulated)
- * tensor cores, which recompute a NaN output in fp32 from the gathered operands. */
-static const char *const NAN_PATHS[3] = {"gemm.own=1 conv.implicit=0",
-                                         "gemm.own=1 conv.implicit=1 gemm.mma=0",
-                                         "gemm.own=1 conv.implicit=1 gemm.mma=2"};
+ * tensor cores, which recompute a NaN output in fp32 from the gathered operands, and Winograd,
+ * which recomputes a tile that came out NaN directly. */
+static const char *const NAN_PATHS[4] = {
+    "gemm.own=1 conv.implicit=0", "gemm.own=1 conv.implicit=1 gemm.mma=0",
+    "gemm.own=1 conv.implicit=1 gemm.mma=2", "gemm.own=1 conv.winograd=1"};
 
 /* The NaN tests' convolution (CASES[0], 3x3 "same") with random x, w and dy on the device, x
  * NaN at image 0, input channel 1, (3, 2). */
@@ -343,6 +349,15 @@ START_TEST(conv2d_plan_says_how) {
     ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
     ck_assert_msg(strstr(text, "im2col") && strstr(text, "data gradient unfolded") &&
                       strstr(text, "weight gradient unfolded"),
+                  "%s", text);
+    oclml_tensor_destroy(X);
+    oclml_tensor_destroy(Wt);
+    oclml_tensor_destroy(W1);
+    test_retune("conv.winograd=1");
+    X = test_tensor(4, xsh), Wt = test_tensor(4, wsh), W1 = test_tensor(4, w1);
+    ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
+    ck_assert_msg(strstr(text, "Winograd F(2x2,3x3): 16 products") &&
+                      strstr(text, "data gradient Winograd"),
                   "%s", text);
     oclml_conv2d_params one;
     oclml_conv2d_params_init(&one);
@@ -563,8 +578,8 @@ int main(void) {
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_loop_test(tc, conv2d_cases, 0, 2 * N_PATHS);
     tcase_add_loop_test(tc, conv_transpose2d_cases, 0, 2 * N_PATHS);
-    tcase_add_loop_test(tc, conv2d_nan_policy, 0, 3);
-    tcase_add_loop_test(tc, conv2d_backward_nan_policy, 0, 3);
+    tcase_add_loop_test(tc, conv2d_nan_policy, 0, 4);
+    tcase_add_loop_test(tc, conv2d_backward_nan_policy, 0, 4);
     tcase_add_test(tc, conv2d_plan_says_how);
     tcase_add_loop_test(tc, pooling_cases, 0, 2);
     tcase_add_test(tc, bad_input_touches_nothing);

@@ -288,12 +288,18 @@ static oclml__gemm_desc unfolded_desc(const conv_shape *s, unsigned g, size_t n0
 }
 
 /* How the forward runs: shared by the run and its description. */
-typedef enum forward_kind { FORWARD_POINTWISE, FORWARD_GATHERED, FORWARD_UNFOLDED } forward_kind;
+typedef enum forward_kind {
+    FORWARD_POINTWISE,
+    FORWARD_WINOGRAD,
+    FORWARD_GATHERED,
+    FORWARD_UNFOLDED
+} forward_kind;
 
 static forward_kind forward_kind_of(oclml_ctx *ctx, const conv_shape *s) {
-    return is_pointwise(s)                       ? FORWARD_POINTWISE
-           : oclml__conv_forward_gathers(ctx, s) ? FORWARD_GATHERED
-                                                 : FORWARD_UNFOLDED;
+    return is_pointwise(s)                                ? FORWARD_POINTWISE
+           : oclml__conv_forward_winograd_applies(ctx, s) ? FORWARD_WINOGRAD
+           : oclml__conv_forward_gathers(ctx, s)          ? FORWARD_GATHERED
+                                                          : FORWARD_UNFOLDED;
 }
 
 /* y = conv(x, w) (+ b per output channel). */
@@ -301,6 +307,7 @@ static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclm
                                  const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
     forward_kind kind = forward_kind_of(ctx, s);
     if (kind == FORWARD_POINTWISE) return pointwise(ctx, s, w, x, y, b, false);
+    if (kind == FORWARD_WINOGRAD) return oclml__conv_forward_winograd(ctx, s, x, w, b, y);
     if (kind == FORWARD_GATHERED) return oclml__conv_forward_gathered(ctx, s, x, w, b, y);
     size_t crs = cg_rs(s), pq = s->P * s->Q;
     size_t nb = chunk_images(ctx, s, crs * pq);
@@ -324,6 +331,8 @@ static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, cons
                                        const oclml_tensor *dy, oclml_tensor *dx,
                                        const oclml_tensor *b) {
     if (is_pointwise(s)) return pointwise(ctx, s, w, dy, dx, b, true);
+    if (oclml__conv_data_gradient_winograd_applies(ctx, s))
+        return oclml__conv_data_gradient_winograd(ctx, s, w, dy, dx, b);
     if (oclml__conv_data_gradient_gathers(ctx, s))
         return oclml__conv_data_gradient_gathered(ctx, s, w, dy, dx, b);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
@@ -420,7 +429,9 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
     if (st) return st;
     char gemm[160];
     forward_kind kind = forward_kind_of(ctx, &s);
-    const char *dgrad = is_pointwise(&s)                             ? "a product with dy"
+    const char *dgrad = is_pointwise(&s) ? "a product with dy"
+                        : oclml__conv_data_gradient_winograd_applies(ctx, &s)
+                            ? "Winograd F(2x2,3x3) (flipped taps)"
                         : oclml__conv_data_gradient_gathers(ctx, &s) ? "gathered (flipped taps)"
                                                                      : "unfolded (col2im)";
     const char *wgrad =
@@ -430,6 +441,8 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
         oclml__gemm_desc d = pointwise_desc(&s, 0, w, x, NULL, NULL, false);
         oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
         snprintf(fwd, sizeof fwd, "1x1 as a product with the images: %s", gemm);
+    } else if (kind == FORWARD_WINOGRAD) {
+        oclml__conv_describe_winograd(&s, fwd, sizeof fwd);
     } else if (kind == FORWARD_GATHERED) {
         oclml__conv_describe_gathered(ctx, &s, x, w, gemm, sizeof gemm);
         snprintf(fwd, sizeof fwd, "implicit GEMM (columns gathered from x): %s", gemm);
@@ -537,6 +550,6 @@ oclml_status oclml_conv_transpose2d_backward(oclml_ctx *ctx, const oclml_conv2d_
 
 /* Prewarm: the data-movement kernels (the products plan onto the GEMM family's). */
 void oclml__conv_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
-    (void)ctx;
     oclml__warm_add(list, op, "im2col, col2im, rows side by side", PROGRAM);
+    if (oclml__tune(ctx, "conv.winograd", 0) > 0) oclml__conv_winograd_warm(op, list);
 }

@@ -5,6 +5,7 @@
 #define OCLML_OPS_CONV_H
 
 #include "ops/gemm.h"
+#include "ops/ops.h"
 
 /* A convolution proper: input [N, C, H, W], weights [K, C/groups, R, S], output [N, K, P, Q]. */
 typedef struct conv_shape {
@@ -38,5 +39,18 @@ bool oclml__conv_weight_gradient_gathers(oclml_ctx *ctx, const conv_shape *s);
 oclml_status oclml__conv_weight_gradient_gathered(oclml_ctx *ctx, const conv_shape *s,
                                                   const oclml_tensor *x, const oclml_tensor *dy,
                                                   oclml_tensor *dw, int accumulate);
+
+/* The Winograd F(2x2, 3x3) passes (conv_winograd.c): whether each applies to s on this context
+ * (the tuning key conv.winograd), the pass, its plan in words and the programs to prewarm. */
+bool oclml__conv_forward_winograd_applies(oclml_ctx *ctx, const conv_shape *s);
+oclml_status oclml__conv_forward_winograd(oclml_ctx *ctx, const conv_shape *s,
+                                          const oclml_tensor *x, const oclml_tensor *w,
+                                          const oclml_tensor *b, oclml_tensor *y);
+bool oclml__conv_data_gradient_winograd_applies(oclml_ctx *ctx, const conv_shape *s);
+oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape *s,
+                                                const oclml_tensor *w, const oclml_tensor *dy,
+                                                oclml_tensor *dx, const oclml_tensor *b);
+void oclml__conv_describe_winograd(const conv_shape *s, char *text, size_t len);
+void oclml__conv_winograd_warm(const char *op, oclml__warm_list *list);
 
 #endif

@@ -1,0 +1,151 @@
+/* Winograd F(2x2, 3x3) for 3x3 convolutions of unit stride and dilation (lib/ops/conv_winograd.c):
+ * each 2x2 block of outputs ("tile") comes from the 4x4 input patch under it as
+ *   Y = A^T [ (G g G^T) .* (B^T d B) ] A,
+ * 16 products per tile and input channel where direct convolution takes 36. Summed over input
+ * channels, the 16 elementwise products are 16 matrix products (the GEMM family's, batched):
+ *   M[e] (K x T) = U[e] (K x C) V[e] (C x T),  e = 4 i + j the transformed position.
+ * These kernels move the data around them: weights into U, input patches into V, M back into
+ * outputs. Transforms (Lavin and Gray, 2016):
+ *   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
+ *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
+ *   A^T = [1 1 1 0; 0 1 -1 -1]
+ * Tiles t = (i TH + th) TW + tw of a chunk's images i, TH x TW tiles an image. */
+#include "common.h"
+
+#if OCLML_WANT(oclml_winograd_weights)
+/* U[e][k][c] = (G g G^T)[e] for g = w[k][c] (3x3), or with flip the data gradient's weights:
+ * g = w[c][k] turned by 180 degrees (w then [C_out, C_in, 3, 3] with K = C_in, C = C_out). */
+__kernel void oclml_winograd_weights(__global const float *w, ulong w_off, uint K, uint C,
+                                     uint flip, __global float *U) {
+    const ulong KC = (ulong)K * C;
+    for (ulong kc = get_global_id(0); kc < KC; kc += get_global_size(0)) {
+        const uint k = (uint)(kc / C), c = (uint)(kc % C);
+        __global const float *g = w + w_off + (flip ? ((ulong)c * K + k) : kc) * 9;
+        float a[3][3];
+        for (uint r = 0; r < 3; r++)
+            for (uint s = 0; s < 3; s++) a[r][s] = flip ? g[(2 - r) * 3 + (2 - s)] : g[r * 3 + s];
+        float t[4][3]; /* G g */
+        for (uint s = 0; s < 3; s++) {
+            t[0][s] = a[0][s];
+            t[1][s] = 0.5f * (a[0][s] + a[1][s] + a[2][s]);
+            t[2][s] = 0.5f * (a[0][s] - a[1][s] + a[2][s]);
+            t[3][s] = a[2][s];
+        }
+        for (uint i = 0; i < 4; i++) { /* (G g) G^T */
+            __global float *u = U + (ulong)(4 * i) * KC + kc;
+            u[0] = t[i][0];
+            u[KC] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+            u[2 * KC] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+            u[3 * KC] = t[i][2];
+        }
+    }
+}
+#endif
+
+#if OCLML_WANT(oclml_winograd_input)
+/* V[e][c][t] = (B^T d B)[e] for the 4x4 patch d of image n0 + i, channel c, whose corner is
+ * (2 th - ph, 2 tw - pw) (zeros outside the image): one work-item a (channel, tile). */
+__kernel void oclml_winograd_input(__global const float *x, ulong x_off, uint n0, uint nb, uint C,
+                                   uint H, uint W, uint ph, uint pw, uint TH, uint TW,
+                                   __global float *V) {
+    const uint T = nb * TH * TW;
+    const ulong CT = (ulong)C * T;
+    x += x_off;
+    for (ulong ct = get_global_id(0); ct < CT; ct += get_global_size(0)) {
+        const uint c = (uint)(ct / T), t = (uint)(ct % T);
+        const uint i = t / (TH * TW), th = t / TW % TH, tw = t % TW;
+        const int h0 = (int)(2 * th) - (int)ph, w0 = (int)(2 * tw) - (int)pw;
+        __global const float *plane = x + ((ulong)(n0 + i) * C + c) * H * W;
+        float d[4][4];
+        for (uint r = 0; r < 4; r++)
+            for (uint s = 0; s < 4; s++) {
+                const int h = h0 + (int)r, w = w0 + (int)s;
+                const bool in = h >= 0 && h < (int)H && w >= 0 && w < (int)W;
+                const float v = plane[in ? (uint)h * W + (uint)w : 0u]; /* loads not branched */
+                d[r][s] = in ? v : 0.0f;
+            }
+        float b[4][4]; /* B^T d */
+        for (uint s = 0; s < 4; s++) {
+            b[0][s] = d[0][s] - d[2][s];
+            b[1][s] = d[1][s] + d[2][s];
+            b[2][s] = d[2][s] - d[1][s];
+            b[3][s] = d[1][s] - d[3][s];
+        }
+        for (uint r = 0; r < 4; r++) { /* (B^T d) B */
+            __global float *v = V + (ulong)(4 * r) * CT + ct;
+            v[0] = b[r][0] - b[r][2];
+            v[CT] = b[r][1] + b[r][2];
+            v[2 * CT] = b[r][2] - b[r][1];
+            v[3 * CT] = b[r][1] - b[r][3];
+        }
+    }
+}
+#endif
+
+#if OCLML_WANT(oclml_winograd_output)
+/* The convolution's output (k, p, q) of image n computed directly in fp32: the repair of an
+ * output the transforms made NaN. A NaN or infinity in a 4x4 patch spreads over the whole
+ * transformed tile (inf - inf), where direct convolution keeps it to the outputs whose window
+ * holds it; so NaN outputs are recomputed, which only non-finite inputs cause. */
+OCLML_INLINE float direct_output(__global const float *x, uint C, uint H, uint W, uint ph, uint pw,
+                                 __global const float *w, uint K, uint flip, uint n, uint k, uint p,
+                                 uint q) {
+    float sum = 0.0f;
+    for (uint c = 0; c < C; c++) {
+        __global const float *plane = x + ((ulong)n * C + c) * H * W;
+        __global const float *g = w + (flip ? ((ulong)c * K + k) : ((ulong)k * C + c)) * 9;
+        for (uint r = 0; r < 3; r++)
+            for (uint s = 0; s < 3; s++) {
+                const int h = (int)(p + r) - (int)ph, v = (int)(q + s) - (int)pw;
+                if (h < 0 || h >= (int)H || v < 0 || v >= (int)W) continue;
+                sum = fma(plane[(uint)h * W + (uint)v], flip ? g[(2 - r) * 3 + (2 - s)] : g[r * 3 + s],
+                          sum);
+            }
+    }
+    return sum;
+}
+
+/* y[n0 + i][k][2 th + a][2 tw + b] = (A^T m A)[a][b] (+ bias[k]) for the outputs inside P x Q,
+ * m[e] = M[e][k][t]: one work-item a (output channel, tile). x, w and the geometry (C, H, W,
+ * ph, pw, flip as in the other kernels) serve direct_output. */
+__kernel void oclml_winograd_output(__global const float *M, uint n0, uint nb, uint K, uint P,
+                                    uint Q, uint TH, uint TW, __global float *y, ulong y_off,
+                                    __global const float *bias, ulong b_off, uint has_bias,
+                                    __global const float *x, ulong x_off, uint C, uint H, uint W,
+                                    uint ph, uint pw, __global const float *w, ulong w_off,
+                                    uint flip) {
+    const uint T = nb * TH * TW;
+    const ulong KT = (ulong)K * T;
+    y += y_off;
+    for (ulong kt = get_global_id(0); kt < KT; kt += get_global_size(0)) {
+        const uint k = (uint)(kt / T), t = (uint)(kt % T);
+        const uint i = t / (TH * TW), th = t / TW % TH, tw = t % TW;
+        float m[4][4];
+        for (uint e = 0; e < 16; e++) m[e / 4][e % 4] = M[(ulong)e * KT + kt];
+        float a[2][4]; /* A^T m */
+        for (uint s = 0; s < 4; s++) {
+            a[0][s] = m[0][s] + m[1][s] + m[2][s];
+            a[1][s] = m[1][s] - m[2][s] - m[3][s];
+        }
+        float o[2][2];
+        for (uint r = 0; r < 2; r++) { /* (A^T m) A */
+            o[r][0] = a[r][0] + a[r][1] + a[r][2];
+            o[r][1] = a[r][1] - a[r][2] - a[r][3];
+        }
+        if (isnan(o[0][0]) || isnan(o[0][1]) || isnan(o[1][0]) || isnan(o[1][1]))
+            for (uint r = 0; r < 2; r++)
+                for (uint s = 0; s < 2; s++)
+                    o[r][s] = direct_output(x + x_off, C, H, W, ph, pw, w + w_off, K, flip, n0 + i,
+                                            k, 2 * th + r, 2 * tw + s);
+        const float b = has_bias ? bias[b_off + k] : 0.0f;
+        __global float *out = y + ((ulong)(n0 + i) * K + k) * P * Q;
+        for (uint r = 0; r < 2; r++) {
+            const uint p = 2 * th + r;
+            if (p < P) {
+                out[(ulong)p * Q + 2 * tw] = o[r][0] + b;
+                if (2 * tw + 1 < Q) out[(ulong)p * Q + 2 * tw + 1] = o[r][1] + b;
+            }
+        }
+    }
+}
+#endif

@@ -1,0 +1,162 @@
+/* 3x3 convolutions of unit stride and dilation (one group) by Winograd F(2x2, 3x3)
+ * (cl/ops/conv_winograd.cl): the weights and a chunk of images' 4x4 input patches are
+ * transformed, 16 batched products (the GEMM family's) sum over the input channels, and the
+ * results transform back into 2x2 output tiles. 16 multiplications a tile and input channel
+ * instead of 36; the transformed data passes through workspaces (V: 16 C T floats, M: 16 K T for
+ * T tiles a chunk).
+ *   forward        y = conv(x, w)
+ *   data gradient  dx = conv(dy, w turned by 180 degrees with its channels swapped), padding
+ *                  2 - ph before (so padding up to 2)
+ * Where: the tuning key conv.winograd (1 wherever it applies, 0 never; -1, the default: never,
+ * until it is measured against the implicit GEMM on a GPU). */
+#include "ops/conv.h"
+#include "ops/ops.h"
+
+#include <stdio.h>
+
+static const oclml__program_spec PROGRAM = {
+    "conv_winograd.cl", NULL, "oclml_winograd_weights oclml_winograd_input oclml_winograd_output",
+    0};
+
+/* The workspaces a chunk of images may take together. */
+#define WORKSPACE_BYTES ((size_t)256 << 20)
+
+/* A 3x3 convolution of unit stride and dilation on one group, mapping C channels of H x W
+ * images to K channels of P x Q with padding (ph, pw) before: the forward, or the data gradient
+ * as a convolution. */
+typedef struct winograd_conv {
+    size_t N, C, H, W, K, P, Q;
+    unsigned ph, pw;
+    bool flip; /* the weights are the forward's, turned and swapped (a data gradient) */
+} winograd_conv;
+
+static bool shape_applies(const conv_shape *s) {
+    return s->R == 3 && s->S == 3 && s->sh == 1 && s->sw == 1 && s->dh == 1 && s->dw == 1 &&
+           s->groups == 1 && s->P >= 1 && s->Q >= 1;
+}
+
+static bool allowed(oclml_ctx *ctx) { return oclml__tune(ctx, "conv.winograd", 0) > 0; }
+
+bool oclml__conv_forward_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
+    return shape_applies(s) && allowed(ctx);
+}
+
+/* The data gradient's convolution needs padding 2 - ph >= 0 before, and its output is H x W. */
+bool oclml__conv_data_gradient_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
+    return shape_applies(s) && s->ph <= 2 && s->pw <= 2 && allowed(ctx);
+}
+
+static oclml_status launch_1d(oclml_ctx *ctx, const char *name, const oclml__arg *args,
+                              unsigned nargs, size_t n) {
+    cl_kernel k;
+    oclml_status st = oclml__kernel(ctx, &PROGRAM, name, &k);
+    if (st) return st;
+    size_t global, local;
+    oclml__grid_1d(ctx, n, &global, &local);
+    return oclml__launch(ctx, k, args, nargs, 1, &global, &local, NULL);
+}
+
+static oclml_status transform_weights(oclml_ctx *ctx, const winograd_conv *v,
+                                      const oclml_tensor *w, cl_mem U) {
+    cl_mem wm = w->mem;
+    cl_ulong w_off = oclml__elem_offset(w);
+    cl_uint K = (cl_uint)v->K, C = (cl_uint)v->C, flip = v->flip;
+    oclml__arg args[] = {OCLML_ARG(wm), OCLML_ARG(w_off), OCLML_ARG(K),
+                         OCLML_ARG(C),  OCLML_ARG(flip),  OCLML_ARG(U)};
+    return launch_1d(ctx, "oclml_winograd_weights", args, 6, v->K * v->C);
+}
+
+static oclml_status transform_input(oclml_ctx *ctx, const winograd_conv *v, const oclml_tensor *x,
+                                    size_t n0, size_t nb, size_t TH, size_t TW, cl_mem V) {
+    cl_mem xm = x->mem;
+    cl_ulong x_off = oclml__elem_offset(x);
+    cl_uint un0 = (cl_uint)n0, unb = (cl_uint)nb, C = (cl_uint)v->C, H = (cl_uint)v->H,
+            W = (cl_uint)v->W, ph = v->ph, pw = v->pw, th = (cl_uint)TH, tw = (cl_uint)TW;
+    oclml__arg args[] = {OCLML_ARG(xm), OCLML_ARG(x_off), OCLML_ARG(un0), OCLML_ARG(unb),
+                         OCLML_ARG(C),  OCLML_ARG(H),     OCLML_ARG(W),   OCLML_ARG(ph),
+                         OCLML_ARG(pw), OCLML_ARG(th),    OCLML_ARG(tw),  OCLML_ARG(V)};
+    return launch_1d(ctx, "oclml_winograd_input", args, 12, v->C * nb * TH * TW);
+}
+
+static oclml_status transform_output(oclml_ctx *ctx, const winograd_conv *v, cl_mem M, size_t n0,
+                                     size_t nb, size_t TH, size_t TW, oclml_tensor *y,
+                                     const oclml_tensor *bias, const oclml_tensor *x,
+                                     const oclml_tensor *w) {
+    cl_mem ym = y->mem, bm = oclml__opt_mem(bias), xm = x->mem, wm = w->mem;
+    cl_ulong y_off = oclml__elem_offset(y), b_off = oclml__opt_offset(bias),
+             x_off = oclml__elem_offset(x), w_off = oclml__elem_offset(w);
+    cl_uint un0 = (cl_uint)n0, unb = (cl_uint)nb, K = (cl_uint)v->K, P = (cl_uint)v->P,
+            Q = (cl_uint)v->Q, th = (cl_uint)TH, tw = (cl_uint)TW, has_bias = bias != NULL,
+            C = (cl_uint)v->C, H = (cl_uint)v->H, W = (cl_uint)v->W, ph = v->ph, pw = v->pw,
+            flip = v->flip;
+    oclml__arg args[] = {OCLML_ARG(M),     OCLML_ARG(un0),   OCLML_ARG(unb), OCLML_ARG(K),
+                         OCLML_ARG(P),     OCLML_ARG(Q),     OCLML_ARG(th),  OCLML_ARG(tw),
+                         OCLML_ARG(ym),    OCLML_ARG(y_off), OCLML_ARG(bm),  OCLML_ARG(b_off),
+                         OCLML_ARG(has_bias), OCLML_ARG(xm), OCLML_ARG(x_off), OCLML_ARG(C),
+                         OCLML_ARG(H),     OCLML_ARG(W),     OCLML_ARG(ph),  OCLML_ARG(pw),
+                         OCLML_ARG(wm),    OCLML_ARG(w_off), OCLML_ARG(flip)};
+    return launch_1d(ctx, "oclml_winograd_output", args, 23, v->K * nb * TH * TW);
+}
+
+/* The 16 products of a chunk of T tiles: M[e] (K x T) = U[e] (K x C) V[e] (C x T). */
+static oclml__gemm_desc products(const winograd_conv *v, cl_mem U, cl_mem V, cl_mem M, size_t T) {
+    return (oclml__gemm_desc){.m = v->K,
+                              .n = T,
+                              .k = v->C,
+                              .batch = 16,
+                              .alpha = 1.0f,
+                              .a = {U, 0, v->C, v->K * v->C},
+                              .b = {V, 0, T, v->C * T},
+                              .c = {M, 0, T, v->K * T},
+                              .act = OCLML_ACT_NONE};
+}
+
+static oclml_status run(oclml_ctx *ctx, const winograd_conv *v, const oclml_tensor *x,
+                        const oclml_tensor *w, const oclml_tensor *bias, oclml_tensor *y) {
+    const size_t TH = (v->P + 1) / 2, TW = (v->Q + 1) / 2, per_image = 16 * (v->C + v->K) * TH * TW;
+    size_t nb = WORKSPACE_BYTES / (per_image * sizeof(float) + 1);
+    long forced = oclml__tune(ctx, "conv.chunk", 0);
+    if (forced > 0) nb = (size_t)forced;
+    nb = nb < 1 ? 1 : nb > v->N ? v->N : nb;
+    const size_t T = nb * TH * TW;
+    cl_mem U = NULL, V = NULL, M = NULL;
+    oclml_status st = oclml__scratch_get(ctx, 16 * v->K * v->C * sizeof(float), &U);
+    if (!st) st = oclml__scratch_get(ctx, 16 * v->C * T * sizeof(float), &V);
+    if (!st) st = oclml__scratch_get(ctx, 16 * v->K * T * sizeof(float), &M);
+    if (!st) st = transform_weights(ctx, v, w, U);
+    for (size_t n0 = 0; n0 < v->N && !st; n0 += nb) {
+        const size_t cnt = v->N - n0 < nb ? v->N - n0 : nb, tiles = cnt * TH * TW;
+        st = transform_input(ctx, v, x, n0, cnt, TH, TW, V);
+        oclml__gemm_desc d = products(v, U, V, M, tiles);
+        if (!st) st = oclml__gemm(ctx, &d);
+        if (!st) st = transform_output(ctx, v, M, n0, cnt, TH, TW, y, bias, x, w);
+    }
+    if (M) oclml__scratch_put(ctx, M);
+    if (V) oclml__scratch_put(ctx, V);
+    if (U) oclml__scratch_put(ctx, U);
+    return st;
+}
+
+oclml_status oclml__conv_forward_winograd(oclml_ctx *ctx, const conv_shape *s,
+                                          const oclml_tensor *x, const oclml_tensor *w,
+                                          const oclml_tensor *b, oclml_tensor *y) {
+    const winograd_conv v = {s->N, s->C, s->H, s->W, s->K, s->P, s->Q, s->ph, s->pw, false};
+    return run(ctx, &v, x, w, b, y);
+}
+
+oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape *s,
+                                                const oclml_tensor *w, const oclml_tensor *dy,
+                                                oclml_tensor *dx, const oclml_tensor *b) {
+    const winograd_conv v = {s->N, s->K, s->P, s->Q, s->C, s->H, s->W,
+                             2 - s->ph, 2 - s->pw, true};
+    return run(ctx, &v, dy, w, b, dx);
+}
+
+void oclml__conv_describe_winograd(const conv_shape *s, char *text, size_t len) {
+    snprintf(text, len, "Winograd F(2x2,3x3): 16 products of %zux%zu by %zux(tiles)", s->K, s->C,
+             s->C);
+}
+
+void oclml__conv_winograd_warm(const char *op, oclml__warm_list *list) {
+    oclml__warm_add(list, op, "Winograd transforms", PROGRAM);
+}

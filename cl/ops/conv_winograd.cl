@@ -98,8 +98,8 @@ OCLML_INLINE float direct_output(__global const float *x, uint C, uint H, uint W
             for (uint s = 0; s < 3; s++) {
                 const int h = (int)(p + r) - (int)ph, v = (int)(q + s) - (int)pw;
                 if (h < 0 || h >= (int)H || v < 0 || v >= (int)W) continue;
-                sum = fma(plane[(uint)h * W + (uint)v], flip ? g[(2 - r) * 3 + (2 - s)] : g[r * 3 + s],
-                          sum);
+                sum = fma(plane[(uint)h * W + (uint)v],
+                          flip ? g[(2 - r) * 3 + (2 - s)] : g[r * 3 + s], sum);
             }
     }
     return sum;

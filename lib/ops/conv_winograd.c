@@ -18,8 +18,8 @@ static const oclml__program_spec PROGRAM = {
     "conv_winograd.cl", NULL, "oclml_winograd_weights oclml_winograd_input oclml_winograd_output",
     0};
 
-/* The workspaces a chunk of images may take together. */
-#define WORKSPACE_BYTES ((size_t)256 << 20)
+/* The workspaces a chunk of images may take together (V and M). */
+#define WORKSPACE_BYTES ((size_t)128 << 20) /* as conv.c's column workspace (conv.chunk) */
 
 /* A 3x3 convolution of unit stride and dilation on one group, mapping C channels of H x W
  * images to K channels of P x Q with padding (ph, pw) before: the forward, or the data gradient
@@ -56,8 +56,8 @@ static oclml_status launch_1d(oclml_ctx *ctx, const char *name, const oclml__arg
     return oclml__launch(ctx, k, args, nargs, 1, &global, &local, NULL);
 }
 
-static oclml_status transform_weights(oclml_ctx *ctx, const winograd_conv *v,
-                                      const oclml_tensor *w, cl_mem U) {
+static oclml_status transform_weights(oclml_ctx *ctx, const winograd_conv *v, const oclml_tensor *w,
+                                      cl_mem U) {
     cl_mem wm = w->mem;
     cl_ulong w_off = oclml__elem_offset(w);
     cl_uint K = (cl_uint)v->K, C = (cl_uint)v->C, flip = v->flip;
@@ -89,12 +89,12 @@ static oclml_status transform_output(oclml_ctx *ctx, const winograd_conv *v, cl_
             Q = (cl_uint)v->Q, th = (cl_uint)TH, tw = (cl_uint)TW, has_bias = bias != NULL,
             C = (cl_uint)v->C, H = (cl_uint)v->H, W = (cl_uint)v->W, ph = v->ph, pw = v->pw,
             flip = v->flip;
-    oclml__arg args[] = {OCLML_ARG(M),     OCLML_ARG(un0),   OCLML_ARG(unb), OCLML_ARG(K),
-                         OCLML_ARG(P),     OCLML_ARG(Q),     OCLML_ARG(th),  OCLML_ARG(tw),
-                         OCLML_ARG(ym),    OCLML_ARG(y_off), OCLML_ARG(bm),  OCLML_ARG(b_off),
-                         OCLML_ARG(has_bias), OCLML_ARG(xm), OCLML_ARG(x_off), OCLML_ARG(C),
-                         OCLML_ARG(H),     OCLML_ARG(W),     OCLML_ARG(ph),  OCLML_ARG(pw),
-                         OCLML_ARG(wm),    OCLML_ARG(w_off), OCLML_ARG(flip)};
+    oclml__arg args[] = {OCLML_ARG(M),        OCLML_ARG(un0),   OCLML_ARG(unb),   OCLML_ARG(K),
+                         OCLML_ARG(P),        OCLML_ARG(Q),     OCLML_ARG(th),    OCLML_ARG(tw),
+                         OCLML_ARG(ym),       OCLML_ARG(y_off), OCLML_ARG(bm),    OCLML_ARG(b_off),
+                         OCLML_ARG(has_bias), OCLML_ARG(xm),    OCLML_ARG(x_off), OCLML_ARG(C),
+                         OCLML_ARG(H),        OCLML_ARG(W),     OCLML_ARG(ph),    OCLML_ARG(pw),
+                         OCLML_ARG(wm),       OCLML_ARG(w_off), OCLML_ARG(flip)};
     return launch_1d(ctx, "oclml_winograd_output", args, 23, v->K * nb * TH * TW);
 }
 
@@ -147,8 +147,7 @@ oclml_status oclml__conv_forward_winograd(oclml_ctx *ctx, const conv_shape *s,
 oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape *s,
                                                 const oclml_tensor *w, const oclml_tensor *dy,
                                                 oclml_tensor *dx, const oclml_tensor *b) {
-    const winograd_conv v = {s->N, s->K, s->P, s->Q, s->C, s->H, s->W,
-                             2 - s->ph, 2 - s->pw, true};
+    const winograd_conv v = {s->N, s->K, s->P, s->Q, s->C, s->H, s->W, 2 - s->ph, 2 - s->pw, true};
     return run(ctx, &v, dy, w, b, dx);
 }
 

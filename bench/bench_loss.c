@@ -149,16 +149,21 @@ int bench_loss(bench_env *env) {
     }
     static const char *const xent_names[] = {"cross_entropy", "cross_entropy_fwd_bwd"};
     static const double xent_bytes[] = {4, 12};
+    /* KL reads p and q, writes dp and dq: 16 bytes an element. */
+    static const char *const kl_names[] = {"kl_div_logits_fwd_bwd"};
+    static const double kl_bytes[] = {16};
     for (int i = 0; i < ns; i++) {
         int rc = run_shape(env, (size_t)shapes[i][0], (size_t)shapes[i][1], XENT, XENT_FB,
                            xent_names, xent_bytes);
+        /* Given sizes time KL's long rows too (its chunked passes past the registers). */
+        if (!rc && env->sizes)
+            rc = run_shape(env, (size_t)shapes[i][0], (size_t)shapes[i][1], KL_FB, KL_FB, kl_names,
+                           kl_bytes);
         if (rc) return rc;
     }
     if (env->sizes) return 0;
-    /* A world model's latent: batch 16 x 64 steps, 32 categoricals of 32 classes (KL reads p
-     * and q, writes dp and dq: 16 bytes an element); MSE on a regression head (12 bytes). */
-    static const char *const kl_names[] = {"kl_div_logits_fwd_bwd"};
-    static const double kl_bytes[] = {16};
+    /* A world model's latent: batch 16 x 64 steps, 32 categoricals of 32 classes; MSE on a
+     * regression head (12 bytes an element). */
     static const char *const mse_names[] = {"mse_loss_fwd_bwd"};
     static const double mse_bytes[] = {12};
     int rc = run_shape(env, env->quick ? 1024 : 32768, 32, KL_FB, KL_FB, kl_names, kl_bytes);

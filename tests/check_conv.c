@@ -363,6 +363,26 @@ START_TEST(conv2d_plan_says_how) {
     oclml_conv2d_params_init(&one);
     ASSERT_OK(oclml_conv2d_plan(T, &one, X, W1, text, sizeof text));
     ck_assert_msg(strstr(text, "1x1") != NULL, "%s", text);
+    /* By default Winograd where the products run on tensor cores (emulated here) and both
+     * channel counts reach 128; 64 channels, or FMA products, keep the GEMM paths. */
+    static const struct {
+        size_t channels;
+        const char *tuning;
+        bool winograd;
+    } AUTO[] = {{128, "gemm.own=1 gemm.mma=2", true},
+                {64, "gemm.own=1 gemm.mma=2", false},
+                {128, "gemm.own=1 gemm.mma=0", false}};
+    for (size_t i = 0; i < sizeof AUTO / sizeof AUTO[0]; i++) {
+        oclml_tensor_destroy(X);
+        oclml_tensor_destroy(Wt);
+        oclml_tensor_destroy(W1);
+        test_retune(AUTO[i].tuning);
+        size_t ch = AUTO[i].channels, xw[4] = {1, ch, 6, 6}, ww[4] = {ch, ch, 3, 3};
+        X = test_tensor(4, xw), Wt = test_tensor(4, ww), W1 = test_tensor(4, w1);
+        ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
+        ck_assert_msg((strstr(text, "Winograd") != NULL) == AUTO[i].winograd, "%s: %s",
+                      AUTO[i].tuning, text);
+    }
     /* Bad input: an error, and the text untouched. */
     strcpy(text, "untouched");
     ck_assert_int_eq(oclml_conv2d_plan(T, &prm, X, Wt, NULL, 8), OCLML_ERR_NULL_POINTER);

@@ -551,5 +551,7 @@ oclml_status oclml_conv_transpose2d_backward(oclml_ctx *ctx, const oclml_conv2d_
 /* Prewarm: the data-movement kernels (the products plan onto the GEMM family's). */
 void oclml__conv_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     oclml__warm_add(list, op, "im2col, col2im, rows side by side", PROGRAM);
-    if (oclml__tune(ctx, "conv.winograd", 0) > 0) oclml__conv_winograd_warm(op, list);
+    long winograd = oclml__tune(ctx, "conv.winograd", 0);
+    if (winograd > 0 || (winograd < 0 && oclml__gemm_gather_fast(ctx)))
+        oclml__conv_winograd_warm(op, list);
 }

@@ -7,8 +7,12 @@
  *   forward        y = conv(x, w)
  *   data gradient  dx = conv(dy, w turned by 180 degrees with its channels swapped), padding
  *                  2 - ph before (so padding up to 2)
- * Where: the tuning key conv.winograd (1 wherever it applies, 0 never; -1, the default: never,
- * until it is measured against the implicit GEMM on a GPU). */
+ * Where: the tuning key conv.winograd (1 wherever it applies, 0 never); by default (-1) where the
+ * products run on tensor cores and both channel counts are at least MIN_CHANNELS, as measured on
+ * the H100 against the implicit GEMM and im2col paths (bench/RESULTS.md, 2026-11-26): with 128
+ * and 256 channels (28x28 and 14x14 planes) the forward and the data gradient ran 1.3x and
+ * 2.2x-2.5x faster; with 64 channels (56x56) 1.2x slower, the 64-deep products too shallow to
+ * pay for the transforms' traffic. */
 #include "ops/conv.h"
 #include "ops/ops.h"
 
@@ -35,15 +39,22 @@ static bool shape_applies(const conv_shape *s) {
            s->groups == 1 && s->P >= 1 && s->Q >= 1;
 }
 
-static bool allowed(oclml_ctx *ctx) { return oclml__tune(ctx, "conv.winograd", 0) > 0; }
+#define MIN_CHANNELS 128
+
+static bool allowed(oclml_ctx *ctx, const conv_shape *s) {
+    long forced = oclml__tune(ctx, "conv.winograd", 0);
+    if (forced >= 0) return forced > 0;
+    return s->C >= MIN_CHANNELS && s->K >= MIN_CHANNELS && oclml__tune(ctx, "gemm.own", 0) != 0 &&
+           oclml__gemm_gather_fast(ctx);
+}
 
 bool oclml__conv_forward_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
-    return shape_applies(s) && allowed(ctx);
+    return shape_applies(s) && allowed(ctx, s);
 }
 
 /* The data gradient's convolution needs padding 2 - ph >= 0 before, and its output is H x W. */
 bool oclml__conv_data_gradient_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
-    return shape_applies(s) && s->ph <= 2 && s->pw <= 2 && allowed(ctx);
+    return shape_applies(s) && s->ph <= 2 && s->pw <= 2 && allowed(ctx, s);
 }
 
 static oclml_status launch_1d(oclml_ctx *ctx, const char *name, const oclml__arg *args,

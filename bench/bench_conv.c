@@ -9,6 +9,7 @@
 #include "bench.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct conv_bench {
@@ -167,9 +168,36 @@ static int bench_one(bench_env *env, const conv_bench *c) {
     return rc;
 }
 
+/* --sizes: comma-separated NxCxHxWxKxkxsxp (batch, channels in, height, width, channels out,
+ * kernel, stride, padding), e.g. 256x32x32x32x64x5x1x2. Returns how many it read. */
+static size_t parse_shapes(const char *text, conv_bench *out, size_t max) {
+    size_t n = 0;
+    while (text && *text && n < max) {
+        conv_bench c;
+        int used = 0;
+        if (sscanf(text, "%zux%zux%zux%zux%zux%zux%ux%u%n", &c.N, &c.C, &c.H, &c.W, &c.K, &c.k,
+                   &c.s, &c.p, &used) != 8 ||
+            !c.N || !c.C || !c.H || !c.W || !c.K || !c.k || !c.s)
+            break;
+        out[n++] = c;
+        text += used;
+        if (*text == ',') text++;
+    }
+    return n;
+}
+
 int bench_conv(bench_env *env) {
+    conv_bench given[16];
     const conv_bench *list = env->quick ? QUICK : SHAPES;
     size_t n = env->quick ? sizeof QUICK / sizeof QUICK[0] : sizeof SHAPES / sizeof SHAPES[0];
+    if (env->sizes) {
+        list = given;
+        n = parse_shapes(env->sizes, given, sizeof given / sizeof given[0]);
+        if (!n) {
+            fprintf(stderr, "conv --sizes: expected NxCxHxWxKxkxsxp[,...], got %s\n", env->sizes);
+            return 2;
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         int rc = bench_one(env, &list[i]);
         if (rc) return rc;

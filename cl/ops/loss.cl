@@ -473,21 +473,22 @@ __kernel void oclml_kl_part(__global const float *pa, ulong aoff, __global const
                             ulong boff, __global float *part, uint rows, uint cols, uint nch,
                             __local float *red) {
     float av[OCLML_LONG_ITEMS], bv[OCLML_LONG_ITEMS]; /* loads issued together (CHUNK_LOAD) */
-    CHUNK_LOAD(av, pa + aoff + get_global_id(1) * cols, 0.0f);
-    CHUNK_LOAD(bv, pb + boff + get_global_id(1) * cols, 0.0f);
-    kl_acc r = {-INFINITY, 0.0f, -INFINITY, 0.0f, 0.0f};
+    CHUNK_LOAD(av, pa + aoff + get_global_id(1) * cols, -INFINITY);
+    CHUNK_LOAD(bv, pb + boff + get_global_id(1) * cols, -INFINITY);
+    /* The work-item's maxima first, then its sums against them, as the register path does (and
+     * cross-entropy's part pass: merged element by element, each new max was a branch). */
+    float ma = -INFINITY, mb = -INFINITY;
+#pragma unroll
+    for (uint j = 0; j < OCLML_LONG_ITEMS; j++) {
+        ma = fmax(ma, av[j]);
+        mb = fmax(mb, bv[j]);
+    }
+    kl_acc r = {ma, 0.0f, mb, 0.0f, 0.0f};
     CHUNK_LOOP(c) {
         const float a = av[j], b = bv[j];
-        if (a > r.ma) {
-            const float f = masked_exp(r.ma, a);
-            r.sa = r.sa * f + 1.0f;
-            r.w = r.w * f + (a - b);
-            r.ma = a;
-        } else {
-            r.sa += masked_exp(a, r.ma);
-            r.w += kl_term(a, b, r.ma);
-        }
-        online_add(&r.mb, &r.sb, b);
+        r.sa += masked_exp(a, ma);
+        r.w += kl_term(a, b, ma);
+        r.sb += masked_exp(b, mb);
     }
     r = kl_group(r, red, lid, L);
     if (lid == 0) {

@@ -205,20 +205,23 @@ static void run_case(const conv_case *c, bool transposed, bool with_bias, int ac
  * the GPU where that is the default); then a path that mixes them as the GPU's default does
  * (the per-pass keys: forward and weight gradient gathered, data gradient unfolded); last,
  * Winograd F(2x2,3x3) for the 3x3 stride-1 cases' forward and data gradient, in one chunk and
- * in chunks of two images on the (emulated) tensor cores. */
+ * in chunks of two images on the (emulated) tensor cores; the direct weight gradient (which the
+ * emulated tensor cores would take by default on these few-column cases, so the paths that test
+ * the gathered weight gradient there switch it off). */
 static const char *PATH_TUNING[] = {
     "gemm.own=0 conv.implicit=0",
     "gemm.own=1 conv.implicit=0",
     "gemm.own=1 conv.implicit=0 conv.chunk=1",
     "gemm.own=1 conv.implicit=0 conv.chunk=2",
     "gemm.own=1 conv.implicit=1 gemm.mma=0",
-    "gemm.own=1 conv.implicit=1 gemm.mma=2",
-    "gemm.own=1 conv.implicit=1 gemm.mma=2 gemm.splitk=2",
+    "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0",
+    "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 gemm.splitk=2",
     "gemm.own=1 conv.implicit=1 conv.implicit_dx=0 conv.implicit_dw=1 gemm.mma=0 gemm.splitk=3",
     "gemm.own=1 conv.winograd=1 conv.implicit=0",
     "gemm.own=1 conv.winograd=1 conv.implicit=1 gemm.mma=2 conv.chunk=2",
+    "gemm.own=0 conv.implicit=0 conv.direct_dw=1",
 };
-#define N_PATHS 10
+#define N_PATHS 11
 
 START_TEST(conv2d_cases) {
     test_retune(PATH_TUNING[_i % N_PATHS]);
@@ -232,12 +235,28 @@ START_TEST(conv_transpose2d_cases) {
 }
 END_TEST
 
+/* The direct weight gradient over several tiles of dW: 40 output channels (two tiles of rows),
+ * 3 channels of 7x7 taps (147 columns: two tiles of columns), stride 2 with padding 3 (a
+ * ResNet stem), and two groups of 18 channels with 3x3 taps dilated by 2; overwriting and
+ * accumulating. */
+START_TEST(conv2d_direct_weight_gradient_tiles) {
+    static const conv_case DIRECT_CASES[] = {
+        {2, 3, 11, 9, 40, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 0, 0},
+        {1, 36, 7, 8, 6, 3, 3, 1, 1, 2, 2, 2, 1, 2, 2, 2, 0, 0},
+    };
+    test_retune("conv.direct_dw=1");
+    for (int i = 0; i < 2; i++) run_case(&DIRECT_CASES[i], false, i == 0, _i);
+}
+END_TEST
+
 /* The NaN policy tests' paths: unfolded, gathered on the FMA tiles, gathered on the (emulated)
  * tensor cores, which recompute a NaN output in fp32 from the gathered operands, and Winograd,
- * which recomputes a tile that came out NaN directly. */
-static const char *const NAN_PATHS[4] = {
+ * which recomputes a tile that came out NaN directly; the weight gradient also computed directly
+ * (the backward test only). */
+static const char *const NAN_PATHS[5] = {
     "gemm.own=1 conv.implicit=0", "gemm.own=1 conv.implicit=1 gemm.mma=0",
-    "gemm.own=1 conv.implicit=1 gemm.mma=2", "gemm.own=1 conv.winograd=1"};
+    "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0", "gemm.own=1 conv.winograd=1",
+    "conv.direct_dw=1"};
 
 /* The NaN tests' convolution (CASES[0], 3x3 "same") with random x, w and dy on the device, x
  * NaN at image 0, input channel 1, (3, 2). */
@@ -335,7 +354,7 @@ START_TEST(conv2d_plan_says_how) {
     size_t xsh[4] = {c.N, c.C, c.H, c.W}, wsh[4] = {c.K, c.C, c.R, c.S}, w1[4] = {c.K, c.C, 1, 1};
     char text[256];
     /* Tensors belong to one context: made after each retune, destroyed before the next. */
-    test_retune("conv.implicit=1");
+    test_retune("conv.implicit=1 conv.direct_dw=0");
     oclml_tensor *X = test_tensor(4, xsh), *Wt = test_tensor(4, wsh);
     ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
     ck_assert_msg(strstr(text, "implicit GEMM") && strstr(text, "data gradient gathered") &&
@@ -363,6 +382,18 @@ START_TEST(conv2d_plan_says_how) {
     oclml_conv2d_params_init(&one);
     ASSERT_OK(oclml_conv2d_plan(T, &one, X, W1, text, sizeof text));
     ck_assert_msg(strstr(text, "1x1") != NULL, "%s", text);
+    /* The direct weight gradient: forced, and by default on (emulated) tensor cores for this
+     * case's 27 columns and 4 output channels. */
+    static const char *const DIRECT[] = {"conv.direct_dw=1", "gemm.own=1 gemm.mma=2"};
+    for (int i = 0; i < 2; i++) {
+        oclml_tensor_destroy(X);
+        oclml_tensor_destroy(Wt);
+        oclml_tensor_destroy(W1);
+        test_retune(DIRECT[i]);
+        X = test_tensor(4, xsh), Wt = test_tensor(4, wsh), W1 = test_tensor(4, w1);
+        ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
+        ck_assert_msg(strstr(text, "weight gradient direct (") != NULL, "%s: %s", DIRECT[i], text);
+    }
     /* By default Winograd where the products run on tensor cores (emulated here) and both
      * channel counts reach 128; 64 channels, or FMA products, keep the GEMM paths. */
     static const struct {
@@ -598,8 +629,9 @@ int main(void) {
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_loop_test(tc, conv2d_cases, 0, 2 * N_PATHS);
     tcase_add_loop_test(tc, conv_transpose2d_cases, 0, 2 * N_PATHS);
+    tcase_add_loop_test(tc, conv2d_direct_weight_gradient_tiles, 0, 2);
     tcase_add_loop_test(tc, conv2d_nan_policy, 0, 4);
-    tcase_add_loop_test(tc, conv2d_backward_nan_policy, 0, 4);
+    tcase_add_loop_test(tc, conv2d_backward_nan_policy, 0, 5); /* the last: direct dw */
     tcase_add_test(tc, conv2d_plan_says_how);
     tcase_add_loop_test(tc, pooling_cases, 0, 2);
     tcase_add_test(tc, bad_input_touches_nothing);

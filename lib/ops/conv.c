@@ -143,16 +143,6 @@ static oclml_status check_gradients_alone(oclml_ctx *ctx, const oclml_tensor *x,
 
 /* ---- launches of the data-movement kernels ---- */
 
-#define GEOM(s)                                                                                    \
-    cl_uint g_C = (cl_uint)(s)->C, g_H = (cl_uint)(s)->H, g_W = (cl_uint)(s)->W,                   \
-            g_R = (cl_uint)(s)->R, g_S = (cl_uint)(s)->S, g_P = (cl_uint)(s)->P,                   \
-            g_Q = (cl_uint)(s)->Q, g_sh = (s)->sh, g_sw = (s)->sw, g_ph = (s)->ph, g_pw = (s)->pw, \
-            g_dh = (s)->dh, g_dw = (s)->dw
-#define GEOM_ARGS                                                                          \
-    OCLML_ARG(g_C), OCLML_ARG(g_H), OCLML_ARG(g_W), OCLML_ARG(g_R), OCLML_ARG(g_S),        \
-        OCLML_ARG(g_P), OCLML_ARG(g_Q), OCLML_ARG(g_sh), OCLML_ARG(g_sw), OCLML_ARG(g_ph), \
-        OCLML_ARG(g_pw), OCLML_ARG(g_dh), OCLML_ARG(g_dw)
-
 static oclml_status launch_1d(oclml_ctx *ctx, const char *name, const oclml__arg *args,
                               unsigned nargs, size_t n) {
     cl_kernel k;
@@ -364,6 +354,8 @@ static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, cons
 /* dw (+)= the weight gradient of conv given its input x and dy. */
 static oclml_status conv_backward_weight(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
                                          const oclml_tensor *dy, oclml_tensor *dw, int accumulate) {
+    if (oclml__conv_weight_gradient_direct_applies(ctx, s))
+        return oclml__conv_weight_gradient_direct(ctx, s, x, dy, dw, accumulate);
     if (oclml__conv_weight_gradient_gathers(ctx, s))
         return oclml__conv_weight_gradient_gathered(ctx, s, x, dy, dw, accumulate);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
@@ -434,8 +426,11 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
                             ? "Winograd F(2x2,3x3) (flipped taps)"
                         : oclml__conv_data_gradient_gathers(ctx, &s) ? "gathered (flipped taps)"
                                                                      : "unfolded (col2im)";
-    const char *wgrad =
-        oclml__conv_weight_gradient_gathers(ctx, &s) ? "gathered (images along K)" : "unfolded";
+    char wgrad[96] = "unfolded";
+    if (oclml__conv_weight_gradient_direct_applies(ctx, &s))
+        oclml__conv_describe_direct_dw(ctx, &s, wgrad, sizeof wgrad);
+    else if (oclml__conv_weight_gradient_gathers(ctx, &s))
+        snprintf(wgrad, sizeof wgrad, "gathered (images along K)");
     char fwd[200];
     if (kind == FORWARD_POINTWISE) {
         oclml__gemm_desc d = pointwise_desc(&s, 0, w, x, NULL, NULL, false);

@@ -15,6 +15,17 @@ typedef struct conv_shape {
 
 static inline size_t cg_rs(const conv_shape *s) { return s->C / s->groups * s->R * s->S; }
 
+/* The geometry kernels take (GEOM_ARGS in cl/ops/conv.cl): declare its values, then pass them. */
+#define GEOM(s)                                                                                    \
+    cl_uint g_C = (cl_uint)(s)->C, g_H = (cl_uint)(s)->H, g_W = (cl_uint)(s)->W,                   \
+            g_R = (cl_uint)(s)->R, g_S = (cl_uint)(s)->S, g_P = (cl_uint)(s)->P,                   \
+            g_Q = (cl_uint)(s)->Q, g_sh = (s)->sh, g_sw = (s)->sw, g_ph = (s)->ph, g_pw = (s)->pw, \
+            g_dh = (s)->dh, g_dw = (s)->dw
+#define GEOM_ARGS                                                                          \
+    OCLML_ARG(g_C), OCLML_ARG(g_H), OCLML_ARG(g_W), OCLML_ARG(g_R), OCLML_ARG(g_S),        \
+        OCLML_ARG(g_P), OCLML_ARG(g_Q), OCLML_ARG(g_sh), OCLML_ARG(g_sw), OCLML_ARG(g_ph), \
+        OCLML_ARG(g_pw), OCLML_ARG(g_dh), OCLML_ARG(g_dw)
+
 /* Tensor t's buffer as a matrix from `offset` floats past its start (t NULL: no buffer, offset
  * as given, for describing a plan). */
 static inline oclml__matrix conv_mat(const oclml_tensor *t, size_t offset, size_t ld,
@@ -51,6 +62,14 @@ oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape
                                                 const oclml_tensor *w, const oclml_tensor *dy,
                                                 oclml_tensor *dx, const oclml_tensor *b);
 void oclml__conv_describe_winograd(const conv_shape *s, char *text, size_t len);
+
+/* The direct weight gradient for few columns (conv_direct_dw.c): whether it applies to s on this
+ * context (the tuning key conv.direct_dw), the pass, and its plan in words. */
+bool oclml__conv_weight_gradient_direct_applies(oclml_ctx *ctx, const conv_shape *s);
+oclml_status oclml__conv_weight_gradient_direct(oclml_ctx *ctx, const conv_shape *s,
+                                                const oclml_tensor *x, const oclml_tensor *dy,
+                                                oclml_tensor *dw, int accumulate);
+void oclml__conv_describe_direct_dw(oclml_ctx *ctx, const conv_shape *s, char *text, size_t len);
 void oclml__conv_winograd_warm(const char *op, oclml__warm_list *list);
 
 #endif

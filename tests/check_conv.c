@@ -362,7 +362,7 @@ START_TEST(conv2d_plan_says_how) {
                   "%s", text);
     oclml_tensor_destroy(X);
     oclml_tensor_destroy(Wt);
-    test_retune("conv.implicit=0");
+    test_retune("conv.implicit=0 conv.direct_dw=0");
     X = test_tensor(4, xsh), Wt = test_tensor(4, wsh);
     oclml_tensor *W1 = test_tensor(4, w1);
     ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));

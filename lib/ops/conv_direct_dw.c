@@ -108,11 +108,14 @@ oclml_status oclml__conv_weight_gradient_direct(oclml_ctx *ctx, const conv_shape
     const size_t global[2] = {p.ranges * items, s->groups * p.k_tiles * p.c_tiles},
                  local[2] = {items, 1};
     st = oclml__launch(ctx, kp, args, sizeof args / sizeof args[0], 2, global, local, NULL);
+    /* The sum: work-groups of outputs x lanes over the ranges (8 lanes where the device allows). */
+    const size_t most = ctx->caps.max_work_group_size;
+    const size_t lanes = most >= 8 ? 8 : most, outs = most >= 256 ? 32 : most / lanes;
+    const size_t sum_global[2] = {round_up(n, outs), lanes}, sum_local[2] = {outs, lanes};
     oclml__arg sum_args[] = {OCLML_ARG(part), OCLML_ARG(ranges), OCLML_ARG(un),
-                             OCLML_ARG(wm),   OCLML_ARG(w_off),  OCLML_ARG(acc)};
-    size_t g1, l1;
-    oclml__grid_1d(ctx, n, &g1, &l1);
-    if (!st) st = oclml__launch(ctx, ks, sum_args, 6, 1, &g1, &l1, NULL);
+                             OCLML_ARG(wm),   OCLML_ARG(w_off),  OCLML_ARG(acc),
+                             OCLML_LOCAL(outs * lanes * sizeof(float))};
+    if (!st) st = oclml__launch(ctx, ks, sum_args, 7, 2, sum_global, sum_local, NULL);
     oclml__scratch_put(ctx, part);
     return st;
 }

@@ -253,10 +253,10 @@ END_TEST
  * tensor cores, which recompute a NaN output in fp32 from the gathered operands, and Winograd,
  * which recomputes a tile that came out NaN directly; the weight gradient also computed directly
  * (the backward test only). */
-static const char *const NAN_PATHS[5] = {
-    "gemm.own=1 conv.implicit=0", "gemm.own=1 conv.implicit=1 gemm.mma=0",
-    "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0", "gemm.own=1 conv.winograd=1",
-    "conv.direct_dw=1"};
+static const char *const NAN_PATHS[5] = {"gemm.own=1 conv.implicit=0",
+                                         "gemm.own=1 conv.implicit=1 gemm.mma=0",
+                                         "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0",
+                                         "gemm.own=1 conv.winograd=1", "conv.direct_dw=1"};
 
 /* The NaN tests' convolution (CASES[0], 3x3 "same") with random x, w and dy on the device, x
  * NaN at image 0, input channel 1, (3, 2). */

@@ -44,9 +44,9 @@ OCLML_INLINE uint4 position_at(ulong base, uint t, ulong end, uint P, uint Q, ui
 }
 
 __kernel __attribute__((reqd_work_group_size(ITEMS, 1, 1))) void
-oclml_conv_dw_partial(__global const float *x, ulong x_off, __global const float *dy,
-                      ulong dy_off, GEOM_ARGS, uint K, uint Kg, uint Cg, uint k_tiles,
-                      uint c_tiles, ulong positions, ulong span, __global float *part) {
+oclml_conv_dw_partial(__global const float *x, ulong x_off, __global const float *dy, ulong dy_off,
+                      GEOM_ARGS, uint K, uint Kg, uint Cg, uint k_tiles, uint c_tiles,
+                      ulong positions, ulong span, __global float *part) {
     __local float4 dy4[TK * TP / 4], col4[TC * TP / 4];
     __local float *dyL = (__local float *)dy4, *colL = (__local float *)col4;
     /* Per column of the tile: its channel's plane offset, tap row and column offsets, and
@@ -73,22 +73,22 @@ oclml_conv_dw_partial(__global const float *x, ulong x_off, __global const float
 
     /* The next chunk's elements, loaded into registers while this chunk's products run. */
     float dy_next[DY_EACH], col_next[COL_EACH];
-#define LOAD_NEXT()                                                                               \
-    for (uint i = 0; i < DY_EACH; i++) {                                                          \
-        const uint e = lid + i * ITEMS, kk = e / TP;                                              \
-        const uint4 at = pos_at[e % TP];                                                          \
-        dy_next[i] = e < TK * TP && at.x != ~0u && k0 + kk < Kg                                   \
-                         ? dy[dy_off + ((ulong)at.x * K + g * Kg + k0 + kk) * PQ + at.y]          \
-                         : 0.0f;                                                                  \
-    }                                                                                             \
-    for (uint i = 0; i < COL_EACH; i++) {                                                         \
-        const uint e = lid + i * ITEMS, jj = e / TP;                                              \
-        const uint4 at = pos_at[e % TP], col = col_at[jj < TC ? jj : 0];                          \
-        const int h = (int)at.z + (int)col.y, w = (int)at.w + (int)col.z;                         \
-        col_next[i] = e < TC * TP && col.w && at.x != ~0u && h >= 0 && h < (int)H && w >= 0 &&    \
-                              w < (int)W                                                          \
-                          ? x[x_off + at.x * CHW + col.x + (uint)h * W + (uint)w]                 \
-                          : 0.0f;                                                                 \
+#define LOAD_NEXT()                                                                             \
+    for (uint i = 0; i < DY_EACH; i++) {                                                        \
+        const uint e = lid + i * ITEMS, kk = e / TP;                                            \
+        const uint4 at = pos_at[e % TP];                                                        \
+        dy_next[i] = e < TK * TP && at.x != ~0u && k0 + kk < Kg                                 \
+                         ? dy[dy_off + ((ulong)at.x * K + g * Kg + k0 + kk) * PQ + at.y]        \
+                         : 0.0f;                                                                \
+    }                                                                                           \
+    for (uint i = 0; i < COL_EACH; i++) {                                                       \
+        const uint e = lid + i * ITEMS, jj = e / TP;                                            \
+        const uint4 at = pos_at[e % TP], col = col_at[jj < TC ? jj : 0];                        \
+        const int h = (int)at.z + (int)col.y, w = (int)at.w + (int)col.z;                       \
+        col_next[i] =                                                                           \
+            e < TC * TP && col.w && at.x != ~0u && h >= 0 && h < (int)H && w >= 0 && w < (int)W \
+                ? x[x_off + at.x * CHW + col.x + (uint)h * W + (uint)w]                         \
+                : 0.0f;                                                                         \
     }
     LOAD_NEXT()
 
@@ -145,9 +145,8 @@ oclml_conv_dw_partial(__global const float *x, ulong x_off, __global const float
 /* dw[i] = (accumulate ? dw[i] : 0) + the sum over ranges r of part[r][i], i < n = K CgRS: a
  * work-group of (outputs, lanes) sums lane l's ranges l, l + lanes, ... per output, then the
  * lanes' sums in order (deterministic for a given work-group shape). */
-__kernel void oclml_conv_dw_sum(__global const float *part, uint ranges, uint n,
-                                __global float *dw, ulong dw_off, uint accumulate,
-                                __local float *sums) {
+__kernel void oclml_conv_dw_sum(__global const float *part, uint ranges, uint n, __global float *dw,
+                                ulong dw_off, uint accumulate, __local float *sums) {
     const uint outs = get_local_size(0), lanes = get_local_size(1), lo = get_local_id(0),
                ll = get_local_id(1), i = get_global_id(0);
     float sum = 0.0f;

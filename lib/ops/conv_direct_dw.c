@@ -6,15 +6,17 @@
  * over a million positions, which their tiles cover mostly with padding after unfolding 300 MB of
  * columns.
  * Where: the tuning key conv.direct_dw (1 wherever it applies: every shape; 0 never); by default
- * (-1) where the products run on tensor cores and a group has at most MAX_COLUMNS columns and
- * MAX_ROWS output channels. */
+ * (-1) where the products run on tensor cores and a group has at most MAX_COLUMNS columns. On the
+ * H100 (2026-11-26 14:30 UTC, against the GEMM paths' best): 3 channels of 5x5 taps into 32
+ * (N256 64x64) 1.12 -> 0.49 ms, a 1x1 from 64 channels into 256 (N64 56x56) 0.53 -> 0.37 ms;
+ * 3 channels of 7x7 taps at stride 2 (147 columns) tied, 1 channel of 3x3 taps tied, and 576 or
+ * 800 columns lost 1.1-1.3x. */
 #include "ops/conv.h"
 #include "ops/ops.h"
 
 #include <stdio.h>
 
-#define MAX_COLUMNS 128
-#define MAX_ROWS 64
+#define MAX_COLUMNS 96
 
 /* Tiles: rows (output channels) and columns of dW a work-group owns, positions a chunk. */
 #define MOST_TILE_ROWS 32
@@ -25,9 +27,9 @@
 #define GROUPS_PER_UNIT 4
 
 typedef struct direct_plan {
-    unsigned tk, tc, tp;               /* tile rows, columns (multiples of 4), chunk positions */
+    unsigned tk, tc, tp;             /* tile rows, columns (multiples of 4), chunk positions */
     size_t k_tiles, c_tiles, ranges; /* grid: ranges x (groups k_tiles c_tiles) */
-    size_t span;                       /* positions a range */
+    size_t span;                     /* positions a range */
 } direct_plan;
 
 static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
@@ -38,17 +40,24 @@ static bool local_fits(const oclml_ctx *ctx, unsigned tk, unsigned tc, unsigned 
 }
 
 /* The tile within the device's work-group and local memory limits; false where none fits. */
-static bool plan_of(const oclml_ctx *ctx, const conv_shape *s, direct_plan *p) {
+static bool plan_of(oclml_ctx *ctx, const conv_shape *s, direct_plan *p) {
     const size_t kg = s->K / s->groups, crs = cg_rs(s);
-    size_t items = ctx->caps.max_work_group_size < MOST_ITEMS ? ctx->caps.max_work_group_size
-                                                              : MOST_ITEMS;
+    size_t items =
+        ctx->caps.max_work_group_size < MOST_ITEMS ? ctx->caps.max_work_group_size : MOST_ITEMS;
     if (items < 1) return false;
     size_t tk = round_up(kg, 4) < MOST_TILE_ROWS ? round_up(kg, 4) : MOST_TILE_ROWS;
     if (tk / 4 > items) tk = 4 * items;
     size_t tc = round_up(crs, 4), most_tc = 4 * (items / (tk / 4));
     if (most_tc > MOST_TILE_COLUMNS) most_tc = MOST_TILE_COLUMNS;
     if (tc > most_tc) tc = most_tc;
-    unsigned tp = CHUNK_POSITIONS; /* the kernel's swizzle takes 32 or more */
+    const long forced_tp = oclml__tune(ctx, "conv.direct_dw_grid", 0),
+               forced_groups = oclml__tune(ctx, "conv.direct_dw_grid", 1);
+    /* Chunks of 64 positions, 32 for tiles wider than 64 columns (H100, 14:30 UTC: the 76-column
+     * tile of 3 channels of 5x5 taps ran 0.49 ms with 32, 0.82 with 64; the 64-column tile of a
+     * 1x1 from 64 channels 0.42 with 32, 0.37 with 64). */
+    unsigned tp = forced_tp == 32 || forced_tp == 64 || forced_tp == 128 ? (unsigned)forced_tp
+                  : tc > 64                                              ? 32
+                                                                         : CHUNK_POSITIONS;
     while (tp > 32 && !local_fits(ctx, (unsigned)tk, (unsigned)tc, tp)) tp /= 2;
     if (!local_fits(ctx, (unsigned)tk, (unsigned)tc, tp)) return false;
     p->tk = (unsigned)tk;
@@ -57,7 +66,8 @@ static bool plan_of(const oclml_ctx *ctx, const conv_shape *s, direct_plan *p) {
     p->k_tiles = (kg + tk - 1) / tk;
     p->c_tiles = (crs + tc - 1) / tc;
     const size_t positions = s->N * s->P * s->Q, tiles = s->groups * p->k_tiles * p->c_tiles;
-    size_t want = (GROUPS_PER_UNIT * (size_t)ctx->caps.compute_units + tiles - 1) / tiles;
+    const size_t per_unit = forced_groups > 0 ? (size_t)forced_groups : GROUPS_PER_UNIT;
+    size_t want = (per_unit * (size_t)ctx->caps.compute_units + tiles - 1) / tiles;
     if (want < 1) want = 1;
     p->span = round_up((positions + want - 1) / want, tp);
     p->ranges = (positions + p->span - 1) / p->span;
@@ -69,8 +79,8 @@ bool oclml__conv_weight_gradient_direct_applies(oclml_ctx *ctx, const conv_shape
     if (!plan_of(ctx, s, &p)) return false;
     long forced = oclml__tune(ctx, "conv.direct_dw", 0);
     if (forced >= 0) return forced > 0;
-    return cg_rs(s) <= MAX_COLUMNS && s->K / s->groups <= MAX_ROWS &&
-           oclml__tune(ctx, "gemm.own", 0) != 0 && oclml__gemm_gather_fast(ctx);
+    return cg_rs(s) <= MAX_COLUMNS && oclml__tune(ctx, "gemm.own", 0) != 0 &&
+           oclml__gemm_gather_fast(ctx);
 }
 
 oclml_status oclml__conv_weight_gradient_direct(oclml_ctx *ctx, const conv_shape *s,
@@ -95,15 +105,14 @@ oclml_status oclml__conv_weight_gradient_direct(oclml_ctx *ctx, const conv_shape
     cl_mem xm = x->mem, ym = dy->mem, wm = dw->mem;
     cl_ulong x_off = oclml__elem_offset(x), y_off = oclml__elem_offset(dy),
              w_off = oclml__elem_offset(dw), positions = s->N * s->P * s->Q, span = p.span;
-    cl_uint K = (cl_uint)s->K, Kg = (cl_uint)(s->K / s->groups),
-            Cg = (cl_uint)(s->C / s->groups), k_tiles = (cl_uint)p.k_tiles,
-            c_tiles = (cl_uint)p.c_tiles, ranges = (cl_uint)p.ranges, un = (cl_uint)n,
-            acc = accumulate != 0;
-    oclml__arg args[] = {OCLML_ARG(xm),      OCLML_ARG(x_off),     OCLML_ARG(ym),
-                         OCLML_ARG(y_off),   GEOM_ARGS,            OCLML_ARG(K),
-                         OCLML_ARG(Kg),      OCLML_ARG(Cg),        OCLML_ARG(k_tiles),
-                         OCLML_ARG(c_tiles), OCLML_ARG(positions), OCLML_ARG(span),
-                         OCLML_ARG(part)};
+    cl_uint K = (cl_uint)s->K, Kg = (cl_uint)(s->K / s->groups), Cg = (cl_uint)(s->C / s->groups),
+            k_tiles = (cl_uint)p.k_tiles, c_tiles = (cl_uint)p.c_tiles, ranges = (cl_uint)p.ranges,
+            un = (cl_uint)n, acc = accumulate != 0;
+    oclml__arg args[] = {
+        OCLML_ARG(xm),      OCLML_ARG(x_off),   OCLML_ARG(ym),        OCLML_ARG(y_off),
+        GEOM_ARGS,          OCLML_ARG(K),       OCLML_ARG(Kg),        OCLML_ARG(Cg),
+        OCLML_ARG(k_tiles), OCLML_ARG(c_tiles), OCLML_ARG(positions), OCLML_ARG(span),
+        OCLML_ARG(part)};
     const size_t items = (size_t)(p.tk / 4) * (p.tc / 4);
     const size_t global[2] = {p.ranges * items, s->groups * p.k_tiles * p.c_tiles},
                  local[2] = {items, 1};
@@ -112,8 +121,12 @@ oclml_status oclml__conv_weight_gradient_direct(oclml_ctx *ctx, const conv_shape
     const size_t most = ctx->caps.max_work_group_size;
     const size_t lanes = most >= 8 ? 8 : most, outs = most >= 256 ? 32 : most / lanes;
     const size_t sum_global[2] = {round_up(n, outs), lanes}, sum_local[2] = {outs, lanes};
-    oclml__arg sum_args[] = {OCLML_ARG(part), OCLML_ARG(ranges), OCLML_ARG(un),
-                             OCLML_ARG(wm),   OCLML_ARG(w_off),  OCLML_ARG(acc),
+    oclml__arg sum_args[] = {OCLML_ARG(part),
+                             OCLML_ARG(ranges),
+                             OCLML_ARG(un),
+                             OCLML_ARG(wm),
+                             OCLML_ARG(w_off),
+                             OCLML_ARG(acc),
                              OCLML_LOCAL(outs * lanes * sizeof(float))};
     if (!st) st = oclml__launch(ctx, ks, sum_args, 7, 2, sum_global, sum_local, NULL);
     oclml__scratch_put(ctx, part);
@@ -126,6 +139,7 @@ void oclml__conv_describe_direct_dw(oclml_ctx *ctx, const conv_shape *s, char *t
         snprintf(text, len, "direct (no tile fits)");
         return;
     }
-    snprintf(text, len, "direct (%ux%u tiles, %zu position ranges summed in order)", p.tk, p.tc,
-             p.ranges);
+    snprintf(text, len,
+             "direct (%ux%u tiles, %zu position ranges in chunks of %u, summed in order)", p.tk,
+             p.tc, p.ranges, p.tp);
 }

@@ -47,5 +47,8 @@ lint "$src/cl/ops/attention_mma.cl" $ptx -DHEAD_DIM=128 -DBN=16 -DHAS_MASK=1
 # The paired dK/dV and dQ kernels (head dim 128's defaults), emulated and on PTX.
 lint "$src/cl/ops/attention_mma.cl" -DHEAD_DIM=128 -DBN=16 -DBQ=32 -DDKDV_PAIRS=1 -DASYNC_KV=1 -DHAS_MASK=1
 lint "$src/cl/ops/attention_mma.cl" $ptx -DHEAD_DIM=128 -DBN=16 -DBQ=16 -DDQ_PAIRS=1 -DASYNC_KV=1 -DHAS_KEYLEN=1
+# The direct weight gradient's wide tile in chunks of 32 positions (3 channels of 5x5 taps).
+lint "$src/cl/ops/conv_direct_dw.cl" -DTK=32 -DTC=76 -DTP=32
+lint "$src/cl/ops/conv_direct_dw.cl" $ptx -DTK=32 -DTC=76 -DTP=32
 echo "$runs builds with $cc, $fails failed"
 [ $fails -eq 0 ]

@@ -21,6 +21,15 @@
         uint dh, uint dw
 
 #if OCLML_WANT(oclml_conv_dw_partial)
+#ifndef TK /* the host passes all three */
+#define TK 32
+#endif
+#ifndef TC
+#define TC 64
+#endif
+#ifndef TP
+#define TP 64
+#endif
 #define ITEMS ((TK / 4) * (TC / 4))
 /* Local rows [row][TP positions], each row's float4s XOR-swizzled by (row / 4) % 8: the staging
  * stores (a warp's consecutive positions of a row) stay in distinct banks, and so do the float4

@@ -204,7 +204,7 @@ static void run_case(const conv_case *c, bool transposed, bool with_bias, int ac
  * convolution's forward) on the FMA tiles and on the tensor-core kernel (emulated here, as on
  * the GPU where that is the default); then a path that mixes them as the GPU's default does
  * (the per-pass keys: forward and weight gradient gathered, data gradient unfolded); last,
- * Winograd F(2x2,3x3) for the 3x3 stride-1 cases' forward and data gradient, in one chunk and
+ * Winograd F(2x2,3x3) for the 3x3 stride-1 cases' three passes, in one chunk and
  * in chunks of two images on the (emulated) tensor cores; the direct weight gradient (which the
  * emulated tensor cores would take by default on these few-column cases, so the paths that test
  * the gathered weight gradient there switch it off). */
@@ -218,7 +218,7 @@ static const char *PATH_TUNING[] = {
     "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 gemm.splitk=2",
     "gemm.own=1 conv.implicit=1 conv.implicit_dx=0 conv.implicit_dw=1 gemm.mma=0 gemm.splitk=3",
     "gemm.own=1 conv.winograd=1 conv.implicit=0",
-    "gemm.own=1 conv.winograd=1 conv.implicit=1 gemm.mma=2 conv.chunk=2",
+    "gemm.own=1 conv.winograd=1 conv.implicit=1 gemm.mma=2 conv.chunk=2 conv.direct_dw=0",
     "gemm.own=0 conv.implicit=0 conv.direct_dw=1",
 };
 #define N_PATHS 11

@@ -5,7 +5,8 @@
  * channels, the 16 elementwise products are 16 matrix products (the GEMM family's, batched):
  *   M[e] (K x T) = U[e] (K x C) V[e] (C x T),  e = 4 i + j the transformed position.
  * These kernels move the data around them: weights into U, input patches into V, M back into
- * outputs. Transforms (Lavin and Gray, 2016):
+ * outputs. The weight gradient runs the adjoints: dy's 2x2 blocks into D = A dy A^T, the products
+ * dU[e] (K x C) = D[e] (K x T) V[e]^T summed over tiles, and dw = G^T dU G. Transforms (Lavin and Gray, 2016):
  *   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
  *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
  *   A^T = [1 1 1 0; 0 1 -1 -1]
@@ -145,6 +146,70 @@ __kernel void oclml_winograd_output(__global const float *M, uint n0, uint nb, u
                 out[(ulong)p * Q + 2 * tw] = o[r][0] + b;
                 if (2 * tw + 1 < Q) out[(ulong)p * Q + 2 * tw + 1] = o[r][1] + b;
             }
+        }
+    }
+}
+#endif
+
+#if OCLML_WANT(oclml_winograd_dy)
+/* The weight gradient's output-gradient transform, the adjoint of oclml_winograd_output's:
+ * D[e][k][t] = (A m A^T)[e] for the 2x2 block m of dy (image n0 + i, channel k) at (2 th, 2 tw),
+ * zeros past P x Q: one work-item a (channel, tile). A = [1 0; 1 1; 1 -1; 0 -1]. */
+__kernel void oclml_winograd_dy(__global const float *dy, ulong dy_off, uint n0, uint nb, uint K,
+                                uint P, uint Q, uint TH, uint TW, __global float *D) {
+    const uint T = nb * TH * TW;
+    const ulong KT = (ulong)K * T;
+    dy += dy_off;
+    for (ulong kt = get_global_id(0); kt < KT; kt += get_global_size(0)) {
+        const uint k = (uint)(kt / T), t = (uint)(kt % T);
+        const uint i = t / (TH * TW), th = t / TW % TH, tw = t % TW;
+        __global const float *plane = dy + ((ulong)(n0 + i) * K + k) * P * Q;
+        float m[2][2];
+        for (uint r = 0; r < 2; r++)
+            for (uint s = 0; s < 2; s++) {
+                const uint p = 2 * th + r, q = 2 * tw + s;
+                const bool in = p < P && q < Q;
+                const float v = plane[in ? p * Q + q : 0u];
+                m[r][s] = in ? v : 0.0f;
+            }
+        float a[4][2]; /* A m */
+        for (uint s = 0; s < 2; s++) {
+            a[0][s] = m[0][s];
+            a[1][s] = m[0][s] + m[1][s];
+            a[2][s] = m[0][s] - m[1][s];
+            a[3][s] = -m[1][s];
+        }
+        for (uint r = 0; r < 4; r++) { /* (A m) A^T */
+            __global float *d = D + (ulong)(4 * r) * KT + kt;
+            d[0] = a[r][0];
+            d[KT] = a[r][0] + a[r][1];
+            d[2 * KT] = a[r][0] - a[r][1];
+            d[3 * KT] = -a[r][1];
+        }
+    }
+}
+#endif
+
+#if OCLML_WANT(oclml_winograd_weight_gradient)
+/* dw[k][c] (+)= G^T u G for u[e] = dU[e][k][c], the adjoint of oclml_winograd_weights' G g G^T:
+ * one work-item a (output, input channel). G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1]. */
+__kernel void oclml_winograd_weight_gradient(__global const float *dU, uint K, uint C,
+                                             __global float *dw, ulong dw_off, uint accumulate) {
+    const ulong KC = (ulong)K * C;
+    for (ulong kc = get_global_id(0); kc < KC; kc += get_global_size(0)) {
+        float u[4][4];
+        for (uint e = 0; e < 16; e++) u[e / 4][e % 4] = dU[(ulong)e * KC + kc];
+        float t[3][4]; /* G^T u */
+        for (uint j = 0; j < 4; j++) {
+            t[0][j] = u[0][j] + 0.5f * (u[1][j] + u[2][j]);
+            t[1][j] = 0.5f * (u[1][j] - u[2][j]);
+            t[2][j] = 0.5f * (u[1][j] + u[2][j]) + u[3][j];
+        }
+        __global float *g = dw + dw_off + kc * 9;
+        for (uint r = 0; r < 3; r++) { /* (G^T u) G */
+            const float v[3] = {t[r][0] + 0.5f * (t[r][1] + t[r][2]), 0.5f * (t[r][1] - t[r][2]),
+                                0.5f * (t[r][1] + t[r][2]) + t[r][3]};
+            for (uint s = 0; s < 3; s++) g[r * 3 + s] = accumulate ? g[r * 3 + s] + v[s] : v[s];
         }
     }
 }

@@ -356,6 +356,8 @@ static oclml_status conv_backward_weight(oclml_ctx *ctx, const conv_shape *s, co
                                          const oclml_tensor *dy, oclml_tensor *dw, int accumulate) {
     if (oclml__conv_weight_gradient_direct_applies(ctx, s))
         return oclml__conv_weight_gradient_direct(ctx, s, x, dy, dw, accumulate);
+    if (oclml__conv_weight_gradient_winograd_applies(ctx, s))
+        return oclml__conv_weight_gradient_winograd(ctx, s, x, dy, dw, accumulate);
     if (oclml__conv_weight_gradient_gathers(ctx, s))
         return oclml__conv_weight_gradient_gathered(ctx, s, x, dy, dw, accumulate);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
@@ -429,6 +431,8 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
     char wgrad[96] = "unfolded";
     if (oclml__conv_weight_gradient_direct_applies(ctx, &s))
         oclml__conv_describe_direct_dw(ctx, &s, wgrad, sizeof wgrad);
+    else if (oclml__conv_weight_gradient_winograd_applies(ctx, &s))
+        snprintf(wgrad, sizeof wgrad, "Winograd F(2x2,3x3) (16 products over the tiles)");
     else if (oclml__conv_weight_gradient_gathers(ctx, &s))
         snprintf(wgrad, sizeof wgrad, "gathered (images along K)");
     char fwd[200];

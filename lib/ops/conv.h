@@ -58,6 +58,10 @@ oclml_status oclml__conv_forward_winograd(oclml_ctx *ctx, const conv_shape *s,
                                           const oclml_tensor *x, const oclml_tensor *w,
                                           const oclml_tensor *b, oclml_tensor *y);
 bool oclml__conv_data_gradient_winograd_applies(oclml_ctx *ctx, const conv_shape *s);
+bool oclml__conv_weight_gradient_winograd_applies(oclml_ctx *ctx, const conv_shape *s);
+oclml_status oclml__conv_weight_gradient_winograd(oclml_ctx *ctx, const conv_shape *s,
+                                                  const oclml_tensor *x, const oclml_tensor *dy,
+                                                  oclml_tensor *dw, int accumulate);
 oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape *s,
                                                 const oclml_tensor *w, const oclml_tensor *dy,
                                                 oclml_tensor *dx, const oclml_tensor *b);

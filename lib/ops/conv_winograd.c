@@ -7,6 +7,8 @@
  *   forward        y = conv(x, w)
  *   data gradient  dx = conv(dy, w turned by 180 degrees with its channels swapped), padding
  *                  2 - ph before (so padding up to 2)
+ *   weight grad.   the adjoints: dy's 2x2 blocks transformed (D = A dy A^T), 16 products
+ *                  dU[e] = D[e] V[e]^T summed over the tiles, dw = G^T dU G
  * Where: the tuning key conv.winograd (1 wherever it applies, 0 never); by default (-1) where the
  * products run on tensor cores and both channel counts are at least MIN_CHANNELS, as measured on
  * the H100 against the implicit GEMM and im2col paths (bench/RESULTS.md, 2026-11-26): with 128
@@ -19,7 +21,9 @@
 #include <stdio.h>
 
 static const oclml__program_spec PROGRAM = {
-    "conv_winograd.cl", NULL, "oclml_winograd_weights oclml_winograd_input oclml_winograd_output",
+    "conv_winograd.cl", NULL,
+    "oclml_winograd_weights oclml_winograd_input oclml_winograd_output oclml_winograd_dy "
+    "oclml_winograd_weight_gradient",
     0};
 
 /* The workspaces a chunk of images may take together (V and M). */
@@ -53,6 +57,10 @@ bool oclml__conv_forward_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
 }
 
 /* The data gradient's convolution needs padding 2 - ph >= 0 before, and its output is H x W. */
+bool oclml__conv_weight_gradient_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
+    return shape_applies(s) && allowed(ctx, s);
+}
+
 bool oclml__conv_data_gradient_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
     return shape_applies(s) && s->ph <= 2 && s->pw <= 2 && allowed(ctx, s);
 }
@@ -122,13 +130,19 @@ static oclml__gemm_desc products(const winograd_conv *v, cl_mem U, cl_mem V, cl_
                               .act = OCLML_ACT_NONE};
 }
 
-static oclml_status run(oclml_ctx *ctx, const winograd_conv *v, const oclml_tensor *x,
-                        const oclml_tensor *w, const oclml_tensor *bias, oclml_tensor *y) {
-    const size_t TH = (v->P + 1) / 2, TW = (v->Q + 1) / 2, per_image = 16 * (v->C + v->K) * TH * TW;
+/* Images a chunk: as many as keep its two transformed workspaces (16 (C + K) floats a tile)
+ * within WORKSPACE_BYTES, or conv.chunk. */
+static size_t chunk_of(oclml_ctx *ctx, const winograd_conv *v, size_t TH, size_t TW) {
+    const size_t per_image = 16 * (v->C + v->K) * TH * TW;
     size_t nb = WORKSPACE_BYTES / (per_image * sizeof(float) + 1);
     long forced = oclml__tune(ctx, "conv.chunk", 0);
     if (forced > 0) nb = (size_t)forced;
-    nb = nb < 1 ? 1 : nb > v->N ? v->N : nb;
+    return nb < 1 ? 1 : nb > v->N ? v->N : nb;
+}
+
+static oclml_status run(oclml_ctx *ctx, const winograd_conv *v, const oclml_tensor *x,
+                        const oclml_tensor *w, const oclml_tensor *bias, oclml_tensor *y) {
+    const size_t TH = (v->P + 1) / 2, TW = (v->Q + 1) / 2, nb = chunk_of(ctx, v, TH, TW);
     const size_t T = nb * TH * TW;
     cl_mem U = NULL, V = NULL, M = NULL;
     oclml_status st = oclml__scratch_get(ctx, 16 * v->K * v->C * sizeof(float), &U);
@@ -160,6 +174,58 @@ oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape
                                                 oclml_tensor *dx, const oclml_tensor *b) {
     const winograd_conv v = {s->N, s->K, s->P, s->Q, s->C, s->H, s->W, 2 - s->ph, 2 - s->pw, true};
     return run(ctx, &v, dy, w, b, dx);
+}
+
+/* dw (+)= the weight gradient: per chunk of images, the input patches into V and dy's blocks
+ * into D, then for each transformed position e one product dU[e] (+)= D[e] V[e]^T whose K runs
+ * over the chunk's tiles (batch 1, so the planner splits that K for the compute units); last
+ * dw = G^T dU G. */
+oclml_status oclml__conv_weight_gradient_winograd(oclml_ctx *ctx, const conv_shape *s,
+                                                  const oclml_tensor *x, const oclml_tensor *dy,
+                                                  oclml_tensor *dw, int accumulate) {
+    const winograd_conv v = {s->N, s->C, s->H, s->W, s->K, s->P, s->Q, s->ph, s->pw, false};
+    const size_t TH = (v.P + 1) / 2, TW = (v.Q + 1) / 2, nb = chunk_of(ctx, &v, TH, TW),
+                 T = nb * TH * TW, KC = v.K * v.C;
+    cl_mem V = NULL, D = NULL, dU = NULL;
+    oclml_status st = oclml__scratch_get(ctx, 16 * v.C * T * sizeof(float), &V);
+    if (!st) st = oclml__scratch_get(ctx, 16 * v.K * T * sizeof(float), &D);
+    if (!st) st = oclml__scratch_get(ctx, 16 * KC * sizeof(float), &dU);
+    for (size_t n0 = 0; n0 < v.N && !st; n0 += nb) {
+        const size_t cnt = v.N - n0 < nb ? v.N - n0 : nb, tiles = cnt * TH * TW;
+        st = transform_input(ctx, &v, x, n0, cnt, TH, TW, V);
+        cl_mem ym = dy->mem;
+        cl_ulong y_off = oclml__elem_offset(dy);
+        cl_uint un0 = (cl_uint)n0, unb = (cl_uint)cnt, K = (cl_uint)v.K, P = (cl_uint)v.P,
+                Q = (cl_uint)v.Q, th = (cl_uint)TH, tw = (cl_uint)TW;
+        oclml__arg args[] = {OCLML_ARG(ym), OCLML_ARG(y_off), OCLML_ARG(un0), OCLML_ARG(unb),
+                             OCLML_ARG(K),  OCLML_ARG(P),     OCLML_ARG(Q),   OCLML_ARG(th),
+                             OCLML_ARG(tw), OCLML_ARG(D)};
+        if (!st) st = launch_1d(ctx, "oclml_winograd_dy", args, 10, v.K * tiles);
+        for (size_t e = 0; e < 16 && !st; e++) {
+            oclml__gemm_desc d = {.trans_b = true,
+                                  .m = v.K,
+                                  .n = v.C,
+                                  .k = tiles,
+                                  .batch = 1,
+                                  .alpha = 1.0f,
+                                  .beta = n0 == 0 ? 0.0f : 1.0f,
+                                  .a = {D, e * v.K * tiles, tiles, 0},
+                                  .b = {V, e * v.C * tiles, tiles, 0},
+                                  .c = {dU, e * KC, v.C, 0},
+                                  .act = OCLML_ACT_NONE};
+            st = oclml__gemm(ctx, &d);
+        }
+    }
+    cl_mem wm = dw->mem;
+    cl_ulong w_off = oclml__elem_offset(dw);
+    cl_uint K = (cl_uint)v.K, C = (cl_uint)v.C, acc = accumulate != 0;
+    oclml__arg args[] = {OCLML_ARG(dU), OCLML_ARG(K),     OCLML_ARG(C),
+                         OCLML_ARG(wm), OCLML_ARG(w_off), OCLML_ARG(acc)};
+    if (!st) st = launch_1d(ctx, "oclml_winograd_weight_gradient", args, 6, KC);
+    if (dU) oclml__scratch_put(ctx, dU);
+    if (D) oclml__scratch_put(ctx, D);
+    if (V) oclml__scratch_put(ctx, V);
+    return st;
 }
 
 void oclml__conv_describe_winograd(const conv_shape *s, char *text, size_t len) {

@@ -177,9 +177,8 @@ oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape
 }
 
 /* dw (+)= the weight gradient: per chunk of images, the input patches into V and dy's blocks
- * into D, then for each transformed position e one product dU[e] (+)= D[e] V[e]^T whose K runs
- * over the chunk's tiles (batch 1, so the planner splits that K for the compute units); last
- * dw = G^T dU G. */
+ * into D, then the 16 products dU[e] (+)= D[e] V[e]^T, batched, whose K runs over the chunk's
+ * tiles (the planner splits it where the blocks leave compute units idle); last dw = G^T dU G. */
 oclml_status oclml__conv_weight_gradient_winograd(oclml_ctx *ctx, const conv_shape *s,
                                                   const oclml_tensor *x, const oclml_tensor *dy,
                                                   oclml_tensor *dw, int accumulate) {
@@ -201,20 +200,18 @@ oclml_status oclml__conv_weight_gradient_winograd(oclml_ctx *ctx, const conv_sha
                              OCLML_ARG(K),  OCLML_ARG(P),     OCLML_ARG(Q),   OCLML_ARG(th),
                              OCLML_ARG(tw), OCLML_ARG(D)};
         if (!st) st = launch_1d(ctx, "oclml_winograd_dy", args, 10, v.K * tiles);
-        for (size_t e = 0; e < 16 && !st; e++) {
-            oclml__gemm_desc d = {.trans_b = true,
-                                  .m = v.K,
-                                  .n = v.C,
-                                  .k = tiles,
-                                  .batch = 1,
-                                  .alpha = 1.0f,
-                                  .beta = n0 == 0 ? 0.0f : 1.0f,
-                                  .a = {D, e * v.K * tiles, tiles, 0},
-                                  .b = {V, e * v.C * tiles, tiles, 0},
-                                  .c = {dU, e * KC, v.C, 0},
-                                  .act = OCLML_ACT_NONE};
-            st = oclml__gemm(ctx, &d);
-        }
+        oclml__gemm_desc d = {.trans_b = true,
+                              .m = v.K,
+                              .n = v.C,
+                              .k = tiles,
+                              .batch = 16,
+                              .alpha = 1.0f,
+                              .beta = n0 == 0 ? 0.0f : 1.0f,
+                              .a = {D, 0, tiles, v.K * tiles},
+                              .b = {V, 0, tiles, v.C * tiles},
+                              .c = {dU, 0, v.C, KC},
+                              .act = OCLML_ACT_NONE};
+        if (!st) st = oclml__gemm(ctx, &d);
     }
     cl_mem wm = dw->mem;
     cl_ulong w_off = oclml__elem_offset(dw);

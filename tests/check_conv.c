@@ -394,15 +394,17 @@ START_TEST(conv2d_plan_says_how) {
         ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
         ck_assert_msg(strstr(text, "weight gradient direct (") != NULL, "%s: %s", DIRECT[i], text);
     }
-    /* By default Winograd where the products run on tensor cores (emulated here) and both
-     * channel counts reach 128; 64 channels, or FMA products, keep the GEMM paths. */
+    /* By default Winograd where the products run on tensor cores (emulated here): the forward
+     * (and data gradient) from 96 channels, the weight gradient from 32; FMA products keep the
+     * GEMM paths. */
     static const struct {
         size_t channels;
         const char *tuning;
-        bool winograd;
-    } AUTO[] = {{128, "gemm.own=1 gemm.mma=2", true},
-                {64, "gemm.own=1 gemm.mma=2", false},
-                {128, "gemm.own=1 gemm.mma=0", false}};
+        bool forward, weight;
+    } AUTO[] = {{96, "gemm.own=1 gemm.mma=2", true, true},
+                {64, "gemm.own=1 gemm.mma=2", false, true},
+                {16, "gemm.own=1 gemm.mma=2", false, false},
+                {128, "gemm.own=1 gemm.mma=0", false, false}};
     for (size_t i = 0; i < sizeof AUTO / sizeof AUTO[0]; i++) {
         oclml_tensor_destroy(X);
         oclml_tensor_destroy(Wt);
@@ -411,8 +413,9 @@ START_TEST(conv2d_plan_says_how) {
         size_t ch = AUTO[i].channels, xw[4] = {1, ch, 6, 6}, ww[4] = {ch, ch, 3, 3};
         X = test_tensor(4, xw), Wt = test_tensor(4, ww), W1 = test_tensor(4, w1);
         ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
-        ck_assert_msg((strstr(text, "Winograd") != NULL) == AUTO[i].winograd, "%s: %s",
-                      AUTO[i].tuning, text);
+        ck_assert_msg((strncmp(text, "Winograd", 8) == 0) == AUTO[i].forward &&
+                          (strstr(text, "weight gradient Winograd") != NULL) == AUTO[i].weight,
+                      "%s, %zu channels: %s", AUTO[i].tuning, ch, text);
     }
     /* Bad input: an error, and the text untouched. */
     strcpy(text, "untouched");

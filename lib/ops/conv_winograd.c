@@ -10,11 +10,16 @@
  *   weight grad.   the adjoints: dy's 2x2 blocks transformed (D = A dy A^T), 16 products
  *                  dU[e] = D[e] V[e]^T summed over the tiles, dw = G^T dU G
  * Where: the tuning key conv.winograd (1 wherever it applies, 0 never); by default (-1) where the
- * products run on tensor cores and both channel counts are at least MIN_CHANNELS, as measured on
- * the H100 against the implicit GEMM and im2col paths (bench/RESULTS.md, 2026-11-26): with 128
- * and 256 channels (28x28 and 14x14 planes) the forward and the data gradient ran 1.3x and
- * 2.2x-2.5x faster; with 64 channels (56x56) 1.2x slower, the 64-deep products too shallow to
- * pay for the transforms' traffic. */
+ * products run on tensor cores and the channels reach a floor, as measured on the H100 against
+ * the implicit GEMM and im2col paths (bench/RESULTS.md, 2026-11-26):
+ *   - forward and data gradient: both channel counts at least MIN_CHANNELS. With 96, 128 and 256
+ *     channels (28x28, 28x28, 14x14 planes) they ran 1.3x-1.5x, 1.3x and 2.2x-2.5x faster; with
+ *     64 (56x56) and 32 channels 1.2x and 1.6x slower, the shallow products not paying for the
+ *     transforms' traffic;
+ *   - weight gradient: both at least MIN_CHANNELS_DW. Its 16 products run over the tiles (a long
+ *     K, split for the compute units) and won everywhere measured: 32 channels (32x32 planes)
+ *     0.26 -> 0.175 ms, 64 (56x56) 0.82 -> 0.53, 96 0.28 -> 0.15, 128 0.75 -> 0.375, 256 (14x14)
+ *     0.55 -> 0.24, 512 (7x7) 0.57 -> 0.24. */
 #include "ops/conv.h"
 #include "ops/ops.h"
 
@@ -43,26 +48,27 @@ static bool shape_applies(const conv_shape *s) {
            s->groups == 1 && s->P >= 1 && s->Q >= 1;
 }
 
-#define MIN_CHANNELS 128
+#define MIN_CHANNELS 96
+#define MIN_CHANNELS_DW 32
 
-static bool allowed(oclml_ctx *ctx, const conv_shape *s) {
+static bool allowed(oclml_ctx *ctx, const conv_shape *s, size_t min_channels) {
     long forced = oclml__tune(ctx, "conv.winograd", 0);
     if (forced >= 0) return forced > 0;
-    return s->C >= MIN_CHANNELS && s->K >= MIN_CHANNELS && oclml__tune(ctx, "gemm.own", 0) != 0 &&
+    return s->C >= min_channels && s->K >= min_channels && oclml__tune(ctx, "gemm.own", 0) != 0 &&
            oclml__gemm_gather_fast(ctx);
 }
 
 bool oclml__conv_forward_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
-    return shape_applies(s) && allowed(ctx, s);
+    return shape_applies(s) && allowed(ctx, s, MIN_CHANNELS);
 }
 
 /* The data gradient's convolution needs padding 2 - ph >= 0 before, and its output is H x W. */
 bool oclml__conv_weight_gradient_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
-    return shape_applies(s) && allowed(ctx, s);
+    return shape_applies(s) && allowed(ctx, s, MIN_CHANNELS_DW);
 }
 
 bool oclml__conv_data_gradient_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
-    return shape_applies(s) && s->ph <= 2 && s->pw <= 2 && allowed(ctx, s);
+    return shape_applies(s) && s->ph <= 2 && s->pw <= 2 && allowed(ctx, s, MIN_CHANNELS);
 }
 
 static oclml_status launch_1d(oclml_ctx *ctx, const char *name, const oclml__arg *args,

@@ -382,17 +382,26 @@ START_TEST(conv2d_plan_says_how) {
     oclml_conv2d_params_init(&one);
     ASSERT_OK(oclml_conv2d_plan(T, &one, X, W1, text, sizeof text));
     ck_assert_msg(strstr(text, "1x1") != NULL, "%s", text);
-    /* The direct weight gradient: forced, and by default on (emulated) tensor cores for this
-     * case's 27 columns and 4 output channels. */
-    static const char *const DIRECT[] = {"conv.direct_dw=1", "gemm.own=1 gemm.mma=2"};
-    for (int i = 0; i < 2; i++) {
+    /* The direct weight gradient: forced, and by default on (emulated) tensor cores for 27
+     * columns and 32 output channels; not for 4 output channels. */
+    static const struct {
+        const char *tuning;
+        size_t out_channels;
+        bool direct;
+    } DIRECT[] = {{"conv.direct_dw=1", 4, true},
+                  {"gemm.own=1 gemm.mma=2", 32, true},
+                  {"gemm.own=1 gemm.mma=2", 4, false}};
+    for (int i = 0; i < 3; i++) {
         oclml_tensor_destroy(X);
         oclml_tensor_destroy(Wt);
         oclml_tensor_destroy(W1);
-        test_retune(DIRECT[i]);
-        X = test_tensor(4, xsh), Wt = test_tensor(4, wsh), W1 = test_tensor(4, w1);
+        test_retune(DIRECT[i].tuning);
+        size_t wd[4] = {DIRECT[i].out_channels, c.C, c.R, c.S};
+        X = test_tensor(4, xsh), Wt = test_tensor(4, wd), W1 = test_tensor(4, w1);
         ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
-        ck_assert_msg(strstr(text, "weight gradient direct (") != NULL, "%s: %s", DIRECT[i], text);
+        ck_assert_msg((strstr(text, "weight gradient direct (") != NULL) == DIRECT[i].direct,
+                      "%s, %zu output channels: %s", DIRECT[i].tuning, DIRECT[i].out_channels,
+                      text);
     }
     /* By default Winograd where the products run on tensor cores (emulated here): the forward
      * (and data gradient) from 96 channels, the weight gradient from 32; FMA products keep the
@@ -429,6 +438,39 @@ START_TEST(conv2d_plan_says_how) {
     oclml_tensor_destroy(X);
     oclml_tensor_destroy(Wt);
     oclml_tensor_destroy(W1);
+}
+END_TEST
+
+/* A NaN in a corner pixel (image 0, channel 1, (0, 0)) of the "same" 3x3 case reaches only the
+ * taps that read it, (r, s) with r, s <= 1, of every output channel's dw for that input channel:
+ * the transformed paths (Winograd) repair what their transforms spread. */
+START_TEST(conv2d_backward_nan_corner) {
+    test_retune(NAN_PATHS[_i]);
+    nan_case t = nan_case_make();
+    const conv_case c = t.c;
+    size_t nx = c.N * c.C * c.H * c.W;
+    float *x = test_floats(nx), *dw = test_floats(t.nw);
+    test_read(t.x, x, nx);
+    for (size_t i = 0; i < nx; i++) /* the shared case's interior NaN made finite */
+        if (isnan(x[i])) x[i] = 0.25f;
+    x[(0 * c.C + 1) * c.H * c.W] = NAN;
+    ASSERT_OK(oclml_tensor_write(t.x, x, nx));
+    oclml_tensor *DW = test_tensor(4, (size_t[4]){c.K, c.C, c.R, c.S});
+    ASSERT_OK(oclml_conv2d_backward(T, &t.prm, t.x, t.w, t.dy, NULL, DW, NULL, 0));
+    test_read(DW, dw, t.nw);
+    for (size_t k = 0; k < c.K; k++)
+        for (size_t ch = 0; ch < c.C; ch++)
+            for (size_t r = 0; r < c.R; r++)
+                for (size_t s = 0; s < c.S; s++) {
+                    float v = dw[((k * c.C + ch) * c.R + r) * c.S + s];
+                    bool hit = ch == 1 && r <= 1 && s <= 1;
+                    ck_assert_msg(hit ? isnan(v) : isfinite(v), "%s: dw[%zu,%zu,%zu,%zu] = %g",
+                                  NAN_PATHS[_i], k, ch, r, s, v);
+                }
+    oclml_tensor_destroy(DW);
+    nan_case_free(&t);
+    free(x);
+    free(dw);
 }
 END_TEST
 
@@ -635,6 +677,7 @@ int main(void) {
     tcase_add_loop_test(tc, conv2d_direct_weight_gradient_tiles, 0, 2);
     tcase_add_loop_test(tc, conv2d_nan_policy, 0, 4);
     tcase_add_loop_test(tc, conv2d_backward_nan_policy, 0, 5); /* the last: direct dw */
+    tcase_add_loop_test(tc, conv2d_backward_nan_corner, 0, 5);
     tcase_add_test(tc, conv2d_plan_says_how);
     tcase_add_loop_test(tc, pooling_cases, 0, 2);
     tcase_add_test(tc, bad_input_touches_nothing);

@@ -191,10 +191,37 @@ __kernel void oclml_winograd_dy(__global const float *dy, ulong dy_off, uint n0,
 #endif
 
 #if OCLML_WANT(oclml_winograd_weight_gradient)
+/* Tap (r, s) of dw[k][c] by its definition, over every image and output: the repair of a
+ * gradient the transforms made NaN (a non-finite input spreads over a whole transformed patch,
+ * and so over taps that never read it, or inf - inf). */
+OCLML_INLINE float direct_weight_gradient(__global const float *x, __global const float *dy, uint N,
+                                          uint C, uint H, uint W, uint K, uint P, uint Q, uint ph,
+                                          uint pw, uint k, uint c, uint r, uint s) {
+    float sum = 0.0f;
+    for (uint n = 0; n < N; n++) {
+        __global const float *plane = x + ((ulong)n * C + c) * H * W;
+        __global const float *grad = dy + ((ulong)n * K + k) * P * Q;
+        for (uint p = 0; p < P; p++) {
+            const int h = (int)(p + r) - (int)ph;
+            if (h < 0 || h >= (int)H) continue;
+            for (uint q = 0; q < Q; q++) {
+                const int w = (int)(q + s) - (int)pw;
+                if (w >= 0 && w < (int)W)
+                    sum = fma(grad[p * Q + q], plane[(uint)h * W + (uint)w], sum);
+            }
+        }
+    }
+    return sum;
+}
+
 /* dw[k][c] (+)= G^T u G for u[e] = dU[e][k][c], the adjoint of oclml_winograd_weights' G g G^T:
- * one work-item a (output, input channel). G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1]. */
+ * one work-item a (output, input channel). G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1].
+ * x, dy and the geometry serve direct_weight_gradient where the result came out NaN. */
 __kernel void oclml_winograd_weight_gradient(__global const float *dU, uint K, uint C,
-                                             __global float *dw, ulong dw_off, uint accumulate) {
+                                             __global float *dw, ulong dw_off, uint accumulate,
+                                             __global const float *x, ulong x_off,
+                                             __global const float *dy, ulong dy_off, uint N, uint H,
+                                             uint W, uint P, uint Q, uint ph, uint pw) {
     const ulong KC = (ulong)K * C;
     for (ulong kc = get_global_id(0); kc < KC; kc += get_global_size(0)) {
         float u[4][4];
@@ -205,12 +232,23 @@ __kernel void oclml_winograd_weight_gradient(__global const float *dU, uint K, u
             t[1][j] = 0.5f * (u[1][j] - u[2][j]);
             t[2][j] = 0.5f * (u[1][j] + u[2][j]) + u[3][j];
         }
-        __global float *g = dw + dw_off + kc * 9;
-        for (uint r = 0; r < 3; r++) { /* (G^T u) G */
-            const float v[3] = {t[r][0] + 0.5f * (t[r][1] + t[r][2]), 0.5f * (t[r][1] - t[r][2]),
-                                0.5f * (t[r][1] + t[r][2]) + t[r][3]};
-            for (uint s = 0; s < 3; s++) g[r * 3 + s] = accumulate ? g[r * 3 + s] + v[s] : v[s];
+        float v[3][3]; /* (G^T u) G */
+        bool nan = false;
+        for (uint r = 0; r < 3; r++) {
+            v[r][0] = t[r][0] + 0.5f * (t[r][1] + t[r][2]);
+            v[r][1] = 0.5f * (t[r][1] - t[r][2]);
+            v[r][2] = 0.5f * (t[r][1] + t[r][2]) + t[r][3];
+            nan = nan || isnan(v[r][0]) || isnan(v[r][1]) || isnan(v[r][2]);
         }
+        if (nan)
+            for (uint r = 0; r < 3; r++)
+                for (uint s = 0; s < 3; s++)
+                    v[r][s] = direct_weight_gradient(x + x_off, dy + dy_off, N, C, H, W, K, P, Q,
+                                                     ph, pw, (uint)(kc / C), (uint)(kc % C), r, s);
+        __global float *g = dw + dw_off + kc * 9;
+        for (uint r = 0; r < 3; r++)
+            for (uint s = 0; s < 3; s++)
+                g[r * 3 + s] = accumulate ? g[r * 3 + s] + v[r][s] : v[r][s];
     }
 }
 #endif

@@ -6,7 +6,8 @@
  * over a million positions, which their tiles cover mostly with padding after unfolding 300 MB of
  * columns.
  * Where: the tuning key conv.direct_dw (1 wherever it applies: every shape; 0 never); by default
- * (-1) where the products run on tensor cores and a group has at most MAX_COLUMNS columns. On the
+ * (-1) where the products run on tensor cores and a group has at most MAX_COLUMNS columns and at
+ * least MIN_ROWS output channels. On the
  * H100 (2026-11-26 14:30 UTC, against the GEMM paths' best): 3 channels of 5x5 taps into 32
  * (N256 64x64) 1.12 -> 0.49 ms, a 1x1 from 64 channels into 256 (N64 56x56) 0.53 -> 0.37 ms;
  * 3 channels of 7x7 taps at stride 2 (147 columns) tied, 1 channel of 3x3 taps tied, and 576 or
@@ -17,6 +18,9 @@
 #include <stdio.h>
 
 #define MAX_COLUMNS 96
+/* Output channels a group has at least: fewer leave tiles of a few work-items each holding a
+ * long prefetch (depthwise convolutions: untimed, so they keep the GEMM paths). */
+#define MIN_ROWS 32
 
 /* Tiles: rows (output channels) and columns of dW a work-group owns, positions a chunk. */
 #define MOST_TILE_ROWS 32
@@ -71,7 +75,8 @@ static bool plan_of(oclml_ctx *ctx, const conv_shape *s, direct_plan *p) {
     if (want < 1) want = 1;
     p->span = round_up((positions + want - 1) / want, tp);
     p->ranges = (positions + p->span - 1) / p->span;
-    return tiles <= UINT32_MAX;
+    /* Tiles along grid dimension 1 (65535 at most on some devices); dW's entries in 32 bits. */
+    return tiles <= 65535 && s->K * crs <= UINT32_MAX;
 }
 
 bool oclml__conv_weight_gradient_direct_applies(oclml_ctx *ctx, const conv_shape *s) {
@@ -79,8 +84,8 @@ bool oclml__conv_weight_gradient_direct_applies(oclml_ctx *ctx, const conv_shape
     if (!plan_of(ctx, s, &p)) return false;
     long forced = oclml__tune(ctx, "conv.direct_dw", 0);
     if (forced >= 0) return forced > 0;
-    return cg_rs(s) <= MAX_COLUMNS && oclml__tune(ctx, "gemm.own", 0) != 0 &&
-           oclml__gemm_gather_fast(ctx);
+    return cg_rs(s) <= MAX_COLUMNS && s->K / s->groups >= MIN_ROWS &&
+           oclml__tune(ctx, "gemm.own", 0) != 0 && oclml__gemm_gather_fast(ctx);
 }
 
 oclml_status oclml__conv_weight_gradient_direct(oclml_ctx *ctx, const conv_shape *s,

@@ -184,7 +184,8 @@ oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape
 
 /* dw (+)= the weight gradient: per chunk of images, the input patches into V and dy's blocks
  * into D, then the 16 products dU[e] (+)= D[e] V[e]^T, batched, whose K runs over the chunk's
- * tiles (the planner splits it where the blocks leave compute units idle); last dw = G^T dU G. */
+ * tiles (the planner splits it where the blocks leave compute units idle); last dw = G^T dU G,
+ * recomputed by its definition where that came out NaN (non-finite inputs). */
 oclml_status oclml__conv_weight_gradient_winograd(oclml_ctx *ctx, const conv_shape *s,
                                                   const oclml_tensor *x, const oclml_tensor *dy,
                                                   oclml_tensor *dw, int accumulate) {
@@ -219,12 +220,19 @@ oclml_status oclml__conv_weight_gradient_winograd(oclml_ctx *ctx, const conv_sha
                               .act = OCLML_ACT_NONE};
         if (!st) st = oclml__gemm(ctx, &d);
     }
-    cl_mem wm = dw->mem;
-    cl_ulong w_off = oclml__elem_offset(dw);
-    cl_uint K = (cl_uint)v.K, C = (cl_uint)v.C, acc = accumulate != 0;
-    oclml__arg args[] = {OCLML_ARG(dU), OCLML_ARG(K),     OCLML_ARG(C),
-                         OCLML_ARG(wm), OCLML_ARG(w_off), OCLML_ARG(acc)};
-    if (!st) st = launch_1d(ctx, "oclml_winograd_weight_gradient", args, 6, KC);
+    /* dw = G^T dU G; x, dy and the geometry for the outputs to recompute where that is NaN. */
+    cl_mem wm = dw->mem, xm = x->mem, ym = dy->mem;
+    cl_ulong w_off = oclml__elem_offset(dw), x_off = oclml__elem_offset(x),
+             y_off = oclml__elem_offset(dy);
+    cl_uint K = (cl_uint)v.K, C = (cl_uint)v.C, acc = accumulate != 0, N = (cl_uint)v.N,
+            H = (cl_uint)v.H, W = (cl_uint)v.W, P = (cl_uint)v.P, Q = (cl_uint)v.Q, ph = v.ph,
+            pw = v.pw;
+    oclml__arg args[] = {OCLML_ARG(dU),    OCLML_ARG(K),     OCLML_ARG(C),  OCLML_ARG(wm),
+                         OCLML_ARG(w_off), OCLML_ARG(acc),   OCLML_ARG(xm), OCLML_ARG(x_off),
+                         OCLML_ARG(ym),    OCLML_ARG(y_off), OCLML_ARG(N),  OCLML_ARG(H),
+                         OCLML_ARG(W),     OCLML_ARG(P),     OCLML_ARG(Q),  OCLML_ARG(ph),
+                         OCLML_ARG(pw)};
+    if (!st) st = launch_1d(ctx, "oclml_winograd_weight_gradient", args, 17, KC);
     if (dU) oclml__scratch_put(ctx, dU);
     if (D) oclml__scratch_put(ctx, D);
     if (V) oclml__scratch_put(ctx, V);

@@ -425,14 +425,15 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
     forward_kind kind = forward_kind_of(ctx, &s);
     const char *dgrad = is_pointwise(&s) ? "a product with dy"
                         : oclml__conv_data_gradient_winograd_applies(ctx, &s)
-                            ? "Winograd F(2x2,3x3) (flipped taps)"
+                            ? "Winograd (flipped taps)"
                         : oclml__conv_data_gradient_gathers(ctx, &s) ? "gathered (flipped taps)"
                                                                      : "unfolded (col2im)";
     char wgrad[96] = "unfolded";
     if (oclml__conv_weight_gradient_direct_applies(ctx, &s))
         oclml__conv_describe_direct_dw(ctx, &s, wgrad, sizeof wgrad);
     else if (oclml__conv_weight_gradient_winograd_applies(ctx, &s))
-        snprintf(wgrad, sizeof wgrad, "Winograd F(2x2,3x3) (16 products over the tiles)");
+        snprintf(wgrad, sizeof wgrad, "Winograd F(2x2,%zux%zu) (%zu products over the tiles)", s.R,
+                 s.S, (s.R + 1) * (s.S + 1));
     else if (oclml__conv_weight_gradient_gathers(ctx, &s))
         snprintf(wgrad, sizeof wgrad, "gathered (images along K)");
     char fwd[200];

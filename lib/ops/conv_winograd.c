@@ -1,13 +1,13 @@
-/* 3x3 convolutions of unit stride and dilation (one group) by Winograd F(2x2, 3x3)
- * (cl/ops/conv_winograd.cl): the weights and a chunk of images' 4x4 input patches are
- * transformed, 16 batched products (the GEMM family's) sum over the input channels, and the
- * results transform back into 2x2 output tiles. 16 multiplications a tile and input channel
- * instead of 36; the transformed data passes through workspaces (V: 16 C T floats, M: 16 K T for
- * T tiles a chunk).
+/* 3x3 and 5x5 convolutions of unit stride and dilation (one group) by Winograd F(2x2, RxR)
+ * (cl/ops/conv_winograd.cl): the weights and a chunk of images' (R+1)x(R+1) input patches are
+ * transformed, (R+1)^2 batched products (the GEMM family's) sum over the input channels, and the
+ * results transform back into 2x2 output tiles: 16 multiplications a tile and input channel
+ * instead of 36 at 3x3, 36 instead of 100 at 5x5; the transformed data passes through
+ * workspaces (V: (R+1)^2 C T floats, M: (R+1)^2 K T for T tiles a chunk).
  *   forward        y = conv(x, w)
  *   data gradient  dx = conv(dy, w turned by 180 degrees with its channels swapped), padding
- *                  2 - ph before (so padding up to 2)
- *   weight grad.   the adjoints: dy's 2x2 blocks transformed (D = A dy A^T), 16 products
+ *                  R - 1 - ph before (so padding up to R - 1)
+ *   weight grad.   the adjoints: dy's 2x2 blocks transformed (D = A dy A^T), (R+1)^2 products
  *                  dU[e] = D[e] V[e]^T summed over the tiles, dw = G^T dU G
  * Where: the tuning key conv.winograd (1 wherever it applies, 0 never); by default (-1) where the
  * products run on tensor cores and the channels reach a floor, as measured on the H100 against
@@ -25,27 +25,28 @@
 
 #include <stdio.h>
 
-static const oclml__program_spec PROGRAM = {
-    "conv_winograd.cl", NULL,
-    "oclml_winograd_weights oclml_winograd_input oclml_winograd_output oclml_winograd_dy "
-    "oclml_winograd_weight_gradient",
-    0};
+#define KERNELS                                                                            \
+    "oclml_winograd_weights oclml_winograd_input oclml_winograd_output oclml_winograd_dy " \
+    "oclml_winograd_weight_gradient"
+static const oclml__program_spec PROGRAM_3X3 = {"conv_winograd.cl", "-DWINO_R=3", KERNELS, 0};
+static const oclml__program_spec PROGRAM_5X5 = {"conv_winograd.cl", "-DWINO_R=5", KERNELS, 0};
 
 /* The workspaces a chunk of images may take together (V and M). */
 #define WORKSPACE_BYTES ((size_t)128 << 20) /* as conv.c's column workspace (conv.chunk) */
 
-/* A 3x3 convolution of unit stride and dilation on one group, mapping C channels of H x W
+/* An RxR convolution of unit stride and dilation on one group, mapping C channels of H x W
  * images to K channels of P x Q with padding (ph, pw) before: the forward, or the data gradient
  * as a convolution. */
 typedef struct winograd_conv {
     size_t N, C, H, W, K, P, Q;
     unsigned ph, pw;
-    bool flip; /* the weights are the forward's, turned and swapped (a data gradient) */
+    bool flip;  /* the weights are the forward's, turned and swapped (a data gradient) */
+    unsigned r; /* taps a side: 3 or 5 */
 } winograd_conv;
 
 static bool shape_applies(const conv_shape *s) {
-    return s->R == 3 && s->S == 3 && s->sh == 1 && s->sw == 1 && s->dh == 1 && s->dw == 1 &&
-           s->groups == 1 && s->P >= 1 && s->Q >= 1;
+    return (s->R == 3 || s->R == 5) && s->S == s->R && s->sh == 1 && s->sw == 1 && s->dh == 1 &&
+           s->dw == 1 && s->groups == 1 && s->P >= 1 && s->Q >= 1;
 }
 
 #define MIN_CHANNELS 96
@@ -54,6 +55,7 @@ static bool shape_applies(const conv_shape *s) {
 static bool allowed(oclml_ctx *ctx, const conv_shape *s, size_t min_channels) {
     long forced = oclml__tune(ctx, "conv.winograd", 0);
     if (forced >= 0) return forced > 0;
+    if (s->R != 3) return false; /* 5x5: only where asked for (untimed) */
     return s->C >= min_channels && s->K >= min_channels && oclml__tune(ctx, "gemm.own", 0) != 0 &&
            oclml__gemm_gather_fast(ctx);
 }
@@ -62,19 +64,22 @@ bool oclml__conv_forward_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
     return shape_applies(s) && allowed(ctx, s, MIN_CHANNELS);
 }
 
-/* The data gradient's convolution needs padding 2 - ph >= 0 before, and its output is H x W. */
 bool oclml__conv_weight_gradient_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
     return shape_applies(s) && allowed(ctx, s, MIN_CHANNELS_DW);
 }
 
+/* The data gradient's convolution needs padding R - 1 - ph >= 0 before; its output is H x W. */
 bool oclml__conv_data_gradient_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
-    return shape_applies(s) && s->ph <= 2 && s->pw <= 2 && allowed(ctx, s, MIN_CHANNELS);
+    return shape_applies(s) && s->ph < s->R && s->pw < s->R && allowed(ctx, s, MIN_CHANNELS);
 }
 
-static oclml_status launch_1d(oclml_ctx *ctx, const char *name, const oclml__arg *args,
-                              unsigned nargs, size_t n) {
+/* The products a tile: (R + 1)^2 transformed positions. */
+static size_t products_of(const winograd_conv *v) { return (size_t)(v->r + 1) * (v->r + 1); }
+
+static oclml_status launch_1d(oclml_ctx *ctx, const winograd_conv *v, const char *name,
+                              const oclml__arg *args, unsigned nargs, size_t n) {
     cl_kernel k;
-    oclml_status st = oclml__kernel(ctx, &PROGRAM, name, &k);
+    oclml_status st = oclml__kernel(ctx, v->r == 5 ? &PROGRAM_5X5 : &PROGRAM_3X3, name, &k);
     if (st) return st;
     size_t global, local;
     oclml__grid_1d(ctx, n, &global, &local);
@@ -88,7 +93,7 @@ static oclml_status transform_weights(oclml_ctx *ctx, const winograd_conv *v, co
     cl_uint K = (cl_uint)v->K, C = (cl_uint)v->C, flip = v->flip;
     oclml__arg args[] = {OCLML_ARG(wm), OCLML_ARG(w_off), OCLML_ARG(K),
                          OCLML_ARG(C),  OCLML_ARG(flip),  OCLML_ARG(U)};
-    return launch_1d(ctx, "oclml_winograd_weights", args, 6, v->K * v->C);
+    return launch_1d(ctx, v, "oclml_winograd_weights", args, 6, v->K * v->C);
 }
 
 static oclml_status transform_input(oclml_ctx *ctx, const winograd_conv *v, const oclml_tensor *x,
@@ -100,7 +105,7 @@ static oclml_status transform_input(oclml_ctx *ctx, const winograd_conv *v, cons
     oclml__arg args[] = {OCLML_ARG(xm), OCLML_ARG(x_off), OCLML_ARG(un0), OCLML_ARG(unb),
                          OCLML_ARG(C),  OCLML_ARG(H),     OCLML_ARG(W),   OCLML_ARG(ph),
                          OCLML_ARG(pw), OCLML_ARG(th),    OCLML_ARG(tw),  OCLML_ARG(V)};
-    return launch_1d(ctx, "oclml_winograd_input", args, 12, v->C * nb * TH * TW);
+    return launch_1d(ctx, v, "oclml_winograd_input", args, 12, v->C * nb * TH * TW);
 }
 
 static oclml_status transform_output(oclml_ctx *ctx, const winograd_conv *v, cl_mem M, size_t n0,
@@ -120,15 +125,15 @@ static oclml_status transform_output(oclml_ctx *ctx, const winograd_conv *v, cl_
                          OCLML_ARG(has_bias), OCLML_ARG(xm),    OCLML_ARG(x_off), OCLML_ARG(C),
                          OCLML_ARG(H),        OCLML_ARG(W),     OCLML_ARG(ph),    OCLML_ARG(pw),
                          OCLML_ARG(wm),       OCLML_ARG(w_off), OCLML_ARG(flip)};
-    return launch_1d(ctx, "oclml_winograd_output", args, 23, v->K * nb * TH * TW);
+    return launch_1d(ctx, v, "oclml_winograd_output", args, 23, v->K * nb * TH * TW);
 }
 
-/* The 16 products of a chunk of T tiles: M[e] (K x T) = U[e] (K x C) V[e] (C x T). */
+/* The (R + 1)^2 products of a chunk of T tiles: M[e] (K x T) = U[e] (K x C) V[e] (C x T). */
 static oclml__gemm_desc products(const winograd_conv *v, cl_mem U, cl_mem V, cl_mem M, size_t T) {
     return (oclml__gemm_desc){.m = v->K,
                               .n = T,
                               .k = v->C,
-                              .batch = 16,
+                              .batch = products_of(v),
                               .alpha = 1.0f,
                               .a = {U, 0, v->C, v->K * v->C},
                               .b = {V, 0, T, v->C * T},
@@ -136,10 +141,10 @@ static oclml__gemm_desc products(const winograd_conv *v, cl_mem U, cl_mem V, cl_
                               .act = OCLML_ACT_NONE};
 }
 
-/* Images a chunk: as many as keep its two transformed workspaces (16 (C + K) floats a tile)
+/* Images a chunk: as many as keep its two transformed workspaces ((R + 1)^2 (C + K) floats a tile)
  * within WORKSPACE_BYTES, or conv.chunk. */
 static size_t chunk_of(oclml_ctx *ctx, const winograd_conv *v, size_t TH, size_t TW) {
-    const size_t per_image = 16 * (v->C + v->K) * TH * TW;
+    const size_t per_image = products_of(v) * (v->C + v->K) * TH * TW;
     size_t nb = WORKSPACE_BYTES / (per_image * sizeof(float) + 1);
     long forced = oclml__tune(ctx, "conv.chunk", 0);
     if (forced > 0) nb = (size_t)forced;
@@ -151,9 +156,10 @@ static oclml_status run(oclml_ctx *ctx, const winograd_conv *v, const oclml_tens
     const size_t TH = (v->P + 1) / 2, TW = (v->Q + 1) / 2, nb = chunk_of(ctx, v, TH, TW);
     const size_t T = nb * TH * TW;
     cl_mem U = NULL, V = NULL, M = NULL;
-    oclml_status st = oclml__scratch_get(ctx, 16 * v->K * v->C * sizeof(float), &U);
-    if (!st) st = oclml__scratch_get(ctx, 16 * v->C * T * sizeof(float), &V);
-    if (!st) st = oclml__scratch_get(ctx, 16 * v->K * T * sizeof(float), &M);
+    const size_t E = products_of(v);
+    oclml_status st = oclml__scratch_get(ctx, E * v->K * v->C * sizeof(float), &U);
+    if (!st) st = oclml__scratch_get(ctx, E * v->C * T * sizeof(float), &V);
+    if (!st) st = oclml__scratch_get(ctx, E * v->K * T * sizeof(float), &M);
     if (!st) st = transform_weights(ctx, v, w, U);
     for (size_t n0 = 0; n0 < v->N && !st; n0 += nb) {
         const size_t cnt = v->N - n0 < nb ? v->N - n0 : nb, tiles = cnt * TH * TW;
@@ -171,14 +177,17 @@ static oclml_status run(oclml_ctx *ctx, const winograd_conv *v, const oclml_tens
 oclml_status oclml__conv_forward_winograd(oclml_ctx *ctx, const conv_shape *s,
                                           const oclml_tensor *x, const oclml_tensor *w,
                                           const oclml_tensor *b, oclml_tensor *y) {
-    const winograd_conv v = {s->N, s->C, s->H, s->W, s->K, s->P, s->Q, s->ph, s->pw, false};
+    const winograd_conv v = {s->N, s->C,  s->H,  s->W,  s->K,          s->P,
+                             s->Q, s->ph, s->pw, false, (unsigned)s->R};
     return run(ctx, &v, x, w, b, y);
 }
 
 oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape *s,
                                                 const oclml_tensor *w, const oclml_tensor *dy,
                                                 oclml_tensor *dx, const oclml_tensor *b) {
-    const winograd_conv v = {s->N, s->K, s->P, s->Q, s->C, s->H, s->W, 2 - s->ph, 2 - s->pw, true};
+    const unsigned r = (unsigned)s->R;
+    const winograd_conv v = {s->N, s->K,          s->P,          s->Q, s->C, s->H,
+                             s->W, r - 1 - s->ph, r - 1 - s->pw, true, r};
     return run(ctx, &v, dy, w, b, dx);
 }
 
@@ -189,13 +198,15 @@ oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape
 oclml_status oclml__conv_weight_gradient_winograd(oclml_ctx *ctx, const conv_shape *s,
                                                   const oclml_tensor *x, const oclml_tensor *dy,
                                                   oclml_tensor *dw, int accumulate) {
-    const winograd_conv v = {s->N, s->C, s->H, s->W, s->K, s->P, s->Q, s->ph, s->pw, false};
+    const winograd_conv v = {s->N, s->C,  s->H,  s->W,  s->K,          s->P,
+                             s->Q, s->ph, s->pw, false, (unsigned)s->R};
     const size_t TH = (v.P + 1) / 2, TW = (v.Q + 1) / 2, nb = chunk_of(ctx, &v, TH, TW),
                  T = nb * TH * TW, KC = v.K * v.C;
     cl_mem V = NULL, D = NULL, dU = NULL;
-    oclml_status st = oclml__scratch_get(ctx, 16 * v.C * T * sizeof(float), &V);
-    if (!st) st = oclml__scratch_get(ctx, 16 * v.K * T * sizeof(float), &D);
-    if (!st) st = oclml__scratch_get(ctx, 16 * KC * sizeof(float), &dU);
+    const size_t E = products_of(&v);
+    oclml_status st = oclml__scratch_get(ctx, E * v.C * T * sizeof(float), &V);
+    if (!st) st = oclml__scratch_get(ctx, E * v.K * T * sizeof(float), &D);
+    if (!st) st = oclml__scratch_get(ctx, E * KC * sizeof(float), &dU);
     for (size_t n0 = 0; n0 < v.N && !st; n0 += nb) {
         const size_t cnt = v.N - n0 < nb ? v.N - n0 : nb, tiles = cnt * TH * TW;
         st = transform_input(ctx, &v, x, n0, cnt, TH, TW, V);
@@ -206,12 +217,12 @@ oclml_status oclml__conv_weight_gradient_winograd(oclml_ctx *ctx, const conv_sha
         oclml__arg args[] = {OCLML_ARG(ym), OCLML_ARG(y_off), OCLML_ARG(un0), OCLML_ARG(unb),
                              OCLML_ARG(K),  OCLML_ARG(P),     OCLML_ARG(Q),   OCLML_ARG(th),
                              OCLML_ARG(tw), OCLML_ARG(D)};
-        if (!st) st = launch_1d(ctx, "oclml_winograd_dy", args, 10, v.K * tiles);
+        if (!st) st = launch_1d(ctx, &v, "oclml_winograd_dy", args, 10, v.K * tiles);
         oclml__gemm_desc d = {.trans_b = true,
                               .m = v.K,
                               .n = v.C,
                               .k = tiles,
-                              .batch = 16,
+                              .batch = E,
                               .alpha = 1.0f,
                               .beta = n0 == 0 ? 0.0f : 1.0f,
                               .a = {D, 0, tiles, v.K * tiles},
@@ -232,7 +243,7 @@ oclml_status oclml__conv_weight_gradient_winograd(oclml_ctx *ctx, const conv_sha
                          OCLML_ARG(ym),    OCLML_ARG(y_off), OCLML_ARG(N),  OCLML_ARG(H),
                          OCLML_ARG(W),     OCLML_ARG(P),     OCLML_ARG(Q),  OCLML_ARG(ph),
                          OCLML_ARG(pw)};
-    if (!st) st = launch_1d(ctx, "oclml_winograd_weight_gradient", args, 17, KC);
+    if (!st) st = launch_1d(ctx, &v, "oclml_winograd_weight_gradient", args, 17, KC);
     if (dU) oclml__scratch_put(ctx, dU);
     if (D) oclml__scratch_put(ctx, D);
     if (V) oclml__scratch_put(ctx, V);
@@ -240,10 +251,11 @@ oclml_status oclml__conv_weight_gradient_winograd(oclml_ctx *ctx, const conv_sha
 }
 
 void oclml__conv_describe_winograd(const conv_shape *s, char *text, size_t len) {
-    snprintf(text, len, "Winograd F(2x2,3x3): 16 products of %zux%zu by %zux(tiles)", s->K, s->C,
-             s->C);
+    snprintf(text, len, "Winograd F(2x2,%zux%zu): %zu products of %zux%zu by %zux(tiles)", s->R,
+             s->R, (s->R + 1) * (s->R + 1), s->K, s->C, s->C);
 }
 
 void oclml__conv_winograd_warm(const char *op, oclml__warm_list *list) {
-    oclml__warm_add(list, op, "Winograd transforms", PROGRAM);
+    oclml__warm_add(list, op, "Winograd transforms, 3x3", PROGRAM_3X3);
+    oclml__warm_add(list, op, "Winograd transforms, 5x5", PROGRAM_5X5);
 }

@@ -420,29 +420,38 @@ START_TEST(conv2d_plan_says_how) {
                       "%s, %zu output channels: %s", DIRECT[i].tuning, DIRECT[i].out_channels,
                       text);
     }
-    /* By default Winograd where the products run on tensor cores (emulated here): the forward
-     * (and data gradient) from 96 channels, the weight gradient from 32; FMA products keep the
-     * GEMM paths. */
+    /* By default Winograd where the products run on tensor cores (emulated here): at 3x3 the
+     * forward (and data gradient) from 96 channels, at 5x5 from 64 input channels (the
+     * forward's depth); the weight gradient from 32; FMA products keep the GEMM paths. */
     static const struct {
-        size_t channels;
+        size_t channels, out_channels, taps;
         const char *tuning;
         bool forward, weight;
-    } AUTO[] = {{96, "gemm.own=1 gemm.mma=2", true, true},
-                {64, "gemm.own=1 gemm.mma=2", false, true},
-                {16, "gemm.own=1 gemm.mma=2", false, false},
-                {128, "gemm.own=1 gemm.mma=0", false, false}};
+    } AUTO[] = {{96, 96, 3, "gemm.own=1 gemm.mma=2", true, true},
+                {64, 64, 3, "gemm.own=1 gemm.mma=2", false, true},
+                {16, 16, 3, "gemm.own=1 gemm.mma=2", false, false},
+                {128, 128, 3, "gemm.own=1 gemm.mma=0", false, false},
+                {64, 128, 5, "gemm.own=1 gemm.mma=2", true, true},
+                {32, 64, 5, "gemm.own=1 gemm.mma=2", false, true}};
     for (size_t i = 0; i < sizeof AUTO / sizeof AUTO[0]; i++) {
         oclml_tensor_destroy(X);
         oclml_tensor_destroy(Wt);
         oclml_tensor_destroy(W1);
         test_retune(AUTO[i].tuning);
-        size_t ch = AUTO[i].channels, xw[4] = {1, ch, 6, 6}, ww[4] = {ch, ch, 3, 3};
+        size_t ch = AUTO[i].channels, t = AUTO[i].taps, xw[4] = {1, ch, 6, 6},
+               ww[4] = {AUTO[i].out_channels, ch, t, t};
+        oclml_conv2d_params same = prm;
+        same.pad_before[0] = same.pad_before[1] = same.pad_after[0] = same.pad_after[1] =
+            (unsigned)(t / 2);
         X = test_tensor(4, xw), Wt = test_tensor(4, ww), W1 = test_tensor(4, w1);
-        ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
+        ASSERT_OK(oclml_conv2d_plan(T, &same, X, Wt, text, sizeof text));
         ck_assert_msg((strncmp(text, "Winograd", 8) == 0) == AUTO[i].forward &&
                           (strstr(text, "weight gradient Winograd") != NULL) == AUTO[i].weight,
-                      "%s, %zu channels: %s", AUTO[i].tuning, ch, text);
+                      "%s, %zu channels, %zux%zu: %s", AUTO[i].tuning, ch, t, t, text);
     }
+    oclml_tensor_destroy(X);
+    oclml_tensor_destroy(Wt);
+    X = test_tensor(4, xsh), Wt = test_tensor(4, wsh);
     /* Bad input: an error, and the text untouched. */
     strcpy(text, "untouched");
     ck_assert_int_eq(oclml_conv2d_plan(T, &prm, X, Wt, NULL, 8), OCLML_ERR_NULL_POINTER);

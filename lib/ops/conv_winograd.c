@@ -12,14 +12,22 @@
  * Where: the tuning key conv.winograd (1 wherever it applies, 0 never); by default (-1) where the
  * products run on tensor cores and the channels reach a floor, as measured on the H100 against
  * the implicit GEMM and im2col paths (bench/RESULTS.md, 2026-11-26):
- *   - forward and data gradient: both channel counts at least MIN_CHANNELS. With 96, 128 and 256
- *     channels (28x28, 28x28, 14x14 planes) they ran 1.3x-1.5x, 1.3x and 2.2x-2.5x faster; with
- *     64 (56x56) and 32 channels 1.2x and 1.6x slower, the shallow products not paying for the
- *     transforms' traffic;
- *   - weight gradient: both at least MIN_CHANNELS_DW. Its 16 products run over the tiles (a long
- *     K, split for the compute units) and won everywhere measured: 32 channels (32x32 planes)
- *     0.26 -> 0.175 ms, 64 (56x56) 0.82 -> 0.53, 96 0.28 -> 0.15, 128 0.75 -> 0.375, 256 (14x14)
- *     0.55 -> 0.24, 512 (7x7) 0.57 -> 0.24. */
+ *   - 3x3 forward and data gradient: both channel counts at least MIN_CHANNELS. With 96, 128
+ *     and 256 channels (28x28, 28x28, 14x14 planes) they ran 1.3x-1.5x, 1.3x and 2.2x-2.5x
+ *     faster; with 64 (56x56) and 32 channels 1.2x and 1.6x slower, the shallow products not
+ *     paying for the transforms' traffic;
+ *   - 5x5 forward and data gradient: a product depth of MIN_DEPTH_5X5 and MIN_ROWS_5X5 rows
+ *     (15:10 UTC, batch 256): 128 -> 256 channels at 8x8 forward 0.92 -> 0.42 ms, data gradient
+ *     0.85 -> 0.37; 64 -> 128 at 16x16 0.73 -> 0.69 and 0.80 -> 0.54; 32 -> 64 at 32x32 the
+ *     forward (depth 32) 0.79 -> 1.22, the data gradient (depth 64) 1.15 -> 1.02; 3 -> 32 lost
+ *     1.6-6.5x;
+ *   - weight gradient: both at least MIN_CHANNELS_DW. Its products run over the tiles (a long
+ *     K, split for the compute units) and won everywhere measured: at 3x3 32 channels (32x32
+ *     planes) 0.26 -> 0.175 ms, 64 (56x56) 0.82 -> 0.53, 96 0.28 -> 0.15, 128 0.75 -> 0.375,
+ *     256 (14x14) 0.55 -> 0.24, 512 (7x7) 0.57 -> 0.24; at 5x5 32 -> 64 1.53 -> 1.10, 64 -> 128
+ *     1.30 -> 0.71, 128 -> 256 0.98 -> 0.46.
+ * 5x5 results are within 2.3e-7 of sum |x w| against the double definition (3x3 and the GEMM
+ * paths: 2-9e-8). */
 #include "ops/conv.h"
 #include "ops/ops.h"
 
@@ -51,26 +59,39 @@ static bool shape_applies(const conv_shape *s) {
 
 #define MIN_CHANNELS 96
 #define MIN_CHANNELS_DW 32
+/* 5x5 forward and data gradient: the product's depth (input channels of the forward, output
+ * channels of the data gradient) and rows. */
+#define MIN_DEPTH_5X5 64
+#define MIN_ROWS_5X5 32
 
-static bool allowed(oclml_ctx *ctx, const conv_shape *s, size_t min_channels) {
+typedef enum winograd_pass { PASS_FORWARD, PASS_DATA, PASS_WEIGHT } winograd_pass;
+
+static bool channels_suit(const conv_shape *s, winograd_pass pass) {
+    if (pass == PASS_WEIGHT) return s->C >= MIN_CHANNELS_DW && s->K >= MIN_CHANNELS_DW;
+    if (s->R == 3) return s->C >= MIN_CHANNELS && s->K >= MIN_CHANNELS;
+    const size_t depth = pass == PASS_FORWARD ? s->C : s->K,
+                 rows = pass == PASS_FORWARD ? s->K : s->C;
+    return depth >= MIN_DEPTH_5X5 && rows >= MIN_ROWS_5X5;
+}
+
+static bool allowed(oclml_ctx *ctx, const conv_shape *s, winograd_pass pass) {
     long forced = oclml__tune(ctx, "conv.winograd", 0);
     if (forced >= 0) return forced > 0;
-    if (s->R != 3) return false; /* 5x5: only where asked for (untimed) */
-    return s->C >= min_channels && s->K >= min_channels && oclml__tune(ctx, "gemm.own", 0) != 0 &&
+    return channels_suit(s, pass) && oclml__tune(ctx, "gemm.own", 0) != 0 &&
            oclml__gemm_gather_fast(ctx);
 }
 
 bool oclml__conv_forward_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
-    return shape_applies(s) && allowed(ctx, s, MIN_CHANNELS);
+    return shape_applies(s) && allowed(ctx, s, PASS_FORWARD);
 }
 
 bool oclml__conv_weight_gradient_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
-    return shape_applies(s) && allowed(ctx, s, MIN_CHANNELS_DW);
+    return shape_applies(s) && allowed(ctx, s, PASS_WEIGHT);
 }
 
 /* The data gradient's convolution needs padding R - 1 - ph >= 0 before; its output is H x W. */
 bool oclml__conv_data_gradient_winograd_applies(oclml_ctx *ctx, const conv_shape *s) {
-    return shape_applies(s) && s->ph < s->R && s->pw < s->R && allowed(ctx, s, MIN_CHANNELS);
+    return shape_applies(s) && s->ph < s->R && s->pw < s->R && allowed(ctx, s, PASS_DATA);
 }
 
 /* The products a tile: (R + 1)^2 transformed positions. */

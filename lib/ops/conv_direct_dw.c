@@ -148,3 +148,43 @@ void oclml__conv_describe_direct_dw(oclml_ctx *ctx, const conv_shape *s, char *t
              "direct (%ux%u tiles, %zu position ranges in chunks of %u, summed in order)", p.tk,
              p.tc, p.ranges, p.tp);
 }
+
+/* ---- the data gradient for few input channels a group ---- */
+
+/* Input channels a group has at most for the direct data gradient (its work-items hold one sum
+ * each), and by default: an image's colour channels, where the GEMM paths' products have 3 rows
+ * of a 32-row tile (H100, 2026-11-26 15:25 UTC: N256 3 <- 32 channels of 5x5 taps 0.80 ms). */
+#define MOST_DX_CHANNELS 8
+#define AUTO_DX_CHANNELS 4
+
+bool oclml__conv_data_gradient_direct_applies(oclml_ctx *ctx, const conv_shape *s) {
+    const size_t cg = s->C / s->groups;
+    long forced = oclml__tune(ctx, "conv.direct_dx", 0);
+    if (forced >= 0) return forced > 0 && cg <= MOST_DX_CHANNELS;
+    return cg <= AUTO_DX_CHANNELS && oclml__tune(ctx, "gemm.own", 0) != 0 &&
+           oclml__gemm_gather_fast(ctx);
+}
+
+oclml_status oclml__conv_data_gradient_direct(oclml_ctx *ctx, const conv_shape *s,
+                                              const oclml_tensor *w, const oclml_tensor *dy,
+                                              oclml_tensor *dx, const oclml_tensor *b) {
+    char defines[32];
+    snprintf(defines, sizeof defines, "-DCG=%zu", s->C / s->groups);
+    const oclml__program_spec spec = {"conv_direct_dw.cl", defines, "oclml_conv_dx_direct", 0};
+    cl_kernel k;
+    oclml_status st = oclml__kernel(ctx, &spec, "oclml_conv_dx_direct", &k);
+    if (st) return st;
+    GEOM(s);
+    cl_mem ym = dy->mem, wm = w->mem, xm = dx->mem, bm = oclml__opt_mem(b);
+    cl_ulong y_off = oclml__elem_offset(dy), w_off = oclml__elem_offset(w),
+             x_off = oclml__elem_offset(dx), b_off = oclml__opt_offset(b);
+    cl_uint K = (cl_uint)s->K, Kg = (cl_uint)(s->K / s->groups), groups = s->groups,
+            N = (cl_uint)s->N, has_bias = b != NULL;
+    oclml__arg args[] = {OCLML_ARG(ym),    OCLML_ARG(y_off),   OCLML_ARG(wm),    OCLML_ARG(w_off),
+                         GEOM_ARGS,        OCLML_ARG(K),       OCLML_ARG(Kg),    OCLML_ARG(groups),
+                         OCLML_ARG(N),     OCLML_ARG(xm),      OCLML_ARG(x_off), OCLML_ARG(bm),
+                         OCLML_ARG(b_off), OCLML_ARG(has_bias)};
+    size_t global, local;
+    oclml__grid_1d(ctx, s->N * s->groups * s->H * s->W, &global, &local);
+    return oclml__launch(ctx, k, args, sizeof args / sizeof args[0], 1, &global, &local, NULL);
+}

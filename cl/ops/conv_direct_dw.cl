@@ -1,6 +1,4 @@
-/* Direct gradients for convolutions with few input channels (lib/ops/conv_direct_dw.c).
- *
- * The weight gradient of a convolution with few columns: input
+/* The weight gradient of a convolution with few columns (lib/ops/conv_direct_dw.c): input
  * channels times taps Cg R S small, as in an image model's first layer, where the product
  * dW_g [Kg x CgRS] = dy_g [Kg x NPQ] col(x_g)^T [NPQ x CgRS] has a tiny output and a K of a
  * million positions, which the GEMM tiles cover mostly with padding.
@@ -169,56 +167,6 @@ __kernel void oclml_conv_dw_sum(__global const float *part, uint ranges, uint n,
         float total = 0.0f;
         for (uint l = 0; l < lanes; l++) total += sums[l * outs + lo];
         dw[dw_off + i] = accumulate ? dw[dw_off + i] + total : total;
-    }
-}
-#endif
-
-#if OCLML_WANT(oclml_conv_dx_direct)
-#ifndef CG /* the host passes the group's input channels */
-#define CG 3
-#endif
-/* The data gradient for few input channels a group (CG, an image model's first layer): one
- * work-item an input position (n, g, h, w) sums, for its CG channels, dy over the output
- * channels of its group and the taps whose window put (h, w) there:
- *   dx[n][g CG + c][h][w] = sum_{k, r, s} dy[n][g Kg + k][p][q] w[g Kg + k][c][r][s]
- * with p sh + r dh - ph = h and q sw + s dw - pw = w; plus bias[g CG + c] with has_bias (a
- * transposed convolution's output). Neighbouring work-items read neighbouring dy; every
- * work-item of a group reads the same weights. */
-__kernel void oclml_conv_dx_direct(__global const float *dy, ulong dy_off, __global const float *w,
-                                   ulong w_off, GEOM_ARGS, uint K, uint Kg, uint groups, uint N,
-                                   __global float *dx, ulong dx_off, __global const float *bias,
-                                   ulong b_off, uint has_bias) {
-    const uint HW = H * W, PQ = P * Q, RS = R * S;
-    const ulong total = (ulong)N * groups * HW;
-    for (ulong e = get_global_id(0); e < total; e += get_global_size(0)) {
-        const uint hw = (uint)(e % HW), ng = (uint)(e / HW), g = ng % groups, n = ng / groups;
-        const uint h = hw / W, x = hw % W;
-        float acc[CG];
-        for (uint c = 0; c < CG; c++) acc[c] = 0.0f;
-        __global const float *grad = dy + dy_off + ((ulong)n * K + g * Kg) * PQ;
-        __global const float *wg = w + w_off + (ulong)g * Kg * CG * RS;
-        for (uint r = 0; r < R; r++) {
-            const int hp = (int)(h + ph) - (int)(r * dh);
-            if (hp < 0 || hp % (int)sh) continue;
-            const uint p = (uint)hp / sh;
-            if (p >= P) continue;
-            for (uint s = 0; s < S; s++) {
-                const int wq = (int)(x + pw) - (int)(s * dw);
-                if (wq < 0 || wq % (int)sw) continue;
-                const uint q = (uint)wq / sw;
-                if (q >= Q) continue;
-                __global const float *d = grad + p * Q + q;
-                __global const float *t = wg + r * S + s;
-                for (uint k = 0; k < Kg; k++) {
-                    const float v = d[(ulong)k * PQ];
-                    for (uint c = 0; c < CG; c++)
-                        acc[c] = fma(v, t[((ulong)k * CG + c) * RS], acc[c]);
-                }
-            }
-        }
-        __global float *out = dx + dx_off + ((ulong)n * groups * CG + g * CG) * HW + hw;
-        for (uint c = 0; c < CG; c++)
-            out[(ulong)c * HW] = acc[c] + (has_bias ? bias[b_off + g * CG + c] : 0.0f);
     }
 }
 #endif

@@ -321,8 +321,6 @@ static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, cons
                                        const oclml_tensor *dy, oclml_tensor *dx,
                                        const oclml_tensor *b) {
     if (is_pointwise(s)) return pointwise(ctx, s, w, dy, dx, b, true);
-    if (oclml__conv_data_gradient_direct_applies(ctx, s))
-        return oclml__conv_data_gradient_direct(ctx, s, w, dy, dx, b);
     if (oclml__conv_data_gradient_winograd_applies(ctx, s))
         return oclml__conv_data_gradient_winograd(ctx, s, w, dy, dx, b);
     if (oclml__conv_data_gradient_gathers(ctx, s))
@@ -425,8 +423,7 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
     if (st) return st;
     char gemm[160];
     forward_kind kind = forward_kind_of(ctx, &s);
-    const char *dgrad = is_pointwise(&s)                                    ? "a product with dy"
-                        : oclml__conv_data_gradient_direct_applies(ctx, &s) ? "direct"
+    const char *dgrad = is_pointwise(&s) ? "a product with dy"
                         : oclml__conv_data_gradient_winograd_applies(ctx, &s)
                             ? "Winograd (flipped taps)"
                         : oclml__conv_data_gradient_gathers(ctx, &s) ? "gathered (flipped taps)"

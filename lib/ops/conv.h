@@ -74,11 +74,6 @@ oclml_status oclml__conv_weight_gradient_direct(oclml_ctx *ctx, const conv_shape
                                                 const oclml_tensor *x, const oclml_tensor *dy,
                                                 oclml_tensor *dw, int accumulate);
 void oclml__conv_describe_direct_dw(oclml_ctx *ctx, const conv_shape *s, char *text, size_t len);
-/* The direct data gradient for few input channels a group (conv_direct_dw.c; conv.direct_dx). */
-bool oclml__conv_data_gradient_direct_applies(oclml_ctx *ctx, const conv_shape *s);
-oclml_status oclml__conv_data_gradient_direct(oclml_ctx *ctx, const conv_shape *s,
-                                              const oclml_tensor *w, const oclml_tensor *dy,
-                                              oclml_tensor *dx, const oclml_tensor *b);
 void oclml__conv_winograd_warm(const char *op, oclml__warm_list *list);
 
 #endif

@@ -249,20 +249,22 @@ START_TEST(conv2d_direct_weight_gradient_tiles) {
 }
 END_TEST
 
-/* Winograd F(2x2,5x5): "same" padding on odd sizes (a partial last tile), no padding, and
- * asymmetric padding, each as a convolution and a transposed one, forward and both gradients;
+/* Winograd F(2x2,5x5): "same" padding on odd sizes (a partial last tile), no padding,
+ * asymmetric padding, and 24 input channels (the transforms' rounding over 600-term sums), each
+ * as a convolution and a transposed one, forward and both gradients;
  * in one chunk and in chunks of one image on the (emulated) tensor cores. */
 START_TEST(conv2d_winograd_5x5) {
     static const conv_case WINO5[] = {
         {2, 3, 7, 9, 4, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, 0, 0},
         {1, 4, 8, 6, 3, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0},
         {2, 2, 6, 7, 5, 5, 5, 1, 1, 4, 1, 0, 3, 1, 1, 1, 0, 0},
+        {1, 24, 5, 6, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, 0, 0}, /* 600-term sums */
     };
     static const char *const TUNING[] = {
         "gemm.own=1 conv.winograd=1 conv.implicit=0",
         "gemm.own=1 conv.winograd=1 gemm.mma=2 conv.chunk=1 conv.direct_dw=0"};
     test_retune(TUNING[_i % 2]);
-    for (int i = 0; i < 3; i++) run_case(&WINO5[i], _i / 2 == 1, i != 1, i == 2);
+    for (int i = 0; i < 4; i++) run_case(&WINO5[i], _i / 2 == 1, i != 1, i == 2);
 }
 END_TEST
 

@@ -49,7 +49,9 @@ static void usage(void) {
         "  --sizes LIST   comma-separated sizes for the subcommand instead of its defaults\n"
         "                 (copy, gemm, elementwise, optim: N; softmax, norm: ROWSxCOLS; gru: "
         "BxIxD;\n"
-        "                 linear: MxINxOUT; loss: ROWSxCLASSES)\n"
+        "                 linear: MxINxOUT; loss: ROWSxCLASSES, cross-entropy and KL;\n"
+        "                 conv: NxCxHxWxKxkxsxp, batch, channels in, height, width, channels\n"
+        "                 out, kernel, stride, padding)\n"
         "  --quick        small default sizes (CPU devices, smoke runs)\n"
         "subcommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)

@@ -143,14 +143,20 @@ static oclml_status check_gradients_alone(oclml_ctx *ctx, const oclml_tensor *x,
 
 /* ---- launches of the data-movement kernels ---- */
 
-static oclml_status launch_1d(oclml_ctx *ctx, const char *name, const oclml__arg *args,
-                              unsigned nargs, size_t n) {
+oclml_status oclml__conv_launch_1d(oclml_ctx *ctx, const oclml__program_spec *program,
+                                   const char *name, const oclml__arg *args, unsigned nargs,
+                                   size_t n) {
     cl_kernel k;
-    oclml_status st = oclml__kernel(ctx, &PROGRAM, name, &k);
+    oclml_status st = oclml__kernel(ctx, program, name, &k);
     if (st) return st;
     size_t global, local;
     oclml__grid_1d(ctx, n, &global, &local);
     return oclml__launch(ctx, k, args, nargs, 1, &global, &local, NULL);
+}
+
+static oclml_status launch_1d(oclml_ctx *ctx, const char *name, const oclml__arg *args,
+                              unsigned nargs, size_t n) {
+    return oclml__conv_launch_1d(ctx, &PROGRAM, name, args, nargs, n);
 }
 
 /* Images n0.. n0+nb-1, group g's channels of x, into col: per image [CgRS x PQ] (side_by_side

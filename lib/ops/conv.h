@@ -26,6 +26,12 @@ static inline size_t cg_rs(const conv_shape *s) { return s->C / s->groups * s->R
         OCLML_ARG(g_P), OCLML_ARG(g_Q), OCLML_ARG(g_sh), OCLML_ARG(g_sw), OCLML_ARG(g_ph), \
         OCLML_ARG(g_pw), OCLML_ARG(g_dh), OCLML_ARG(g_dw)
 
+/* Kernel `name` of `program` over n work units, one dimension (oclml__grid_1d): the launch of
+ * the convolution files' data-movement kernels. */
+oclml_status oclml__conv_launch_1d(oclml_ctx *ctx, const oclml__program_spec *program,
+                                   const char *name, const oclml__arg *args, unsigned nargs,
+                                   size_t n);
+
 /* Tensor t's buffer as a matrix from `offset` floats past its start (t NULL: no buffer, offset
  * as given, for describing a plan). */
 static inline oclml__matrix conv_mat(const oclml_tensor *t, size_t offset, size_t ld,
@@ -51,8 +57,9 @@ oclml_status oclml__conv_weight_gradient_gathered(oclml_ctx *ctx, const conv_sha
                                                   const oclml_tensor *x, const oclml_tensor *dy,
                                                   oclml_tensor *dw, int accumulate);
 
-/* The Winograd F(2x2, 3x3) passes (conv_winograd.c): whether each applies to s on this context
- * (the tuning key conv.winograd), the pass, its plan in words and the programs to prewarm. */
+/* The Winograd F(2x2, 3x3) and F(2x2, 5x5) passes (conv_winograd.c): whether each applies to s
+ * on this context (the tuning key conv.winograd), the pass, its plan in words and the programs to
+ * prewarm. */
 bool oclml__conv_forward_winograd_applies(oclml_ctx *ctx, const conv_shape *s);
 oclml_status oclml__conv_forward_winograd(oclml_ctx *ctx, const conv_shape *s,
                                           const oclml_tensor *x, const oclml_tensor *w,
@@ -66,6 +73,7 @@ oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape
                                                 const oclml_tensor *w, const oclml_tensor *dy,
                                                 oclml_tensor *dx, const oclml_tensor *b);
 void oclml__conv_describe_winograd(const conv_shape *s, char *text, size_t len);
+void oclml__conv_winograd_warm(const char *op, oclml__warm_list *list);
 
 /* The direct weight gradient for few columns (conv_direct_dw.c): whether it applies to s on this
  * context (the tuning key conv.direct_dw), the pass, and its plan in words. */
@@ -74,6 +82,5 @@ oclml_status oclml__conv_weight_gradient_direct(oclml_ctx *ctx, const conv_shape
                                                 const oclml_tensor *x, const oclml_tensor *dy,
                                                 oclml_tensor *dw, int accumulate);
 void oclml__conv_describe_direct_dw(oclml_ctx *ctx, const conv_shape *s, char *text, size_t len);
-void oclml__conv_winograd_warm(const char *op, oclml__warm_list *list);
 
 #endif

@@ -99,12 +99,8 @@ static size_t products_of(const winograd_conv *v) { return (size_t)(v->r + 1) * 
 
 static oclml_status launch_1d(oclml_ctx *ctx, const winograd_conv *v, const char *name,
                               const oclml__arg *args, unsigned nargs, size_t n) {
-    cl_kernel k;
-    oclml_status st = oclml__kernel(ctx, v->r == 5 ? &PROGRAM_5X5 : &PROGRAM_3X3, name, &k);
-    if (st) return st;
-    size_t global, local;
-    oclml__grid_1d(ctx, n, &global, &local);
-    return oclml__launch(ctx, k, args, nargs, 1, &global, &local, NULL);
+    return oclml__conv_launch_1d(ctx, v->r == 5 ? &PROGRAM_5X5 : &PROGRAM_3X3, name, args, nargs,
+                                 n);
 }
 
 static oclml_status transform_weights(oclml_ctx *ctx, const winograd_conv *v, const oclml_tensor *w,
@@ -195,11 +191,16 @@ static oclml_status run(oclml_ctx *ctx, const winograd_conv *v, const oclml_tens
     return st;
 }
 
+/* The convolution s itself (the forward's and the weight gradient's geometry). */
+static winograd_conv forward_conv(const conv_shape *s) {
+    return (winograd_conv){s->N, s->C,  s->H,  s->W,  s->K,          s->P,
+                           s->Q, s->ph, s->pw, false, (unsigned)s->R};
+}
+
 oclml_status oclml__conv_forward_winograd(oclml_ctx *ctx, const conv_shape *s,
                                           const oclml_tensor *x, const oclml_tensor *w,
                                           const oclml_tensor *b, oclml_tensor *y) {
-    const winograd_conv v = {s->N, s->C,  s->H,  s->W,  s->K,          s->P,
-                             s->Q, s->ph, s->pw, false, (unsigned)s->R};
+    const winograd_conv v = forward_conv(s);
     return run(ctx, &v, x, w, b, y);
 }
 
@@ -213,14 +214,14 @@ oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape
 }
 
 /* dw (+)= the weight gradient: per chunk of images, the input patches into V and dy's blocks
- * into D, then the 16 products dU[e] (+)= D[e] V[e]^T, batched, whose K runs over the chunk's
- * tiles (the planner splits it where the blocks leave compute units idle); last dw = G^T dU G,
+ * into D, then the (R + 1)^2 products dU[e] (+)= D[e] V[e]^T, batched, whose K runs over the
+ * chunk's tiles (the planner splits it where the blocks leave compute units idle); last
+ * dw = G^T dU G,
  * recomputed by its definition where that came out NaN (non-finite inputs). */
 oclml_status oclml__conv_weight_gradient_winograd(oclml_ctx *ctx, const conv_shape *s,
                                                   const oclml_tensor *x, const oclml_tensor *dy,
                                                   oclml_tensor *dw, int accumulate) {
-    const winograd_conv v = {s->N, s->C,  s->H,  s->W,  s->K,          s->P,
-                             s->Q, s->ph, s->pw, false, (unsigned)s->R};
+    const winograd_conv v = forward_conv(s);
     const size_t TH = (v.P + 1) / 2, TW = (v.Q + 1) / 2, nb = chunk_of(ctx, &v, TH, TW),
                  T = nb * TH * TW, KC = v.K * v.C;
     cl_mem V = NULL, D = NULL, dU = NULL;

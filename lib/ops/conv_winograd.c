@@ -216,8 +216,7 @@ oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape
 /* dw (+)= the weight gradient: per chunk of images, the input patches into V and dy's blocks
  * into D, then the (R + 1)^2 products dU[e] (+)= D[e] V[e]^T, batched, whose K runs over the
  * chunk's tiles (the planner splits it where the blocks leave compute units idle); last
- * dw = G^T dU G,
- * recomputed by its definition where that came out NaN (non-finite inputs). */
+ * dw = G^T dU G, recomputed by its definition where that came out NaN (non-finite inputs). */
 oclml_status oclml__conv_weight_gradient_winograd(oclml_ctx *ctx, const conv_shape *s,
                                                   const oclml_tensor *x, const oclml_tensor *dy,
                                                   oclml_tensor *dw, int accumulate) {

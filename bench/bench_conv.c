@@ -3,8 +3,9 @@
  * channels, each followed by a 2x2 max-pool) and ResNet layers (3x3 and 1x1, batch 64). Ops
  * "conv2d" (forward with bias, 2 N K P Q C R S flops), "conv2d_fwd_bwd" (forward, then dx, dw and
  * db: 3x the flops), each gradient alone ("conv2d_bwd_data", "conv2d_bwd_weight": no peer line,
- * they show what each backward product costs) and "maxpool2d" (5 bytes a input element: read it,
- * write a quarter), with the peer's shape names. The error beside each convolution is the max over sampled outputs of
+ * they show what each backward product costs), "maxpool2d" (5 bytes a input element: read it,
+ * write a quarter) with its backward and the SiLU-fused pair (ours alone), with the peer's shape
+ * names. The error beside each convolution is the max over sampled outputs of
  * |y - ref| / sum |x w| against a double-precision direct convolution. */
 #include "bench.h"
 
@@ -59,6 +60,22 @@ static oclml_status bwd_weight(void *u) {
 static oclml_status pool(void *u) {
     conv_args *a = u;
     return oclml_max_pool2d(a->ctx, &a->pool, a->y, a->pooled);
+}
+
+/* The pooling gradients write into dy (the convolution's output shape; timed last). */
+static oclml_status pool_bwd(void *u) {
+    conv_args *a = u;
+    return oclml_max_pool2d_backward(a->ctx, &a->pool, a->y, a->pooled, a->dy);
+}
+
+static oclml_status silu_pool(void *u) {
+    conv_args *a = u;
+    return oclml_act_max_pool2d(a->ctx, &a->pool, OCLML_ACT_SILU, a->y, a->pooled);
+}
+
+static oclml_status silu_pool_bwd(void *u) {
+    conv_args *a = u;
+    return oclml_act_max_pool2d_backward(a->ctx, &a->pool, OCLML_ACT_SILU, a->y, a->pooled, a->dy);
 }
 
 /* Max over 48 sampled outputs of |y - ref| / sum |x w| (+ |b|). */
@@ -150,14 +167,22 @@ static int bench_one(bench_env *env, const conv_bench *c) {
         if (!rc) bench_report(env, &rg);
     }
     if (!rc && c->k == 5) { /* the encoder's layers are followed by a 2x2 max-pool */
+        /* maxpool2d is the peer's line; the backward and the SiLU-fused pair are ours alone
+         * (the CNN step's way). Bytes: read x, write a quarter (forward); read x and a quarter,
+         * write x's size (backward). */
         snprintf(pshape, sizeof pshape, "N%zu,C%zu,%zux%zu,k2s2", c->N, c->K, P, Q);
-        bench_result rp = {.op = "maxpool2d",
-                           .shape = pshape,
-                           .variant = "one work-item an output",
-                           .bytes = 5.0 * ny,
-                           .max_rel_err = -1};
-        rc = bench_time(env, pool, &a, &rp.t);
-        if (!rc) bench_report(env, &rp);
+        oclml_status (*const pools[4])(void *) = {pool, pool_bwd, silu_pool, silu_pool_bwd};
+        const char *const pool_ops[4] = {"maxpool2d", "maxpool2d_bwd", "silu_maxpool2d",
+                                         "silu_maxpool2d_bwd"};
+        for (int k = 0; k < 4 && !rc; k++) {
+            bench_result rp = {.op = pool_ops[k],
+                               .shape = pshape,
+                               .variant = "2x2 stride 2: two windows a work-item",
+                               .bytes = (k % 2 ? 9.0 : 5.0) * ny,
+                               .max_rel_err = -1};
+            rc = bench_time(env, pools[k], &a, &rp.t);
+            if (!rc) bench_report(env, &rp);
+        }
     }
     for (int i = 0; i < 9; i++)
         if (*ts[i]) oclml_tensor_destroy(*ts[i]);

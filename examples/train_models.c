@@ -162,8 +162,9 @@ void train_mlp_destroy(train_mlp *m) {
 
 /* ---- CNN ---- */
 
-/* Per conv layer: its output, SiLU, pooled, and their gradients. */
-enum { CONV_OUT, CONV_SILU, CONV_POOL, CONV_DOUT, CONV_DSILU, CONV_DPOOL, CONV_TENSORS };
+/* Per conv layer: its output (the pre-activation), SiLU and max-pool fused into the pooled output
+ * (oclml_act_max_pool2d: SiLU(out) is never stored), and their gradients. */
+enum { CONV_OUT, CONV_POOL, CONV_DOUT, CONV_DPOOL, CONV_TENSORS };
 enum { CNN_X, CNN_LABELS, CNN_LOGITS, CNN_DLOGITS, CNN_LOSS, CNN_FLAT, CNN_DFLAT, CNN_TENSORS };
 
 struct train_cnn {
@@ -267,8 +268,7 @@ oclml_status train_cnn_step(train_cnn *m) {
     for (int l = 0; l < L; l++) {
         oclml_tensor **y = m->layer[l];
         TRY(oclml_conv2d(ctx, &m->conv, in, m->p[2 * l], m->p[2 * l + 1], y[CONV_OUT]));
-        TRY(oclml_unary(ctx, OCLML_SILU, y[CONV_OUT], y[CONV_SILU]));
-        TRY(oclml_max_pool2d(ctx, &m->pool, y[CONV_SILU], y[CONV_POOL]));
+        TRY(oclml_act_max_pool2d(ctx, &m->pool, OCLML_ACT_SILU, y[CONV_OUT], y[CONV_POOL]));
         in = y[CONV_POOL];
     }
     TRY(oclml_linear(ctx, OCLML_ACT_NONE, m->t[CNN_FLAT], m->p[2 * L], m->p[2 * L + 1],
@@ -279,8 +279,8 @@ oclml_status train_cnn_step(train_cnn *m) {
                               m->t[CNN_DLOGITS], m->t[CNN_DFLAT], m->g[2 * L], m->g[2 * L + 1], 0));
     for (int l = L - 1; l >= 0; l--) {
         oclml_tensor **y = m->layer[l];
-        TRY(oclml_max_pool2d_backward(ctx, &m->pool, y[CONV_SILU], y[CONV_DPOOL], y[CONV_DSILU]));
-        TRY(oclml_unary_backward(ctx, OCLML_SILU, y[CONV_OUT], y[CONV_DSILU], y[CONV_DOUT]));
+        TRY(oclml_act_max_pool2d_backward(ctx, &m->pool, OCLML_ACT_SILU, y[CONV_OUT], y[CONV_DPOOL],
+                                          y[CONV_DOUT]));
         oclml_tensor *x = l ? m->layer[l - 1][CONV_POOL] : m->t[CNN_X];
         oclml_tensor *dx = l ? m->layer[l - 1][CONV_DPOOL] : NULL;
         TRY(oclml_conv2d_backward(ctx, &m->conv, x, m->p[2 * l], y[CONV_DOUT], dx, m->g[2 * l],

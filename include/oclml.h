@@ -461,6 +461,17 @@ OCLML_API oclml_status oclml_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_param
 OCLML_API oclml_status oclml_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *params,
                                                  const oclml_tensor *x, const oclml_tensor *dy,
                                                  oclml_tensor *dx);
+/* y = max_pool2d(act(x)) with the activation fused into the pooling's read (x is the
+ * pre-activation; act(x) is never stored): a convolution's activation and pooling in one pass. */
+OCLML_API oclml_status oclml_act_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *params,
+                                            oclml_activation act, const oclml_tensor *x,
+                                            oclml_tensor *y);
+/* dx (x's shape, overwritten) = act'(x) times dy routed to each window's first maximum of act(x):
+ * oclml_max_pool2d_backward on act(x) followed by oclml_unary_backward, in one pass. */
+OCLML_API oclml_status oclml_act_max_pool2d_backward(oclml_ctx *ctx,
+                                                     const oclml_pool2d_params *params,
+                                                     oclml_activation act, const oclml_tensor *x,
+                                                     const oclml_tensor *dy, oclml_tensor *dx);
 /* y = the mean of each window (padding counted as zeros with count_include_pad, else left out). */
 OCLML_API oclml_status oclml_avg_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *params,
                                         const oclml_tensor *x, oclml_tensor *y);

@@ -632,6 +632,73 @@ START_TEST(pooling_cases) {
 }
 END_TEST
 
+/* The max-pool with an activation fused before it, every activation, on the general kernel
+ * (overlapping 3x3 windows with padding; 2x2 windows of rows not a multiple of 4) and the 2x2
+ * stride-2 kernel: y = max(act(x)) and dx = act'(x) (dy routed to each window's first maximum
+ * of act(x)) against the double definition. A NaN input makes its windows' outputs NaN and
+ * its own gradient NaN, and leaves its window-mates' gradients finite. */
+START_TEST(act_max_pooling) {
+    const int act = _i;
+    const size_t cases[] = {1, 0, 5}; /* POOLS: 3x3 s2 p1, 2x2 of 8x6, 2x2 of 6x12 */
+    for (size_t ci = 0; ci < 3; ci++) {
+        const pool_case *c = &POOLS[cases[ci]];
+        oclml_pool2d_params prm;
+        oclml_pool2d_params_init(&prm);
+        prm.kernel[0] = c->kh, prm.kernel[1] = c->kw, prm.stride[0] = c->sh, prm.stride[1] = c->sw;
+        prm.pad[0] = c->ph, prm.pad[1] = c->pw, prm.ceil_mode = c->ceil_mode;
+        unsigned sh = c->sh ? c->sh : c->kh, sw = c->sw ? c->sw : c->kw;
+        size_t P = pool_out(c->H, c->kh, sh, c->ph, c->ceil_mode),
+               Q = pool_out(c->W, c->kw, sw, c->pw, c->ceil_mode);
+        size_t planes = c->N * c->C, hw = c->H * c->W, nx = planes * hw, ny = planes * P * Q;
+        size_t xsh[4] = {c->N, c->C, c->H, c->W}, ysh[4] = {c->N, c->C, P, Q};
+        float *x = test_floats(nx), *dy = test_floats(ny), *y = test_floats(ny),
+              *dx = test_floats(nx);
+        test_random(x, nx, -3, 3); /* the activations' curved parts */
+        test_random(dy, ny, -1, 1);
+        x[c->W + 1] = NAN;
+        double *ax = test_doubles(nx), *route = test_doubles(nx);
+        for (size_t i = 0; i < nx; i++) ax[i] = test_act(act, x[i]), route[i] = 0;
+        oclml_tensor *X = test_tensor_from(4, xsh, x), *Y = test_tensor(4, ysh),
+                     *DY = test_tensor_from(4, ysh, dy), *DX = test_tensor(4, xsh);
+        ASSERT_OK(oclml_act_max_pool2d(T, &prm, (oclml_activation)act, X, Y));
+        ASSERT_OK(oclml_act_max_pool2d_backward(T, &prm, (oclml_activation)act, X, DY, DX));
+        test_read(Y, y, ny);
+        test_read(DX, dx, nx);
+        float *plane_act = test_floats(hw);
+        for (size_t pl = 0; pl < planes; pl++) {
+            for (size_t i = 0; i < hw; i++) plane_act[i] = (float)ax[pl * hw + i];
+            for (size_t p = 0; p < P; p++)
+                for (size_t q = 0; q < Q; q++) {
+                    long at;
+                    double want = ref_window(c, plane_act, p, q, true, &at);
+                    want = ax[pl * hw + (size_t)at]; /* in double, not the float copy */
+                    float got = y[(pl * P + p) * Q + q];
+                    ck_assert_msg(isnan(want) ? isnan(got)
+                                              : fabs(got - want) <= 2e-6 * (1 + fabs(want)),
+                                  "act %d case %zu y[%zu,%zu,%zu] %g vs %g", act, cases[ci], pl, p,
+                                  q, got, want);
+                    route[pl * hw + (size_t)at] += dy[(pl * P + p) * Q + q];
+                }
+        }
+        for (size_t i = 0; i < nx; i++) {
+            double want = route[i] * test_act_grad(act, x[i]);
+            ck_assert_msg(isnan(want) ? isnan(dx[i]) : fabs(dx[i] - want) <= 4e-6,
+                          "act %d case %zu dx[%zu] %g vs %g (x %g)", act, cases[ci], i, dx[i], want,
+                          x[i]);
+        }
+        oclml_tensor *all[] = {X, Y, DY, DX};
+        for (int i = 0; i < 4; i++) oclml_tensor_destroy(all[i]);
+        free(x);
+        free(dy);
+        free(y);
+        free(dx);
+        free(ax);
+        free(route);
+        free(plane_act);
+    }
+}
+END_TEST
+
 START_TEST(bad_input_touches_nothing) {
     oclml_conv2d_params prm;
     oclml_conv2d_params_init(&prm);
@@ -675,6 +742,9 @@ START_TEST(bad_input_touches_nothing) {
     oclml_pool2d_params_init(&pp);
     ASSERT_STATUS(oclml_max_pool2d(T, &pp, X, Y), OCLML_ERR_INVALID_SHAPE); /* 2x2 of 5x5 is 2x2 */
     ASSERT_STATUS(oclml_avg_pool2d(T, NULL, X, Y), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_act_max_pool2d(T, &pp, (oclml_activation)7, X, Y),
+                  OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_act_max_pool2d(T, &pp, OCLML_ACT_SILU, X, Y), OCLML_ERR_INVALID_SHAPE);
     /* The backwards of the transposed convolution (x = Y [1, 3, 3, 3], w = Wt [3, 2, 3, 3]: its
      * output is X's shape) and of pooling: Yw, the output they are given, stays NaN (below). */
     ASSERT_STATUS(oclml_conv_transpose2d_backward(T, &prm, Y, Wt, X, Yw, NULL, NULL, 0),
@@ -685,6 +755,10 @@ START_TEST(bad_input_touches_nothing) {
                   OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_max_pool2d_backward(T, &pp, X, Y, Yw), OCLML_ERR_INVALID_SHAPE);
     ASSERT_STATUS(oclml_max_pool2d_backward(T, NULL, X, Y, Yw), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_act_max_pool2d_backward(T, &pp, (oclml_activation)-1, X, Y, Yw),
+                  OCLML_ERR_INVALID_ARGUMENT);
+    ASSERT_STATUS(oclml_act_max_pool2d_backward(T, &pp, OCLML_ACT_RELU, X, Y, Yw),
+                  OCLML_ERR_INVALID_SHAPE);
     ASSERT_STATUS(oclml_avg_pool2d_backward(T, &pp, Y, Yw), OCLML_ERR_INVALID_SHAPE);
     ASSERT_STATUS(oclml_avg_pool2d_backward(T, NULL, Y, Yw), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_avg_pool2d_backward(NULL, &pp, Y, Yw), OCLML_ERR_NULL_POINTER);
@@ -709,6 +783,7 @@ int main(void) {
     tcase_add_loop_test(tc, conv2d_backward_nan_corner, 0, 5);
     tcase_add_test(tc, conv2d_plan_says_how);
     tcase_add_loop_test(tc, pooling_cases, 0, 2);
+    tcase_add_loop_test(tc, act_max_pooling, 0, 7); /* every oclml_activation */
     tcase_add_test(tc, bad_input_touches_nothing);
     suite_add_tcase(s, tc);
     return test_main(s);

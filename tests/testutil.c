@@ -225,3 +225,45 @@ void test_assert_untouched(const oclml_tensor *t, size_t n) {
     for (size_t i = 0; i < n; i++) ck_assert_msg(isnan(v[i]), "element %zu was written", i);
     free(v);
 }
+
+double test_act(int act, double z) {
+    switch (act) {
+    case OCLML_ACT_RELU:
+        return isnan(z) ? z : z > 0 ? z : 0;
+    case OCLML_ACT_GELU_ERF:
+        return 0.5 * z * erfc(-z / sqrt(2.0));
+    case OCLML_ACT_GELU_TANH:
+        return 0.5 * z * (1 + tanh(sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));
+    case OCLML_ACT_SILU:
+        return z / (1 + exp(-z));
+    case OCLML_ACT_TANH:
+        return tanh(z);
+    case OCLML_ACT_SIGMOID:
+        return 1 / (1 + exp(-z));
+    default:
+        return z;
+    }
+}
+
+double test_act_grad(int act, double z) {
+    switch (act) {
+    case OCLML_ACT_RELU:
+        return isnan(z) ? z : z > 0 ? 1 : 0;
+    case OCLML_ACT_GELU_ERF:
+        return 0.5 * erfc(-z / sqrt(2.0)) + z * exp(-0.5 * z * z) / sqrt(2 * M_PI);
+    case OCLML_ACT_GELU_TANH: {
+        double k = sqrt(2 / M_PI), t = tanh(k * (z + 0.044715 * z * z * z));
+        return 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * k * (1 + 3 * 0.044715 * z * z);
+    }
+    case OCLML_ACT_SILU: {
+        double sg = 1 / (1 + exp(-z));
+        return sg * (1 + z * (1 - sg));
+    }
+    case OCLML_ACT_TANH:
+        return 1 - tanh(z) * tanh(z);
+    case OCLML_ACT_SIGMOID:
+        return 1 / (1 + exp(-z)) / (1 + exp(z));
+    default:
+        return 1;
+    }
+}

@@ -43,6 +43,11 @@ void test_assert_close(const char *what, const float *out, const double *ref, si
 void test_assert_close_scaled(const char *what, const float *out, const double *ref,
                               const double *scale, size_t n, double tol);
 
+/* The fused activations (oclml_activation) in double: act(z), and act'(z) from the
+ * pre-activation z. */
+double test_act(int act, double z);
+double test_act_grad(int act, double z);
+
 /* Asserts status == want, printing the library's last error otherwise. */
 #define ASSERT_OK(expr) test_assert_status((expr), OCLML_SUCCESS, #expr, __FILE__, __LINE__)
 #define ASSERT_STATUS(expr, want) test_assert_status((expr), (want), #expr, __FILE__, __LINE__)

@@ -75,4 +75,22 @@ inline float d_silu(float x) { return oclml_sigmoid(x) * (1.0f + x * oclml_sigmo
 #define act_apply(z) (z)
 #endif
 
+/* g act'(z) from the pre-activation z, the formulas of the elementwise ops' unary backward
+ * (cl/ops/elementwise.cl), so that a fused op and its unfused composition agree. */
+#if defined(ACT_RELU)
+#define act_backward(g, z) (isnan(z) ? (z) : (z) > 0.0f ? (g) : 0.0f)
+#elif defined(ACT_GELU_ERF)
+#define act_backward(g, z) ((g)*d_gelu_erf(z))
+#elif defined(ACT_GELU_TANH)
+#define act_backward(g, z) ((g)*d_gelu_tanh(z))
+#elif defined(ACT_SILU)
+#define act_backward(g, z) ((g)*d_silu(z))
+#elif defined(ACT_TANH)
+#define act_backward(g, z) ((g)*sech2(z))
+#elif defined(ACT_SIGMOID)
+#define act_backward(g, z) ((g)*oclml_sigmoid(z) * oclml_sigmoid(-(z)))
+#else
+#define act_backward(g, z) (g)
+#endif
+
 #endif

@@ -301,23 +301,12 @@ static bool has_epilogue(const oclml__gemm_desc *d) {
     return d->bias || d->pre.mem || d->act != OCLML_ACT_NONE;
 }
 
-static const char *ACT_DEFINES[] = {"",
-                                    " -DACT_RELU=1",
-                                    " -DACT_GELU_ERF=1",
-                                    " -DACT_GELU_TANH=1",
-                                    " -DACT_SILU=1",
-                                    " -DACT_TANH=1",
-                                    " -DACT_SIGMOID=1"};
-
-static const char *act_define(oclml_activation act) {
-    return (unsigned)act < sizeof ACT_DEFINES / sizeof ACT_DEFINES[0] ? ACT_DEFINES[act] : "";
-}
-
 /* The epilogue's defines; none for split partials, which the finishing kernel completes. */
 static int epilogue_defines(char *out, size_t len, const oclml__gemm_desc *d) {
-    return snprintf(out, len, "-DHAS_BIAS=%d -DHAS_PRE=%d%s",
-                    d->bias ? (d->bias_per_row ? 2 : 1) : 0, d->pre.mem != NULL,
-                    act_define(d->act));
+    const char *act = oclml__act_define(d->act);
+    return snprintf(out, len, "-DHAS_BIAS=%d -DHAS_PRE=%d%s%s",
+                    d->bias ? (d->bias_per_row ? 2 : 1) : 0, d->pre.mem != NULL, act ? " " : "",
+                    act ? act : "");
 }
 
 typedef struct gemm_program {

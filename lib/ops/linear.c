@@ -13,22 +13,6 @@
 #define LIN_WRITE_DZ 1u
 #define LIN_WANT_DB 2u
 
-static const char *const ACT_NAMES[] = {"none", "relu", "gelu_erf", "gelu_tanh",
-                                        "silu", "tanh", "sigmoid"};
-static const char *const ACT_DEFINES[] = {
-    NULL,           "-DACT_RELU=1", "-DACT_GELU_ERF=1", "-DACT_GELU_TANH=1",
-    "-DACT_SILU=1", "-DACT_TANH=1", "-DACT_SIGMOID=1"};
-#define N_ACTS (sizeof ACT_NAMES / sizeof ACT_NAMES[0])
-
-static oclml_status check_act(oclml_ctx *ctx, oclml_activation act) {
-    if ((unsigned)act >= N_ACTS)
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
-                           "activation %d is not an oclml_activation (OCLML_ACT_NONE to "
-                           "OCLML_ACT_SIGMOID)",
-                           (int)act);
-    return OCLML_SUCCESS;
-}
-
 /* Whether the derivative reads the pre-activation (else the output y). */
 static bool reads_pre(oclml_activation act) {
     return act == OCLML_ACT_GELU_ERF || act == OCLML_ACT_GELU_TANH || act == OCLML_ACT_SILU;
@@ -116,7 +100,7 @@ oclml_status oclml_linear(oclml_ctx *ctx, oclml_activation act, const oclml_tens
                           oclml_tensor *pre) {
     size_t rows, in, out;
     oclml_status st = oclml__check_ctx(ctx);
-    if (!st) st = check_act(ctx, act);
+    if (!st) st = oclml__check_act(ctx, act);
     if (!st) st = check_x_w(ctx, x, w, &rows, &in, &out);
     if (!st) st = check_bias(ctx, b, "b", out);
     if (!st) st = check_like(ctx, y, "y", x, out, "out");
@@ -149,7 +133,7 @@ oclml_status oclml_linear(oclml_ctx *ctx, oclml_activation act, const oclml_tens
 /* ---- backward ---- */
 
 static oclml__program_spec dz_spec(oclml_activation act) {
-    return (oclml__program_spec){FILE_CL, ACT_DEFINES[act],
+    return (oclml__program_spec){FILE_CL, oclml__act_define(act),
                                  "oclml_linear_dz oclml_linear_db_finish", 0};
 }
 
@@ -213,14 +197,14 @@ static oclml_status check_backward(oclml_ctx *ctx, oclml_activation act, const o
                                    const oclml_tensor *dw, const oclml_tensor *db, size_t *rows,
                                    size_t *in, size_t *out) {
     oclml_status st = oclml__check_ctx(ctx);
-    if (!st) st = check_act(ctx, act);
+    if (!st) st = oclml__check_act(ctx, act);
     if (!st) st = check_x_w(ctx, x, w, rows, in, out);
     if (!st) st = check_like(ctx, dy, "dy", x, *out, "out");
     if (st) return st;
     if (!saved && act != OCLML_ACT_NONE)
-        return oclml__fail(ctx, OCLML_ERR_NULL_POINTER,
-                           "saved is NULL: the %s derivative reads the forward's %s",
-                           ACT_NAMES[act], reads_pre(act) ? "pre-activation (pre)" : "output (y)");
+        return oclml__fail(
+            ctx, OCLML_ERR_NULL_POINTER, "saved is NULL: the %s derivative reads the forward's %s",
+            oclml__act_name(act), reads_pre(act) ? "pre-activation (pre)" : "output (y)");
     if (saved) st = check_like(ctx, saved, "saved", x, *out, "out");
     if (!st && dx) st = check_like(ctx, dx, "dx", x, *in, "in");
     if (!st && dw) st = oclml__check_shape(ctx, dw, "dw", 2, *out, *in, 0);
@@ -296,5 +280,7 @@ oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation act, const o
 void oclml__linear_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     oclml__gemm_warm(ctx, op, list);
     if (!strstr(op, "backward")) return;
-    for (size_t a = 0; a < N_ACTS; a++) oclml__warm_add(list, op, ACT_NAMES[a], dz_spec(a));
+    for (unsigned a = 0; a < OCLML__N_ACTS; a++)
+        oclml__warm_add(list, op, oclml__act_name((oclml_activation)a),
+                        dz_spec((oclml_activation)a));
 }

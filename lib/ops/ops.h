@@ -47,6 +47,13 @@ extern const size_t oclml__warm_row_lengths[OCLML__WARM_ROW_LENGTHS];
 #undef OCLML_OP
 #undef OCLML_TUNABLE
 
+/* The fused activations (activation.c): an argument check, the -DACT_<NAME>=1 define that
+ * cl/include/activation.h reads (NULL for none), and the name. */
+#define OCLML__N_ACTS ((unsigned)OCLML_ACT_SIGMOID + 1)
+oclml_status oclml__check_act(oclml_ctx *ctx, oclml_activation act);
+const char *oclml__act_define(oclml_activation act);
+const char *oclml__act_name(oclml_activation act);
+
 typedef void oclml__warm_fn(oclml_ctx *ctx, const char *op, oclml__warm_list *list);
 oclml__warm_fn oclml__memory_warm, oclml__elementwise_warm, oclml__reduce_warm, oclml__probe_warm,
     oclml__softmax_warm, oclml__norm_warm, oclml__gru_warm, oclml__rssm_warm, oclml__history_warm,

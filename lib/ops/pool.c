@@ -1,17 +1,20 @@
 /* 2-D max and average pooling over NCHW tensors and their gradients (cl/ops/pool.cl), with
  * PyTorch's MaxPool2d / AvgPool2d semantics: symmetric padding of at most half the window,
  * ceil_mode, count_include_pad; the max gradient goes to each window's first maximum, or its
- * last NaN, as PyTorch's kernels do. */
+ * last NaN, as PyTorch's kernels do. The max-pool also comes with an activation fused before it
+ * (oclml_act_max_pool2d: a convolution's activation and pooling in one pass each way). */
 #include "ops/ops.h"
 
 #include <stdio.h>
 
 #define KERNEL_FILE "pool.cl"
-static const oclml__program_spec MAX_FWD = {KERNEL_FILE, NULL, "oclml_max_pool2d", 0};
-static const oclml__program_spec MAX_FWD_2X2 = {KERNEL_FILE, NULL, "oclml_max_pool2d_2x2", 0};
-static const oclml__program_spec MAX_BWD = {KERNEL_FILE, NULL, "oclml_max_pool2d_backward", 0};
 static const oclml__program_spec AVG_FWD = {KERNEL_FILE, NULL, "oclml_avg_pool2d", 0};
 static const oclml__program_spec AVG_BWD = {KERNEL_FILE, NULL, "oclml_avg_pool2d_backward", 0};
+
+/* A max-pool kernel's program: one a kernel and fused activation (none: the plain max-pool). */
+static oclml__program_spec max_spec(const char *kernel, oclml_activation act) {
+    return (oclml__program_spec){KERNEL_FILE, oclml__act_define(act), kernel, 0};
+}
 
 void oclml_pool2d_params_init(oclml_pool2d_params *p) {
     if (!p) return;
@@ -122,43 +125,73 @@ static bool is_2x2(const pool_shape *s) {
            s->H % 2 == 0 && s->W % 4 == 0;
 }
 
-/* The forward of either pooling: y from x, one work-item an output (a pair, 2x2 max). */
-static oclml_status pool_forward(oclml_ctx *ctx, const oclml_pool2d_params *p,
+/* The forward of either pooling: y from x (through act for the max), one work-item an output
+ * (a pair, 2x2 max). */
+static oclml_status pool_forward(oclml_ctx *ctx, const oclml_pool2d_params *p, oclml_activation act,
                                  const oclml_tensor *x, oclml_tensor *y, bool avg) {
     oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = oclml__check_act(ctx, act);
     pool_shape s;
     if (!st) st = pool_shape_of(ctx, p, x, "x", &s);
     if (!st) st = check_pair(ctx, x, &s, y, "y", true);
+    if (st) return st;
     const oclml_tensor *t[2] = {x, y};
-    return st ? st
-           : (!avg && is_2x2(&s))
-               ? launch(ctx, &MAX_FWD_2X2, t, 2, &s, 0, false, s.planes * s.P * s.Q / 2)
-               : launch(ctx, avg ? &AVG_FWD : &MAX_FWD, t, 2, &s, avg && p->count_include_pad, avg,
-                        s.planes * s.P * s.Q);
+    if (avg)
+        return launch(ctx, &AVG_FWD, t, 2, &s, p->count_include_pad, true, s.planes * s.P * s.Q);
+    if (is_2x2(&s)) {
+        const oclml__program_spec spec = max_spec("oclml_max_pool2d_2x2", act);
+        return launch(ctx, &spec, t, 2, &s, 0, false, s.planes * s.P * s.Q / 2);
+    }
+    const oclml__program_spec spec = max_spec("oclml_max_pool2d", act);
+    return launch(ctx, &spec, t, 2, &s, 0, false, s.planes * s.P * s.Q);
 }
 
-oclml_status oclml_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
-                              oclml_tensor *y) {
-    return pool_forward(ctx, p, x, y, false);
-}
-
-oclml_status oclml_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,
-                                       const oclml_tensor *x, const oclml_tensor *dy,
-                                       oclml_tensor *dx) {
+/* dx = act'(x) (dy routed to each window's first maximum of act(x)). */
+static oclml_status max_backward(oclml_ctx *ctx, const oclml_pool2d_params *p, oclml_activation act,
+                                 const oclml_tensor *x, const oclml_tensor *dy, oclml_tensor *dx) {
     oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = oclml__check_act(ctx, act);
     pool_shape s;
     if (!st) st = pool_shape_of(ctx, p, x, "x", &s);
     if (!st) st = check_pair(ctx, x, &s, dy, "dy", true);
     if (!st) st = check_pair(ctx, x, &s, dx, "dx", false);
     if (!st && oclml__overlap(dx, dy))
         st = oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "dx overlaps dy");
+    if (st) return st;
     const oclml_tensor *t[3] = {x, dy, dx};
-    return st ? st : launch(ctx, &MAX_BWD, t, 3, &s, 0, false, s.planes * s.H * s.W);
+    if (is_2x2(&s)) {
+        const oclml__program_spec spec = max_spec("oclml_max_pool2d_2x2_backward", act);
+        return launch(ctx, &spec, t, 3, &s, 0, false, s.planes * s.P * s.Q / 2);
+    }
+    const oclml__program_spec spec = max_spec("oclml_max_pool2d_backward", act);
+    return launch(ctx, &spec, t, 3, &s, 0, false, s.planes * s.H * s.W);
+}
+
+oclml_status oclml_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
+                              oclml_tensor *y) {
+    return pool_forward(ctx, p, OCLML_ACT_NONE, x, y, false);
+}
+
+oclml_status oclml_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,
+                                       const oclml_tensor *x, const oclml_tensor *dy,
+                                       oclml_tensor *dx) {
+    return max_backward(ctx, p, OCLML_ACT_NONE, x, dy, dx);
+}
+
+oclml_status oclml_act_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p,
+                                  oclml_activation act, const oclml_tensor *x, oclml_tensor *y) {
+    return pool_forward(ctx, p, act, x, y, false);
+}
+
+oclml_status oclml_act_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,
+                                           oclml_activation act, const oclml_tensor *x,
+                                           const oclml_tensor *dy, oclml_tensor *dx) {
+    return max_backward(ctx, p, act, x, dy, dx);
 }
 
 oclml_status oclml_avg_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
                               oclml_tensor *y) {
-    return pool_forward(ctx, p, x, y, true);
+    return pool_forward(ctx, p, OCLML_ACT_NONE, x, y, true);
 }
 
 oclml_status oclml_avg_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,
@@ -173,11 +206,18 @@ oclml_status oclml_avg_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params
               : launch(ctx, &AVG_BWD, t, 2, &s, p->count_include_pad, true, s.planes * s.H * s.W);
 }
 
-/* Prewarm: each kernel is its own small program. */
+/* Prewarm: each kernel is its own small program; the fused max-pools with SiLU, the encoder's
+ * activation (the others build on first use). */
 void oclml__pool_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     (void)ctx;
     bool avg = strstr(op, "avg") != NULL, bwd = strstr(op, "backward") != NULL;
+    if (avg) {
+        oclml__warm_add(list, op, "pooling", bwd ? AVG_BWD : AVG_FWD);
+        return;
+    }
+    oclml_activation act = strstr(op, "act_") ? OCLML_ACT_SILU : OCLML_ACT_NONE;
     oclml__warm_add(list, op, "pooling",
-                    avg ? (bwd ? AVG_BWD : AVG_FWD) : (bwd ? MAX_BWD : MAX_FWD));
-    if (!avg && !bwd) oclml__warm_add(list, op, "2x2, stride 2", MAX_FWD_2X2);
+                    max_spec(bwd ? "oclml_max_pool2d_backward" : "oclml_max_pool2d", act));
+    oclml__warm_add(list, op, "2x2, stride 2",
+                    max_spec(bwd ? "oclml_max_pool2d_2x2_backward" : "oclml_max_pool2d_2x2", act));
 }

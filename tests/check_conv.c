@@ -205,21 +205,23 @@ static void run_case(const conv_case *c, bool transposed, bool with_bias, int ac
  * the GPU where that is the default); then a path that mixes them as the GPU's default does
  * (the per-pass keys: forward and weight gradient gathered, data gradient unfolded); last,
  * Winograd F(2x2,3x3) for the 3x3 stride-1 cases' three passes, in one chunk and
- * in chunks of two images on the (emulated) tensor cores; the direct weight gradient (which the
- * emulated tensor cores would take by default on these few-column cases, so the paths that test
- * the gathered weight gradient there switch it off). */
+ * in chunks of two images on the (emulated) tensor cores; the direct weight and data gradients
+ * (the data gradient, with its bias, is also the transposed convolution's forward; the emulated
+ * tensor cores would take both by default on these few-channel cases, so the paths that test
+ * the gathered gradients there switch them off). */
 static const char *PATH_TUNING[] = {
     "gemm.own=0 conv.implicit=0",
     "gemm.own=1 conv.implicit=0",
     "gemm.own=1 conv.implicit=0 conv.chunk=1",
     "gemm.own=1 conv.implicit=0 conv.chunk=2",
     "gemm.own=1 conv.implicit=1 gemm.mma=0",
-    "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0",
-    "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 gemm.splitk=2",
+    "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 conv.direct_dx=0",
+    "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 conv.direct_dx=0 gemm.splitk=2",
     "gemm.own=1 conv.implicit=1 conv.implicit_dx=0 conv.implicit_dw=1 gemm.mma=0 gemm.splitk=3",
     "gemm.own=1 conv.winograd=1 conv.implicit=0",
-    "gemm.own=1 conv.winograd=1 conv.implicit=1 gemm.mma=2 conv.chunk=2 conv.direct_dw=0",
-    "gemm.own=0 conv.implicit=0 conv.direct_dw=1",
+    "gemm.own=1 conv.winograd=1 conv.implicit=1 gemm.mma=2 conv.chunk=2 conv.direct_dw=0 "
+    "conv.direct_dx=0",
+    "gemm.own=0 conv.implicit=0 conv.direct_dw=1 conv.direct_dx=1",
 };
 #define N_PATHS 11
 
@@ -249,6 +251,20 @@ START_TEST(conv2d_direct_weight_gradient_tiles) {
 }
 END_TEST
 
+/* The direct data gradient over several of its 32x32 tiles (a 37x35 image: partial tiles on
+ * both edges), 6 output channels (a partial chunk of 4), 5x5 taps "same"; 4 channels of 3x3 taps
+ * from 3 with asymmetric padding, 33 rows: as a convolution's data gradient and, transposed (3
+ * channels into 4), as the transposed convolution's forward with its bias. */
+START_TEST(conv2d_direct_data_gradient_tiles) {
+    static const conv_case DX_CASES[] = {
+        {1, 3, 37, 35, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, 0, 0},
+        {2, 4, 33, 9, 3, 3, 3, 1, 1, 0, 2, 1, 0, 1, 1, 1, 0, 0},
+    };
+    test_retune("conv.direct_dx=1");
+    for (int i = 0; i < 2; i++) run_case(&DX_CASES[i], _i == 1, true, 0);
+}
+END_TEST
+
 /* Winograd F(2x2,5x5): "same" padding on odd sizes (a partial last tile), no padding,
  * asymmetric padding, and 24 input channels (the transforms' rounding over 600-term sums), each
  * as a convolution and a transposed one, forward and both gradients;
@@ -262,7 +278,7 @@ START_TEST(conv2d_winograd_5x5) {
     };
     static const char *const TUNING[] = {
         "gemm.own=1 conv.winograd=1 conv.implicit=0",
-        "gemm.own=1 conv.winograd=1 gemm.mma=2 conv.chunk=1 conv.direct_dw=0"};
+        "gemm.own=1 conv.winograd=1 gemm.mma=2 conv.chunk=1 conv.direct_dw=0 conv.direct_dx=0"};
     test_retune(TUNING[_i % 2]);
     for (int i = 0; i < 4; i++) run_case(&WINO5[i], _i / 2 == 1, i != 1, i == 2);
 }
@@ -270,12 +286,13 @@ END_TEST
 
 /* The NaN policy tests' paths: unfolded, gathered on the FMA tiles, gathered on the (emulated)
  * tensor cores, which recompute a NaN output in fp32 from the gathered operands, and Winograd,
- * which recomputes a tile that came out NaN directly; the weight gradient also computed directly
- * (the backward test only). */
-static const char *const NAN_PATHS[5] = {"gemm.own=1 conv.implicit=0",
-                                         "gemm.own=1 conv.implicit=1 gemm.mma=0",
-                                         "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0",
-                                         "gemm.own=1 conv.winograd=1", "conv.direct_dw=1"};
+ * which recomputes a tile that came out NaN directly; the weight and data gradients also
+ * computed directly (the backward test only). */
+static const char *const NAN_PATHS[5] = {
+    "gemm.own=1 conv.implicit=0", "gemm.own=1 conv.implicit=1 gemm.mma=0",
+    "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 "
+    "conv.direct_dx=0",
+    "gemm.own=1 conv.winograd=1", "conv.direct_dw=1 conv.direct_dx=1"};
 
 /* The NaN tests' convolution (CASES[0], 3x3 "same") with random x, w and dy on the device, x
  * NaN at image 0, input channel 1, (3, 2). */
@@ -407,9 +424,9 @@ START_TEST(conv2d_plan_says_how) {
         const char *tuning;
         size_t out_channels;
         bool direct;
-    } DIRECT[] = {{"conv.direct_dw=1", 4, true},
+    } DIRECT[] = {{"conv.direct_dw=1 conv.direct_dx=1", 4, true},
                   {"gemm.own=1 gemm.mma=2", 32, true},
-                  {"gemm.own=1 gemm.mma=2", 4, false}};
+                  {"gemm.own=1 gemm.mma=2 conv.direct_dx=0", 4, false}};
     for (int i = 0; i < 3; i++) {
         oclml_tensor_destroy(X);
         oclml_tensor_destroy(Wt);
@@ -421,6 +438,9 @@ START_TEST(conv2d_plan_says_how) {
         ck_assert_msg((strstr(text, "weight gradient direct (") != NULL) == DIRECT[i].direct,
                       "%s, %zu output channels: %s", DIRECT[i].tuning, DIRECT[i].out_channels,
                       text);
+        /* The direct data gradient: forced, or by default on the tensor cores for 3 channels. */
+        ck_assert_msg((strstr(text, "data gradient direct (") != NULL) == (i < 2), "%s: %s",
+                      DIRECT[i].tuning, text);
     }
     /* By default Winograd where the products run on tensor cores (emulated here): at 3x3 the
      * forward (and data gradient) from 96 channels, at 5x5 from 64 input channels (the
@@ -777,6 +797,7 @@ int main(void) {
     tcase_add_loop_test(tc, conv2d_cases, 0, 2 * N_PATHS);
     tcase_add_loop_test(tc, conv_transpose2d_cases, 0, 2 * N_PATHS);
     tcase_add_loop_test(tc, conv2d_direct_weight_gradient_tiles, 0, 2);
+    tcase_add_loop_test(tc, conv2d_direct_data_gradient_tiles, 0, 2);
     tcase_add_loop_test(tc, conv2d_winograd_5x5, 0, 4);
     tcase_add_loop_test(tc, conv2d_nan_policy, 0, 4);
     tcase_add_loop_test(tc, conv2d_backward_nan_policy, 0, 5); /* the last: direct dw */

@@ -5,9 +5,9 @@
 
 static const char *const NAMES[] = {"none", "relu", "gelu_erf", "gelu_tanh",
                                     "silu", "tanh", "sigmoid"};
-static const char *const DEFINES[] = {NULL,           "-DACT_RELU=1", "-DACT_GELU_ERF=1",
-                                      "-DACT_GELU_TANH=1", "-DACT_SILU=1", "-DACT_TANH=1",
-                                      "-DACT_SIGMOID=1"};
+static const char *const DEFINES[] = {
+    NULL,           "-DACT_RELU=1", "-DACT_GELU_ERF=1", "-DACT_GELU_TANH=1",
+    "-DACT_SILU=1", "-DACT_TANH=1", "-DACT_SIGMOID=1"};
 #define N_ACTS (sizeof NAMES / sizeof NAMES[0])
 
 oclml_status oclml__check_act(oclml_ctx *ctx, oclml_activation act) {

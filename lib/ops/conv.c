@@ -327,6 +327,8 @@ static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, cons
                                        const oclml_tensor *dy, oclml_tensor *dx,
                                        const oclml_tensor *b) {
     if (is_pointwise(s)) return pointwise(ctx, s, w, dy, dx, b, true);
+    if (oclml__conv_data_gradient_direct_applies(ctx, s))
+        return oclml__conv_data_gradient_direct(ctx, s, w, dy, dx, b);
     if (oclml__conv_data_gradient_winograd_applies(ctx, s))
         return oclml__conv_data_gradient_winograd(ctx, s, w, dy, dx, b);
     if (oclml__conv_data_gradient_gathers(ctx, s))
@@ -429,7 +431,10 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
     if (st) return st;
     char gemm[160];
     forward_kind kind = forward_kind_of(ctx, &s);
-    const char *dgrad = is_pointwise(&s) ? "a product with dy"
+    char direct_dx[96];
+    oclml__conv_describe_direct_dx(&s, direct_dx, sizeof direct_dx);
+    const char *dgrad = is_pointwise(&s)                                    ? "a product with dy"
+                        : oclml__conv_data_gradient_direct_applies(ctx, &s) ? direct_dx
                         : oclml__conv_data_gradient_winograd_applies(ctx, &s)
                             ? "Winograd (flipped taps)"
                         : oclml__conv_data_gradient_gathers(ctx, &s) ? "gathered (flipped taps)"
@@ -560,4 +565,22 @@ void oclml__conv_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     long winograd = oclml__tune(ctx, "conv.winograd", 0);
     if (winograd > 0 || (winograd < 0 && oclml__gemm_gather_fast(ctx)))
         oclml__conv_winograd_warm(op, list);
+    /* The direct data gradient of an image model's first layer: 3 colour channels, 5x5 taps. */
+    const conv_shape rgb = {.C = 3,
+                            .R = 5,
+                            .S = 5,
+                            .K = 32,
+                            .sh = 1,
+                            .sw = 1,
+                            .dh = 1,
+                            .dw = 1,
+                            .ph = 2,
+                            .pw = 2,
+                            .groups = 1,
+                            .H = 64,
+                            .W = 64,
+                            .P = 64,
+                            .Q = 64};
+    if (strcmp(op, "conv2d") && oclml__conv_data_gradient_direct_applies(ctx, &rgb))
+        oclml__conv_direct_dx_warm(&rgb, op, list);
 }

@@ -75,6 +75,16 @@ oclml_status oclml__conv_data_gradient_winograd(oclml_ctx *ctx, const conv_shape
 void oclml__conv_describe_winograd(const conv_shape *s, char *text, size_t len);
 void oclml__conv_winograd_warm(const char *op, oclml__warm_list *list);
 
+/* The direct data gradient into few channels (conv_direct_dx.c): whether it applies to s on this
+ * context (the tuning key conv.direct_dx), the pass (with b: a transposed convolution's forward),
+ * its plan in words and its program for shape s to prewarm. */
+bool oclml__conv_data_gradient_direct_applies(oclml_ctx *ctx, const conv_shape *s);
+oclml_status oclml__conv_data_gradient_direct(oclml_ctx *ctx, const conv_shape *s,
+                                              const oclml_tensor *w, const oclml_tensor *dy,
+                                              oclml_tensor *dx, const oclml_tensor *b);
+void oclml__conv_describe_direct_dx(const conv_shape *s, char *text, size_t len);
+void oclml__conv_direct_dx_warm(const conv_shape *s, const char *op, oclml__warm_list *list);
+
 /* The direct weight gradient for few columns (conv_direct_dw.c): whether it applies to s on this
  * context (the tuning key conv.direct_dw), the pass, and its plan in words. */
 bool oclml__conv_weight_gradient_direct_applies(oclml_ctx *ctx, const conv_shape *s);

@@ -218,7 +218,7 @@ static const char *PATH_TUNING[] = {
     "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 conv.direct_dx=0",
     "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 conv.direct_dx=0 gemm.splitk=2",
     "gemm.own=1 conv.implicit=1 conv.implicit_dx=0 conv.implicit_dw=1 gemm.mma=0 gemm.splitk=3",
-    "gemm.own=1 conv.winograd=1 conv.implicit=0",
+    "gemm.own=1 conv.winograd=1 conv.implicit=0 conv.direct_dx=0",
     "gemm.own=1 conv.winograd=1 conv.implicit=1 gemm.mma=2 conv.chunk=2 conv.direct_dw=0 "
     "conv.direct_dx=0",
     "gemm.own=0 conv.implicit=0 conv.direct_dw=1 conv.direct_dx=1",
@@ -277,7 +277,7 @@ START_TEST(conv2d_winograd_5x5) {
         {1, 24, 5, 6, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, 0, 0}, /* 600-term sums */
     };
     static const char *const TUNING[] = {
-        "gemm.own=1 conv.winograd=1 conv.implicit=0",
+        "gemm.own=1 conv.winograd=1 conv.implicit=0 conv.direct_dx=0",
         "gemm.own=1 conv.winograd=1 gemm.mma=2 conv.chunk=1 conv.direct_dw=0 conv.direct_dx=0"};
     test_retune(TUNING[_i % 2]);
     for (int i = 0; i < 4; i++) run_case(&WINO5[i], _i / 2 == 1, i != 1, i == 2);
@@ -292,7 +292,7 @@ static const char *const NAN_PATHS[5] = {
     "gemm.own=1 conv.implicit=0", "gemm.own=1 conv.implicit=1 gemm.mma=0",
     "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 "
     "conv.direct_dx=0",
-    "gemm.own=1 conv.winograd=1", "conv.direct_dw=1 conv.direct_dx=1"};
+    "gemm.own=1 conv.winograd=1 conv.direct_dx=0", "conv.direct_dw=1 conv.direct_dx=1"};
 
 /* The NaN tests' convolution (CASES[0], 3x3 "same") with random x, w and dy on the device, x
  * NaN at image 0, input channel 1, (3, 2). */
@@ -390,7 +390,7 @@ START_TEST(conv2d_plan_says_how) {
     size_t xsh[4] = {c.N, c.C, c.H, c.W}, wsh[4] = {c.K, c.C, c.R, c.S}, w1[4] = {c.K, c.C, 1, 1};
     char text[256];
     /* Tensors belong to one context: made after each retune, destroyed before the next. */
-    test_retune("conv.implicit=1 conv.direct_dw=0");
+    test_retune("conv.implicit=1 conv.direct_dw=0 conv.direct_dx=0");
     oclml_tensor *X = test_tensor(4, xsh), *Wt = test_tensor(4, wsh);
     ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
     ck_assert_msg(strstr(text, "implicit GEMM") && strstr(text, "data gradient gathered") &&
@@ -398,7 +398,7 @@ START_TEST(conv2d_plan_says_how) {
                   "%s", text);
     oclml_tensor_destroy(X);
     oclml_tensor_destroy(Wt);
-    test_retune("conv.implicit=0 conv.direct_dw=0");
+    test_retune("conv.implicit=0 conv.direct_dw=0 conv.direct_dx=0");
     X = test_tensor(4, xsh), Wt = test_tensor(4, wsh);
     oclml_tensor *W1 = test_tensor(4, w1);
     ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
@@ -408,7 +408,7 @@ START_TEST(conv2d_plan_says_how) {
     oclml_tensor_destroy(X);
     oclml_tensor_destroy(Wt);
     oclml_tensor_destroy(W1);
-    test_retune("conv.winograd=1");
+    test_retune("conv.winograd=1 conv.direct_dx=0");
     X = test_tensor(4, xsh), Wt = test_tensor(4, wsh), W1 = test_tensor(4, w1);
     ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
     ck_assert_msg(strstr(text, "Winograd F(2x2,3x3): 16 products") &&

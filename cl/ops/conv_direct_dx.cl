@@ -20,10 +20,11 @@
 #define DX_THREADS 256
 
 #if OCLML_WANT(oclml_conv_dx_direct)
-__kernel __attribute__((reqd_work_group_size(DX_THREADS, 1, 1))) void oclml_conv_dx_direct(
-    __global const float *dy, ulong dy_off, __global const float *w, ulong w_off,
-    __global float *dx, ulong dx_off, __global const float *b, ulong b_off, uint has_bias, uint K,
-    uint H, uint W, uint P, uint Q, uint ph, uint pw, uint tiles_y, uint tiles_x) {
+__kernel __attribute__((reqd_work_group_size(DX_THREADS, 1, 1))) void
+oclml_conv_dx_direct(__global const float *dy, ulong dy_off, __global const float *w, ulong w_off,
+                     __global float *dx, ulong dx_off, __global const float *b, ulong b_off,
+                     uint has_bias, uint K, uint H, uint W, uint P, uint Q, uint ph, uint pw,
+                     uint tiles_y, uint tiles_x) {
     __local float tile[KC][LR][LC];
     __local float wl[KC][DX_C][RS];
     const uint tid = get_local_id(0), tx = tid % TW, ty = tid / TW;
@@ -82,7 +83,8 @@ __kernel __attribute__((reqd_work_group_size(DX_THREADS, 1, 1))) void oclml_conv
         if (h >= (int)H) break;
 #pragma unroll
         for (uint c = 0; c < DX_C; c++)
-            dx[(ulong)c * H * W + (uint)h * W + (uint)x] = acc[i][c] + (has_bias ? b[b_off + c] : 0.0f);
+            dx[(ulong)c * H * W + (uint)h * W + (uint)x] =
+                acc[i][c] + (has_bias ? b[b_off + c] : 0.0f);
     }
 }
 #endif

@@ -40,6 +40,10 @@ typedef struct oclml__caps {
      * cores). -1 not probed yet; guarded by caps_lock. */
     int inline_ptx;
     int mma_tf32;
+    /* Scratch an op may hold for its intermediates at once (workspaces it chunks its work
+     * through): a sixteenth of the device's memory, 128 MiB to 1 GiB, within its largest
+     * allocation. */
+    size_t workspace_bytes;
 } oclml__caps;
 
 /* ---- tuning table (tune.c) ----

@@ -69,6 +69,11 @@ void oclml__device_probe(oclml_ctx *ctx) {
     c->compute_units = i->compute_units;
     c->max_work_group_size = i->max_work_group_size;
     c->local_mem_bytes = i->local_mem_bytes;
+    const uint64_t least = (uint64_t)128 << 20, most = (uint64_t)1 << 30;
+    uint64_t ws = i->global_mem_bytes / 16;
+    ws = ws < least ? least : ws > most ? most : ws;
+    if (i->max_alloc_bytes && ws > i->max_alloc_bytes) ws = i->max_alloc_bytes;
+    c->workspace_bytes = (size_t)ws;
     c->simd_width = 1;
     c->inline_ptx = c->mma_tf32 = -1; /* probed when first asked */
     c->driver_program_cache = strstr(i->platform_name, "Portable Computing Language") != NULL;

@@ -39,8 +39,6 @@
 static const oclml__program_spec PROGRAM_3X3 = {"conv_winograd.cl", "-DWINO_R=3", KERNELS, 0};
 static const oclml__program_spec PROGRAM_5X5 = {"conv_winograd.cl", "-DWINO_R=5", KERNELS, 0};
 
-/* The workspaces a chunk of images may take together (V and M). */
-#define WORKSPACE_BYTES ((size_t)128 << 20) /* as conv.c's column workspace (conv.chunk) */
 
 /* An RxR convolution of unit stride and dilation on one group, mapping C channels of H x W
  * images to K channels of P x Q with padding (ph, pw) before: the forward, or the data gradient
@@ -159,10 +157,14 @@ static oclml__gemm_desc products(const winograd_conv *v, cl_mem U, cl_mem V, cl_
 }
 
 /* Images a chunk: as many as keep its two transformed workspaces ((R + 1)^2 (C + K) floats a tile)
- * within WORKSPACE_BYTES, or conv.chunk. */
+ * within the device's workspace (caps.workspace_bytes), or conv.chunk. Fewer, larger chunks
+ * won: on the H100 (2026-11-26 17:15 UTC, alternating) the encoder's 5x5 layers at batch 256 in
+ * one chunk instead of 128 MiB ones ran forward+backward 2.99 -> 2.71 ms (32 -> 64 channels,
+ * 32x32), 2.02 -> 1.76 (64 -> 128, 16x16; forward 0.70 -> 0.60) and 1.29 -> 1.14 (128 -> 256,
+ * 8x8), where chunks small enough for L2 (4 to 32 images) lost 1.1-8x to launches. */
 static size_t chunk_of(oclml_ctx *ctx, const winograd_conv *v, size_t TH, size_t TW) {
     const size_t per_image = products_of(v) * (v->C + v->K) * TH * TW;
-    size_t nb = WORKSPACE_BYTES / (per_image * sizeof(float) + 1);
+    size_t nb = ctx->caps.workspace_bytes / (per_image * sizeof(float) + 1);
     long forced = oclml__tune(ctx, "conv.chunk", 0);
     if (forced > 0) nb = (size_t)forced;
     return nb < 1 ? 1 : nb > v->N ? v->N : nb;

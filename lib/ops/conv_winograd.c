@@ -39,7 +39,6 @@
 static const oclml__program_spec PROGRAM_3X3 = {"conv_winograd.cl", "-DWINO_R=3", KERNELS, 0};
 static const oclml__program_spec PROGRAM_5X5 = {"conv_winograd.cl", "-DWINO_R=5", KERNELS, 0};
 
-
 /* An RxR convolution of unit stride and dilation on one group, mapping C channels of H x W
  * images to K channels of P x Q with padding (ph, pw) before: the forward, or the data gradient
  * as a convolution. */

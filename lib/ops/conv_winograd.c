@@ -157,7 +157,7 @@ static oclml__gemm_desc products(const winograd_conv *v, cl_mem U, cl_mem V, cl_
 
 /* Images a chunk: as many as keep its two transformed workspaces ((R + 1)^2 (C + K) floats a tile)
  * within the device's workspace (caps.workspace_bytes), or conv.chunk. Fewer, larger chunks
- * won: on the H100 (2026-11-26 17:15 UTC, alternating) the encoder's 5x5 layers at batch 256 in
+ * won: on the H100 (2026-11-26 17:12 UTC, alternating) the encoder's 5x5 layers at batch 256 in
  * one chunk instead of 128 MiB ones ran forward+backward 2.99 -> 2.71 ms (32 -> 64 channels,
  * 32x32), 2.02 -> 1.76 (64 -> 128, 16x16; forward 0.70 -> 0.60) and 1.29 -> 1.14 (128 -> 256,
  * 8x8), where chunks small enough for L2 (4 to 32 images) lost 1.1-8x to launches. */

@@ -13,6 +13,8 @@
     uint H, uint W, uint P, uint Q, uint KH, uint KW, uint SH, uint SW, uint PH, uint PW
 #define POOL_ARGS ulong planes, POOL_PLANE_ARGS
 
+#define ACT4(v) (float4)(act_apply((v).x), act_apply((v).y), act_apply((v).z), act_apply((v).w))
+
 /* The first maximum of act(x) in window (p, q) of a plane as a flat index h * W + w; NaN counts
  * as the largest and, as in PyTorch's kernels (val > max || isnan(val)), its last occurrence wins. -1
  * where the window holds only padding. */
@@ -50,104 +52,31 @@ __kernel void oclml_max_pool2d(__global const float *x, ulong x_off, __global fl
 }
 #endif
 
-/* The 2x2 stride-2 max-pool without padding over planes of even height and rows of a multiple
- * of POOL_SPAN floats (4 or 8, a program define): the planes' row pairs are then one sequence
- * of row pairs, and a work-item owns POOL_SPAN / 2 windows side by side in one of them, read
- * with one vload from each of its two rows, in window_argmax's order (first maximum, else the
- * last NaN, row by row). Small planes were launch- and index-bound on the general kernel (1.54
- * TB/s at 8x8 on the H100). */
-#ifndef POOL_SPAN
-#define POOL_SPAN 4
-#endif
-#define WINDOWS (POOL_SPAN / 2)
-#if POOL_SPAN == 8
-#define LOAD_SPAN(arr, p)                                               \
-    {                                                                   \
-        const float8 v_ = vload8(0, p);                                 \
-        arr[0] = v_.s0, arr[1] = v_.s1, arr[2] = v_.s2, arr[3] = v_.s3; \
-        arr[4] = v_.s4, arr[5] = v_.s5, arr[6] = v_.s6, arr[7] = v_.s7; \
-    }
-#define STORE_SPAN(arr, p) \
-    vstore8((float8)(arr[0], arr[1], arr[2], arr[3], arr[4], arr[5], arr[6], arr[7]), 0, p)
-#else
-#define LOAD_SPAN(arr, p)                                               \
-    {                                                                   \
-        const float4 v_ = vload4(0, p);                                 \
-        arr[0] = v_.s0, arr[1] = v_.s1, arr[2] = v_.s2, arr[3] = v_.s3; \
-    }
-#define STORE_SPAN(arr, p) vstore4((float4)(arr[0], arr[1], arr[2], arr[3]), 0, p)
-#endif
-
-/* The first maximum (or last NaN) of window i of rows a and b: 0, 1 in a, 2, 3 in b. */
-OCLML_INLINE uint window_pick(const float *a, const float *b, uint i) {
-    const float v[4] = {a[2 * i], a[2 * i + 1], b[2 * i], b[2 * i + 1]};
-    uint at = 0;
-    float m = v[0];
-#pragma unroll
-    for (uint j = 1; j < 4; j++)
-        if (v[j] > m || isnan(v[j])) m = v[j], at = j;
-    return at;
+#if OCLML_WANT(oclml_max_pool2d_2x2)
+/* The encoder's 2x2 max-pool with stride 2 over planes whose rows hold a multiple of 4 floats:
+ * a work-item reads 4 floats of two rows (vload4: two windows side by side) and writes the
+ * two maxima, the same first-maximum-or-last-NaN order as window_argmax (row by row). Small
+ * planes were launch- and index-bound on the general kernel (1.54 TB/s at 8x8 on the H100). */
+OCLML_INLINE float window4_max(float a, float b, float c, float d) {
+    float m = a;
+    if (b > m || isnan(b)) m = b;
+    if (c > m || isnan(c)) m = c;
+    if (d > m || isnan(d)) m = d;
+    return m;
 }
 
-/* The work-items' loop over row pairs: pair (of the whole tensor), t (the work-item's place in
- * it), row0 (its first input's offset); fa, fb: the activated inputs of its two rows. */
-#define SPAN_LOOP_BEGIN                                                    \
-    const uint per_pair = Q / WINDOWS;                                     \
-    const ulong items = planes * P * per_pair;                             \
-    const bool narrow_ = items + get_global_size(0) <= 0xffffffffUL;       \
-    for (ulong e = get_global_id(0); e < items; e += get_global_size(0)) { \
-        const ulong pair = narrow_ ? (uint)e / per_pair : e / per_pair;    \
-        const uint t = (uint)(e - pair * per_pair);                        \
-        const ulong row0 = pair * 2 * W + (ulong)t * POOL_SPAN;            \
-        float xa[POOL_SPAN], xb[POOL_SPAN], fa[POOL_SPAN], fb[POOL_SPAN];  \
-        LOAD_SPAN(xa, x + row0);                                           \
-        LOAD_SPAN(xb, x + row0 + W);                                       \
-        for (uint j = 0; j < POOL_SPAN; j++) fa[j] = act_apply(xa[j]), fb[j] = act_apply(xb[j]);
-#define SPAN_LOOP_END }
-
-#if OCLML_WANT(oclml_max_pool2d_2x2)
 __kernel void oclml_max_pool2d_2x2(__global const float *x, ulong x_off, __global float *y,
                                    ulong y_off, POOL_ARGS) {
     x += x_off;
     y += y_off;
-    SPAN_LOOP_BEGIN
-    __global float *out = y + pair * Q + (ulong)t * WINDOWS;
-#pragma unroll
-    for (uint i = 0; i < WINDOWS; i++) {
-        const uint at = window_pick(fa, fb, i);
-        out[i] = at < 2 ? fa[2 * i + at] : fb[2 * i + at - 2];
-    }
-    SPAN_LOOP_END
-}
-#endif
-
-#if OCLML_WANT(oclml_max_pool2d_2x2_backward)
-/* The 2x2 stride-2 max-pool's gradient over the forward's layout: dy at each window's first
- * maximum and 0 elsewhere, each times act'(x) as the unfused unary backward would (0 act'(x)
- * keeps a NaN or infinite derivative's NaN). The general kernel, which re-derives every
- * window's maximum for each of its inputs, ran the encoder's planes at 0.25 ms a layer on the
- * H100 (2026-11-26). */
-__kernel void oclml_max_pool2d_2x2_backward(__global const float *x, ulong x_off,
-                                            __global const float *dy, ulong dy_off,
-                                            __global float *dx, ulong dx_off, POOL_ARGS) {
-    x += x_off;
-    dy += dy_off;
-    dx += dx_off;
-    SPAN_LOOP_BEGIN
-    __global const float *g = dy + pair * Q + (ulong)t * WINDOWS;
-    float ga[POOL_SPAN], gb[POOL_SPAN];
-#pragma unroll
-    for (uint i = 0; i < WINDOWS; i++) {
-        const uint at = window_pick(fa, fb, i);
-        const float gi = g[i];
-        ga[2 * i] = act_backward(at == 0 ? gi : 0.0f, xa[2 * i]);
-        ga[2 * i + 1] = act_backward(at == 1 ? gi : 0.0f, xa[2 * i + 1]);
-        gb[2 * i] = act_backward(at == 2 ? gi : 0.0f, xb[2 * i]);
-        gb[2 * i + 1] = act_backward(at == 3 ? gi : 0.0f, xb[2 * i + 1]);
-    }
-    STORE_SPAN(ga, dx + row0);
-    STORE_SPAN(gb, dx + row0 + W);
-    SPAN_LOOP_END
+    const uint pairs = Q / 2; /* output pairs a row */
+    OCLML_FOR_UNITS_BEGIN((ulong)planes * P * pairs, P * pairs)
+    const uint p = within / pairs, t = within % pairs;
+    __global const float *row = x + unit * H * W + (ulong)(2 * p) * W;
+    const float4 a = ACT4(vload4(t, row)), b = ACT4(vload4(t, row + W));
+    vstore2((float2)(window4_max(a.x, a.y, b.x, b.y), window4_max(a.z, a.w, b.z, b.w)), t,
+            y + unit * P * Q + (ulong)p * Q);
+    OCLML_FOR_UNITS_END
 }
 #endif
 
@@ -187,6 +116,53 @@ __kernel void oclml_max_pool2d_backward(__global const float *x, ulong x_off,
     const float g =
         max_pool_grad(xp, dy + unit * P * Q, within, H, W, P, Q, KH, KW, SH, SW, PH, PW);
     dx[unit * H * W + within] = act_backward(g, xp[within]);
+    OCLML_FOR_UNITS_END
+}
+#endif
+
+#if OCLML_WANT(oclml_max_pool2d_2x2_backward)
+/* The 2x2 stride-2 max-pool's gradient over the forward's layout: a work-item owns two windows
+ * side by side, reads their 8 inputs once (vload4 of two rows) and writes all 8 gradients, dy
+ * at each window's first maximum (window4_max's order) and 0 elsewhere, each times act'(x) as
+ * the unfused unary backward would (0 act'(x) keeps a NaN or infinite derivative's NaN). The
+ * general kernel, which re-derives every window's maximum for each of its inputs, ran the
+ * encoder's planes at 0.25 ms a layer on the H100 (2026-11-26). */
+OCLML_INLINE uint window4_argmax(float a, float b, float c, float d) {
+    uint at = 0;
+    float m = a;
+    if (b > m || isnan(b)) m = b, at = 1;
+    if (c > m || isnan(c)) m = c, at = 2;
+    if (d > m || isnan(d)) at = 3;
+    return at;
+}
+
+#define ROUTE(at, i, g) ((at) == (i) ? (g) : 0.0f)
+
+__kernel void oclml_max_pool2d_2x2_backward(__global const float *x, ulong x_off,
+                                            __global const float *dy, ulong dy_off,
+                                            __global float *dx, ulong dx_off, POOL_ARGS) {
+    x += x_off;
+    dy += dy_off;
+    dx += dx_off;
+    const uint pairs = Q / 2;
+    OCLML_FOR_UNITS_BEGIN((ulong)planes * P * pairs, P * pairs)
+    const uint p = within / pairs, t = within % pairs;
+    const ulong row0 = unit * H * W + (ulong)(2 * p) * W;
+    const float4 a = vload4(t, x + row0), b = vload4(t, x + row0 + W);
+    const float4 fa = ACT4(a), fb = ACT4(b);
+    const uint left = window4_argmax(fa.x, fa.y, fb.x, fb.y),
+               right = window4_argmax(fa.z, fa.w, fb.z, fb.w);
+    const float2 g = vload2(t, dy + unit * P * Q + (ulong)p * Q);
+    const float4 ga = (float4)(ROUTE(left, 0, g.x), ROUTE(left, 1, g.x), ROUTE(right, 0, g.y),
+                               ROUTE(right, 1, g.y)),
+                 gb = (float4)(ROUTE(left, 2, g.x), ROUTE(left, 3, g.x), ROUTE(right, 2, g.y),
+                               ROUTE(right, 3, g.y));
+    vstore4((float4)(act_backward(ga.x, a.x), act_backward(ga.y, a.y), act_backward(ga.z, a.z),
+                     act_backward(ga.w, a.w)),
+            t, dx + row0);
+    vstore4((float4)(act_backward(gb.x, b.x), act_backward(gb.y, b.y), act_backward(gb.z, b.z),
+                     act_backward(gb.w, b.w)),
+            t, dx + row0 + W);
     OCLML_FOR_UNITS_END
 }
 #endif

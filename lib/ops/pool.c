@@ -11,13 +11,9 @@
 static const oclml__program_spec AVG_FWD = {KERNEL_FILE, NULL, "oclml_avg_pool2d", 0};
 static const oclml__program_spec AVG_BWD = {KERNEL_FILE, NULL, "oclml_avg_pool2d_backward", 0};
 
-/* A max-pool kernel's program: one a kernel, fused activation (none: the plain max-pool) and,
- * for the 2x2 kernels, span (floats a work-item reads a row); defines go into buf. */
-static oclml__program_spec max_spec(const char *kernel, oclml_activation act, unsigned span,
-                                    char *buf, size_t len) {
-    const char *a = oclml__act_define(act);
-    snprintf(buf, len, "%s -DPOOL_SPAN=%u", a ? a : "", span);
-    return (oclml__program_spec){KERNEL_FILE, buf, kernel, 0};
+/* A max-pool kernel's program: one a kernel and fused activation (none: the plain max-pool). */
+static oclml__program_spec max_spec(const char *kernel, oclml_activation act) {
+    return (oclml__program_spec){KERNEL_FILE, oclml__act_define(act), kernel, 0};
 }
 
 void oclml_pool2d_params_init(oclml_pool2d_params *p) {
@@ -122,15 +118,11 @@ static oclml_status launch(oclml_ctx *ctx, const oclml__program_spec *spec,
     return oclml__launch(ctx, k, args, na, 1, &global, &local, NULL);
 }
 
-/* The floats a row the max-pool's 2x2 stride-2 kernels read a work-item (4: two windows, or
- * 8), or 0 where they do not apply (padding, partial windows, rows not a multiple of 4): the
- * tuning key pool.span (4; anything else: 8 where the rows allow). */
-static unsigned span_of(oclml_ctx *ctx, const pool_shape *s) {
-    if (!(s->kh == 2 && s->kw == 2 && s->sh == 2 && s->sw == 2 && !s->ph && !s->pw &&
-          s->H % 2 == 0 && s->W % 4 == 0))
-        return 0;
-    const unsigned span = oclml__tune(ctx, "pool.span", 0) == 4 ? 4 : 8;
-    return s->W % span == 0 ? span : 4;
+/* Whether the max-pool takes the 2x2 stride-2 kernel: no padding, whole windows, rows of a
+ * multiple of 4 floats (two windows a vload4). */
+static bool is_2x2(const pool_shape *s) {
+    return s->kh == 2 && s->kw == 2 && s->sh == 2 && s->sw == 2 && !s->ph && !s->pw &&
+           s->H % 2 == 0 && s->W % 4 == 0;
 }
 
 /* The forward of either pooling: y from x (through act for the max), one work-item an output
@@ -146,14 +138,11 @@ static oclml_status pool_forward(oclml_ctx *ctx, const oclml_pool2d_params *p, o
     const oclml_tensor *t[2] = {x, y};
     if (avg)
         return launch(ctx, &AVG_FWD, t, 2, &s, p->count_include_pad, true, s.planes * s.P * s.Q);
-    char defines[64];
-    const unsigned span = span_of(ctx, &s);
-    if (span) {
-        const oclml__program_spec spec =
-            max_spec("oclml_max_pool2d_2x2", act, span, defines, sizeof defines);
-        return launch(ctx, &spec, t, 2, &s, 0, false, s.planes * s.P * s.Q / (span / 2));
+    if (is_2x2(&s)) {
+        const oclml__program_spec spec = max_spec("oclml_max_pool2d_2x2", act);
+        return launch(ctx, &spec, t, 2, &s, 0, false, s.planes * s.P * s.Q / 2);
     }
-    const oclml__program_spec spec = max_spec("oclml_max_pool2d", act, 4, defines, sizeof defines);
+    const oclml__program_spec spec = max_spec("oclml_max_pool2d", act);
     return launch(ctx, &spec, t, 2, &s, 0, false, s.planes * s.P * s.Q);
 }
 
@@ -170,15 +159,11 @@ static oclml_status max_backward(oclml_ctx *ctx, const oclml_pool2d_params *p, o
         st = oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "dx overlaps dy");
     if (st) return st;
     const oclml_tensor *t[3] = {x, dy, dx};
-    char defines[64];
-    const unsigned span = span_of(ctx, &s);
-    if (span) {
-        const oclml__program_spec spec =
-            max_spec("oclml_max_pool2d_2x2_backward", act, span, defines, sizeof defines);
-        return launch(ctx, &spec, t, 3, &s, 0, false, s.planes * s.P * s.Q / (span / 2));
+    if (is_2x2(&s)) {
+        const oclml__program_spec spec = max_spec("oclml_max_pool2d_2x2_backward", act);
+        return launch(ctx, &spec, t, 3, &s, 0, false, s.planes * s.P * s.Q / 2);
     }
-    const oclml__program_spec spec =
-        max_spec("oclml_max_pool2d_backward", act, 4, defines, sizeof defines);
+    const oclml__program_spec spec = max_spec("oclml_max_pool2d_backward", act);
     return launch(ctx, &spec, t, 3, &s, 0, false, s.planes * s.H * s.W);
 }
 
@@ -222,7 +207,7 @@ oclml_status oclml_avg_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params
 }
 
 /* Prewarm: each kernel is its own small program; the fused max-pools with SiLU, the encoder's
- * activation, and the 2x2 kernels on rows of a multiple of 8 (the others build on first use). */
+ * activation (the others build on first use). */
 void oclml__pool_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     (void)ctx;
     bool avg = strstr(op, "avg") != NULL, bwd = strstr(op, "backward") != NULL;
@@ -231,11 +216,8 @@ void oclml__pool_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
         return;
     }
     oclml_activation act = strstr(op, "act_") ? OCLML_ACT_SILU : OCLML_ACT_NONE;
-    char defines[64];
     oclml__warm_add(list, op, "pooling",
-                    max_spec(bwd ? "oclml_max_pool2d_backward" : "oclml_max_pool2d", act, 4,
-                             defines, sizeof defines));
+                    max_spec(bwd ? "oclml_max_pool2d_backward" : "oclml_max_pool2d", act));
     oclml__warm_add(list, op, "2x2, stride 2",
-                    max_spec(bwd ? "oclml_max_pool2d_2x2_backward" : "oclml_max_pool2d_2x2", act, 8,
-                             defines, sizeof defines));
+                    max_spec(bwd ? "oclml_max_pool2d_2x2_backward" : "oclml_max_pool2d_2x2", act));
 }

@@ -52,7 +52,11 @@ __kernel void oclml_max_pool2d(__global const float *x, ulong x_off, __global fl
 }
 #endif
 
-/* The maximum of a 2x2 window's values in window_argmax's order. */
+#if OCLML_WANT(oclml_max_pool2d_2x2)
+/* The encoder's 2x2 max-pool with stride 2 over planes whose rows hold a multiple of 4 floats:
+ * a work-item reads 4 floats of two rows (vload4: two windows side by side) and writes the
+ * two maxima, the same first-maximum-or-last-NaN order as window_argmax (row by row). Small
+ * planes were launch- and index-bound on the general kernel (1.54 TB/s at 8x8 on the H100). */
 OCLML_INLINE float window4_max(float a, float b, float c, float d) {
     float m = a;
     if (b > m || isnan(b)) m = b;
@@ -60,12 +64,6 @@ OCLML_INLINE float window4_max(float a, float b, float c, float d) {
     if (d > m || isnan(d)) m = d;
     return m;
 }
-
-#if OCLML_WANT(oclml_max_pool2d_2x2)
-/* The encoder's 2x2 max-pool with stride 2 over planes whose rows hold a multiple of 4 floats:
- * a work-item reads 4 floats of two rows (vload4: two windows side by side) and writes the
- * two maxima, the same first-maximum-or-last-NaN order as window_argmax (row by row). Small
- * planes were launch- and index-bound on the general kernel (1.54 TB/s at 8x8 on the H100). */
 
 __kernel void oclml_max_pool2d_2x2(__global const float *x, ulong x_off, __global float *y,
                                    ulong y_off, POOL_ARGS) {
@@ -79,30 +77,6 @@ __kernel void oclml_max_pool2d_2x2(__global const float *x, ulong x_off, __globa
     vstore2((float2)(window4_max(a.x, a.y, b.x, b.y), window4_max(a.z, a.w, b.z, b.w)), t,
             y + unit * P * Q + (ulong)p * Q);
     OCLML_FOR_UNITS_END
-}
-#endif
-
-#if OCLML_WANT(oclml_max_pool2d_2x2_quad)
-/* The same over rows of a multiple of 8 floats, four windows a work-item (vload8 of two rows),
- * and the planes' row pairs as one sequence (H even, no padding): half the work-items and one
- * division each, for small planes whose time goes to launching and indexing. */
-#define ACT8(v) (float8)(ACT4((v).lo), ACT4((v).hi))
-__kernel void oclml_max_pool2d_2x2_quad(__global const float *x, ulong x_off, __global float *y,
-                                        ulong y_off, POOL_ARGS) {
-    x += x_off;
-    y += y_off;
-    const uint quads = Q / 4; /* work-items a row pair */
-    const ulong items = planes * P * quads;
-    const bool narrow = items + get_global_size(0) <= 0xffffffffUL;
-    for (ulong e = get_global_id(0); e < items; e += get_global_size(0)) {
-        const ulong pair = narrow ? (uint)e / quads : e / quads;
-        const uint t = (uint)(e - pair * quads);
-        __global const float *row = x + pair * 2 * W;
-        const float8 a = ACT8(vload8(t, row)), b = ACT8(vload8(t, row + W));
-        vstore4((float4)(window4_max(a.s0, a.s1, b.s0, b.s1), window4_max(a.s2, a.s3, b.s2, b.s3),
-                         window4_max(a.s4, a.s5, b.s4, b.s5), window4_max(a.s6, a.s7, b.s6, b.s7)),
-                t, y + pair * Q);
-    }
 }
 #endif
 

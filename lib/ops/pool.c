@@ -138,10 +138,6 @@ static oclml_status pool_forward(oclml_ctx *ctx, const oclml_pool2d_params *p, o
     const oclml_tensor *t[2] = {x, y};
     if (avg)
         return launch(ctx, &AVG_FWD, t, 2, &s, p->count_include_pad, true, s.planes * s.P * s.Q);
-    if (is_2x2(&s) && s.W % 8 == 0 && oclml__tune(ctx, "pool.quad", 0) != 0) {
-        const oclml__program_spec spec = max_spec("oclml_max_pool2d_2x2_quad", act);
-        return launch(ctx, &spec, t, 2, &s, 0, false, s.planes * s.P * s.Q / 4);
-    }
     if (is_2x2(&s)) {
         const oclml__program_spec spec = max_spec("oclml_max_pool2d_2x2", act);
         return launch(ctx, &spec, t, 2, &s, 0, false, s.planes * s.P * s.Q / 2);
@@ -224,6 +220,4 @@ void oclml__pool_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
                     max_spec(bwd ? "oclml_max_pool2d_backward" : "oclml_max_pool2d", act));
     oclml__warm_add(list, op, "2x2, stride 2",
                     max_spec(bwd ? "oclml_max_pool2d_2x2_backward" : "oclml_max_pool2d_2x2", act));
-    if (!bwd)
-        oclml__warm_add(list, op, "2x2, four windows", max_spec("oclml_max_pool2d_2x2_quad", act));
 }

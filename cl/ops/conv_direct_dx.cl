@@ -10,6 +10,12 @@
  * results are deterministic. Defines: DX_C (channels, 1 to 4), DX_R and DX_S (taps). */
 #include "common.h"
 
+#ifndef DX_C /* the host always defines them; these let the file compile alone */
+#define DX_C 3
+#define DX_R 5
+#define DX_S 5
+#endif
+
 #define TW 32  /* tile columns: one a work-item, a warp a row of work-items */
 #define ROWS 4 /* positions a work-item, down a column */
 #define TH (ROWS * (DX_THREADS / TW))

@@ -566,21 +566,9 @@ void oclml__conv_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     if (winograd > 0 || (winograd < 0 && oclml__gemm_gather_fast(ctx)))
         oclml__conv_winograd_warm(op, list);
     /* The direct data gradient of an image model's first layer: 3 colour channels, 5x5 taps. */
-    const conv_shape rgb = {.C = 3,
-                            .R = 5,
-                            .S = 5,
-                            .K = 32,
-                            .sh = 1,
-                            .sw = 1,
-                            .dh = 1,
-                            .dw = 1,
-                            .ph = 2,
-                            .pw = 2,
-                            .groups = 1,
-                            .H = 64,
-                            .W = 64,
-                            .P = 64,
-                            .Q = 64};
+    conv_shape rgb = {.N = 1, .C = 3, .H = 64, .W = 64, .K = 32, .R = 5, .S = 5, .P = 64, .Q = 64};
+    rgb.sh = rgb.sw = rgb.dh = rgb.dw = rgb.groups = 1;
+    rgb.ph = rgb.pw = 2;
     if (strcmp(op, "conv2d") && oclml__conv_data_gradient_direct_applies(ctx, &rgb))
         oclml__conv_direct_dx_warm(&rgb, op, list);
 }

@@ -538,6 +538,7 @@ static const pool_case POOLS[] = {
     {2, 3, 8, 6, 2, 2, 0, 0, 0, 0, 0, 1}, {1, 2, 7, 9, 3, 3, 2, 2, 1, 1, 0, 1},
     {1, 2, 7, 9, 3, 3, 2, 2, 1, 1, 1, 0}, {2, 1, 5, 5, 2, 3, 1, 2, 1, 1, 1, 1},
     {1, 1, 6, 6, 4, 4, 3, 3, 2, 0, 0, 0}, {2, 3, 6, 12, 2, 2, 0, 0, 0, 0, 0, 1}, /* 2x2 kernel */
+    {3, 2, 8, 8, 2, 2, 0, 0, 0, 0, 0, 1}, /* 2x2 kernel, small planes: one window a work-item */
 };
 
 static size_t pool_out(size_t in, unsigned k, unsigned s, unsigned pad, int ceil_mode) {
@@ -663,8 +664,8 @@ END_TEST
  * its own gradient NaN, and leaves its window-mates' gradients finite. */
 START_TEST(act_max_pooling) {
     const int act = _i;
-    const size_t cases[] = {1, 0, 5}; /* POOLS: 3x3 s2 p1, 2x2 of 8x6, 2x2 of 6x12 */
-    for (size_t ci = 0; ci < 3; ci++) {
+    const size_t cases[] = {1, 0, 5, 6}; /* POOLS: 3x3 s2 p1, 2x2 of 8x6, 6x12, 8x8 */
+    for (size_t ci = 0; ci < 4; ci++) {
         const pool_case *c = &POOLS[cases[ci]];
         oclml_pool2d_params prm;
         oclml_pool2d_params_init(&prm);

@@ -69,6 +69,15 @@ __kernel void oclml_max_pool2d_2x2(__global const float *x, ulong x_off, __globa
                                    ulong y_off, POOL_ARGS) {
     x += x_off;
     y += y_off;
+#if POOL_ONE /* one window a work-item (small planes: more work-items in flight) */
+    OCLML_FOR_UNITS_BEGIN((ulong)planes * P * Q, P * Q)
+    const uint p = within / Q, t = within % Q;
+    __global const float *row = x + unit * H * W + (ulong)(2 * p) * W;
+    const float2 a = vload2(t, row), b = vload2(t, row + W);
+    y[unit * P * Q + within] =
+        window4_max(act_apply(a.x), act_apply(a.y), act_apply(b.x), act_apply(b.y));
+    OCLML_FOR_UNITS_END
+#else
     const uint pairs = Q / 2; /* output pairs a row */
     OCLML_FOR_UNITS_BEGIN((ulong)planes * P * pairs, P * pairs)
     const uint p = within / pairs, t = within % pairs;
@@ -77,6 +86,7 @@ __kernel void oclml_max_pool2d_2x2(__global const float *x, ulong x_off, __globa
     vstore2((float2)(window4_max(a.x, a.y, b.x, b.y), window4_max(a.z, a.w, b.z, b.w)), t,
             y + unit * P * Q + (ulong)p * Q);
     OCLML_FOR_UNITS_END
+#endif
 }
 #endif
 

@@ -11,6 +11,9 @@
 #define DEFAULT_GROUP 64 /* work-items a group (pool.wg) */
 static const oclml__program_spec AVG_FWD = {KERNEL_FILE, NULL, "oclml_avg_pool2d", 0};
 static const oclml__program_spec AVG_BWD = {KERNEL_FILE, NULL, "oclml_avg_pool2d_backward", 0};
+/* The plain 2x2 max-pool one window a work-item (small planes). */
+static const oclml__program_spec SMALL_PLANES = {KERNEL_FILE, "-DPOOL_ONE=1",
+                                                 "oclml_max_pool2d_2x2", 0};
 
 /* A max-pool kernel's program: one a kernel and fused activation (none: the plain max-pool). */
 static oclml__program_spec max_spec(const char *kernel, oclml_activation act) {
@@ -93,7 +96,7 @@ static oclml_status check_pair(oclml_ctx *ctx, const oclml_tensor *x, const pool
  * (NULL tensors skipped), then the geometry and, for average pooling, include_pad. */
 static oclml_status launch(oclml_ctx *ctx, const oclml__program_spec *spec,
                            const oclml_tensor *const *tensors, unsigned nt, const pool_shape *s,
-                           int include_pad, bool with_pad_flag, size_t n) {
+                           int include_pad, bool with_pad_flag, size_t n, size_t group) {
     cl_kernel k;
     oclml_status st = oclml__kernel(ctx, spec, spec->kernels, &k);
     if (st) return st;
@@ -114,11 +117,11 @@ static oclml_status launch(oclml_ctx *ctx, const oclml__program_spec *spec,
                         OCLML_ARG(Q),      OCLML_ARG(kh), OCLML_ARG(kw), OCLML_ARG(sh),
                         OCLML_ARG(sw),     OCLML_ARG(ph), OCLML_ARG(pw), OCLML_ARG(inc)};
     for (unsigned i = 0; i < 11 + (with_pad_flag ? 1u : 0u); i++) args[na++] = geo[i];
-    /* Groups of pool.wg work-items (default 64), one a work unit: on the H100 (2026-11-26 17:39
-     * UTC, alternating) 64 ran the encoder's max-pools 1-5% faster than the 256-item groups
-     * striding over the work (oclml__grid_1d), 512 and 1024 slower. */
+    /* Groups of `group` work-items (pool.wg overrides), one a work unit: on the H100
+     * (2026-11-26 17:39 UTC, alternating) 64 ran the encoder's max-pools 1-5% faster than
+     * 256-item groups striding over the work (oclml__grid_1d), 512 and 1024 slower. */
     long wg = oclml__tune(ctx, "pool.wg", 0);
-    size_t local = wg > 0 ? (size_t)wg : DEFAULT_GROUP;
+    size_t local = wg > 0 ? (size_t)wg : group;
     if (local > ctx->caps.max_work_group_size) local = ctx->caps.max_work_group_size;
     size_t groups = (n + local - 1) / local, most = (size_t)ctx->caps.compute_units * 1024;
     if (groups > most) groups = most; /* the kernels stride over what is left */
@@ -145,13 +148,21 @@ static oclml_status pool_forward(oclml_ctx *ctx, const oclml_pool2d_params *p, o
     if (st) return st;
     const oclml_tensor *t[2] = {x, y};
     if (avg)
-        return launch(ctx, &AVG_FWD, t, 2, &s, p->count_include_pad, true, s.planes * s.P * s.Q);
+        return launch(ctx, &AVG_FWD, t, 2, &s, p->count_include_pad, true, s.planes * s.P * s.Q,
+                      DEFAULT_GROUP);
+    /* Small planes of the plain max-pool (at most 16 outputs: the encoder's last, 8x8 layer):
+     * one window a work-item in groups of 256, which ran there at 2.03-2.07 TB/s on the H100
+     * against 1.39-1.97 for two windows in groups of 64 (2026-11-26 18:02 UTC, three
+     * alternating rounds); larger planes and the fused activation lost so. */
+    if (is_2x2(&s) && act == OCLML_ACT_NONE && s.P * s.Q <= 16) {
+        return launch(ctx, &SMALL_PLANES, t, 2, &s, 0, false, s.planes * s.P * s.Q, 256);
+    }
     if (is_2x2(&s)) {
         const oclml__program_spec spec = max_spec("oclml_max_pool2d_2x2", act);
-        return launch(ctx, &spec, t, 2, &s, 0, false, s.planes * s.P * s.Q / 2);
+        return launch(ctx, &spec, t, 2, &s, 0, false, s.planes * s.P * s.Q / 2, DEFAULT_GROUP);
     }
     const oclml__program_spec spec = max_spec("oclml_max_pool2d", act);
-    return launch(ctx, &spec, t, 2, &s, 0, false, s.planes * s.P * s.Q);
+    return launch(ctx, &spec, t, 2, &s, 0, false, s.planes * s.P * s.Q, DEFAULT_GROUP);
 }
 
 /* dx = act'(x) (dy routed to each window's first maximum of act(x)). */
@@ -169,10 +180,10 @@ static oclml_status max_backward(oclml_ctx *ctx, const oclml_pool2d_params *p, o
     const oclml_tensor *t[3] = {x, dy, dx};
     if (is_2x2(&s)) {
         const oclml__program_spec spec = max_spec("oclml_max_pool2d_2x2_backward", act);
-        return launch(ctx, &spec, t, 3, &s, 0, false, s.planes * s.P * s.Q / 2);
+        return launch(ctx, &spec, t, 3, &s, 0, false, s.planes * s.P * s.Q / 2, DEFAULT_GROUP);
     }
     const oclml__program_spec spec = max_spec("oclml_max_pool2d_backward", act);
-    return launch(ctx, &spec, t, 3, &s, 0, false, s.planes * s.H * s.W);
+    return launch(ctx, &spec, t, 3, &s, 0, false, s.planes * s.H * s.W, DEFAULT_GROUP);
 }
 
 oclml_status oclml_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
@@ -211,7 +222,8 @@ oclml_status oclml_avg_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params
     if (!st) st = check_pair(ctx, dx, &s, dy, "dy", true);
     const oclml_tensor *t[2] = {dy, dx};
     return st ? st
-              : launch(ctx, &AVG_BWD, t, 2, &s, p->count_include_pad, true, s.planes * s.H * s.W);
+              : launch(ctx, &AVG_BWD, t, 2, &s, p->count_include_pad, true, s.planes * s.H * s.W,
+                       DEFAULT_GROUP);
 }
 
 /* Prewarm: each kernel is its own small program; the fused max-pools with SiLU, the encoder's
@@ -228,4 +240,5 @@ void oclml__pool_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
                     max_spec(bwd ? "oclml_max_pool2d_backward" : "oclml_max_pool2d", act));
     oclml__warm_add(list, op, "2x2, stride 2",
                     max_spec(bwd ? "oclml_max_pool2d_2x2_backward" : "oclml_max_pool2d_2x2", act));
+    if (!bwd && act == OCLML_ACT_NONE) oclml__warm_add(list, op, "2x2, small planes", SMALL_PLANES);
 }

@@ -253,15 +253,75 @@ END_TEST
 
 /* The direct data gradient over several of its 32x32 tiles (a 37x35 image: partial tiles on
  * both edges), 6 output channels (a partial chunk of 4), 5x5 taps "same"; 4 channels of 3x3 taps
- * from 3 with asymmetric padding, 33 rows: as a convolution's data gradient and, transposed (3
- * channels into 4), as the transposed convolution's forward with its bias. */
+ * from 3 with asymmetric padding, 33 rows, as a convolution's data gradient; and transposed,
+ * 6 channels into 3 (a partial chunk), as the transposed convolution's forward with its bias.
+ * The plan must name the direct path wherever the device takes its 256-item work-groups. */
 START_TEST(conv2d_direct_data_gradient_tiles) {
     static const conv_case DX_CASES[] = {
         {1, 3, 37, 35, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, 0, 0},
         {2, 4, 33, 9, 3, 3, 3, 1, 1, 0, 2, 1, 0, 1, 1, 1, 0, 0},
+        {1, 6, 33, 9, 3, 3, 3, 1, 1, 0, 2, 1, 0, 1, 1, 1, 0, 0},
     };
     test_retune("conv.direct_dx=1");
-    for (int i = 0; i < 2; i++) run_case(&DX_CASES[i], _i == 1, true, 0);
+    oclml_device_caps caps;
+    ASSERT_OK(oclml_ctx_device_caps(T, &caps));
+    if (_i == 0) {
+        for (int i = 0; i < 2; i++) {
+            const conv_case *c = &DX_CASES[i];
+            oclml_conv2d_params prm = params_of(c);
+            size_t xsh[4] = {c->N, c->C, c->H, c->W}, wsh[4] = {c->K, c->C, c->R, c->S};
+            oclml_tensor *X = test_tensor(4, xsh), *Wt = test_tensor(4, wsh);
+            char text[256];
+            ASSERT_OK(oclml_conv2d_plan(T, &prm, X, Wt, text, sizeof text));
+            ck_assert_msg((strstr(text, "data gradient direct (") != NULL) ==
+                              (caps.max_work_group_size >= 256),
+                          "case %d: %s", i, text);
+            oclml_tensor_destroy(X);
+            oclml_tensor_destroy(Wt);
+            run_case(c, false, true, 0);
+        }
+    } else {
+        run_case(&DX_CASES[1], true, true, 0); /* 4 channels into 3 */
+        run_case(&DX_CASES[2], true, true, 0); /* 6 channels into 3 */
+    }
+}
+END_TEST
+
+/* The direct data gradient's NaN policy: a NaN in dy (image 0, output channel 2, at (4, 4) of a
+ * 9x9 plane, 5x5 taps "same") makes exactly the dx positions its taps reach NaN, in every
+ * channel, and leaves every other position finite. */
+START_TEST(conv2d_direct_data_gradient_nan) {
+    test_retune("conv.direct_dx=1");
+    const size_t N = 2, C = 3, H = 9, W = 9, K = 5, R = 5;
+    oclml_conv2d_params prm;
+    oclml_conv2d_params_init(&prm);
+    prm.pad_before[0] = prm.pad_before[1] = prm.pad_after[0] = prm.pad_after[1] = 2;
+    size_t xsh[4] = {N, C, H, W}, wsh[4] = {K, C, R, R}, ysh[4] = {N, K, H, W};
+    size_t nx = N * C * H * W, nw = K * C * R * R, ny = N * K * H * W;
+    float *x = test_floats(nx), *w = test_floats(nw), *dy = test_floats(ny), *dx = test_floats(nx);
+    test_random(x, nx, -1, 1);
+    test_random(w, nw, -1, 1);
+    test_random(dy, ny, -1, 1);
+    dy[(2 * H + 4) * W + 4] = NAN;
+    oclml_tensor *X = test_tensor_from(4, xsh, x), *Wt = test_tensor_from(4, wsh, w),
+                 *DY = test_tensor_from(4, ysh, dy), *DX = test_tensor(4, xsh);
+    ASSERT_OK(oclml_conv2d_backward(T, &prm, X, Wt, DY, DX, NULL, NULL, 0));
+    test_read(DX, dx, nx);
+    for (size_t n = 0; n < N; n++)
+        for (size_t c = 0; c < C; c++)
+            for (size_t h = 0; h < H; h++)
+                for (size_t v = 0; v < W; v++) {
+                    float got = dx[((n * C + c) * H + h) * W + v];
+                    bool reached = n == 0 && labs((long)h - 4) <= 2 && labs((long)v - 4) <= 2;
+                    ck_assert_msg(reached ? isnan(got) : isfinite(got), "dx[%zu,%zu,%zu,%zu] = %g",
+                                  n, c, h, v, got);
+                }
+    oclml_tensor *all[] = {X, Wt, DY, DX};
+    for (int i = 0; i < 4; i++) oclml_tensor_destroy(all[i]);
+    free(x);
+    free(w);
+    free(dy);
+    free(dx);
 }
 END_TEST
 
@@ -438,13 +498,22 @@ START_TEST(conv2d_plan_says_how) {
         ck_assert_msg((strstr(text, "weight gradient direct (") != NULL) == DIRECT[i].direct,
                       "%s, %zu output channels: %s", DIRECT[i].tuning, DIRECT[i].out_channels,
                       text);
-        /* The direct data gradient: forced, or by default on the tensor cores for 3 channels,
-         * where the device takes its 256-item work-groups. */
+        /* The direct data gradient: forced, where the device takes its 256-item work-groups
+         * (by default only from 28x28 planes: below). */
         oclml_device_caps caps;
         ASSERT_OK(oclml_ctx_device_caps(T, &caps));
         ck_assert_msg((strstr(text, "data gradient direct (") != NULL) ==
-                          (i < 2 && caps.max_work_group_size >= 256),
+                          (i == 0 && caps.max_work_group_size >= 256),
                       "%s: %s", DIRECT[i].tuning, text);
+        if (i == 1) { /* by default on the (emulated) tensor cores: 3 channels of 28x28 */
+            size_t x28[4] = {1, 3, 28, 28};
+            oclml_tensor *X28 = test_tensor(4, x28);
+            ASSERT_OK(oclml_conv2d_plan(T, &prm, X28, Wt, text, sizeof text));
+            ck_assert_msg((strstr(text, "data gradient direct (") != NULL) ==
+                              (caps.max_work_group_size >= 256),
+                          "28x28 by default: %s", text);
+            oclml_tensor_destroy(X28);
+        }
     }
     /* By default Winograd where the products run on tensor cores (emulated here): at 3x3 the
      * forward (and data gradient) from 96 channels, at 5x5 from 64 input channels (the
@@ -680,7 +749,8 @@ START_TEST(act_max_pooling) {
               *dx = test_floats(nx);
         test_random(x, nx, -3, 3); /* the activations' curved parts */
         test_random(dy, ny, -1, 1);
-        x[c->W + 1] = NAN;
+        x[1] = NAN; /* two NaNs in one 2x2 window, one a row: the last takes the gradient */
+        x[c->W] = NAN;
         double *ax = test_doubles(nx), *route = test_doubles(nx);
         for (size_t i = 0; i < nx; i++) ax[i] = test_act(act, x[i]), route[i] = 0;
         oclml_tensor *X = test_tensor_from(4, xsh, x), *Y = test_tensor(4, ysh),
@@ -803,6 +873,7 @@ int main(void) {
     tcase_add_loop_test(tc, conv_transpose2d_cases, 0, 2 * N_PATHS);
     tcase_add_loop_test(tc, conv2d_direct_weight_gradient_tiles, 0, 2);
     tcase_add_loop_test(tc, conv2d_direct_data_gradient_tiles, 0, 2);
+    tcase_add_test(tc, conv2d_direct_data_gradient_nan);
     tcase_add_loop_test(tc, conv2d_winograd_5x5, 0, 4);
     tcase_add_loop_test(tc, conv2d_nan_policy, 0, 4);
     tcase_add_loop_test(tc, conv2d_backward_nan_policy, 0, 5); /* the last: direct dw */

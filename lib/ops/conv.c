@@ -569,6 +569,7 @@ void oclml__conv_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     conv_shape rgb = {.N = 1, .C = 3, .H = 64, .W = 64, .K = 32, .R = 5, .S = 5, .P = 64, .Q = 64};
     rgb.sh = rgb.sw = rgb.dh = rgb.dw = rgb.groups = 1;
     rgb.ph = rgb.pw = 2;
-    if (strcmp(op, "conv2d") && oclml__conv_data_gradient_direct_applies(ctx, &rgb))
+    if ((!strcmp(op, "conv2d_backward") || !strcmp(op, "conv_transpose2d")) &&
+        oclml__conv_data_gradient_direct_applies(ctx, &rgb))
         oclml__conv_direct_dx_warm(&rgb, op, list);
 }

@@ -8,7 +8,8 @@
  * 17:07 UTC, alternating): 3 channels from 32 of 5x5 taps (N256 64x64) 0.80 -> 0.286 ms, 3 from
  * 16 of 3x3 (N64 128x128) 0.30 -> 0.087 ms, 1 from 32 of 5x5 (N256 28x28) 0.066 -> 0.061 ms.
  * Applies to at most MOST_CHANNELS channels and MOST_TAPS taps a side, on devices with 256
- * work-items a group and the local memory the tile needs. */
+ * work-items a group and the local memory the tile needs; by default only to planes of at least
+ * AUTO_MIN_PLANE positions (the sizes timed). */
 #include "ops/conv.h"
 #include "ops/ops.h"
 
@@ -34,11 +35,20 @@ static bool shape_applies(const oclml_ctx *ctx, const conv_shape *s) {
            ctx->caps.max_work_group_size >= THREADS && local_bytes(s) <= ctx->caps.local_mem_bytes;
 }
 
+/* Work-groups a launch may have (one a tile of an image). */
+#define MOST_GROUPS ((size_t)1 << 24)
+/* Image planes auto takes at least: the timed ones were 28x28 and larger; smaller planes leave
+ * most of a 32x32 tile's work-items idle. */
+#define AUTO_MIN_PLANE (28 * 28)
+
 bool oclml__conv_data_gradient_direct_applies(oclml_ctx *ctx, const conv_shape *s) {
     if (!shape_applies(ctx, s)) return false;
+    const size_t tiles = (s->H + TILE_ROWS - 1) / TILE_ROWS * ((s->W + TILE_COLS - 1) / TILE_COLS);
+    if (tiles > MOST_GROUPS / s->N) return false;
     long forced = oclml__tune(ctx, "conv.direct_dx", 0);
     if (forced >= 0) return forced > 0;
-    return oclml__tune(ctx, "gemm.own", 0) != 0 && oclml__gemm_gather_fast(ctx);
+    return s->H * s->W >= AUTO_MIN_PLANE && oclml__tune(ctx, "gemm.own", 0) != 0 &&
+           oclml__gemm_gather_fast(ctx);
 }
 
 static oclml__program_spec program_of(const conv_shape *s, char *defines, size_t len) {

@@ -163,12 +163,16 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
      * splits; Winograd's batch of 16 products 2-2.6x faster with splits than as 16 products
      * with splits each (14:45 UTC). */
     const bool long_k = d->k >= 4 * (d->m > d->n ? d->m : d->n);
-    /* Batched products start at the 64 x 64 x 32 tile (more blocks, fewer K splits; shallow
-     * products run two K tiles instead of four of 16): on the H100 (2026-11-26 17:20 UTC,
-     * alternating) Winograd's weight gradients ran 1.05-1.2x faster than on 128-row tiles
-     * (64 -> 128 channels 5x5 at 16x16 0.60 -> 0.50 ms, 128 -> 128 3x3 at 28x28 0.31 -> 0.27,
-     * 256 -> 256 at 14x14 0.24 -> 0.21) and its products of depth 64 to 128 1.03-1.04x
-     * (64 -> 128 5x5 forward 0.598 -> 0.575, 128 3x3 0.302 -> 0.292); depth 256 tied. */
+    /* Batched products of depth up to 128 take the 64 x 64 x 32 tile (two K tiles instead of
+     * four of 16), and batched long-K ones start their search there (more blocks, fewer K
+     * splits); deeper batched products keep the search below from the largest tile. On the
+     * H100 (2026-11-26 17:20 UTC, alternating) Winograd's weight gradients ran 1.05-1.2x faster
+     * than on 128-row tiles (64 -> 128 channels 5x5 at 16x16 0.60 -> 0.50 ms, 128 -> 128 3x3 at
+     * 28x28 0.31 -> 0.27, 256 -> 256 at 14x14 0.24 -> 0.21) and its products of depth 64 to 128
+     * 1.03-1.04x (64 -> 128 5x5 forward 0.598 -> 0.575, 128 3x3 0.302 -> 0.292); depth 256 tied.
+     * The per-image products of 1x1 convolutions and implicit GEMMs (batched by image) are
+     * covered too: in the stored conv runs of 17:48 and 18:08 UTC they ran as before or faster
+     * (the 1x1 from 64 into 256 channels 0.287 -> 0.264-0.266 ms). */
     const unsigned batched_first = d->batch > 1 && first < BATCHED_TILE ? BATCHED_TILE : first;
     if (d->batch > 1 && !long_k && d->k <= 128) {
         set_mma_tile(p, MMA_TILES[batched_first]);

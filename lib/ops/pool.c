@@ -119,10 +119,15 @@ static oclml_status launch(oclml_ctx *ctx, const oclml__program_spec *spec,
     for (unsigned i = 0; i < 11 + (with_pad_flag ? 1u : 0u); i++) args[na++] = geo[i];
     /* Groups of `group` work-items (pool.wg overrides), one a work unit: on the H100
      * (2026-11-26 17:39 UTC, alternating) 64 ran the encoder's max-pools 1-5% faster than
-     * 256-item groups striding over the work (oclml__grid_1d), 512 and 1024 slower. */
+     * 256-item groups striding over the work (oclml__grid_1d), 512 and 1024 slower; average
+     * pooling takes the same groups, untimed. */
     long wg = oclml__tune(ctx, "pool.wg", 0);
-    size_t local = wg > 0 ? (size_t)wg : group;
+    size_t local = wg > 0 ? (size_t)wg : group, kernel_most = 0;
     if (local > ctx->caps.max_work_group_size) local = ctx->caps.max_work_group_size;
+    if (!clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_most,
+                                  &kernel_most, NULL) &&
+        kernel_most && local > kernel_most)
+        local = kernel_most;
     size_t groups = (n + local - 1) / local, most = (size_t)ctx->caps.compute_units * 1024;
     if (groups > most) groups = most; /* the kernels stride over what is left */
     size_t global = (groups ? groups : 1) * local;

@@ -16,8 +16,9 @@
 #define ACT4(v) (float4)(act_apply((v).x), act_apply((v).y), act_apply((v).z), act_apply((v).w))
 
 /* The first maximum of act(x) in window (p, q) of a plane as a flat index h * W + w; NaN counts
- * as the largest and, as in PyTorch's kernels (val > max || isnan(val)), its last occurrence wins. -1
- * where the window holds only padding. */
+ * as the largest and, as in PyTorch's kernels (val > max || isnan(val)), its last occurrence
+ * wins. -1 where the window holds only padding. The 2x2 kernels' window4_max and window4_argmax
+ * follow the same order. */
 OCLML_INLINE int window_argmax(__global const float *x, uint W, uint H, uint p, uint q, uint KH,
                                uint KW, uint SH, uint SW, uint PH, uint PW) {
     const int h0 = (int)(p * SH) - (int)PH, w0 = (int)(q * SW) - (int)PW;

@@ -8,10 +8,12 @@ static const char *const NAMES[] = {"none", "relu", "gelu_erf", "gelu_tanh",
 static const char *const DEFINES[] = {
     NULL,           "-DACT_RELU=1", "-DACT_GELU_ERF=1", "-DACT_GELU_TANH=1",
     "-DACT_SILU=1", "-DACT_TANH=1", "-DACT_SIGMOID=1"};
-#define N_ACTS (sizeof NAMES / sizeof NAMES[0])
+_Static_assert(sizeof NAMES / sizeof NAMES[0] == OCLML__N_ACTS &&
+                   sizeof DEFINES / sizeof DEFINES[0] == OCLML__N_ACTS,
+               "one name and one define for each oclml_activation");
 
 oclml_status oclml__check_act(oclml_ctx *ctx, oclml_activation act) {
-    if ((unsigned)act >= N_ACTS)
+    if ((unsigned)act >= OCLML__N_ACTS)
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "activation %d is not an oclml_activation (OCLML_ACT_NONE to "
                            "OCLML_ACT_SIGMOID)",
@@ -20,9 +22,9 @@ oclml_status oclml__check_act(oclml_ctx *ctx, oclml_activation act) {
 }
 
 const char *oclml__act_define(oclml_activation act) {
-    return (unsigned)act < N_ACTS ? DEFINES[act] : NULL;
+    return (unsigned)act < OCLML__N_ACTS ? DEFINES[act] : NULL;
 }
 
 const char *oclml__act_name(oclml_activation act) {
-    return (unsigned)act < N_ACTS ? NAMES[act] : "?";
+    return (unsigned)act < OCLML__N_ACTS ? NAMES[act] : "?";
 }

@@ -29,6 +29,10 @@ static size_t local_bytes(const conv_shape *s) {
            sizeof(float);
 }
 
+/* The tiles covering one image's H x W plane: rows, columns. */
+static size_t tile_rows(const conv_shape *s) { return (s->H + TILE_ROWS - 1) / TILE_ROWS; }
+static size_t tile_cols(const conv_shape *s) { return (s->W + TILE_COLS - 1) / TILE_COLS; }
+
 static bool shape_applies(const oclml_ctx *ctx, const conv_shape *s) {
     return s->groups == 1 && s->C <= MOST_CHANNELS && s->R <= MOST_TAPS && s->S <= MOST_TAPS &&
            s->sh == 1 && s->sw == 1 && s->dh == 1 && s->dw == 1 &&
@@ -43,8 +47,7 @@ static bool shape_applies(const oclml_ctx *ctx, const conv_shape *s) {
 
 bool oclml__conv_data_gradient_direct_applies(oclml_ctx *ctx, const conv_shape *s) {
     if (!shape_applies(ctx, s)) return false;
-    const size_t tiles = (s->H + TILE_ROWS - 1) / TILE_ROWS * ((s->W + TILE_COLS - 1) / TILE_COLS);
-    if (tiles > MOST_GROUPS / s->N) return false;
+    if (tile_rows(s) * tile_cols(s) > MOST_GROUPS / s->N) return false;
     long forced = oclml__tune(ctx, "conv.direct_dx", 0);
     if (forced >= 0) return forced > 0;
     return s->H * s->W >= AUTO_MIN_PLANE && oclml__tune(ctx, "gemm.own", 0) != 0 &&
@@ -67,8 +70,7 @@ oclml_status oclml__conv_data_gradient_direct(oclml_ctx *ctx, const conv_shape *
     cl_mem ym = dy->mem, wm = w->mem, xm = dx->mem, bm = oclml__opt_mem(b);
     cl_ulong y_off = oclml__elem_offset(dy), w_off = oclml__elem_offset(w),
              x_off = oclml__elem_offset(dx), b_off = oclml__opt_offset(b);
-    const size_t tiles_y = (s->H + TILE_ROWS - 1) / TILE_ROWS,
-                 tiles_x = (s->W + TILE_COLS - 1) / TILE_COLS;
+    const size_t tiles_y = tile_rows(s), tiles_x = tile_cols(s);
     cl_uint has_bias = b != NULL, K = (cl_uint)s->K, H = (cl_uint)s->H, W = (cl_uint)s->W,
             P = (cl_uint)s->P, Q = (cl_uint)s->Q, ph = s->ph, pw = s->pw, ty = (cl_uint)tiles_y,
             tx = (cl_uint)tiles_x;

@@ -4,7 +4,8 @@
  * clblast.gemm_switch).
  *
  * The search sets parameters with CLBlastOverrideParameters and times CLBlastSgemm (row-major,
- * no transposes) with OpenCL events. Each candidate's first call compiles it (CLBlast keys its
+ * no transposes, called as the library calls it: the column-major product of the swapped
+ * operands, lib/ops/gemm_clblast.c) with OpenCL events. Each candidate's first call compiles it (CLBlast keys its
  * programs by the parameter values) and is checked: NaN-poisoned output, every element written
  * and finite, sampled rows and columns against a double reference; a set that fails to compile,
  * to launch or to compute right is discarded. Candidates respect CLBlast's tuner constraints
@@ -143,8 +144,8 @@ static double run_gemm(tuner *t, size_t m, size_t n, size_t k, int reps, char *w
     for (int r = 0; r < reps; r++) {
         cl_event ev = NULL;
         CLBlastStatusCode s =
-            CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, n, k,
-                         1.0f, t->a, 0, k, t->b, 0, n, 0.0f, t->c, 0, n, &t->queue, &ev);
+            CLBlastSgemm(CLBlastLayoutColMajor, CLBlastTransposeNo, CLBlastTransposeNo, n, m, k,
+                         1.0f, t->b, 0, n, t->a, 0, k, 0.0f, t->c, 0, n, &t->queue, &ev);
         if (s != CLBlastSuccess) {
             snprintf(why, wl, "CLBlastSgemm status %d", (int)s);
             if (last) clReleaseEvent(last);

@@ -22,6 +22,7 @@
  * STRM:STRN:VWM:VWN and KWID:MDIMAD:MDIMCD:NDIMBD:NDIMCD:PADA:PADB:VWMD:VWND:WGD). */
 #define XGEMM_A "0:1:16:2:8:8:32:8:8:32:1:1:0:0:2:2"
 #define XGEMM_B "0:1:16:2:8:8:32:8:8:32:0:0:1:1:4:4"
+#define XGEMM_K1 "1:2:1:1:8:8:32:8:8:32:0:0:0:0:2:2" /* GEMMK 1: the library asks row-major */
 #define DIRECT_A "2:8:8:8:8:1:1:2:2:16"
 #define NONE                                                                                  \
     "clblast.xgemm=0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0,clblast.xgemm_direct=0:0:0:0:0:0:0:0:0:0," \
@@ -62,8 +63,9 @@ static int active(const oclml_ctx *ctx, char *text, size_t len) {
     return on;
 }
 
-/* C = A B through CLBlast on the context's queue (whatever kernel oclml_gemm would pick), and
- * through oclml_gemm, both against the double reference. */
+/* C = A B through CLBlast on the context's queue (the kernel oclml_gemm would pick, asked for
+ * row-major where the library may ask for the swapped column-major product), and through
+ * oclml_gemm, both against the double reference. */
 static void check_gemm(oclml_ctx *ctx, size_t m, size_t n, size_t k) {
     float *a = test_floats(m * k), *b = test_floats(k * n), *c = test_floats(m * n);
     test_random(a, m * k, -1, 1);
@@ -121,6 +123,48 @@ START_TEST(option_applied_and_gemm_right) {
                   "%s", text);
     check_gemm(ctx, 100, 70, 90);
     check_gemm(ctx, 20, 30, 10);
+    oclml_ctx_destroy(ctx);
+}
+END_TEST
+
+/* Under a GEMMK 1 set (whose kernel wants C row-major, so the library asks CLBlast for the
+ * row-major product rather than the swapped column-major one) every transpose, with alpha and
+ * beta, on the indirect kernel (the switch at 48), stays right. */
+START_TEST(gemmk1_every_transpose) {
+    if (!clblast_runs_here()) return;
+    oclml_ctx *ctx = ctx_with("clblast.xgemm=" XGEMM_K1 ",clblast.gemm_switch=48", NULL);
+    char text[512];
+    ck_assert_int_eq(active(ctx, text, sizeof text), 1);
+    ck_assert_msg(strstr(text, "Xgemm tuned from the tuning option: " XGEMM_K1), "%s", text);
+    const size_t m = 100, n = 70, k = 90;
+    oclml_ctx *saved = T;
+    T = ctx;
+    for (int t = 0; t < 4; t++) {
+        const int ta = t & 1, tb = t >> 1;
+        size_t ash[2] = {ta ? k : m, ta ? m : k}, bsh[2] = {tb ? n : k, tb ? k : n},
+               csh[2] = {m, n};
+        float *a = test_floats(m * k), *b = test_floats(k * n), *c = test_floats(m * n);
+        test_random(a, m * k, -1, 1);
+        test_random(b, k * n, -1, 1);
+        test_random(c, m * n, -1, 1);
+        oclml_tensor *A = test_tensor_from(2, ash, a), *B = test_tensor_from(2, bsh, b),
+                     *C = test_tensor_from(2, csh, c);
+        ASSERT_OK(oclml_gemm(ctx, ta, tb, 0.5f, A, B, -1.5f, C));
+        double *ref = test_doubles(m * n);
+        ref_gemm(ta, tb, m, n, k, 0.5, a, b, -1.5, c, ref);
+        test_read(C, c, m * n);
+        char what[64];
+        snprintf(what, sizeof what, "GEMMK 1, ta=%d tb=%d", ta, tb);
+        test_assert_close(what, c, ref, m * n, TOL_GEMM);
+        oclml_tensor_destroy(A);
+        oclml_tensor_destroy(B);
+        oclml_tensor_destroy(C);
+        free(a);
+        free(b);
+        free(c);
+        free(ref);
+    }
+    T = saved;
     oclml_ctx_destroy(ctx);
 }
 END_TEST
@@ -326,6 +370,7 @@ int main(void) {
     Suite *s = suite_create("clblast_tune");
     TCase *tc = tcase_create("clblast_tune");
     tcase_add_test(tc, option_applied_and_gemm_right);
+    tcase_add_test(tc, gemmk1_every_transpose);
     tcase_add_test(tc, none_then_later_context_wins);
     tcase_add_test(tc, bad_option_refused);
     tcase_add_test(tc, bad_file_ignored);

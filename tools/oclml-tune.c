@@ -3,9 +3,9 @@
  * (<cache dir>/tuning/<device>.jsonl; keys clblast.xgemm, clblast.xgemm_direct,
  * clblast.gemm_switch).
  *
- * The search sets parameters with CLBlastOverrideParameters and times CLBlastSgemm (row-major,
- * no transposes, called as the library calls it: the column-major product of the swapped
- * operands, lib/ops/gemm_clblast.c) with OpenCL events. Each candidate's first call compiles it (CLBlast keys its
+ * The search sets parameters with CLBlastOverrideParameters and times CLBlastSgemm with OpenCL
+ * events: a row-major product without transposes, asked for as the library asks for it (with
+ * GEMMK 0 the column-major product of the swapped operands, lib/ops/gemm_clblast.c). Each candidate's first call compiles it (CLBlast keys its
  * programs by the parameter values) and is checked: NaN-poisoned output, every element written
  * and finite, sampled rows and columns against a double reference; a set that fails to compile,
  * to launch or to compute right is discarded. Candidates respect CLBlast's tuner constraints
@@ -70,6 +70,7 @@ typedef struct tuner {
     double t0, budget;
     bool quick, verbose;
     bool progress_open;
+    bool gemmk1; /* the Xgemm set in force has GEMMK 1: products asked for row-major */
 } tuner;
 
 static void progress(tuner *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -144,8 +145,11 @@ static double run_gemm(tuner *t, size_t m, size_t n, size_t k, int reps, char *w
     for (int r = 0; r < reps; r++) {
         cl_event ev = NULL;
         CLBlastStatusCode s =
-            CLBlastSgemm(CLBlastLayoutColMajor, CLBlastTransposeNo, CLBlastTransposeNo, n, m, k,
-                         1.0f, t->b, 0, n, t->a, 0, k, 0.0f, t->c, 0, n, &t->queue, &ev);
+            t->gemmk1
+                ? CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, n,
+                               k, 1.0f, t->a, 0, k, t->b, 0, n, 0.0f, t->c, 0, n, &t->queue, &ev)
+                : CLBlastSgemm(CLBlastLayoutColMajor, CLBlastTransposeNo, CLBlastTransposeNo, n, m,
+                               k, 1.0f, t->b, 0, n, t->a, 0, k, 0.0f, t->c, 0, n, &t->queue, &ev);
         if (s != CLBlastSuccess) {
             snprintf(why, wl, "CLBlastSgemm status %d", (int)s);
             if (last) clReleaseEvent(last);
@@ -248,6 +252,8 @@ static bool override(tuner *t, const char *kernel, const long *v, int np,
         progress_end(t);
         fprintf(stderr, "CLBlastOverrideParameters(%s) failed: CLBlast status %d\n", kernel,
                 (int)s);
+    } else if (!strcmp(kernel, "Xgemm")) {
+        t->gemmk1 = v[0] == 1; /* names[0] is GEMMK */
     }
     return s == CLBlastSuccess;
 }

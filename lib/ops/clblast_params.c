@@ -143,6 +143,11 @@ oclml_status oclml__ops_context_init(oclml_ctx *ctx) {
     return st;
 }
 
+bool oclml__clblast_gemmk1(cl_device_id device) {
+    const struct applied *a = find_applied(device, false);
+    return a && !oclml_clblast_unset(a->v[XGEMM], OCLML_CLBLAST_XGEMM_N) && a->v[XGEMM][0] == 1;
+}
+
 oclml_status oclml_ctx_clblast_tuning(const oclml_ctx *ctx, int *active, char *text, size_t len) {
     oclml_status st = oclml__check_ctx(ctx);
     if (st) return st;

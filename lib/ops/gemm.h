@@ -70,6 +70,9 @@ oclml_status oclml__gemm_clblast(oclml_ctx *ctx, const oclml__gemm_desc *d, cl_i
 oclml_status oclml__gemm_clblast_fail(oclml_ctx *ctx, const oclml__gemm_desc *d, cl_int cb_status);
 void oclml__clblast_lock(void);
 void oclml__clblast_unlock(void);
+/* Whether the Xgemm parameters liboclml applied for the device have GEMMK 1 (false where none
+ * were applied: CLBlast's own); the caller holds the CLBlast lock (clblast_params.c). */
+bool oclml__clblast_gemmk1(cl_device_id device);
 
 /* A contiguous row-major tensor's last two dimensions as a matrix (batch stride rows * cols when
  * it has three dimensions, else 0). */

@@ -482,7 +482,8 @@ oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d) {
         choose_splits(ctx, d, &p);
         if (tile_fits(ctx, &p, d)) return run_own(ctx, d, &p);
     }
-    if (st) return oclml__gemm_clblast_fail(ctx, d, cb);
+    if (st == OCLML_ERR_CLBLAST) return oclml__gemm_clblast_fail(ctx, d, cb);
+    if (st) return st; /* recorded already (its temporary buffer) */
     if (!has_epilogue(d)) return OCLML_SUCCESS;
     oclml__matrix c = d->c;
     return run_finish(ctx, d, &c, 0, 1, 1.0f, 0.0f);

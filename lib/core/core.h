@@ -320,6 +320,10 @@ oclml_status oclml__launch(oclml_ctx *ctx, cl_kernel kernel, const oclml__arg *a
  * multiple of it, capped so that kernels stride over large ranges (enough groups to fill every
  * compute unit several times over). */
 void oclml__grid_1d(const oclml_ctx *ctx, size_t n, size_t *global, size_t *local);
+/* The same with groups of `group` work-items (fewer where the device or, given one, the kernel
+ * takes fewer) and at most per_unit groups a compute unit. */
+void oclml__grid_1d_groups(const oclml_ctx *ctx, cl_kernel kernel, size_t n, size_t group,
+                           size_t per_unit, size_t *global, size_t *local);
 
 /* Records the event of a kernel enqueued while profiling is active. Caller holds launch_lock. */
 void oclml__profile_commit(oclml_ctx *ctx, cl_event ev);

@@ -55,13 +55,24 @@ oclml_status oclml__launch(oclml_ctx *ctx, cl_kernel kernel, const oclml__arg *a
     return oclml__cl_fail(ctx, err, what);
 }
 
-void oclml__grid_1d(const oclml_ctx *ctx, size_t n, size_t *global, size_t *local) {
-    size_t wg = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256;
+void oclml__grid_1d_groups(const oclml_ctx *ctx, cl_kernel kernel, size_t n, size_t group,
+                           size_t per_unit, size_t *global, size_t *local) {
+    size_t wg = group < ctx->caps.max_work_group_size ? group : ctx->caps.max_work_group_size,
+           kernel_most = 0;
+    if (kernel &&
+        !clGetKernelWorkGroupInfo(kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                  sizeof kernel_most, &kernel_most, NULL) &&
+        kernel_most && wg > kernel_most)
+        wg = kernel_most;
     if (wg == 0) wg = 1;
     size_t groups = (n + wg - 1) / wg;
-    size_t cap = (size_t)(ctx->caps.compute_units ? ctx->caps.compute_units : 1) * 32;
+    size_t cap = (size_t)(ctx->caps.compute_units ? ctx->caps.compute_units : 1) * per_unit;
     if (groups > cap) groups = cap;
     if (groups == 0) groups = 1;
     *local = wg;
     *global = groups * wg;
+}
+
+void oclml__grid_1d(const oclml_ctx *ctx, size_t n, size_t *global, size_t *local) {
+    oclml__grid_1d_groups(ctx, NULL, n, 256, 32, global, local);
 }

@@ -122,15 +122,8 @@ static oclml_status launch(oclml_ctx *ctx, const oclml__program_spec *spec,
      * 256-item groups striding over the work (oclml__grid_1d), 512 and 1024 slower; average
      * pooling takes the same groups, untimed. */
     long wg = oclml__tune(ctx, "pool.wg", 0);
-    size_t local = wg > 0 ? (size_t)wg : group, kernel_most = 0;
-    if (local > ctx->caps.max_work_group_size) local = ctx->caps.max_work_group_size;
-    if (!clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_most,
-                                  &kernel_most, NULL) &&
-        kernel_most && local > kernel_most)
-        local = kernel_most;
-    size_t groups = (n + local - 1) / local, most = (size_t)ctx->caps.compute_units * 1024;
-    if (groups > most) groups = most; /* the kernels stride over what is left */
-    size_t global = (groups ? groups : 1) * local;
+    size_t global, local; /* at most 1024 groups a unit: the kernels stride over what is left */
+    oclml__grid_1d_groups(ctx, k, n, wg > 0 ? (size_t)wg : group, 1024, &global, &local);
     return oclml__launch(ctx, k, args, na, 1, &global, &local, NULL);
 }
 

@@ -136,34 +136,9 @@ START_TEST(gemmk1_every_transpose) {
     char text[512];
     ck_assert_int_eq(active(ctx, text, sizeof text), 1);
     ck_assert_msg(strstr(text, "Xgemm tuned from the tuning option: " XGEMM_K1), "%s", text);
-    const size_t m = 100, n = 70, k = 90;
     oclml_ctx *saved = T;
     T = ctx;
-    for (int t = 0; t < 4; t++) {
-        const int ta = t & 1, tb = t >> 1;
-        size_t ash[2] = {ta ? k : m, ta ? m : k}, bsh[2] = {tb ? n : k, tb ? k : n},
-               csh[2] = {m, n};
-        float *a = test_floats(m * k), *b = test_floats(k * n), *c = test_floats(m * n);
-        test_random(a, m * k, -1, 1);
-        test_random(b, k * n, -1, 1);
-        test_random(c, m * n, -1, 1);
-        oclml_tensor *A = test_tensor_from(2, ash, a), *B = test_tensor_from(2, bsh, b),
-                     *C = test_tensor_from(2, csh, c);
-        ASSERT_OK(oclml_gemm(ctx, ta, tb, 0.5f, A, B, -1.5f, C));
-        double *ref = test_doubles(m * n);
-        ref_gemm(ta, tb, m, n, k, 0.5, a, b, -1.5, c, ref);
-        test_read(C, c, m * n);
-        char what[64];
-        snprintf(what, sizeof what, "GEMMK 1, ta=%d tb=%d", ta, tb);
-        test_assert_close(what, c, ref, m * n, TOL_GEMM);
-        oclml_tensor_destroy(A);
-        oclml_tensor_destroy(B);
-        oclml_tensor_destroy(C);
-        free(a);
-        free(b);
-        free(c);
-        free(ref);
-    }
+    for (int t = 0; t < 4; t++) test_gemm_case(t & 1, t >> 1, 100, 70, 90, 0.5f, -1.5f);
     T = saved;
     oclml_ctx_destroy(ctx);
 }

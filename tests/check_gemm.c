@@ -12,35 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Runs one GEMM case and checks it. beta == 0 poisons C with NaN first: it must not leak. */
-static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, float alpha, float beta) {
-    size_t ashape[2] = {ta ? k : m, ta ? m : k}, bshape[2] = {tb ? n : k, tb ? k : n},
-           cshape[2] = {m, n};
-    float *a = test_floats(m * k), *b = test_floats(k * n), *c = test_floats(m * n);
-    test_random(a, m * k, -1, 1);
-    test_random(b, k * n, -1, 1);
-    if (beta != 0) test_random(c, m * n, -1, 1);
-    oclml_tensor *A = test_tensor_from(2, ashape, a), *B = test_tensor_from(2, bshape, b);
-    oclml_tensor *C = test_tensor_from(2, cshape, c);
-    ASSERT_OK(oclml_gemm(T, ta, tb, alpha, A, B, beta, C));
-    double *ref = test_doubles(m * n);
-    ref_gemm(ta, tb, m, n, k, alpha, a, b, beta, c, ref);
-    float *out = test_floats(m * n);
-    test_read(C, out, m * n);
-    char what[96];
-    snprintf(what, sizeof what, "gemm ta=%d tb=%d %zux%zux%zu alpha=%g beta=%g", ta, tb, m, n, k,
-             alpha, beta);
-    test_assert_close(what, out, ref, m * n, TOL_GEMM);
-    oclml_tensor_destroy(A);
-    oclml_tensor_destroy(B);
-    oclml_tensor_destroy(C);
-    free(a);
-    free(b);
-    free(c);
-    free(out);
-    free(ref);
-}
-
 /* The tensor-core kernel on every device (emulated where the device lacks tensor cores). */
 #define TENSOR_CORE_PATH "gemm.own=1 gemm.mma=2 gemm.mma_tile=32:32:8:2:2"
 
@@ -80,15 +51,15 @@ START_TEST(small_and_odd_all_transposes) {
     use_path(_i / 4);
     int t = _i % 4;
     for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++)
-        gemm_case(t & 1, t >> 1, SHAPES[s][0], SHAPES[s][1], SHAPES[s][2], 1.0f, 0.0f);
+        test_gemm_case(t & 1, t >> 1, SHAPES[s][0], SHAPES[s][1], SHAPES[s][2], 1.0f, 0.0f);
 }
 END_TEST
 
 START_TEST(alpha_beta) {
     use_path(_i);
-    gemm_case(0, 0, 33, 65, 17, 0.7f, 0.0f);
-    gemm_case(1, 0, 33, 65, 17, -1.5f, -1.3f);
-    gemm_case(0, 1, 129, 7, 64, 2.0f, 1.0f);
+    test_gemm_case(0, 0, 33, 65, 17, 0.7f, 0.0f);
+    test_gemm_case(1, 0, 33, 65, 17, -1.5f, -1.3f);
+    test_gemm_case(0, 1, 129, 7, 64, 2.0f, 1.0f);
 }
 END_TEST
 
@@ -98,9 +69,9 @@ START_TEST(size_1000_all_transposes) {
     /* 1000^3 on the default paths; odd sizes of a few hundred (many blocks, edges in every
      * dimension) on the others, to keep the suite quick on CPUs. */
     if (_i / 4 < 2)
-        gemm_case(t & 1, t >> 1, 1000, 1000, 1000, 1.0f, t == 3 ? 0.5f : 0.0f);
+        test_gemm_case(t & 1, t >> 1, 1000, 1000, 1000, 1.0f, t == 3 ? 0.5f : 0.0f);
     else
-        gemm_case(t & 1, t >> 1, 389, 411, 397, 1.0f, t == 3 ? 0.5f : 0.0f);
+        test_gemm_case(t & 1, t >> 1, 389, 411, 397, 1.0f, t == 3 ? 0.5f : 0.0f);
 }
 END_TEST
 
@@ -164,9 +135,9 @@ START_TEST(views_and_skinny) {
     free(host);
     free(out);
     free(ref);
-    gemm_case(0, 0, 1, 515, 1030, 1.0f, 0.0f);
-    gemm_case(0, 1, 5, 300, 700, 1.0f, 0.0f);
-    gemm_case(1, 1, 64, 260, 1100, 1.0f, 1.0f);
+    test_gemm_case(0, 0, 1, 515, 1030, 1.0f, 0.0f);
+    test_gemm_case(0, 1, 5, 300, 700, 1.0f, 0.0f);
+    test_gemm_case(1, 1, 64, 260, 1100, 1.0f, 1.0f);
 }
 END_TEST
 
@@ -283,11 +254,11 @@ START_TEST(tensor_core_default_tile_and_split) {
     if (info.compute_units >= 2 && info.max_work_group_size >= 256)
         ck_assert_msg(strstr(plan, "tile 128x128") && strstr(plan, "K splits"),
                       "128 x 128 x %zu on %u compute units: %s", long_k, info.compute_units, plan);
-    gemm_case(_i & 1, _i >> 1, 128, 128, 512, 1.0f, 0.0f); /* split K on a 2-unit CPU */
-    gemm_case(_i & 1, _i >> 1, 200, 150, 70, 1.0f, 0.0f);
-    gemm_case(_i & 1, _i >> 1, 256, 128, 64, 1.0f, 0.5f);
+    test_gemm_case(_i & 1, _i >> 1, 128, 128, 512, 1.0f, 0.0f); /* split K on a 2-unit CPU */
+    test_gemm_case(_i & 1, _i >> 1, 200, 150, 70, 1.0f, 0.0f);
+    test_gemm_case(_i & 1, _i >> 1, 256, 128, 64, 1.0f, 0.5f);
     test_retune("gemm.own=1 gemm.mma=2 gemm.splitk=3 gemm.mma_tile=64:64:16:2:2");
-    gemm_case(_i & 1, _i >> 1, 64, 96, 300, -1.0f, 0.25f);
+    test_gemm_case(_i & 1, _i >> 1, 64, 96, 300, -1.0f, 0.25f);
 }
 END_TEST
 
@@ -330,7 +301,7 @@ START_TEST(tensor_core_async_stages) {
         if (d.max_work_group_size >= 128 && d.local_mem_bytes >= CASES[c].local &&
             !strstr(plan, "async copy stages"))
             ck_abort_msg("'%s' planned '%s'", CASES[c].tuning, plan);
-        gemm_case(ta, tb, CASES[c].m, CASES[c].n, CASES[c].k, 1.0f, c == 1 ? 0.5f : 0.0f);
+        test_gemm_case(ta, tb, CASES[c].m, CASES[c].n, CASES[c].k, 1.0f, c == 1 ? 0.5f : 0.0f);
     }
 }
 END_TEST

@@ -267,3 +267,33 @@ double test_act_grad(int act, double z) {
         return 1;
     }
 }
+
+/* One GEMM case on T against the double reference. With beta == 0, C starts NaN-poisoned
+ * (test_floats): it must not leak. */
+void test_gemm_case(int ta, int tb, size_t m, size_t n, size_t k, float alpha, float beta) {
+    size_t ashape[2] = {ta ? k : m, ta ? m : k}, bshape[2] = {tb ? n : k, tb ? k : n},
+           cshape[2] = {m, n};
+    float *a = test_floats(m * k), *b = test_floats(k * n), *c = test_floats(m * n);
+    test_random(a, m * k, -1, 1);
+    test_random(b, k * n, -1, 1);
+    if (beta != 0) test_random(c, m * n, -1, 1);
+    oclml_tensor *A = test_tensor_from(2, ashape, a), *B = test_tensor_from(2, bshape, b);
+    oclml_tensor *C = test_tensor_from(2, cshape, c);
+    ASSERT_OK(oclml_gemm(T, ta, tb, alpha, A, B, beta, C));
+    double *ref = test_doubles(m * n);
+    ref_gemm(ta, tb, m, n, k, alpha, a, b, beta, c, ref);
+    float *out = test_floats(m * n);
+    test_read(C, out, m * n);
+    char what[96];
+    snprintf(what, sizeof what, "gemm ta=%d tb=%d %zux%zux%zu alpha=%g beta=%g", ta, tb, m, n, k,
+             alpha, beta);
+    test_assert_close(what, out, ref, m * n, TOL_GEMM);
+    oclml_tensor_destroy(A);
+    oclml_tensor_destroy(B);
+    oclml_tensor_destroy(C);
+    free(a);
+    free(b);
+    free(c);
+    free(out);
+    free(ref);
+}

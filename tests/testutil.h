@@ -32,6 +32,9 @@ double *test_doubles(size_t n);                           /* malloc'd */
 oclml_tensor *test_tensor(int ndim, const size_t *shape); /* NaN-poisoned */
 oclml_tensor *test_tensor_from(int ndim, const size_t *shape, const float *data);
 void test_read(const oclml_tensor *t, float *out, size_t n);
+/* oclml_gemm on T (ta, tb: transposes) with fresh random A, B and, where beta != 0, C, checked
+ * against the double reference within TOL_GEMM. */
+void test_gemm_case(int ta, int tb, size_t m, size_t n, size_t k, float alpha, float beta);
 
 /* Asserts that out matches ref within a relative L2 error of tol and a max-abs error of
  * tol * max|ref| (plus a tiny floor for all-zero references), and that no element is NaN where

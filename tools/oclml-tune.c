@@ -5,9 +5,10 @@
  *
  * The search sets parameters with CLBlastOverrideParameters and times CLBlastSgemm with OpenCL
  * events: a row-major product without transposes, asked for as the library asks for it (with
- * GEMMK 0 the column-major product of the swapped operands, lib/ops/gemm_clblast.c). Each candidate's first call compiles it (CLBlast keys its
- * programs by the parameter values) and is checked: NaN-poisoned output, every element written
- * and finite, sampled rows and columns against a double reference; a set that fails to compile,
+ * GEMMK 0 the column-major product of the swapped operands: call_of in lib/ops/gemm_clblast.c).
+ * Each candidate's first call compiles it (CLBlast keys its programs by the parameter values)
+ * and is checked: NaN-poisoned output, every element written and finite, sampled rows and
+ * columns against a double reference; a set that fails to compile,
  * to launch or to compute right is discarded. Candidates respect CLBlast's tuner constraints
  * and the device's limits (lib/ops/clblast_params.h), and come in an order meant to find the
  * winners early: seeds from CLBlast's database for similar devices, then local moves around

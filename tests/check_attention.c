@@ -227,6 +227,10 @@ static const att_case CASES[] = {
     /* D 128, BLHD, key lengths. */
     {2, 2, 2, 33, 70, 128, BLHD, NONE, -1, -1, 0, NOMASK, 1},
     {1, 4, 2, 65, 33, 128, BLHD, BR, -1, -1, 0, NOMASK, 1},
+    /* D 256 and 160 (past the unpaired tensor-core kernels): GQA, causal, key lengths; a window
+     * and a mask. */
+    {1, 4, 2, 33, 40, 256, BLHD, TL, -1, -1, 0, NOMASK, 1},
+    {2, 2, 2, 20, 33, 160, BHLD, NONE, 4, -1, 0, M2D, 0},
 };
 #define N_CASES (int)(sizeof CASES / sizeof CASES[0])
 
@@ -248,23 +252,38 @@ END_TEST
 
 /* The tensor-core kernels (3xTF32, held to the fp32 tolerance) with the instruction emulated
  * (attention.mma = 2), on the cases they take: head dims that are multiples of 8 and more than
- * the decode tile's 8 rows a key head (head dim 128's dK/dV and dQ with warps paired by default).
- * The last four: the forward's key blocks of 16 and 64 (attention.mma_keys) on a window and on
- * head dim 128, the paired dK/dV and dQ at head dim 64 with a mask and key lengths, and the
- * unpaired ones at 128. Every other case stages K and V without the asynchronous copies (attention.async =
- * 0). */
-static const int MMA_CASES[] = {1, 2, 3, 4, 7, 8, 11, 13, 14, 3, 13, 9, 13};
-#define N_MMA (int)(sizeof MMA_CASES / sizeof MMA_CASES[0])
+ * the decode tile's 8 rows a key head (head dim 128's dK/dV and dQ with warps paired by default;
+ * above 128 the forward alone, paired: by default at 256, forced at 160; the backward on FMAs). Half of the first runs stage K and
+ * V without the asynchronous copies (attention.async = 0); then the forward's key blocks of 16
+ * and 64 (attention.mma_keys) on a window and on head dim 128, the paired dK/dV and dQ at head
+ * dim 64 with a mask and key lengths, the unpaired ones at 128, and the paired forward at 64. */
+static const struct mma_run {
+    int c; /* the case */
+    const char *tuning;
+} MMA_RUNS[] = {
+    {1, "attention.mma=2"},
+    {2, "attention.mma=2,attention.async=0"},
+    {3, "attention.mma=2"},
+    {4, "attention.mma=2,attention.async=0"},
+    {7, "attention.mma=2"},
+    {8, "attention.mma=2,attention.async=0"},
+    {11, "attention.mma=2"},
+    {13, "attention.mma=2,attention.async=0"},
+    {14, "attention.mma=2"},
+    {15, "attention.mma=2"},
+    {16, "attention.mma=2,attention.fwd_pairs=1"},
+    {3, "attention.mma=2,attention.mma_keys=16"},
+    {13, "attention.mma=2,attention.mma_keys=64"},
+    {9, "attention.mma=2,attention.dkdv_pairs=1,attention.dq_pairs=1"},
+    {13, "attention.mma=2,attention.dkdv_pairs=0,attention.dq_pairs=0"},
+    {9, "attention.mma=2,attention.fwd_pairs=1"},
+};
+#define N_MMA (int)(sizeof MMA_RUNS / sizeof MMA_RUNS[0])
 
 START_TEST(tensor_core_emulated) {
-    test_retune(_i == N_MMA - 4   ? "attention.mma=2,attention.mma_keys=16"
-                : _i == N_MMA - 3 ? "attention.mma=2,attention.mma_keys=64"
-                : _i == N_MMA - 2 ? "attention.mma=2,attention.dkdv_pairs=1,attention.dq_pairs=1"
-                : _i == N_MMA - 1 ? "attention.mma=2,attention.dkdv_pairs=0,attention.dq_pairs=0"
-                : _i % 2          ? "attention.mma=2,attention.async=0"
-                                  : "attention.mma=2");
+    test_retune(MMA_RUNS[_i].tuning);
     att_data d;
-    att_make(&d, &CASES[MMA_CASES[_i]]);
+    att_make(&d, &CASES[MMA_RUNS[_i].c]);
     att_check_forward(&d);
     att_check_backward(&d);
     att_free(&d);
@@ -765,7 +784,8 @@ END_TEST
 
 /* oclml_attention_plan names the path each call takes: by default FMA tiles, or the real tensor
  * cores on a device that has them; the emulated tensor cores where forced (up to head dim 128,
- * the dK/dV warps paired above 64); the decode tile's key split where forced. A missing buffer or a
+ * the dK/dV warps paired above 64; the forward alone, paired, at 256); the decode tile's key
+ * split where forced. A missing buffer or a
  * bad shape is an error that writes nothing. */
 START_TEST(plan_names_the_path) {
     const att_case c64 = {1, 4, 2, 33, 40, 64, BHLD, TL, -1, -1, 0, NOMASK, 0};
@@ -801,6 +821,18 @@ START_TEST(plan_names_the_path) {
                                           "keys (warps paired on 16 keys)")
                        : strstr(text, "forward: FMA tiles") && strstr(text, "backward: FMA tiles"),
                   "head dim 128: tensor cores where they fit, dK/dV warps paired: %s", text);
+    att_free(&d);
+    /* At head dim 256 the emulation's exchange buffers take the paired forward past 48 KiB of
+     * local memory (NVIDIA's). */
+    const att_case c256 = {1, 2, 2, 33, 40, 256, BHLD, NONE, -1, -1, 0, NOMASK, 0};
+    att_make(&d, &c256);
+    ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
+    ck_assert_msg(fits && info.local_mem_bytes >= 64 * 1024
+                      ? strstr(text, "forward: 3xTF32 tensor cores (emulated), ") &&
+                            strstr(text, "(warps paired on 16 rows)") &&
+                            strstr(text, "backward: FMA tiles")
+                      : strstr(text, "forward: FMA tiles") && strstr(text, "backward: FMA tiles"),
+                  "head dim 256: the paired forward where it fits, the backward on FMAs: %s", text);
     att_free(&d);
     const att_case dec = {2, 4, 4, 1, 1000, 64, BHLD, NONE, -1, -1, 0, NOMASK, 0}; /* 4 blocks */
     test_retune("attention.splits=3");

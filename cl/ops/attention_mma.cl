@@ -1,12 +1,15 @@
 /* Attention forward on TF32 tensor cores with fp32-level accuracy (3xTF32: each product as
- * hi*hi + hi*lo + lo*hi, mma.h), for head dims that are multiples of 8 up to 128
- * (lib/ops/attention.c picks it where the device reports TF32 mma.sync; attention.cl is the FMA
- * kernel with the same arguments and semantics, including the key splits), and the backward's
- * dQ and dK/dV kernels (their fragments of two operands and two accumulators in registers, or,
- * with DQ_PAIRS and DKDV_PAIRS, shared by two warps: head dim 128).
+ * hi*hi + hi*lo + lo*hi, mma.h), for head dims that are multiples of 8 up to 128, and with
+ * FWD_PAIRS multiples of 16 up to 256 (lib/ops/attention.c picks it where the device reports
+ * TF32 mma.sync; attention.cl is the FMA kernel with the same arguments and semantics, including
+ * the key splits), and the backward's dQ and dK/dV kernels (their fragments of two operands and
+ * two accumulators in registers, or, with DQ_PAIRS and DKDV_PAIRS, shared by two warps: head dim
+ * 128).
  *
- * A work-group of WARPS warps takes BQ = 16 WARPS query rows (16 a warp: the m16n8k8 rows) against
- * key blocks of BN keys staged in local memory. Each warp keeps its rows of Q in registers as
+ * A work-group of WARPS warps takes BQ = 16 WARPS query rows (16 a warp: the m16n8k8 rows; with
+ * FWD_PAIRS 8 WARPS, two warps sharing 16 rows, each with half of the head dim of Q and O, the
+ * pair summing S from its two parts as the paired dQ kernel does) against key blocks of BN keys
+ * staged in local memory. Each warp keeps its rows of Q in registers as
  * m16n8k8 A fragments, computes S = Q K^T for the block (BN / 8 tiles of 8 keys), applies the
  * masks and the online softmax on the accumulator fragments (a row's statistics reduced over the
  * 4 work-items that hold it), and adds P V into O's fragments (HEAD_DIM / 8 tiles), P taken
@@ -40,7 +43,7 @@
 #include "mma.h"
 
 #ifndef HEAD_DIM
-#define HEAD_DIM 64 /* a multiple of 8, at most 128 */
+#define HEAD_DIM 64 /* a multiple of 8, at most 128 (256 with FWD_PAIRS) */
 #endif
 #ifndef BN
 #define BN \
@@ -61,9 +64,12 @@
 #ifndef DQ_PAIRS
 #define DQ_PAIRS 0 /* 1: the dQ kernel's warps in pairs on 16 rows, each with half the head dim */
 #endif
+#ifndef FWD_PAIRS
+#define FWD_PAIRS 0 /* 1: the forward's warps in pairs on 16 rows, each with half the head dim */
+#endif
 /* The 8-wide steps of the head dim a warp's operands and accumulators hold: all of them, or half
- * in the paired dQ kernel. */
-#define DPART (DQ_PAIRS ? DSTEPS / 2 : DSTEPS)
+ * in the paired dQ and forward kernels. */
+#define DPART (DQ_PAIRS || FWD_PAIRS ? DSTEPS / 2 : DSTEPS)
 #define KTILES (BN / 8) /* 8-wide column tiles of a score tile, the k steps of its products */
 #define CHUNK_STEPS 4   /* 8-deep steps S sums on the tensor cores before an fp32 add */
 /* Row stride of the staged blocks: with HEAD_DIM a multiple of 8 (8 m), the B fragment reads
@@ -188,6 +194,24 @@ OCLML_INLINE void accumulate_product(float acc[DPART][4], uint ah[KTILES][4], ui
     }
 }
 
+/* Warps in pairs on 16 rows (DQ_PAIRS, FWD_PAIRS), each with half the head dim: put_part
+ * shows a warp's part of a score tile to its partner; after a barrier, add_partner_part adds the
+ * partner's, both warps in the same order (the low half first), so that both hold the same
+ * sums. The caller keeps the next write of a part after these reads (a barrier). */
+OCLML_INLINE void put_part(float t[KTILES][4], __local float *mine, uint lane) {
+#pragma unroll
+    for (uint i = 0; i < KTILES * 4; i++) mine[i * 32 + lane] = t[i / 4][i % 4];
+}
+
+OCLML_INLINE void add_partner_part(float t[KTILES][4], __local const float *theirs, uint side,
+                                   uint lane) {
+#pragma unroll
+    for (uint i = 0; i < KTILES * 4; i++) {
+        const float o = theirs[i * 32 + lane];
+        t[i / 4][i % 4] = side ? o + t[i / 4][i % 4] : t[i / 4][i % 4] + o;
+    }
+}
+
 /* Keys first .. first + BN - 1 of K and V (rows of stride floats; zeros at and past the key
  * length `limit`: padding is never read) into ks and vs, K_LD floats a row: one loop, so each
  * element's index math serves both. */
@@ -302,6 +326,9 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
                         ulong keylen_off, __global float *part, ulong rows_all, uint splits,
                         uint blocks_per_split, ATT_GEOM) {
     KV_BUFFERS
+#if FWD_PAIRS
+    __local float parts[WARPS][KTILES * 4 * 32]; /* each warp's part of S */
+#endif
     MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV, split = get_global_id(2);
     const uint R0 = get_group_id(0) * BQ;
@@ -314,21 +341,32 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
     const int first = jlo / BN * BN + (int)(split * blocks_per_split) * BN;
     const int end = min(jhi, first + (int)blocks_per_split * BN);
 
-    /* This work-item's rows: r[0] = warp 16 + gid and r[1] = r[0] + 8 of the block. */
-    const uint r[2] = {warp * 16 + gid, warp * 16 + gid + 8};
+#if FWD_PAIRS
+    const uint pair = warp % (WARPS / 2), side = warp / (WARPS / 2), partner = warp ^ (WARPS / 2);
+#else
+    const uint pair = warp, side = 0;
+#endif
+    const uint col0 = side * DPART * 8; /* this warp's first head-dim column */
+    /* This work-item's rows: r[0] = pair 16 + gid and r[1] = r[0] + 8 of the block. */
+    const uint r[2] = {pair * 16 + gid, pair * 16 + gid + 8};
     const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
-    float qa[DSTEPS][4], acc[DSTEPS][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    load_a(qa, q + q_off, qrow, tig);
+    float qa[DPART][4], acc[DPART][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    load_a(qa, q + q_off + col0, qrow, tig);
 #pragma unroll
-    for (uint kk = 0; kk < DSTEPS; kk++)
+    for (uint kk = 0; kk < DPART; kk++)
 #pragma unroll
         for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
     KV_FIRST(first, end)
     for (int kb = first; kb < end; kb += BN) {
         KV_NEXT(kb, end)
         float s[KTILES][4];
-        score_product(s, qa, ks, gid, tig EMU_ARGS);
-        /* Masks, and the online softmax of each of the two rows. */
+        score_product(s, qa, ks + col0, gid, tig EMU_ARGS);
+#if FWD_PAIRS /* KV_NEXT's barrier keeps the next block's parts after these reads */
+        put_part(s, parts[warp], lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        add_partner_part(s, parts[partner], side, lane);
+#endif
+        /* Masks, and the online softmax of each of the two rows (both warps of a pair alike). */
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (uint nt = 0; nt < KTILES; nt++)
@@ -351,7 +389,7 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
             m[h] = mn;
             l[h] *= alpha;
 #pragma unroll
-            for (uint nt = 0; nt < DSTEPS; nt++) {
+            for (uint nt = 0; nt < DPART; nt++) {
                 acc[nt][2 * h] *= alpha;
                 acc[nt][2 * h + 1] *= alpha;
             }
@@ -365,7 +403,7 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
             }
         uint pah[KTILES][4], pal[KTILES][4]; /* O += P V */
         to_a_fragments(s, pah, pal);
-        accumulate_product(acc, pah, pal, vs, gid, tig EMU_ARGS);
+        accumulate_product(acc, pah, pal, vs + col0, gid, tig EMU_ARGS);
     }
     /* Each row's sum over the 4 work-items that hold it, then O / l and the log-sum-exp. */
 #pragma unroll
@@ -381,13 +419,14 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
         __global float *dst = splits == 1 ? o + o_off : part + (ulong)split * rows_all * HEAD_DIM;
         if (at != NO_ROW)
 #pragma unroll
-            for (uint nt = 0; nt < DSTEPS; nt++) {
+            for (uint nt = 0; nt < DPART; nt++) {
                 /* A row that saw no key: 0, even where 0 x inf (an infinite V another row of
                  * the block sees) made its accumulator NaN. */
-                dst[at + nt * 8 + 2 * tig] = sum == 0.0f ? 0.0f : inv * acc[nt][2 * h];
-                dst[at + nt * 8 + 2 * tig + 1] = sum == 0.0f ? 0.0f : inv * acc[nt][2 * h + 1];
+                const ulong c = at + col0 + nt * 8 + 2 * tig;
+                dst[c] = sum == 0.0f ? 0.0f : inv * acc[nt][2 * h];
+                dst[c + 1] = sum == 0.0f ? 0.0f : inv * acc[nt][2 * h + 1];
             }
-        if (stat != NO_ROW && tig == 0) {
+        if (stat != NO_ROW && tig == 0 && side == 0) { /* one warp of a pair */
             if (splits > 1)
                 part[splits * rows_all * HEAD_DIM + split * rows_all + stat] = row_lse;
             else if (has_lse)
@@ -479,22 +518,12 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
         float s[KTILES][4], dp[KTILES][4];
         score_product(s, qa, ks + col0, gid, tig EMU_ARGS);
         score_product(dp, da, vs + col0, gid, tig EMU_ARGS);
-#if DQ_PAIRS
-        /* The partner's parts; KV_NEXT's barrier keeps the next block's writes after these
-         * reads. */
-#pragma unroll
-        for (uint i = 0; i < KTILES * 4; i++) {
-            parts[warp][0][i * 32 + lane] = s[i / 4][i % 4];
-            parts[warp][1][i * 32 + lane] = dp[i / 4][i % 4];
-        }
+#if DQ_PAIRS /* KV_NEXT's barrier keeps the next block's parts after these reads */
+        put_part(s, parts[warp][0], lane);
+        put_part(dp, parts[warp][1], lane);
         barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
-        for (uint i = 0; i < KTILES * 4; i++) {
-            const float os = parts[partner][0][i * 32 + lane],
-                        od = parts[partner][1][i * 32 + lane];
-            s[i / 4][i % 4] = side ? os + s[i / 4][i % 4] : s[i / 4][i % 4] + os;
-            dp[i / 4][i % 4] = side ? od + dp[i / 4][i % 4] : dp[i / 4][i % 4] + od;
-        }
+        add_partner_part(s, parts[partner][0], side, lane);
+        add_partner_part(dp, parts[partner][1], side, lane);
 #endif
 #pragma unroll
         for (uint nt = 0; nt < KTILES; nt++)

@@ -232,6 +232,7 @@ static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool e
 static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D);
 static bool dkdv_pairs(oclml_ctx *ctx, size_t D);
 static bool dq_pairs(oclml_ctx *ctx, size_t D);
+static bool fwd_pairs(oclml_ctx *ctx, size_t D);
 static bool mma_paired(oclml_ctx *ctx, att_kernel kind, size_t D);
 static size_t dkdv_rows(size_t D);
 
@@ -239,7 +240,9 @@ static size_t dkdv_rows(size_t D);
  * whose work-groups or local memory cannot hold the tile takes the FMA kernels. */
 static int mma_mode(oclml_ctx *ctx, const att_shape *s, bool backward) {
     const long mode = oclml__tune(ctx, "attention.mma", 0);
-    if (!mode || s->D % 8 || s->D > 128 || s->H / s->HKV * s->LQ <= DECODE_ROWS ||
+    /* Above head dim 128 only the paired forward keeps its operands in registers. */
+    const size_t most = !backward && fwd_pairs(ctx, s->D) ? 256 : 128;
+    if (!mode || s->D % 8 || s->D > most || s->H / s->HKV * s->LQ <= DECODE_ROWS ||
         ctx->caps.max_work_group_size < 32 * MMA_WARPS)
         return 0;
     const att_kernel kinds[2] = {backward ? K_DKDV_MMA : K_FWD_MMA, K_DQ_MMA};
@@ -295,9 +298,22 @@ static bool dq_pairs(oclml_ctx *ctx, size_t D) {
     return D % 16 == 0 && (forced >= 0 ? forced == 1 : D > 64); /* halves of whole 8-wide steps */
 }
 
-/* Whether a backward tensor-core kernel runs with its warps in pairs (DKDV_PAIRS, DQ_PAIRS). */
+/* The forward's FWD_PAIRS (attention_mma.cl): the tuning key attention.fwd_pairs, by default
+ * above head dim 192; head dims that are multiples of 16. Above 128 one warp's Q and O do not fit
+ * its registers, so only the paired forward runs on the tensor cores there, and K and V blocks
+ * are staged without the asynchronous copies (the second buffers pass 48 KiB). On the H100
+ * (2026-11-26, B4 H16 L2048, against the FMA kernels): head dim 256 12.0 ms against 15.3
+ * (causal 6.0 against 9.0), but 192 14.1 against 12.6 and 160 11.5 against 10.4; at 64 and 128,
+ * where the unpaired kernel runs, pairs lose 20-25%. */
+static bool fwd_pairs(oclml_ctx *ctx, size_t D) {
+    const long forced = oclml__tune(ctx, "attention.fwd_pairs", 0);
+    return D % 16 == 0 && (forced >= 0 ? forced == 1 : D > 192);
+}
+
+/* Whether a tensor-core kernel runs with its warps in pairs (DKDV_PAIRS, DQ_PAIRS, FWD_PAIRS). */
 static bool mma_paired(oclml_ctx *ctx, att_kernel kind, size_t D) {
-    return (kind == K_DKDV_MMA && dkdv_pairs(ctx, D)) || (kind == K_DQ_MMA && dq_pairs(ctx, D));
+    return (kind == K_DKDV_MMA && dkdv_pairs(ctx, D)) || (kind == K_DQ_MMA && dq_pairs(ctx, D)) ||
+           (kind == K_FWD_MMA && fwd_pairs(ctx, D));
 }
 
 /* Keys (dK/dV) or query rows (forward, dQ) a work-group of a tensor-core kernel takes: 16 a
@@ -317,11 +333,11 @@ static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool e
      * 16 floats for the padding a compiler may put before the 16-byte aligned arrays. */
     const size_t warps = mma_warps(ctx, kind, D), bn = mma_columns(ctx, kind, D),
                  extra = (emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0) + 16, kv = async ? 2 : 1;
-    if (kind == K_FWD_MMA) return kv * 2 * bn * (D + 4) + 16 * warps * 7 + extra;
-    if (kind == K_DQ_MMA) {
-        const size_t parts = dq_pairs(ctx, D) ? warps * 2 * bn * 16 : 0; /* of S and dP */
+    const size_t parts = mma_paired(ctx, kind, D) ? warps * bn * 16 : 0; /* of S (and dP) */
+    if (kind == K_FWD_MMA)
         return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D) * 7 + parts + extra;
-    }
+    if (kind == K_DQ_MMA)
+        return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D) * 7 + 2 * parts + extra;
     const size_t staged = dkdv_rows(D),
                  p_tiles = dkdv_pairs(ctx, D) ? warps * bn * 16 : 0; /* 2 x pairs x KTILES x 128 */
     return 2 * staged * (D + 4) + 2 * staged + staged * 7 + p_tiles + extra;
@@ -414,9 +430,9 @@ static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode
     if (pairs) t->rq = 4; /* 8 keys or rows a warp: two warps share 16 */
     snprintf(defines, len,
              "-DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
-             "-DHAS_KEYLEN=%d -DASYNC_KV=%d -DDKDV_PAIRS=%d -DDQ_PAIRS=%d -DBQ=%zu",
+             "-DHAS_KEYLEN=%d -DASYNC_KV=%d -DDKDV_PAIRS=%d -DDQ_PAIRS=%d -DFWD_PAIRS=%d -DBQ=%zu",
              D, bn, warps, mode == 2, blhd, mask, keylen, async, pairs && kind == K_DKDV_MMA,
-             pairs && kind == K_DQ_MMA,
+             pairs && kind == K_DQ_MMA, pairs && kind == K_FWD_MMA,
              kind == K_DKDV_MMA ? dkdv_rows(D) : (size_t)mma_block(ctx, kind, D));
     return (oclml__program_spec){"attention_mma.cl", defines, KERNEL_NAMES[kind],
                                  ATT_MAX_REGISTERS};
@@ -562,9 +578,10 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     const int fwd_mma = mma_mode(ctx, &s, false), bwd_mma = mma_mode(ctx, &s, true);
     char fwd[128], bwd[128];
     if (fwd_mma) {
-        snprintf(fwd, sizeof fwd, "%s, %u rows x %u keys a block%s",
+        snprintf(fwd, sizeof fwd, "%s, %u rows x %u keys a block%s%s",
                  fwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores",
-                 16 * mma_warps(ctx, K_FWD_MMA, s.D), mma_columns(ctx, K_FWD_MMA, s.D),
+                 mma_block(ctx, K_FWD_MMA, s.D), mma_columns(ctx, K_FWD_MMA, s.D),
+                 fwd_pairs(ctx, s.D) ? " (warps paired on 16 rows)" : "",
                  kv_async(&c, K_FWD_MMA, fwd_mma) ? ", the next copied ahead" : "");
     } else {
         const att_tile t = plan_tile(ctx, K_FWD, &s);

@@ -38,7 +38,9 @@ for suite in "${suites[@]}"; do
   ts "$suite"
 done
 groups=$(IFS=,; echo "${peers[*]}")
-python3 .gpu/torch_peers.py --only "$groups" > "$OUT/peer.jsonl" 2> "$OUT/peer.err"; ts peers
+python3 .gpu/torch_peers.py --only "$groups" > "$OUT/peer.jsonl" 2> "$OUT/peer.err"
+python3 scripts/torch_peers_extra.py --only "$groups" >> "$OUT/peer.jsonl" 2>> "$OUT/peer.err"
+ts peers
 if [ $check = 1 ]; then
   left=$((560 - ($(date +%s) - t0)))
   timeout $left make check -j8 > "$OUT/check.txt" 2>&1; echo "make check rc $?"

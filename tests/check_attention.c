@@ -253,7 +253,8 @@ END_TEST
 /* The tensor-core kernels (3xTF32, held to the fp32 tolerance) with the instruction emulated
  * (attention.mma = 2), on the cases they take: head dims that are multiples of 8 and more than
  * the decode tile's 8 rows a key head (head dim 128's dK/dV and dQ with warps paired by default;
- * above 128 the forward alone, paired: by default at 256, forced at 160; the backward on FMAs). Half of the first runs stage K and
+ * above 128 the forward alone, paired, its K and V staged by turns or, at 160, without the
+ * asynchronous copies; the backward on FMAs). Half of the first runs stage K and
  * V without the asynchronous copies (attention.async = 0); then the forward's key blocks of 16
  * and 64 (attention.mma_keys) on a window and on head dim 128, the paired dK/dV and dQ at head
  * dim 64 with a mask and key lengths, the unpaired ones at 128, and the paired forward at 64. */
@@ -271,7 +272,7 @@ static const struct mma_run {
     {13, "attention.mma=2,attention.async=0"},
     {14, "attention.mma=2"},
     {15, "attention.mma=2"},
-    {16, "attention.mma=2,attention.fwd_pairs=1"},
+    {16, "attention.mma=2,attention.fwd_pairs=1,attention.async=0"},
     {3, "attention.mma=2,attention.mma_keys=16"},
     {13, "attention.mma=2,attention.mma_keys=64"},
     {9, "attention.mma=2,attention.dkdv_pairs=1,attention.dq_pairs=1"},

@@ -35,6 +35,10 @@
 #ifndef ASYNC_KV
 #define ASYNC_KV 0 /* 1: K and V blocks double-buffered by asynchronous copies (float4 rows) */
 #endif
+#ifndef SPLIT_KV
+#define SPLIT_KV \
+    0 /* 1 (with ASYNC_KV, FWD_PAIRS): one K and one V buffer, each refilled once read */
+#endif
 #if ASYNC_KV
 #define OCLML_WANT_CP_ASYNC 1
 #define OCLML_CP_ASYNC_PORTABLE MMA_EMULATE /* tests: the copies done at once */
@@ -237,20 +241,63 @@ OCLML_INLINE void stage_kv(__local float *ks, __local float *vs, __global const 
             continue;                                                     \
         else
 
+/* Float4 e of a block of keys first .. first + BN - 1 (the first nk of them read, the rest
+ * zero-filled) copied asynchronously into blk, K_LD floats a row. */
+OCLML_INLINE void copy_chunk(__local float *blk, __global const float *src, ulong stride, int first,
+                             uint nk, uint e) {
+    const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
+    const bool in = j < nk;
+    cp_async16(blk + j * K_LD + c, src + (in ? (ulong)(first + (int)j) * stride + c : 0),
+               in ? 16u : 0u);
+}
+
 /* stage_kv by asynchronous float4 copies, zero-filled at and past the key length (nothing read
- * there); the caller commits, waits and passes a barrier before reading. */
+ * there); the caller commits, waits and passes a barrier before reading. One loop for both
+ * (their index math shared). */
 OCLML_INLINE void copy_kv(__local float *ks, __local float *vs, __global const float *k,
                           __global const float *v, ulong stride, int first, uint limit) {
     const uint nk = (uint)max(0, min(BN, (int)limit - first));
     FOR_UNIFORM_ROUNDS(e, BN * HEAD_DIM / 4) {
-        const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
-        const bool in = j < nk;
-        const ulong at = in ? (ulong)(first + (int)j) * stride + c : 0;
-        cp_async16(ks + j * K_LD + c, k + at, in ? 16u : 0u);
-        cp_async16(vs + j * K_LD + c, v + at, in ? 16u : 0u);
+        copy_chunk(ks, k, stride, first, nk, e);
+        copy_chunk(vs, v, stride, first, nk, e);
     }
 }
 
+/* copy_kv for one of them (SPLIT_KV). */
+OCLML_INLINE void copy_block(__local float *blk, __global const float *src, ulong stride, int first,
+                             uint limit) {
+    const uint nk = (uint)max(0, min(BN, (int)limit - first));
+    FOR_UNIFORM_ROUNDS(e, BN * HEAD_DIM / 4) copy_chunk(blk, src, stride, first, nk, e);
+}
+
+#if SPLIT_KV
+/* One K and one V buffer (where two of each pass the local memory: the paired forward above head
+ * dim 128). KV_FIRST copies the first K; KV_NEXT waits for this block's K, shows it, and starts
+ * this block's V into its buffer (every warp is past the last block's P V); KV_K_READ, after
+ * the pair's exchange barrier (every warp is past this block's S), starts the next K; KV_V_READY
+ * waits for this V and shows it. Three barriers a block, as the staged copies would take, and
+ * each copy in flight during the other's products. */
+#if !FWD_PAIRS
+#error "SPLIT_KV rides on the paired forward's exchange barrier"
+#endif
+#define KV_BUFFERS                                            \
+    __local float ks[BN * K_LD] __attribute__((aligned(16))), \
+        vs[BN * K_LD] __attribute__((aligned(16)));
+#define KV_FIRST(first, end)                                            \
+    if ((first) < (end)) copy_block(ks, k, kstride, first, (uint)klen); \
+    cp_async_commit();
+#define KV_NEXT(kb, end)                          \
+    cp_async_wait(0);                             \
+    barrier(CLK_LOCAL_MEM_FENCE);                 \
+    copy_block(vs, v, kstride, (kb), (uint)klen); \
+    cp_async_commit();
+#define KV_K_READ(kb, end)                                                    \
+    if ((kb) + BN < (end)) copy_block(ks, k, kstride, (kb) + BN, (uint)klen); \
+    cp_async_commit();
+#define KV_V_READY    \
+    cp_async_wait(1); \
+    barrier(CLK_LOCAL_MEM_FENCE);
+#else
 /* The key-block loop's buffers and steps (k, v, kstride and klen in scope): KV_FIRST copies the
  * first block; KV_NEXT, at the top of each iteration, waits for this block, shows it to the
  * work-group, starts the next one's copies into the other buffers (everyone is past the last
@@ -270,6 +317,7 @@ OCLML_INLINE void copy_kv(__local float *ks, __local float *vs, __global const f
     cp_async_commit();                                                                           \
     __local const float *ks = ks_all[kv_buf], *vs = vs_all[kv_buf];                              \
     kv_buf ^= 1u;
+#endif
 #else
 #define KV_BUFFERS __local float ks[BN * K_LD], vs[BN * K_LD];
 #define KV_FIRST(first, end)
@@ -364,6 +412,9 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
 #if FWD_PAIRS /* KV_NEXT's barrier keeps the next block's parts after these reads */
         put_part(s, parts[warp], lane);
         barrier(CLK_LOCAL_MEM_FENCE);
+#if SPLIT_KV
+        KV_K_READ(kb, end)
+#endif
         add_partner_part(s, parts[partner], side, lane);
 #endif
         /* Masks, and the online softmax of each of the two rows (both warps of a pair alike). */
@@ -403,6 +454,9 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
             }
         uint pah[KTILES][4], pal[KTILES][4]; /* O += P V */
         to_a_fragments(s, pah, pal);
+#if SPLIT_KV
+        KV_V_READY
+#endif
         accumulate_product(acc, pah, pal, vs + col0, gid, tig EMU_ARGS);
     }
     /* Each row's sum over the 4 work-items that hold it, then O / l and the log-sum-exp. */

@@ -233,6 +233,7 @@ static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D);
 static bool dkdv_pairs(oclml_ctx *ctx, size_t D);
 static bool dq_pairs(oclml_ctx *ctx, size_t D);
 static bool fwd_pairs(oclml_ctx *ctx, size_t D);
+static bool split_kv(oclml_ctx *ctx, att_kernel kind, size_t D);
 static bool mma_paired(oclml_ctx *ctx, att_kernel kind, size_t D);
 static size_t dkdv_rows(size_t D);
 
@@ -299,21 +300,28 @@ static bool dq_pairs(oclml_ctx *ctx, size_t D) {
 }
 
 /* The forward's FWD_PAIRS (attention_mma.cl): the tuning key attention.fwd_pairs, by default
- * above head dim 192; head dims that are multiples of 16. Above 128 one warp's Q and O do not fit
- * its registers, so only the paired forward runs on the tensor cores there, and K and V blocks
- * are staged without the asynchronous copies (the second buffers pass 48 KiB). On the H100
- * (2026-11-26, B4 H16 L2048, against the FMA kernels): head dim 256 12.0 ms against 15.3
- * (causal 6.0 against 9.0), but 192 14.1 against 12.6 and 160 11.5 against 10.4; at 64 and 128,
- * where the unpaired kernel runs, pairs lose 20-25%. */
+ * above head dim 128 (where one warp's Q and O do not fit its registers); head dims that are
+ * multiples of 16. There the double buffers of K and V pass 48 KiB: the paired forward keeps one
+ * of each, refilled as soon as read (split_kv). On the H100 (2026-11-26, B4 H16 L2048), against
+ * the FMA kernels: head dim 256 8.0 ms against 15.3 (causal 4.4 against 8.9), 192 5.7 against
+ * 12.6, 160 4.8 against 10.4; with K and V staged without the asynchronous copies, 12.0, 14.1 and
+ * 11.5 ms. At 64 and 128, where the unpaired kernel runs, pairs lose 20-25%. */
 static bool fwd_pairs(oclml_ctx *ctx, size_t D) {
     const long forced = oclml__tune(ctx, "attention.fwd_pairs", 0);
-    return D % 16 == 0 && (forced >= 0 ? forced == 1 : D > 192);
+    return D % 16 == 0 && (forced >= 0 ? forced == 1 : D > 128);
 }
 
 /* Whether a tensor-core kernel runs with its warps in pairs (DKDV_PAIRS, DQ_PAIRS, FWD_PAIRS). */
 static bool mma_paired(oclml_ctx *ctx, att_kernel kind, size_t D) {
     return (kind == K_DKDV_MMA && dkdv_pairs(ctx, D)) || (kind == K_DQ_MMA && dq_pairs(ctx, D)) ||
            (kind == K_FWD_MMA && fwd_pairs(ctx, D));
+}
+
+/* Whether a tensor-core kernel staging by asynchronous copies keeps one K and one V buffer, each
+ * refilled once read (SPLIT_KV in attention_mma.cl), rather than two of each: the paired
+ * forward, whose double buffers pass 48 KiB above head dim 128. */
+static bool split_kv(oclml_ctx *ctx, att_kernel kind, size_t D) {
+    return kind == K_FWD_MMA && fwd_pairs(ctx, D);
 }
 
 /* Keys (dK/dV) or query rows (forward, dQ) a work-group of a tensor-core kernel takes: 16 a
@@ -332,7 +340,8 @@ static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool e
     /* rows: the row tables of a block's query rows; extra: the emulation's exchange buffers and
      * 16 floats for the padding a compiler may put before the 16-byte aligned arrays. */
     const size_t warps = mma_warps(ctx, kind, D), bn = mma_columns(ctx, kind, D),
-                 extra = (emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0) + 16, kv = async ? 2 : 1;
+                 extra = (emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0) + 16,
+                 kv = async && !split_kv(ctx, kind, D) ? 2 : 1;
     const size_t parts = mma_paired(ctx, kind, D) ? warps * bn * 16 : 0; /* of S (and dP) */
     if (kind == K_FWD_MMA)
         return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D) * 7 + parts + extra;
@@ -430,9 +439,10 @@ static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode
     if (pairs) t->rq = 4; /* 8 keys or rows a warp: two warps share 16 */
     snprintf(defines, len,
              "-DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
-             "-DHAS_KEYLEN=%d -DASYNC_KV=%d -DDKDV_PAIRS=%d -DDQ_PAIRS=%d -DFWD_PAIRS=%d -DBQ=%zu",
+             "-DHAS_KEYLEN=%d -DASYNC_KV=%d -DDKDV_PAIRS=%d -DDQ_PAIRS=%d -DFWD_PAIRS=%d "
+             "-DSPLIT_KV=%d -DBQ=%zu",
              D, bn, warps, mode == 2, blhd, mask, keylen, async, pairs && kind == K_DKDV_MMA,
-             pairs && kind == K_DQ_MMA, pairs && kind == K_FWD_MMA,
+             pairs && kind == K_DQ_MMA, pairs && kind == K_FWD_MMA, async && split_kv(ctx, kind, D),
              kind == K_DKDV_MMA ? dkdv_rows(D) : (size_t)mma_block(ctx, kind, D));
     return (oclml__program_spec){"attention_mma.cl", defines, KERNEL_NAMES[kind],
                                  ATT_MAX_REGISTERS};
@@ -582,7 +592,9 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
                  fwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores",
                  mma_block(ctx, K_FWD_MMA, s.D), mma_columns(ctx, K_FWD_MMA, s.D),
                  fwd_pairs(ctx, s.D) ? " (warps paired on 16 rows)" : "",
-                 kv_async(&c, K_FWD_MMA, fwd_mma) ? ", the next copied ahead" : "");
+                 !kv_async(&c, K_FWD_MMA, fwd_mma) ? ""
+                 : split_kv(ctx, K_FWD_MMA, s.D)   ? ", K and V copied ahead in turn"
+                                                   : ", the next copied ahead");
     } else {
         const att_tile t = plan_tile(ctx, K_FWD, &s);
         const size_t splits = plan_splits(&c, t);

@@ -480,7 +480,12 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
                 dst[c] = sum == 0.0f ? 0.0f : inv * acc[nt][2 * h];
                 dst[c + 1] = sum == 0.0f ? 0.0f : inv * acc[nt][2 * h + 1];
             }
-        if (stat != NO_ROW && tig == 0 && side == 0) { /* one warp of a pair */
+#if FWD_PAIRS
+        const bool writes_stat = stat != NO_ROW && tig == 0 && side == 0; /* one warp of a pair */
+#else
+        const bool writes_stat = stat != NO_ROW && tig == 0;
+#endif
+        if (writes_stat) {
             if (splits > 1)
                 part[splits * rows_all * HEAD_DIM + split * rows_all + stat] = row_lse;
             else if (has_lse)

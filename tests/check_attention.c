@@ -253,8 +253,8 @@ END_TEST
 /* The tensor-core kernels (3xTF32, held to the fp32 tolerance) with the instruction emulated
  * (attention.mma = 2), on the cases they take: head dims that are multiples of 8 and more than
  * the decode tile's 8 rows a key head (head dim 128's dK/dV and dQ with warps paired by default;
- * above 128 the forward alone, paired, its K and V staged by turns or, at 160, without the
- * asynchronous copies; the backward on FMAs). Half of the first runs stage K and
+ * above 128 the forward paired, its K and V staged by turns or, at 160, without the
+ * asynchronous copies, and the backward's warps in fours, each with a part of the head dim). Half of the first runs stage K and
  * V without the asynchronous copies (attention.async = 0); then the forward's key blocks of 16
  * and 64 (attention.mma_keys) on a window and on head dim 128, the paired dK/dV and dQ at head
  * dim 64 with a mask and key lengths, the unpaired ones at 128, and the paired forward at 64. */
@@ -785,8 +785,8 @@ END_TEST
 
 /* oclml_attention_plan names the path each call takes: by default FMA tiles, or the real tensor
  * cores on a device that has them; the emulated tensor cores where forced (up to head dim 128,
- * the dK/dV warps paired above 64; the forward alone, paired, at 256); the decode tile's key
- * split where forced. A missing buffer or a
+ * the dK/dV warps paired above 64; at 256 the forward's in pairs and the backward's in fours
+ * sharing the head dim); the decode tile's key split where forced. A missing buffer or a
  * bad shape is an error that writes nothing. */
 START_TEST(plan_names_the_path) {
     const att_case c64 = {1, 4, 2, 33, 40, 64, BHLD, TL, -1, -1, 0, NOMASK, 0};
@@ -823,17 +823,33 @@ START_TEST(plan_names_the_path) {
                        : strstr(text, "forward: FMA tiles") && strstr(text, "backward: FMA tiles"),
                   "head dim 128: tensor cores where they fit, dK/dV warps paired: %s", text);
     att_free(&d);
-    /* At head dim 256 the emulation's exchange buffers take the paired forward past 48 KiB of
-     * local memory (NVIDIA's). */
+    /* At head dim 256 the warps share the head dim: the forward's in pairs, the backward's in
+     * fours. The emulation's exchange buffers take the forward's 8 warps past 48 KiB of local
+     * memory (NVIDIA's), not the backward's 4. */
     const att_case c256 = {1, 2, 2, 33, 40, 256, BHLD, NONE, -1, -1, 0, NOMASK, 0};
     att_make(&d, &c256);
     ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
     ck_assert_msg(fits && info.local_mem_bytes >= 64 * 1024
                       ? strstr(text, "forward: 3xTF32 tensor cores (emulated), ") &&
-                            strstr(text, "(warps paired on 16 rows)") &&
-                            strstr(text, "backward: FMA tiles")
-                      : strstr(text, "forward: FMA tiles") && strstr(text, "backward: FMA tiles"),
-                  "head dim 256: the paired forward where it fits, the backward on FMAs: %s", text);
+                            strstr(text, "(warps paired on 16 rows)")
+                      : strstr(text, "forward: FMA tiles") != NULL,
+                  "head dim 256, the forward paired where it fits: %s", text);
+    ck_assert_msg(fits ? strstr(text, "backward: 3xTF32 tensor cores (emulated), dK/dV per 16 keys "
+                                      "(four warps on 16 keys), dQ per 16 rows")
+                       : strstr(text, "backward: FMA tiles"),
+                  "head dim 256, the backward's warps in fours: %s", text);
+    att_free(&d);
+    /* At 192 the dQ kernel's fours lost to the FMA tiles (lib/ops/attention.c): the backward's
+     * kernels on different engines. */
+    const att_case c192 = {1, 2, 2, 33, 40, 192, BHLD, NONE, -1, -1, 0, NOMASK, 0};
+    att_make(&d, &c192);
+    ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
+    ck_assert_msg(fits ? strstr(text,
+                                "backward: dK/dV per 16 keys (four warps on 16 keys) on 3xTF32 "
+                                "tensor cores (emulated), dQ per ") &&
+                             strstr(text, " rows on FMA tiles")
+                       : strstr(text, "backward: FMA tiles") != NULL,
+                  "head dim 192, dK/dV on tensor cores and dQ on FMAs: %s", text);
     att_free(&d);
     const att_case dec = {2, 4, 4, 1, 1000, 64, BHLD, NONE, -1, -1, 0, NOMASK, 0}; /* 4 blocks */
     test_retune("attention.splits=3");

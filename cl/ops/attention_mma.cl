@@ -4,7 +4,7 @@
  * TF32 mma.sync; attention.cl is the FMA kernel with the same arguments and semantics, including
  * the key splits), and the backward's dQ and dK/dV kernels (their fragments of two operands and
  * two accumulators in registers, or, with DQ_PAIRS and DKDV_PAIRS, shared by two warps: head dim
- * 128).
+ * 128; by four, the head dim split too (HEAD_SPLIT), above 128, multiples of 32).
  *
  * A work-group of WARPS warps takes BQ = 16 WARPS query rows (16 a warp: the m16n8k8 rows; with
  * FWD_PAIRS 8 WARPS, two warps sharing 16 rows, each with half of the head dim of Q and O, the
@@ -47,7 +47,7 @@
 #include "mma.h"
 
 #ifndef HEAD_DIM
-#define HEAD_DIM 64 /* a multiple of 8, at most 128 (256 with FWD_PAIRS) */
+#define HEAD_DIM 64 /* a multiple of 8, at most 128 (256 where warps share it: HEAD_SPLIT) */
 #endif
 #ifndef BN
 #define BN \
@@ -60,20 +60,27 @@
 #ifndef DKDV_PAIRS
 #define DKDV_PAIRS 0 /* 1: the dK/dV kernel's warps in pairs on 16 keys, one product each */
 #endif
-#define KEYS (DKDV_PAIRS ? 8 * WARPS : 16 * WARPS) /* the dK/dV kernel's keys a work-group */
+#ifndef HEAD_SPLIT
+#define HEAD_SPLIT 1 /* warps that share the head dim of a group's operands, a part each */
+#endif
+/* The dK/dV kernel's groups of 16 keys a work-group (with DKDV_PAIRS two warps a group, one
+ * a product, or 2 HEAD_SPLIT, one a product and a part of the head dim), and its keys. */
+#define KGROUPS (DKDV_PAIRS ? WARPS / (2 * HEAD_SPLIT) : WARPS)
+#define KEYS (16 * KGROUPS)
 #ifndef BQ
 #define BQ (16 * WARPS) /* query rows a block (the dK/dV kernel: rows staged at a time) */
 #endif
 #define DSTEPS (HEAD_DIM / 8) /* 8-wide steps over the head dim: Q's k steps, O's column tiles */
 #ifndef DQ_PAIRS
-#define DQ_PAIRS 0 /* 1: the dQ kernel's warps in pairs on 16 rows, each with half the head dim */
+#define DQ_PAIRS 0 /* 1: the dQ kernel's warps share 16 rows, each with a part of the head dim */
 #endif
 #ifndef FWD_PAIRS
 #define FWD_PAIRS 0 /* 1: the forward's warps in pairs on 16 rows, each with half the head dim */
 #endif
-/* The 8-wide steps of the head dim a warp's operands and accumulators hold: all of them, or half
- * in the paired dQ and forward kernels. */
-#define DPART (DQ_PAIRS || FWD_PAIRS ? DSTEPS / 2 : DSTEPS)
+/* The 8-wide steps of the head dim a warp's operands and accumulators hold: all of them, or
+ * their part where HEAD_SPLIT warps share them (2 in the paired forward, 2 or 4 in the paired
+ * dQ kernel, 2 in the dK/dV kernel's groups of four). */
+#define DPART (DSTEPS / HEAD_SPLIT)
 #define KTILES (BN / 8) /* 8-wide column tiles of a score tile, the k steps of its products */
 #define CHUNK_STEPS 4   /* 8-deep steps S sums on the tensor cores before an fp32 add */
 /* Row stride of the staged blocks: with HEAD_DIM a multiple of 8 (8 m), the B fragment reads
@@ -198,21 +205,24 @@ OCLML_INLINE void accumulate_product(float acc[DPART][4], uint ah[KTILES][4], ui
     }
 }
 
-/* Warps in pairs on 16 rows (DQ_PAIRS, FWD_PAIRS), each with half the head dim: put_part
- * shows a warp's part of a score tile to its partner; after a barrier, add_partner_part adds the
- * partner's, both warps in the same order (the low half first), so that both hold the same
- * sums. The caller keeps the next write of a part after these reads (a barrier). */
+/* HEAD_SPLIT warps sharing a group's head dim, a part each (DQ_PAIRS, FWD_PAIRS, the dK/dV
+ * kernel's groups of four): put_part shows a warp's part of a score tile to the others; after a
+ * barrier, sum_parts adds the parts (part p at first + p stride) in the same order on every warp
+ * of the group, part 0 first, so that all hold the same sums. The caller keeps the next write
+ * of a part after these reads (a barrier). */
 OCLML_INLINE void put_part(float t[KTILES][4], __local float *mine, uint lane) {
 #pragma unroll
     for (uint i = 0; i < KTILES * 4; i++) mine[i * 32 + lane] = t[i / 4][i % 4];
 }
 
-OCLML_INLINE void add_partner_part(float t[KTILES][4], __local const float *theirs, uint side,
-                                   uint lane) {
+OCLML_INLINE void sum_parts(float t[KTILES][4], __local const float *first, uint stride,
+                            uint lane) {
 #pragma unroll
     for (uint i = 0; i < KTILES * 4; i++) {
-        const float o = theirs[i * 32 + lane];
-        t[i / 4][i % 4] = side ? o + t[i / 4][i % 4] : t[i / 4][i % 4] + o;
+        float sum = first[i * 32 + lane];
+#pragma unroll
+        for (uint p = 1; p < HEAD_SPLIT; p++) sum += first[p * stride + i * 32 + lane];
+        t[i / 4][i % 4] = sum;
     }
 }
 
@@ -390,7 +400,7 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
     const int end = min(jhi, first + (int)blocks_per_split * BN);
 
 #if FWD_PAIRS
-    const uint pair = warp % (WARPS / 2), side = warp / (WARPS / 2), partner = warp ^ (WARPS / 2);
+    const uint pair = warp % (WARPS / 2), side = warp / (WARPS / 2);
 #else
     const uint pair = warp, side = 0;
 #endif
@@ -415,7 +425,7 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
 #if SPLIT_KV
         KV_K_READ(kb, end)
 #endif
-        add_partner_part(s, parts[partner], side, lane);
+        sum_parts(s, parts[pair], WARPS / 2 * KTILES * 4 * 32, lane);
 #endif
         /* Masks, and the online softmax of each of the two rows (both warps of a pair alike). */
         float mx[2] = {-INFINITY, -INFINITY};
@@ -549,8 +559,8 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
     int jlo, jhi;
     const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
                                scale, shift, wl, wr, mask_bstride, mask_hstride);
-#if DQ_PAIRS
-    const uint pair = warp % (WARPS / 2), side = warp / (WARPS / 2), partner = warp ^ (WARPS / 2);
+#if DQ_PAIRS /* HEAD_SPLIT warps on 16 rows: groups of rows, and the part of each warp */
+    const uint pair = warp % (WARPS / HEAD_SPLIT), side = warp / (WARPS / HEAD_SPLIT);
 #else
     const uint pair = warp, side = 0;
 #endif
@@ -581,8 +591,8 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
         put_part(s, parts[warp][0], lane);
         put_part(dp, parts[warp][1], lane);
         barrier(CLK_LOCAL_MEM_FENCE);
-        add_partner_part(s, parts[partner][0], side, lane);
-        add_partner_part(dp, parts[partner][1], side, lane);
+        sum_parts(s, parts[pair][0], WARPS / HEAD_SPLIT * 2 * KTILES * 4 * 32, lane);
+        sum_parts(dp, parts[pair][1], WARPS / HEAD_SPLIT * 2 * KTILES * 4 * 32, lane);
 #endif
 #pragma unroll
         for (uint nt = 0; nt < KTILES; nt++)
@@ -620,7 +630,11 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
  * head dim 128 the four of them spill): the P warp computes S^T = K Q^T, P = exp(S - lse), hands
  * P over through local memory and adds P^T dO into dV; the dS warp computes dP^T = V dO^T, takes
  * P, and adds dS^T Q into dK, dS = P (dP - delta). Both run the same instructions on their own
- * operands (no divergent barrier, emulated instructions included). */
+ * operands (no divergent barrier, emulated instructions included). With HEAD_SPLIT 2 (above head
+ * dim 128, where one operand and one accumulator spill) four warps share 16 keys: two P warps
+ * and two dS warps, each holding half of the head dim of its operand and accumulator; the two
+ * of a product sum S^T or dP^T from their parts (sum_parts), and the first P warp hands P
+ * over. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __global float *dv,
                          ulong dv_off, ATT_GEOM) {
@@ -628,7 +642,10 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
     __local float qs[BQ * K_LD] __attribute__((aligned(16))),
         ds_rows[BQ * K_LD] __attribute__((aligned(16))), lse_s[BQ], delta_s[BQ];
 #if DKDV_PAIRS
-    __local float p_tiles[2][WARPS / 2][KTILES * 4 * 32]; /* P by pair, two parts in flight */
+    __local float p_tiles[2][KGROUPS][KTILES * 4 * 32]; /* P by group, two parts in flight */
+#if HEAD_SPLIT > 1
+    __local float parts[WARPS][KTILES * 4 * 32]; /* each warp's part of S^T or dP^T */
+#endif
 #endif
     MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
@@ -636,12 +653,13 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
     const int kb = (int)(get_group_id(0) * KEYS);
     const ulong kstride = KEY_STRIDE(HKV), kbase = row_offset(b, hkv, 0, HKV, LK);
     const int klen = key_length(keylen, keylen_off, b, LK);
-#if DKDV_PAIRS
-    const uint pair = warp % (WARPS / 2);
-    const bool p_warp = warp < WARPS / 2;
+#if DKDV_PAIRS /* role: the P warps' parts, then the dS warps' */
+    const uint pair = warp % KGROUPS, role = warp / KGROUPS, side = role % HEAD_SPLIT;
+    const bool p_warp = role < HEAD_SPLIT;
 #else
-    const uint pair = warp;
+    const uint pair = warp, side = 0;
 #endif
+    const uint col0 = side * DPART * 8; /* this warp's first head-dim column */
     /* This work-item's keys: kb + pair 16 + gid and 8 more (accumulator rows). */
     const int key[2] = {kb + (int)(pair * 16 + gid), kb + (int)(pair * 16 + gid + 8)};
     const ulong krow[2] = {key[0] < (int)LK ? kbase + key[0] * kstride : NO_ROW,
@@ -649,15 +667,15 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
     /* Keys past the key length are never read (their gradients are written as 0). */
     const ulong kread[2] = {key[0] < klen ? krow[0] : NO_ROW, key[1] < klen ? krow[1] : NO_ROW};
 #if DKDV_PAIRS
-    float xa[DSTEPS][4], acc[DSTEPS][4]; /* K and dV (P warps) or V and dK (dS warps) */
-    load_a(xa, p_warp ? k + k_off : v + v_off, kread, tig);
+    float xa[DPART][4], acc[DPART][4]; /* K and dV (P warps) or V and dK (dS warps), a part */
+    load_a(xa, (p_warp ? k + k_off : v + v_off) + col0, kread, tig);
 #else
     float ka[DSTEPS][4], va[DSTEPS][4], acc_k[DSTEPS][4], acc_v[DSTEPS][4];
     load_a(ka, k + k_off, kread, tig);
     load_a(va, v + v_off, kread, tig);
 #endif
 #pragma unroll
-    for (uint kk = 0; kk < DSTEPS; kk++)
+    for (uint kk = 0; kk < DPART; kk++)
 #pragma unroll
         for (uint x = 0; x < 4; x++) {
 #if DKDV_PAIRS
@@ -694,7 +712,12 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
 #if DKDV_PAIRS
             __local float *pt = p_tiles[part / BN % 2][pair];
             float t[KTILES][4]; /* S^T, then P (P warps); dP^T, then dS (dS warps) */
-            score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD, gid, tig EMU_ARGS);
+            score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD + col0, gid, tig EMU_ARGS);
+#if HEAD_SPLIT > 1 /* the next part's writes come after the P tiles' barrier */
+            put_part(t, parts[warp], lane);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            sum_parts(t, parts[pair + (role - side) * KGROUPS], KGROUPS * KTILES * 4 * 32, lane);
+#endif
             if (p_warp)
 #pragma unroll
                 for (uint nt = 0; nt < KTILES; nt++)
@@ -704,7 +727,10 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
                         t[nt][x] =
                             probability(t[nt][x], rows_i[row], key[x / 2], lse_s[row], klen, shift,
                                         wl, wr, scale, mask, mask_off, rows_mask[row]);
-                        pt[(nt * 4 + x) * 32 + lane] = t[nt][x];
+#if HEAD_SPLIT > 1
+                        if (side == 0) /* the P warps hold the same P: the first hands it over */
+#endif
+                            pt[(nt * 4 + x) * 32 + lane] = t[nt][x];
                     }
             /* The P tiles written; the buffer written next was last read two parts ago, before
              * the previous part's barrier. */
@@ -722,7 +748,7 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
                 }
             uint fh[KTILES][4], fl[KTILES][4];
             to_a_fragments(t, fh, fl);
-            accumulate_product(acc, fh, fl, (p_warp ? ds_rows : qs) + part * K_LD, gid,
+            accumulate_product(acc, fh, fl, (p_warp ? ds_rows : qs) + part * K_LD + col0, gid,
                                tig EMU_ARGS);
 #else
             float s[KTILES][4], dp[KTILES][4];
@@ -750,8 +776,8 @@ oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __globa
     for (uint h = 0; h < 2; h++)
         if (krow[h] != NO_ROW)
 #pragma unroll
-            for (uint nt = 0; nt < DSTEPS; nt++) {
-                const ulong at = krow[h] + nt * 8 + 2 * tig;
+            for (uint nt = 0; nt < DPART; nt++) {
+                const ulong at = krow[h] + col0 + nt * 8 + 2 * tig;
 #if DKDV_PAIRS
                 __global float *dst = p_warp ? dv + dv_off : dk + dk_off;
                 const float f = p_warp ? 1.0f : scale;

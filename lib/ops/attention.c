@@ -235,21 +235,32 @@ static bool dq_pairs(oclml_ctx *ctx, size_t D);
 static bool fwd_pairs(oclml_ctx *ctx, size_t D);
 static bool split_kv(oclml_ctx *ctx, att_kernel kind, size_t D);
 static bool mma_paired(oclml_ctx *ctx, att_kernel kind, size_t D);
+static unsigned head_split(oclml_ctx *ctx, att_kernel kind, size_t D);
 static size_t dkdv_rows(size_t D);
 
-/* 0 (FMA kernels), 1 (tensor cores) or 2 (emulated) for the forward or the backward; a device
- * whose work-groups or local memory cannot hold the tile takes the FMA kernels. */
-static int mma_mode(oclml_ctx *ctx, const att_shape *s, bool backward) {
+/* Whether a tensor-core kernel takes head dim D above 128, where the warps must share the head
+ * dim to keep their operands in registers: the paired forward, the dK/dV kernel's groups of four
+ * and the dQ kernel's (head_split), the last by default only above 192. On the H100 (2026-11-26,
+ * B4 H16 L2048, full, against the FMA kernels): dK/dV 21.7 ms against 71.6 at head dim 256, 15.4
+ * against 53.3 at 192, 13.1 against 28.2 at 160; dQ 19.4 against 29.1 at 256 but 34.2 against
+ * 19.7 at 192 and 22.2 against 16.5 at 160. */
+static bool mma_wide(oclml_ctx *ctx, att_kernel kind, size_t D) {
+    if (kind == K_FWD_MMA) return head_split(ctx, kind, D) == 2;
+    if (kind == K_DKDV_MMA) return head_split(ctx, kind, D) == 2;
+    return head_split(ctx, kind, D) == 4 &&
+           (oclml__tune(ctx, "attention.dq_pairs", 0) == 1 || D > 192);
+}
+
+/* 0 (FMA kernels), 1 (tensor cores) or 2 (emulated) for a kernel (K_FWD_MMA, K_DKDV_MMA or
+ * K_DQ_MMA: the forward, the backward's two); a device whose work-groups or local memory cannot
+ * hold the tile takes the FMA kernels. */
+static int mma_mode(oclml_ctx *ctx, const att_shape *s, att_kernel kind) {
     const long mode = oclml__tune(ctx, "attention.mma", 0);
-    /* Above head dim 128 only the paired forward keeps its operands in registers. */
-    const size_t most = !backward && fwd_pairs(ctx, s->D) ? 256 : 128;
+    const size_t most = mma_wide(ctx, kind, s->D) ? 256 : 128;
     if (!mode || s->D % 8 || s->D > most || s->H / s->HKV * s->LQ <= DECODE_ROWS ||
-        ctx->caps.max_work_group_size < 32 * MMA_WARPS)
+        ctx->caps.max_work_group_size < 32 * MMA_WARPS ||
+        mma_local_floats(ctx, kind, s->D, mode == 2, false) * 4 > ctx->caps.local_mem_bytes)
         return 0;
-    const att_kernel kinds[2] = {backward ? K_DKDV_MMA : K_FWD_MMA, K_DQ_MMA};
-    for (int i = 0; i < (backward ? 2 : 1); i++)
-        if (mma_local_floats(ctx, kinds[i], s->D, mode == 2, false) * 4 > ctx->caps.local_mem_bytes)
-            return 0;
     if (mode == 2) return 2;
     return ctx->caps.is_gpu && oclml__caps_mma(ctx) ? 1 : 0;
 }
@@ -324,15 +335,29 @@ static bool split_kv(oclml_ctx *ctx, att_kernel kind, size_t D) {
     return kind == K_FWD_MMA && fwd_pairs(ctx, D);
 }
 
-/* Keys (dK/dV) or query rows (forward, dQ) a work-group of a tensor-core kernel takes: 16 a
- * warp, 8 where two warps share 16. */
-static unsigned mma_block(oclml_ctx *ctx, att_kernel kind, size_t D) {
-    return (mma_paired(ctx, kind, D) ? 8 : 16) * mma_warps(ctx, kind, D);
+/* How many warps share the head dim of a group's operands and accumulators, a part each
+ * (HEAD_SPLIT in attention_mma.cl): 2 in the paired forward; in the paired dQ kernel 2, or 4
+ * above head dim 128 (head dims that are multiples of 32); in the paired dK/dV kernel 2 above
+ * 128 (multiples of 16: its groups of four warps on 16 keys); else 1. */
+static unsigned head_split(oclml_ctx *ctx, att_kernel kind, size_t D) {
+    if (!mma_paired(ctx, kind, D)) return 1;
+    if (kind == K_FWD_MMA) return 2;
+    if (kind == K_DQ_MMA) return D > 128 && D % 32 == 0 ? 4 : 2;
+    return D > 128 && D % 16 == 0 ? 2 : 1;
 }
 
-/* Query rows the dK/dV kernel stages at a time (BQ in attention_mma.cl): 64, or 32 above head
- * dim 64 (Q and dO rows in 48 KiB). */
-static size_t dkdv_rows(size_t D) { return D > 64 ? 32 : 64; }
+/* Keys (dK/dV) or query rows (forward, dQ) a work-group of a tensor-core kernel takes: 16 a
+ * warp, or 16 a group of the warps that share them (two on the paired products, more on parts
+ * of the head dim). */
+static unsigned mma_block(oclml_ctx *ctx, att_kernel kind, size_t D) {
+    const unsigned share =
+        (kind == K_DKDV_MMA && mma_paired(ctx, kind, D) ? 2 : 1) * head_split(ctx, kind, D);
+    return 16 * mma_warps(ctx, kind, D) / share;
+}
+
+/* Query rows the dK/dV kernel stages at a time (BQ in attention_mma.cl): 64, 32 above head dim
+ * 64, 16 above 128 (Q and dO rows in 48 KiB). */
+static size_t dkdv_rows(size_t D) { return D > 128 ? 16 : D > 64 ? 32 : 64; }
 
 /* async: the K and V blocks double-buffered (the forward and dQ kernels' ASYNC_KV). */
 static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate,
@@ -342,14 +367,16 @@ static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool e
     const size_t warps = mma_warps(ctx, kind, D), bn = mma_columns(ctx, kind, D),
                  extra = (emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0) + 16,
                  kv = async && !split_kv(ctx, kind, D) ? 2 : 1;
-    const size_t parts = mma_paired(ctx, kind, D) ? warps * bn * 16 : 0; /* of S (and dP) */
+    /* Each sharing warp's part of S (and of dP) */
+    const size_t parts = head_split(ctx, kind, D) > 1 ? warps * bn * 16 : 0;
     if (kind == K_FWD_MMA)
         return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D) * 7 + parts + extra;
     if (kind == K_DQ_MMA)
         return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D) * 7 + 2 * parts + extra;
+    /* P tiles: 2 x groups x KTILES x 128 floats */
     const size_t staged = dkdv_rows(D),
-                 p_tiles = dkdv_pairs(ctx, D) ? warps * bn * 16 : 0; /* 2 x pairs x KTILES x 128 */
-    return 2 * staged * (D + 4) + 2 * staged + staged * 7 + p_tiles + extra;
+                 p_tiles = dkdv_pairs(ctx, D) ? 2 * (mma_block(ctx, kind, D) / 16) * bn * 16 : 0;
+    return 2 * staged * (D + 4) + 2 * staged + staged * 7 + p_tiles + parts + extra;
 }
 
 static oclml__program_spec spec_of(att_kernel kind, att_tile t, size_t D, bool blhd, bool mask,
@@ -436,13 +463,14 @@ static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode
     const unsigned bn = mma_columns(ctx, kind, D), warps = mma_warps(ctx, kind, D);
     *t = (att_tile){16, 2 * warps, 8, bn / 16, 1}; /* 32 warps work-items, 16 warps rows */
     const bool pairs = mma_paired(ctx, kind, D);
-    if (pairs) t->rq = 4; /* 8 keys or rows a warp: two warps share 16 */
+    t->rq = 8 * mma_block(ctx, kind, D) / (16 * warps); /* 16 warps rows, or fewer: shared */
     snprintf(defines, len,
              "-DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
              "-DHAS_KEYLEN=%d -DASYNC_KV=%d -DDKDV_PAIRS=%d -DDQ_PAIRS=%d -DFWD_PAIRS=%d "
-             "-DSPLIT_KV=%d -DBQ=%zu",
+             "-DSPLIT_KV=%d -DHEAD_SPLIT=%u -DBQ=%zu",
              D, bn, warps, mode == 2, blhd, mask, keylen, async, pairs && kind == K_DKDV_MMA,
              pairs && kind == K_DQ_MMA, pairs && kind == K_FWD_MMA, async && split_kv(ctx, kind, D),
+             head_split(ctx, kind, D),
              kind == K_DKDV_MMA ? dkdv_rows(D) : (size_t)mma_block(ctx, kind, D));
     return (oclml__program_spec){"attention_mma.cl", defines, KERNEL_NAMES[kind],
                                  ATT_MAX_REGISTERS};
@@ -513,7 +541,7 @@ static oclml_status forward(const att_call *c, const oclml_tensor *q, const oclm
                             const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse) {
     att_tile t;
     cl_kernel kf, km = NULL;
-    const int mma = mma_mode(c->ctx, &c->s, false);
+    const int mma = mma_mode(c->ctx, &c->s, K_FWD_MMA);
     oclml_status st =
         mma ? mma_kernel_of(c, K_FWD_MMA, mma, &t, &kf) : kernel_of(c, K_FWD, &t, &kf);
     if (st) return st;
@@ -585,8 +613,9 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, &s);
     if (st) return st;
     const att_call c = call_of(ctx, params, s, q, k, v, NULL);
-    const int fwd_mma = mma_mode(ctx, &s, false), bwd_mma = mma_mode(ctx, &s, true);
-    char fwd[128], bwd[128];
+    const int fwd_mma = mma_mode(ctx, &s, K_FWD_MMA), dkdv_mma = mma_mode(ctx, &s, K_DKDV_MMA),
+              dq_mma = mma_mode(ctx, &s, K_DQ_MMA);
+    char fwd[128], bwd[224];
     if (fwd_mma) {
         snprintf(fwd, sizeof fwd, "%s, %u rows x %u keys a block%s%s",
                  fwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores",
@@ -605,17 +634,31 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
             snprintf(fwd + n, sizeof fwd - n, " %zu ways, merged by log-sum-exp", splits);
         }
     }
-    if (bwd_mma) {
-        snprintf(bwd, sizeof bwd, "%s, dK/dV per %u keys%s, dQ per %u rows",
-                 bwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores",
-                 mma_block(ctx, K_DKDV_MMA, s.D),
-                 dkdv_pairs(ctx, s.D) ? " (warps paired on 16 keys)" : "",
-                 mma_block(ctx, K_DQ_MMA, s.D));
-    } else {
-        const att_tile t = plan_tile(ctx, K_DKDV, &s), tq = plan_tile(ctx, K_DQ, &s);
-        snprintf(bwd, sizeof bwd, "FMA tiles %ux%u, dK/dV per %u keys, dQ per %u rows", t.tx, t.ty,
-                 t.tx * t.rk, tq.ty * tq.rq);
-    }
+    /* Each backward kernel's engine, block and grouping; one engine named once. */
+    const att_tile t = plan_tile(ctx, K_DKDV, &s), tq = plan_tile(ctx, K_DQ, &s);
+    char engine[2][48], dkdv[80], dq[48];
+    const int modes[2] = {dkdv_mma, dq_mma};
+    const att_tile tiles[2] = {t, tq};
+    for (int i = 0; i < 2; i++)
+        snprintf(engine[i], sizeof engine[i], "%s",
+                 modes[i] == 2   ? "3xTF32 tensor cores (emulated)"
+                 : modes[i] == 1 ? "3xTF32 tensor cores"
+                                 : "");
+    for (int i = 0; i < 2; i++)
+        if (!modes[i])
+            snprintf(engine[i], sizeof engine[i], "FMA tiles %ux%u", tiles[i].tx, tiles[i].ty);
+    snprintf(dkdv, sizeof dkdv, "dK/dV per %u keys%s",
+             dkdv_mma ? mma_block(ctx, K_DKDV_MMA, s.D) : t.tx * t.rk,
+             !dkdv_mma                              ? ""
+             : head_split(ctx, K_DKDV_MMA, s.D) > 1 ? " (four warps on 16 keys)"
+             : dkdv_pairs(ctx, s.D)                 ? " (warps paired on 16 keys)"
+                                                    : "");
+    snprintf(dq, sizeof dq, "dQ per %u rows",
+             dq_mma ? mma_block(ctx, K_DQ_MMA, s.D) : tq.ty * tq.rq);
+    if (!strcmp(engine[0], engine[1]))
+        snprintf(bwd, sizeof bwd, "%s, %s, %s", engine[0], dkdv, dq);
+    else
+        snprintf(bwd, sizeof bwd, "%s on %s, %s on %s", dkdv, engine[0], dq, engine[1]);
     snprintf(text, len, "forward: %s; backward: %s", fwd, bwd);
     return OCLML_SUCCESS;
 }
@@ -653,7 +696,7 @@ static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_t
     if ((st = launch_rows(c, kern, ad, sizeof ad / sizeof ad[0], rows_all))) return st;
     oclml__arg a[40];
     unsigned n;
-    const int mma = mma_mode(c->ctx, &c->s, true);
+    int mma = mma_mode(c->ctx, &c->s, K_DKDV_MMA);
     if (dk) {
         if ((st = mma ? mma_kernel_of(c, K_DKDV_MMA, mma, &t, &kern)
                       : kernel_of(c, K_DKDV, &t, &kern)))
@@ -667,6 +710,7 @@ static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_t
         if ((st = launch_tiled(c, kern, t, a, n, ceil_div(c->s.LK, keys), c->s.B * c->s.HKV, 1)))
             return st;
     }
+    mma = mma_mode(c->ctx, &c->s, K_DQ_MMA);
     if (dq) {
         if ((st = mma ? mma_kernel_of(c, K_DQ_MMA, mma, &t, &kern) : kernel_of(c, K_DQ, &t, &kern)))
             return st;
@@ -764,11 +808,11 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
     for (size_t i = 0; i < 2; i++) {
         const att_shape s = {.B = 1, .H = 1, .HKV = 1, .LQ = 1024, .LK = 1024, .D = dims[i]};
         const att_call c = {.ctx = ctx, .s = s, .kv_vec = true, .qd_vec = true};
-        const int mma = mma_mode(ctx, &s, bwd);
         const att_kernel fma_kinds[2][3] = {{K_FWD, K_FWD, K_FWD}, {K_DELTA, K_DKDV, K_DQ}},
                          mma_kinds[2][3] = {{K_FWD_MMA, K_FWD_MMA, K_FWD_MMA},
                                             {K_DELTA, K_DKDV_MMA, K_DQ_MMA}};
         for (int j = 0; j < (bwd ? 3 : 1); j++) {
+            const int mma = mma_kinds[bwd][j] == K_DELTA ? 0 : mma_mode(ctx, &s, mma_kinds[bwd][j]);
             const att_kernel kind = mma ? mma_kinds[bwd][j] : fma_kinds[bwd][j];
             char defines[256], variant[64];
             att_tile t;

@@ -103,7 +103,8 @@ int bench_elementwise(bench_env *env) {
                 if ((st = oclml_tensor_read(c.y, y, n))) rc = bench_fail(env, st, "download");
                 for (size_t i = 0; !rc && i < n; i += 997) {
                     double want = ref_at(w, a, b, b, cols, i);
-                    /* relative, floored at 1e-3: derivatives cross zero, where relative error means nothing */
+                    /* relative, floored at 1e-3: derivatives cross zero, where relative
+                     * error means nothing */
                     worst = fmax(worst, fabs(y[i] - want) / fmax(fabs(want), 1e-3));
                 }
             } else {

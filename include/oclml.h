@@ -857,7 +857,8 @@ OCLML_API oclml_status oclml_history_encode(oclml_ctx *ctx, const oclml_tensor *
  *   SGD:    g += wd p; with momentum: b = (t == 1 ? g : momentum b + (1 - dampening) g),
  *           g = nesterov ? g + momentum b : b;  p -= lr g
  *   Adam:   g += wd p; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
- *           amsgrad: vmax = max(vmax, v), v = vmax;  p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
+ *           amsgrad: vmax = max(vmax, v), v = vmax;
+ *           p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
  *   AdamW:  Adam with p *= 1 - lr wd first instead of g += wd p (decoupled decay)
  *   LaProp: (timm's LaProp) v = beta2 v + (1 - beta2) g^2 (amsgrad as Adam);
  *           m = beta1 m + (1 - beta1) lr g / (sqrt(v / bc2) + eps);  s = beta1 s + (1 - beta1) lr;
@@ -875,9 +876,10 @@ OCLML_API oclml_status oclml_history_encode(oclml_ctx *ctx, const oclml_tensor *
  * adaptive_clip_grad; excludes max_grad_norm): per unit (a row of a tensor: all dimensions but
  * the first; a 1-D tensor is one unit) g *= clip max(|p|, agc_eps) / max(|g|, 1e-6) where
  * |g| >= clip max(|p|, agc_eps) (a NaN norm stays NaN, as torch.clamp: the unit becomes NaN);
- * it rewrites the gradients in place (still multiplied by the gradient scale). skip_nonfinite: the check pass flags any inf or NaN gradient, and the step
- * is skipped on the device: parameters and state untouched, step count not advanced (as
- * GradScaler.step). Without it, NaN in a gradient gives NaN in its parameter and state.
+ * it rewrites the gradients in place (still multiplied by the gradient scale). skip_nonfinite:
+ * the check pass flags any inf or NaN gradient, and the step is skipped on the device:
+ * parameters and state untouched, step count not advanced (as GradScaler.step). Without it,
+ * NaN in a gradient gives NaN in its parameter and state.
  * ------------------------------------------------------------------------------------------- */
 typedef struct oclml_arena oclml_arena;
 typedef struct oclml_optim oclml_optim;

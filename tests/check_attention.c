@@ -254,8 +254,9 @@ END_TEST
  * (attention.mma = 2), on the cases they take: head dims that are multiples of 8 and more than
  * the decode tile's 8 rows a key head (head dim 128's dK/dV and dQ with warps paired by default;
  * above 128 the forward paired, its K and V staged by turns or, at 160, without the
- * asynchronous copies, and the backward's warps in fours, each with a part of the head dim). Half of the first runs stage K and
- * V without the asynchronous copies (attention.async = 0); then the forward's key blocks of 16
+ * asynchronous copies, and the backward's warps in fours, each with a part of the head dim).
+ * Half of the first runs stage K and V without the asynchronous copies (attention.async = 0);
+ * then the forward's key blocks of 16
  * and 64 (attention.mma_keys) on a window and on head dim 128, the paired dK/dV and dQ at head
  * dim 64 with a mask and key lengths, the unpaired ones at 128, and the paired forward at 64. */
 static const struct mma_run {

@@ -606,7 +606,8 @@ static double ref_count(const pool_case *c, size_t p, size_t q) {
     return (double)((he - hs) * (we - ws));
 }
 
-/* Max (first maximum; NaN largest, the last NaN wins) or mean of window (p, q) of plane x; *at its first maximum. */
+/* Max (first maximum; NaN largest, the last NaN wins) or mean of window (p, q) of plane x; *at
+ * its first maximum. */
 static double ref_window(const pool_case *c, const float *x, size_t p, size_t q, bool max,
                          long *at) {
     unsigned sh = c->sh ? c->sh : c->kh, sw = c->sw ? c->sw : c->kw;

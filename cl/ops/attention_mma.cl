@@ -49,9 +49,9 @@
 #ifndef HEAD_DIM
 #define HEAD_DIM 64 /* a multiple of 8, at most 128 (256 where warps share it: HEAD_SPLIT) */
 #endif
+/* Columns of a score tile: keys (forward, dQ) or query rows (dK/dV: a part of the staged rows). */
 #ifndef BN
-#define BN \
-    32 /* columns of a score tile: keys (forward, dQ) or query rows (dK/dV, a part of the staged rows) */
+#define BN 32
 #endif
 #ifndef WARPS
 #define WARPS 4
@@ -143,9 +143,10 @@ OCLML_INLINE void load_a(float a[DPART][4], __global const float *src, const ulo
 }
 
 /* s = a blk^T: a's two rows (A fragments over the head dim) against rows nt 8 + gid of blk
- * (a staged block, K_LD floats a row) for the KTILES column tiles. The tensor cores round their sums toward zero,
- * a bias that grows with every accumulation into the same register (the GEMM measured it): each
- * tile sums CHUNK_STEPS 8-deep steps at a time from zero, and fp32 adds carry the total. */
+ * (a staged block, K_LD floats a row) for the KTILES column tiles. The tensor cores round their
+ * sums toward zero, a bias that grows with every accumulation into the same register (the GEMM
+ * measured it): each tile sums CHUNK_STEPS 8-deep steps at a time from zero, and fp32 adds carry
+ * the total. */
 OCLML_INLINE void score_product(float s[KTILES][4], float a[DPART][4], __local const float *blk,
                                 uint gid, uint tig EMU_PARAMS) {
     MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {

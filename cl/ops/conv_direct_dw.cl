@@ -12,7 +12,8 @@
  * oclml_conv_dw_sum: dw = (accumulate ? dw : 0) + the ranges' partials in order: deterministic,
  * no atomics.
  *
- * Compile-time: TK, TC (multiples of 4), TP (a multiple of 32); the work-group is (TK / 4) (TC / 4) work-items.
+ * Compile-time: TK, TC (multiples of 4), TP (a multiple of 32); the work-group is
+ * (TK / 4) (TC / 4) work-items.
  * Column j = (c R + r) S + s within the group; position = (n P + p) Q + q. */
 #include "common.h"
 

@@ -1,7 +1,8 @@
 /* GRU cell (RSSM.md), PyTorch layout: W_ih [3D x I], W_hh [3D x D], b_ih, b_hh [3D], gate blocks
  * (r, z, n).
  *   r = sigmoid(W_ir x + b_ir + W_hr h + b_hr),  z = sigmoid(W_iz x + b_iz + W_hz h + b_hz)
- *   TORCH: n = tanh(W_in x + b_in + r * (W_hn h + b_hn));  CHO: n = tanh(W_in x + b_in + W_hn (r*h) + b_hn)
+ *   TORCH: n = tanh(W_in x + b_in + r * (W_hn h + b_hn))
+ *   CHO:   n = tanh(W_in x + b_in + W_hn (r*h) + b_hn)
  *   h' = (1 - z) * n + z * h
  * flags: GRU_B_IH | GRU_B_HH (common.cl). */
 #include "rows.h"

@@ -10,8 +10,8 @@
  * uniform distribution: t' = (1 - eps) t + eps / C; optional class weights.
  *
  * KL divergence between categorical distributions given as logits a (p) and b (q), per row:
- * KL = sum_j P_j (log P_j - log Q_j); da = g P (log P - log Q - KL), db = g (Q - P). Positions where
- * a is -inf have P = 0 and add nothing (0 log 0 = 0). Same two paths.
+ * KL = sum_j P_j (log P_j - log Q_j); da = g P (log P - log Q - KL), db = g (Q - P). Positions
+ * where a is -inf have P = 0 and add nothing (0 log 0 = 0). Same two paths.
  *
  * Pointwise losses (MSE, Huber, BCE with logits) over n elements in a grid-stride loop: the
  * element losses (reduction none) or one partial sum per work-group, and the gradient.
@@ -440,7 +440,8 @@ __kernel void oclml_kl_rows(KL_ARGS, uint rows, uint cols, uint G, __local float
 }
 #endif
 
-/* A KL partial: (max a, sum exp(a - max a), max b, sum exp(b - max b), sum exp(a - max a)(a - b)). */
+/* A KL partial: (max a, sum exp(a - max a), max b, sum exp(b - max b),
+ * sum exp(a - max a)(a - b)). */
 typedef struct kl_acc {
     float ma, sa, mb, sb, w;
 } kl_acc;

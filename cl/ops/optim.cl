@@ -12,8 +12,8 @@
  *                     deterministic); a non-finite g sets blk[q].FOUND (a plain store of 1).
  *   oclml_optim_agc   adaptive gradient clipping, one work-group per unit (a row of a tensor,
  *                     the whole tensor when 1-D): g *= min(1, clip max(|p|, eps) / max(|g|,
- *                     1e-6)) where |g| (unscaled) >= clip max(|p|, eps) (timm's adaptive_clip_grad);
- *                     sets FOUND like the norm pass.
+ *                     1e-6)) where |g| (unscaled) >= clip max(|p|, eps) (timm's
+ *                     adaptive_clip_grad); sets FOUND like the norm pass.
  *   oclml_optim_step  the update; with OPT_F_CLIP every group first sums the partials in the same
  *                     fixed order (identical totals), then scales its gradients by
  *                     min(1, max_norm / (norm + 1e-6)) in the same pass.

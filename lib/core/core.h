@@ -153,7 +153,8 @@ struct oclml_ctx {
      * and read whole). */
     volatile int math_mode;
     /* Work-groups a launch may have along dimensions 1 and 2 (CUDA's grid limit, 65535, on
-     * NVIDIA's OpenCL): oclml__launch enqueues larger grids in slices. Tuning key launch.grid_yz. */
+     * NVIDIA's OpenCL): oclml__launch enqueues larger grids in slices. Tuning key
+     * launch.grid_yz. */
     size_t max_groups_yz;
 
     oclml__program_entry *programs;
@@ -311,8 +312,9 @@ typedef struct oclml__arg {
 /* Sets the arguments and enqueues the kernel atomically with respect to other threads. local may
  * be NULL. A grid of more than ctx->max_groups_yz work-groups along dimension 1 or 2 is enqueued
  * in slices with a global offset: kernels see the whole range through get_global_id, but
- * get_group_id restarts each slice, so kernels that may get such grids index by global id. cl_err (may be NULL) receives the OpenCL code of this launch's own failure (0 on
- * success): ops that re-plan on a refused work-group size read it, never the context's record. */
+ * get_group_id restarts each slice, so kernels that may get such grids index by global id.
+ * cl_err (may be NULL) receives the OpenCL code of this launch's own failure (0 on success): ops
+ * that re-plan on a refused work-group size read it, never the context's record. */
 oclml_status oclml__launch(oclml_ctx *ctx, cl_kernel kernel, const oclml__arg *args, unsigned nargs,
                            cl_uint dims, const size_t *global, const size_t *local, cl_int *cl_err);
 

@@ -170,8 +170,8 @@ static size_t rollout_local_bytes(const dims *d, size_t L, size_t P) {
 
 /* The general kernel's work-group size: on GPUs 256, 1024 for members whose weights stream from
  * device memory or when each member has one work-group (whole_members: more loads in flight); 64
- * on CPUs; the tuning key rssm.wg (8 and up) overrides it. Halved while the P = 1 layout (the guard's) does not
- * fit the local memory; 0 when even 8 does not. */
+ * on CPUs; the tuning key rssm.wg (8 and up) overrides it. Halved while the P = 1 layout (the
+ * guard's) does not fit the local memory; 0 when even 8 does not. */
 static size_t rollout_wg(const oclml_ctx *ctx, const dims *d, bool whole_members) {
     double bytes = 4.0 * (3.0 * d->D * (d->F + d->S + d->D) + (double)d->S * d->D);
     size_t L = !ctx->caps.is_gpu                                    ? 64

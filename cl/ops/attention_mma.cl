@@ -4,7 +4,8 @@
  * TF32 mma.sync; attention.cl is the FMA kernel with the same arguments and semantics, including
  * the key splits), and the backward's dQ and dK/dV kernels (their fragments of two operands and
  * two accumulators in registers, or, with DQ_PAIRS and DKDV_PAIRS, shared by two warps: head dim
- * 128; by four, the head dim split too (HEAD_SPLIT), above 128, multiples of 32).
+ * 128; above 128 by four, the head dim split too (HEAD_SPLIT): dK/dV at multiples of 16, dQ at
+ * multiples of 32).
  *
  * A work-group of WARPS warps takes BQ = 16 WARPS query rows (16 a warp: the m16n8k8 rows; with
  * FWD_PAIRS 8 WARPS, two warps sharing 16 rows, each with half of the head dim of Q and O, the
@@ -377,6 +378,9 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
 #endif
 
 #if OCLML_WANT(oclml_attention_fwd_mma)
+#if FWD_PAIRS && HEAD_SPLIT != 2
+#error "the paired forward's warps hold half the head dim each: HEAD_SPLIT 2"
+#endif
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const float *k, ulong k_off,
                         __global const float *v, ulong v_off, __global float *o, ulong o_off,
@@ -622,6 +626,9 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
 #endif
 
 #if OCLML_WANT(oclml_attention_dkdv_mma)
+#if DKDV_PAIRS && HEAD_SPLIT > 2
+#error "the dK/dV kernel's pairs split the head dim in two at most"
+#endif
 /* Grid: (key blocks of KEYS keys x NT, B HKV). The block's keys against every query row of the
  * key head's group that can see them, BQ rows staged at a time and taken BN at a time.
  *

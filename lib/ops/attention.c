@@ -221,9 +221,10 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
 
 /* The tensor-core kernels (attention_mma.cl): the tuning key attention.mma (-1 auto, 0 never, 1
  * where the device has TF32 mma.sync, 2 the kernels with the instruction emulated, for tests),
- * by default where the device has them; head dims that are multiples of 8 up to 128 and more query
- * rows a key head than the decode tile takes, where the device's work-groups and local memory
- * hold the tile (else the FMA kernels run). Work-groups of 4 or 8 warps of 16 rows
+ * by default where the device has them; head dims that are multiples of 8 up to 128 (above 128
+ * up to 256 where the warps share the head dim: mma_wide) and more query rows a key head than
+ * the decode tile takes, where the device's work-groups and local memory hold the tile (else the
+ * FMA kernels run; each kernel of the backward decides for itself). Work-groups of 4 or 8 warps of 16 rows
  * (mma_warps); score tiles of 16 to 64 columns (mma_columns): on the H100 (2026-11-23) 32 keys
  * ran the head-dim-64 forward 1.08x faster than 64, and 16 keys the head-dim-128 forward 1.05x
  * faster than 32 (which spills registers there). */
@@ -444,8 +445,9 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
 }
 
 /* Whether a tensor-core kernel stages by asynchronous copies (ASYNC_KV in attention_mma.cl):
- * the forward and dQ kernels their K and V blocks, double-buffered, on float4-aligned K and V
- * rows where the second buffers fit the local memory; the dK/dV kernel its Q and dO rows, on
+ * the forward and dQ kernels their K and V blocks on float4-aligned K and V rows, double-buffered
+ * where the second buffers fit the local memory (the paired forward: one buffer each, refilled
+ * by turns, split_kv); the dK/dV kernel its Q and dO rows, on
  * float4-aligned ones; unless the tuning key attention.async is 0 (the emulated kernels copy at
  * once, testing the same code everywhere). */
 static bool kv_async(const att_call *c, att_kernel kind, int mode) {
@@ -705,7 +707,8 @@ static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_t
         a[n++] = OCLML_ARG(dk), a[n++] = OCLML_ARG(dk_off), a[n++] = OCLML_ARG(dv),
         a[n++] = OCLML_ARG(dv_off);
         n = geom_args(c, a, n);
-        /* Key blocks: BK keys on FMAs, KEYS of the tensor-core kernel (16 or, paired, 8 a warp). */
+        /* Key blocks: BK keys on FMAs, KEYS of the tensor-core kernel (mma_block: 16 a warp, 8
+         * paired, 4 in fours). */
         const size_t keys = mma ? (size_t)t.ty * t.rq : (size_t)t.tx * t.rk;
         if ((st = launch_tiled(c, kern, t, a, n, ceil_div(c->s.LK, keys), c->s.B * c->s.HKV, 1)))
             return st;

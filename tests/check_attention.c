@@ -256,11 +256,10 @@ END_TEST
  * above 128 the forward paired, its K and V staged by turns or, at 160, without the
  * asynchronous copies, and the backward's warps in fours, each with a part of the head dim:
  * dQ's forced at 160, where they are not the default; at 256 with 8 warps, two groups of four
- * a work-group).
- * Half of the first runs stage K and V without the asynchronous copies (attention.async = 0);
- * then the forward's key blocks of 16
- * and 64 (attention.mma_keys) on a window and on head dim 128, the paired dK/dV and dQ at head
- * dim 64 with a mask and key lengths, the unpaired ones at 128, and the paired forward at 64. */
+ * a work-group). Half of the first runs stage K and V without the asynchronous copies
+ * (attention.async = 0); then the forward's key blocks of 16 and 64 (attention.mma_keys) on a
+ * window and on head dim 128, the paired dK/dV and dQ at head dim 64 with a mask and key
+ * lengths, the unpaired ones at 128, and the paired forward at 64. */
 static const struct mma_run {
     int c; /* the case */
     const char *tuning;

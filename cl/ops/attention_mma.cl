@@ -36,9 +36,9 @@
 #ifndef ASYNC_KV
 #define ASYNC_KV 0 /* 1: K and V blocks double-buffered by asynchronous copies (float4 rows) */
 #endif
+/* SPLIT_KV 1 (with ASYNC_KV, FWD_PAIRS): one K and one V buffer, each refilled once read. */
 #ifndef SPLIT_KV
-#define SPLIT_KV \
-    0 /* 1 (with ASYNC_KV, FWD_PAIRS): one K and one V buffer, each refilled once read */
+#define SPLIT_KV 0
 #endif
 #if ASYNC_KV
 #define OCLML_WANT_CP_ASYNC 1
@@ -404,8 +404,8 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
     const int first = jlo / BN * BN + (int)(split * blocks_per_split) * BN;
     const int end = min(jhi, first + (int)blocks_per_split * BN);
 
-#if FWD_PAIRS
-    const uint pair = warp % (WARPS / 2), side = warp / (WARPS / 2);
+#if FWD_PAIRS /* HEAD_SPLIT warps on 16 rows, as in the paired dQ kernel */
+    const uint pair = warp % (WARPS / HEAD_SPLIT), side = warp / (WARPS / HEAD_SPLIT);
 #else
     const uint pair = warp, side = 0;
 #endif
@@ -430,7 +430,7 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
 #if SPLIT_KV
         KV_K_READ(kb, end)
 #endif
-        sum_parts(s, parts[pair], WARPS / 2 * KTILES * 4 * 32, lane);
+        sum_parts(s, parts[pair], WARPS / HEAD_SPLIT * KTILES * 4 * 32, lane);
 #endif
         /* Masks, and the online softmax of each of the two rows (both warps of a pair alike). */
         float mx[2] = {-INFINITY, -INFINITY};

@@ -224,10 +224,10 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
  * by default where the device has them; head dims that are multiples of 8 up to 128 (above 128
  * up to 256 where the warps share the head dim: mma_wide) and more query rows a key head than
  * the decode tile takes, where the device's work-groups and local memory hold the tile (else the
- * FMA kernels run; each kernel of the backward decides for itself). Work-groups of 4 or 8 warps of 16 rows
- * (mma_warps); score tiles of 16 to 64 columns (mma_columns): on the H100 (2026-11-23) 32 keys
- * ran the head-dim-64 forward 1.08x faster than 64, and 16 keys the head-dim-128 forward 1.05x
- * faster than 32 (which spills registers there). */
+ * FMA kernels run; each kernel of the backward decides for itself). Work-groups of 4 or 8 warps
+ * of 16 rows (mma_warps); score tiles of 16 to 64 columns (mma_columns): on the H100
+ * (2026-11-23) 32 keys ran the head-dim-64 forward 1.08x faster than 64, and 16 keys the
+ * head-dim-128 forward 1.05x faster than 32 (which spills registers there). */
 #define MMA_WARPS 4
 static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate, bool async);
 static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D);
@@ -246,8 +246,7 @@ static size_t dkdv_rows(size_t D);
  * against 53.3 at 192, 13.1 against 28.2 at 160; dQ 19.4 against 29.1 at 256 but 34.2 against
  * 19.7 at 192 and 22.2 against 16.5 at 160. */
 static bool mma_wide(oclml_ctx *ctx, att_kernel kind, size_t D) {
-    if (kind == K_FWD_MMA) return head_split(ctx, kind, D) == 2;
-    if (kind == K_DKDV_MMA) return head_split(ctx, kind, D) == 2;
+    if (kind != K_DQ_MMA) return head_split(ctx, kind, D) == 2;
     return head_split(ctx, kind, D) == 4 &&
            (oclml__tune(ctx, "attention.dq_pairs", 0) == 1 || D > 192);
 }
@@ -447,9 +446,9 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
 /* Whether a tensor-core kernel stages by asynchronous copies (ASYNC_KV in attention_mma.cl):
  * the forward and dQ kernels their K and V blocks on float4-aligned K and V rows, double-buffered
  * where the second buffers fit the local memory (the paired forward: one buffer each, refilled
- * by turns, split_kv); the dK/dV kernel its Q and dO rows, on
- * float4-aligned ones; unless the tuning key attention.async is 0 (the emulated kernels copy at
- * once, testing the same code everywhere). */
+ * by turns, split_kv); the dK/dV kernel its Q and dO rows, on float4-aligned ones; unless the
+ * tuning key attention.async is 0 (the emulated kernels copy at once, testing the same code
+ * everywhere). */
 static bool kv_async(const att_call *c, att_kernel kind, int mode) {
     if (oclml__tune(c->ctx, "attention.async", 0) == 0) return false;
     if (kind == K_DKDV_MMA) return c->qd_vec;
@@ -642,12 +641,10 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     const int modes[2] = {dkdv_mma, dq_mma};
     const att_tile tiles[2] = {t, tq};
     for (int i = 0; i < 2; i++)
-        snprintf(engine[i], sizeof engine[i], "%s",
-                 modes[i] == 2   ? "3xTF32 tensor cores (emulated)"
-                 : modes[i] == 1 ? "3xTF32 tensor cores"
-                                 : "");
-    for (int i = 0; i < 2; i++)
-        if (!modes[i])
+        if (modes[i])
+            snprintf(engine[i], sizeof engine[i], "%s",
+                     modes[i] == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores");
+        else
             snprintf(engine[i], sizeof engine[i], "FMA tiles %ux%u", tiles[i].tx, tiles[i].ty);
     snprintf(dkdv, sizeof dkdv, "dK/dV per %u keys%s",
              dkdv_mma ? mma_block(ctx, K_DKDV_MMA, s.D) : t.tx * t.rk,
@@ -698,10 +695,11 @@ static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_t
     if ((st = launch_rows(c, kern, ad, sizeof ad / sizeof ad[0], rows_all))) return st;
     oclml__arg a[40];
     unsigned n;
-    int mma = mma_mode(c->ctx, &c->s, K_DKDV_MMA);
+    const int dkdv_mma = mma_mode(c->ctx, &c->s, K_DKDV_MMA),
+              dq_mma = mma_mode(c->ctx, &c->s, K_DQ_MMA);
     if (dk) {
-        if ((st = mma ? mma_kernel_of(c, K_DKDV_MMA, mma, &t, &kern)
-                      : kernel_of(c, K_DKDV, &t, &kern)))
+        if ((st = dkdv_mma ? mma_kernel_of(c, K_DKDV_MMA, dkdv_mma, &t, &kern)
+                           : kernel_of(c, K_DKDV, &t, &kern)))
             return st;
         n = put_bwd_args(c, b, a);
         a[n++] = OCLML_ARG(dk), a[n++] = OCLML_ARG(dk_off), a[n++] = OCLML_ARG(dv),
@@ -709,13 +707,13 @@ static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_t
         n = geom_args(c, a, n);
         /* Key blocks: BK keys on FMAs, KEYS of the tensor-core kernel (mma_block: 16 a warp, 8
          * paired, 4 in fours). */
-        const size_t keys = mma ? (size_t)t.ty * t.rq : (size_t)t.tx * t.rk;
+        const size_t keys = dkdv_mma ? (size_t)t.ty * t.rq : (size_t)t.tx * t.rk;
         if ((st = launch_tiled(c, kern, t, a, n, ceil_div(c->s.LK, keys), c->s.B * c->s.HKV, 1)))
             return st;
     }
-    mma = mma_mode(c->ctx, &c->s, K_DQ_MMA);
     if (dq) {
-        if ((st = mma ? mma_kernel_of(c, K_DQ_MMA, mma, &t, &kern) : kernel_of(c, K_DQ, &t, &kern)))
+        if ((st = dq_mma ? mma_kernel_of(c, K_DQ_MMA, dq_mma, &t, &kern)
+                         : kernel_of(c, K_DQ, &t, &kern)))
             return st;
         cl_ulong dq_off = oclml__elem_offset(dq);
         n = put_bwd_args(c, b, a);

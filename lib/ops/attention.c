@@ -457,6 +457,20 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
                c->ctx->caps.local_mem_bytes;
 }
 
+/* Column tiles whose B values a tensor-core kernel's accumulating products read together
+ * (ACC_BATCH in attention_mma.cl): the tuning key attention.mma_col_batch (1, 2, 4 or 8), by
+ * default 8 in the forward, 8 in dQ up to head dim 64 and 4 above, 2 in dK/dV. On the H100
+ * (2026-11-27, B4 H16 L4096, full; 2 / 4 / 8) the forward took 6.36 / 6.03-6.08 / 5.99-6.00 ms at
+ * head dim 64 and 14.2-14.3 / 14.1 / 13.7 at 128; dQ 8.98 / 8.94 / 8.81 and 20.2 / 19.9 / 20.0;
+ * dK/dV 14.08-14.10 / 14.07 / 14.36 and 33.95-33.98 / 34.5 / 35.5 (more values in flight, fewer
+ * registers left: dK/dV already spills at head dim 64). */
+static unsigned col_batch(oclml_ctx *ctx, att_kernel kind, size_t D) {
+    const long forced = oclml__tune(ctx, "attention.mma_col_batch", 0);
+    if (forced > 0) return forced >= 8 ? 8 : forced >= 4 ? 4 : forced >= 2 ? 2 : 1;
+    if (kind == K_FWD_MMA) return 8;
+    return kind == K_DQ_MMA ? (D <= 64 ? 8 : 4) : 2;
+}
+
 /* The program of a tensor-core kernel for head dim D (its tile in *t). */
 static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode, size_t D,
                                        bool blhd, bool mask, bool keylen, bool async, att_tile *t,
@@ -468,11 +482,12 @@ static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode
     snprintf(defines, len,
              "-DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
              "-DHAS_KEYLEN=%d -DASYNC_KV=%d -DDKDV_PAIRS=%d -DDQ_PAIRS=%d -DFWD_PAIRS=%d "
-             "-DSPLIT_KV=%d -DHEAD_SPLIT=%u -DBQ=%zu",
+             "-DSPLIT_KV=%d -DHEAD_SPLIT=%u -DBQ=%zu -DACC_BATCH=%u",
              D, bn, warps, mode == 2, blhd, mask, keylen, async, pairs && kind == K_DKDV_MMA,
              pairs && kind == K_DQ_MMA, pairs && kind == K_FWD_MMA, async && split_kv(ctx, kind, D),
              head_split(ctx, kind, D),
-             kind == K_DKDV_MMA ? dkdv_rows(D) : (size_t)mma_block(ctx, kind, D));
+             kind == K_DKDV_MMA ? dkdv_rows(D) : (size_t)mma_block(ctx, kind, D),
+             col_batch(ctx, kind, D));
     return (oclml__program_spec){"attention_mma.cl", defines, KERNEL_NAMES[kind],
                                  ATT_MAX_REGISTERS};
 }

@@ -154,11 +154,12 @@ OCLML_INLINE void score_product(float s[KTILES][4], float a[DPART][4], __local c
     MMA_UNROLL for (uint k0 = 0; k0 < DPART; k0 += CHUNK_STEPS) {
         const uint steps = min((uint)CHUNK_STEPS, (uint)DPART - k0);
         float b[CHUNK_STEPS][KTILES][2], t[KTILES][4];
-        MMA_UNROLL for (uint kk = 0; kk < steps; kk++)
+        MMA_UNROLL for (uint kk = 0; kk < steps; kk++) {
             MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
-            const uint at = (nt * 8 + gid) * K_LD + (k0 + kk) * 8 + tig;
-            b[kk][nt][0] = blk[at];
-            b[kk][nt][1] = blk[at + 4];
+                const uint at = (nt * 8 + gid) * K_LD + (k0 + kk) * 8 + tig;
+                b[kk][nt][0] = blk[at];
+                b[kk][nt][1] = blk[at + 4];
+            }
         }
 #pragma unroll
         for (uint nt = 0; nt < KTILES; nt++)
@@ -207,23 +208,25 @@ OCLML_INLINE void accumulate_product(float acc[DPART][4], uint ah[KTILES][4], ui
                                      __local const float *blk, uint gid, uint tig EMU_PARAMS) {
     MMA_UNROLL for (uint n0 = 0; n0 < DPART; n0 += COL_BATCH) {
         float b[KTILES][COL_BATCH][2], t[COL_BATCH][4];
-        MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++)
+        MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
             MMA_UNROLL for (uint j = 0; j < COL_BATCH; j++) {
-            b[kt][j][0] = blk[(kt * 8 + 2 * tig) * K_LD + (n0 + j) * 8 + gid];
-            b[kt][j][1] = blk[(kt * 8 + 2 * tig + 1) * K_LD + (n0 + j) * 8 + gid];
+                b[kt][j][0] = blk[(kt * 8 + 2 * tig) * K_LD + (n0 + j) * 8 + gid];
+                b[kt][j][1] = blk[(kt * 8 + 2 * tig + 1) * K_LD + (n0 + j) * 8 + gid];
+            }
         }
 #pragma unroll
         for (uint j = 0; j < COL_BATCH; j++)
 #pragma unroll
             for (uint x = 0; x < 4; x++) t[j][x] = 0.0f;
-        MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++)
+        MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
             MMA_UNROLL for (uint j = 0; j < COL_BATCH; j++) {
-            uint bh[2], bl[2];
-            tf32_split(b[kt][j][0], &bh[0], &bl[0]);
-            tf32_split(b[kt][j][1], &bh[1], &bl[1]);
-            MMA(t[j], al[kt][0], al[kt][1], al[kt][2], al[kt][3], bh[0], bh[1]);
-            MMA(t[j], ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bl[0], bl[1]);
-            MMA(t[j], ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bh[0], bh[1]);
+                uint bh[2], bl[2];
+                tf32_split(b[kt][j][0], &bh[0], &bl[0]);
+                tf32_split(b[kt][j][1], &bh[1], &bl[1]);
+                MMA(t[j], al[kt][0], al[kt][1], al[kt][2], al[kt][3], bh[0], bh[1]);
+                MMA(t[j], ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bl[0], bl[1]);
+                MMA(t[j], ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bh[0], bh[1]);
+            }
         }
 #pragma unroll
         for (uint j = 0; j < COL_BATCH; j++)

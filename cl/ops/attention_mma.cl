@@ -390,6 +390,10 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
     }
 }
 
+/* The row blocks of the forward and dQ kernels launched last first: under a causal mask the last
+ * rows see the most keys, and the lightest blocks then end the launch. */
+#define LAST_FIRST_ROW_BLOCK ((get_num_groups(0) - 1 - get_group_id(0)) * BQ)
+
 #define MMA_LOCALS                                                                      \
     __local ulong rows_qkv[BQ], rows_stat[BQ], rows_mask[BQ];                           \
     __local int rows_i[BQ];                                                             \
@@ -422,7 +426,7 @@ oclml_attention_fwd_mma(__global const float *q, ulong q_off, __global const flo
 #endif
     MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV, split = get_global_id(2);
-    const uint R0 = get_group_id(0) * BQ;
+    const uint R0 = LAST_FIRST_ROW_BLOCK;
     k += k_off + row_offset(b, hkv, 0, HKV, LK);
     v += v_off + row_offset(b, hkv, 0, HKV, LK);
     const ulong kstride = KEY_STRIDE(HKV);
@@ -585,7 +589,7 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
 #endif
     MMA_LOCALS
     const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
-    const uint R0 = get_group_id(0) * BQ;
+    const uint R0 = LAST_FIRST_ROW_BLOCK;
     k += k_off + row_offset(b, hkv, 0, HKV, LK);
     v += v_off + row_offset(b, hkv, 0, HKV, LK);
     const ulong kstride = KEY_STRIDE(HKV);

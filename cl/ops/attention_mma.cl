@@ -89,7 +89,12 @@
 #ifndef ACC_BATCH
 #define ACC_BATCH 4
 #endif
-#define COL_BATCH (DPART % ACC_BATCH == 0 ? ACC_BATCH : DPART % 4 == 0 ? 4 : DPART % 2 == 0 ? 2 : 1)
+#define COL_BATCH                            \
+    (ACC_BATCH >= 16 && DPART % 16 == 0 ? 16 \
+     : ACC_BATCH >= 8 && DPART % 8 == 0 ? 8  \
+     : ACC_BATCH >= 4 && DPART % 4 == 0 ? 4  \
+     : ACC_BATCH >= 2 && DPART % 2 == 0 ? 2  \
+                                        : 1)
 /* Row stride of the staged blocks: with HEAD_DIM a multiple of 8 (8 m), the B fragment reads
  * along a row (score_product: row gid, column tig; banks 4 gid (2m + 1) + tig) and down a column
  * (accumulate_product: rows 2 tig and 2 tig + 1, column gid; banks 8 tig (2m + 1) + gid) each

@@ -458,7 +458,7 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
 }
 
 /* Column tiles whose B values a tensor-core kernel's accumulating products read together
- * (ACC_BATCH in attention_mma.cl): the tuning key attention.mma_col_batch (1, 2, 4 or 8), by
+ * (ACC_BATCH in attention_mma.cl): the tuning key attention.mma_col_batch (1, 2, 4, 8 or 16), by
  * default 8 in the forward, 8 in dQ up to head dim 64 and 4 above, 2 in dK/dV. On the H100
  * (2026-11-27, B4 H16 L4096, full; 2 / 4 / 8) the forward took 6.36 / 6.03-6.08 / 5.99-6.00 ms at
  * head dim 64 and 14.2-14.3 / 14.1 / 13.7 at 128; dQ 8.98 / 8.94 / 8.81 and 20.2 / 19.9 / 20.0;
@@ -466,7 +466,8 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
  * registers left: dK/dV already spills at head dim 64). */
 static unsigned col_batch(oclml_ctx *ctx, att_kernel kind, size_t D) {
     const long forced = oclml__tune(ctx, "attention.mma_col_batch", 0);
-    if (forced > 0) return forced >= 8 ? 8 : forced >= 4 ? 4 : forced >= 2 ? 2 : 1;
+    if (forced > 0)
+        return forced >= 16 ? 16 : forced >= 8 ? 8 : forced >= 4 ? 4 : forced >= 2 ? 2 : 1;
     if (kind == K_FWD_MMA) return 8;
     return kind == K_DQ_MMA ? (D <= 64 ? 8 : 4) : 2;
 }

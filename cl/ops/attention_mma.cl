@@ -149,7 +149,8 @@ OCLML_INLINE void load_a(float a[DPART][4], __global const float *src, const ulo
  * the total. A chunk's B values are all read before its products, and the chunk's steps run
  * over every column tile in turn, each of a's values split once: read one at a time before the
  * product that takes it, each read's latency stood in the way (H100, 2026-11-27, B4 H16 L4096,
- * forward 6.52-6.62 -> 5.97-6.08 ms at head dim 64, 14.6-14.7 -> 13.9-14.1 at 128). */
+ * with accumulate_product's reads batched too: forward 6.52-6.62 -> 5.9-6.0 ms at head dim 64,
+ * 14.6-14.7 -> 13.4-13.7 at 128). */
 OCLML_INLINE void score_product(float s[KTILES][4], float a[DPART][4], __local const float *blk,
                                 uint gid, uint tig EMU_PARAMS) {
 #pragma unroll

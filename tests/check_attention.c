@@ -259,8 +259,9 @@ END_TEST
  * a work-group). Half of the first runs stage K and V without the asynchronous copies
  * (attention.async = 0); then the forward's key blocks of 16 and 64 (attention.mma_keys) on a
  * window and on head dim 128, the paired dK/dV and dQ at head dim 64 with a mask and key
- * lengths, the unpaired ones at 128, the paired forward at 64, and the accumulating products
- * reading one column tile's values at a time (attention.mma_col_batch). */
+ * lengths, the unpaired ones at 128, the paired forward at 64, the accumulating products
+ * reading one column tile's values at a time (attention.mma_col_batch), and the forward reading
+ * K and V one float at a time where it reads float4s by default (attention.vec_fragments). */
 static const struct mma_run {
     int c; /* the case */
     const char *tuning;
@@ -283,6 +284,7 @@ static const struct mma_run {
     {13, "attention.mma=2,attention.dkdv_pairs=0,attention.dq_pairs=0"},
     {9, "attention.mma=2,attention.fwd_pairs=1"},
     {10, "attention.mma=2,attention.mma_col_batch=1"},
+    {10, "attention.mma=2,attention.vec_fragments=0"},
 };
 #define N_MMA (int)(sizeof MMA_RUNS / sizeof MMA_RUNS[0])
 

@@ -369,8 +369,9 @@ static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool e
                  kv = async && !split_kv(ctx, kind, D) ? 2 : 1;
     /* Each sharing warp's part of S (and of dP) */
     const size_t parts = head_split(ctx, kind, D) > 1 ? warps * bn * 16 : 0;
-    if (kind == K_FWD_MMA)
-        return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D) * 7 + parts + extra;
+    if (kind == K_FWD_MMA) /* K's rows 12 floats longer with float4 fragments */
+        return kv * bn * (2 * (D + 4) + (D % 32 == 0 && !fwd_pairs(ctx, D) ? 12 : 0)) +
+               mma_block(ctx, kind, D) * 7 + parts + extra;
     if (kind == K_DQ_MMA)
         return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D) * 7 + 2 * parts + extra;
     /* P tiles: 2 x groups x KTILES x 128 floats */
@@ -457,6 +458,16 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
                c->ctx->caps.local_mem_bytes;
 }
 
+/* Whether the forward reads K's and V's fragment values as float4s (VEC_FRAGMENTS in
+ * attention_mma.cl): head dims that are multiples of 32, unpaired warps, K and V staged by
+ * asynchronous copies; the tuning key attention.vec_fragments 0 turns it off. On the H100
+ * (2026-11-27, B4 H16 L4096, two rounds) the forward went 5.93-6.03 -> 5.76-5.78 ms at head dim
+ * 64 (causal 3.11-3.12 -> 3.00-3.02) and 13.44 -> 12.68 at 128 (causal 7.25 -> 6.84-6.91). */
+static bool vec_fragments(const att_call *c, att_kernel kind, int mode) {
+    return kind == K_FWD_MMA && c->s.D % 32 == 0 && !fwd_pairs(c->ctx, c->s.D) &&
+           oclml__tune(c->ctx, "attention.vec_fragments", 0) != 0 && kv_async(c, kind, mode);
+}
+
 /* Column tiles whose B values a tensor-core kernel's accumulating products read together
  * (ACC_BATCH in attention_mma.cl): the tuning key attention.mma_col_batch (1, 2, 4, 8 or 16), by
  * default 8 in the forward, 8 in dQ up to head dim 64 and 4 above, 2 in dK/dV. On the H100
@@ -474,8 +485,8 @@ static unsigned col_batch(oclml_ctx *ctx, att_kernel kind, size_t D) {
 
 /* The program of a tensor-core kernel for head dim D (its tile in *t). */
 static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode, size_t D,
-                                       bool blhd, bool mask, bool keylen, bool async, att_tile *t,
-                                       char *defines, size_t len) {
+                                       bool blhd, bool mask, bool keylen, bool async, bool vec,
+                                       att_tile *t, char *defines, size_t len) {
     const unsigned bn = mma_columns(ctx, kind, D), warps = mma_warps(ctx, kind, D);
     *t = (att_tile){16, 2 * warps, 8, bn / 16, 1}; /* 32 warps work-items, 16 warps rows */
     const bool pairs = mma_paired(ctx, kind, D);
@@ -483,12 +494,12 @@ static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode
     snprintf(defines, len,
              "-DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
              "-DHAS_KEYLEN=%d -DASYNC_KV=%d -DDKDV_PAIRS=%d -DDQ_PAIRS=%d -DFWD_PAIRS=%d "
-             "-DSPLIT_KV=%d -DHEAD_SPLIT=%u -DBQ=%zu -DACC_BATCH=%u",
+             "-DSPLIT_KV=%d -DHEAD_SPLIT=%u -DBQ=%zu -DACC_BATCH=%u -DVEC_FRAGMENTS=%d",
              D, bn, warps, mode == 2, blhd, mask, keylen, async, pairs && kind == K_DKDV_MMA,
              pairs && kind == K_DQ_MMA, pairs && kind == K_FWD_MMA, async && split_kv(ctx, kind, D),
              head_split(ctx, kind, D),
              kind == K_DKDV_MMA ? dkdv_rows(D) : (size_t)mma_block(ctx, kind, D),
-             col_batch(ctx, kind, D));
+             col_batch(ctx, kind, D), vec);
     return (oclml__program_spec){"attention_mma.cl", defines, KERNEL_NAMES[kind],
                                  ATT_MAX_REGISTERS};
 }
@@ -497,9 +508,10 @@ static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode
 static oclml_status mma_kernel_of(const att_call *c, att_kernel kind, int mode, att_tile *t,
                                   cl_kernel *k) {
     char defines[256];
-    const oclml__program_spec spec = mma_spec_of(
-        c->ctx, kind, mode, c->s.D, c->p->layout == OCLML_ATTENTION_BLHD, c->mask != NULL,
-        c->keylen != NULL, kv_async(c, kind, mode), t, defines, sizeof defines);
+    const oclml__program_spec spec =
+        mma_spec_of(c->ctx, kind, mode, c->s.D, c->p->layout == OCLML_ATTENTION_BLHD,
+                    c->mask != NULL, c->keylen != NULL, kv_async(c, kind, mode),
+                    vec_fragments(c, kind, mode), t, defines, sizeof defines);
     return oclml__kernel(c->ctx, &spec, spec.kernels, k);
 }
 
@@ -640,7 +652,9 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
                  fwd_pairs(ctx, s.D) ? " (warps paired on 16 rows)" : "",
                  !kv_async(&c, K_FWD_MMA, fwd_mma) ? ""
                  : split_kv(ctx, K_FWD_MMA, s.D)   ? ", K and V copied ahead in turn"
-                                                   : ", the next copied ahead");
+                 : vec_fragments(&c, K_FWD_MMA, fwd_mma)
+                     ? ", the next copied ahead, K and V read as float4s"
+                     : ", the next copied ahead");
     } else {
         const att_tile t = plan_tile(ctx, K_FWD, &s);
         const size_t splits = plan_splits(&c, t);
@@ -837,7 +851,8 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
             const oclml__program_spec spec =
                 kind >= K_FWD_MMA
                     ? mma_spec_of(ctx, kind, mma, dims[i], false, false, false,
-                                  kv_async(&c, kind, mma), &t, defines, sizeof defines)
+                                  kv_async(&c, kind, mma), vec_fragments(&c, kind, mma), &t,
+                                  defines, sizeof defines)
                     : spec_of(kind, plan_tile(ctx, kind, &s), dims[i], false, false, false, defines,
                               sizeof defines);
             oclml__warm_add(list, op, variant, spec);

@@ -473,6 +473,20 @@ OCLML_INLINE void put_lse(float m, float l, ulong stat, uint split, uint splits,
         ulong lse_off, uint has_lse, __global const float *mask, ulong mask_off,                   \
         __global const float *keylen, ulong keylen_off, __global float *part, ulong rows_all,      \
         uint splits, uint blocks_per_split, ATT_GEOM
+
+/* A forward work-group's batch and key head, key split and row block (R0, its row tables filled),
+ * K and V moved to its key head, and the key blocks [first, end) it takes. */
+#define FWD_BLOCK_SETUP                                                                         \
+    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV, split = get_global_id(2);   \
+    const uint R0 = LAST_FIRST_ROW_BLOCK;                                                       \
+    k += k_off + row_offset(b, hkv, 0, HKV, LK);                                                \
+    v += v_off + row_offset(b, hkv, 0, HKV, LK);                                                \
+    const ulong kstride = KEY_STRIDE(HKV);                                                      \
+    int jlo, jhi;                                                                               \
+    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, \
+                               LK, scale, shift, wl, wr, mask_bstride, mask_hstride);           \
+    const int first = jlo / BN * BN + (int)(split * blocks_per_split) * BN;                     \
+    const int end = min(jhi, first + (int)blocks_per_split * BN);
 #endif
 
 #ifndef VEC_FRAGMENTS
@@ -489,16 +503,7 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
     __local float parts[WARPS][KTILES * 4 * 32]; /* each warp's part of S */
 #endif
     MMA_LOCALS
-    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV, split = get_global_id(2);
-    const uint R0 = LAST_FIRST_ROW_BLOCK;
-    k += k_off + row_offset(b, hkv, 0, HKV, LK);
-    v += v_off + row_offset(b, hkv, 0, HKV, LK);
-    const ulong kstride = KEY_STRIDE(HKV);
-    int jlo, jhi;
-    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
-                               scale, shift, wl, wr, mask_bstride, mask_hstride);
-    const int first = jlo / BN * BN + (int)(split * blocks_per_split) * BN;
-    const int end = min(jhi, first + (int)blocks_per_split * BN);
+    FWD_BLOCK_SETUP
 
 #if FWD_PAIRS /* HEAD_SPLIT warps on 16 rows, as in the paired dQ kernel */
     const uint pair = warp % (WARPS / HEAD_SPLIT), side = warp / (WARPS / HEAD_SPLIT);
@@ -627,16 +632,7 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         vs_all[2][BN * VV_LD] __attribute__((aligned(16)));
     uint kv_buf = 0;
     MMA_LOCALS
-    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV, split = get_global_id(2);
-    const uint R0 = LAST_FIRST_ROW_BLOCK;
-    k += k_off + row_offset(b, hkv, 0, HKV, LK);
-    v += v_off + row_offset(b, hkv, 0, HKV, LK);
-    const ulong kstride = KEY_STRIDE(HKV);
-    int jlo, jhi;
-    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
-                               scale, shift, wl, wr, mask_bstride, mask_hstride);
-    const int first = jlo / BN * BN + (int)(split * blocks_per_split) * BN;
-    const int end = min(jhi, first + (int)blocks_per_split * BN);
+    FWD_BLOCK_SETUP
 
     /* The rows of S: r[0] = warp 16 + gid and r[1] = r[0] + 8; Q in the score product's order:
      * qf[c][h][x] is head-dim column 16 c + 4 tig + x of row r[h]. */

@@ -1,7 +1,7 @@
-/* Attention forward and backward (cl/ops/attention.cl on FMA tiles, cl/ops/attention_mma.cl on
- * tensor cores): argument checks, the plan (which kernels, their tiles, the key split of the
- * decode path), and the launches. One program per kernel and variant (head dim,
- * tile, layout, which masks exist): a call compiles only what it runs. */
+/* Attention forward and backward (cl/ops/attention.cl on FMA tiles, attention_fwd_mma.cl and
+ * attention_bwd_mma.cl on tensor cores): argument checks, the plan (which kernels, their tiles,
+ * the key split of the decode path), and the launches. One program per kernel and variant (head
+ * dim, tile, layout, which masks exist): a call compiles only what it runs. */
 #include "ops/ops.h"
 
 #include <math.h>
@@ -219,13 +219,13 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
            local_floats(kind, t, D) * 4 <= ctx->caps.local_mem_bytes;
 }
 
-/* The tensor-core kernels (attention_mma.cl): the tuning key attention.mma (-1 auto, 0 never, 1
- * where the device has TF32 mma.sync, 2 the kernels with the instruction emulated, for tests),
- * by default where the device has them; head dims that are multiples of 8 up to 128 (above 128
- * up to 256 where the warps share the head dim: mma_wide) and more query rows a key head than
- * the decode tile takes, where the device's work-groups and local memory hold the tile (else the
- * FMA kernels run; each kernel of the backward decides for itself). Work-groups of 4 or 8 warps
- * of 16 rows (mma_warps); score tiles of 16 to 64 columns (mma_columns): on the H100
+/* The tensor-core kernels (attention_fwd_mma.cl, attention_bwd_mma.cl): the tuning key
+ * attention.mma (-1 auto, 0 never, 1 where the device has TF32 mma.sync, 2 the kernels with the
+ * instruction emulated, for tests), by default where the device has them; head dims that are
+ * multiples of 8 up to 128 (above 128 up to 256 where the warps share the head dim: mma_wide)
+ * and more query rows a key head than the decode tile takes, where the device's work-groups and
+ * local memory hold the tile (else the FMA kernels run; each kernel of the backward decides for
+ * itself). Work-groups of 4 or 8 warps of 16 rows (mma_warps); score tiles of 16 to 64 columns (mma_columns): on the H100
  * (2026-11-23) 32 keys ran the head-dim-64 forward 1.08x faster than 64, and 16 keys the
  * head-dim-128 forward 1.05x faster than 32 (which spills registers there). */
 #define MMA_WARPS 4
@@ -265,7 +265,7 @@ static int mma_mode(oclml_ctx *ctx, const att_shape *s, att_kernel kind) {
     return ctx->caps.is_gpu && oclml__caps_mma(ctx) ? 1 : 0;
 }
 
-/* The score tile's columns of a tensor-core kernel (BN in attention_mma.cl): the tuning keys
+/* The score tile's columns of a tensor-core kernel (BN in attention_mma.h): the tuning keys
  * attention.mma_keys (forward) and attention.mma_bwd_cols (backward), 16, 32 or 64; by default
  * 32 in the forward up to head dim 64 and 16 above; in the backward 16 for dQ and 32 for dK/dV:
  * on the H100 (2026-11-24, B4 H16 L4096 D64, staging by asynchronous copies) dK/dV took 14.9 ms
@@ -280,7 +280,7 @@ static unsigned mma_columns(oclml_ctx *ctx, att_kernel kind, size_t D) {
     return kind == K_DKDV_MMA && D <= 64 ? 32 : 16;
 }
 
-/* Warps a work-group of a tensor-core kernel (WARPS in attention_mma.cl), 16 query rows (or
+/* Warps a work-group of a tensor-core kernel (WARPS in attention_mma.h), 16 query rows (or
  * keys) each: from the tuning key attention.mma_warps (4 or 8) for the forward and the paired
  * backward kernels, by default 8 in the forward above head dim 64 (1.10x faster there on the H100,
  * 1.2x slower at 64) and 4 elsewhere (the backward's staged rows fill local memory). */
@@ -291,7 +291,7 @@ static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D) {
     return free && 32 * want <= ctx->caps.max_work_group_size ? want : MMA_WARPS;
 }
 
-/* The dK/dV kernel's DKDV_PAIRS (attention_mma.cl): the tuning key attention.dkdv_pairs, by
+/* The dK/dV kernel's DKDV_PAIRS (attention_mma.h): the tuning key attention.dkdv_pairs, by
  * default above head dim 64, where one warp's K, V, dK and dV spill registers. On the H100
  * (2026-11-26, B4 H16 L4096 D128) unpaired: 2.7 KB spilled a work-item, 64.1 ms; paired, no
  * spill: 37.2 ms (8 warps: the same); at head dim 64 paired 15.3 ms against 14.9. */
@@ -300,7 +300,7 @@ static bool dkdv_pairs(oclml_ctx *ctx, size_t D) {
     return forced >= 0 ? forced == 1 : D > 64;
 }
 
-/* The dQ kernel's DQ_PAIRS (attention_mma.cl): the tuning key attention.dq_pairs, by default
+/* The dQ kernel's DQ_PAIRS (attention_mma.h): the tuning key attention.dq_pairs, by default
  * above head dim 64, where one warp's Q, dO and dQ spill registers; head dims that are multiples
  * of 16. On the H100 (2026-11-26, B4 H16 L4096 D128) unpaired: 1 KB spilled a work-item,
  * 33.5 ms; paired, no spill: 21.0 ms with 4 warps, 26.4 with 8; at head dim 64 paired 11.8 ms
@@ -310,7 +310,7 @@ static bool dq_pairs(oclml_ctx *ctx, size_t D) {
     return D % 16 == 0 && (forced >= 0 ? forced == 1 : D > 64); /* halves of whole 8-wide steps */
 }
 
-/* The forward's FWD_PAIRS (attention_mma.cl): the tuning key attention.fwd_pairs, by default
+/* The forward's FWD_PAIRS (attention_mma.h): the tuning key attention.fwd_pairs, by default
  * above head dim 128 (where one warp's Q and O do not fit its registers); head dims that are
  * multiples of 16. There the double buffers of K and V pass 48 KiB: the paired forward keeps one
  * of each, refilled as soon as read (split_kv). On the H100 (2026-11-26, B4 H16 L2048), against
@@ -329,14 +329,14 @@ static bool mma_paired(oclml_ctx *ctx, att_kernel kind, size_t D) {
 }
 
 /* Whether a tensor-core kernel staging by asynchronous copies keeps one K and one V buffer, each
- * refilled once read (SPLIT_KV in attention_mma.cl), rather than two of each: the paired
+ * refilled once read (SPLIT_KV in attention_mma.h), rather than two of each: the paired
  * forward, whose double buffers pass 48 KiB above head dim 128. */
 static bool split_kv(oclml_ctx *ctx, att_kernel kind, size_t D) {
     return kind == K_FWD_MMA && fwd_pairs(ctx, D);
 }
 
 /* How many warps share the head dim of a group's operands and accumulators, a part each
- * (HEAD_SPLIT in attention_mma.cl): 2 in the paired forward; in the paired dQ kernel 2, or 4
+ * (HEAD_SPLIT in attention_mma.h): 2 in the paired forward; in the paired dQ kernel 2, or 4
  * above head dim 128 (head dims that are multiples of 32); in the paired dK/dV kernel 2 above
  * 128 (multiples of 16: its groups of four warps on 16 keys); else 1. */
 static unsigned head_split(oclml_ctx *ctx, att_kernel kind, size_t D) {
@@ -355,7 +355,7 @@ static unsigned mma_block(oclml_ctx *ctx, att_kernel kind, size_t D) {
     return 16 * mma_warps(ctx, kind, D) / share;
 }
 
-/* Query rows the dK/dV kernel stages at a time (BQ in attention_mma.cl): 64, 32 above head dim
+/* Query rows the dK/dV kernel stages at a time (BQ in attention_mma.h): 64, 32 above head dim
  * 64, 16 above 128 (Q and dO rows in 48 KiB). */
 static size_t dkdv_rows(size_t D) { return D > 128 ? 16 : D > 64 ? 32 : 64; }
 
@@ -444,7 +444,7 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
     return n;
 }
 
-/* Whether a tensor-core kernel stages by asynchronous copies (ASYNC_KV in attention_mma.cl):
+/* Whether a tensor-core kernel stages by asynchronous copies (ASYNC_KV in attention_mma.h):
  * the forward and dQ kernels their K and V blocks on float4-aligned K and V rows, double-buffered
  * where the second buffers fit the local memory (the paired forward: one buffer each, refilled
  * by turns, split_kv); the dK/dV kernel its Q and dO rows, on float4-aligned ones; unless the
@@ -459,7 +459,7 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
 }
 
 /* Whether the forward reads K's and V's fragment values as float4s (VEC_FRAGMENTS in
- * attention_mma.cl): head dims that are multiples of 32, unpaired warps, K and V staged by
+ * attention_fwd_mma.cl): head dims that are multiples of 32, unpaired warps, K and V staged by
  * asynchronous copies; the tuning key attention.vec_fragments 0 turns it off. On the H100
  * (2026-11-27, B4 H16 L4096, two rounds) the forward went 5.93-6.03 -> 5.76-5.78 ms at head dim
  * 64 (causal 3.11-3.12 -> 3.00-3.02) and 13.44 -> 12.68 at 128 (causal 7.25 -> 6.84-6.91). */
@@ -469,7 +469,7 @@ static bool vec_fragments(const att_call *c, att_kernel kind, int mode) {
 }
 
 /* Column tiles whose B values a tensor-core kernel's accumulating products read together
- * (ACC_BATCH in attention_mma.cl): the tuning key attention.mma_col_batch (1, 2, 4, 8 or 16), by
+ * (ACC_BATCH in attention_mma.h): the tuning key attention.mma_col_batch (1, 2, 4, 8 or 16), by
  * default 8 in the forward, 8 in dQ up to head dim 64 and 4 above, 2 in dK/dV. On the H100
  * (2026-11-27, B4 H16 L4096, full; 2 / 4 / 8) the forward took 6.36 / 6.03-6.08 / 5.99-6.00 ms at
  * head dim 64 and 14.2-14.3 / 14.1 / 13.7 at 128; dQ 8.98 / 8.94 / 8.81 and 20.2 / 19.9 / 20.0;
@@ -500,8 +500,9 @@ static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode
              head_split(ctx, kind, D),
              kind == K_DKDV_MMA ? dkdv_rows(D) : (size_t)mma_block(ctx, kind, D),
              col_batch(ctx, kind, D), vec);
-    return (oclml__program_spec){"attention_mma.cl", defines, KERNEL_NAMES[kind],
-                                 ATT_MAX_REGISTERS};
+    return (oclml__program_spec){kind == K_FWD_MMA ? "attention_fwd_mma.cl"
+                                                   : "attention_bwd_mma.cl",
+                                 defines, KERNEL_NAMES[kind], ATT_MAX_REGISTERS};
 }
 
 /* mma_mode has checked that the tile fits the device. */

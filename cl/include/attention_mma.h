@@ -1,0 +1,410 @@
+/* Attention on TF32 tensor cores with fp32-level accuracy (3xTF32: each product as
+ * hi*hi + hi*lo + lo*hi, mma.h): what the forward (attention_fwd_mma.cl) and the backward's dQ
+ * and dK/dV kernels (attention_bwd_mma.cl) share. lib/ops/attention.c picks them where the
+ * device reports TF32 mma.sync; attention.cl holds the FMA kernels with the same arguments and
+ * semantics.
+ *
+ * Here: the tile's defines (HEAD_DIM, BN keys or rows a score tile, WARPS, the pairings and
+ * HEAD_SPLIT, the batches of operand reads), the warp shuffle and its emulation (MMA_EMULATE: the
+ * instruction and the shuffles in portable code, for the tests), the products on fragments
+ * (score_product, to_a_fragments, accumulate_product), the part exchange of warps that share a
+ * head dim (put_part, sum_parts), and the staging of K and V blocks and of query rows in local
+ * memory. With ASYNC_KV the staged blocks come by asynchronous float4 copies (ptx.h's
+ * cp_async16): the forward and dQ kernels copy the next K and V block into a second pair of
+ * buffers while the tensor cores work on this one; the dK/dV kernel copies its Q and dO rows all
+ * at once.
+ *
+ * Fragments (gid = lane / 4, tig = lane % 4): A holds rows gid, gid + 8 and k = tig, tig + 4; B
+ * holds k = tig, tig + 4 of column gid; an accumulator holds rows gid, gid + 8 and columns
+ * 2 tig, 2 tig + 1. */
+#include "common.h"
+#ifndef MMA_EMULATE
+#define MMA_EMULATE 0 /* 1: the instruction and the shuffles in portable code (tests) */
+#endif
+#if !MMA_EMULATE && defined(OCLML_PTX) && OCLML_PTX
+#define OCLML_WANT_MMA_TF32 1
+#elif !MMA_EMULATE /* no inline PTX in this build: the portable code */
+#undef MMA_EMULATE
+#define MMA_EMULATE 1
+#endif
+#ifndef ASYNC_KV
+#define ASYNC_KV 0 /* 1: K and V blocks double-buffered by asynchronous copies (float4 rows) */
+#endif
+/* SPLIT_KV 1 (with ASYNC_KV, FWD_PAIRS): one K and one V buffer, each refilled once read. */
+#ifndef SPLIT_KV
+#define SPLIT_KV 0
+#endif
+#if ASYNC_KV
+#define OCLML_WANT_CP_ASYNC 1
+#define OCLML_CP_ASYNC_PORTABLE MMA_EMULATE /* tests: the copies done at once */
+#endif
+#include "ptx.h"
+#include "mma.h"
+
+#ifndef HEAD_DIM
+#define HEAD_DIM 64 /* a multiple of 8, at most 128 (256 where warps share it: HEAD_SPLIT) */
+#endif
+/* Columns of a score tile: keys (forward, dQ) or query rows (dK/dV: a part of the staged rows). */
+#ifndef BN
+#define BN 32
+#endif
+#ifndef WARPS
+#define WARPS 4
+#endif
+#define NT (32 * WARPS)
+#ifndef DKDV_PAIRS
+#define DKDV_PAIRS 0 /* 1: the dK/dV kernel's warps in pairs on 16 keys, one product each */
+#endif
+#ifndef HEAD_SPLIT
+#define HEAD_SPLIT 1 /* warps that share the head dim of a group's operands, a part each */
+#endif
+/* The dK/dV kernel's groups of 16 keys a work-group (with DKDV_PAIRS two warps a group, one
+ * a product, or 2 HEAD_SPLIT, one a product and a part of the head dim), and its keys. */
+#define KGROUPS (DKDV_PAIRS ? WARPS / (2 * HEAD_SPLIT) : WARPS)
+#define KEYS (16 * KGROUPS)
+#ifndef BQ
+#define BQ (16 * WARPS) /* query rows a block (the dK/dV kernel: rows staged at a time) */
+#endif
+#define DSTEPS (HEAD_DIM / 8) /* 8-wide steps over the head dim: Q's k steps, O's column tiles */
+#ifndef DQ_PAIRS
+#define DQ_PAIRS 0 /* 1: the dQ kernel's warps share 16 rows, each with a part of the head dim */
+#endif
+#ifndef FWD_PAIRS
+#define FWD_PAIRS 0 /* 1: the forward's warps in pairs on 16 rows, each with half the head dim */
+#endif
+/* The 8-wide steps of the head dim a warp's operands and accumulators hold: all of them, or
+ * their part where HEAD_SPLIT warps share them (2 in the paired forward, 2 or 4 in the paired
+ * dQ kernel, 2 in the dK/dV kernel's groups of four). */
+#define DPART (DSTEPS / HEAD_SPLIT)
+#define KTILES (BN / 8) /* 8-wide column tiles of a score tile, the k steps of its products */
+#define CHUNK_STEPS 4   /* 8-deep steps S sums on the tensor cores before an fp32 add */
+/* Column tiles of accumulate_product whose B values are read together (lib/ops/attention.c picks
+ * it per kernel), cut to a divisor of DPART. */
+#ifndef ACC_BATCH
+#define ACC_BATCH 4
+#endif
+#define COL_BATCH                            \
+    (ACC_BATCH >= 16 && DPART % 16 == 0 ? 16 \
+     : ACC_BATCH >= 8 && DPART % 8 == 0 ? 8  \
+     : ACC_BATCH >= 4 && DPART % 4 == 0 ? 4  \
+     : ACC_BATCH >= 2 && DPART % 2 == 0 ? 2  \
+                                        : 1)
+/* Row stride of the staged blocks: with HEAD_DIM a multiple of 8 (8 m), the B fragment reads
+ * along a row (score_product: row gid, column tig; banks 4 gid (2m + 1) + tig) and down a column
+ * (accumulate_product: rows 2 tig and 2 tig + 1, column gid; banks 8 tig (2m + 1) + gid) each
+ * fall on 32 distinct banks. */
+#define K_LD (HEAD_DIM + 4)
+#include "attention.h"
+
+#if MMA_EMULATE
+/* Lane src's v through this warp's 32 floats of local memory; every work-item of the work-group
+ * calls it together (barriers). */
+OCLML_INLINE float shuffle_emulated(float v, uint src, __local float *shfl, uint lane) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    shfl[lane] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return shfl[src];
+}
+#define SHUFFLE(v, src) shuffle_emulated(v, src, shfl, lane)
+#else
+#define SHUFFLE(v, src) warp_shuffle(v, src)
+#endif
+
+#if MMA_EMULATE
+#define EMU_PARAMS , __local float *xchg, __local float *shfl
+#define EMU_ARGS , xchg, shfl
+#else
+#define EMU_PARAMS
+#define EMU_ARGS
+#endif
+
+/* Loops around tensor-core instructions: unrolled on the device, rolled where the instruction is
+ * emulated (its barriers would multiply the portable kernels' size). */
+#if MMA_EMULATE
+#define MMA_UNROLL
+#else
+#define MMA_UNROLL _Pragma("unroll")
+#endif
+
+/* A fragments of rows row[0] (gid) and row[1] (gid + 8) of src over the head dim (NO_ROW: 0). */
+OCLML_INLINE void load_a(float a[DPART][4], __global const float *src, const ulong row[2],
+                         uint tig) {
+#pragma unroll
+    for (uint kk = 0; kk < DPART; kk++)
+#pragma unroll
+        for (uint x = 0; x < 4; x++)
+            a[kk][x] = row[x % 2] != NO_ROW ? src[row[x % 2] + kk * 8 + tig + 4 * (x / 2)] : 0.0f;
+}
+
+/* s = a blk^T: a's two rows (A fragments over the head dim) against rows nt 8 + gid of blk
+ * (a staged block, K_LD floats a row) for the KTILES column tiles. The tensor cores round their
+ * sums toward zero, a bias that grows with every accumulation into the same register (the GEMM
+ * measured it): each tile sums CHUNK_STEPS 8-deep steps at a time from zero, and fp32 adds carry
+ * the total. A chunk's B values are all read before its products, and the chunk's steps run
+ * over every column tile in turn, each of a's values split once: read one at a time before the
+ * product that takes it, each read's latency stood in the way (H100, 2026-11-27, B4 H16 L4096,
+ * with accumulate_product's reads batched too: forward 6.52-6.62 -> 5.9-6.0 ms at head dim 64,
+ * 14.6-14.7 -> 13.4-13.7 at 128). */
+OCLML_INLINE void score_product(float s[KTILES][4], float a[DPART][4], __local const float *blk,
+                                uint gid, uint tig EMU_PARAMS) {
+#pragma unroll
+    for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+        for (uint x = 0; x < 4; x++) s[nt][x] = 0.0f;
+    MMA_UNROLL for (uint k0 = 0; k0 < DPART; k0 += CHUNK_STEPS) {
+        const uint steps = min((uint)CHUNK_STEPS, (uint)DPART - k0);
+        float b[CHUNK_STEPS][KTILES][2], t[KTILES][4];
+        MMA_UNROLL for (uint kk = 0; kk < steps; kk++) {
+            MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
+                const uint at = (nt * 8 + gid) * K_LD + (k0 + kk) * 8 + tig;
+                b[kk][nt][0] = blk[at];
+                b[kk][nt][1] = blk[at + 4];
+            }
+        }
+#pragma unroll
+        for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+            for (uint x = 0; x < 4; x++) t[nt][x] = 0.0f;
+        MMA_UNROLL for (uint kk = 0; kk < steps; kk++) {
+            uint ah[4], al[4];
+#pragma unroll
+            for (uint x = 0; x < 4; x++) tf32_split(a[k0 + kk][x], &ah[x], &al[x]);
+            MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
+                uint bh[2], bl[2];
+                tf32_split(b[kk][nt][0], &bh[0], &bl[0]);
+                tf32_split(b[kk][nt][1], &bh[1], &bl[1]);
+                MMA(t[nt], al[0], al[1], al[2], al[3], bh[0], bh[1]);
+                MMA(t[nt], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+                MMA(t[nt], ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
+            }
+        }
+#pragma unroll
+        for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+            for (uint x = 0; x < 4; x++) s[nt][x] += t[nt][x];
+    }
+}
+
+/* A score tile (accumulator layout) as split A fragments over its columns, without moving a
+ * value between work-items: the products that take it (accumulate_product) read their k slots
+ * tig and tig + 4 of each 8-deep step as columns 2 tig and 2 tig + 1, where the accumulator
+ * holds them (the slots of a product's sum may be taken in any order, the same for A and B). */
+OCLML_INLINE void to_a_fragments(float s[KTILES][4], uint hi[KTILES][4], uint lo[KTILES][4]) {
+#pragma unroll
+    for (uint kt = 0; kt < KTILES; kt++) {
+        tf32_split(s[kt][0], &hi[kt][0], &lo[kt][0]); /* row gid, column 2 tig: slot tig */
+        tf32_split(s[kt][2], &hi[kt][1], &lo[kt][1]); /* row gid + 8, the same slot */
+        tf32_split(s[kt][1], &hi[kt][2], &lo[kt][2]); /* row gid, column 2 tig + 1: slot tig + 4 */
+        tf32_split(s[kt][3], &hi[kt][3], &lo[kt][3]);
+    }
+}
+
+/* acc += A blk: A (split fragments over KTILES 8-deep steps, to_a_fragments' slots) against
+ * rows kt 8 + 2 tig and kt 8 + 2 tig + 1 of blk and its head-dim columns. Each of acc's column
+ * tiles sums the steps from zero on the tensor cores and adds them in fp32 (the rounding toward
+ * zero, as above). The B values of COL_BATCH column tiles are read before their products (as in
+ * score_product). */
+OCLML_INLINE void accumulate_product(float acc[DPART][4], uint ah[KTILES][4], uint al[KTILES][4],
+                                     __local const float *blk, uint gid, uint tig EMU_PARAMS) {
+    MMA_UNROLL for (uint n0 = 0; n0 < DPART; n0 += COL_BATCH) {
+        float b[KTILES][COL_BATCH][2], t[COL_BATCH][4];
+        MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
+            MMA_UNROLL for (uint j = 0; j < COL_BATCH; j++) {
+                b[kt][j][0] = blk[(kt * 8 + 2 * tig) * K_LD + (n0 + j) * 8 + gid];
+                b[kt][j][1] = blk[(kt * 8 + 2 * tig + 1) * K_LD + (n0 + j) * 8 + gid];
+            }
+        }
+#pragma unroll
+        for (uint j = 0; j < COL_BATCH; j++)
+#pragma unroll
+            for (uint x = 0; x < 4; x++) t[j][x] = 0.0f;
+        MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
+            MMA_UNROLL for (uint j = 0; j < COL_BATCH; j++) {
+                uint bh[2], bl[2];
+                tf32_split(b[kt][j][0], &bh[0], &bl[0]);
+                tf32_split(b[kt][j][1], &bh[1], &bl[1]);
+                MMA(t[j], al[kt][0], al[kt][1], al[kt][2], al[kt][3], bh[0], bh[1]);
+                MMA(t[j], ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bl[0], bl[1]);
+                MMA(t[j], ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bh[0], bh[1]);
+            }
+        }
+#pragma unroll
+        for (uint j = 0; j < COL_BATCH; j++)
+#pragma unroll
+            for (uint x = 0; x < 4; x++) acc[n0 + j][x] += t[j][x];
+    }
+}
+
+/* HEAD_SPLIT warps sharing a group's head dim, a part each (DQ_PAIRS, FWD_PAIRS, the dK/dV
+ * kernel's groups of four): put_part shows a warp's part of a score tile to the others; after a
+ * barrier, sum_parts adds the parts (part p at first + p stride) in the same order on every warp
+ * of the group, part 0 first, so that all hold the same sums. The caller keeps the next write
+ * of a part after these reads (a barrier). */
+OCLML_INLINE void put_part(float t[KTILES][4], __local float *mine, uint lane) {
+#pragma unroll
+    for (uint i = 0; i < KTILES * 4; i++) mine[i * 32 + lane] = t[i / 4][i % 4];
+}
+
+OCLML_INLINE void sum_parts(float t[KTILES][4], __local const float *first, uint stride,
+                            uint lane) {
+#pragma unroll
+    for (uint i = 0; i < KTILES * 4; i++) {
+        float sum = first[i * 32 + lane];
+#pragma unroll
+        for (uint p = 1; p < HEAD_SPLIT; p++) sum += first[p * stride + i * 32 + lane];
+        t[i / 4][i % 4] = sum;
+    }
+}
+
+/* Keys first .. first + BN - 1 of K and V (rows of stride floats; zeros at and past the key
+ * length `limit`: padding is never read) into ks and vs, K_LD floats a row: one loop, so each
+ * element's index math serves both. */
+OCLML_INLINE void stage_kv(__local float *ks, __local float *vs, __global const float *k,
+                           __global const float *v, ulong stride, int first, uint limit) {
+    const uint nk = (uint)max(0, min(BN, (int)limit - first));
+    for (uint e = get_local_id(0); e < BN * HEAD_DIM; e += NT) {
+        const uint j = e / HEAD_DIM, c = e % HEAD_DIM;
+        const bool in = j < nk;
+        ks[j * K_LD + c] = in ? k[(first + j) * stride + c] : 0.0f;
+        vs[j * K_LD + c] = in ? v[(first + j) * stride + c] : 0.0f;
+    }
+}
+
+#if ASYNC_KV
+/* e over [0, n) spread over the work-group in the same rounds for every work-item, those past n
+ * idle in the last: with a bound of n <= NT / 2 (work-items that never enter the loop) PoCL 3.1
+ * ran the emulated kernels wrong, head dim 8 with 32 keys say (0.94 error against 2e-7), and
+ * with the body under `if (e < n)` rather than after this `continue` too (head dim 16). */
+#define FOR_UNIFORM_ROUNDS(e, n)                                          \
+    for (uint e = get_local_id(0); e < ((n) + NT - 1) / NT * NT; e += NT) \
+        if (e >= (n))                                                     \
+            continue;                                                     \
+        else
+
+/* Float4 e of a block of keys first .. first + BN - 1 (the first nk of them read, the rest
+ * zero-filled) copied asynchronously into blk, K_LD floats a row. */
+OCLML_INLINE void copy_chunk(__local float *blk, __global const float *src, ulong stride, int first,
+                             uint nk, uint e) {
+    const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
+    const bool in = j < nk;
+    cp_async16(blk + j * K_LD + c, src + (in ? (ulong)(first + (int)j) * stride + c : 0),
+               in ? 16u : 0u);
+}
+
+/* stage_kv by asynchronous float4 copies, zero-filled at and past the key length (nothing read
+ * there); the caller commits, waits and passes a barrier before reading. One loop for both
+ * (their index math shared). */
+OCLML_INLINE void copy_kv(__local float *ks, __local float *vs, __global const float *k,
+                          __global const float *v, ulong stride, int first, uint limit) {
+    const uint nk = (uint)max(0, min(BN, (int)limit - first));
+    FOR_UNIFORM_ROUNDS(e, BN * HEAD_DIM / 4) {
+        copy_chunk(ks, k, stride, first, nk, e);
+        copy_chunk(vs, v, stride, first, nk, e);
+    }
+}
+
+/* copy_kv for one of them (SPLIT_KV). */
+OCLML_INLINE void copy_block(__local float *blk, __global const float *src, ulong stride, int first,
+                             uint limit) {
+    const uint nk = (uint)max(0, min(BN, (int)limit - first));
+    FOR_UNIFORM_ROUNDS(e, BN * HEAD_DIM / 4) copy_chunk(blk, src, stride, first, nk, e);
+}
+
+#if SPLIT_KV
+/* One K and one V buffer (where two of each pass the local memory: the paired forward above head
+ * dim 128). KV_FIRST copies the first K; KV_NEXT waits for this block's K, shows it, and starts
+ * this block's V into its buffer (every warp is past the last block's P V); KV_K_READ, after
+ * the pair's exchange barrier (every warp is past this block's S), starts the next K; KV_V_READY
+ * waits for this V and shows it. Three barriers a block, as the staged copies would take, and
+ * each copy in flight during the other's products. */
+#if !FWD_PAIRS
+#error "SPLIT_KV rides on the paired forward's exchange barrier"
+#endif
+#define KV_BUFFERS                                            \
+    __local float ks[BN * K_LD] __attribute__((aligned(16))), \
+        vs[BN * K_LD] __attribute__((aligned(16)));
+#define KV_FIRST(first, end)                                            \
+    if ((first) < (end)) copy_block(ks, k, kstride, first, (uint)klen); \
+    cp_async_commit();
+#define KV_NEXT(kb, end)                          \
+    cp_async_wait(0);                             \
+    barrier(CLK_LOCAL_MEM_FENCE);                 \
+    copy_block(vs, v, kstride, (kb), (uint)klen); \
+    cp_async_commit();
+#define KV_K_READ(kb, end)                                                    \
+    if ((kb) + BN < (end)) copy_block(ks, k, kstride, (kb) + BN, (uint)klen); \
+    cp_async_commit();
+#define KV_V_READY    \
+    cp_async_wait(1); \
+    barrier(CLK_LOCAL_MEM_FENCE);
+#else
+/* The key-block loop's buffers and steps (k, v, kstride and klen in scope): KV_FIRST copies the
+ * first block; KV_NEXT, at the top of each iteration, waits for this block, shows it to the
+ * work-group, starts the next one's copies into the other buffers (everyone is past the last
+ * iteration's reads of them) and points ks and vs at this one. */
+#define KV_BUFFERS                                                   \
+    __local float ks_all[2][BN * K_LD] __attribute__((aligned(16))), \
+        vs_all[2][BN * K_LD] __attribute__((aligned(16)));           \
+    uint kv_buf = 0;
+#define KV_FIRST(first, end)                                                              \
+    if ((first) < (end)) copy_kv(ks_all[0], vs_all[0], k, v, kstride, first, (uint)klen); \
+    cp_async_commit();
+#define KV_NEXT(kb, end)                                                                         \
+    cp_async_wait(0);                                                                            \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+    if ((kb) + BN < (end))                                                                       \
+        copy_kv(ks_all[kv_buf ^ 1u], vs_all[kv_buf ^ 1u], k, v, kstride, (kb) + BN, (uint)klen); \
+    cp_async_commit();                                                                           \
+    __local const float *ks = ks_all[kv_buf], *vs = vs_all[kv_buf];                              \
+    kv_buf ^= 1u;
+#endif
+#else
+#define KV_BUFFERS __local float ks[BN * K_LD], vs[BN * K_LD];
+#define KV_FIRST(first, end)
+#define KV_NEXT(kb, end)                             \
+    barrier(CLK_LOCAL_MEM_FENCE);                    \
+    stage_kv(ks, vs, k, v, kstride, kb, (uint)klen); \
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+
+#if ASYNC_KV
+/* stage_rows' BQ rows by asynchronous float4 copies (NO_ROW: zero-filled, nothing read); the
+ * caller commits, waits and passes a barrier before reading. */
+OCLML_INLINE void copy_rows(__local float *blk, __global const float *src,
+                            __local const ulong *table) {
+    FOR_UNIFORM_ROUNDS(e, BQ * HEAD_DIM / 4) {
+        const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
+        const ulong row = table[j];
+        cp_async16(blk + j * K_LD + c, src + (row != NO_ROW ? row + c : 0),
+                   row != NO_ROW ? 16u : 0u);
+    }
+}
+#endif
+
+/* The n query rows of a table into blk, K_LD floats a row (NO_ROW: zeros). */
+OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
+                             __local const ulong *table, uint n) {
+    for (uint e = get_local_id(0); e < n * HEAD_DIM; e += NT) {
+        const uint j = e / HEAD_DIM, c = e % HEAD_DIM;
+        blk[j * K_LD + c] = table[j] != NO_ROW ? src[table[j] + c] : 0.0f;
+    }
+}
+
+/* The row blocks of the forward and dQ kernels launched last first: under a causal mask the last
+ * rows see the most keys, and the lightest blocks then end the launch. */
+#define LAST_FIRST_ROW_BLOCK ((get_num_groups(0) - 1 - get_group_id(0)) * BQ)
+
+#define MMA_LOCALS                                                                      \
+    __local ulong rows_qkv[BQ], rows_stat[BQ], rows_mask[BQ];                           \
+    __local int rows_i[BQ];                                                             \
+    const row_table rows = {rows_qkv, rows_stat, rows_mask, rows_i};                    \
+    const uint lid = get_local_id(0), lane = lid % 32, warp = lid / 32, gid = lane / 4, \
+               tig = lane % 4;                                                          \
+    MMA_EMU_LOCALS
+#if MMA_EMULATE
+#define MMA_EMU_LOCALS                                                     \
+    __local float xchg_all[WARPS * MMA_XCHG_FLOATS], shfl_all[WARPS * 32]; \
+    __local float *xchg = xchg_all + warp * MMA_XCHG_FLOATS, *shfl = shfl_all + warp * 32;
+#else
+#define MMA_EMU_LOCALS
+#endif

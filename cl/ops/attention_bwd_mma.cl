@@ -1,0 +1,297 @@
+/* Attention backward on TF32 tensor cores (3xTF32, attention_mma.h): the dQ kernel and the
+ * dK/dV kernel, each summing its outputs in a fixed order (no atomics: two runs give the same
+ * bits). Their fragments of two operands and two accumulators stay in registers up to head dim
+ * 64; with DQ_PAIRS and DKDV_PAIRS two warps share them (head dim 128), and above 128 four,
+ * the head dim split too (HEAD_SPLIT): dK/dV at multiples of 16, dQ at multiples of 32. */
+#include "attention_mma.h"
+
+/* P of a score (its row's log-sum-exp row_lse): exp(masked score - lse), and -0 where masked or
+ * the row sees nothing (+0 only where a seen probability underflows: score_grad tells them
+ * apart by the sign; -0 adds into dV as 0). Build options that drop signed zeros
+ * (-cl-no-signed-zeros, -cl-fast-relaxed-math) would let a NaN of dP reach masked keys' dK. */
+OCLML_INLINE float probability(float score, int i, int j, float row_lse, int klen, int shift,
+                               int wl, int wr, float scale, __global const float *mask,
+                               ulong mask_off, ulong mrow) {
+    const float x = masked_score(score, i, j, klen, shift, wl, wr, scale, mask, mask_off, mrow);
+    return (x == -INFINITY || row_lse == -INFINITY) ? -0.0f : exp(x - row_lse);
+}
+
+/* dS = P (dP - delta); 0 where masked (whatever dO V^T holds there), but a seen P that
+ * underflowed to 0 still carries a NaN of dP or delta (a NaN in dO reaches dK). */
+OCLML_INLINE float score_grad(float p, float dp, float row_delta) {
+    return as_uint(p) == 0x80000000u ? 0.0f : p * (dp - row_delta); /* -0 exactly, not a NaN */
+}
+
+/* P and dS of a score tile whose rows are `prow` (tile rows: query rows) or whose columns are
+ * (dK/dV: the tile's rows are keys), in place of the score and dP. */
+OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse, float row_delta,
+                               int klen, int shift, int wl, int wr, float scale,
+                               __global const float *mask, ulong mask_off, ulong mrow) {
+    *p = probability(*p, i, j, row_lse, klen, shift, wl, wr, scale, mask, mask_off, mrow);
+    *dp = score_grad(*p, *dp, row_delta);
+}
+
+#define MMA_BWD_ARGS                                                                      \
+    __global const float *q, ulong q_off, __global const float *k, ulong k_off,           \
+        __global const float *v, ulong v_off, __global const float *dout, ulong dout_off, \
+        __global const float *lse, ulong lse_off, __global const float *delta,            \
+        __global const float *mask, ulong mask_off, __global const float *keylen, ulong keylen_off
+
+#if OCLML_WANT(oclml_attention_dq_mma)
+/* Grid: (row blocks x NT, B HKV). dQ = scale sum dS K over the block's key blocks of BN keys;
+ * Q and dO of the work-item's two rows stay in registers as A fragments. With DQ_PAIRS two warps
+ * share 16 rows, each holding half of the head dim of Q, dO and dQ (all of it spills registers at
+ * head dim 128): each computes its half's part of S and dP, the pair swaps parts through local
+ * memory and both add them in the same order (low half first), so both hold the same P and dS,
+ * and each adds dS K into its half of dQ. */
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
+oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
+    KV_BUFFERS
+#if DQ_PAIRS
+    __local float parts[WARPS][2][KTILES * 4 * 32]; /* each warp's part of S and of dP */
+#endif
+    MMA_LOCALS
+    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
+    const uint R0 = LAST_FIRST_ROW_BLOCK;
+    k += k_off + row_offset(b, hkv, 0, HKV, LK);
+    v += v_off + row_offset(b, hkv, 0, HKV, LK);
+    const ulong kstride = KEY_STRIDE(HKV);
+    int jlo, jhi;
+    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
+                               scale, shift, wl, wr, mask_bstride, mask_hstride);
+#if DQ_PAIRS /* HEAD_SPLIT warps on 16 rows: groups of rows, and the part of each warp */
+    const uint pair = warp % (WARPS / HEAD_SPLIT), side = warp / (WARPS / HEAD_SPLIT);
+#else
+    const uint pair = warp, side = 0;
+#endif
+    const uint col0 = side * DPART * 8; /* this warp's first head-dim column */
+    const uint r[2] = {pair * 16 + gid, pair * 16 + gid + 8};
+    const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
+    float row_lse[2], row_delta[2];
+#pragma unroll
+    for (uint h = 0; h < 2; h++) {
+        const ulong stat = rows_stat[r[h]];
+        row_lse[h] = stat == NO_ROW ? -INFINITY : lse[lse_off + stat];
+        row_delta[h] = stat == NO_ROW ? 0.0f : delta[stat];
+    }
+    float qa[DPART][4], da[DPART][4], acc[DPART][4];
+    load_a(qa, q + q_off + col0, qrow, tig);
+    load_a(da, dout + dout_off + col0, qrow, tig);
+#pragma unroll
+    for (uint kk = 0; kk < DPART; kk++)
+#pragma unroll
+        for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
+    KV_FIRST(jlo / BN * BN, jhi)
+    for (int kb = jlo / BN * BN; kb < jhi; kb += BN) {
+        KV_NEXT(kb, jhi)
+        float s[KTILES][4], dp[KTILES][4];
+        score_product(s, qa, ks + col0, gid, tig EMU_ARGS);
+        score_product(dp, da, vs + col0, gid, tig EMU_ARGS);
+#if DQ_PAIRS /* KV_NEXT's barrier keeps the next block's parts after these reads */
+        put_part(s, parts[warp][0], lane);
+        put_part(dp, parts[warp][1], lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        sum_parts(s, parts[pair][0], WARPS / HEAD_SPLIT * 2 * KTILES * 4 * 32, lane);
+        sum_parts(dp, parts[pair][1], WARPS / HEAD_SPLIT * 2 * KTILES * 4 * 32, lane);
+#endif
+#pragma unroll
+        for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+            for (uint x = 0; x < 4; x++) {
+                const uint row = r[x / 2];
+                softmax_grad(&s[nt][x], &dp[nt][x], rows_i[row],
+                             kb + (int)(nt * 8 + 2 * tig + x % 2), row_lse[x / 2], row_delta[x / 2],
+                             klen, shift, wl, wr, scale, mask, mask_off, rows_mask[row]);
+            }
+        uint dsh[KTILES][4], dsl[KTILES][4];
+        to_a_fragments(dp, dsh, dsl);
+        accumulate_product(acc, dsh, dsl, ks + col0, gid, tig EMU_ARGS);
+    }
+#pragma unroll
+    for (uint h = 0; h < 2; h++)
+        if (qrow[h] != NO_ROW)
+#pragma unroll
+            for (uint nt = 0; nt < DPART; nt++) {
+                const ulong at = dq_off + qrow[h] + col0 + nt * 8 + 2 * tig;
+                const bool empty = row_lse[h] == -INFINITY; /* 0, as in the forward */
+                dq[at] = empty ? 0.0f : scale * acc[nt][2 * h];
+                dq[at + 1] = empty ? 0.0f : scale * acc[nt][2 * h + 1];
+            }
+}
+#endif
+
+#if OCLML_WANT(oclml_attention_dkdv_mma)
+#if DKDV_PAIRS && HEAD_SPLIT > 2
+#error "the dK/dV kernel's pairs split the head dim in two at most"
+#endif
+/* Grid: (key blocks of KEYS keys x NT, B HKV). The block's keys against every query row of the
+ * key head's group that can see them, BQ rows staged at a time and taken BN at a time.
+ *
+ * Without DKDV_PAIRS each warp takes 16 keys and all four products: S^T = K Q^T and dP^T =
+ * V dO^T with K and V as A fragments in registers, then dV += P^T dO and dK += dS^T Q. With
+ * DKDV_PAIRS two warps share 16 keys, each with one operand and one accumulator in registers (at
+ * head dim 128 the four of them spill): the P warp computes S^T = K Q^T, P = exp(S - lse), hands
+ * P over through local memory and adds P^T dO into dV; the dS warp computes dP^T = V dO^T, takes
+ * P, and adds dS^T Q into dK, dS = P (dP - delta). Both run the same instructions on their own
+ * operands (no divergent barrier, emulated instructions included). With HEAD_SPLIT 2 (above head
+ * dim 128, where one operand and one accumulator spill) four warps share 16 keys: two P warps
+ * and two dS warps, each holding half of the head dim of its operand and accumulator; the two
+ * of a product sum S^T or dP^T from their parts (sum_parts), and the first P warp hands P
+ * over. */
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
+oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __global float *dv,
+                         ulong dv_off, ATT_GEOM) {
+    /* 16-byte aligned: the asynchronous copies' destinations (a misaligned one faults). */
+    __local float qs[BQ * K_LD] __attribute__((aligned(16))),
+        ds_rows[BQ * K_LD] __attribute__((aligned(16))), lse_s[BQ], delta_s[BQ];
+#if DKDV_PAIRS
+    __local float p_tiles[2][KGROUPS][KTILES * 4 * 32]; /* P by group, two parts in flight */
+#if HEAD_SPLIT > 1
+    __local float parts[WARPS][KTILES * 4 * 32]; /* each warp's part of S^T or dP^T */
+#endif
+#endif
+    MMA_LOCALS
+    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
+    const uint n_rows = H / HKV * LQ;
+    const int kb = (int)(get_group_id(0) * KEYS);
+    const ulong kstride = KEY_STRIDE(HKV), kbase = row_offset(b, hkv, 0, HKV, LK);
+    const int klen = key_length(keylen, keylen_off, b, LK);
+#if DKDV_PAIRS /* role: the P warps' parts, then the dS warps' */
+    const uint pair = warp % KGROUPS, role = warp / KGROUPS, side = role % HEAD_SPLIT;
+    const bool p_warp = role < HEAD_SPLIT;
+#else
+    const uint pair = warp, side = 0;
+#endif
+    const uint col0 = side * DPART * 8; /* this warp's first head-dim column */
+    /* This work-item's keys: kb + pair 16 + gid and 8 more (accumulator rows). */
+    const int key[2] = {kb + (int)(pair * 16 + gid), kb + (int)(pair * 16 + gid + 8)};
+    const ulong krow[2] = {key[0] < (int)LK ? kbase + key[0] * kstride : NO_ROW,
+                           key[1] < (int)LK ? kbase + key[1] * kstride : NO_ROW};
+    /* Keys past the key length are never read (their gradients are written as 0). */
+    const ulong kread[2] = {key[0] < klen ? krow[0] : NO_ROW, key[1] < klen ? krow[1] : NO_ROW};
+#if DKDV_PAIRS
+    float xa[DPART][4], acc[DPART][4]; /* K and dV (P warps) or V and dK (dS warps), a part */
+    load_a(xa, (p_warp ? k + k_off : v + v_off) + col0, kread, tig);
+#else
+    float ka[DSTEPS][4], va[DSTEPS][4], acc_k[DSTEPS][4], acc_v[DSTEPS][4];
+    load_a(ka, k + k_off, kread, tig);
+    load_a(va, v + v_off, kread, tig);
+#endif
+#pragma unroll
+    for (uint kk = 0; kk < DPART; kk++)
+#pragma unroll
+        for (uint x = 0; x < 4; x++) {
+#if DKDV_PAIRS
+            acc[kk][x] = 0.0f;
+#else
+            acc_k[kk][x] = acc_v[kk][x] = 0.0f;
+#endif
+        }
+    for (uint R0 = 0; R0 < n_rows; R0 += BQ) {
+        int imin, imax, jlo, jhi;
+        query_span(R0, n_rows, LQ, &imin, &imax);
+        key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
+        if (jhi <= kb || jlo >= kb + (int)KEYS) continue; /* no row of the block sees these keys */
+        fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
+                  mask_hstride);
+#if ASYNC_KV /* every copy in flight at once, rather than a round trip a staged element */
+        copy_rows(qs, q + q_off, rows_qkv);
+        copy_rows(ds_rows, dout + dout_off, rows_qkv);
+        cp_async_commit();
+#else
+        stage_rows(qs, q + q_off, rows_qkv, BQ);
+        stage_rows(ds_rows, dout + dout_off, rows_qkv, BQ);
+#endif
+        for (uint e = lid; e < BQ; e += NT) {
+            const ulong stat = rows_stat[e];
+            lse_s[e] = stat == NO_ROW ? -INFINITY : lse[lse_off + stat];
+            delta_s[e] = stat == NO_ROW ? 0.0f : delta[stat];
+        }
+#if ASYNC_KV
+        cp_async_wait(0);
+#endif
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint part = 0; part < BQ; part += BN) {
+#if DKDV_PAIRS
+            __local float *pt = p_tiles[part / BN % 2][pair];
+            float t[KTILES][4]; /* S^T, then P (P warps); dP^T, then dS (dS warps) */
+            score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD + col0, gid, tig EMU_ARGS);
+#if HEAD_SPLIT > 1 /* the next part's writes come after the P tiles' barrier */
+            put_part(t, parts[warp], lane);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            sum_parts(t, parts[pair + (role - side) * KGROUPS], KGROUPS * KTILES * 4 * 32, lane);
+#endif
+            if (p_warp)
+#pragma unroll
+                for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+                    for (uint x = 0; x < 4; x++) {
+                        const uint row = part + nt * 8 + 2 * tig + x % 2;
+                        t[nt][x] =
+                            probability(t[nt][x], rows_i[row], key[x / 2], lse_s[row], klen, shift,
+                                        wl, wr, scale, mask, mask_off, rows_mask[row]);
+#if HEAD_SPLIT > 1
+                        if (side == 0) /* the P warps hold the same P: the first hands it over */
+#endif
+                            pt[(nt * 4 + x) * 32 + lane] = t[nt][x];
+                    }
+            /* The P tiles written; the buffer written next was last read two parts ago, before
+             * the previous part's barrier. */
+            barrier(CLK_LOCAL_MEM_FENCE);
+            /* dS (dS warps), as a select: PoCL 3.1 skipped this loop under `if (!p_warp)` once
+             * no barrier followed it before the products' (the emulated kernels). */
+#pragma unroll
+            for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+                for (uint x = 0; x < 4; x++) {
+                    const uint row = part + nt * 8 + 2 * tig + x % 2;
+                    const float ds =
+                        score_grad(pt[(nt * 4 + x) * 32 + lane], t[nt][x], delta_s[row]);
+                    t[nt][x] = p_warp ? t[nt][x] : ds;
+                }
+            uint fh[KTILES][4], fl[KTILES][4];
+            to_a_fragments(t, fh, fl);
+            accumulate_product(acc, fh, fl, (p_warp ? ds_rows : qs) + part * K_LD + col0, gid,
+                               tig EMU_ARGS);
+#else
+            float s[KTILES][4], dp[KTILES][4];
+            score_product(s, ka, qs + part * K_LD, gid, tig EMU_ARGS);
+            score_product(dp, va, ds_rows + part * K_LD, gid, tig EMU_ARGS);
+#pragma unroll
+            for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+                for (uint x = 0; x < 4; x++) {
+                    const uint row = part + nt * 8 + 2 * tig + x % 2;
+                    softmax_grad(&s[nt][x], &dp[nt][x], rows_i[row], key[x / 2], lse_s[row],
+                                 delta_s[row], klen, shift, wl, wr, scale, mask, mask_off,
+                                 rows_mask[row]);
+                }
+            uint fh[KTILES][4], fl[KTILES][4];
+            to_a_fragments(s, fh, fl);
+            accumulate_product(acc_v, fh, fl, ds_rows + part * K_LD, gid, tig EMU_ARGS);
+            to_a_fragments(dp, fh, fl);
+            accumulate_product(acc_k, fh, fl, qs + part * K_LD, gid, tig EMU_ARGS);
+#endif
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* the staged rows are read until here */
+    }
+#pragma unroll
+    for (uint h = 0; h < 2; h++)
+        if (krow[h] != NO_ROW)
+#pragma unroll
+            for (uint nt = 0; nt < DPART; nt++) {
+                const ulong at = krow[h] + col0 + nt * 8 + 2 * tig;
+#if DKDV_PAIRS
+                __global float *dst = p_warp ? dv + dv_off : dk + dk_off;
+                const float f = p_warp ? 1.0f : scale;
+                dst[at] = f * acc[nt][2 * h];
+                dst[at + 1] = f * acc[nt][2 * h + 1];
+#else
+                dk[dk_off + at] = scale * acc_k[nt][2 * h];
+                dk[dk_off + at + 1] = scale * acc_k[nt][2 * h + 1];
+                dv[dv_off + at] = acc_v[nt][2 * h];
+                dv[dv_off + at + 1] = acc_v[nt][2 * h + 1];
+#endif
+            }
+}
+#endif

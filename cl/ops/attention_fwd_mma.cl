@@ -1,0 +1,392 @@
+/* Attention forward on TF32 tensor cores (3xTF32, attention_mma.h), for head dims that are
+ * multiples of 8 up to 128, and with FWD_PAIRS multiples of 16 up to 256, including the key
+ * splits of the decode path (merged by attention.cl's merge kernel).
+ *
+ * A work-group of WARPS warps takes BQ = 16 WARPS query rows (16 a warp: the m16n8k8 rows; with
+ * FWD_PAIRS 8 WARPS, two warps sharing 16 rows, each with half of the head dim of Q and O, the
+ * pair summing S from its two parts as the paired dQ kernel does) against key blocks of BN keys
+ * staged in local memory. Each warp keeps its rows of Q in registers as m16n8k8 A fragments,
+ * computes S = Q K^T for the block (BN / 8 tiles of 8 keys), applies the masks and the online
+ * softmax on the accumulator fragments (a row's statistics reduced over the 4 work-items that
+ * hold it), and adds P V into O's fragments (HEAD_DIM / 8 tiles), P taken as A fragments where
+ * the accumulators hold it (to_a_fragments: no value changes work-item). With VEC_FRAGMENTS
+ * (head dims that are multiples of 32) the second kernel below reads K and V as float4s. */
+#include "attention_mma.h"
+
+#if OCLML_WANT(oclml_attention_fwd_mma)
+/* The online softmax of a block for this work-item's rows r[0], r[1] (s over keys kb + nt 8 +
+ * 2 tig + x % 2): the masks, each row's maximum over the 4 work-items that hold it, the factor
+ * alpha by which its earlier sum l (done here) and output (the caller's) shrink, and s turned
+ * into exp(s - maximum) and added to l. */
+OCLML_INLINE void softmax_block(float s[KTILES][4], float m[2], float l[2], float alpha[2],
+                                const uint r[2], __local const int *rows_i,
+                                __local const ulong *rows_mask, int kb, int klen, int shift, int wl,
+                                int wr, float scale, __global const float *mask, ulong mask_off,
+                                uint lane, uint tig EMU_PARAMS) {
+    float mx[2] = {-INFINITY, -INFINITY}, base[2];
+#pragma unroll
+    for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+        for (uint x = 0; x < 4; x++) {
+            const uint row = r[x / 2];
+            s[nt][x] = masked_score(s[nt][x], rows_i[row], kb + (int)(nt * 8 + 2 * tig + x % 2),
+                                    klen, shift, wl, wr, scale, mask, mask_off, rows_mask[row]);
+            mx[x / 2] = fmax(mx[x / 2], s[nt][x]);
+        }
+#pragma unroll
+    for (uint h = 0; h < 2; h++) {
+        mx[h] = fmax(mx[h], SHUFFLE(mx[h], lane ^ 1u));
+        mx[h] = fmax(mx[h], SHUFFLE(mx[h], lane ^ 2u));
+        const float mn = fmax(m[h], mx[h]);
+        /* exp(x - -inf) would be NaN where the row has seen nothing yet: shift by 0 there. */
+        base[h] = mn == -INFINITY ? 0.0f : mn;
+        alpha[h] = exp(m[h] - base[h]);
+        m[h] = mn;
+        l[h] *= alpha[h];
+    }
+#pragma unroll
+    for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+        for (uint x = 0; x < 4; x++) {
+            s[nt][x] = exp(s[nt][x] - base[x / 2]);
+            l[x / 2] += s[nt][x];
+        }
+}
+
+/* The row's log-sum-exp from its sum of exp(s - m) (l > 0; -inf where it saw nothing; NaN
+ * kept), into lse or, with key splits, the split's part. */
+OCLML_INLINE void put_lse(float m, float l, ulong stat, uint split, uint splits, ulong rows_all,
+                          uint has_lse, __global float *lse, ulong lse_off, __global float *part) {
+    const float row_lse = l > 0.0f ? m + log(l) : (l == 0.0f ? -INFINITY : l);
+    if (stat == NO_ROW) return;
+    if (splits > 1)
+        part[splits * rows_all * HEAD_DIM + split * rows_all + stat] = row_lse;
+    else if (has_lse)
+        lse[lse_off + stat] = row_lse;
+}
+
+#define FWD_MMA_ARGS                                                                               \
+    __global const float *q, ulong q_off, __global const float *k, ulong k_off,                    \
+        __global const float *v, ulong v_off, __global float *o, ulong o_off, __global float *lse, \
+        ulong lse_off, uint has_lse, __global const float *mask, ulong mask_off,                   \
+        __global const float *keylen, ulong keylen_off, __global float *part, ulong rows_all,      \
+        uint splits, uint blocks_per_split, ATT_GEOM
+
+/* A forward work-group's batch and key head, key split and row block (R0, its row tables filled),
+ * K and V moved to its key head, and the key blocks [first, end) it takes. */
+#define FWD_BLOCK_SETUP                                                                         \
+    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV, split = get_global_id(2);   \
+    const uint R0 = LAST_FIRST_ROW_BLOCK;                                                       \
+    k += k_off + row_offset(b, hkv, 0, HKV, LK);                                                \
+    v += v_off + row_offset(b, hkv, 0, HKV, LK);                                                \
+    const ulong kstride = KEY_STRIDE(HKV);                                                      \
+    int jlo, jhi;                                                                               \
+    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, \
+                               LK, scale, shift, wl, wr, mask_bstride, mask_hstride);           \
+    const int first = jlo / BN * BN + (int)(split * blocks_per_split) * BN;                     \
+    const int end = min(jhi, first + (int)blocks_per_split * BN);
+#endif
+
+#ifndef VEC_FRAGMENTS
+#define VEC_FRAGMENTS 0 /* 1: the forward below the next, float4 fragment reads */
+#endif
+#if OCLML_WANT(oclml_attention_fwd_mma) && !VEC_FRAGMENTS
+#if FWD_PAIRS && HEAD_SPLIT != 2
+#error "the paired forward's warps hold half the head dim each: HEAD_SPLIT 2"
+#endif
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
+oclml_attention_fwd_mma(FWD_MMA_ARGS) {
+    KV_BUFFERS
+#if FWD_PAIRS
+    __local float parts[WARPS][KTILES * 4 * 32]; /* each warp's part of S */
+#endif
+    MMA_LOCALS
+    FWD_BLOCK_SETUP
+
+#if FWD_PAIRS /* HEAD_SPLIT warps on 16 rows, as in the paired dQ kernel */
+    const uint pair = warp % (WARPS / HEAD_SPLIT), side = warp / (WARPS / HEAD_SPLIT);
+#else
+    const uint pair = warp, side = 0;
+#endif
+    const uint col0 = side * DPART * 8; /* this warp's first head-dim column */
+    /* This work-item's rows: r[0] = pair 16 + gid and r[1] = r[0] + 8 of the block. */
+    const uint r[2] = {pair * 16 + gid, pair * 16 + gid + 8};
+    const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
+    float qa[DPART][4], acc[DPART][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    load_a(qa, q + q_off + col0, qrow, tig);
+#pragma unroll
+    for (uint kk = 0; kk < DPART; kk++)
+#pragma unroll
+        for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
+    KV_FIRST(first, end)
+    for (int kb = first; kb < end; kb += BN) {
+        KV_NEXT(kb, end)
+        float s[KTILES][4];
+        score_product(s, qa, ks + col0, gid, tig EMU_ARGS);
+#if FWD_PAIRS /* KV_NEXT's barrier keeps the next block's parts after these reads */
+        put_part(s, parts[warp], lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#if SPLIT_KV
+        KV_K_READ(kb, end)
+#endif
+        sum_parts(s, parts[pair], WARPS / HEAD_SPLIT * KTILES * 4 * 32, lane);
+#endif
+        /* Masks, and the online softmax of each of the two rows (both warps of a pair alike). */
+        float alpha[2];
+        softmax_block(s, m, l, alpha, r, rows_i, rows_mask, kb, klen, shift, wl, wr, scale, mask,
+                      mask_off, lane, tig EMU_ARGS);
+#pragma unroll
+        for (uint nt = 0; nt < DPART; nt++)
+#pragma unroll
+            for (uint x = 0; x < 4; x++) acc[nt][x] *= alpha[x / 2];
+        uint pah[KTILES][4], pal[KTILES][4]; /* O += P V */
+        to_a_fragments(s, pah, pal);
+#if SPLIT_KV
+        KV_V_READY
+#endif
+        accumulate_product(acc, pah, pal, vs + col0, gid, tig EMU_ARGS);
+    }
+    /* Each row's sum over the 4 work-items that hold it, then O / l and the log-sum-exp. */
+#pragma unroll
+    for (uint h = 0; h < 2; h++) {
+        l[h] += SHUFFLE(l[h], lane ^ 1u);
+        l[h] += SHUFFLE(l[h], lane ^ 2u);
+        const ulong stat = rows_stat[r[h]];
+        const float sum = l[h];
+        const float inv = sum > 0.0f ? 1.0f / sum : (sum == 0.0f ? 0.0f : sum);
+        /* One split: O and lse in place; several: this split's part (rows in [B, H, LQ]). */
+        const ulong at = splits == 1 ? qrow[h] : stat == NO_ROW ? NO_ROW : stat * HEAD_DIM;
+        __global float *dst = splits == 1 ? o + o_off : part + (ulong)split * rows_all * HEAD_DIM;
+        if (at != NO_ROW)
+#pragma unroll
+            for (uint nt = 0; nt < DPART; nt++) {
+                /* A row that saw no key: 0, even where 0 x inf (an infinite V another row of
+                 * the block sees) made its accumulator NaN. */
+                const ulong c = at + col0 + nt * 8 + 2 * tig;
+                dst[c] = sum == 0.0f ? 0.0f : inv * acc[nt][2 * h];
+                dst[c + 1] = sum == 0.0f ? 0.0f : inv * acc[nt][2 * h + 1];
+            }
+#if FWD_PAIRS
+        if (tig == 0 && side == 0) /* one warp of a pair */
+#else
+        if (tig == 0)
+#endif
+            put_lse(m[h], sum, stat, split, splits, rows_all, has_lse, lse, lse_off, part);
+    }
+}
+#endif
+
+#if OCLML_WANT(oclml_attention_fwd_mma) && VEC_FRAGMENTS
+/* The forward with every fragment value of K and V read as part of a float4 (VEC_FRAGMENTS:
+ * head dims that are multiples of 32, warps unpaired, K and V staged by asynchronous copies).
+ * Reads of the staged operand, one float at a time, bounded the kernel above (score_product); a
+ * float4 read brings a work-item four of its values at once:
+ * - S = Q K^T takes the head dim in an order of its own: the k slots tig and tig + 4 of the
+ *   8-deep steps 2 c and 2 c + 1 are head-dim columns 16 c + 4 tig + 0, 1 (step 2 c) and 2, 3
+ *   (step 2 c + 1), for Q's fragments (held as floats, loaded in that order) and K's alike.
+ * - O^T = V^T P^T takes V as the A operand (16 head-dim rows of O^T, 8 keys deep) and P^T as B,
+ *   from the accumulators where S left them (k slot tig: key 2 tig, tig + 4: key 2 tig + 1; its
+ *   two 8-column tiles: rows gid and gid + 8). The A rows gid and gid + 8 of row tiles 2 u and
+ *   2 u + 1 are head-dim columns 32 u + 4 gid + 0, 1 and 2, 3: one float4 of a V row gives both
+ *   tiles their values of one key.
+ * O^T's accumulators hold query rows 2 tig, 2 tig + 1 (+ 8), whose softmax statistics the
+ * work-items of rows gid hold: four shuffles a block bring the rescale factors. K's rows are
+ * HEAD_DIM + 16 floats apart (a float4 read of rows gid, gid + 1 falls on 32 banks), V's
+ * HEAD_DIM + 4 (rows 2 tig, 2 tig + 2, ... of a read: 8 banks apart). */
+#if HEAD_DIM % 32 || FWD_PAIRS || !ASYNC_KV
+#error "float4 fragments: head dims that are multiples of 32, warps unpaired, ASYNC_KV"
+#endif
+#define KV_LD (HEAD_DIM + 16)
+#define VV_LD (HEAD_DIM + 4)
+#define OT_TILES (HEAD_DIM / 16) /* O^T's 16-row tiles */
+
+/* Keys first .. first + BN - 1 of src (zero-filled at and past the key length `limit`, nothing
+ * read there) copied asynchronously into blk, ld floats a row. */
+OCLML_INLINE void copy_block_ld(__local float *blk, uint ld, __global const float *src,
+                                ulong stride, int first, uint limit) {
+    const uint nk = (uint)max(0, min(BN, (int)limit - first));
+    FOR_UNIFORM_ROUNDS(e, BN * HEAD_DIM / 4) {
+        const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
+        const bool in = j < nk;
+        cp_async16(blk + j * ld + c, src + (in ? (ulong)(first + (int)j) * stride + c : 0),
+                   in ? 16u : 0u);
+    }
+}
+
+/* The tf32 parts of four values. */
+OCLML_INLINE void split4(float4 v, uint4 *hi, uint4 *lo) {
+    uint h[4], l[4];
+    tf32_split(v.x, &h[0], &l[0]);
+    tf32_split(v.y, &h[1], &l[1]);
+    tf32_split(v.z, &h[2], &l[2]);
+    tf32_split(v.w, &h[3], &l[3]);
+    *hi = (uint4)(h[0], h[1], h[2], h[3]);
+    *lo = (uint4)(l[0], l[1], l[2], l[3]);
+}
+
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
+oclml_attention_fwd_mma(FWD_MMA_ARGS) {
+    __local float ks_all[2][BN * KV_LD] __attribute__((aligned(16))),
+        vs_all[2][BN * VV_LD] __attribute__((aligned(16)));
+    uint kv_buf = 0;
+    MMA_LOCALS
+    FWD_BLOCK_SETUP
+
+    /* The rows of S: r[0] = warp 16 + gid and r[1] = r[0] + 8; Q in the score product's order:
+     * qf[c][h][x] is head-dim column 16 c + 4 tig + x of row r[h]. */
+    const uint r[2] = {warp * 16 + gid, warp * 16 + gid + 8};
+    float qf[HEAD_DIM / 16][2][4], acc[OT_TILES][2][4], m[2] = {-INFINITY, -INFINITY},
+                                                        l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (uint h = 0; h < 2; h++) {
+        const ulong row = rows_qkv[r[h]];
+#pragma unroll
+        for (uint c = 0; c < HEAD_DIM / 16; c++)
+#pragma unroll
+            for (uint x = 0; x < 4; x++)
+                qf[c][h][x] = row != NO_ROW ? q[q_off + row + c * 16 + 4 * tig + x] : 0.0f;
+    }
+#pragma unroll
+    for (uint x = 0; x < OT_TILES * 8; x++) acc[x / 8][x / 4 % 2][x % 4] = 0.0f;
+    if (first < end) {
+        copy_block_ld(ks_all[0], KV_LD, k, kstride, first, (uint)klen);
+        copy_block_ld(vs_all[0], VV_LD, v, kstride, first, (uint)klen);
+    }
+    cp_async_commit();
+    for (int kb = first; kb < end; kb += BN) {
+        /* This block landed and shown; the next one's copies into the other buffers (every warp
+         * is past the last block's reads of them). */
+        cp_async_wait(0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (kb + BN < end) {
+            copy_block_ld(ks_all[kv_buf ^ 1u], KV_LD, k, kstride, kb + BN, (uint)klen);
+            copy_block_ld(vs_all[kv_buf ^ 1u], VV_LD, v, kstride, kb + BN, (uint)klen);
+        }
+        cp_async_commit();
+        __local const float *ks = ks_all[kv_buf], *vs = vs_all[kv_buf];
+        kv_buf ^= 1u;
+        /* S = Q K^T, CHUNK_STEPS 8-deep steps summed from zero at a time (the tensor cores'
+         * rounding toward zero: score_product); a chunk's K values read before its products. */
+        float s[KTILES][4];
+#pragma unroll
+        for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] = 0.0f;
+        MMA_UNROLL for (uint c0 = 0; c0 < HEAD_DIM / 16; c0 += CHUNK_STEPS / 2) {
+            float4 kf[CHUNK_STEPS / 2][KTILES];
+            float t[KTILES][4];
+            MMA_UNROLL for (uint c = 0; c < CHUNK_STEPS / 2; c++) {
+                MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
+                    kf[c][nt] = *(__local const float4 *)(ks + (nt * 8 + gid) * KV_LD +
+                                                          (c0 + c) * 16 + 4 * tig);
+                }
+            }
+#pragma unroll
+            for (uint x = 0; x < KTILES * 4; x++) t[x / 4][x % 4] = 0.0f;
+            MMA_UNROLL for (uint c = 0; c < CHUNK_STEPS / 2; c++) {
+                uint qh[2][4], ql[2][4];
+#pragma unroll
+                for (uint x = 0; x < 8; x++)
+                    tf32_split(qf[c0 + c][x / 4][x % 4], &qh[x / 4][x % 4], &ql[x / 4][x % 4]);
+                MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
+                    uint4 kh, kl;
+                    split4(kf[c][nt], &kh, &kl);
+                    MMA(t[nt], ql[0][0], ql[1][0], ql[0][1], ql[1][1], kh.x, kh.y);
+                    MMA(t[nt], qh[0][0], qh[1][0], qh[0][1], qh[1][1], kl.x, kl.y);
+                    MMA(t[nt], qh[0][0], qh[1][0], qh[0][1], qh[1][1], kh.x, kh.y);
+                    MMA(t[nt], ql[0][2], ql[1][2], ql[0][3], ql[1][3], kh.z, kh.w);
+                    MMA(t[nt], qh[0][2], qh[1][2], qh[0][3], qh[1][3], kl.z, kl.w);
+                    MMA(t[nt], qh[0][2], qh[1][2], qh[0][3], qh[1][3], kh.z, kh.w);
+                }
+            }
+#pragma unroll
+            for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] += t[x / 4][x % 4];
+        }
+        float alpha[2];
+        softmax_block(s, m, l, alpha, r, rows_i, rows_mask, kb, klen, shift, wl, wr, scale, mask,
+                      mask_off, lane, tig EMU_ARGS);
+        /* O^T's query rows nq 8 + 2 tig + e take the factor of the work-items of row
+         * gid = 2 tig + e. */
+#pragma unroll
+        for (uint nq = 0; nq < 2; nq++)
+#pragma unroll
+            for (uint e = 0; e < 2; e++) {
+                const float f = SHUFFLE(alpha[nq], 8 * tig + 4 * e);
+#pragma unroll
+                for (uint mt = 0; mt < OT_TILES; mt++) {
+                    acc[mt][nq][e] *= f;
+                    acc[mt][nq][2 + e] *= f;
+                }
+            }
+        /* P^T as split B fragments: pb[kt][nq] holds keys kt 8 + 2 tig, + 1 of row nq 8 + gid. */
+        uint pbh[KTILES][2][2], pbl[KTILES][2][2];
+#pragma unroll
+        for (uint x = 0; x < KTILES * 4; x++)
+            tf32_split(s[x / 4][x % 4], &pbh[x / 4][x % 4 / 2][x % 2],
+                       &pbl[x / 4][x % 4 / 2][x % 2]);
+        /* O^T += V^T P^T, each 16 x 8 tile summed over the block from zero (the rounding). */
+        MMA_UNROLL for (uint u = 0; u < HEAD_DIM / 32; u++) {
+            float4 vf[KTILES][2];
+            float t[2][2][4];
+            MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
+                const uint at = (kt * 8 + 2 * tig) * VV_LD + u * 32 + 4 * gid;
+                vf[kt][0] = *(__local const float4 *)(vs + at);
+                vf[kt][1] = *(__local const float4 *)(vs + at + VV_LD);
+            }
+#pragma unroll
+            for (uint x = 0; x < 16; x++) t[x / 8][x / 4 % 2][x % 4] = 0.0f;
+            MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
+                uint4 h0, h1, l0, l1;
+                split4(vf[kt][0], &h0, &l0);
+                split4(vf[kt][1], &h1, &l1);
+                MMA_UNROLL for (uint nq = 0; nq < 2; nq++) {
+                    const uint b0 = pbh[kt][nq][0], b1 = pbh[kt][nq][1];
+                    MMA(t[0][nq], l0.x, l0.y, l1.x, l1.y, b0, b1);
+                    MMA(t[0][nq], h0.x, h0.y, h1.x, h1.y, pbl[kt][nq][0], pbl[kt][nq][1]);
+                    MMA(t[0][nq], h0.x, h0.y, h1.x, h1.y, b0, b1);
+                    MMA(t[1][nq], l0.z, l0.w, l1.z, l1.w, b0, b1);
+                    MMA(t[1][nq], h0.z, h0.w, h1.z, h1.w, pbl[kt][nq][0], pbl[kt][nq][1]);
+                    MMA(t[1][nq], h0.z, h0.w, h1.z, h1.w, b0, b1);
+                }
+            }
+#pragma unroll
+            for (uint x = 0; x < 16; x++)
+                acc[2 * u + x / 8][x / 4 % 2][x % 4] += t[x / 8][x / 4 % 2][x % 4];
+        }
+    }
+    /* Each row's sum over the 4 work-items that hold it; the log-sum-exp from rows gid. */
+#pragma unroll
+    for (uint h = 0; h < 2; h++) {
+        l[h] += SHUFFLE(l[h], lane ^ 1u);
+        l[h] += SHUFFLE(l[h], lane ^ 2u);
+        if (tig == 0)
+            put_lse(m[h], l[h], rows_stat[r[h]], split, splits, rows_all, has_lse, lse, lse_off,
+                    part);
+    }
+    /* O / l of query rows nq 8 + 2 tig + e: head-dim columns 32 u + 4 gid + 0 .. 3 of each. */
+#pragma unroll
+    for (uint nq = 0; nq < 2; nq++)
+#pragma unroll
+        for (uint e = 0; e < 2; e++) {
+            const float sum = SHUFFLE(l[nq], 8 * tig + 4 * e);
+            const uint row = warp * 16 + nq * 8 + 2 * tig + e;
+            const ulong stat = rows_stat[row];
+            const float inv = sum > 0.0f ? 1.0f / sum : (sum == 0.0f ? 0.0f : sum);
+            /* One split: O in place; several: this split's part (rows in [B, H, LQ]). */
+            const ulong at = splits == 1      ? rows_qkv[row]
+                             : stat == NO_ROW ? NO_ROW
+                                              : stat * HEAD_DIM;
+            __global float *dst =
+                splits == 1 ? o + o_off : part + (ulong)split * rows_all * HEAD_DIM;
+            if (at != NO_ROW)
+#pragma unroll
+                for (uint u = 0; u < HEAD_DIM / 32; u++) {
+                    /* A row that saw no key: 0, even where 0 x inf (an infinite V another row of
+                     * the block sees) made its accumulator NaN. */
+                    const ulong c = at + u * 32 + 4 * gid;
+                    const float out[4] = {acc[2 * u][nq][e], acc[2 * u][nq][2 + e],
+                                          acc[2 * u + 1][nq][e], acc[2 * u + 1][nq][2 + e]};
+#pragma unroll
+                    for (uint x = 0; x < 4; x++) dst[c + x] = sum == 0.0f ? 0.0f : inv * out[x];
+                }
+        }
+}
+#endif

@@ -127,4 +127,11 @@ OCLML_INLINE float masked_score(float s, int i, int j, int klen, int shift, int 
 #endif
 }
 
+/* The backward kernels' leading arguments (attention.cl's and attention_bwd_mma.cl's). */
+#define BWD_ARGS                                                                          \
+    __global const float *q, ulong q_off, __global const float *k, ulong k_off,           \
+        __global const float *v, ulong v_off, __global const float *dout, ulong dout_off, \
+        __global const float *lse, ulong lse_off, __global const float *delta,            \
+        __global const float *mask, ulong mask_off, __global const float *keylen, ulong keylen_off
+
 #endif

@@ -394,6 +394,21 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
  * rows see the most keys, and the lightest blocks then end the launch. */
 #define LAST_FIRST_ROW_BLOCK ((get_num_groups(0) - 1 - get_group_id(0)) * BQ)
 
+/* This warp's group of 16 rows (pair) and, where HEAD_SPLIT warps share the group (the paired
+ * forward and dQ kernels), its part of the head dim (side, from column col0); the work-item's rows
+ * r[0] = pair 16 + gid and r[1] = r[0] + 8 of the block, and their offsets qrow. */
+#if HEAD_SPLIT > 1
+#define WARP_GROUP \
+    const uint pair = warp % (WARPS / HEAD_SPLIT), side = warp / (WARPS / HEAD_SPLIT);
+#else
+#define WARP_GROUP const uint pair = warp, side = 0;
+#endif
+#define WARP_ROWS                                             \
+    WARP_GROUP                                                \
+    const uint col0 = side * DPART * 8;                       \
+    const uint r[2] = {pair * 16 + gid, pair * 16 + gid + 8}; \
+    const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
+
 #define MMA_LOCALS                                                                      \
     __local ulong rows_qkv[BQ], rows_stat[BQ], rows_mask[BQ];                           \
     __local int rows_i[BQ];                                                             \

@@ -318,12 +318,6 @@ OCLML_INLINE void probabilities(float s[RQ][RK], float dp[RQ][RK], row_table row
     (void)mask_hstride;
 }
 
-#define BWD_ARGS                                                                          \
-    __global const float *q, ulong q_off, __global const float *k, ulong k_off,           \
-        __global const float *v, ulong v_off, __global const float *dout, ulong dout_off, \
-        __global const float *lse, ulong lse_off, __global const float *delta,            \
-        __global const float *mask, ulong mask_off, __global const float *keylen, ulong keylen_off
-
 #if OCLML_WANT(oclml_attention_dkdv)
 /* Grid: (key blocks x NT, B HKV). dK = scale sum dS^T Q and dV = sum P^T dO over every query
  * row of the key head's group that can see the block. Accumulator rows: keys ty + a TY. */

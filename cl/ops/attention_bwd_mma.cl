@@ -31,12 +31,6 @@ OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse,
     *dp = score_grad(*p, *dp, row_delta);
 }
 
-#define MMA_BWD_ARGS                                                                      \
-    __global const float *q, ulong q_off, __global const float *k, ulong k_off,           \
-        __global const float *v, ulong v_off, __global const float *dout, ulong dout_off, \
-        __global const float *lse, ulong lse_off, __global const float *delta,            \
-        __global const float *mask, ulong mask_off, __global const float *keylen, ulong keylen_off
-
 #if OCLML_WANT(oclml_attention_dq_mma)
 /* Grid: (row blocks x NT, B HKV). dQ = scale sum dS K over the block's key blocks of BN keys;
  * Q and dO of the work-item's two rows stay in registers as A fragments. With DQ_PAIRS two warps
@@ -45,7 +39,7 @@ OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse,
  * memory and both add them in the same order (low half first), so both hold the same P and dS,
  * and each adds dS K into its half of dQ. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
-oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
+oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
     KV_BUFFERS
 #if DQ_PAIRS
     __local float parts[WARPS][2][KTILES * 4 * 32]; /* each warp's part of S and of dP */
@@ -59,15 +53,9 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
     int jlo, jhi;
     const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
                                scale, shift, wl, wr, mask_bstride, mask_hstride);
-#if DQ_PAIRS /* HEAD_SPLIT warps on 16 rows: groups of rows, and the part of each warp */
-    const uint pair = warp % (WARPS / HEAD_SPLIT), side = warp / (WARPS / HEAD_SPLIT);
-#else
-    const uint pair = warp, side = 0;
-#endif
-    const uint col0 = side * DPART * 8; /* this warp's first head-dim column */
-    const uint r[2] = {pair * 16 + gid, pair * 16 + gid + 8};
-    const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
-    float row_lse[2], row_delta[2];
+    WARP_ROWS /* with DQ_PAIRS HEAD_SPLIT warps on 16 rows, a part of the head dim each */
+        float row_lse[2],
+        row_delta[2];
 #pragma unroll
     for (uint h = 0; h < 2; h++) {
         const ulong stat = rows_stat[r[h]];
@@ -139,7 +127,7 @@ oclml_attention_dq_mma(MMA_BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM)
  * of a product sum S^T or dP^T from their parts (sum_parts), and the first P warp hands P
  * over. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
-oclml_attention_dkdv_mma(MMA_BWD_ARGS, __global float *dk, ulong dk_off, __global float *dv,
+oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global float *dv,
                          ulong dv_off, ATT_GEOM) {
     /* 16-byte aligned: the asynchronous copies' destinations (a misaligned one faults). */
     __local float qs[BQ * K_LD] __attribute__((aligned(16))),

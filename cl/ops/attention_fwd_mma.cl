@@ -103,16 +103,9 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
     MMA_LOCALS
     FWD_BLOCK_SETUP
 
-#if FWD_PAIRS /* HEAD_SPLIT warps on 16 rows, as in the paired dQ kernel */
-    const uint pair = warp % (WARPS / HEAD_SPLIT), side = warp / (WARPS / HEAD_SPLIT);
-#else
-    const uint pair = warp, side = 0;
-#endif
-    const uint col0 = side * DPART * 8; /* this warp's first head-dim column */
-    /* This work-item's rows: r[0] = pair 16 + gid and r[1] = r[0] + 8 of the block. */
-    const uint r[2] = {pair * 16 + gid, pair * 16 + gid + 8};
-    const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
-    float qa[DPART][4], acc[DPART][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    WARP_ROWS /* with FWD_PAIRS HEAD_SPLIT warps on 16 rows, as in the paired dQ kernel */
+        float qa[DPART][4],
+        acc[DPART][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     load_a(qa, q + q_off + col0, qrow, tig);
 #pragma unroll
     for (uint kk = 0; kk < DPART; kk++)

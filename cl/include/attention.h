@@ -127,6 +127,28 @@ OCLML_INLINE float masked_score(float s, int i, int j, int klen, int shift, int 
 #endif
 }
 
+/* A forward row's output factor 1 / l from its sum l of exp(s - m): 0 where it saw no key, NaN
+ * kept. */
+OCLML_INLINE float row_inv(float l) { return l > 0.0f ? 1.0f / l : (l == 0.0f ? 0.0f : l); }
+
+/* Where a forward row's output goes: at its offset `row` with one key split (O in place); with
+ * several, in this split's part (rows in [B, H, LQ], from `stat`); NO_ROW past the last row. */
+OCLML_INLINE ulong out_row(uint splits, ulong row, ulong stat) {
+    return splits == 1 ? row : stat == NO_ROW ? NO_ROW : stat * HEAD_DIM;
+}
+
+/* A forward row's log-sum-exp from its maximum m and sum l of exp(s - m) (-inf where it saw no
+ * key, NaN kept), into lse or, with key splits, the split's part. */
+OCLML_INLINE void put_lse(float m, float l, ulong stat, uint split, uint splits, ulong rows_all,
+                          uint has_lse, __global float *lse, ulong lse_off, __global float *part) {
+    const float row_lse = l > 0.0f ? m + log(l) : (l == 0.0f ? -INFINITY : l);
+    if (stat == NO_ROW) return;
+    if (splits > 1)
+        part[splits * rows_all * HEAD_DIM + split * rows_all + stat] = row_lse;
+    else if (has_lse)
+        lse[lse_off + stat] = row_lse;
+}
+
 /* The backward kernels' leading arguments (attention.cl's and attention_bwd_mma.cl's). */
 #define BWD_ARGS                                                                          \
     __global const float *q, ulong q_off, __global const float *k, ulong k_off,           \

@@ -282,12 +282,12 @@ OCLML_INLINE void stage_kv(__local float *ks, __local float *vs, __global const 
         else
 
 /* Float4 e of a block of keys first .. first + BN - 1 (the first nk of them read, the rest
- * zero-filled) copied asynchronously into blk, K_LD floats a row. */
-OCLML_INLINE void copy_chunk(__local float *blk, __global const float *src, ulong stride, int first,
-                             uint nk, uint e) {
+ * zero-filled) copied asynchronously into blk, ld floats a row. */
+OCLML_INLINE void copy_chunk(__local float *blk, uint ld, __global const float *src, ulong stride,
+                             int first, uint nk, uint e) {
     const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
     const bool in = j < nk;
-    cp_async16(blk + j * K_LD + c, src + (in ? (ulong)(first + (int)j) * stride + c : 0),
+    cp_async16(blk + j * ld + c, src + (in ? (ulong)(first + (int)j) * stride + c : 0),
                in ? 16u : 0u);
 }
 
@@ -298,16 +298,16 @@ OCLML_INLINE void copy_kv(__local float *ks, __local float *vs, __global const f
                           __global const float *v, ulong stride, int first, uint limit) {
     const uint nk = (uint)max(0, min(BN, (int)limit - first));
     FOR_UNIFORM_ROUNDS(e, BN * HEAD_DIM / 4) {
-        copy_chunk(ks, k, stride, first, nk, e);
-        copy_chunk(vs, v, stride, first, nk, e);
+        copy_chunk(ks, K_LD, k, stride, first, nk, e);
+        copy_chunk(vs, K_LD, v, stride, first, nk, e);
     }
 }
 
-/* copy_kv for one of them (SPLIT_KV). */
-OCLML_INLINE void copy_block(__local float *blk, __global const float *src, ulong stride, int first,
-                             uint limit) {
+/* copy_kv for one of them, ld floats a row (SPLIT_KV: K_LD; the float4 forward's own strides). */
+OCLML_INLINE void copy_block(__local float *blk, uint ld, __global const float *src, ulong stride,
+                             int first, uint limit) {
     const uint nk = (uint)max(0, min(BN, (int)limit - first));
-    FOR_UNIFORM_ROUNDS(e, BN * HEAD_DIM / 4) copy_chunk(blk, src, stride, first, nk, e);
+    FOR_UNIFORM_ROUNDS(e, BN * HEAD_DIM / 4) copy_chunk(blk, ld, src, stride, first, nk, e);
 }
 
 #if SPLIT_KV
@@ -323,16 +323,16 @@ OCLML_INLINE void copy_block(__local float *blk, __global const float *src, ulon
 #define KV_BUFFERS                                            \
     __local float ks[BN * K_LD] __attribute__((aligned(16))), \
         vs[BN * K_LD] __attribute__((aligned(16)));
-#define KV_FIRST(first, end)                                            \
-    if ((first) < (end)) copy_block(ks, k, kstride, first, (uint)klen); \
+#define KV_FIRST(first, end)                                                  \
+    if ((first) < (end)) copy_block(ks, K_LD, k, kstride, first, (uint)klen); \
     cp_async_commit();
-#define KV_NEXT(kb, end)                          \
-    cp_async_wait(0);                             \
-    barrier(CLK_LOCAL_MEM_FENCE);                 \
-    copy_block(vs, v, kstride, (kb), (uint)klen); \
+#define KV_NEXT(kb, end)                                \
+    cp_async_wait(0);                                   \
+    barrier(CLK_LOCAL_MEM_FENCE);                       \
+    copy_block(vs, K_LD, v, kstride, (kb), (uint)klen); \
     cp_async_commit();
-#define KV_K_READ(kb, end)                                                    \
-    if ((kb) + BN < (end)) copy_block(ks, k, kstride, (kb) + BN, (uint)klen); \
+#define KV_K_READ(kb, end)                                                          \
+    if ((kb) + BN < (end)) copy_block(ks, K_LD, k, kstride, (kb) + BN, (uint)klen); \
     cp_async_commit();
 #define KV_V_READY    \
     cp_async_wait(1); \
@@ -396,7 +396,7 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
 
 /* This warp's group of 16 rows (pair) and, where HEAD_SPLIT warps share the group (the paired
  * forward and dQ kernels), its part of the head dim (side, from column col0); the work-item's rows
- * r[0] = pair 16 + gid and r[1] = r[0] + 8 of the block, and their offsets qrow. */
+ * r[0] = pair 16 + gid and r[1] = r[0] + 8 of the block, and their offsets qrow (WARP_ROWS;). */
 #if HEAD_SPLIT > 1
 #define WARP_GROUP \
     const uint pair = warp % (WARPS / HEAD_SPLIT), side = warp / (WARPS / HEAD_SPLIT);
@@ -407,7 +407,7 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
     WARP_GROUP                                                \
     const uint col0 = side * DPART * 8;                       \
     const uint r[2] = {pair * 16 + gid, pair * 16 + gid + 8}; \
-    const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
+    const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]}
 
 #define MMA_LOCALS                                                                      \
     __local ulong rows_qkv[BQ], rows_stat[BQ], rows_mask[BQ];                           \

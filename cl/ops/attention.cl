@@ -217,24 +217,17 @@ oclml_attention_fwd(__global const float *q, ulong q_off, __global const float *
         float sum = 0.0f;
         for (uint t = 0; t < TX; t++) sum += red[r * TX + t];
         const ulong stat = rows_stat[r];
-        const float inv = sum > 0.0f ? 1.0f / sum : (sum == 0.0f ? 0.0f : sum);
-        const float row_lse = sum > 0.0f ? m[u] + log(sum) : (sum == 0.0f ? -INFINITY : sum);
-        /* One split: O and lse in place; several: this split's part (rows in [B, H, LQ]). A
-         * row that saw no key writes 0, even where 0 x inf (an infinite V another row of the
+        const float inv = row_inv(sum);
+        /* A row that saw no key writes 0, even where 0 x inf (an infinite V another row of the
          * block sees) made its accumulator NaN. */
-        const ulong at = splits == 1 ? rows_qkv[r] : stat == NO_ROW ? NO_ROW : stat * HEAD_DIM;
+        const ulong at = out_row(splits, rows_qkv[r], stat);
         __global float *dst = splits == 1 ? o : part + (ulong)split * rows_all * HEAD_DIM;
         if (at != NO_ROW)
 #pragma unroll
             for (uint t = 0; t < DPT; t++)
                 if (tx + t * TX < HEAD_DIM)
                     dst[at + tx + t * TX] = sum == 0.0f ? 0.0f : inv * acc[u][t];
-        if (stat != NO_ROW && tx == 0) {
-            if (splits > 1)
-                part[splits * rows_all * HEAD_DIM + split * rows_all + stat] = row_lse;
-            else if (has_lse)
-                lse[lse_off + stat] = row_lse;
-        }
+        if (tx == 0) put_lse(m[u], sum, stat, split, splits, rows_all, has_lse, lse, lse_off, part);
     }
 }
 #endif

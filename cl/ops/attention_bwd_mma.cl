@@ -53,9 +53,8 @@ oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
     int jlo, jhi;
     const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
                                scale, shift, wl, wr, mask_bstride, mask_hstride);
-    WARP_ROWS /* with DQ_PAIRS HEAD_SPLIT warps on 16 rows, a part of the head dim each */
-        float row_lse[2],
-        row_delta[2];
+    WARP_ROWS; /* with DQ_PAIRS HEAD_SPLIT warps on 16 rows, a part of the head dim each */
+    float row_lse[2], row_delta[2];
 #pragma unroll
     for (uint h = 0; h < 2; h++) {
         const ulong stat = rows_stat[r[h]];

@@ -53,18 +53,6 @@ OCLML_INLINE void softmax_block(float s[KTILES][4], float m[2], float l[2], floa
         }
 }
 
-/* The row's log-sum-exp from its sum of exp(s - m) (l > 0; -inf where it saw nothing; NaN
- * kept), into lse or, with key splits, the split's part. */
-OCLML_INLINE void put_lse(float m, float l, ulong stat, uint split, uint splits, ulong rows_all,
-                          uint has_lse, __global float *lse, ulong lse_off, __global float *part) {
-    const float row_lse = l > 0.0f ? m + log(l) : (l == 0.0f ? -INFINITY : l);
-    if (stat == NO_ROW) return;
-    if (splits > 1)
-        part[splits * rows_all * HEAD_DIM + split * rows_all + stat] = row_lse;
-    else if (has_lse)
-        lse[lse_off + stat] = row_lse;
-}
-
 #define FWD_MMA_ARGS                                                                               \
     __global const float *q, ulong q_off, __global const float *k, ulong k_off,                    \
         __global const float *v, ulong v_off, __global float *o, ulong o_off, __global float *lse, \
@@ -103,9 +91,8 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
     MMA_LOCALS
     FWD_BLOCK_SETUP
 
-    WARP_ROWS /* with FWD_PAIRS HEAD_SPLIT warps on 16 rows, as in the paired dQ kernel */
-        float qa[DPART][4],
-        acc[DPART][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    WARP_ROWS; /* with FWD_PAIRS HEAD_SPLIT warps on 16 rows, as in the paired dQ kernel */
+    float qa[DPART][4], acc[DPART][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     load_a(qa, q + q_off + col0, qrow, tig);
 #pragma unroll
     for (uint kk = 0; kk < DPART; kk++)
@@ -146,9 +133,8 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         l[h] += SHUFFLE(l[h], lane ^ 2u);
         const ulong stat = rows_stat[r[h]];
         const float sum = l[h];
-        const float inv = sum > 0.0f ? 1.0f / sum : (sum == 0.0f ? 0.0f : sum);
-        /* One split: O and lse in place; several: this split's part (rows in [B, H, LQ]). */
-        const ulong at = splits == 1 ? qrow[h] : stat == NO_ROW ? NO_ROW : stat * HEAD_DIM;
+        const float inv = row_inv(sum);
+        const ulong at = out_row(splits, qrow[h], stat);
         __global float *dst = splits == 1 ? o + o_off : part + (ulong)split * rows_all * HEAD_DIM;
         if (at != NO_ROW)
 #pragma unroll
@@ -193,19 +179,6 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #define VV_LD (HEAD_DIM + 4)
 #define OT_TILES (HEAD_DIM / 16) /* O^T's 16-row tiles */
 
-/* Keys first .. first + BN - 1 of src (zero-filled at and past the key length `limit`, nothing
- * read there) copied asynchronously into blk, ld floats a row. */
-OCLML_INLINE void copy_block_ld(__local float *blk, uint ld, __global const float *src,
-                                ulong stride, int first, uint limit) {
-    const uint nk = (uint)max(0, min(BN, (int)limit - first));
-    FOR_UNIFORM_ROUNDS(e, BN * HEAD_DIM / 4) {
-        const uint j = e / (HEAD_DIM / 4), c = e % (HEAD_DIM / 4) * 4;
-        const bool in = j < nk;
-        cp_async16(blk + j * ld + c, src + (in ? (ulong)(first + (int)j) * stride + c : 0),
-                   in ? 16u : 0u);
-    }
-}
-
 /* The tf32 parts of four values. */
 OCLML_INLINE void split4(float4 v, uint4 *hi, uint4 *lo) {
     uint h[4], l[4];
@@ -242,8 +215,8 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #pragma unroll
     for (uint x = 0; x < OT_TILES * 8; x++) acc[x / 8][x / 4 % 2][x % 4] = 0.0f;
     if (first < end) {
-        copy_block_ld(ks_all[0], KV_LD, k, kstride, first, (uint)klen);
-        copy_block_ld(vs_all[0], VV_LD, v, kstride, first, (uint)klen);
+        copy_block(ks_all[0], KV_LD, k, kstride, first, (uint)klen);
+        copy_block(vs_all[0], VV_LD, v, kstride, first, (uint)klen);
     }
     cp_async_commit();
     for (int kb = first; kb < end; kb += BN) {
@@ -252,8 +225,8 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         cp_async_wait(0);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (kb + BN < end) {
-            copy_block_ld(ks_all[kv_buf ^ 1u], KV_LD, k, kstride, kb + BN, (uint)klen);
-            copy_block_ld(vs_all[kv_buf ^ 1u], VV_LD, v, kstride, kb + BN, (uint)klen);
+            copy_block(ks_all[kv_buf ^ 1u], KV_LD, k, kstride, kb + BN, (uint)klen);
+            copy_block(vs_all[kv_buf ^ 1u], VV_LD, v, kstride, kb + BN, (uint)klen);
         }
         cp_async_commit();
         __local const float *ks = ks_all[kv_buf], *vs = vs_all[kv_buf];
@@ -362,11 +335,8 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
             const float sum = SHUFFLE(l[nq], 8 * tig + 4 * e);
             const uint row = warp * 16 + nq * 8 + 2 * tig + e;
             const ulong stat = rows_stat[row];
-            const float inv = sum > 0.0f ? 1.0f / sum : (sum == 0.0f ? 0.0f : sum);
-            /* One split: O in place; several: this split's part (rows in [B, H, LQ]). */
-            const ulong at = splits == 1      ? rows_qkv[row]
-                             : stat == NO_ROW ? NO_ROW
-                                              : stat * HEAD_DIM;
+            const float inv = row_inv(sum);
+            const ulong at = out_row(splits, rows_qkv[row], stat);
             __global float *dst =
                 splits == 1 ? o + o_off : part + (ulong)split * rows_all * HEAD_DIM;
             if (at != NO_ROW)

@@ -225,9 +225,9 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
  * multiples of 8 up to 128 (above 128 up to 256 where the warps share the head dim: mma_wide)
  * and more query rows a key head than the decode tile takes, where the device's work-groups and
  * local memory hold the tile (else the FMA kernels run; each kernel of the backward decides for
- * itself). Work-groups of 4 or 8 warps of 16 rows (mma_warps); score tiles of 16 to 64 columns (mma_columns): on the H100
- * (2026-11-23) 32 keys ran the head-dim-64 forward 1.08x faster than 64, and 16 keys the
- * head-dim-128 forward 1.05x faster than 32 (which spills registers there). */
+ * itself). Work-groups of 4 or 8 warps of 16 rows (mma_warps); score tiles of 16 to 64 columns
+ * (mma_columns): on the H100 (2026-11-23) 32 keys ran the head-dim-64 forward 1.08x faster than
+ * 64, and 16 keys the head-dim-128 forward 1.05x faster than 32 (which spills registers there). */
 #define MMA_WARPS 4
 static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate, bool async);
 static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D);
@@ -322,6 +322,10 @@ static bool fwd_pairs(oclml_ctx *ctx, size_t D) {
     return D % 16 == 0 && (forced >= 0 ? forced == 1 : D > 128);
 }
 
+/* The head dims and warps the forward with float4 fragment reads takes (vec_fragments): multiples
+ * of 32, unpaired. */
+static bool vec_shape(oclml_ctx *ctx, size_t D) { return D % 32 == 0 && !fwd_pairs(ctx, D); }
+
 /* Whether a tensor-core kernel runs with its warps in pairs (DKDV_PAIRS, DQ_PAIRS, FWD_PAIRS). */
 static bool mma_paired(oclml_ctx *ctx, att_kernel kind, size_t D) {
     return (kind == K_DKDV_MMA && dkdv_pairs(ctx, D)) || (kind == K_DQ_MMA && dq_pairs(ctx, D)) ||
@@ -369,8 +373,8 @@ static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool e
                  kv = async && !split_kv(ctx, kind, D) ? 2 : 1;
     /* Each sharing warp's part of S (and of dP) */
     const size_t parts = head_split(ctx, kind, D) > 1 ? warps * bn * 16 : 0;
-    if (kind == K_FWD_MMA) /* K's rows 12 floats longer with float4 fragments */
-        return kv * bn * (2 * (D + 4) + (D % 32 == 0 && !fwd_pairs(ctx, D) ? 12 : 0)) +
+    if (kind == K_FWD_MMA) /* K's rows 12 floats longer where the float4 forward may run */
+        return kv * bn * (2 * (D + 4) + (vec_shape(ctx, D) ? 12 : 0)) +
                mma_block(ctx, kind, D) * 7 + parts + extra;
     if (kind == K_DQ_MMA)
         return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D) * 7 + 2 * parts + extra;
@@ -464,7 +468,7 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
  * (2026-11-27, B4 H16 L4096, two rounds) the forward went 5.93-6.03 -> 5.76-5.78 ms at head dim
  * 64 (causal 3.11-3.12 -> 3.00-3.02) and 13.44 -> 12.68 at 128 (causal 7.25 -> 6.84-6.91). */
 static bool vec_fragments(const att_call *c, att_kernel kind, int mode) {
-    return kind == K_FWD_MMA && c->s.D % 32 == 0 && !fwd_pairs(c->ctx, c->s.D) &&
+    return kind == K_FWD_MMA && vec_shape(c->ctx, c->s.D) &&
            oclml__tune(c->ctx, "attention.vec_fragments", 0) != 0 && kv_async(c, kind, mode);
 }
 

@@ -306,6 +306,36 @@ START_TEST(tensor_core_async_stages) {
 }
 END_TEST
 
+/* The last wave split over K (gemm.wave_warps: a compute unit running one 4-warp block here, so
+ * the blocks come in waves of as many as the device has compute units; gemm.tail_splits forces
+ * the split of any partly filled last wave): one more column of blocks than a wave, on block rows
+ * that do not divide it, so that the trailing blocks of the swizzled order form that rectangle.
+ * Every transpose, ragged edges, beta (the split's sum applies it). */
+START_TEST(tensor_core_last_wave_split) {
+    oclml_device_info info;
+    ASSERT_OK(oclml_ctx_device_info(T, &info));
+    const size_t units = info.compute_units, rows = units == 2 ? 3 : 2;
+    const size_t m = 32 * rows - 5, n = 32 * (units + 1) - 3, k = 117;
+    const int ta = _i & 1, tb = _i >> 1;
+    test_retune(TENSOR_CORE_PATH " gemm.wave_warps=4 gemm.tail_splits=3");
+    char plan[200];
+    ASSERT_OK(oclml_gemm_plan(T, ta ? OCLML_TRANS : OCLML_NO_TRANS,
+                              tb ? OCLML_TRANS : OCLML_NO_TRANS, m, n, k, 1, plan, sizeof plan));
+    if (units >= 2 && info.max_work_group_size >= 128) {
+        char want[64];
+        snprintf(want, sizeof want, "last wave's %zu blocks in 3 K splits", rows);
+        ck_assert_msg(strstr(plan, want), "%zu x %zu x %zu on %zu units: %s", m, n, k, units, plan);
+    }
+    test_gemm_case(ta, tb, m, n, k, 1.0f, 0.0f);
+    test_gemm_case(ta, tb, m, n, k, -0.5f, 0.75f);
+    /* Unforced, no split: 15 K tiles are too few for two splits of SPLIT_MIN_TILES (8). */
+    test_retune(TENSOR_CORE_PATH " gemm.wave_warps=4");
+    ASSERT_OK(oclml_gemm_plan(T, ta ? OCLML_TRANS : OCLML_NO_TRANS,
+                              tb ? OCLML_TRANS : OCLML_NO_TRANS, m, n, k, 1, plan, sizeof plan));
+    ck_assert_msg(!strstr(plan, "last wave"), "%s", plan);
+}
+END_TEST
+
 /* IEEE semantics on every path: inf * 1 = inf, inf * 0 = NaN, NaN spreads along its row, FLT_MAX
  * stays finite (the 3xTF32 split alone would turn all of these into NaN: the kernel recomputes
  * such outputs in fp32). */
@@ -399,6 +429,7 @@ int main(void) {
     tcase_add_test(tc, accuracy_matches_clblast);
     tcase_add_loop_test(tc, tensor_core_default_tile_and_split, 0, 4);
     tcase_add_loop_test(tc, tensor_core_async_stages, 0, 4);
+    tcase_add_loop_test(tc, tensor_core_last_wave_split, 0, 4);
     tcase_add_loop_test(tc, inf_and_nan_follow_ieee, 0, N_PATHS);
     tcase_add_test(tc, tf32_math_mode);
     tcase_add_test(tc, bad_input_touches_nothing);

@@ -503,6 +503,24 @@ START_TEST(backward_repeatable) {
 }
 END_TEST
 
+/* ---- the GEMM's last wave split over K ---- */
+
+/* The last wave's blocks run as a product of their own (check_gemm's tensor_core_last_wave_split
+ * sets it up the same way), whose K-split sum then applies the bias, the activation and the
+ * pre-activation store at the rectangle's offsets: forward and backward, bias per column. */
+START_TEST(last_wave_split) {
+    oclml_device_info info;
+    ASSERT_OK(oclml_ctx_device_info(T, &info));
+    const size_t units = info.compute_units;
+    size_t lead[1] = {32 * (units == 2 ? 3 : 2) - 5};
+    test_retune("gemm.own=1 gemm.mma=2 gemm.mma_tile=32:32:8:2:2 gemm.wave_warps=4 "
+                "gemm.tail_splits=2");
+    layer L = layer_new(OCLML_ACT_GELU_ERF, 2, lead, 117, 32 * (units + 1) - 3, true);
+    backward_check(&L, WANT_DX | WANT_DW | WANT_DB, 0);
+    layer_free(&L);
+}
+END_TEST
+
 /* ---- PyTorch's golden vectors ---- */
 
 static char golden_path[2048];
@@ -691,6 +709,7 @@ int main(void) {
     tcase_add_loop_test(tc, backward_finite_differences, 0, N_PATHS);
     tcase_add_loop_test(tc, nan_in_nan_out, 0, N_PATHS);
     tcase_add_loop_test(tc, backward_repeatable, 0, N_PATHS);
+    tcase_add_test(tc, last_wave_split);
     tcase_add_test(tc, bad_input_touches_nothing);
     /* PyTorch's vectors: skipped (with a note) until make_linear_golden.py has made them. */
     if (test_golden_path(golden_path, sizeof golden_path, "check_linear", "linear_golden.txt"))

@@ -29,7 +29,9 @@
  * Grid: dimension 0 block columns x work-group size (or the FMA work-group), dimension 1 block
  * rows, dimension 2 batch entries x K splits. A split computes its K range into its own slice of
  * C (a workspace; the finishing kernel sums them). Block order is swizzled in groups of
- * GROUP_M block rows, so blocks running together share A and B tiles in the L2 cache. */
+ * GROUP_M block rows, so blocks running together share A and B tiles in the L2 cache. A launch
+ * may also run the first blocks of that order alone, as one row of work-groups in dimension 0
+ * (the host's last-wave split, lib/ops/gemm_plan.c). */
 #include "activation.h"
 #ifndef MMA_EMULATE
 #define MMA_EMULATE 0 /* 1: the tensor-core kernel on a portable m16n8k8 (tests without them) */
@@ -75,7 +77,9 @@
 #ifndef BK
 #define BK 16
 #endif
-#define GROUP_M 8
+#ifndef GROUP_M
+#define GROUP_M 8 /* the host passes its own (gemm_plan.c's SWIZZLE_ROWS) */
+#endif
 
 #if GEMM_MMA
 #ifndef WM

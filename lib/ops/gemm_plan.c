@@ -25,12 +25,19 @@ typedef struct gemm_plan {
     bool emulate; /* PATH_MMA with the instruction in portable code (gemm.mma = 2, for tests) */
     unsigned splits;
     size_t kchunk;
+    /* The last wave split over K (choose_tail): the trailing tail_blocks of the swizzled block
+     * order, rows from tail_r0 and columns from tail_c0, run as their own product of
+     * tail_splits K splits; 0 blocks: none. */
+    size_t tail_blocks, tail_r0, tail_c0;
+    unsigned tail_splits;
 } gemm_plan;
 
 /* CLBlast's smallest default work-groups are 8 x 8 (copy and GEMM kernels). */
 #define CLBLAST_MIN_WORK_GROUP 64
 /* Grid dimensions 1 and 2 hold at most this many groups on some devices (CUDA's limit). */
 #define GRID_YZ_MAX 65535u
+/* The tiled kernels' block-order swizzle: groups of this many block rows (GROUP_M). */
+#define SWIZZLE_ROWS 8u
 
 static bool clblast_can_run(const oclml_ctx *ctx) {
     return ctx->caps.max_work_group_size >= CLBLAST_MIN_WORK_GROUP;
@@ -237,6 +244,52 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *
     if (p->splits == 0) p->splits = 1;
 }
 
+/* The last wave. Blocks run in waves of as many as the compute units hold at once, and a wave
+ * that is partly filled takes as long as a full one: on the H100 (2026-11-26 20:40 UTC) products
+ * of 7.5, 7.8 and 8.0 waves of 64 x 128 blocks (4096 x 3968, 4096^2, 4096 x 4224 x 4096) all ran
+ * 2.26-2.30 ms, lone blocks no faster than pairs. So where the device's table says how many
+ * warps of this kernel a compute unit runs at once (gemm.wave_warps), the blocks that would make
+ * the last wave are left out of the main launch and run after it as a product of their own,
+ * split over K so that its partial blocks fill the compute units; the K-split sum finishes them.
+ * Those blocks are the last of the swizzled order: the last group of block rows, its last
+ * columns (a rectangle). Split s then costs ceil(blocks s / slots) / s of a wave, plus the sum
+ * (its partials read once; counted as 3 K tiles of a block per slots-worth, and 8 K tiles for
+ * the two extra launches); it is taken where that saves a tenth of a wave or more. */
+#define TAIL_MIN_GAIN 0.1
+static void choose_tail(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
+    p->tail_blocks = 0;
+    const long warps = oclml__tune(ctx, "gemm.wave_warps", 0),
+               forced = oclml__tune(ctx, "gemm.tail_splits", 0);
+    if (warps <= 0 || p->path != PATH_MMA || p->splits > 1 || d->batch > 1 || d->gather_b) return;
+    const size_t slots = (size_t)warps / (p->wm * p->wn) * ctx->caps.compute_units;
+    const size_t gx = ceil_div(d->n, p->bn), gy = ceil_div(d->m, p->bm), total = gx * gy;
+    if (!slots || total <= slots || total % slots == 0) return;
+    const size_t first_row = (gy - 1) / SWIZZLE_ROWS * SWIZZLE_ROWS, rows = gy - first_row;
+    const size_t cols = ceil_div(total % slots, rows);
+    if (cols > gx) return; /* the last wave reaches into the group before: no rectangle */
+    const size_t blocks = rows * cols, ktiles = ceil_div(d->k, p->bk);
+    p->tail_r0 = first_row * p->bm;
+    p->tail_c0 = (gx - cols) * p->bn;
+    if (forced > 0) { /* tests: every partial last wave, so split */
+        if ((size_t)forced > ktiles) return;
+        p->tail_splits = (unsigned)forced;
+        p->tail_blocks = blocks;
+        return;
+    }
+    /* Waves the tail may take: what it saves against running with the rest. */
+    double best =
+        (double)ceil_div(total, slots) - (double)ceil_div(total - blocks, slots) - TAIL_MIN_GAIN;
+    for (size_t s = 2; s <= ktiles / SPLIT_MIN_TILES && s <= 64; s++) {
+        const double waves = (double)ceil_div(blocks * s, slots) / (double)s,
+                     sum = (3.0 * (double)(blocks * s) / (double)slots + 8.0) / (double)ktiles;
+        if (waves + sum < best) {
+            best = waves + sum;
+            p->tail_splits = (unsigned)s;
+            p->tail_blocks = blocks;
+        }
+    }
+}
+
 /* float4 loads of an operand: its contiguous extent (K, or its rows when transposed for A and
  * not for B), leading dimension, offset and batch stride all multiples of 4. */
 static bool vec_ok(const oclml__matrix *x, size_t extent) {
@@ -311,6 +364,7 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
         choose_fma_tile(ctx, p, false);
     }
     choose_splits(ctx, d, p);
+    choose_tail(ctx, d, p);
 }
 
 static bool has_epilogue(const oclml__gemm_desc *d) {
@@ -341,12 +395,14 @@ static void program_of(const gemm_plan *p, const oclml__gemm_desc *d, bool split
                  d->trans_a, d->trans_b, va, vb, p->bk, epi, d->gather_b ? (segmented ? 2 : 1) : 0);
     if (p->path == PATH_MMA) {
         snprintf(g->defines + n, sizeof g->defines - (size_t)n,
-                 " -DGEMM_MMA=%d -DBM=%u -DBN=%u -DWM=%u -DWN=%u -DGEMM_STAGES=%u%s", p->mma_mode,
-                 p->bm, p->bn, p->wm, p->wn, p->stages, p->emulate ? " -DMMA_EMULATE=1" : "");
+                 " -DGEMM_MMA=%d -DBM=%u -DBN=%u -DWM=%u -DWN=%u -DGEMM_STAGES=%u -DGROUP_M=%u%s",
+                 p->mma_mode, p->bm, p->bn, p->wm, p->wn, p->stages, SWIZZLE_ROWS,
+                 p->emulate ? " -DMMA_EMULATE=1" : "");
         g->kernel = "oclml_gemm_mma";
     } else {
         snprintf(g->defines + n, sizeof g->defines - (size_t)n,
-                 " -DGEMM_MMA=0 -DTX=%u -DTY=%u -DRM=%u -DRN=%u", p->tx, p->ty, p->rm, p->rn);
+                 " -DGEMM_MMA=0 -DTX=%u -DTY=%u -DRM=%u -DRN=%u -DGROUP_M=%u", p->tx, p->ty, p->rm,
+                 p->rn, SWIZZLE_ROWS);
         g->kernel = "oclml_gemm_fma";
     }
     /* Accumulators and staged float4s exceed the default register cap of some compilers; a
@@ -393,9 +449,10 @@ static oclml_status run_finish(oclml_ctx *ctx, const oclml__gemm_desc *d, const 
     return oclml__launch(ctx, k, args, 21, 3, global, local, NULL);
 }
 
-/* One launch of a tiled kernel writing c (d's C, or a split workspace). */
+/* One launch of a tiled kernel writing c (d's C, or a split workspace): every block, or the
+ * first `blocks` of the swizzled order (one row of work-groups). */
 static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p,
-                              const oclml__matrix *c, bool split) {
+                              const oclml__matrix *c, bool split, size_t blocks) {
     gemm_program g;
     program_of(p, d, split, &g);
     cl_kernel k;
@@ -434,23 +491,58 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
     size_t local[3] = {p->threads, 1, 1};
     size_t global[3] = {ceil_div(d->n, p->bn) * p->threads, ceil_div(d->m, p->bm),
                         d->batch * p->splits};
+    if (blocks) {
+        global[0] = blocks * p->threads;
+        global[1] = 1;
+    }
     return oclml__launch(ctx, k, args, d->gather_b ? 40 : 25, 3, global, local, NULL);
 }
 
-static oclml_status run_own(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p) {
-    if (p->splits == 1) return run_tiled(ctx, d, p, &d->c, false);
-    /* Each split writes its partial product to a workspace slice; the finishing kernel sums the
-     * slices and applies alpha, beta and the epilogue. */
+/* The product as K splits into a workspace, then the sum with alpha, beta and the epilogue. */
+static oclml_status run_split(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p) {
     size_t slice = d->m * d->n;
     cl_mem ws;
     oclml_status st = oclml__scratch_get(ctx, slice * p->splits * d->batch * sizeof(float), &ws);
     if (st) return st;
     oclml__matrix w = {ws, 0, d->n, slice};
-    st = run_tiled(ctx, d, p, &w, true);
+    st = run_tiled(ctx, d, p, &w, true, 0);
     w.stride = slice * p->splits;
     if (!st) st = run_finish(ctx, d, &w, slice, p->splits, d->alpha, d->beta);
     oclml__scratch_put(ctx, ws);
     return st;
+}
+
+/* The part of d from row r0 and column c0 on (a batch of one). */
+static oclml__gemm_desc sub_product(const oclml__gemm_desc *d, size_t r0, size_t c0) {
+    oclml__gemm_desc t = *d;
+    t.m -= r0;
+    t.n -= c0;
+    t.a.offset += d->trans_a ? r0 : r0 * d->a.ld;
+    t.b.offset += d->trans_b ? c0 * d->b.ld : c0;
+    t.c.offset += r0 * d->c.ld + c0;
+    if (d->pre.mem) t.pre.offset += r0 * d->pre.ld + c0;
+    if (d->bias) t.bias_offset += d->bias_per_row ? r0 : c0;
+    return t;
+}
+
+/* The plan of the last wave's product (choose_tail): p's tile, tail_splits K splits. */
+static gemm_plan tail_plan(const gemm_plan *p, const oclml__gemm_desc *tail) {
+    gemm_plan t = *p;
+    t.tail_blocks = 0;
+    t.kchunk = ceil_div(ceil_div(tail->k, p->tail_splits), p->bk) * p->bk;
+    t.splits = (unsigned)ceil_div(tail->k, t.kchunk);
+    return t;
+}
+
+static oclml_status run_own(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p) {
+    if (p->splits > 1) return run_split(ctx, d, p);
+    if (!p->tail_blocks) return run_tiled(ctx, d, p, &d->c, false, 0);
+    const size_t blocks = ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) - p->tail_blocks;
+    oclml_status st = run_tiled(ctx, d, p, &d->c, false, blocks);
+    if (st) return st;
+    const oclml__gemm_desc tail = sub_product(d, p->tail_r0, p->tail_c0);
+    const gemm_plan tp = tail_plan(p, &tail);
+    return run_split(ctx, &tail, &tp);
 }
 
 /* CLBlast's refusals of this device's work-group or local memory limits, which it reports before
@@ -511,6 +603,12 @@ void oclml__gemm_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text,
         snprintf(text, len, "own FMA tiles, tile %ux%ux%u, %ux%u work-items, %u K split%s%s", p.bm,
                  p.bn, p.bk, p.ty, p.tx, p.splits, p.splits > 1 ? "s" : "",
                  p.splits > 1 ? epi : "");
+    if (p.path == PATH_MMA && p.tail_blocks) {
+        size_t used = strlen(text);
+        if (used < len)
+            snprintf(text + used, len - used, ", last wave's %zu blocks in %u K splits%s",
+                     p.tail_blocks, p.tail_splits, epi);
+    }
 }
 
 oclml__matrix oclml__matrix_of(const oclml_tensor *t) {
@@ -550,11 +648,17 @@ void oclml__gemm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
             snprintf(what, sizeof what, "%zux%zux%zu%s", d.m, d.n, d.k, d.act ? " gelu" : "");
             oclml__warm_add(list, op, what, g.spec);
         }
+        /* The last wave's split product (without the epilogue) and its sum. */
+        if (p.path != PATH_CLBLAST && p.tail_blocks) {
+            gemm_program g;
+            program_of(&p, &d, true, &g);
+            oclml__warm_add(list, op, "last wave's K splits", g.spec);
+        }
         /* The summing kernel of split products, or the epilogue after CLBlast's product. */
-        if (p.splits > 1 || (p.path == PATH_CLBLAST && has_epilogue(&d))) {
+        if (p.splits > 1 || p.tail_blocks || (p.path == PATH_CLBLAST && has_epilogue(&d))) {
             finish_program f;
             finish_program_of(&d, &f);
-            oclml__warm_add(list, op, p.splits > 1 ? "K split sum" : "epilogue", f.spec);
+            oclml__warm_add(list, op, p.path == PATH_CLBLAST ? "epilogue" : "K split sum", f.spec);
         }
     }
 }

@@ -68,9 +68,10 @@ OCLML_INLINE void fill_rows(row_table t, uint R0, uint b, uint hkv, uint n_rows,
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
-/* The query indices rows R0 .. R0 + BQ - 1 can hold (all of them where the block spans heads). */
-OCLML_INLINE void query_span(uint R0, uint n_rows, uint LQ, int *imin, int *imax) {
-    const uint last = min(R0 + BQ, n_rows) - 1;
+/* The query indices rows R0 .. R0 + count - 1 can hold (all of them where the rows span heads;
+ * R0 < n_rows). */
+OCLML_INLINE void query_span(uint R0, uint count, uint n_rows, uint LQ, int *imin, int *imax) {
+    const uint last = min(R0 + count, n_rows) - 1;
     const bool one_head = R0 / LQ == last / LQ;
     *imin = one_head ? (int)(R0 % LQ) : 0;
     *imax = one_head ? (int)(last % LQ) : (int)LQ - 1;
@@ -106,9 +107,20 @@ OCLML_INLINE int row_block(row_table rows, uint R0, uint b, uint hkv, __global c
     fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
               mask_hstride);
     int imin, imax;
-    query_span(R0, n_rows, LQ, &imin, &imax);
+    query_span(R0, BQ, n_rows, LQ, &imin, &imax);
     key_span(imin, imax, klen, shift, wl, wr, jlo, jhi);
     return klen;
+}
+
+/* The keys [*jlo, *jhi) that a warp's 16 rows from R0 (of a key head's n_rows stacked query rows)
+ * can see; none where they all lie past the last. */
+OCLML_INLINE void warp_key_span(uint R0, uint n_rows, uint LQ, int klen, int shift, int wl, int wr,
+                                int *jlo, int *jhi) {
+    int imin, imax;
+    *jlo = *jhi = 0;
+    if (R0 >= n_rows) return;
+    query_span(R0, 16, n_rows, LQ, &imin, &imax);
+    key_span(imin, imax, klen, shift, wl, wr, jlo, jhi);
 }
 
 /* Score of query i against key j as the softmax sees it: scale s + mask, -inf where masked. */

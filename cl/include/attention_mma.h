@@ -409,6 +409,22 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
     const uint r[2] = {pair * 16 + gid, pair * 16 + gid + 8}; \
     const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]}
 
+/* Whether a forward warp skips key block kb, outside the keys [lo, hi) its rows can see
+ * (warp_key_span: the causal diagonal, the window, the key length; an additive mask is applied as
+ * given): its scores there would all be -inf, leaving its running maximum, sum and accumulators
+ * exactly as they are. Under a causal mask, warps above the diagonal of a row block's last key
+ * blocks skip them (at head dim 128, 16-key blocks: 28 of the 64 warp-blocks of the diagonal).
+ * On the H100 (2026-11-27 05:30 UTC, B4 H16 L4096, two rounds alternating) the causal forward
+ * went 6.69-6.76 -> 6.54-6.59 ms at head dim 128 and tied at 64 (32-key blocks: 2 of 8); the
+ * same skip in the dQ kernel tied at 128 and ran 1.5-2% slower at 64, full or causal, and is
+ * not there. Not with the emulated instruction, whose barriers every work-item must reach, nor
+ * where warps share rows (their parts meet at barriers). */
+#if MMA_EMULATE
+#define WARP_SKIPS(kb, lo, hi) false
+#else
+#define WARP_SKIPS(kb, lo, hi) ((kb) >= (hi) || (kb) + (int)BN <= (lo))
+#endif
+
 #define MMA_LOCALS                                                                      \
     __local ulong rows_qkv[BQ], rows_stat[BQ], rows_mask[BQ];                           \
     __local int rows_i[BQ];                                                             \

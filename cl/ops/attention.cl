@@ -340,7 +340,7 @@ oclml_attention_dkdv(BWD_ARGS, __global float *dk, ulong dk_off, __global float 
         for (uint t = 0; t < DPT; t++) acc_k[u][t] = acc_v[u][t] = 0.0f;
     for (uint R0 = 0; R0 < n_rows; R0 += BQ) {
         int imin, imax, jlo, jhi;
-        query_span(R0, n_rows, LQ, &imin, &imax);
+        query_span(R0, BQ, n_rows, LQ, &imin, &imax);
         key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
         if (jhi <= kb || jlo >= kb + BK) continue; /* no row of the block sees these keys */
         fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,

@@ -176,7 +176,7 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
         }
     for (uint R0 = 0; R0 < n_rows; R0 += BQ) {
         int imin, imax, jlo, jhi;
-        query_span(R0, n_rows, LQ, &imin, &imax);
+        query_span(R0, BQ, n_rows, LQ, &imin, &imax);
         key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
         if (jhi <= kb || jlo >= kb + (int)KEYS) continue; /* no row of the block sees these keys */
         fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,

@@ -72,7 +72,9 @@ OCLML_INLINE void softmax_block(float s[KTILES][4], float m[2], float l[2], floa
     const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, \
                                LK, scale, shift, wl, wr, mask_bstride, mask_hstride);           \
     const int first = jlo / BN * BN + (int)(split * blocks_per_split) * BN;                     \
-    const int end = min(jhi, first + (int)blocks_per_split * BN);
+    const int end = min(jhi, first + (int)blocks_per_split * BN);                               \
+    int warp_jlo, warp_jhi; /* the keys this warp's rows see (WARP_SKIPS; unpaired warps) */    \
+    warp_key_span(R0 + warp * 16, H / HKV * LQ, LQ, klen, shift, wl, wr, &warp_jlo, &warp_jhi);
 #endif
 
 #ifndef VEC_FRAGMENTS
@@ -101,6 +103,9 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
     KV_FIRST(first, end)
     for (int kb = first; kb < end; kb += BN) {
         KV_NEXT(kb, end)
+#if !FWD_PAIRS && !SPLIT_KV
+        if (WARP_SKIPS(kb, warp_jlo, warp_jhi)) continue;
+#endif
         float s[KTILES][4];
         score_product(s, qa, ks + col0, gid, tig EMU_ARGS);
 #if FWD_PAIRS /* KV_NEXT's barrier keeps the next block's parts after these reads */
@@ -231,6 +236,7 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         cp_async_commit();
         __local const float *ks = ks_all[kv_buf], *vs = vs_all[kv_buf];
         kv_buf ^= 1u;
+        if (WARP_SKIPS(kb, warp_jlo, warp_jhi)) continue;
         /* S = Q K^T, CHUNK_STEPS 8-deep steps summed from zero at a time (the tensor cores'
          * rounding toward zero: score_product); a chunk's K values read before its products. */
         float s[KTILES][4];

@@ -252,10 +252,18 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *
  * the last wave are left out of the main launch and run after it as a product of their own,
  * split over K so that its partial blocks fill the compute units; the K-split sum finishes them.
  * Those blocks are the last of the swizzled order: the last group of block rows, its last
- * columns (a rectangle). Split s then costs ceil(blocks s / slots) / s of a wave, plus the sum
- * (its partials read once; counted as 3 K tiles of a block per slots-worth, and 8 K tiles for
- * the two extra launches); it is taken where that saves a tenth of a wave or more. */
-#define TAIL_MIN_GAIN 0.1
+ * columns (a rectangle). In K tiles of a block, split s costs ceil(blocks s / slots) rounds of
+ * K / s tiles and TAIL_ROUND_TILES more (the pipeline's fill and the partials' store), and the
+ * sum 3 tiles per slots-worth of partials (a read of each) and TAIL_LAUNCH_TILES for the two
+ * launches; the split is taken where it saves TAIL_MIN_GAIN of a wave. The H100 (2026-11-27
+ * 04:35 UTC, three rounds alternating) fits that: 8192^3 18.35-18.37 -> 18.13-18.17 ms (8 blocks
+ * in 33 splits), 4096 x 3968 x 4096 2.28 -> 2.20-2.21 (136 blocks in 9 splits; the model
+ * now takes 5), where 8192 x 4096 x 1024 (136 blocks in 5 splits: 1.13 waves modelled, 1.2
+ * measured) ran 1.19-1.20 -> 1.21-1.22 and 4096^3 (200 blocks in 5, 0.97) 2.29-2.31 ->
+ * 2.27-2.28: neither is split now. */
+#define TAIL_ROUND_TILES 6.0
+#define TAIL_LAUNCH_TILES 8.0
+#define TAIL_MIN_GAIN 0.05
 static void choose_tail(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     p->tail_blocks = 0;
     const long warps = oclml__tune(ctx, "gemm.wave_warps", 0),
@@ -280,10 +288,13 @@ static void choose_tail(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p)
     double best =
         (double)ceil_div(total, slots) - (double)ceil_div(total - blocks, slots) - TAIL_MIN_GAIN;
     for (size_t s = 2; s <= ktiles / SPLIT_MIN_TILES && s <= 64; s++) {
-        const double waves = (double)ceil_div(blocks * s, slots) / (double)s,
-                     sum = (3.0 * (double)(blocks * s) / (double)slots + 8.0) / (double)ktiles;
-        if (waves + sum < best) {
-            best = waves + sum;
+        const double kt = (double)ktiles,
+                     rounds =
+                         (double)ceil_div(blocks * s, slots) * (kt / (double)s + TAIL_ROUND_TILES),
+                     sum = 3.0 * (double)(blocks * s) / (double)slots + TAIL_LAUNCH_TILES;
+        const double waves = (rounds + sum) / kt;
+        if (waves < best) {
+            best = waves;
             p->tail_splits = (unsigned)s;
             p->tail_blocks = blocks;
         }

@@ -439,3 +439,156 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
 #else
 #define MMA_EMU_LOCALS
 #endif
+
+#ifndef VEC_FRAGMENTS
+#define VEC_FRAGMENTS 0
+#endif
+#if VEC_FRAGMENTS
+/* Float4 fragment reads (VEC_FRAGMENTS: head dims that are multiples of 32, warps unpaired, K and
+ * V staged by asynchronous copies), for the forward and the dQ kernel. Reads of a staged operand
+ * one float at a time bounded those kernels (score_product, accumulate_product); a float4 read
+ * brings a work-item four of its values at once:
+ * - The score products (S = Q K^T, dP = dO V^T) take the head dim in an order of their own: the
+ *   k slots tig and tig + 4 of the 8-deep steps 2 c and 2 c + 1 are head-dim columns
+ *   vec_col(c, tig) + 0, 1 (step 2 c) and 2, 3 (step 2 c + 1), for the rows' fragments (held as
+ *   floats, loaded in that order: load_vec_rows) and the staged rows alike.
+ * - The accumulating products take their transposed form, O^T = V^T P^T (the forward) and
+ *   dQ^T = K^T dS^T: the staged rows as the A operand (16 head-dim rows, 8 keys deep) and P^T
+ *   (dS^T) as B, from the accumulators where the score product left them (k slot tig: key 2 tig,
+ *   tig + 4: key 2 tig + 1; its two 8-column tiles: rows gid and gid + 8). The A rows gid and
+ *   gid + 8 of row tiles 2 u and 2 u + 1 are head-dim columns 32 u + 4 gid + 0, 1 and 2, 3: one
+ *   float4 of a staged row gives both tiles their values of one key. Rows K_LD = HEAD_DIM + 4
+ *   floats apart put a quarter-warp's float4s there (rows 2 tig, columns 4 gid) on 32 banks.
+ * The accumulators then hold query rows 2 tig, 2 tig + 1 (+ 8), whose row statistics the
+ * work-items of rows gid hold (shuffles bring them).
+ * A score product's quarter-warp reads rows gid and gid + 1. The forward's K serves only score
+ * products: its rows are HEAD_DIM + 16 floats apart (VEC_K_LD) and a work-item's columns 4 tig
+ * (16 floats a row side by side). dQ's K serves both kinds of product, on K_LD: its score
+ * products spread a work-item's columns 8 tig apart instead (vec_col's `spread`), so that the
+ * two rows' float4s still fall on 32 banks. */
+#if HEAD_DIM % 32 || HEAD_SPLIT > 1 || !ASYNC_KV
+#error "float4 fragments: head dims that are multiples of 32, warps unpaired, ASYNC_KV"
+#endif
+#define VEC_K_LD (HEAD_DIM + 16)
+
+/* The first head-dim column of a work-item's float4 in 16-column step pair c (see above). */
+OCLML_INLINE uint vec_col(uint c, uint tig, bool spread) {
+    return spread ? 32 * (c / 2) + 8 * tig + 4 * (c % 2) : 16 * c + 4 * tig;
+}
+#define OT_TILES (HEAD_DIM / 16) /* the transposed accumulators' 16-row tiles */
+
+/* The tf32 parts of four values. */
+OCLML_INLINE void split4(float4 v, uint4 *hi, uint4 *lo) {
+    uint h[4], l[4];
+    tf32_split(v.x, &h[0], &l[0]);
+    tf32_split(v.y, &h[1], &l[1]);
+    tf32_split(v.z, &h[2], &l[2]);
+    tf32_split(v.w, &h[3], &l[3]);
+    *hi = (uint4)(h[0], h[1], h[2], h[3]);
+    *lo = (uint4)(l[0], l[1], l[2], l[3]);
+}
+
+/* Rows row[0], row[1] of x (offsets; NO_ROW: zeros) as the score products' fragment floats:
+ * f[c][h][x] is head-dim column vec_col(c, tig, spread) + x of row h. */
+OCLML_INLINE void load_vec_rows(float f[HEAD_DIM / 16][2][4], __global const float *x,
+                                const ulong row[2], uint tig, bool spread) {
+#pragma unroll
+    for (uint h = 0; h < 2; h++)
+#pragma unroll
+        for (uint c = 0; c < HEAD_DIM / 16; c++)
+#pragma unroll
+            for (uint e = 0; e < 4; e++)
+                f[c][h][e] = row[h] != NO_ROW ? x[row[h] + vec_col(c, tig, spread) + e] : 0.0f;
+}
+
+/* s = F X^T for this warp's 16 rows (fragments f) against the BN staged rows of xs (ld floats
+ * apart), CHUNK_STEPS 8-deep steps summed from zero at a time (the tensor cores' rounding toward
+ * zero: score_product); a chunk's staged values read before its products. */
+OCLML_INLINE void vec_score_product(float s[KTILES][4], const float f[HEAD_DIM / 16][2][4],
+                                    __local const float *xs, uint ld, bool spread, uint gid,
+                                    uint tig EMU_PARAMS) {
+#pragma unroll
+    for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] = 0.0f;
+    MMA_UNROLL for (uint c0 = 0; c0 < HEAD_DIM / 16; c0 += CHUNK_STEPS / 2) {
+        float4 xf[CHUNK_STEPS / 2][KTILES];
+        float t[KTILES][4];
+        MMA_UNROLL for (uint c = 0; c < CHUNK_STEPS / 2; c++) {
+            MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
+                xf[c][nt] = *(__local const float4 *)(xs + (nt * 8 + gid) * ld +
+                                                      vec_col(c0 + c, tig, spread));
+            }
+        }
+#pragma unroll
+        for (uint x = 0; x < KTILES * 4; x++) t[x / 4][x % 4] = 0.0f;
+        MMA_UNROLL for (uint c = 0; c < CHUNK_STEPS / 2; c++) {
+            uint fh[2][4], fl[2][4];
+#pragma unroll
+            for (uint x = 0; x < 8; x++)
+                tf32_split(f[c0 + c][x / 4][x % 4], &fh[x / 4][x % 4], &fl[x / 4][x % 4]);
+            MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
+                uint4 xh, xl;
+                split4(xf[c][nt], &xh, &xl);
+                MMA(t[nt], fl[0][0], fl[1][0], fl[0][1], fl[1][1], xh.x, xh.y);
+                MMA(t[nt], fh[0][0], fh[1][0], fh[0][1], fh[1][1], xl.x, xl.y);
+                MMA(t[nt], fh[0][0], fh[1][0], fh[0][1], fh[1][1], xh.x, xh.y);
+                MMA(t[nt], fl[0][2], fl[1][2], fl[0][3], fl[1][3], xh.z, xh.w);
+                MMA(t[nt], fh[0][2], fh[1][2], fh[0][3], fh[1][3], xl.z, xl.w);
+                MMA(t[nt], fh[0][2], fh[1][2], fh[0][3], fh[1][3], xh.z, xh.w);
+            }
+        }
+#pragma unroll
+        for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] += t[x / 4][x % 4];
+    }
+}
+
+/* A score tile's accumulators (P or dS) as the split B fragments of its transpose:
+ * bh[kt][nq] holds keys kt 8 + 2 tig, + 1 of row nq 8 + gid. */
+OCLML_INLINE void to_b_fragments(const float s[KTILES][4], uint bh[KTILES][2][2],
+                                 uint bl[KTILES][2][2]) {
+#pragma unroll
+    for (uint x = 0; x < KTILES * 4; x++)
+        tf32_split(s[x / 4][x % 4], &bh[x / 4][x % 4 / 2][x % 2], &bl[x / 4][x % 4 / 2][x % 2]);
+}
+
+/* acc += X^T P^T, X the BN staged rows of xs (the forward's V, dQ's K) and P^T the fragments of
+ * to_b_fragments: each 16 x 8 tile summed over the block from zero (the rounding). */
+OCLML_INLINE void vec_accumulate(float acc[OT_TILES][2][4], const uint bh[KTILES][2][2],
+                                 const uint bl[KTILES][2][2], __local const float *xs, uint gid,
+                                 uint tig EMU_PARAMS) {
+    MMA_UNROLL for (uint u = 0; u < HEAD_DIM / 32; u++) {
+        float4 xf[KTILES][2];
+        float t[2][2][4];
+        MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
+            const uint at = (kt * 8 + 2 * tig) * K_LD + u * 32 + 4 * gid;
+            xf[kt][0] = *(__local const float4 *)(xs + at);
+            xf[kt][1] = *(__local const float4 *)(xs + at + K_LD);
+        }
+#pragma unroll
+        for (uint x = 0; x < 16; x++) t[x / 8][x / 4 % 2][x % 4] = 0.0f;
+        MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
+            uint4 h0, h1, l0, l1;
+            split4(xf[kt][0], &h0, &l0);
+            split4(xf[kt][1], &h1, &l1);
+            MMA_UNROLL for (uint nq = 0; nq < 2; nq++) {
+                const uint b0 = bh[kt][nq][0], b1 = bh[kt][nq][1];
+                MMA(t[0][nq], l0.x, l0.y, l1.x, l1.y, b0, b1);
+                MMA(t[0][nq], h0.x, h0.y, h1.x, h1.y, bl[kt][nq][0], bl[kt][nq][1]);
+                MMA(t[0][nq], h0.x, h0.y, h1.x, h1.y, b0, b1);
+                MMA(t[1][nq], l0.z, l0.w, l1.z, l1.w, b0, b1);
+                MMA(t[1][nq], h0.z, h0.w, h1.z, h1.w, bl[kt][nq][0], bl[kt][nq][1]);
+                MMA(t[1][nq], h0.z, h0.w, h1.z, h1.w, b0, b1);
+            }
+        }
+#pragma unroll
+        for (uint x = 0; x < 16; x++)
+            acc[2 * u + x / 8][x / 4 % 2][x % 4] += t[x / 8][x / 4 % 2][x % 4];
+    }
+}
+
+/* The transposed accumulators' values of query row nq 8 + 2 tig + e, head-dim columns
+ * 32 u + 4 gid + 0 .. 3. */
+OCLML_INLINE float4 vec_out(const float acc[OT_TILES][2][4], uint u, uint nq, uint e) {
+    return (float4)(acc[2 * u][nq][e], acc[2 * u][nq][2 + e], acc[2 * u + 1][nq][e],
+                    acc[2 * u + 1][nq][2 + e]);
+}
+#endif

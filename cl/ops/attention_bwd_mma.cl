@@ -31,7 +31,7 @@ OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse,
     *dp = score_grad(*p, *dp, row_delta);
 }
 
-#if OCLML_WANT(oclml_attention_dq_mma)
+#if OCLML_WANT(oclml_attention_dq_mma) && !VEC_FRAGMENTS
 /* Grid: (row blocks x NT, B HKV). dQ = scale sum dS K over the block's key blocks of BN keys;
  * Q and dO of the work-item's two rows stay in registers as A fragments. With DQ_PAIRS two warps
  * share 16 rows, each holding half of the head dim of Q, dO and dQ (all of it spills registers at
@@ -104,6 +104,92 @@ oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
                 dq[at] = empty ? 0.0f : scale * acc[nt][2 * h];
                 dq[at + 1] = empty ? 0.0f : scale * acc[nt][2 * h + 1];
             }
+}
+#endif
+
+#if OCLML_WANT(oclml_attention_dq_mma) && VEC_FRAGMENTS
+/* The dQ kernel with every fragment value of K and V read as part of a float4 (VEC_FRAGMENTS in
+ * attention_mma.h): S = Q K^T and dP = dO V^T by vec_score_product, dQ^T += K^T dS^T by
+ * vec_accumulate; the output rows of dQ^T take their emptiness from the work-items of rows gid.
+ * Grid and order as in the kernel above. */
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
+oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
+    __local float ks_all[2][BN * K_LD] __attribute__((aligned(16))),
+        vs_all[2][BN * K_LD] __attribute__((aligned(16)));
+    uint kv_buf = 0;
+    MMA_LOCALS
+    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
+    const uint R0 = LAST_FIRST_ROW_BLOCK;
+    k += k_off + row_offset(b, hkv, 0, HKV, LK);
+    v += v_off + row_offset(b, hkv, 0, HKV, LK);
+    const ulong kstride = KEY_STRIDE(HKV);
+    int jlo, jhi;
+    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
+                               scale, shift, wl, wr, mask_bstride, mask_hstride);
+    const uint r[2] = {warp * 16 + gid, warp * 16 + gid + 8};
+    const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
+    float row_lse[2], row_delta[2];
+#pragma unroll
+    for (uint h = 0; h < 2; h++) {
+        const ulong stat = rows_stat[r[h]];
+        row_lse[h] = stat == NO_ROW ? -INFINITY : lse[lse_off + stat];
+        row_delta[h] = stat == NO_ROW ? 0.0f : delta[stat];
+    }
+    float qf[HEAD_DIM / 16][2][4], df[HEAD_DIM / 16][2][4], acc[OT_TILES][2][4];
+    load_vec_rows(qf, q + q_off, qrow, tig, true);
+    load_vec_rows(df, dout + dout_off, qrow, tig, true);
+#pragma unroll
+    for (uint x = 0; x < OT_TILES * 8; x++) acc[x / 8][x / 4 % 2][x % 4] = 0.0f;
+    const int first = jlo / BN * BN;
+    if (first < jhi) {
+        copy_block(ks_all[0], K_LD, k, kstride, first, (uint)klen);
+        copy_block(vs_all[0], K_LD, v, kstride, first, (uint)klen);
+    }
+    cp_async_commit();
+    for (int kb = first; kb < jhi; kb += BN) {
+        cp_async_wait(0); /* as in the float4 forward */
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (kb + BN < jhi) {
+            copy_block(ks_all[kv_buf ^ 1u], K_LD, k, kstride, kb + BN, (uint)klen);
+            copy_block(vs_all[kv_buf ^ 1u], K_LD, v, kstride, kb + BN, (uint)klen);
+        }
+        cp_async_commit();
+        __local const float *ks = ks_all[kv_buf], *vs = vs_all[kv_buf];
+        kv_buf ^= 1u;
+        float s[KTILES][4], dp[KTILES][4];
+        vec_score_product(s, qf, ks, K_LD, true, gid, tig EMU_ARGS);
+        vec_score_product(dp, df, vs, K_LD, true, gid, tig EMU_ARGS);
+#pragma unroll
+        for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+            for (uint x = 0; x < 4; x++) {
+                const uint row = r[x / 2];
+                softmax_grad(&s[nt][x], &dp[nt][x], rows_i[row],
+                             kb + (int)(nt * 8 + 2 * tig + x % 2), row_lse[x / 2], row_delta[x / 2],
+                             klen, shift, wl, wr, scale, mask, mask_off, rows_mask[row]);
+            }
+        uint dsh[KTILES][2][2], dsl[KTILES][2][2];
+        to_b_fragments(dp, dsh, dsl);
+        vec_accumulate(acc, dsh, dsl, ks, gid, tig EMU_ARGS);
+    }
+    /* dQ = scale dS K of query rows nq 8 + 2 tig + e; 0 for a row that sees nothing, as in the
+     * forward. */
+#pragma unroll
+    for (uint nq = 0; nq < 2; nq++)
+#pragma unroll
+        for (uint e = 0; e < 2; e++) {
+            const bool empty = SHUFFLE(row_lse[nq], 8 * tig + 4 * e) == -INFINITY;
+            const ulong at = rows_qkv[warp * 16 + nq * 8 + 2 * tig + e];
+            if (at != NO_ROW)
+#pragma unroll
+                for (uint u = 0; u < HEAD_DIM / 32; u++) {
+                    const ulong c = dq_off + at + u * 32 + 4 * gid;
+                    const float4 g = vec_out(acc, u, nq, e);
+                    const float g4[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+                    for (uint x = 0; x < 4; x++) dq[c + x] = empty ? 0.0f : scale * g4[x];
+                }
+        }
 }
 #endif
 

@@ -77,9 +77,6 @@ OCLML_INLINE void softmax_block(float s[KTILES][4], float m[2], float l[2], floa
     warp_key_span(R0 + warp * 16, H / HKV * LQ, LQ, klen, shift, wl, wr, &warp_jlo, &warp_jhi);
 #endif
 
-#ifndef VEC_FRAGMENTS
-#define VEC_FRAGMENTS 0 /* 1: the forward below the next, float4 fragment reads */
-#endif
 #if OCLML_WANT(oclml_attention_fwd_mma) && !VEC_FRAGMENTS
 #if FWD_PAIRS && HEAD_SPLIT != 2
 #error "the paired forward's warps hold half the head dim each: HEAD_SPLIT 2"
@@ -161,44 +158,18 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #endif
 
 #if OCLML_WANT(oclml_attention_fwd_mma) && VEC_FRAGMENTS
-/* The forward with every fragment value of K and V read as part of a float4 (VEC_FRAGMENTS:
- * head dims that are multiples of 32, warps unpaired, K and V staged by asynchronous copies).
- * Reads of the staged operand, one float at a time, bounded the kernel above (score_product); a
- * float4 read brings a work-item four of its values at once:
- * - S = Q K^T takes the head dim in an order of its own: the k slots tig and tig + 4 of the
- *   8-deep steps 2 c and 2 c + 1 are head-dim columns 16 c + 4 tig + 0, 1 (step 2 c) and 2, 3
- *   (step 2 c + 1), for Q's fragments (held as floats, loaded in that order) and K's alike.
- * - O^T = V^T P^T takes V as the A operand (16 head-dim rows of O^T, 8 keys deep) and P^T as B,
- *   from the accumulators where S left them (k slot tig: key 2 tig, tig + 4: key 2 tig + 1; its
- *   two 8-column tiles: rows gid and gid + 8). The A rows gid and gid + 8 of row tiles 2 u and
- *   2 u + 1 are head-dim columns 32 u + 4 gid + 0, 1 and 2, 3: one float4 of a V row gives both
- *   tiles their values of one key.
- * O^T's accumulators hold query rows 2 tig, 2 tig + 1 (+ 8), whose softmax statistics the
- * work-items of rows gid hold: four shuffles a block bring the rescale factors. K's rows are
- * HEAD_DIM + 16 floats apart (a float4 read of rows gid, gid + 1 falls on 32 banks), V's
- * HEAD_DIM + 4 (rows 2 tig, 2 tig + 2, ... of a read: 8 banks apart). */
-#if HEAD_DIM % 32 || FWD_PAIRS || !ASYNC_KV
-#error "float4 fragments: head dims that are multiples of 32, warps unpaired, ASYNC_KV"
-#endif
-#define KV_LD (HEAD_DIM + 16)
-#define VV_LD (HEAD_DIM + 4)
-#define OT_TILES (HEAD_DIM / 16) /* O^T's 16-row tiles */
-
-/* The tf32 parts of four values. */
-OCLML_INLINE void split4(float4 v, uint4 *hi, uint4 *lo) {
-    uint h[4], l[4];
-    tf32_split(v.x, &h[0], &l[0]);
-    tf32_split(v.y, &h[1], &l[1]);
-    tf32_split(v.z, &h[2], &l[2]);
-    tf32_split(v.w, &h[3], &l[3]);
-    *hi = (uint4)(h[0], h[1], h[2], h[3]);
-    *lo = (uint4)(l[0], l[1], l[2], l[3]);
-}
-
+/* The forward with every fragment value of K and V read as part of a float4 (VEC_FRAGMENTS in
+ * attention_mma.h, whose layout it follows: vec_col(c, tig, false) and VEC_K_LD for K, K_LD for
+ * V). Its two products are vec_score_product's and vec_accumulate's, written out here: through
+ * those helpers (as the dQ kernel takes them) the forward ran 2-2.5% slower on the H100
+ * (2026-11-27 05:35 UTC, B4 H16 L4096: 5.69 -> 5.79-5.83 ms at head dim 64, 12.25-12.34 ->
+ * 12.56-12.64 at 128, two rounds alternating), with the same layout and instructions. O^T's
+ * query rows take their softmax factors from the work-items of rows gid: four shuffles a
+ * block. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_fwd_mma(FWD_MMA_ARGS) {
-    __local float ks_all[2][BN * KV_LD] __attribute__((aligned(16))),
-        vs_all[2][BN * VV_LD] __attribute__((aligned(16)));
+    __local float ks_all[2][BN * VEC_K_LD] __attribute__((aligned(16))),
+        vs_all[2][BN * K_LD] __attribute__((aligned(16)));
     uint kv_buf = 0;
     MMA_LOCALS
     FWD_BLOCK_SETUP
@@ -220,8 +191,8 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #pragma unroll
     for (uint x = 0; x < OT_TILES * 8; x++) acc[x / 8][x / 4 % 2][x % 4] = 0.0f;
     if (first < end) {
-        copy_block(ks_all[0], KV_LD, k, kstride, first, (uint)klen);
-        copy_block(vs_all[0], VV_LD, v, kstride, first, (uint)klen);
+        copy_block(ks_all[0], VEC_K_LD, k, kstride, first, (uint)klen);
+        copy_block(vs_all[0], K_LD, v, kstride, first, (uint)klen);
     }
     cp_async_commit();
     for (int kb = first; kb < end; kb += BN) {
@@ -230,8 +201,8 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         cp_async_wait(0);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (kb + BN < end) {
-            copy_block(ks_all[kv_buf ^ 1u], KV_LD, k, kstride, kb + BN, (uint)klen);
-            copy_block(vs_all[kv_buf ^ 1u], VV_LD, v, kstride, kb + BN, (uint)klen);
+            copy_block(ks_all[kv_buf ^ 1u], VEC_K_LD, k, kstride, kb + BN, (uint)klen);
+            copy_block(vs_all[kv_buf ^ 1u], K_LD, v, kstride, kb + BN, (uint)klen);
         }
         cp_async_commit();
         __local const float *ks = ks_all[kv_buf], *vs = vs_all[kv_buf];
@@ -247,7 +218,7 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
             float t[KTILES][4];
             MMA_UNROLL for (uint c = 0; c < CHUNK_STEPS / 2; c++) {
                 MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
-                    kf[c][nt] = *(__local const float4 *)(ks + (nt * 8 + gid) * KV_LD +
+                    kf[c][nt] = *(__local const float4 *)(ks + (nt * 8 + gid) * VEC_K_LD +
                                                           (c0 + c) * 16 + 4 * tig);
                 }
             }
@@ -299,9 +270,9 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
             float4 vf[KTILES][2];
             float t[2][2][4];
             MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
-                const uint at = (kt * 8 + 2 * tig) * VV_LD + u * 32 + 4 * gid;
+                const uint at = (kt * 8 + 2 * tig) * K_LD + u * 32 + 4 * gid;
                 vf[kt][0] = *(__local const float4 *)(vs + at);
-                vf[kt][1] = *(__local const float4 *)(vs + at + VV_LD);
+                vf[kt][1] = *(__local const float4 *)(vs + at + K_LD);
             }
 #pragma unroll
             for (uint x = 0; x < 16; x++) t[x / 8][x / 4 % 2][x % 4] = 0.0f;

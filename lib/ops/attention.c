@@ -322,9 +322,13 @@ static bool fwd_pairs(oclml_ctx *ctx, size_t D) {
     return D % 16 == 0 && (forced >= 0 ? forced == 1 : D > 128);
 }
 
-/* The head dims and warps the forward with float4 fragment reads takes (vec_fragments): multiples
- * of 32, unpaired. */
-static bool vec_shape(oclml_ctx *ctx, size_t D) { return D % 32 == 0 && !fwd_pairs(ctx, D); }
+/* The head dims and warps the float4 fragment reads take (vec_fragments): multiples of 32,
+ * unpaired warps (the forward's or dQ's). */
+static bool vec_shape(oclml_ctx *ctx, att_kernel kind, size_t D) {
+    return D % 32 == 0 && (kind == K_FWD_MMA  ? !fwd_pairs(ctx, D)
+                           : kind == K_DQ_MMA ? !dq_pairs(ctx, D)
+                                              : false);
+}
 
 /* Whether a tensor-core kernel runs with its warps in pairs (DKDV_PAIRS, DQ_PAIRS, FWD_PAIRS). */
 static bool mma_paired(oclml_ctx *ctx, att_kernel kind, size_t D) {
@@ -374,7 +378,7 @@ static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool e
     /* Each sharing warp's part of S (and of dP) */
     const size_t parts = head_split(ctx, kind, D) > 1 ? warps * bn * 16 : 0;
     if (kind == K_FWD_MMA) /* K's rows 12 floats longer where the float4 forward may run */
-        return kv * bn * (2 * (D + 4) + (vec_shape(ctx, D) ? 12 : 0)) +
+        return kv * bn * (2 * (D + 4) + (vec_shape(ctx, kind, D) ? 12 : 0)) +
                mma_block(ctx, kind, D) * 7 + parts + extra;
     if (kind == K_DQ_MMA)
         return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D) * 7 + 2 * parts + extra;
@@ -462,13 +466,13 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
                c->ctx->caps.local_mem_bytes;
 }
 
-/* Whether the forward reads K's and V's fragment values as float4s (VEC_FRAGMENTS in
- * attention_fwd_mma.cl): head dims that are multiples of 32, unpaired warps, K and V staged by
- * asynchronous copies; the tuning key attention.vec_fragments 0 turns it off. On the H100
- * (2026-11-27, B4 H16 L4096, two rounds) the forward went 5.93-6.03 -> 5.76-5.78 ms at head dim
- * 64 (causal 3.11-3.12 -> 3.00-3.02) and 13.44 -> 12.68 at 128 (causal 7.25 -> 6.84-6.91). */
+/* Whether the forward or the dQ kernel reads K's and V's fragment values as float4s
+ * (VEC_FRAGMENTS in attention_mma.h): head dims that are multiples of 32, unpaired warps, K and V
+ * staged by asynchronous copies; the tuning key attention.vec_fragments 0 turns it off. On the
+ * H100 (2026-11-27, B4 H16 L4096, two rounds) the forward went 5.93-6.03 -> 5.76-5.78 ms at head
+ * dim 64 (causal 3.11-3.12 -> 3.00-3.02) and 13.44 -> 12.68 at 128 (causal 7.25 -> 6.84-6.91). */
 static bool vec_fragments(const att_call *c, att_kernel kind, int mode) {
-    return kind == K_FWD_MMA && vec_shape(c->ctx, c->s.D) &&
+    return vec_shape(c->ctx, kind, c->s.D) &&
            oclml__tune(c->ctx, "attention.vec_fragments", 0) != 0 && kv_async(c, kind, mode);
 }
 
@@ -672,7 +676,7 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     }
     /* Each backward kernel's engine, block and grouping; one engine named once. */
     const att_tile t = plan_tile(ctx, K_DKDV, &s), tq = plan_tile(ctx, K_DQ, &s);
-    char engine[2][48], dkdv[80], dq[48];
+    char engine[2][48], dkdv[80], dq[80];
     const int modes[2] = {dkdv_mma, dq_mma};
     const att_tile tiles[2] = {t, tq};
     for (int i = 0; i < 2; i++)
@@ -687,8 +691,9 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
              : head_split(ctx, K_DKDV_MMA, s.D) > 1 ? " (four warps on 16 keys)"
              : dkdv_pairs(ctx, s.D)                 ? " (warps paired on 16 keys)"
                                                     : "");
-    snprintf(dq, sizeof dq, "dQ per %u rows",
-             dq_mma ? mma_block(ctx, K_DQ_MMA, s.D) : tq.ty * tq.rq);
+    snprintf(dq, sizeof dq, "dQ per %u rows%s",
+             dq_mma ? mma_block(ctx, K_DQ_MMA, s.D) : tq.ty * tq.rq,
+             dq_mma && vec_fragments(&c, K_DQ_MMA, dq_mma) ? ", K and V read as float4s" : "");
     if (!strcmp(engine[0], engine[1]))
         snprintf(bwd, sizeof bwd, "%s, %s, %s", engine[0], dkdv, dq);
     else

@@ -197,6 +197,9 @@ oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
 #if DKDV_PAIRS && HEAD_SPLIT > 2
 #error "the dK/dV kernel's pairs split the head dim in two at most"
 #endif
+#if DKDV_PAIRS && VEC_FRAGMENTS
+#error "the dK/dV kernel's float4 fragment reads: unpaired warps"
+#endif
 /* Grid: (key blocks of KEYS keys x NT, B HKV). The block's keys against every query row of the
  * key head's group that can see them, BQ rows staged at a time and taken BN at a time.
  *
@@ -245,21 +248,32 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
 #if DKDV_PAIRS
     float xa[DPART][4], acc[DPART][4]; /* K and dV (P warps) or V and dK (dS warps), a part */
     load_a(xa, (p_warp ? k + k_off : v + v_off) + col0, kread, tig);
+#elif VEC_FRAGMENTS
+    /* K and V as the score products' fragment floats; dK^T and dV^T (vec_accumulate). */
+    float ka[HEAD_DIM / 16][2][4], va[HEAD_DIM / 16][2][4], acc_k[OT_TILES][2][4],
+        acc_v[OT_TILES][2][4];
+    load_vec_rows(ka, k + k_off, kread, tig, true);
+    load_vec_rows(va, v + v_off, kread, tig, true);
 #else
     float ka[DSTEPS][4], va[DSTEPS][4], acc_k[DSTEPS][4], acc_v[DSTEPS][4];
     load_a(ka, k + k_off, kread, tig);
     load_a(va, v + v_off, kread, tig);
 #endif
+#if DKDV_PAIRS
 #pragma unroll
     for (uint kk = 0; kk < DPART; kk++)
 #pragma unroll
-        for (uint x = 0; x < 4; x++) {
-#if DKDV_PAIRS
-            acc[kk][x] = 0.0f;
+        for (uint x = 0; x < 4; x++) acc[kk][x] = 0.0f;
+#elif VEC_FRAGMENTS
+#pragma unroll
+    for (uint x = 0; x < OT_TILES * 8; x++)
+        acc_k[x / 8][x / 4 % 2][x % 4] = acc_v[x / 8][x / 4 % 2][x % 4] = 0.0f;
 #else
-            acc_k[kk][x] = acc_v[kk][x] = 0.0f;
+#pragma unroll
+    for (uint kk = 0; kk < DPART; kk++)
+#pragma unroll
+        for (uint x = 0; x < 4; x++) acc_k[kk][x] = acc_v[kk][x] = 0.0f;
 #endif
-        }
     for (uint R0 = 0; R0 < n_rows; R0 += BQ) {
         int imin, imax, jlo, jhi;
         query_span(R0, BQ, n_rows, LQ, &imin, &imax);
@@ -328,8 +342,13 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
                                tig EMU_ARGS);
 #else
             float s[KTILES][4], dp[KTILES][4];
+#if VEC_FRAGMENTS
+            vec_score_product(s, ka, qs + part * K_LD, K_LD, true, gid, tig EMU_ARGS);
+            vec_score_product(dp, va, ds_rows + part * K_LD, K_LD, true, gid, tig EMU_ARGS);
+#else
             score_product(s, ka, qs + part * K_LD, gid, tig EMU_ARGS);
             score_product(dp, va, ds_rows + part * K_LD, gid, tig EMU_ARGS);
+#endif
 #pragma unroll
             for (uint nt = 0; nt < KTILES; nt++)
 #pragma unroll
@@ -339,15 +358,45 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
                                  delta_s[row], klen, shift, wl, wr, scale, mask, mask_off,
                                  rows_mask[row]);
                 }
+#if VEC_FRAGMENTS /* dV^T += dO^T P, dK^T += Q^T dS */
+            uint bh[KTILES][2][2], bl[KTILES][2][2];
+            to_b_fragments(s, bh, bl);
+            vec_accumulate(acc_v, bh, bl, ds_rows + part * K_LD, gid, tig EMU_ARGS);
+            to_b_fragments(dp, bh, bl);
+            vec_accumulate(acc_k, bh, bl, qs + part * K_LD, gid, tig EMU_ARGS);
+#else
             uint fh[KTILES][4], fl[KTILES][4];
             to_a_fragments(s, fh, fl);
             accumulate_product(acc_v, fh, fl, ds_rows + part * K_LD, gid, tig EMU_ARGS);
             to_a_fragments(dp, fh, fl);
             accumulate_product(acc_k, fh, fl, qs + part * K_LD, gid, tig EMU_ARGS);
 #endif
+#endif
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* the staged rows are read until here */
     }
+#if VEC_FRAGMENTS
+    /* dK^T's and dV^T's keys nq 8 + 2 tig + e of this warp's 16: head-dim columns
+     * 32 u + 4 gid + 0 .. 3 of each. */
+#pragma unroll
+    for (uint nq = 0; nq < 2; nq++)
+#pragma unroll
+        for (uint e = 0; e < 2; e++) {
+            const int kx = kb + (int)(pair * 16 + nq * 8 + 2 * tig + e);
+            if (kx < (int)LK)
+#pragma unroll
+                for (uint u = 0; u < HEAD_DIM / 32; u++) {
+                    const ulong at = kbase + kx * kstride + u * 32 + 4 * gid;
+                    const float4 gk = vec_out(acc_k, u, nq, e), gv = vec_out(acc_v, u, nq, e);
+                    const float k4[4] = {gk.x, gk.y, gk.z, gk.w}, v4[4] = {gv.x, gv.y, gv.z, gv.w};
+#pragma unroll
+                    for (uint x = 0; x < 4; x++) {
+                        dk[dk_off + at + x] = scale * k4[x];
+                        dv[dv_off + at + x] = v4[x];
+                    }
+                }
+        }
+#else
 #pragma unroll
     for (uint h = 0; h < 2; h++)
         if (krow[h] != NO_ROW)
@@ -366,5 +415,6 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
                 dv[dv_off + at + 1] = acc_v[nt][2 * h + 1];
 #endif
             }
+#endif
 }
 #endif

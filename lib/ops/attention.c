@@ -323,11 +323,11 @@ static bool fwd_pairs(oclml_ctx *ctx, size_t D) {
 }
 
 /* The head dims and warps the float4 fragment reads take (vec_fragments): multiples of 32,
- * unpaired warps (the forward's or dQ's). */
+ * unpaired warps. */
 static bool vec_shape(oclml_ctx *ctx, att_kernel kind, size_t D) {
     return D % 32 == 0 && (kind == K_FWD_MMA  ? !fwd_pairs(ctx, D)
                            : kind == K_DQ_MMA ? !dq_pairs(ctx, D)
-                                              : false);
+                                              : !dkdv_pairs(ctx, D));
 }
 
 /* Whether a tensor-core kernel runs with its warps in pairs (DKDV_PAIRS, DQ_PAIRS, FWD_PAIRS). */
@@ -466,9 +466,10 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
                c->ctx->caps.local_mem_bytes;
 }
 
-/* Whether the forward or the dQ kernel reads K's and V's fragment values as float4s
- * (VEC_FRAGMENTS in attention_mma.h): head dims that are multiples of 32, unpaired warps, K and V
- * staged by asynchronous copies; the tuning key attention.vec_fragments 0 turns it off. On the
+/* Whether a tensor-core kernel reads its staged operands' fragment values as float4s
+ * (VEC_FRAGMENTS in attention_mma.h: K and V in the forward and dQ, Q and dO in dK/dV): head dims
+ * that are multiples of 32, unpaired warps, staging by asynchronous copies; the tuning key
+ * attention.vec_fragments 0 turns it off. On the
  * H100 (2026-11-27, B4 H16 L4096, two rounds) the forward went 5.93-6.03 -> 5.76-5.78 ms at head
  * dim 64 (causal 3.11-3.12 -> 3.00-3.02) and 13.44 -> 12.68 at 128 (causal 7.25 -> 6.84-6.91). */
 static bool vec_fragments(const att_call *c, att_kernel kind, int mode) {
@@ -653,7 +654,7 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     const att_call c = call_of(ctx, params, s, q, k, v, NULL);
     const int fwd_mma = mma_mode(ctx, &s, K_FWD_MMA), dkdv_mma = mma_mode(ctx, &s, K_DKDV_MMA),
               dq_mma = mma_mode(ctx, &s, K_DQ_MMA);
-    char fwd[128], bwd[224];
+    char fwd[128], bwd[288];
     if (fwd_mma) {
         snprintf(fwd, sizeof fwd, "%s, %u rows x %u keys a block%s%s",
                  fwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores",
@@ -676,7 +677,7 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     }
     /* Each backward kernel's engine, block and grouping; one engine named once. */
     const att_tile t = plan_tile(ctx, K_DKDV, &s), tq = plan_tile(ctx, K_DQ, &s);
-    char engine[2][48], dkdv[80], dq[80];
+    char engine[2][48], dkdv[96], dq[80];
     const int modes[2] = {dkdv_mma, dq_mma};
     const att_tile tiles[2] = {t, tq};
     for (int i = 0; i < 2; i++)
@@ -687,10 +688,11 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
             snprintf(engine[i], sizeof engine[i], "FMA tiles %ux%u", tiles[i].tx, tiles[i].ty);
     snprintf(dkdv, sizeof dkdv, "dK/dV per %u keys%s",
              dkdv_mma ? mma_block(ctx, K_DKDV_MMA, s.D) : t.tx * t.rk,
-             !dkdv_mma                              ? ""
-             : head_split(ctx, K_DKDV_MMA, s.D) > 1 ? " (four warps on 16 keys)"
-             : dkdv_pairs(ctx, s.D)                 ? " (warps paired on 16 keys)"
-                                                    : "");
+             !dkdv_mma                                 ? ""
+             : head_split(ctx, K_DKDV_MMA, s.D) > 1    ? " (four warps on 16 keys)"
+             : dkdv_pairs(ctx, s.D)                    ? " (warps paired on 16 keys)"
+             : vec_fragments(&c, K_DKDV_MMA, dkdv_mma) ? ", Q and dO read as float4s"
+                                                       : "");
     snprintf(dq, sizeof dq, "dQ per %u rows%s",
              dq_mma ? mma_block(ctx, K_DQ_MMA, s.D) : tq.ty * tq.rq,
              dq_mma && vec_fragments(&c, K_DQ_MMA, dq_mma) ? ", K and V read as float4s" : "");

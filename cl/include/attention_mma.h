@@ -394,6 +394,18 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
  * rows see the most keys, and the lightest blocks then end the launch. */
 #define LAST_FIRST_ROW_BLOCK ((get_num_groups(0) - 1 - get_group_id(0)) * BQ)
 
+/* A forward or dQ work-group's batch and key head and row block (R0, its row tables filled), K
+ * and V moved to its key head, and the keys [jlo, jhi) its rows see. */
+#define ROW_BLOCK_SETUP                                                                         \
+    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;                             \
+    const uint R0 = LAST_FIRST_ROW_BLOCK;                                                       \
+    k += k_off + row_offset(b, hkv, 0, HKV, LK);                                                \
+    v += v_off + row_offset(b, hkv, 0, HKV, LK);                                                \
+    const ulong kstride = KEY_STRIDE(HKV);                                                      \
+    int jlo, jhi;                                                                               \
+    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, \
+                               LK, scale, shift, wl, wr, mask_bstride, mask_hstride);
+
 /* This warp's group of 16 rows (pair) and, where HEAD_SPLIT warps share the group (the paired
  * forward and dQ kernels), its part of the head dim (side, from column col0); the work-item's rows
  * r[0] = pair 16 + gid and r[1] = r[0] + 8 of the block, and their offsets qrow (WARP_ROWS;). */

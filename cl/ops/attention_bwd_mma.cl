@@ -31,6 +31,27 @@ OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse,
     *dp = score_grad(*p, *dp, row_delta);
 }
 
+#if OCLML_WANT(oclml_attention_dq_mma)
+/* The log-sum-exp and delta of this work-item's rows r[0], r[1] (-inf and 0 past the last). */
+#define DQ_ROW_STATS                                                   \
+    float row_lse[2], row_delta[2];                                    \
+    _Pragma("unroll") for (uint h = 0; h < 2; h++) {                   \
+        const ulong stat = rows_stat[r[h]];                            \
+        row_lse[h] = stat == NO_ROW ? -INFINITY : lse[lse_off + stat]; \
+        row_delta[h] = stat == NO_ROW ? 0.0f : delta[stat];            \
+    }
+/* P and dS of this block's score tile s and dP tile dp (rows r[0], r[1], keys from kb), in
+ * place. */
+#define DQ_SCORE_GRADS                                                                             \
+    _Pragma("unroll") for (uint nt = 0; nt < KTILES; nt++)                                         \
+        _Pragma("unroll") for (uint x = 0; x < 4; x++) {                                           \
+        const uint row = r[x / 2];                                                                 \
+        softmax_grad(&s[nt][x], &dp[nt][x], rows_i[row], kb + (int)(nt * 8 + 2 * tig + x % 2),     \
+                     row_lse[x / 2], row_delta[x / 2], klen, shift, wl, wr, scale, mask, mask_off, \
+                     rows_mask[row]);                                                              \
+    }
+#endif
+
 #if OCLML_WANT(oclml_attention_dq_mma) && !VEC_FRAGMENTS
 /* Grid: (row blocks x NT, B HKV). dQ = scale sum dS K over the block's key blocks of BN keys;
  * Q and dO of the work-item's two rows stay in registers as A fragments. With DQ_PAIRS two warps
@@ -45,22 +66,9 @@ oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
     __local float parts[WARPS][2][KTILES * 4 * 32]; /* each warp's part of S and of dP */
 #endif
     MMA_LOCALS
-    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
-    const uint R0 = LAST_FIRST_ROW_BLOCK;
-    k += k_off + row_offset(b, hkv, 0, HKV, LK);
-    v += v_off + row_offset(b, hkv, 0, HKV, LK);
-    const ulong kstride = KEY_STRIDE(HKV);
-    int jlo, jhi;
-    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
-                               scale, shift, wl, wr, mask_bstride, mask_hstride);
+    ROW_BLOCK_SETUP
     WARP_ROWS; /* with DQ_PAIRS HEAD_SPLIT warps on 16 rows, a part of the head dim each */
-    float row_lse[2], row_delta[2];
-#pragma unroll
-    for (uint h = 0; h < 2; h++) {
-        const ulong stat = rows_stat[r[h]];
-        row_lse[h] = stat == NO_ROW ? -INFINITY : lse[lse_off + stat];
-        row_delta[h] = stat == NO_ROW ? 0.0f : delta[stat];
-    }
+    DQ_ROW_STATS
     float qa[DPART][4], da[DPART][4], acc[DPART][4];
     load_a(qa, q + q_off + col0, qrow, tig);
     load_a(da, dout + dout_off + col0, qrow, tig);
@@ -81,15 +89,7 @@ oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
         sum_parts(s, parts[pair][0], WARPS / HEAD_SPLIT * 2 * KTILES * 4 * 32, lane);
         sum_parts(dp, parts[pair][1], WARPS / HEAD_SPLIT * 2 * KTILES * 4 * 32, lane);
 #endif
-#pragma unroll
-        for (uint nt = 0; nt < KTILES; nt++)
-#pragma unroll
-            for (uint x = 0; x < 4; x++) {
-                const uint row = r[x / 2];
-                softmax_grad(&s[nt][x], &dp[nt][x], rows_i[row],
-                             kb + (int)(nt * 8 + 2 * tig + x % 2), row_lse[x / 2], row_delta[x / 2],
-                             klen, shift, wl, wr, scale, mask, mask_off, rows_mask[row]);
-            }
+        DQ_SCORE_GRADS
         uint dsh[KTILES][4], dsl[KTILES][4];
         to_a_fragments(dp, dsh, dsl);
         accumulate_product(acc, dsh, dsl, ks + col0, gid, tig EMU_ARGS);
@@ -114,60 +114,24 @@ oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
  * Grid and order as in the kernel above. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
-    __local float ks_all[2][BN * K_LD] __attribute__((aligned(16))),
-        vs_all[2][BN * K_LD] __attribute__((aligned(16)));
-    uint kv_buf = 0;
+    KV_BUFFERS
     MMA_LOCALS
-    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
-    const uint R0 = LAST_FIRST_ROW_BLOCK;
-    k += k_off + row_offset(b, hkv, 0, HKV, LK);
-    v += v_off + row_offset(b, hkv, 0, HKV, LK);
-    const ulong kstride = KEY_STRIDE(HKV);
-    int jlo, jhi;
-    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, LK,
-                               scale, shift, wl, wr, mask_bstride, mask_hstride);
+    ROW_BLOCK_SETUP
     const uint r[2] = {warp * 16 + gid, warp * 16 + gid + 8};
     const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
-    float row_lse[2], row_delta[2];
-#pragma unroll
-    for (uint h = 0; h < 2; h++) {
-        const ulong stat = rows_stat[r[h]];
-        row_lse[h] = stat == NO_ROW ? -INFINITY : lse[lse_off + stat];
-        row_delta[h] = stat == NO_ROW ? 0.0f : delta[stat];
-    }
+    DQ_ROW_STATS
     float qf[HEAD_DIM / 16][2][4], df[HEAD_DIM / 16][2][4], acc[OT_TILES][2][4];
     load_vec_rows(qf, q + q_off, qrow, tig, true);
     load_vec_rows(df, dout + dout_off, qrow, tig, true);
 #pragma unroll
     for (uint x = 0; x < OT_TILES * 8; x++) acc[x / 8][x / 4 % 2][x % 4] = 0.0f;
-    const int first = jlo / BN * BN;
-    if (first < jhi) {
-        copy_block(ks_all[0], K_LD, k, kstride, first, (uint)klen);
-        copy_block(vs_all[0], K_LD, v, kstride, first, (uint)klen);
-    }
-    cp_async_commit();
-    for (int kb = first; kb < jhi; kb += BN) {
-        cp_async_wait(0); /* as in the float4 forward */
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (kb + BN < jhi) {
-            copy_block(ks_all[kv_buf ^ 1u], K_LD, k, kstride, kb + BN, (uint)klen);
-            copy_block(vs_all[kv_buf ^ 1u], K_LD, v, kstride, kb + BN, (uint)klen);
-        }
-        cp_async_commit();
-        __local const float *ks = ks_all[kv_buf], *vs = vs_all[kv_buf];
-        kv_buf ^= 1u;
+    KV_FIRST(jlo / BN * BN, jhi)
+    for (int kb = jlo / BN * BN; kb < jhi; kb += BN) {
+        KV_NEXT(kb, jhi)
         float s[KTILES][4], dp[KTILES][4];
         vec_score_product(s, qf, ks, K_LD, true, gid, tig EMU_ARGS);
         vec_score_product(dp, df, vs, K_LD, true, gid, tig EMU_ARGS);
-#pragma unroll
-        for (uint nt = 0; nt < KTILES; nt++)
-#pragma unroll
-            for (uint x = 0; x < 4; x++) {
-                const uint row = r[x / 2];
-                softmax_grad(&s[nt][x], &dp[nt][x], rows_i[row],
-                             kb + (int)(nt * 8 + 2 * tig + x % 2), row_lse[x / 2], row_delta[x / 2],
-                             klen, shift, wl, wr, scale, mask, mask_off, rows_mask[row]);
-            }
+        DQ_SCORE_GRADS
         uint dsh[KTILES][2][2], dsl[KTILES][2][2];
         to_b_fragments(dp, dsh, dsl);
         vec_accumulate(acc, dsh, dsl, ks, gid, tig EMU_ARGS);

@@ -62,18 +62,12 @@ OCLML_INLINE void softmax_block(float s[KTILES][4], float m[2], float l[2], floa
 
 /* A forward work-group's batch and key head, key split and row block (R0, its row tables filled),
  * K and V moved to its key head, and the key blocks [first, end) it takes. */
-#define FWD_BLOCK_SETUP                                                                         \
-    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV, split = get_global_id(2);   \
-    const uint R0 = LAST_FIRST_ROW_BLOCK;                                                       \
-    k += k_off + row_offset(b, hkv, 0, HKV, LK);                                                \
-    v += v_off + row_offset(b, hkv, 0, HKV, LK);                                                \
-    const ulong kstride = KEY_STRIDE(HKV);                                                      \
-    int jlo, jhi;                                                                               \
-    const int klen = row_block(rows, R0, b, hkv, keylen, keylen_off, &jlo, &jhi, B, H, HKV, LQ, \
-                               LK, scale, shift, wl, wr, mask_bstride, mask_hstride);           \
-    const int first = jlo / BN * BN + (int)(split * blocks_per_split) * BN;                     \
-    const int end = min(jhi, first + (int)blocks_per_split * BN);                               \
-    int warp_jlo, warp_jhi; /* the keys this warp's rows see (WARP_SKIPS; unpaired warps) */    \
+#define FWD_BLOCK_SETUP                                                                      \
+    ROW_BLOCK_SETUP                                                                          \
+    const uint split = get_global_id(2);                                                     \
+    const int first = jlo / BN * BN + (int)(split * blocks_per_split) * BN;                  \
+    const int end = min(jhi, first + (int)blocks_per_split * BN);                            \
+    int warp_jlo, warp_jhi; /* the keys this warp's rows see (WARP_SKIPS; unpaired warps) */ \
     warp_key_span(R0 + warp * 16, H / HKV * LQ, LQ, klen, shift, wl, wr, &warp_jlo, &warp_jhi);
 #endif
 

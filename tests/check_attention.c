@@ -231,6 +231,8 @@ static const att_case CASES[] = {
      * and a mask. */
     {1, 4, 2, 33, 40, 256, BLHD, TL, -1, -1, 0, NOMASK, 1},
     {2, 2, 2, 20, 33, 160, BHLD, NONE, 4, -1, 0, M2D, 0},
+    /* D 32: the float4 kernels' smallest head dim (one 32-column group), GQA, causal. */
+    {1, 4, 2, 37, 41, 32, BHLD, TL, -1, -1, 0, NOMASK, 0},
 };
 #define N_CASES (int)(sizeof CASES / sizeof CASES[0])
 
@@ -260,8 +262,10 @@ END_TEST
  * (attention.async = 0); then the forward's key blocks of 16 and 64 (attention.mma_keys) on a
  * window and on head dim 128, the paired dK/dV and dQ at head dim 64 with a mask and key
  * lengths, the unpaired ones at 128, the paired forward at 64, the accumulating products
- * reading one column tile's values at a time (attention.mma_col_batch), and the forward reading
- * K and V one float at a time where it reads float4s by default (attention.vec_fragments). */
+ * reading one column tile's values at a time (attention.mma_col_batch), the three kernels
+ * reading their staged operands one float at a time where they read float4s by default
+ * (attention.vec_fragments: the forward at 64 and 128, dQ and dK/dV at 64), and the float4
+ * kernels at their smallest head dim, 32. */
 static const struct mma_run {
     int c; /* the case */
     const char *tuning;
@@ -285,6 +289,7 @@ static const struct mma_run {
     {9, "attention.mma=2,attention.fwd_pairs=1"},
     {10, "attention.mma=2,attention.mma_col_batch=1"},
     {10, "attention.mma=2,attention.vec_fragments=0"},
+    {17, "attention.mma=2"},
 };
 #define N_MMA (int)(sizeof MMA_RUNS / sizeof MMA_RUNS[0])
 

@@ -471,7 +471,10 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
  * that are multiples of 32, unpaired warps, staging by asynchronous copies; the tuning key
  * attention.vec_fragments 0 turns it off. On the
  * H100 (2026-11-27, B4 H16 L4096, two rounds) the forward went 5.93-6.03 -> 5.76-5.78 ms at head
- * dim 64 (causal 3.11-3.12 -> 3.00-3.02) and 13.44 -> 12.68 at 128 (causal 7.25 -> 6.84-6.91). */
+ * dim 64 (causal 3.11-3.12 -> 3.00-3.02) and 13.44 -> 12.68 at 128 (causal 7.25 -> 6.84-6.91);
+ * at head dim 64 dQ 8.88-8.94 -> 8.63-8.69 (causal 4.72-4.86 -> 4.65-4.67) and dK/dV
+ * 14.10-14.11 -> 12.74-12.81 (causal 7.67-7.71 -> 6.87-6.89). Paired kernels keep float reads:
+ * dQ unpaired with float4s at 128 ran 32.4 ms against 20.2 paired. */
 static bool vec_fragments(const att_call *c, att_kernel kind, int mode) {
     return vec_shape(c->ctx, kind, c->s.D) &&
            oclml__tune(c->ctx, "attention.vec_fragments", 0) != 0 && kv_async(c, kind, mode);

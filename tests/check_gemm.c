@@ -328,6 +328,17 @@ START_TEST(tensor_core_last_wave_split) {
     }
     test_gemm_case(ta, tb, m, n, k, 1.0f, 0.0f);
     test_gemm_case(ta, tb, m, n, k, -0.5f, 0.75f);
+    /* One column of blocks with more block rows than slots (up to the swizzle's 8 rows): the
+     * last wave rounded to whole columns would be the whole product, leaving the main launch
+     * nothing; no split, even forced, and beta applied once. */
+    if (units >= 2 && units + 1 <= 8) {
+        const size_t tall = 32 * (units + 1) - 5;
+        ASSERT_OK(oclml_gemm_plan(T, ta ? OCLML_TRANS : OCLML_NO_TRANS,
+                                  tb ? OCLML_TRANS : OCLML_NO_TRANS, tall, 29, k, 1, plan,
+                                  sizeof plan));
+        ck_assert_msg(!strstr(plan, "last wave"), "%zu x 29 x %zu: %s", tall, k, plan);
+        test_gemm_case(ta, tb, tall, 29, k, 0.5f, 0.75f);
+    }
     /* Unforced, no split: 15 K tiles are too few for two splits of SPLIT_MIN_TILES (8). */
     test_retune(TENSOR_CORE_PATH " gemm.wave_warps=4");
     ASSERT_OK(oclml_gemm_plan(T, ta ? OCLML_TRANS : OCLML_NO_TRANS,

@@ -276,6 +276,9 @@ static void choose_tail(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p)
     const size_t cols = ceil_div(total % slots, rows);
     if (cols > gx) return; /* the last wave reaches into the group before: no rectangle */
     const size_t blocks = rows * cols, ktiles = ceil_div(d->k, p->bk);
+    /* The rounding up to whole columns may take every block (a single column of blocks, fewer
+     * slots than its rows): nothing would be left for the main launch. */
+    if (blocks >= total) return;
     p->tail_r0 = first_row * p->bm;
     p->tail_c0 = (gx - cols) * p->bn;
     if (forced > 0) { /* tests: every partial last wave, so split */

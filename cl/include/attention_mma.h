@@ -456,28 +456,30 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
 #define VEC_FRAGMENTS 0
 #endif
 #if VEC_FRAGMENTS
-/* Float4 fragment reads (VEC_FRAGMENTS: head dims that are multiples of 32, warps unpaired, K and
- * V staged by asynchronous copies), for the forward and the dQ kernel. Reads of a staged operand
- * one float at a time bounded those kernels (score_product, accumulate_product); a float4 read
- * brings a work-item four of its values at once:
- * - The score products (S = Q K^T, dP = dO V^T) take the head dim in an order of their own: the
- *   k slots tig and tig + 4 of the 8-deep steps 2 c and 2 c + 1 are head-dim columns
- *   vec_col(c, tig) + 0, 1 (step 2 c) and 2, 3 (step 2 c + 1), for the rows' fragments (held as
- *   floats, loaded in that order: load_vec_rows) and the staged rows alike.
- * - The accumulating products take their transposed form, O^T = V^T P^T (the forward) and
- *   dQ^T = K^T dS^T: the staged rows as the A operand (16 head-dim rows, 8 keys deep) and P^T
- *   (dS^T) as B, from the accumulators where the score product left them (k slot tig: key 2 tig,
- *   tig + 4: key 2 tig + 1; its two 8-column tiles: rows gid and gid + 8). The A rows gid and
- *   gid + 8 of row tiles 2 u and 2 u + 1 are head-dim columns 32 u + 4 gid + 0, 1 and 2, 3: one
- *   float4 of a staged row gives both tiles their values of one key. Rows K_LD = HEAD_DIM + 4
- *   floats apart put a quarter-warp's float4s there (rows 2 tig, columns 4 gid) on 32 banks.
- * The accumulators then hold query rows 2 tig, 2 tig + 1 (+ 8), whose row statistics the
- * work-items of rows gid hold (shuffles bring them).
+/* Float4 fragment reads (VEC_FRAGMENTS: head dims that are multiples of 32, warps unpaired, the
+ * staged operands copied asynchronously), for the forward, dQ and dK/dV kernels. Reads of a
+ * staged operand one float at a time bounded those kernels (score_product, accumulate_product);
+ * a float4 read brings a work-item four of its values at once:
+ * - The score products (S = Q K^T, dP = dO V^T; dK/dV's S^T = K Q^T, dP^T = V dO^T) take the
+ *   head dim in an order of their own: the k slots tig and tig + 4 of the 8-deep steps 2 c and
+ *   2 c + 1 are head-dim columns vec_col(c, tig) + 0, 1 (step 2 c) and 2, 3 (step 2 c + 1), for
+ *   the rows' fragments (held as floats, loaded in that order: load_vec_rows) and the staged rows
+ *   alike.
+ * - The accumulating products take their transposed form, O^T = V^T P^T (the forward),
+ *   dQ^T = K^T dS^T, dV^T = dO^T P and dK^T = Q^T dS: the staged rows as the A operand (16
+ *   head-dim rows, 8 keys deep) and P^T (dS^T) as B, from the accumulators where the score product
+ *   left them (k slot tig: key 2 tig, tig + 4: key 2 tig + 1; its two 8-column tiles: rows gid
+ *   and gid + 8). The A rows gid and gid + 8 of row tiles 2 u and 2 u + 1 are head-dim columns
+ *   32 u + 4 gid + 0, 1 and 2, 3: one float4 of a staged row gives both tiles their values of one
+ *   key. Rows K_LD = HEAD_DIM + 4 floats apart put a quarter-warp's float4s there (rows 2 tig,
+ *   columns 4 gid) on 32 banks.
+ * The accumulators then hold rows 2 tig, 2 tig + 1 (+ 8) of the warp's 16 (query rows; dK/dV's
+ * keys), whose row statistics the work-items of rows gid hold (shuffles bring them).
  * A score product's quarter-warp reads rows gid and gid + 1. The forward's K serves only score
  * products: its rows are HEAD_DIM + 16 floats apart (VEC_K_LD) and a work-item's columns 4 tig
  * (16 floats a row side by side). dQ's K serves both kinds of product, on K_LD: its score
  * products spread a work-item's columns 8 tig apart instead (vec_col's `spread`), so that the
- * two rows' float4s still fall on 32 banks. */
+ * two rows' float4s still fall on 32 banks; dK/dV's staged Q and dO serve both kinds too. */
 #if HEAD_DIM % 32 || HEAD_SPLIT > 1 || !ASYNC_KV
 #error "float4 fragments: head dims that are multiples of 32, warps unpaired, ASYNC_KV"
 #endif
@@ -562,8 +564,9 @@ OCLML_INLINE void to_b_fragments(const float s[KTILES][4], uint bh[KTILES][2][2]
         tf32_split(s[x / 4][x % 4], &bh[x / 4][x % 4 / 2][x % 2], &bl[x / 4][x % 4 / 2][x % 2]);
 }
 
-/* acc += X^T P^T, X the BN staged rows of xs (the forward's V, dQ's K) and P^T the fragments of
- * to_b_fragments: each 16 x 8 tile summed over the block from zero (the rounding). */
+/* acc += X^T P^T, X the BN staged rows of xs (the forward's V, dQ's K, dK/dV's dO and Q) and P^T
+ * the fragments of to_b_fragments: each 16 x 8 tile summed over the block from zero (the
+ * rounding). */
 OCLML_INLINE void vec_accumulate(float acc[OT_TILES][2][4], const uint bh[KTILES][2][2],
                                  const uint bl[KTILES][2][2], __local const float *xs, uint gid,
                                  uint tig EMU_PARAMS) {
@@ -597,8 +600,8 @@ OCLML_INLINE void vec_accumulate(float acc[OT_TILES][2][4], const uint bh[KTILES
     }
 }
 
-/* The transposed accumulators' values of query row nq 8 + 2 tig + e, head-dim columns
- * 32 u + 4 gid + 0 .. 3. */
+/* The transposed accumulators' values of row nq 8 + 2 tig + e of the warp's 16 (query rows; keys
+ * in dK/dV), head-dim columns 32 u + 4 gid + 0 .. 3. */
 OCLML_INLINE float4 vec_out(const float acc[OT_TILES][2][4], uint u, uint nq, uint e) {
     return (float4)(acc[2 * u][nq][e], acc[2 * u][nq][2 + e], acc[2 * u + 1][nq][e],
                     acc[2 * u + 1][nq][2 + e]);

@@ -266,9 +266,9 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *
 #define TAIL_MIN_GAIN 0.05
 static void choose_tail(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     p->tail_blocks = 0;
-    const long warps = oclml__tune(ctx, "gemm.wave_warps", 0),
-               forced = oclml__tune(ctx, "gemm.tail_splits", 0);
-    if (warps <= 0 || p->path != PATH_MMA || p->splits > 1 || d->batch > 1 || d->gather_b) return;
+    if (p->path != PATH_MMA || p->splits > 1 || d->batch > 1 || d->gather_b) return;
+    const long warps = oclml__tune(ctx, "gemm.wave_warps", 0);
+    if (warps <= 0) return;
     const size_t slots = (size_t)warps / (p->wm * p->wn) * ctx->caps.compute_units;
     const size_t gx = ceil_div(d->n, p->bn), gy = ceil_div(d->m, p->bm), total = gx * gy;
     if (!slots || total <= slots || total % slots == 0) return;
@@ -281,6 +281,7 @@ static void choose_tail(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p)
     if (blocks >= total) return;
     p->tail_r0 = first_row * p->bm;
     p->tail_c0 = (gx - cols) * p->bn;
+    const long forced = oclml__tune(ctx, "gemm.tail_splits", 0);
     if (forced > 0) { /* tests: every partial last wave, so split */
         if ((size_t)forced > ktiles) return;
         p->tail_splits = (unsigned)forced;

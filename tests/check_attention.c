@@ -233,6 +233,9 @@ static const att_case CASES[] = {
     {2, 2, 2, 20, 33, 160, BHLD, NONE, 4, -1, 0, M2D, 0},
     /* D 32: the float4 kernels' smallest head dim (one 32-column group), GQA, causal. */
     {1, 4, 2, 37, 41, 32, BHLD, TL, -1, -1, 0, NOMASK, 0},
+    /* D 64, BLHD without key lengths (the tensor-core backward's dQ as a GEMM on dS): GQA, a
+     * mask broadcast over the batch. */
+    {2, 4, 2, 33, 40, 64, BLHD, TL, -1, -1, 0, MB1, 0},
 };
 #define N_CASES (int)(sizeof CASES / sizeof CASES[0])
 
@@ -264,8 +267,12 @@ END_TEST
  * lengths, the unpaired ones at 128, the paired forward at 64, the accumulating products
  * reading one column tile's values at a time (attention.mma_col_batch), the three kernels
  * reading their staged operands one float at a time where they read float4s by default
- * (attention.vec_fragments: the forward at 64 and 128, dQ and dK/dV at 64), and the float4
- * kernels at their smallest head dim, 32. */
+ * (attention.vec_fragments: the forward at 64 and 128, dQ and dK/dV at 64), the float4
+ * kernels at their smallest head dim, 32. Without key lengths dQ comes as a GEMM on the dK/dV
+ * kernel's dS by default (with them from the dQ kernel): BLHD with every key head in one chunk
+ * of the workspace and one a chunk (attention.dq_gemm = 1: chunks that split a batch entry's key
+ * heads), BHLD GQA one a chunk; and the dQ kernel without key lengths (attention.dq_gemm = 0) on
+ * the MQA case and the fours at 160. */
 static const struct mma_run {
     int c; /* the case */
     const char *tuning;
@@ -290,6 +297,11 @@ static const struct mma_run {
     {10, "attention.mma=2,attention.mma_col_batch=1"},
     {10, "attention.mma=2,attention.vec_fragments=0"},
     {17, "attention.mma=2"},
+    {18, "attention.mma=2"},
+    {18, "attention.mma=2,attention.dq_gemm=1"},
+    {1, "attention.mma=2,attention.dq_gemm=1"},
+    {3, "attention.mma=2,attention.dq_gemm=0"},
+    {16, "attention.mma=2,attention.dq_gemm=0,attention.async=0"},
 };
 #define N_MMA (int)(sizeof MMA_RUNS / sizeof MMA_RUNS[0])
 
@@ -804,7 +816,7 @@ START_TEST(plan_names_the_path) {
     const att_case c64 = {1, 4, 2, 33, 40, 64, BHLD, TL, -1, -1, 0, NOMASK, 0};
     att_data d;
     att_make(&d, &c64);
-    char text[256];
+    char text[320];
     ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
     /* By default: FMA tiles, or the real tensor cores where the device has them (never the
      * emulation). */
@@ -847,7 +859,7 @@ START_TEST(plan_names_the_path) {
                             strstr(text, "(warps paired on 16 rows)"),
                fwd_fma = strstr(text, "forward: FMA tiles") != NULL,
                bwd_fours = strstr(text, "backward: 3xTF32 tensor cores (emulated), dK/dV per 16 "
-                                        "keys (four warps on 16 keys), dQ per 16 rows") != NULL,
+                                        "keys (four warps on 16 keys), dQ = dS K by GEMM") != NULL,
                bwd_fma = strstr(text, "backward: FMA tiles") != NULL;
     ck_assert_msg(!fits                               ? fwd_fma
                   : info.local_mem_bytes >= 64 * 1024 ? fwd_paired
@@ -858,9 +870,19 @@ START_TEST(plan_names_the_path) {
                                                       : bwd_fours || bwd_fma,
                   "head dim 256, the backward's warps in fours: %s", text);
     att_free(&d);
-    /* At 192 the dQ kernel's fours lost to the FMA tiles (lib/ops/attention.c): the backward's
-     * kernels on different engines. */
+    /* At 192 the dQ kernel's fours lost to the FMA tiles (lib/ops/attention.c): dQ comes as a
+     * GEMM on the dK/dV kernel's dS, or (attention.dq_gemm = 0) from the FMA tiles, the
+     * backward's kernels then on different engines. */
     const att_case c192 = {1, 2, 2, 33, 40, 192, BHLD, NONE, -1, -1, 0, NOMASK, 0};
+    att_make(&d, &c192);
+    ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
+    ck_assert_msg(fits ? strstr(text, "backward: 3xTF32 tensor cores (emulated), dK/dV per 16 keys "
+                                      "(four warps on 16 keys), dQ = dS K by GEMM, 2 key heads at "
+                                      "a time") != NULL
+                       : strstr(text, "backward: FMA tiles") != NULL,
+                  "head dim 192, dQ as a GEMM on dS: %s", text);
+    att_free(&d);
+    test_retune("attention.mma=2,attention.dq_gemm=0");
     att_make(&d, &c192);
     ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
     ck_assert_msg(fits ? strstr(text,

@@ -9,6 +9,8 @@
  *   oclml_attention_dkdv   a block of BK keys against every query row that sees it, summing over
  *                          the query heads that share the key head: dV = P^T dO, dK = dS^T Q
  *   oclml_attention_dq     a block of query rows against its key blocks: dQ = dS K
+ *   oclml_attention_dq_empty  dQ = 0 in rows that see no key, after the tensor-core backward's
+ *                          dQ = dS K as a GEMM
  *   oclml_attention_dmask  the additive mask's gradient: dS summed over the batch entries and
  *                          heads the mask is broadcast over
  * with P recomputed from the saved log-sum-exp and dS = P (dO V^T - delta). Every output element
@@ -276,6 +278,19 @@ __kernel void oclml_attention_delta(__global const float *o, ulong o_off,
     float sum = 0.0f;
     for (uint c = 0; c < HEAD_DIM; c++) sum = fma(o[o_off + at + c], dout[dout_off + at + c], sum);
     delta[stat] = sum;
+}
+#endif
+
+#if OCLML_WANT(oclml_attention_dq_empty)
+/* dQ = 0 in the rows that see no key (lse -inf), after dQ = scale dS K as a GEMM (the tensor-core
+ * backward): their dS is 0, but 0 x an infinite key that another row sees would be NaN. */
+__kernel void oclml_attention_dq_empty(__global const float *lse, ulong lse_off, __global float *dq,
+                                       ulong dq_off, ulong rows_all, uint H, uint LQ) {
+    const ulong stat = get_global_id(0);
+    if (stat >= rows_all || lse[lse_off + stat] != -INFINITY) return;
+    const uint i = (uint)(stat % LQ), bh = (uint)(stat / LQ);
+    const ulong at = dq_off + row_offset(bh / H, bh % H, i, H, LQ);
+    for (uint c = 0; c < HEAD_DIM; c++) dq[at + c] = 0.0f;
 }
 #endif
 

@@ -158,6 +158,35 @@ oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
 #endif
 
 #if OCLML_WANT(oclml_attention_dkdv_mma)
+#ifndef DS_OUT
+#define DS_OUT 0 /* 1: dS also written to a workspace, for dQ = scale dS K as a GEMM */
+#endif
+#if DS_OUT
+/* Writes a dS tile t (tile rows: the keys key[0], key[1]; columns: the staged query rows
+ * R0 + part + nt 8 + 2 tig + x % 2) to the workspace ds, whose row R (of the key head's n_rows
+ * stacked query rows) holds that row's dS against every key, ds_ld floats apart. Lanes with
+ * neighbouring gid write neighbouring keys: 32-byte pieces. */
+OCLML_INLINE void put_ds(__global float *ds, ulong ds_ld, uint R0, uint part, const int *key,
+                         float (*t)[4], uint n_rows, uint LK, uint tig) {
+#pragma unroll
+    for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+        for (uint x = 0; x < 4; x++) {
+            const uint R = R0 + part + nt * 8 + 2 * tig + x % 2;
+            if (R < n_rows && key[x / 2] < (int)LK) ds[R * ds_ld + key[x / 2]] = t[nt][x];
+        }
+}
+
+/* Zeros of the workspace where this work-group's keys (from kb) meet the staged rows R0 ..
+ * R0 + BQ - 1 that see none of them: the GEMM reads every key of every row. */
+OCLML_INLINE void zero_ds(__global float *ds, ulong ds_ld, uint R0, int kb, uint n_rows, uint LK) {
+    for (uint e = get_local_id(0); e < BQ * KEYS; e += NT) {
+        const uint R = R0 + e / KEYS;
+        const int j = kb + (int)(e % KEYS);
+        if (R < n_rows && j < (int)LK) ds[R * ds_ld + j] = 0.0f;
+    }
+}
+#endif
 #if DKDV_PAIRS && HEAD_SPLIT > 2
 #error "the dK/dV kernel's pairs split the head dim in two at most"
 #endif
@@ -177,10 +206,15 @@ oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
  * dim 128, where one operand and one accumulator spill) four warps share 16 keys: two P warps
  * and two dS warps, each holding half of the head dim of its operand and accumulator; the two
  * of a product sum S^T or dP^T from their parts (sum_parts), and the first P warp hands P
- * over. */
+ * over.
+ *
+ * With DS_OUT the kernel also writes dS to the workspace ds (put_ds; zeros where its keys meet
+ * rows that see none of them) for key heads bh0 + get_global_id(1): the host then forms
+ * dQ = scale dS K as one GEMM rather than running the dQ kernel, which would compute S and dP
+ * again. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global float *dv,
-                         ulong dv_off, ATT_GEOM) {
+                         ulong dv_off, __global float *ds, ulong ds_ld, uint bh0, ATT_GEOM) {
     /* 16-byte aligned: the asynchronous copies' destinations (a misaligned one faults). */
     __local float qs[BQ * K_LD] __attribute__((aligned(16))),
         ds_rows[BQ * K_LD] __attribute__((aligned(16))), lse_s[BQ], delta_s[BQ];
@@ -191,9 +225,15 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
 #endif
 #endif
     MMA_LOCALS
-    const uint bh = get_global_id(1), b = bh / HKV, hkv = bh % HKV;
+    const uint bh = bh0 + get_global_id(1), b = bh / HKV, hkv = bh % HKV;
     const uint n_rows = H / HKV * LQ;
     const int kb = (int)(get_group_id(0) * KEYS);
+#if DS_OUT /* this key head's rows of the workspace */
+    ds += get_global_id(1) * n_rows * ds_ld;
+#else
+    (void)ds;
+    (void)ds_ld;
+#endif
     const ulong kstride = KEY_STRIDE(HKV), kbase = row_offset(b, hkv, 0, HKV, LK);
     const int klen = key_length(keylen, keylen_off, b, LK);
 #if DKDV_PAIRS /* role: the P warps' parts, then the dS warps' */
@@ -242,7 +282,12 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
         int imin, imax, jlo, jhi;
         query_span(R0, BQ, n_rows, LQ, &imin, &imax);
         key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
-        if (jhi <= kb || jlo >= kb + (int)KEYS) continue; /* no row of the block sees these keys */
+        if (jhi <= kb || jlo >= kb + (int)KEYS) { /* no row of the block sees these keys */
+#if DS_OUT
+            zero_ds(ds, ds_ld, R0, kb, n_rows, LK);
+#endif
+            continue;
+        }
         fill_rows(rows, R0, b, hkv, n_rows, B, H, HKV, LQ, LK, scale, shift, wl, wr, mask_bstride,
                   mask_hstride);
 #if ASYNC_KV /* every copy in flight at once, rather than a round trip a staged element */
@@ -296,10 +341,13 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
 #pragma unroll
                 for (uint x = 0; x < 4; x++) {
                     const uint row = part + nt * 8 + 2 * tig + x % 2;
-                    const float ds =
+                    const float g =
                         score_grad(pt[(nt * 4 + x) * 32 + lane], t[nt][x], delta_s[row]);
-                    t[nt][x] = p_warp ? t[nt][x] : ds;
+                    t[nt][x] = p_warp ? t[nt][x] : g;
                 }
+#if DS_OUT
+            if (role == HEAD_SPLIT) put_ds(ds, ds_ld, R0, part, key, t, n_rows, LK, tig);
+#endif
             uint fh[KTILES][4], fl[KTILES][4];
             to_a_fragments(t, fh, fl);
             accumulate_product(acc, fh, fl, (p_warp ? ds_rows : qs) + part * K_LD + col0, gid,
@@ -322,6 +370,9 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
                                  delta_s[row], klen, shift, wl, wr, scale, mask, mask_off,
                                  rows_mask[row]);
                 }
+#if DS_OUT
+            put_ds(ds, ds_ld, R0, part, key, dp, n_rows, LK, tig);
+#endif
 #if VEC_FRAGMENTS /* dV^T += dO^T P, dK^T += Q^T dS */
             uint bh[KTILES][2][2], bl[KTILES][2][2];
             to_b_fragments(s, bh, bl);

@@ -2,6 +2,7 @@
  * attention_bwd_mma.cl on tensor cores): argument checks, the plan (which kernels, their tiles,
  * the key split of the decode path), and the launches. One program per kernel and variant (head
  * dim, tile, layout, which masks exist): a call compiles only what it runs. */
+#include "ops/gemm.h"
 #include "ops/ops.h"
 
 #include <math.h>
@@ -31,14 +32,16 @@ typedef enum att_kernel {
     K_DKDV,
     K_DQ,
     K_DMASK,
+    K_DQ_EMPTY,
     K_FWD_MMA,
     K_DKDV_MMA,
     K_DQ_MMA
 } att_kernel;
-static const char *const KERNEL_NAMES[] = {
-    "oclml_attention_fwd",     "oclml_attention_merge",    "oclml_attention_delta",
-    "oclml_attention_dkdv",    "oclml_attention_dq",       "oclml_attention_dmask",
-    "oclml_attention_fwd_mma", "oclml_attention_dkdv_mma", "oclml_attention_dq_mma"};
+static const char *const KERNEL_NAMES[] = {"oclml_attention_fwd",      "oclml_attention_merge",
+                                           "oclml_attention_delta",    "oclml_attention_dkdv",
+                                           "oclml_attention_dq",       "oclml_attention_dmask",
+                                           "oclml_attention_dq_empty", "oclml_attention_fwd_mma",
+                                           "oclml_attention_dkdv_mma", "oclml_attention_dq_mma"};
 
 void oclml_attention_params_init(oclml_attention_params *p) {
     if (!p) return;
@@ -498,7 +501,7 @@ static unsigned col_batch(oclml_ctx *ctx, att_kernel kind, size_t D) {
 /* The program of a tensor-core kernel for head dim D (its tile in *t). */
 static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode, size_t D,
                                        bool blhd, bool mask, bool keylen, bool async, bool vec,
-                                       att_tile *t, char *defines, size_t len) {
+                                       bool ds_out, att_tile *t, char *defines, size_t len) {
     const unsigned bn = mma_columns(ctx, kind, D), warps = mma_warps(ctx, kind, D);
     *t = (att_tile){16, 2 * warps, 8, bn / 16, 1}; /* 32 warps work-items, 16 warps rows */
     const bool pairs = mma_paired(ctx, kind, D);
@@ -506,25 +509,26 @@ static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode
     snprintf(defines, len,
              "-DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
              "-DHAS_KEYLEN=%d -DASYNC_KV=%d -DDKDV_PAIRS=%d -DDQ_PAIRS=%d -DFWD_PAIRS=%d "
-             "-DSPLIT_KV=%d -DHEAD_SPLIT=%u -DBQ=%zu -DACC_BATCH=%u -DVEC_FRAGMENTS=%d",
+             "-DSPLIT_KV=%d -DHEAD_SPLIT=%u -DBQ=%zu -DACC_BATCH=%u -DVEC_FRAGMENTS=%d -DDS_OUT=%d",
              D, bn, warps, mode == 2, blhd, mask, keylen, async, pairs && kind == K_DKDV_MMA,
              pairs && kind == K_DQ_MMA, pairs && kind == K_FWD_MMA, async && split_kv(ctx, kind, D),
              head_split(ctx, kind, D),
              kind == K_DKDV_MMA ? dkdv_rows(D) : (size_t)mma_block(ctx, kind, D),
-             col_batch(ctx, kind, D), vec);
+             col_batch(ctx, kind, D), vec, ds_out && kind == K_DKDV_MMA);
     return (oclml__program_spec){kind == K_FWD_MMA ? "attention_fwd_mma.cl"
                                                    : "attention_bwd_mma.cl",
                                  defines, KERNEL_NAMES[kind], ATT_MAX_REGISTERS};
 }
 
 /* mma_mode has checked that the tile fits the device. */
-static oclml_status mma_kernel_of(const att_call *c, att_kernel kind, int mode, att_tile *t,
-                                  cl_kernel *k) {
+/* ds_out: the dK/dV kernel writing dS for the dQ GEMM (DS_OUT). */
+static oclml_status mma_kernel_of(const att_call *c, att_kernel kind, int mode, bool ds_out,
+                                  att_tile *t, cl_kernel *k) {
     char defines[256];
     const oclml__program_spec spec =
         mma_spec_of(c->ctx, kind, mode, c->s.D, c->p->layout == OCLML_ATTENTION_BLHD,
                     c->mask != NULL, c->keylen != NULL, kv_async(c, kind, mode),
-                    vec_fragments(c, kind, mode), t, defines, sizeof defines);
+                    vec_fragments(c, kind, mode), ds_out, t, defines, sizeof defines);
     return oclml__kernel(c->ctx, &spec, spec.kernels, k);
 }
 
@@ -585,7 +589,7 @@ static oclml_status forward(const att_call *c, const oclml_tensor *q, const oclm
     cl_kernel kf, km = NULL;
     const int mma = mma_mode(c->ctx, &c->s, K_FWD_MMA);
     oclml_status st =
-        mma ? mma_kernel_of(c, K_FWD_MMA, mma, &t, &kf) : kernel_of(c, K_FWD, &t, &kf);
+        mma ? mma_kernel_of(c, K_FWD_MMA, mma, false, &t, &kf) : kernel_of(c, K_FWD, &t, &kf);
     if (st) return st;
     const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk;
     const size_t splits = plan_splits(c, t), key_blocks = ceil_div(c->s.LK, bk);
@@ -644,6 +648,26 @@ oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *param
     return forward(&c, q, k, v, o, lse);
 }
 
+/* Floats a row of the dS workspace: Lk rounded up to a float4 (the GEMM's aligned reads). */
+static size_t ds_ld(const att_shape *s) { return (s->LK + 3) / 4 * 4; }
+
+/* Key heads a chunk of the dS workspace holds where dQ comes from the dK/dV kernel's dS
+ * (DS_OUT in attention_bwd_mma.cl) as one GEMM, dQ = scale dS K, rather than from the dQ kernel,
+ * which computes S and dP again (two of its three products); 0 where it does not. The tuning key
+ * attention.dq_gemm: 0 never, N at most N key heads a chunk, -1 (default) as many as the
+ * device's workspace holds (caps.workspace_bytes). Only with dK/dV on tensor cores, without key
+ * lengths (the GEMM reads every key, padding included) and where one key head's dS (its
+ * H / HKV Lq stacked rows against Lk keys) fits the workspace. */
+static size_t dq_gemm_heads(const att_call *c, int dkdv_mma) {
+    const long forced = oclml__tune(c->ctx, "attention.dq_gemm", 0);
+    if (!forced || !dkdv_mma || c->keylen) return 0;
+    const size_t head_bytes = c->s.H / c->s.HKV * c->s.LQ * ds_ld(&c->s) * sizeof(float),
+                 total = c->s.B * c->s.HKV;
+    size_t heads = c->ctx->caps.workspace_bytes / head_bytes;
+    if (forced > 0 && heads > (size_t)forced) heads = (size_t)forced;
+    return heads < total ? heads : total;
+}
+
 oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *params,
                                   const oclml_tensor *q, const oclml_tensor *k,
                                   const oclml_tensor *v, char *text, size_t len) {
@@ -699,6 +723,12 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     snprintf(dq, sizeof dq, "dQ per %u rows%s",
              dq_mma ? mma_block(ctx, K_DQ_MMA, s.D) : tq.ty * tq.rq,
              dq_mma && vec_fragments(&c, K_DQ_MMA, dq_mma) ? ", K and V read as float4s" : "");
+    const size_t heads = dq_gemm_heads(&c, dkdv_mma); /* with dK and dV wanted */
+    if (heads) {
+        snprintf(dq, sizeof dq, "dQ = dS K by GEMM, %zu key head%s at a time", heads,
+                 heads > 1 ? "s" : "");
+        strcpy(engine[1], engine[0]);
+    }
     if (!strcmp(engine[0], engine[1]))
         snprintf(bwd, sizeof bwd, "%s, %s, %s", engine[0], dkdv, dq);
     else
@@ -726,6 +756,83 @@ static unsigned put_bwd_args(const att_call *c, const bwd_args *b, oclml__arg *a
     return n;
 }
 
+/* dQ = scale dS K of key heads c0 .. c1 - 1 (b H + h, in that order) from their dS in the
+ * workspace ds, c0's first. In BHLD a key head's H / HKV query heads are contiguous rows of dQ,
+ * as of dS: one batched GEMM over the chunk's key heads. In BLHD one per batch entry and query
+ * head of the group, over that entry's key heads in the chunk. */
+static oclml_status dq_from_ds(const att_call *c, const bwd_args *b, cl_mem ds, size_t c0,
+                               size_t c1, oclml_tensor *dq) {
+    const att_shape *s = &c->s;
+    const size_t ld = ds_ld(s), G = s->H / s->HKV, rows = G * s->LQ, D = s->D,
+                 dq_off = oclml__elem_offset(dq);
+    oclml__gemm_desc g = {.n = D, .k = s->LK, .alpha = c->scale};
+    if (c->p->layout == OCLML_ATTENTION_BHLD) {
+        g.m = rows, g.batch = c1 - c0;
+        g.a = (oclml__matrix){ds, 0, ld, rows * ld};
+        g.b = (oclml__matrix){b->k, b->k_off + c0 * s->LK * D, D, s->LK * D};
+        g.c = (oclml__matrix){dq->mem, dq_off + c0 * rows * D, D, rows * D};
+        return oclml__gemm(c->ctx, &g);
+    }
+    oclml_status st = OCLML_SUCCESS;
+    g.m = s->LQ;
+    for (size_t u = c0; u < c1 && !st;) {
+        const size_t bi = u / s->HKV, h0 = u % s->HKV,
+                     h1 = s->HKV < h0 + (c1 - u) ? s->HKV : h0 + (c1 - u);
+        for (size_t j = 0; j < G && !st; j++) {
+            g.batch = h1 - h0;
+            g.a = (oclml__matrix){ds, ((u - c0) * rows + j * s->LQ) * ld, ld, rows * ld};
+            g.b = (oclml__matrix){b->k, b->k_off + (bi * s->LK * s->HKV + h0) * D, s->HKV * D, D};
+            g.c = (oclml__matrix){dq->mem, dq_off + (bi * s->LQ * s->H + h0 * G + j) * D, s->H * D,
+                                  G * D};
+            st = oclml__gemm(c->ctx, &g);
+        }
+        u += h1 - h0;
+    }
+    return st;
+}
+
+/* dK and dV (the dK/dV kernel over every key head) and, with heads > 0, dQ from dS: the key
+ * heads taken `heads` at a time, each chunk's dS written to the workspace and multiplied by K. */
+static oclml_status dkdv(const att_call *c, const bwd_args *b, int mode, size_t heads,
+                         oclml_tensor *dq, cl_mem dk, cl_ulong dk_off, cl_mem dv, cl_ulong dv_off) {
+    att_tile t;
+    cl_kernel kern;
+    oclml_status st = mode ? mma_kernel_of(c, K_DKDV_MMA, mode, heads > 0, &t, &kern)
+                           : kernel_of(c, K_DKDV, &t, &kern);
+    if (st) return st;
+    const size_t total = c->s.B * c->s.HKV, chunk = heads ? heads : total;
+    cl_mem ds = NULL;
+    cl_ulong ld = heads ? ds_ld(&c->s) : 0;
+    cl_uint bh0 = 0;
+    oclml__arg a[40];
+    unsigned n = put_bwd_args(c, b, a);
+    a[n++] = OCLML_ARG(dk), a[n++] = OCLML_ARG(dk_off), a[n++] = OCLML_ARG(dv),
+    a[n++] = OCLML_ARG(dv_off);
+    if (mode) a[n++] = OCLML_ARG(ds), a[n++] = OCLML_ARG(ld), a[n++] = OCLML_ARG(bh0);
+    n = geom_args(c, a, n);
+    if (heads && (st = oclml__scratch_get(
+                      c->ctx, heads * c->s.H / c->s.HKV * c->s.LQ * ld * sizeof(float), &ds)))
+        return st;
+    /* Key blocks: BK keys on FMAs, KEYS of the tensor-core kernel (mma_block: 16 a warp, 8
+     * paired, 4 in fours). */
+    const size_t keys = mode ? (size_t)t.ty * t.rq : (size_t)t.tx * t.rk;
+    for (size_t c0 = 0; c0 < total && !st; c0 += chunk) {
+        const size_t c1 = c0 + chunk < total ? c0 + chunk : total;
+        bh0 = (cl_uint)c0;
+        st = launch_tiled(c, kern, t, a, n, ceil_div(c->s.LK, keys), c1 - c0, 1);
+        if (!st && heads) st = dq_from_ds(c, b, ds, c0, c1, dq);
+    }
+    if (ds) oclml__scratch_put(c->ctx, ds);
+    if (st || !heads) return st;
+    /* The rows that see no key: dQ 0, as from the dQ kernel. */
+    if ((st = kernel_of(c, K_DQ_EMPTY, &t, &kern))) return st;
+    cl_ulong rows_all = (cl_ulong)(c->s.B * c->s.H * c->s.LQ), dq_off = oclml__elem_offset(dq);
+    const oclml__arg ae[] = {OCLML_ARG(b->lse), OCLML_ARG(b->lse_off), OCLML_ARG(dq->mem),
+                             OCLML_ARG(dq_off), OCLML_ARG(rows_all),   OCLML_ARG(c->H),
+                             OCLML_ARG(c->LQ)};
+    return launch_rows(c, kern, ae, sizeof ae / sizeof ae[0], rows_all);
+}
+
 static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_tensor *o,
                              oclml_tensor *dq, cl_mem dk, cl_ulong dk_off, cl_mem dv,
                              cl_ulong dv_off, oclml_tensor *dmask) {
@@ -742,22 +849,11 @@ static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_t
     unsigned n;
     const int dkdv_mma = mma_mode(c->ctx, &c->s, K_DKDV_MMA),
               dq_mma = mma_mode(c->ctx, &c->s, K_DQ_MMA);
-    if (dk) {
-        if ((st = dkdv_mma ? mma_kernel_of(c, K_DKDV_MMA, dkdv_mma, &t, &kern)
-                           : kernel_of(c, K_DKDV, &t, &kern)))
-            return st;
-        n = put_bwd_args(c, b, a);
-        a[n++] = OCLML_ARG(dk), a[n++] = OCLML_ARG(dk_off), a[n++] = OCLML_ARG(dv),
-        a[n++] = OCLML_ARG(dv_off);
-        n = geom_args(c, a, n);
-        /* Key blocks: BK keys on FMAs, KEYS of the tensor-core kernel (mma_block: 16 a warp, 8
-         * paired, 4 in fours). */
-        const size_t keys = dkdv_mma ? (size_t)t.ty * t.rq : (size_t)t.tx * t.rk;
-        if ((st = launch_tiled(c, kern, t, a, n, ceil_div(c->s.LK, keys), c->s.B * c->s.HKV, 1)))
-            return st;
-    }
-    if (dq) {
-        if ((st = dq_mma ? mma_kernel_of(c, K_DQ_MMA, dq_mma, &t, &kern)
+    /* Key heads a chunk of the dS workspace (0: dQ from the dQ kernel). */
+    const size_t heads = dk && dq ? dq_gemm_heads(c, dkdv_mma) : 0;
+    if (dk && (st = dkdv(c, b, dkdv_mma, heads, dq, dk, dk_off, dv, dv_off))) return st;
+    if (dq && !heads) {
+        if ((st = dq_mma ? mma_kernel_of(c, K_DQ_MMA, dq_mma, false, &t, &kern)
                          : kernel_of(c, K_DQ, &t, &kern)))
             return st;
         cl_ulong dq_off = oclml__elem_offset(dq);
@@ -857,7 +953,22 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
         const att_kernel fma_kinds[2][3] = {{K_FWD, K_FWD, K_FWD}, {K_DELTA, K_DKDV, K_DQ}},
                          mma_kinds[2][3] = {{K_FWD_MMA, K_FWD_MMA, K_FWD_MMA},
                                             {K_DELTA, K_DKDV_MMA, K_DQ_MMA}};
-        for (int j = 0; j < (bwd ? 3 : 1); j++) {
+        /* dQ as a GEMM on the dK/dV kernel's dS, in place of the dQ kernel, where it runs. */
+        const size_t heads = bwd ? dq_gemm_heads(&c, mma_mode(ctx, &s, K_DKDV_MMA)) : 0;
+        if (heads) {
+            const oclml__gemm_desc g = {.m = s.LQ,
+                                        .n = s.D,
+                                        .k = s.LK,
+                                        .batch = 1,
+                                        .alpha = 1.0f,
+                                        .a = {NULL, 0, ds_ld(&s), 0},
+                                        .b = {NULL, 0, s.D, 0},
+                                        .c = {NULL, 0, s.D, 0}};
+            char what[64];
+            snprintf(what, sizeof what, "head dim %zu, dQ = dS K", dims[i]);
+            oclml__gemm_warm_desc(ctx, op, what, &g, list);
+        }
+        for (int j = 0; j < (bwd ? (heads ? 2 : 3) : 1); j++) {
             const int mma = mma_kinds[bwd][j] == K_DELTA ? 0 : mma_mode(ctx, &s, mma_kinds[bwd][j]);
             const att_kernel kind = mma ? mma_kinds[bwd][j] : fma_kinds[bwd][j];
             char defines[256], variant[64];
@@ -866,11 +977,19 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
             const oclml__program_spec spec =
                 kind >= K_FWD_MMA
                     ? mma_spec_of(ctx, kind, mma, dims[i], false, false, false,
-                                  kv_async(&c, kind, mma), vec_fragments(&c, kind, mma), &t,
-                                  defines, sizeof defines)
+                                  kv_async(&c, kind, mma), vec_fragments(&c, kind, mma), heads > 0,
+                                  &t, defines, sizeof defines)
                     : spec_of(kind, plan_tile(ctx, kind, &s), dims[i], false, false, false, defines,
                               sizeof defines);
             oclml__warm_add(list, op, variant, spec);
+        }
+        if (heads) {
+            char defines[256], variant[64];
+            snprintf(variant, sizeof variant, "head dim %zu, %s", dims[i],
+                     KERNEL_NAMES[K_DQ_EMPTY]);
+            oclml__warm_add(list, op, variant,
+                            spec_of(K_DQ_EMPTY, plan_tile(ctx, K_DQ_EMPTY, &s), dims[i], false,
+                                    false, false, defines, sizeof defines));
         }
     }
 }

@@ -59,6 +59,12 @@ bool oclml__gemm_can_gather(const oclml__gemm_desc *d);
 /* Runs the product on the kernel the planner picks. */
 oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d);
 
+/* Prewarm (oclml_prewarm): adds the programs product d plans onto to the list, under `what`;
+ * for the ops whose own products are GEMMs of a known shape. */
+struct oclml__warm_list;
+void oclml__gemm_warm_desc(oclml_ctx *ctx, const char *op, const char *what,
+                           const oclml__gemm_desc *d, struct oclml__warm_list *list);
+
 /* The planner's choice for d, in words (oclml_gemm_plan, bench variant strings). */
 void oclml__gemm_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len);
 

@@ -631,9 +631,33 @@ oclml__matrix oclml__matrix_of(const oclml_tensor *t) {
     return (oclml__matrix){t->mem, oclml__elem_offset(t), cols, t->ndim == 3 ? rows * cols : 0};
 }
 
+/* Prewarm: the programs the product d plans onto (`what` names it in the list): its kernel
+ * (and the last wave's split one) where liboclml's own take it; the summing kernel of split
+ * products, or where CLBlast takes it the epilogue kernel that follows. */
+void oclml__gemm_warm_desc(oclml_ctx *ctx, const char *op, const char *what,
+                           const oclml__gemm_desc *d, oclml__warm_list *list) {
+    gemm_plan p;
+    make_plan(ctx, d, &p);
+    if (p.path != PATH_CLBLAST) {
+        gemm_program g;
+        program_of(&p, d, p.splits > 1, &g);
+        oclml__warm_add(list, op, what, g.spec);
+    }
+    /* The last wave's split product (without the epilogue) and its sum. */
+    if (p.path != PATH_CLBLAST && p.tail_blocks) {
+        gemm_program g;
+        program_of(&p, d, true, &g);
+        oclml__warm_add(list, op, "last wave's K splits", g.spec);
+    }
+    if (p.splits > 1 || p.tail_blocks || (p.path == PATH_CLBLAST && has_epilogue(d))) {
+        finish_program f;
+        finish_program_of(d, &f);
+        oclml__warm_add(list, op, p.path == PATH_CLBLAST ? "epilogue" : "K split sum", f.spec);
+    }
+}
+
 /* Prewarm: the kernels that square products and linear layers (weights transposed, with and
- * without a GELU epilogue) of common sizes plan onto; where CLBlast takes them, the epilogue
- * kernel that follows its product. */
+ * without a GELU epilogue) of common sizes plan onto. */
 void oclml__gemm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     static const struct {
         size_t m, n, k;
@@ -644,36 +668,18 @@ void oclml__gemm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
                   {16, 4096, 4096, false, OCLML_ACT_NONE},
                   {8192, 4096, 1024, true, OCLML_ACT_GELU_ERF}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        oclml__gemm_desc d = {.trans_b = shapes[i].tb,
-                              .m = shapes[i].m,
-                              .n = shapes[i].n,
-                              .k = shapes[i].k,
-                              .batch = 1,
-                              .alpha = 1.0f,
-                              .act = shapes[i].act,
-                              .a = {NULL, 0, shapes[i].k, 0},
-                              .b = {NULL, 0, shapes[i].tb ? shapes[i].k : shapes[i].n, 0},
-                              .c = {NULL, 0, shapes[i].n, 0}};
-        gemm_plan p;
-        make_plan(ctx, &d, &p);
-        if (p.path != PATH_CLBLAST) {
-            gemm_program g;
-            program_of(&p, &d, p.splits > 1, &g);
-            char what[96];
-            snprintf(what, sizeof what, "%zux%zux%zu%s", d.m, d.n, d.k, d.act ? " gelu" : "");
-            oclml__warm_add(list, op, what, g.spec);
-        }
-        /* The last wave's split product (without the epilogue) and its sum. */
-        if (p.path != PATH_CLBLAST && p.tail_blocks) {
-            gemm_program g;
-            program_of(&p, &d, true, &g);
-            oclml__warm_add(list, op, "last wave's K splits", g.spec);
-        }
-        /* The summing kernel of split products, or the epilogue after CLBlast's product. */
-        if (p.splits > 1 || p.tail_blocks || (p.path == PATH_CLBLAST && has_epilogue(&d))) {
-            finish_program f;
-            finish_program_of(&d, &f);
-            oclml__warm_add(list, op, p.path == PATH_CLBLAST ? "epilogue" : "K split sum", f.spec);
-        }
+        const oclml__gemm_desc d = {.trans_b = shapes[i].tb,
+                                    .m = shapes[i].m,
+                                    .n = shapes[i].n,
+                                    .k = shapes[i].k,
+                                    .batch = 1,
+                                    .alpha = 1.0f,
+                                    .act = shapes[i].act,
+                                    .a = {NULL, 0, shapes[i].k, 0},
+                                    .b = {NULL, 0, shapes[i].tb ? shapes[i].k : shapes[i].n, 0},
+                                    .c = {NULL, 0, shapes[i].n, 0}};
+        char what[96];
+        snprintf(what, sizeof what, "%zux%zux%zu%s", d.m, d.n, d.k, d.act ? " gelu" : "");
+        oclml__gemm_warm_desc(ctx, op, what, &d, list);
     }
 }

@@ -236,6 +236,11 @@ static const att_case CASES[] = {
     /* D 64, BLHD without key lengths (the tensor-core backward's dQ as a GEMM on dS): GQA, a
      * mask broadcast over the batch. */
     {2, 4, 2, 33, 40, 64, BLHD, TL, -1, -1, 0, MB1, 0},
+    /* More than 128 query rows with a causal mask or a window: the GEMM's dQ by parts of the
+     * rows, each over the keys they see (where the device has fewer compute units than tiles):
+     * BHLD GQA causal bottom-right, BLHD a window. */
+    {1, 4, 2, 300, 310, 16, BHLD, BR, -1, -1, 0, NOMASK, 0},
+    {2, 2, 2, 260, 200, 16, BLHD, NONE, 40, 8, 0, NOMASK, 0},
 };
 #define N_CASES (int)(sizeof CASES / sizeof CASES[0])
 
@@ -271,8 +276,8 @@ END_TEST
  * kernels at their smallest head dim, 32. Without key lengths dQ comes as a GEMM on the dK/dV
  * kernel's dS by default (with them from the dQ kernel): BLHD with every key head in one chunk
  * of the workspace and one a chunk (attention.dq_gemm = 1: chunks that split a batch entry's key
- * heads), BHLD GQA one a chunk; and the dQ kernel without key lengths (attention.dq_gemm = 0) on
- * the MQA case and the fours at 160. */
+ * heads), BHLD GQA one a chunk, by parts of the rows where they see only some keys; and the dQ
+ * kernel without key lengths (attention.dq_gemm = 0) on the MQA case and the fours at 160. */
 static const struct mma_run {
     int c; /* the case */
     const char *tuning;
@@ -302,6 +307,8 @@ static const struct mma_run {
     {1, "attention.mma=2,attention.dq_gemm=1"},
     {3, "attention.mma=2,attention.dq_gemm=0"},
     {16, "attention.mma=2,attention.dq_gemm=0,attention.async=0"},
+    {19, "attention.mma=2"},
+    {20, "attention.mma=2,attention.dq_gemm=1"},
 };
 #define N_MMA (int)(sizeof MMA_RUNS / sizeof MMA_RUNS[0])
 

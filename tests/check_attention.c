@@ -233,12 +233,11 @@ static const att_case CASES[] = {
     {2, 2, 2, 20, 33, 160, BHLD, NONE, 4, -1, 0, M2D, 0},
     /* D 32: the float4 kernels' smallest head dim (one 32-column group), GQA, causal. */
     {1, 4, 2, 37, 41, 32, BHLD, TL, -1, -1, 0, NOMASK, 0},
-    /* D 64, BLHD without key lengths (the tensor-core backward's dQ as a GEMM on dS): GQA, a
-     * mask broadcast over the batch. */
+    /* D 64, BLHD without key lengths (where the tensor-core backward may take dQ as a GEMM on
+     * dS): GQA, causal, a mask broadcast over the batch. */
     {2, 4, 2, 33, 40, 64, BLHD, TL, -1, -1, 0, MB1, 0},
-    /* More than 128 query rows with a causal mask or a window: the GEMM's dQ by parts of the
-     * rows, each over the keys they see (where the device has fewer compute units than tiles):
-     * BHLD GQA causal bottom-right, BLHD a window. */
+    /* More than 128 query rows with a causal mask or a window: BHLD GQA causal bottom-right,
+     * BLHD a window. */
     {1, 4, 2, 300, 310, 16, BHLD, BR, -1, -1, 0, NOMASK, 0},
     {2, 2, 2, 260, 200, 16, BLHD, NONE, 40, 8, 0, NOMASK, 0},
 };
@@ -274,10 +273,12 @@ END_TEST
  * reading their staged operands one float at a time where they read float4s by default
  * (attention.vec_fragments: the forward at 64 and 128, dQ and dK/dV at 64), the float4
  * kernels at their smallest head dim, 32. Without key lengths dQ comes as a GEMM on the dK/dV
- * kernel's dS by default (with them from the dQ kernel): BLHD with every key head in one chunk
- * of the workspace and one a chunk (attention.dq_gemm = 1: chunks that split a batch entry's key
- * heads), BHLD GQA one a chunk, by parts of the rows where they see only some keys; and the dQ
- * kernel without key lengths (attention.dq_gemm = 0) on the MQA case and the fours at 160. */
+ * kernel's dS by default (with them, and by default with causal masks or windows at head dims
+ * up to 64 or with grouped query heads, from the dQ kernel): forced (attention.dq_gemm = N, at
+ * most N key heads a chunk of the workspace) on BLHD GQA causal with one key head a chunk
+ * (chunks that split a batch entry's key heads) and with a window, on BHLD GQA causal one and
+ * two a chunk; and the dQ kernel without key lengths (attention.dq_gemm = 0) on the MQA case
+ * and the fours at 160. */
 static const struct mma_run {
     int c; /* the case */
     const char *tuning;
@@ -307,7 +308,7 @@ static const struct mma_run {
     {1, "attention.mma=2,attention.dq_gemm=1"},
     {3, "attention.mma=2,attention.dq_gemm=0"},
     {16, "attention.mma=2,attention.dq_gemm=0,attention.async=0"},
-    {19, "attention.mma=2"},
+    {19, "attention.mma=2,attention.dq_gemm=2"},
     {20, "attention.mma=2,attention.dq_gemm=1"},
 };
 #define N_MMA (int)(sizeof MMA_RUNS / sizeof MMA_RUNS[0])
@@ -543,9 +544,10 @@ START_TEST(rows_that_see_nothing) {
 END_TEST
 
 /* A row that sees no key stays 0 (o and dQ) beside an infinite V and K at a key another row of
- * its block sees (0 x inf would be NaN): FMA and (emulated) tensor-core kernels. */
+ * its block sees (0 x inf would be NaN): FMA and (emulated) tensor-core kernels, dQ from the dQ
+ * kernel and as a GEMM on dS (attention.dq_gemm = 1: every row's dS against the infinite key). */
 START_TEST(empty_rows_stay_zero_beside_infinity) {
-    if (_i) test_retune("attention.mma=2");
+    if (_i) test_retune(_i == 1 ? "attention.mma=2" : "attention.mma=2,attention.dq_gemm=1");
     /* A window of just the diagonal with Lq > Lk: row i < 33 sees key i, rows i >= 33 nothing. */
     const att_case c = {1, 1, 1, 40, 33, 16, BHLD, NONE, 0, 0, 0, NOMASK, 0};
     att_data d;
@@ -1142,7 +1144,7 @@ int main(void) {
     tcase_add_loop_test(tc, backward_by_finite_differences, 0, 6);
     tcase_add_loop_test(tc, backward_repeatable_bit_for_bit, 0, 3);
     tcase_add_loop_test(tc, rows_that_see_nothing, 0, 2);
-    tcase_add_loop_test(tc, empty_rows_stay_zero_beside_infinity, 0, 2);
+    tcase_add_loop_test(tc, empty_rows_stay_zero_beside_infinity, 0, 3);
     tcase_add_loop_test(tc, nan_in_query_row, 0, 3);
     tcase_add_loop_test(tc, nan_in_do_reaches_underflowed_keys, 0, 3);
     tcase_add_loop_test(tc, nan_padding_never_read, 0, 5);

@@ -657,10 +657,18 @@ static size_t ds_ld(const att_shape *s) { return (s->LK + 3) / 4 * 4; }
  * attention.dq_gemm: 0 never, N at most N key heads a chunk, -1 (default) as many as the
  * device's workspace holds (caps.workspace_bytes). Only with dK/dV on tensor cores, without key
  * lengths (the GEMM reads every key, padding included) and where one key head's dS (its
- * H / HKV Lq stacked rows against Lk keys) fits the workspace. */
+ * H / HKV Lq stacked rows against Lk keys) fits the workspace. The GEMM sums over every key
+ * while the dQ kernel skips the blocks its rows do not see; by default the dQ kernel stays where
+ * rows see keys by position (causal masks, windows) at head dims up to 64 or with grouped
+ * query heads. On the H100 (2026-11-27, backward alone, dQ kernel -> GEMM on dS): B4 H16 L4096
+ * full 21.3 -> 17.3 ms at head dim 64, 54.7 -> 42.1 at 128; causal 11.1 -> 12.5-12.9 at 64,
+ * 27.6 -> 25.6 at 128; B2 H32 Hkv8 L4096 D128 full 55.1 -> 42.7, causal 28.8 -> 31.7; B4 H16
+ * L2048 D256 full 40.3 -> 25.1, causal 21.7 -> 12.9. */
 static size_t dq_gemm_heads(const att_call *c, int dkdv_mma) {
     const long forced = oclml__tune(c->ctx, "attention.dq_gemm", 0);
     if (!forced || !dkdv_mma || c->keylen) return 0;
+    const bool by_position = c->wl >= 0 || c->wr >= 0; /* causal masks, windows */
+    if (forced < 0 && by_position && (c->s.D <= 64 || c->s.H > c->s.HKV)) return 0;
     const size_t head_bytes = c->s.H / c->s.HKV * c->s.LQ * ds_ld(&c->s) * sizeof(float),
                  total = c->s.B * c->s.HKV;
     size_t heads = c->ctx->caps.workspace_bytes / head_bytes;
@@ -756,69 +764,37 @@ static unsigned put_bwd_args(const att_call *c, const bwd_args *b, oclml__arg *a
     return n;
 }
 
-/* Query rows a GEMM of dQ takes at a time: all of them, or where rows see only some of the keys
- * (causal masks, windows) as few as still give the GEMM a 128 x 128 tile a compute unit (over
- * batch key heads), each GEMM then summing over the keys its rows can see only. */
-static size_t dq_part_rows(const att_call *c, size_t batch) {
-    if (c->wl < 0 && c->wr < 0) return c->s.LQ;
-    const size_t tiles = batch * ceil_div(c->s.D, 128),
-                 rows = 128 * ceil_div((size_t)c->ctx->caps.compute_units, tiles);
-    return rows < c->s.LQ ? rows : c->s.LQ;
-}
-
-/* The keys [*jlo, *jhi) query rows i0 .. i1 - 1 can see (key_span in attention.h), widened to
- * float4 boundaries (the dS outside is written too: 0). */
-static void dq_part_keys(const att_call *c, size_t i0, size_t i1, size_t *jlo, size_t *jhi) {
-    const long LK = (long)c->s.LK, lo = c->wl < 0 ? 0 : (long)i0 + c->shift - c->wl,
-               hi = c->wr < 0 ? LK : (long)i1 - 1 + c->shift + c->wr + 1;
-    *jlo = lo <= 0 ? 0 : lo >= LK ? (size_t)LK : (size_t)lo / 4 * 4;
-    *jhi = hi <= 0 ? 0 : hi >= LK ? (size_t)LK : ((size_t)hi + 3) / 4 * 4;
-    if (*jhi > (size_t)LK) *jhi = (size_t)LK;
-}
-
-/* dQ = scale dS K of key heads c0 .. c1 - 1 (b HKV + hkv, in that order) from their dS in the
- * workspace ds, c0's first: batched GEMMs over key heads, the chunk's in BHLD, each batch
- * entry's in BLHD. In BHLD a key head's H / HKV query heads are contiguous rows of dQ, as of
- * dS: one product of the stacked rows; else one per query head of the group, and where rows see
- * only some keys one per part of the rows (dq_part_rows). Rows that see no key are left to
- * oclml_attention_dq_empty. */
+/* dQ = scale dS K of key heads c0 .. c1 - 1 (b H + h, in that order) from their dS in the
+ * workspace ds, c0's first. In BHLD a key head's H / HKV query heads are contiguous rows of dQ,
+ * as of dS: one batched GEMM over the chunk's key heads. In BLHD one per batch entry and query
+ * head of the group, over that entry's key heads in the chunk. */
 static oclml_status dq_from_ds(const att_call *c, const bwd_args *b, cl_mem ds, size_t c0,
                                size_t c1, oclml_tensor *dq) {
     const att_shape *s = &c->s;
     const size_t ld = ds_ld(s), G = s->H / s->HKV, rows = G * s->LQ, D = s->D,
                  dq_off = oclml__elem_offset(dq);
-    const bool blhd = c->p->layout == OCLML_ATTENTION_BLHD;
+    oclml__gemm_desc g = {.n = D, .k = s->LK, .alpha = c->scale};
+    if (c->p->layout == OCLML_ATTENTION_BHLD) {
+        g.m = rows, g.batch = c1 - c0;
+        g.a = (oclml__matrix){ds, 0, ld, rows * ld};
+        g.b = (oclml__matrix){b->k, b->k_off + c0 * s->LK * D, D, s->LK * D};
+        g.c = (oclml__matrix){dq->mem, dq_off + c0 * rows * D, D, rows * D};
+        return oclml__gemm(c->ctx, &g);
+    }
     oclml_status st = OCLML_SUCCESS;
+    g.m = s->LQ;
     for (size_t u = c0; u < c1 && !st;) {
         const size_t bi = u / s->HKV, h0 = u % s->HKV,
-                     u1 = blhd && c1 - u > s->HKV - h0 ? u + (s->HKV - h0) : c1,
-                     part = dq_part_rows(c, u1 - u);
-        const bool stacked = !blhd && part >= s->LQ;
-        for (size_t j = 0; j < (stacked ? 1 : G) && !st; j++)
-            for (size_t i0 = 0; i0 < s->LQ && !st; i0 += part) {
-                const size_t i1 = i0 + part < s->LQ ? i0 + part : s->LQ, row0 = j * s->LQ + i0;
-                size_t jlo, jhi;
-                dq_part_keys(c, i0, i1, &jlo, &jhi);
-                if (jhi <= jlo) continue;
-                oclml__gemm_desc g = {.m = stacked ? rows : i1 - i0,
-                                      .n = D,
-                                      .k = jhi - jlo,
-                                      .batch = u1 - u,
-                                      .alpha = c->scale};
-                g.a = (oclml__matrix){ds, ((u - c0) * rows + row0) * ld + jlo, ld, rows * ld};
-                if (blhd) {
-                    g.b = (oclml__matrix){b->k, b->k_off + ((bi * s->LK + jlo) * s->HKV + h0) * D,
-                                          s->HKV * D, D};
-                    g.c = (oclml__matrix){dq->mem,
-                                          dq_off + ((bi * s->LQ + i0) * s->H + h0 * G + j) * D,
-                                          s->H * D, G * D};
-                } else {
-                    g.b = (oclml__matrix){b->k, b->k_off + (u * s->LK + jlo) * D, D, s->LK * D};
-                    g.c = (oclml__matrix){dq->mem, dq_off + (u * rows + row0) * D, D, rows * D};
-                }
-                st = oclml__gemm(c->ctx, &g);
-            }
-        u = u1;
+                     h1 = s->HKV < h0 + (c1 - u) ? s->HKV : h0 + (c1 - u);
+        for (size_t j = 0; j < G && !st; j++) {
+            g.batch = h1 - h0;
+            g.a = (oclml__matrix){ds, ((u - c0) * rows + j * s->LQ) * ld, ld, rows * ld};
+            g.b = (oclml__matrix){b->k, b->k_off + (bi * s->LK * s->HKV + h0) * D, s->HKV * D, D};
+            g.c = (oclml__matrix){dq->mem, dq_off + (bi * s->LQ * s->H + h0 * G + j) * D, s->H * D,
+                                  G * D};
+            st = oclml__gemm(c->ctx, &g);
+        }
+        u += h1 - h0;
     }
     return st;
 }

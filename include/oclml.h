@@ -1030,7 +1030,10 @@ OCLML_API oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attentio
  * or the mask's shape: dS summed over the batch entries and heads the mask is broadcast over).
  * The probabilities are recomputed block by block from lse; every gradient element is summed by
  * one work-item in a fixed order (grouped query heads included): the same call gives the same
- * bits run to run. Rows that see no key give zero gradients. */
+ * bits run to run. Rows that see no key give zero gradients. Where dQ comes as a GEMM on dS
+ * (the tensor-core backward with dK or dV wanted too: oclml_attention_plan says so), a NaN or
+ * infinite value of a key reaches the dQ of rows that do not see it (0 x inf), as in PyTorch;
+ * it takes a workspace of up to the device's scratch size (dS a chunk of key heads at a time). */
 OCLML_API oclml_status oclml_attention_backward(oclml_ctx *ctx,
                                                 const oclml_attention_params *params,
                                                 const oclml_tensor *q, const oclml_tensor *k,

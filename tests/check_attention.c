@@ -277,8 +277,10 @@ END_TEST
  * up to 64 or with grouped query heads, from the dQ kernel): forced (attention.dq_gemm = N, at
  * most N key heads a chunk of the workspace) on BLHD GQA causal with one key head a chunk
  * (chunks that split a batch entry's key heads) and with a window, on BHLD GQA causal one and
- * two a chunk; and the dQ kernel without key lengths (attention.dq_gemm = 0) on the MQA case
- * and the fours at 160. */
+ * two a chunk; the same on liboclml's own GEMM kernels (gemm.own = 1), which read the banded dS
+ * of causal masks and right windows only up to each block's band: tensor cores (emulated), FMA
+ * tiles split over K, the last wave's blocks split over K; and the dQ kernel without key lengths
+ * (attention.dq_gemm = 0) on the MQA case and the fours at 160. */
 static const struct mma_run {
     int c; /* the case */
     const char *tuning;
@@ -310,6 +312,10 @@ static const struct mma_run {
     {16, "attention.mma=2,attention.dq_gemm=0,attention.async=0"},
     {19, "attention.mma=2,attention.dq_gemm=2"},
     {20, "attention.mma=2,attention.dq_gemm=1"},
+    {1, "attention.mma=2,attention.dq_gemm=1,gemm.own=1,gemm.mma=2"},
+    {19, "attention.mma=2,attention.dq_gemm=2,gemm.own=1,gemm.mma=0,gemm.splitk=3"},
+    {20, "attention.mma=2,attention.dq_gemm=1,gemm.own=1,gemm.mma=2,gemm.tail_splits=2,"
+         "gemm.wave_warps=4"},
 };
 #define N_MMA (int)(sizeof MMA_RUNS / sizeof MMA_RUNS[0])
 

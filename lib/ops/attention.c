@@ -764,37 +764,44 @@ static unsigned put_bwd_args(const att_call *c, const bwd_args *b, oclml__arg *a
     return n;
 }
 
-/* dQ = scale dS K of key heads c0 .. c1 - 1 (b H + h, in that order) from their dS in the
- * workspace ds, c0's first. In BHLD a key head's H / HKV query heads are contiguous rows of dQ,
- * as of dS: one batched GEMM over the chunk's key heads. In BLHD one per batch entry and query
- * head of the group, over that entry's key heads in the chunk. */
+/* dQ = scale dS K of key heads c0 .. c1 - 1 (b HKV + hkv, in that order) from their dS in the
+ * workspace ds, c0's first: batched GEMMs over key heads, the chunk's in BHLD, each batch
+ * entry's in BLHD. In BHLD a key head's H / HKV query heads are contiguous rows of dQ, as of dS:
+ * one product of the stacked rows, unless a causal mask or a right window bands dS (query i sees
+ * no key past i + shift + wr: the GEMM reads a block of rows only up to its band), then one per
+ * query head of the group, as in BLHD. */
 static oclml_status dq_from_ds(const att_call *c, const bwd_args *b, cl_mem ds, size_t c0,
                                size_t c1, oclml_tensor *dq) {
     const att_shape *s = &c->s;
     const size_t ld = ds_ld(s), G = s->H / s->HKV, rows = G * s->LQ, D = s->D,
                  dq_off = oclml__elem_offset(dq);
-    oclml__gemm_desc g = {.n = D, .k = s->LK, .alpha = c->scale};
-    if (c->p->layout == OCLML_ATTENTION_BHLD) {
-        g.m = rows, g.batch = c1 - c0;
-        g.a = (oclml__matrix){ds, 0, ld, rows * ld};
-        g.b = (oclml__matrix){b->k, b->k_off + c0 * s->LK * D, D, s->LK * D};
-        g.c = (oclml__matrix){dq->mem, dq_off + c0 * rows * D, D, rows * D};
-        return oclml__gemm(c->ctx, &g);
-    }
+    const bool blhd = c->p->layout == OCLML_ATTENTION_BLHD, banded = c->wr >= 0,
+               stacked = !blhd && (!banded || G == 1);
+    oclml__gemm_desc g = {.m = stacked ? rows : s->LQ,
+                          .n = D,
+                          .k = s->LK,
+                          .alpha = c->scale,
+                          .a_lower = banded,
+                          .a_band = (long)c->shift + c->wr};
     oclml_status st = OCLML_SUCCESS;
-    g.m = s->LQ;
     for (size_t u = c0; u < c1 && !st;) {
         const size_t bi = u / s->HKV, h0 = u % s->HKV,
-                     h1 = s->HKV < h0 + (c1 - u) ? s->HKV : h0 + (c1 - u);
-        for (size_t j = 0; j < G && !st; j++) {
-            g.batch = h1 - h0;
+                     u1 = blhd && c1 - u > s->HKV - h0 ? u + (s->HKV - h0) : c1;
+        g.batch = u1 - u;
+        for (size_t j = 0; j < (stacked ? 1 : G) && !st; j++) {
             g.a = (oclml__matrix){ds, ((u - c0) * rows + j * s->LQ) * ld, ld, rows * ld};
-            g.b = (oclml__matrix){b->k, b->k_off + (bi * s->LK * s->HKV + h0) * D, s->HKV * D, D};
-            g.c = (oclml__matrix){dq->mem, dq_off + (bi * s->LQ * s->H + h0 * G + j) * D, s->H * D,
-                                  G * D};
+            if (blhd) {
+                g.b =
+                    (oclml__matrix){b->k, b->k_off + (bi * s->LK * s->HKV + h0) * D, s->HKV * D, D};
+                g.c = (oclml__matrix){dq->mem, dq_off + (bi * s->LQ * s->H + h0 * G + j) * D,
+                                      s->H * D, G * D};
+            } else {
+                g.b = (oclml__matrix){b->k, b->k_off + u * s->LK * D, D, s->LK * D};
+                g.c = (oclml__matrix){dq->mem, dq_off + (u * rows + j * s->LQ) * D, D, rows * D};
+            }
             st = oclml__gemm(c->ctx, &g);
         }
-        u += h1 - h0;
+        u = u1;
     }
     return st;
 }

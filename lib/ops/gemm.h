@@ -48,6 +48,10 @@ typedef struct oclml__gemm_desc {
     oclml_activation act;
     oclml__matrix pre;
     const oclml__gather *gather_b; /* NULL: B is a matrix (trans_b as given); else see above */
+    /* a_lower: op(A)'s row r is 0 past column r + a_band (a causal attention's dS), and the own
+     * kernels read a block of rows only up to its last row's band (CLBlast reads the zeros). */
+    bool a_lower;
+    long a_band;
 } oclml__gemm_desc;
 
 /* Whether a product with a gathered B would run on tensor cores here (where implicit im2col

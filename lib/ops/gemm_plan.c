@@ -481,6 +481,10 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
     cl_uint lda = (cl_uint)d->a.ld, ldb = (cl_uint)d->b.ld, ldc = (cl_uint)c->ld,
             ldp = (cl_uint)d->pre.ld, M = (cl_uint)d->m, N = (cl_uint)d->n, K = (cl_uint)d->k,
             ks = p->splits, kchunk = (cl_uint)p->kchunk;
+    /* INT32_MAX: no band (the kernel tests a_band < K). */
+    cl_int band = !d->a_lower || d->a_band >= (long)d->k  ? INT32_MAX
+                  : d->a_band < -(long)d->m - (long)p->bm ? -(cl_int)(d->m + p->bm)
+                                                          : (cl_int)d->a_band;
     float alpha = split ? 1.0f : d->alpha, beta = split ? 0.0f : d->beta;
     cl_uint geom[13] = {0};
     cl_ulong segs[2] = {0, 0};
@@ -497,7 +501,7 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
         OCLML_ARG(b_off), OCLML_ARG(ldb), OCLML_ARG(b_st), OCLML_ARG(cm), OCLML_ARG(c_off),
         OCLML_ARG(ldc), OCLML_ARG(c_st), OCLML_ARG(M), OCLML_ARG(N), OCLML_ARG(K), OCLML_ARG(alpha),
         OCLML_ARG(beta), OCLML_ARG(bias), OCLML_ARG(bias_off), OCLML_ARG(pm), OCLML_ARG(p_off),
-        OCLML_ARG(ldp), OCLML_ARG(p_st), OCLML_ARG(ks), OCLML_ARG(kchunk),
+        OCLML_ARG(ldp), OCLML_ARG(p_st), OCLML_ARG(ks), OCLML_ARG(kchunk), OCLML_ARG(band),
         /* the gathered operand's geometry (GATHER_ARGS), where it has one */
         OCLML_ARG(geom[0]), OCLML_ARG(geom[1]), OCLML_ARG(geom[2]), OCLML_ARG(geom[3]),
         OCLML_ARG(geom[4]), OCLML_ARG(geom[5]), OCLML_ARG(geom[6]), OCLML_ARG(geom[7]),
@@ -510,7 +514,7 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
         global[0] = blocks * p->threads;
         global[1] = 1;
     }
-    return oclml__launch(ctx, k, args, d->gather_b ? 40 : 25, 3, global, local, NULL);
+    return oclml__launch(ctx, k, args, d->gather_b ? 41 : 26, 3, global, local, NULL);
 }
 
 /* The product as K splits into a workspace, then the sum with alpha, beta and the epilogue. */
@@ -537,6 +541,7 @@ static oclml__gemm_desc sub_product(const oclml__gemm_desc *d, size_t r0, size_t
     t.c.offset += r0 * d->c.ld + c0;
     if (d->pre.mem) t.pre.offset += r0 * d->pre.ld + c0;
     if (d->bias) t.bias_offset += d->bias_per_row ? r0 : c0;
+    t.a_band += (long)r0; /* row r of the part is row r0 + r of d */
     return t;
 }
 

@@ -273,8 +273,9 @@ END_TEST
  * reading their staged operands one float at a time where they read float4s by default
  * (attention.vec_fragments: the forward at 64 and 128, dQ and dK/dV at 64), the float4
  * kernels at their smallest head dim, 32. Without key lengths dQ comes as a GEMM on the dK/dV
- * kernel's dS by default (with them, and by default with causal masks or windows at head dims
- * up to 64 or with grouped query heads, from the dQ kernel): forced (attention.dq_gemm = N, at
+ * kernel's dS by default (with them from the dQ kernel; so too by default with causal masks or
+ * windows at head dims up to 64 or with grouped query heads where the key heads take more than
+ * one chunk of the workspace, never in these small cases): forced (attention.dq_gemm = N, at
  * most N key heads a chunk of the workspace) on BLHD GQA causal with one key head a chunk
  * (chunks that split a batch entry's key heads) and with a window, on BHLD GQA causal one and
  * two a chunk; the same on liboclml's own GEMM kernels (gemm.own = 1), which read the banded dS
@@ -551,9 +552,9 @@ END_TEST
 
 /* A row that sees no key stays 0 (o and dQ) beside an infinite V and K at a key another row of
  * its block sees (0 x inf would be NaN): FMA and (emulated) tensor-core kernels, dQ from the dQ
- * kernel and as a GEMM on dS (attention.dq_gemm = 1: every row's dS against the infinite key). */
+ * kernel (attention.dq_gemm = 0) and as a GEMM on dS (every row's dS against the infinite key). */
 START_TEST(empty_rows_stay_zero_beside_infinity) {
-    if (_i) test_retune(_i == 1 ? "attention.mma=2" : "attention.mma=2,attention.dq_gemm=1");
+    if (_i) test_retune(_i == 1 ? "attention.mma=2,attention.dq_gemm=0" : "attention.mma=2");
     /* A window of just the diagonal with Lq > Lk: row i < 33 sees key i, rows i >= 33 nothing. */
     const att_case c = {1, 1, 1, 40, 33, 16, BHLD, NONE, 0, 0, 0, NOMASK, 0};
     att_data d;

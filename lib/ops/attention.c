@@ -657,22 +657,24 @@ static size_t ds_ld(const att_shape *s) { return (s->LK + 3) / 4 * 4; }
  * attention.dq_gemm: 0 never, N at most N key heads a chunk, -1 (default) as many as the
  * device's workspace holds (caps.workspace_bytes). Only with dK/dV on tensor cores, without key
  * lengths (the GEMM reads every key, padding included) and where one key head's dS (its
- * H / HKV Lq stacked rows against Lk keys) fits the workspace. The GEMM sums over every key
- * while the dQ kernel skips the blocks its rows do not see; by default the dQ kernel stays where
- * rows see keys by position (causal masks, windows) at head dims up to 64 or with grouped
- * query heads. On the H100 (2026-11-27, backward alone, dQ kernel -> GEMM on dS): B4 H16 L4096
- * full 21.3 -> 17.3 ms at head dim 64, 54.7 -> 42.1 at 128; causal 11.1 -> 12.5-12.9 at 64,
- * 27.6 -> 25.6 at 128; B2 H32 Hkv8 L4096 D128 full 55.1 -> 42.7, causal 28.8 -> 31.7; B4 H16
- * L2048 D256 full 40.3 -> 25.1, causal 21.7 -> 12.9. */
+ * H / HKV Lq stacked rows against Lk keys) fits the workspace. Under causal masks and windows
+ * the dQ kernel skips the blocks its rows do not see and the GEMM reads dS only up to its band,
+ * but the dK/dV kernel's launches a chunk each leave its uneven work-groups' tails: by default
+ * the dQ kernel stays there at head dims up to 64 or with grouped query heads unless every key
+ * head fits one chunk. On the H100 (2026-11-27, backward alone, dQ kernel -> GEMM on dS): B4
+ * H16 L4096 full 21.3 -> 17.3 ms at head dim 64, 54.7 -> 42.1 at 128; causal 11.1 -> 11.7 at
+ * 64 (four chunks), 27.6 -> 23.8 at 128; B8 H16 L1024 D64 causal (one chunk) 1.69 -> 1.50; B2
+ * H32 Hkv8 L4096 D128 full 55.1 -> 42.7, causal 28.8 -> 33.1; B4 H16 L2048 D256 full 40.3 ->
+ * 25.1, causal 21.8 -> 12.7. */
 static size_t dq_gemm_heads(const att_call *c, int dkdv_mma) {
     const long forced = oclml__tune(c->ctx, "attention.dq_gemm", 0);
     if (!forced || !dkdv_mma || c->keylen) return 0;
-    const bool by_position = c->wl >= 0 || c->wr >= 0; /* causal masks, windows */
-    if (forced < 0 && by_position && (c->s.D <= 64 || c->s.H > c->s.HKV)) return 0;
     const size_t head_bytes = c->s.H / c->s.HKV * c->s.LQ * ds_ld(&c->s) * sizeof(float),
                  total = c->s.B * c->s.HKV;
     size_t heads = c->ctx->caps.workspace_bytes / head_bytes;
     if (forced > 0 && heads > (size_t)forced) heads = (size_t)forced;
+    const bool by_position = c->wl >= 0 || c->wr >= 0; /* causal masks, windows */
+    if (forced < 0 && by_position && (c->s.D <= 64 || c->s.H > c->s.HKV) && heads < total) return 0;
     return heads < total ? heads : total;
 }
 

@@ -394,6 +394,10 @@ static int epilogue_defines(char *out, size_t len, const oclml__gemm_desc *d) {
                     act ? act : "");
 }
 
+/* Whether the own kernels take d's A as lower-banded (A_BANDED in cl/ops/gemm.cl): a band that
+ * leaves some row columns to skip. */
+static bool banded(const oclml__gemm_desc *d) { return d->a_lower && d->a_band < (long)d->k - 1; }
+
 typedef struct gemm_program {
     char defines[320];
     oclml__program_spec spec;
@@ -404,10 +408,11 @@ static void program_of(const gemm_plan *p, const oclml__gemm_desc *d, bool split
     char epi[96] = "-DHAS_BIAS=0 -DHAS_PRE=0";
     if (!split) epilogue_defines(epi, sizeof epi, d);
     bool segmented = d->gather_b && d->gather_b->segment, va = vec_a(d), vb = vec_b(d);
-    int n =
-        snprintf(g->defines, sizeof g->defines,
-                 "-DTRANS_A=%d -DTRANS_B=%d -DVEC_A=%d -DVEC_B=%d -DBK=%u %s -DGATHER_B=%d",
-                 d->trans_a, d->trans_b, va, vb, p->bk, epi, d->gather_b ? (segmented ? 2 : 1) : 0);
+    int n = snprintf(g->defines, sizeof g->defines,
+                     "-DTRANS_A=%d -DTRANS_B=%d -DVEC_A=%d -DVEC_B=%d -DBK=%u %s -DGATHER_B=%d "
+                     "-DA_BANDED=%d",
+                     d->trans_a, d->trans_b, va, vb, p->bk, epi,
+                     d->gather_b ? (segmented ? 2 : 1) : 0, banded(d));
     if (p->path == PATH_MMA) {
         snprintf(g->defines + n, sizeof g->defines - (size_t)n,
                  " -DGEMM_MMA=%d -DBM=%u -DBN=%u -DWM=%u -DWN=%u -DGEMM_STAGES=%u -DGROUP_M=%u%s",
@@ -481,10 +486,9 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
     cl_uint lda = (cl_uint)d->a.ld, ldb = (cl_uint)d->b.ld, ldc = (cl_uint)c->ld,
             ldp = (cl_uint)d->pre.ld, M = (cl_uint)d->m, N = (cl_uint)d->n, K = (cl_uint)d->k,
             ks = p->splits, kchunk = (cl_uint)p->kchunk;
-    /* INT32_MAX: no band (the kernel tests a_band < K). */
-    cl_int band = !d->a_lower || d->a_band >= (long)d->k  ? INT32_MAX
-                  : d->a_band < -(long)d->m - (long)p->bm ? -(cl_int)(d->m + p->bm)
-                                                          : (cl_int)d->a_band;
+    /* A band below every row's reach is clamped (32 bits). */
+    const cl_int band =
+        d->a_band < -(long)d->m - (long)p->bm ? -(cl_int)(d->m + p->bm) : (cl_int)d->a_band;
     float alpha = split ? 1.0f : d->alpha, beta = split ? 0.0f : d->beta;
     cl_uint geom[13] = {0};
     cl_ulong segs[2] = {0, 0};
@@ -496,7 +500,7 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
         segs[0] = x->a_seg;
         segs[1] = x->b_seg;
     }
-    oclml__arg args[] = {
+    oclml__arg args[41] = {
         OCLML_ARG(am), OCLML_ARG(a_off), OCLML_ARG(lda), OCLML_ARG(a_st), OCLML_ARG(bm),
         OCLML_ARG(b_off), OCLML_ARG(ldb), OCLML_ARG(b_st), OCLML_ARG(cm), OCLML_ARG(c_off),
         OCLML_ARG(ldc), OCLML_ARG(c_st), OCLML_ARG(M), OCLML_ARG(N), OCLML_ARG(K), OCLML_ARG(alpha),
@@ -514,7 +518,9 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
         global[0] = blocks * p->threads;
         global[1] = 1;
     }
-    return oclml__launch(ctx, k, args, d->gather_b ? 41 : 26, 3, global, local, NULL);
+    unsigned n = d->gather_b ? 40 : 25;
+    if (banded(d)) args[n++] = OCLML_ARG(band); /* BAND_ARG, after the others */
+    return oclml__launch(ctx, k, args, n, 3, global, local, NULL);
 }
 
 /* The product as K splits into a workspace, then the sum with alpha, beta and the epilogue. */

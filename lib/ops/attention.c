@@ -825,6 +825,7 @@ static oclml_status dkdv(const att_call *c, const bwd_args *b, int mode, size_t 
     unsigned n = put_bwd_args(c, b, a);
     a[n++] = OCLML_ARG(dk), a[n++] = OCLML_ARG(dk_off), a[n++] = OCLML_ARG(dv),
     a[n++] = OCLML_ARG(dv_off);
+    /* The arguments point at ds and bh0, read at each launch: set below, bh0 per chunk. */
     if (mode) a[n++] = OCLML_ARG(ds), a[n++] = OCLML_ARG(ld), a[n++] = OCLML_ARG(bh0);
     n = geom_args(c, a, n);
     if (heads && (st = oclml__scratch_get(

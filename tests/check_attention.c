@@ -275,13 +275,13 @@ END_TEST
  * kernels at their smallest head dim, 32. Without key lengths dQ comes as a GEMM on the dK/dV
  * kernel's dS by default (with them from the dQ kernel; so too by default with causal masks or
  * windows at head dims up to 64 or with grouped query heads where the key heads take more than
- * one chunk of the workspace, never in these small cases): forced (attention.dq_gemm = N, at
- * most N key heads a chunk of the workspace) on BLHD GQA causal with one key head a chunk
- * (chunks that split a batch entry's key heads) and with a window, on BHLD GQA causal one and
- * two a chunk; the same on liboclml's own GEMM kernels (gemm.own = 1), which read the banded dS
- * of causal masks and right windows only up to each block's band: tensor cores (emulated), FMA
- * tiles split over K, the last wave's blocks split over K; and the dQ kernel without key lengths
- * (attention.dq_gemm = 0) on the MQA case and the fours at 160. */
+ * one chunk of the workspace, never in these small cases), here with at most N key heads a
+ * chunk (attention.dq_gemm = N): BLHD GQA causal one a chunk (chunks that split a batch entry's
+ * key heads); on liboclml's own GEMM kernels (gemm.own = 1), which read the banded dS of causal
+ * masks and right windows only up to each block's band, BHLD GQA causal one a chunk on tensor
+ * cores (emulated), BHLD GQA causal bottom-right two a chunk on FMA tiles split over K, BLHD
+ * with a window one a chunk with the last wave's blocks split over K; and the dQ kernel without
+ * key lengths (attention.dq_gemm = 0) on the two-sided window and the fours at 160. */
 static const struct mma_run {
     int c; /* the case */
     const char *tuning;
@@ -306,13 +306,9 @@ static const struct mma_run {
     {10, "attention.mma=2,attention.mma_col_batch=1"},
     {10, "attention.mma=2,attention.vec_fragments=0"},
     {17, "attention.mma=2"},
-    {18, "attention.mma=2"},
     {18, "attention.mma=2,attention.dq_gemm=1"},
-    {1, "attention.mma=2,attention.dq_gemm=1"},
     {3, "attention.mma=2,attention.dq_gemm=0"},
     {16, "attention.mma=2,attention.dq_gemm=0,attention.async=0"},
-    {19, "attention.mma=2,attention.dq_gemm=2"},
-    {20, "attention.mma=2,attention.dq_gemm=1"},
     {1, "attention.mma=2,attention.dq_gemm=1,gemm.own=1,gemm.mma=2"},
     {19, "attention.mma=2,attention.dq_gemm=2,gemm.own=1,gemm.mma=0,gemm.splitk=3"},
     {20, "attention.mma=2,attention.dq_gemm=1,gemm.own=1,gemm.mma=2,gemm.tail_splits=2,"

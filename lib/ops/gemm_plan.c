@@ -505,7 +505,7 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
         OCLML_ARG(b_off), OCLML_ARG(ldb), OCLML_ARG(b_st), OCLML_ARG(cm), OCLML_ARG(c_off),
         OCLML_ARG(ldc), OCLML_ARG(c_st), OCLML_ARG(M), OCLML_ARG(N), OCLML_ARG(K), OCLML_ARG(alpha),
         OCLML_ARG(beta), OCLML_ARG(bias), OCLML_ARG(bias_off), OCLML_ARG(pm), OCLML_ARG(p_off),
-        OCLML_ARG(ldp), OCLML_ARG(p_st), OCLML_ARG(ks), OCLML_ARG(kchunk), OCLML_ARG(band),
+        OCLML_ARG(ldp), OCLML_ARG(p_st), OCLML_ARG(ks), OCLML_ARG(kchunk),
         /* the gathered operand's geometry (GATHER_ARGS), where it has one */
         OCLML_ARG(geom[0]), OCLML_ARG(geom[1]), OCLML_ARG(geom[2]), OCLML_ARG(geom[3]),
         OCLML_ARG(geom[4]), OCLML_ARG(geom[5]), OCLML_ARG(geom[6]), OCLML_ARG(geom[7]),

@@ -1,7 +1,8 @@
 /* Attention forward and backward (cl/ops/attention.cl on FMA tiles, attention_fwd_mma.cl and
  * attention_bwd_mma.cl on tensor cores): argument checks, the plan (which kernels, their tiles,
- * the key split of the decode path), and the launches. One program per kernel and variant (head
- * dim, tile, layout, which masks exist): a call compiles only what it runs. */
+ * the key split of the decode path, the backward's dQ from its own kernel or as a GEMM on dS),
+ * and the launches. One program per kernel and variant (head dim, tile, layout, which masks
+ * exist): a call compiles only what it runs. */
 #include "ops/gemm.h"
 #include "ops/ops.h"
 

@@ -652,6 +652,11 @@ oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *param
 /* Floats a row of the dS workspace: Lk rounded up to a float4 (the GEMM's aligned reads). */
 static size_t ds_ld(const att_shape *s) { return (s->LK + 3) / 4 * 4; }
 
+/* Bytes of one key head's dS in the workspace: its H / HKV Lq stacked rows. */
+static size_t ds_head_bytes(const att_shape *s) {
+    return s->H / s->HKV * s->LQ * ds_ld(s) * sizeof(float);
+}
+
 /* Key heads a chunk of the dS workspace holds where dQ comes from the dK/dV kernel's dS
  * (DS_OUT in attention_bwd_mma.cl) as one GEMM, dQ = scale dS K, rather than from the dQ kernel,
  * which computes S and dP again (two of its three products); 0 where it does not. The tuning key
@@ -670,9 +675,8 @@ static size_t ds_ld(const att_shape *s) { return (s->LK + 3) / 4 * 4; }
 static size_t dq_gemm_heads(const att_call *c, int dkdv_mma) {
     const long forced = oclml__tune(c->ctx, "attention.dq_gemm", 0);
     if (!forced || !dkdv_mma || c->keylen) return 0;
-    const size_t head_bytes = c->s.H / c->s.HKV * c->s.LQ * ds_ld(&c->s) * sizeof(float),
-                 total = c->s.B * c->s.HKV;
-    size_t heads = c->ctx->caps.workspace_bytes / head_bytes;
+    const size_t total = c->s.B * c->s.HKV;
+    size_t heads = c->ctx->caps.workspace_bytes / ds_head_bytes(&c->s);
     if (forced > 0 && heads > (size_t)forced) heads = (size_t)forced;
     const bool by_position = c->wl >= 0 || c->wr >= 0; /* causal masks, windows */
     if (forced < 0 && by_position && (c->s.D <= 64 || c->s.H > c->s.HKV) && heads < total) return 0;
@@ -829,9 +833,7 @@ static oclml_status dkdv(const att_call *c, const bwd_args *b, int mode, size_t 
     /* The arguments point at ds and bh0, read at each launch: set below, bh0 per chunk. */
     if (mode) a[n++] = OCLML_ARG(ds), a[n++] = OCLML_ARG(ld), a[n++] = OCLML_ARG(bh0);
     n = geom_args(c, a, n);
-    if (heads && (st = oclml__scratch_get(
-                      c->ctx, heads * c->s.H / c->s.HKV * c->s.LQ * ld * sizeof(float), &ds)))
-        return st;
+    if (heads && (st = oclml__scratch_get(c->ctx, heads * ds_head_bytes(&c->s), &ds))) return st;
     /* Key blocks: BK keys on FMAs, KEYS of the tensor-core kernel (mma_block: 16 a warp, 8
      * paired, 4 in fours). */
     const size_t keys = mode ? (size_t)t.ty * t.rq : (size_t)t.tx * t.rk;

@@ -456,8 +456,9 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
 #define VEC_FRAGMENTS 0
 #endif
 #if VEC_FRAGMENTS
-/* Float4 fragment reads (VEC_FRAGMENTS: head dims that are multiples of 32, warps unpaired, the
- * staged operands copied asynchronously), for the forward, dQ and dK/dV kernels. Reads of a
+/* Float4 fragment reads (VEC_FRAGMENTS: head dims that are multiples of 32, warps that each hold
+ * the whole head dim (unpaired, or the dK/dV kernel's pairs), the staged operands copied
+ * asynchronously), for the forward, dQ and dK/dV kernels. Reads of a
  * staged operand one float at a time bounded those kernels (score_product, accumulate_product);
  * a float4 read brings a work-item four of its values at once:
  * - The score products (S = Q K^T, dP = dO V^T; dK/dV's S^T = K Q^T, dP^T = V dO^T) take the
@@ -481,7 +482,7 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
  * products spread a work-item's columns 8 tig apart instead (vec_col's `spread`), so that the
  * two rows' float4s still fall on 32 banks; dK/dV's staged Q and dO serve both kinds too. */
 #if HEAD_DIM % 32 || HEAD_SPLIT > 1 || !ASYNC_KV
-#error "float4 fragments: head dims that are multiples of 32, warps unpaired, ASYNC_KV"
+#error "float4 fragments: head dims that are multiples of 32, no HEAD_SPLIT, ASYNC_KV"
 #endif
 #define VEC_K_LD (HEAD_DIM + 16)
 

@@ -192,8 +192,27 @@ OCLML_INLINE void zero_ds(__global float *ds, ulong ds_ld, uint R0, int kb, uint
 #if DKDV_PAIRS && HEAD_SPLIT > 2
 #error "the dK/dV kernel's pairs split the head dim in two at most"
 #endif
-#if DKDV_PAIRS && VEC_FRAGMENTS
-#error "the dK/dV kernel's float4 fragment reads: unpaired warps"
+#if VEC_FRAGMENTS
+/* dst = f acc for this warp's 16 keys from k0 (dK^T or dV^T of vec_accumulate): keys
+ * nq 8 + 2 tig + e, head-dim columns 32 u + 4 gid + 0 .. 3. */
+OCLML_INLINE void put_key_grads(__global float *dst, float f, const float acc[OT_TILES][2][4],
+                                ulong kbase, ulong kstride, int k0, uint LK, uint gid, uint tig) {
+#pragma unroll
+    for (uint nq = 0; nq < 2; nq++)
+#pragma unroll
+        for (uint e = 0; e < 2; e++) {
+            const int kx = k0 + (int)(nq * 8 + 2 * tig + e);
+            if (kx < (int)LK)
+#pragma unroll
+                for (uint u = 0; u < HEAD_DIM / 32; u++) {
+                    const float4 g = vec_out(acc, u, nq, e);
+                    const float g4[4] = {g.x, g.y, g.z, g.w};
+                    const ulong at = kbase + kx * kstride + u * 32 + 4 * gid;
+#pragma unroll
+                    for (uint x = 0; x < 4; x++) dst[at + x] = f * g4[x];
+                }
+        }
+}
 #endif
 /* Grid: (key blocks of KEYS keys x NT, B HKV). The block's keys against every query row of the
  * key head's group that can see them, BQ rows staged at a time and taken BN at a time.
@@ -204,7 +223,8 @@ OCLML_INLINE void zero_ds(__global float *ds, ulong ds_ld, uint R0, int kb, uint
  * head dim 128 the four of them spill): the P warp computes S^T = K Q^T, P = exp(S - lse), hands
  * P over through local memory and adds P^T dO into dV; the dS warp computes dP^T = V dO^T, takes
  * P, and adds dS^T Q into dK, dS = P (dP - delta). Both run the same instructions on their own
- * operands (no divergent barrier, emulated instructions included). With HEAD_SPLIT 2 (above head
+ * operands (no divergent barrier, emulated instructions included). With VEC_FRAGMENTS the pairs
+ * read Q and dO as float4s as the unpaired warps do (dV^T and dK^T accumulated). With HEAD_SPLIT 2 (above head
  * dim 128, where one operand and one accumulator spill) four warps share 16 keys: two P warps
  * and two dS warps, each holding half of the head dim of its operand and accumulator; the two
  * of a product sum S^T or dP^T from their parts (sum_parts), and the first P warp hands P
@@ -251,7 +271,10 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
                            key[1] < (int)LK ? kbase + key[1] * kstride : NO_ROW};
     /* Keys past the key length are never read (their gradients are written as 0). */
     const ulong kread[2] = {key[0] < klen ? krow[0] : NO_ROW, key[1] < klen ? krow[1] : NO_ROW};
-#if DKDV_PAIRS
+#if DKDV_PAIRS && VEC_FRAGMENTS /* K and dV^T (P warps) or V and dK^T (dS warps) */
+    float xa[HEAD_DIM / 16][2][4], acc[OT_TILES][2][4];
+    load_vec_rows(xa, p_warp ? k + k_off : v + v_off, kread, tig, true);
+#elif DKDV_PAIRS
     float xa[DPART][4], acc[DPART][4]; /* K and dV (P warps) or V and dK (dS warps), a part */
     load_a(xa, (p_warp ? k + k_off : v + v_off) + col0, kread, tig);
 #elif VEC_FRAGMENTS
@@ -265,7 +288,10 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
     load_a(ka, k + k_off, kread, tig);
     load_a(va, v + v_off, kread, tig);
 #endif
-#if DKDV_PAIRS
+#if DKDV_PAIRS && VEC_FRAGMENTS
+#pragma unroll
+    for (uint x = 0; x < OT_TILES * 8; x++) acc[x / 8][x / 4 % 2][x % 4] = 0.0f;
+#elif DKDV_PAIRS
 #pragma unroll
     for (uint kk = 0; kk < DPART; kk++)
 #pragma unroll
@@ -313,7 +339,12 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
 #if DKDV_PAIRS
             __local float *pt = p_tiles[part / BN % 2][pair];
             float t[KTILES][4]; /* S^T, then P (P warps); dP^T, then dS (dS warps) */
+#if VEC_FRAGMENTS
+            vec_score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD, K_LD, true, gid,
+                              tig EMU_ARGS);
+#else
             score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD + col0, gid, tig EMU_ARGS);
+#endif
 #if HEAD_SPLIT > 1 /* the next part's writes come after the P tiles' barrier */
             put_part(t, parts[warp], lane);
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -350,10 +381,16 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
 #if DS_OUT
             if (role == HEAD_SPLIT) put_ds(ds, ds_ld, R0, part, key, t, n_rows, LK, tig);
 #endif
+#if VEC_FRAGMENTS /* dV^T += dO^T P (P warps), dK^T += Q^T dS (dS warps) */
+            uint fh[KTILES][2][2], fl[KTILES][2][2];
+            to_b_fragments(t, fh, fl);
+            vec_accumulate(acc, fh, fl, (p_warp ? ds_rows : qs) + part * K_LD, gid, tig EMU_ARGS);
+#else
             uint fh[KTILES][4], fl[KTILES][4];
             to_a_fragments(t, fh, fl);
             accumulate_product(acc, fh, fl, (p_warp ? ds_rows : qs) + part * K_LD + col0, gid,
                                tig EMU_ARGS);
+#endif
 #else
             float s[KTILES][4], dp[KTILES][4];
 #if VEC_FRAGMENTS
@@ -392,27 +429,12 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* the staged rows are read until here */
     }
-#if VEC_FRAGMENTS
-    /* dK^T's and dV^T's keys nq 8 + 2 tig + e of this warp's 16: head-dim columns
-     * 32 u + 4 gid + 0 .. 3 of each. */
-#pragma unroll
-    for (uint nq = 0; nq < 2; nq++)
-#pragma unroll
-        for (uint e = 0; e < 2; e++) {
-            const int kx = kb + (int)(pair * 16 + nq * 8 + 2 * tig + e);
-            if (kx < (int)LK)
-#pragma unroll
-                for (uint u = 0; u < HEAD_DIM / 32; u++) {
-                    const ulong at = kbase + kx * kstride + u * 32 + 4 * gid;
-                    const float4 gk = vec_out(acc_k, u, nq, e), gv = vec_out(acc_v, u, nq, e);
-                    const float k4[4] = {gk.x, gk.y, gk.z, gk.w}, v4[4] = {gv.x, gv.y, gv.z, gv.w};
-#pragma unroll
-                    for (uint x = 0; x < 4; x++) {
-                        dk[dk_off + at + x] = scale * k4[x];
-                        dv[dv_off + at + x] = v4[x];
-                    }
-                }
-        }
+#if VEC_FRAGMENTS && DKDV_PAIRS
+    put_key_grads(p_warp ? dv + dv_off : dk + dk_off, p_warp ? 1.0f : scale, acc, kbase, kstride,
+                  kb + (int)(pair * 16), LK, gid, tig);
+#elif VEC_FRAGMENTS
+    put_key_grads(dk + dk_off, scale, acc_k, kbase, kstride, kb + (int)(pair * 16), LK, gid, tig);
+    put_key_grads(dv + dv_off, 1.0f, acc_v, kbase, kstride, kb + (int)(pair * 16), LK, gid, tig);
 #else
 #pragma unroll
     for (uint h = 0; h < 2; h++)

@@ -327,11 +327,11 @@ static bool fwd_pairs(oclml_ctx *ctx, size_t D) {
 }
 
 /* The head dims and warps the float4 fragment reads take (vec_fragments): multiples of 32,
- * unpaired warps. */
+ * warps that hold the whole head dim (the dK/dV kernel's pairs do: one product each). */
 static bool vec_shape(oclml_ctx *ctx, att_kernel kind, size_t D) {
     return D % 32 == 0 && (kind == K_FWD_MMA  ? !fwd_pairs(ctx, D)
                            : kind == K_DQ_MMA ? !dq_pairs(ctx, D)
-                                              : !dkdv_pairs(ctx, D));
+                                              : head_split(ctx, kind, D) == 1);
 }
 
 /* Whether a tensor-core kernel runs with its warps in pairs (DKDV_PAIRS, DQ_PAIRS, FWD_PAIRS). */
@@ -477,8 +477,11 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
  * H100 (2026-11-27, B4 H16 L4096, two rounds) the forward went 5.93-6.03 -> 5.76-5.78 ms at head
  * dim 64 (causal 3.11-3.12 -> 3.00-3.02) and 13.44 -> 12.68 at 128 (causal 7.25 -> 6.84-6.91);
  * at head dim 64 dQ 8.88-8.94 -> 8.63-8.69 (causal 4.72-4.86 -> 4.65-4.67) and dK/dV
- * 14.10-14.11 -> 12.74-12.81 (causal 7.67-7.71 -> 6.87-6.89). Paired kernels keep float reads:
- * dQ unpaired with float4s at 128 ran 32.4 ms against 20.2 paired. */
+ * 14.10-14.11 -> 12.74-12.81 (causal 7.67-7.71 -> 6.87-6.89). The paired dK/dV kernel, each
+ * warp holding the whole head dim of its operand, reads so too: at head dim 128 29.5-29.7 ms
+ * against 35.2-35.5 (causal 15.4 against 18.1; H200, 2026-11-27 12:03 UTC, two rounds). The
+ * paired dQ kernel keeps float reads (its warps hold half the head dim): dQ unpaired with
+ * float4s at 128 ran 32.4 ms against 20.2 paired. */
 static bool vec_fragments(const att_call *c, att_kernel kind, int mode) {
     return vec_shape(c->ctx, kind, c->s.D) &&
            oclml__tune(c->ctx, "attention.vec_fragments", 0) != 0 && kv_async(c, kind, mode);
@@ -693,7 +696,8 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     att_shape s;
     if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, &s);
     if (st) return st;
-    const att_call c = call_of(ctx, params, s, q, k, v, NULL);
+    /* dO taken to be laid out as Q, as the forward's output is. */
+    const att_call c = call_of(ctx, params, s, q, k, v, q);
     const int fwd_mma = mma_mode(ctx, &s, K_FWD_MMA), dkdv_mma = mma_mode(ctx, &s, K_DKDV_MMA),
               dq_mma = mma_mode(ctx, &s, K_DQ_MMA);
     char fwd[128], bwd[288];
@@ -728,13 +732,14 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
                      modes[i] == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores");
         else
             snprintf(engine[i], sizeof engine[i], "FMA tiles %ux%u", tiles[i].tx, tiles[i].ty);
-    snprintf(dkdv, sizeof dkdv, "dK/dV per %u keys%s",
+    const bool dkdv_vec = dkdv_mma && vec_fragments(&c, K_DKDV_MMA, dkdv_mma);
+    snprintf(dkdv, sizeof dkdv, "dK/dV per %u keys%s%s",
              dkdv_mma ? mma_block(ctx, K_DKDV_MMA, s.D) : t.tx * t.rk,
-             !dkdv_mma                                 ? ""
-             : head_split(ctx, K_DKDV_MMA, s.D) > 1    ? " (four warps on 16 keys)"
-             : dkdv_pairs(ctx, s.D)                    ? " (warps paired on 16 keys)"
-             : vec_fragments(&c, K_DKDV_MMA, dkdv_mma) ? ", Q and dO read as float4s"
-                                                       : "");
+             !dkdv_mma                              ? ""
+             : head_split(ctx, K_DKDV_MMA, s.D) > 1 ? " (four warps on 16 keys)"
+             : dkdv_pairs(ctx, s.D)                 ? " (warps paired on 16 keys)"
+                                                    : "",
+             dkdv_vec ? ", Q and dO read as float4s" : "");
     snprintf(dq, sizeof dq, "dQ per %u rows%s",
              dq_mma ? mma_block(ctx, K_DQ_MMA, s.D) : tq.ty * tq.rq,
              dq_mma && vec_fragments(&c, K_DQ_MMA, dq_mma) ? ", K and V read as float4s" : "");

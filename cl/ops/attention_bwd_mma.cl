@@ -179,8 +179,18 @@ OCLML_INLINE void put_ds(__global float *ds, ulong ds_ld, uint R0, uint part, co
         }
 }
 
+#ifndef DS_BAND_SKIP
+#define DS_BAND_SKIP 1 /* 0: every zero written, whatever the GEMM reads */
+#endif
+/* Whether the dQ GEMM reads the workspace at keys kb .. for rows whose last query is imax: where
+ * it reads dS only up to its band (band_rows > 0: blocks of band_rows rows, each reading no key
+ * at or past its first row + band_rows + shift + wr), not past imax + band_rows + shift + wr. */
+OCLML_INLINE bool ds_zeros_read(uint band_rows, int kb, int imax, int shift, int wr) {
+    return !DS_BAND_SKIP || band_rows == 0 || kb < imax + (int)band_rows + shift + wr + 1;
+}
+
 /* Zeros of the workspace where this work-group's keys (from kb) meet the staged rows R0 ..
- * R0 + BQ - 1 that see none of them: the GEMM reads every key of every row. */
+ * R0 + BQ - 1 that see none of them, where the GEMM reads them. */
 OCLML_INLINE void zero_ds(__global float *ds, ulong ds_ld, uint R0, int kb, uint n_rows, uint LK) {
     for (uint e = get_local_id(0); e < BQ * KEYS; e += NT) {
         const uint R = R0 + e / KEYS;
@@ -236,7 +246,8 @@ OCLML_INLINE void put_key_grads(__global float *dst, float f, const float acc[OT
  * again. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global float *dv,
-                         ulong dv_off, __global float *ds, ulong ds_ld, uint bh0, ATT_GEOM) {
+                         ulong dv_off, __global float *ds, ulong ds_ld, uint bh0, uint band_rows,
+                         ATT_GEOM) {
     /* 16-byte aligned: the asynchronous copies' destinations (a misaligned one faults). */
     __local float qs[BQ * K_LD] __attribute__((aligned(16))),
         ds_rows[BQ * K_LD] __attribute__((aligned(16))), lse_s[BQ], delta_s[BQ];
@@ -255,6 +266,7 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
 #else
     (void)ds;
     (void)ds_ld;
+    (void)band_rows;
 #endif
     const ulong kstride = KEY_STRIDE(HKV), kbase = row_offset(b, hkv, 0, HKV, LK);
     const int klen = key_length(keylen, keylen_off, b, LK);
@@ -312,7 +324,8 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
         key_span(imin, imax, klen, shift, wl, wr, &jlo, &jhi);
         if (jhi <= kb || jlo >= kb + (int)KEYS) { /* no row of the block sees these keys */
 #if DS_OUT
-            zero_ds(ds, ds_ld, R0, kb, n_rows, LK);
+            if (ds_zeros_read(band_rows, kb, imax, shift, wr))
+                zero_ds(ds, ds_ld, R0, kb, n_rows, LK);
 #endif
             continue;
         }

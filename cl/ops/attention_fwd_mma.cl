@@ -15,24 +15,37 @@
 
 #if OCLML_WANT(oclml_attention_fwd_mma)
 /* The online softmax of a block for this work-item's rows r[0], r[1] (s over keys kb + nt 8 +
- * 2 tig + x % 2): the masks, each row's maximum over the 4 work-items that hold it, the factor
- * alpha by which its earlier sum l (done here) and output (the caller's) shrink, and s turned
- * into exp(s - maximum) and added to l. */
+ * 2 tig + x % 2): the masks (none but the additive mask where every row sees every key of the
+ * block: `whole`, uniform over the warp), each row's maximum over the 4 work-items that hold it,
+ * the factor alpha by which its earlier sum l (done here) and output (the caller's) shrink, and
+ * s turned into exp(s - maximum) and added to l. */
 OCLML_INLINE void softmax_block(float s[KTILES][4], float m[2], float l[2], float alpha[2],
                                 const uint r[2], __local const int *rows_i,
-                                __local const ulong *rows_mask, int kb, int klen, int shift, int wl,
-                                int wr, float scale, __global const float *mask, ulong mask_off,
-                                uint lane, uint tig EMU_PARAMS) {
+                                __local const ulong *rows_mask, int kb, bool whole, int klen,
+                                int shift, int wl, int wr, float scale, __global const float *mask,
+                                ulong mask_off, uint lane, uint tig EMU_PARAMS) {
     float mx[2] = {-INFINITY, -INFINITY}, base[2];
+    if (whole) {
+#pragma unroll
+        for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+            for (uint x = 0; x < 4; x++)
+                s[nt][x] = scaled_score(s[nt][x], kb + (int)(nt * 8 + 2 * tig + x % 2), scale, mask,
+                                        mask_off, rows_mask[r[x / 2]]);
+    } else {
+#pragma unroll
+        for (uint nt = 0; nt < KTILES; nt++)
+#pragma unroll
+            for (uint x = 0; x < 4; x++) {
+                const uint row = r[x / 2];
+                s[nt][x] = masked_score(s[nt][x], rows_i[row], kb + (int)(nt * 8 + 2 * tig + x % 2),
+                                        klen, shift, wl, wr, scale, mask, mask_off, rows_mask[row]);
+            }
+    }
 #pragma unroll
     for (uint nt = 0; nt < KTILES; nt++)
 #pragma unroll
-        for (uint x = 0; x < 4; x++) {
-            const uint row = r[x / 2];
-            s[nt][x] = masked_score(s[nt][x], rows_i[row], kb + (int)(nt * 8 + 2 * tig + x % 2),
-                                    klen, shift, wl, wr, scale, mask, mask_off, rows_mask[row]);
-            mx[x / 2] = fmax(mx[x / 2], s[nt][x]);
-        }
+        for (uint x = 0; x < 4; x++) mx[x / 2] = fmax(mx[x / 2], s[nt][x]);
 #pragma unroll
     for (uint h = 0; h < 2; h++) {
         mx[h] = fmax(mx[h], SHUFFLE(mx[h], lane ^ 1u));
@@ -62,13 +75,15 @@ OCLML_INLINE void softmax_block(float s[KTILES][4], float m[2], float l[2], floa
 
 /* A forward work-group's batch and key head, key split and row block (R0, its row tables filled),
  * K and V moved to its key head, and the key blocks [first, end) it takes. */
-#define FWD_BLOCK_SETUP                                                                      \
-    ROW_BLOCK_SETUP                                                                          \
-    const uint split = get_global_id(2);                                                     \
-    const int first = jlo / BN * BN + (int)(split * blocks_per_split) * BN;                  \
-    const int end = min(jhi, first + (int)blocks_per_split * BN);                            \
-    int warp_jlo, warp_jhi; /* the keys this warp's rows see (WARP_SKIPS; unpaired warps) */ \
-    warp_key_span(R0 + warp * 16, H / HKV * LQ, LQ, klen, shift, wl, wr, &warp_jlo, &warp_jhi);
+#define FWD_BLOCK_SETUP                                                                        \
+    ROW_BLOCK_SETUP                                                                            \
+    const uint split = get_global_id(2);                                                       \
+    const int first = jlo / BN * BN + (int)(split * blocks_per_split) * BN;                    \
+    const int end = min(jhi, first + (int)blocks_per_split * BN);                              \
+    /* the keys this warp's rows see (WARP_SKIPS), those all of them see (unpaired warps) */   \
+    int warp_jlo, warp_jhi, warp_all_lo, warp_all_hi;                                          \
+    warp_key_span(R0 + warp * 16, H / HKV * LQ, LQ, klen, shift, wl, wr, &warp_jlo, &warp_jhi, \
+                  &warp_all_lo, &warp_all_hi);
 #endif
 
 #if OCLML_WANT(oclml_attention_fwd_mma) && !VEC_FRAGMENTS
@@ -109,8 +124,8 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #endif
         /* Masks, and the online softmax of each of the two rows (both warps of a pair alike). */
         float alpha[2];
-        softmax_block(s, m, l, alpha, r, rows_i, rows_mask, kb, klen, shift, wl, wr, scale, mask,
-                      mask_off, lane, tig EMU_ARGS);
+        softmax_block(s, m, l, alpha, r, rows_i, rows_mask, kb, false, klen, shift, wl, wr, scale,
+                      mask, mask_off, lane, tig EMU_ARGS);
 #pragma unroll
         for (uint nt = 0; nt < DPART; nt++)
 #pragma unroll
@@ -238,8 +253,9 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
             for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] += t[x / 4][x % 4];
         }
         float alpha[2];
-        softmax_block(s, m, l, alpha, r, rows_i, rows_mask, kb, klen, shift, wl, wr, scale, mask,
-                      mask_off, lane, tig EMU_ARGS);
+        softmax_block(s, m, l, alpha, r, rows_i, rows_mask, kb,
+                      whole_block(kb, BN, warp_all_lo, warp_all_hi), klen, shift, wl, wr, scale,
+                      mask, mask_off, lane, tig EMU_ARGS);
         /* O^T's query rows nq 8 + 2 tig + e take the factor of the work-items of row
          * gid = 2 tig + e. */
 #pragma unroll

@@ -577,6 +577,13 @@ static bool clblast_refused_device(cl_int cb) {
     return cb == CL_INVALID_WORK_GROUP_SIZE || cb == CL_INVALID_WORK_ITEM_SIZE || cb == -2046;
 }
 
+size_t oclml__gemm_band_rows(oclml_ctx *ctx, const oclml__gemm_desc *d) {
+    if (!banded(d)) return 0;
+    gemm_plan p;
+    make_plan(ctx, d, &p);
+    return p.path == PATH_CLBLAST ? 0 : p.bm;
+}
+
 bool oclml__gemm_can_gather(const oclml__gemm_desc *d) {
     bool segmented = d->gather_b && d->gather_b->segment;
     return fits_own_kernels(d) && d->trans_b == segmented &&

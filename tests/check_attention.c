@@ -280,7 +280,8 @@ END_TEST
  * key heads); on liboclml's own GEMM kernels (gemm.own = 1), which read the banded dS of causal
  * masks and right windows only up to each block's band, BHLD GQA causal one a chunk on tensor
  * cores (emulated), BHLD GQA causal bottom-right two a chunk on FMA tiles split over K, BLHD
- * with a window one a chunk with the last wave's blocks split over K; and the dQ kernel without
+ * with a window one a chunk with a last-wave split asked for (which a banded A, its block rows
+ * run bottom first, does not take); and the dQ kernel without
  * key lengths (attention.dq_gemm = 0) on the two-sided window and the fours at 160. */
 static const struct mma_run {
     int c; /* the case */

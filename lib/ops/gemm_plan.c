@@ -264,9 +264,12 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *
 #define TAIL_ROUND_TILES 6.0
 #define TAIL_LAUNCH_TILES 8.0
 #define TAIL_MIN_GAIN 0.05
+static bool banded(const oclml__gemm_desc *d);
 static void choose_tail(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     p->tail_blocks = 0;
-    if (p->path != PATH_MMA || p->splits > 1 || d->batch > 1 || d->gather_b) return;
+    /* A banded A's blocks run in reverse row order (gemm.cl): the swizzle's last blocks are not
+     * the bottom rows' rectangle this takes. */
+    if (p->path != PATH_MMA || p->splits > 1 || d->batch > 1 || d->gather_b || banded(d)) return;
     const long warps = oclml__tune(ctx, "gemm.wave_warps", 0);
     if (warps <= 0) return;
     const size_t slots = (size_t)warps / (p->wm * p->wn) * ctx->caps.compute_units;

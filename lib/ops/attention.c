@@ -18,6 +18,7 @@
 typedef struct att_shape {
     size_t B, H, HKV, LQ, LK, D;
     size_t mask_b, mask_h; /* the mask's batch and head extents (1 where broadcast) */
+    bool by_position;      /* a causal mask or a window: rows see keys by position */
 } att_shape;
 
 /* A kernel's tile: TX x TY work-items, each RQ query rows x RK keys of the score tile; JC rows
@@ -149,7 +150,10 @@ static oclml_status begin_call(oclml_ctx *ctx, const oclml_attention_params **pa
         oclml_attention_params_init(defaults);
         *params = defaults;
     }
-    return check_inputs(ctx, *params, q, k, v, s);
+    oclml_status st = check_inputs(ctx, *params, q, k, v, s);
+    s->by_position = (*params)->causal != OCLML_CAUSAL_NONE || (*params)->window_left >= 0 ||
+                     (*params)->window_right >= 0;
+    return st;
 }
 
 /* Fails when output t overlaps any of the n tensors in others (NULLs skipped). */
@@ -233,8 +237,9 @@ static bool tile_fits(oclml_ctx *ctx, att_kernel kind, att_tile t, size_t D) {
  * (mma_columns): on the H100 (2026-11-23) 32 keys ran the head-dim-64 forward 1.08x faster than
  * 64, and 16 keys the head-dim-128 forward 1.05x faster than 32 (which spills registers there). */
 #define MMA_WARPS 4
-static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate, bool async);
-static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D);
+static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool pos, bool emulate,
+                               bool async);
+static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D, bool pos);
 static bool dkdv_pairs(oclml_ctx *ctx, size_t D);
 static bool dq_pairs(oclml_ctx *ctx, size_t D);
 static bool fwd_pairs(oclml_ctx *ctx, size_t D);
@@ -263,7 +268,8 @@ static int mma_mode(oclml_ctx *ctx, const att_shape *s, att_kernel kind) {
     const size_t most = mma_wide(ctx, kind, s->D) ? 256 : 128;
     if (!mode || s->D % 8 || s->D > most || s->H / s->HKV * s->LQ <= DECODE_ROWS ||
         ctx->caps.max_work_group_size < 32 * MMA_WARPS ||
-        mma_local_floats(ctx, kind, s->D, mode == 2, false) * 4 > ctx->caps.local_mem_bytes)
+        mma_local_floats(ctx, kind, s->D, s->by_position, mode == 2, false) * 4 >
+            ctx->caps.local_mem_bytes)
         return 0;
     if (mode == 2) return 2;
     return ctx->caps.is_gpu && oclml__caps_mma(ctx) ? 1 : 0;
@@ -287,10 +293,15 @@ static unsigned mma_columns(oclml_ctx *ctx, att_kernel kind, size_t D) {
 /* Warps a work-group of a tensor-core kernel (WARPS in attention_mma.h), 16 query rows (or
  * keys) each: from the tuning key attention.mma_warps (4 or 8) for the forward and the paired
  * backward kernels, by default 8 in the forward above head dim 64 (1.10x faster there on the H100,
- * 1.2x slower at 64) and 4 elsewhere (the backward's staged rows fill local memory). */
-static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D) {
+ * 1.2x slower at 64; 11.41 against 11.50-11.53 ms at B4 H16 L4096 D128 on 2026-11-27) unless
+ * rows see keys by position (pos: causal masks, windows), where a block of fewer rows leaves
+ * fewer warps idle on its last keys (causal D128: 6.03 against 6.09-6.10 ms), and 4 elsewhere
+ * (the backward's staged rows fill local memory). */
+static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D, bool pos) {
     const long forced = oclml__tune(ctx, "attention.mma_warps", 0);
-    const unsigned want = forced > 0 ? (forced >= 8 ? 8 : 4) : kind == K_FWD_MMA && D > 64 ? 8 : 4;
+    const unsigned want = forced > 0                            ? (forced >= 8 ? 8 : 4)
+                          : kind == K_FWD_MMA && D > 64 && !pos ? 8
+                                                                : 4;
     const bool free = kind == K_FWD_MMA || mma_paired(ctx, kind, D);
     return free && 32 * want <= ctx->caps.max_work_group_size ? want : MMA_WARPS;
 }
@@ -361,10 +372,10 @@ static unsigned head_split(oclml_ctx *ctx, att_kernel kind, size_t D) {
 /* Keys (dK/dV) or query rows (forward, dQ) a work-group of a tensor-core kernel takes: 16 a
  * warp, or 16 a group of the warps that share them (two on the paired products, more on parts
  * of the head dim). */
-static unsigned mma_block(oclml_ctx *ctx, att_kernel kind, size_t D) {
+static unsigned mma_block(oclml_ctx *ctx, att_kernel kind, size_t D, bool pos) {
     const unsigned share =
         (kind == K_DKDV_MMA && mma_paired(ctx, kind, D) ? 2 : 1) * head_split(ctx, kind, D);
-    return 16 * mma_warps(ctx, kind, D) / share;
+    return 16 * mma_warps(ctx, kind, D, pos) / share;
 }
 
 /* Query rows the dK/dV kernel stages at a time (BQ in attention_mma.h): 64, 32 above head dim
@@ -372,23 +383,24 @@ static unsigned mma_block(oclml_ctx *ctx, att_kernel kind, size_t D) {
 static size_t dkdv_rows(size_t D) { return D > 128 ? 16 : D > 64 ? 32 : 64; }
 
 /* async: the K and V blocks double-buffered (the forward and dQ kernels' ASYNC_KV). */
-static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool emulate,
+static size_t mma_local_floats(oclml_ctx *ctx, att_kernel kind, size_t D, bool pos, bool emulate,
                                bool async) {
     /* rows: the row tables of a block's query rows; extra: the emulation's exchange buffers and
      * 16 floats for the padding a compiler may put before the 16-byte aligned arrays. */
-    const size_t warps = mma_warps(ctx, kind, D), bn = mma_columns(ctx, kind, D),
+    const size_t warps = mma_warps(ctx, kind, D, pos), bn = mma_columns(ctx, kind, D),
                  extra = (emulate ? warps * (16 * 8 + 8 * 8 + 32) : 0) + 16,
                  kv = async && !split_kv(ctx, kind, D) ? 2 : 1;
     /* Each sharing warp's part of S (and of dP) */
     const size_t parts = head_split(ctx, kind, D) > 1 ? warps * bn * 16 : 0;
     if (kind == K_FWD_MMA) /* K's rows 12 floats longer where the float4 forward may run */
         return kv * bn * (2 * (D + 4) + (vec_shape(ctx, kind, D) ? 12 : 0)) +
-               mma_block(ctx, kind, D) * 7 + parts + extra;
+               mma_block(ctx, kind, D, pos) * 7 + parts + extra;
     if (kind == K_DQ_MMA)
-        return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D) * 7 + 2 * parts + extra;
+        return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D, pos) * 7 + 2 * parts + extra;
     /* P tiles: 2 x groups x KTILES x 128 floats */
     const size_t staged = dkdv_rows(D),
-                 p_tiles = dkdv_pairs(ctx, D) ? 2 * (mma_block(ctx, kind, D) / 16) * bn * 16 : 0;
+                 p_tiles =
+                     dkdv_pairs(ctx, D) ? 2 * (mma_block(ctx, kind, D, pos) / 16) * bn * 16 : 0;
     return 2 * staged * (D + 4) + 2 * staged + staged * 7 + p_tiles + parts + extra;
 }
 
@@ -466,7 +478,7 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
     if (oclml__tune(c->ctx, "attention.async", 0) == 0) return false;
     if (kind == K_DKDV_MMA) return c->qd_vec;
     return (kind == K_FWD_MMA || kind == K_DQ_MMA) && c->kv_vec &&
-           mma_local_floats(c->ctx, kind, c->s.D, mode == 2, true) * 4 <=
+           mma_local_floats(c->ctx, kind, c->s.D, c->s.by_position, mode == 2, true) * 4 <=
                c->ctx->caps.local_mem_bytes;
 }
 
@@ -504,12 +516,13 @@ static unsigned col_batch(oclml_ctx *ctx, att_kernel kind, size_t D) {
 
 /* The program of a tensor-core kernel for head dim D (its tile in *t). */
 static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode, size_t D,
-                                       bool blhd, bool mask, bool keylen, bool async, bool vec,
-                                       bool ds_out, att_tile *t, char *defines, size_t len) {
-    const unsigned bn = mma_columns(ctx, kind, D), warps = mma_warps(ctx, kind, D);
+                                       bool pos, bool blhd, bool mask, bool keylen, bool async,
+                                       bool vec, bool ds_out, att_tile *t, char *defines,
+                                       size_t len) {
+    const unsigned bn = mma_columns(ctx, kind, D), warps = mma_warps(ctx, kind, D, pos);
     *t = (att_tile){16, 2 * warps, 8, bn / 16, 1}; /* 32 warps work-items, 16 warps rows */
     const bool pairs = mma_paired(ctx, kind, D);
-    t->rq = 8 * mma_block(ctx, kind, D) / (16 * warps); /* 16 warps rows, or fewer: shared */
+    t->rq = 8 * mma_block(ctx, kind, D, pos) / (16 * warps); /* 16 warps rows, or fewer: shared */
     snprintf(defines, len,
              "-DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
              "-DHAS_KEYLEN=%d -DASYNC_KV=%d -DDKDV_PAIRS=%d -DDQ_PAIRS=%d -DFWD_PAIRS=%d "
@@ -517,7 +530,7 @@ static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode
              D, bn, warps, mode == 2, blhd, mask, keylen, async, pairs && kind == K_DKDV_MMA,
              pairs && kind == K_DQ_MMA, pairs && kind == K_FWD_MMA, async && split_kv(ctx, kind, D),
              head_split(ctx, kind, D),
-             kind == K_DKDV_MMA ? dkdv_rows(D) : (size_t)mma_block(ctx, kind, D),
+             kind == K_DKDV_MMA ? dkdv_rows(D) : (size_t)mma_block(ctx, kind, D, pos),
              col_batch(ctx, kind, D), vec, ds_out && kind == K_DKDV_MMA);
     return (oclml__program_spec){kind == K_FWD_MMA ? "attention_fwd_mma.cl"
                                                    : "attention_bwd_mma.cl",
@@ -529,10 +542,10 @@ static oclml__program_spec mma_spec_of(oclml_ctx *ctx, att_kernel kind, int mode
 static oclml_status mma_kernel_of(const att_call *c, att_kernel kind, int mode, bool ds_out,
                                   att_tile *t, cl_kernel *k) {
     char defines[256];
-    const oclml__program_spec spec =
-        mma_spec_of(c->ctx, kind, mode, c->s.D, c->p->layout == OCLML_ATTENTION_BLHD,
-                    c->mask != NULL, c->keylen != NULL, kv_async(c, kind, mode),
-                    vec_fragments(c, kind, mode), ds_out, t, defines, sizeof defines);
+    const oclml__program_spec spec = mma_spec_of(
+        c->ctx, kind, mode, c->s.D, c->s.by_position, c->p->layout == OCLML_ATTENTION_BLHD,
+        c->mask != NULL, c->keylen != NULL, kv_async(c, kind, mode), vec_fragments(c, kind, mode),
+        ds_out, t, defines, sizeof defines);
     return oclml__kernel(c->ctx, &spec, spec.kernels, k);
 }
 
@@ -704,7 +717,7 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     if (fwd_mma) {
         snprintf(fwd, sizeof fwd, "%s, %u rows x %u keys a block%s%s",
                  fwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores",
-                 mma_block(ctx, K_FWD_MMA, s.D), mma_columns(ctx, K_FWD_MMA, s.D),
+                 mma_block(ctx, K_FWD_MMA, s.D, s.by_position), mma_columns(ctx, K_FWD_MMA, s.D),
                  fwd_pairs(ctx, s.D) ? " (warps paired on 16 rows)" : "",
                  !kv_async(&c, K_FWD_MMA, fwd_mma) ? ""
                  : split_kv(ctx, K_FWD_MMA, s.D)   ? ", K and V copied ahead in turn"
@@ -734,14 +747,14 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
             snprintf(engine[i], sizeof engine[i], "FMA tiles %ux%u", tiles[i].tx, tiles[i].ty);
     const bool dkdv_vec = dkdv_mma && vec_fragments(&c, K_DKDV_MMA, dkdv_mma);
     snprintf(dkdv, sizeof dkdv, "dK/dV per %u keys%s%s",
-             dkdv_mma ? mma_block(ctx, K_DKDV_MMA, s.D) : t.tx * t.rk,
+             dkdv_mma ? mma_block(ctx, K_DKDV_MMA, s.D, s.by_position) : t.tx * t.rk,
              !dkdv_mma                              ? ""
              : head_split(ctx, K_DKDV_MMA, s.D) > 1 ? " (four warps on 16 keys)"
              : dkdv_pairs(ctx, s.D)                 ? " (warps paired on 16 keys)"
                                                     : "",
              dkdv_vec ? ", Q and dO read as float4s" : "");
     snprintf(dq, sizeof dq, "dQ per %u rows%s",
-             dq_mma ? mma_block(ctx, K_DQ_MMA, s.D) : tq.ty * tq.rq,
+             dq_mma ? mma_block(ctx, K_DQ_MMA, s.D, s.by_position) : tq.ty * tq.rq,
              dq_mma && vec_fragments(&c, K_DQ_MMA, dq_mma) ? ", K and V read as float4s" : "");
     const size_t heads = dq_gemm_heads(&c, dkdv_mma); /* with dK and dV wanted */
     if (heads) {
@@ -1021,7 +1034,7 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
             snprintf(variant, sizeof variant, "head dim %zu, %s", dims[i], KERNEL_NAMES[kind]);
             const oclml__program_spec spec =
                 kind >= K_FWD_MMA
-                    ? mma_spec_of(ctx, kind, mma, dims[i], false, false, false,
+                    ? mma_spec_of(ctx, kind, mma, dims[i], false, false, false, false,
                                   kv_async(&c, kind, mma), vec_fragments(&c, kind, mma), heads > 0,
                                   &t, defines, sizeof defines)
                     : spec_of(kind, plan_tile(ctx, kind, &s), dims[i], false, false, false, defines,

@@ -136,19 +136,22 @@ static int bench_shape(bench_env *env, const att_bench *s, size_t LQ, size_t LK,
     if (!st && !decode) st = fill(env->ctx, c.dout, block, 3);
     int rc = st ? bench_fail(env, st, "attention setup") : 0;
     char shape[96], plan[256] = "", fwd_plan[160] = "", bwd_plan[160] = "";
-    if (!rc && (st = oclml_attention_plan(env->ctx, &c.p, c.q, c.k, c.v, plan, sizeof plan)))
-        rc = bench_fail(env, st, "attention plan");
-    /* "forward: ...; backward: ...", one half beside each figure */
-    const char *cut = strstr(plan, "; backward: ");
-    if (cut) {
-        snprintf(fwd_plan, sizeof fwd_plan, "%.*s", (int)(cut - plan), plan);
-        snprintf(bwd_plan, sizeof bwd_plan, "%s", cut + 2);
-    }
     const double pairs = (double)s->B * s->H * LQ * LK * s->D;
     for (int causal = 1; causal >= (decode ? 1 : 0) && !rc; causal--) {
         c.p.causal = decode   ? OCLML_CAUSAL_NONE
                      : causal ? OCLML_CAUSAL_TOP_LEFT
                               : OCLML_CAUSAL_NONE;
+        /* The plan of these params (the mask decides some of it): "forward: ...; backward:
+         * ...", one half beside each figure. */
+        if ((st = oclml_attention_plan(env->ctx, &c.p, c.q, c.k, c.v, plan, sizeof plan))) {
+            rc = bench_fail(env, st, "attention plan");
+            break;
+        }
+        const char *cut = strstr(plan, "; backward: ");
+        if (cut) {
+            snprintf(fwd_plan, sizeof fwd_plan, "%.*s", (int)(cut - plan), plan);
+            snprintf(bwd_plan, sizeof bwd_plan, "%s", cut + 2);
+        }
         if (decode)
             snprintf(shape, sizeof shape, "B%zu,H%zu,Lq1,Lk%zu,D%zu", s->B, s->H, LK, s->D);
         else

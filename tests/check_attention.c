@@ -330,12 +330,17 @@ END_TEST
 /* Under a causal mask the dK/dV kernel leaves out dS's zeros past the band that the dQ GEMM
  * reads (own kernels: emulated tensor-core tiles, taller than the kernel's 64 staged rows). The
  * workspace first holds the dS of the full attention of the same shape, none of which may reach
- * the causal dQ (top-left, then bottom-right with 20 more keys than rows). */
+ * the causal dQ: top-left, then bottom-right with 20 more keys than rows (BHLD, one query head
+ * a key head), then a window in BLHD with grouped heads at head dim 32 (the float4 forward's
+ * blocks that every row of a warp sees, one product a batch entry and query head). */
 START_TEST(dq_gemm_reads_no_stale_ds) {
     test_retune("attention.mma=2,attention.dq_gemm=1,gemm.own=1,gemm.mma=2");
-    const att_case full = {1, 2, 2, 200, 200 + 20 * _i, 16, BHLD, NONE, -1, -1, 0, NOMASK, 0};
+    const att_case full =
+        _i < 2 ? (att_case){1, 2, 2, 200, 200 + 20 * _i, 16, BHLD, NONE, -1, -1, 0, NOMASK, 0}
+               : (att_case){2, 4, 2, 150, 150, 32, BLHD, NONE, -1, -1, 0, NOMASK, 0};
     att_case causal = full;
-    causal.causal = _i ? BR : TL;
+    causal.causal = _i == 0 ? TL : _i == 1 ? BR : NONE;
+    if (_i == 2) causal.wl = 40, causal.wr = 10;
     att_data d;
     att_make(&d, &full);
     att_check_backward(&d);
@@ -1163,7 +1168,7 @@ int main(void) {
     tcase_add_loop_test(tc, forward_matches_reference, 0, N_CASES);
     tcase_add_loop_test(tc, backward_matches_reference, 0, N_CASES);
     tcase_add_loop_test(tc, tensor_core_emulated, 0, N_MMA);
-    tcase_add_loop_test(tc, dq_gemm_reads_no_stale_ds, 0, 2);
+    tcase_add_loop_test(tc, dq_gemm_reads_no_stale_ds, 0, 3);
     tcase_add_test(tc, optional_outputs);
     tcase_add_loop_test(tc, backward_by_finite_differences, 0, 6);
     tcase_add_loop_test(tc, backward_repeatable_bit_for_bit, 0, 3);

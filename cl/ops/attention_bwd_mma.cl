@@ -183,8 +183,10 @@ OCLML_INLINE void put_ds(__global float *ds, ulong ds_ld, uint R0, uint part, co
 #define DS_BAND_SKIP 1 /* 0: every zero written, whatever the GEMM reads */
 #endif
 /* Whether the dQ GEMM reads the workspace at keys kb .. for rows whose last query is imax: where
- * it reads dS only up to its band (band_rows > 0: blocks of band_rows rows, each reading no key
- * at or past its first row + band_rows + shift + wr), not past imax + band_rows + shift + wr. */
+ * it reads dS only up to its band (band_rows > 0: blocks of band_rows rows, each summing no key
+ * at or past its first row + band_rows + shift + wr, its float4 loads aligned to 4 keys), not
+ * from imax + band_rows + shift + wr + 1 on (kb, a multiple of 4, then lies past any float4
+ * those loads take). */
 OCLML_INLINE bool ds_zeros_read(uint band_rows, int kb, int imax, int shift, int wr) {
     return !DS_BAND_SKIP || band_rows == 0 || kb < imax + (int)band_rows + shift + wr + 1;
 }
@@ -241,7 +243,8 @@ OCLML_INLINE void put_key_grads(__global float *dst, float f, const float acc[OT
  * over.
  *
  * With DS_OUT the kernel also writes dS to the workspace ds (put_ds; zeros where its keys meet
- * rows that see none of them) for key heads bh0 + get_global_id(1): the host then forms
+ * rows that see none of them, up to the band the dQ GEMM reads: band_rows) for key heads
+ * bh0 + get_global_id(1): the host then forms
  * dQ = scale dS K as one GEMM rather than running the dQ kernel, which would compute S and dP
  * again. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void

@@ -151,9 +151,13 @@ static oclml_status begin_call(oclml_ctx *ctx, const oclml_attention_params **pa
         *params = defaults;
     }
     oclml_status st = check_inputs(ctx, *params, q, k, v, s);
-    s->by_position = (*params)->causal != OCLML_CAUSAL_NONE || (*params)->window_left >= 0 ||
-                     (*params)->window_right >= 0;
-    return st;
+    if (st) return st; /* params unread past a struct_size the check refused */
+    /* A window reaching past every key is no window (call_of's rule). */
+    const long open_past = (long)s->LQ + (long)s->LK, wl = (*params)->window_left,
+               wr = (*params)->window_right;
+    s->by_position = (*params)->causal != OCLML_CAUSAL_NONE || (wl >= 0 && wl < open_past) ||
+                     (wr >= 0 && wr < open_past);
+    return OCLML_SUCCESS;
 }
 
 /* Fails when output t overlaps any of the n tensors in others (NULLs skipped). */
@@ -294,14 +298,16 @@ static unsigned mma_columns(oclml_ctx *ctx, att_kernel kind, size_t D) {
  * keys) each: from the tuning key attention.mma_warps (4 or 8) for the forward and the paired
  * backward kernels, by default 8 in the forward above head dim 64 (1.10x faster there on the H100,
  * 1.2x slower at 64; 11.41 against 11.50-11.53 ms at B4 H16 L4096 D128 on 2026-11-27) unless
- * rows see keys by position (pos: causal masks, windows), where a block of fewer rows leaves
+ * rows see keys by position (pos: causal masks, windows) up to head dim 128 (the paired forward
+ * above was timed with 8), where a block of fewer rows leaves
  * fewer warps idle on its last keys (causal D128: 6.03 against 6.09-6.10 ms), and 4 elsewhere
  * (the backward's staged rows fill local memory). */
 static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D, bool pos) {
     const long forced = oclml__tune(ctx, "attention.mma_warps", 0);
-    const unsigned want = forced > 0                            ? (forced >= 8 ? 8 : 4)
-                          : kind == K_FWD_MMA && D > 64 && !pos ? 8
-                                                                : 4;
+    const bool fewer = pos && D <= 128; /* the paired forward above 128 was timed with 8 */
+    const unsigned want = forced > 0                              ? (forced >= 8 ? 8 : 4)
+                          : kind == K_FWD_MMA && D > 64 && !fewer ? 8
+                                                                  : 4;
     const bool free = kind == K_FWD_MMA || mma_paired(ctx, kind, D);
     return free && 32 * want <= ctx->caps.max_work_group_size ? want : MMA_WARPS;
 }
@@ -1001,7 +1007,8 @@ oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_para
 }
 
 /* Prewarm: the kernels a call with head dims 64 and 128 runs without masks (BHLD, 1024 rows a
- * key head): the tensor-core ones where the device has them, else the FMA tiles. */
+ * key head): the tensor-core ones where the device has them, else the FMA tiles; and the
+ * forward that a causal mask takes where its blocks differ (mma_warps). */
 void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     static const size_t dims[] = {64, 128};
     const bool bwd = strstr(op, "backward") != NULL;
@@ -1040,6 +1047,15 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
                     : spec_of(kind, plan_tile(ctx, kind, &s), dims[i], false, false, false, defines,
                               sizeof defines);
             oclml__warm_add(list, op, variant, spec);
+            if (kind == K_FWD_MMA &&
+                mma_warps(ctx, kind, dims[i], true) != mma_warps(ctx, kind, dims[i], false)) {
+                snprintf(variant, sizeof variant, "head dim %zu, causal, %s", dims[i],
+                         KERNEL_NAMES[kind]);
+                oclml__warm_add(list, op, variant,
+                                mma_spec_of(ctx, kind, mma, dims[i], true, false, false, false,
+                                            kv_async(&c, kind, mma), vec_fragments(&c, kind, mma),
+                                            false, &t, defines, sizeof defines));
+            }
         }
         if (heads) {
             char defines[256], variant[64];

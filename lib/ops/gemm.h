@@ -61,8 +61,10 @@ bool oclml__gemm_gather_fast(oclml_ctx *ctx);
  * for a segmented gather). */
 bool oclml__gemm_can_gather(const oclml__gemm_desc *d);
 /* The rows of a block of the own kernels that would run d where op(A) is lower-banded (a_lower):
- * such a block, rows r0 .. r0 + h - 1, reads no column at or past r0 + h + a_band, so a caller
- * need not write A's zeros there. 0 where every column is read (CLBlast, or no band). */
+ * such a block, rows r0 .. r0 + h - 1, sums no column at or past e = r0 + h + a_band (its
+ * float4 loads of A, aligned to 4 columns, may read up to the next multiple of 4, multiplied by
+ * zero rows of B), so a caller need not write A's zeros from that multiple of 4 on. 0 where
+ * every column is read (CLBlast, or no band). */
 size_t oclml__gemm_band_rows(oclml_ctx *ctx, const oclml__gemm_desc *d);
 /* Runs the product on the kernel the planner picks. */
 oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d);

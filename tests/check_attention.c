@@ -328,13 +328,14 @@ START_TEST(tensor_core_emulated) {
 END_TEST
 
 /* Under a causal mask the dK/dV kernel leaves out dS's zeros past the band that the dQ GEMM
- * reads (own kernels: emulated tensor-core tiles, taller than the kernel's 64 staged rows). The
+ * reads (own kernels: FMA tiles of 128 rows, taller than the kernel's 64 staged rows). The
  * workspace first holds the dS of the full attention of the same shape, none of which may reach
  * the causal dQ: top-left, then bottom-right with 20 more keys than rows (BHLD, one query head
  * a key head), then a window in BLHD with grouped heads at head dim 32 (the float4 forward's
  * blocks that every row of a warp sees, one product a batch entry and query head). */
 START_TEST(dq_gemm_reads_no_stale_ds) {
-    test_retune("attention.mma=2,attention.dq_gemm=1,gemm.own=1,gemm.mma=2");
+    test_retune(
+        "attention.mma=2,attention.dq_gemm=1,gemm.own=1,gemm.mma=0,gemm.fma_tile=8:8:16:4:16");
     const att_case full =
         _i < 2 ? (att_case){1, 2, 2, 200, 200 + 20 * _i, 16, BHLD, NONE, -1, -1, 0, NOMASK, 0}
                : (att_case){2, 4, 2, 150, 150, 32, BLHD, NONE, -1, -1, 0, NOMASK, 0};

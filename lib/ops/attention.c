@@ -141,6 +141,13 @@ static oclml_status check_inputs(oclml_ctx *ctx, const oclml_attention_params *p
     return OCLML_SUCCESS;
 }
 
+/* A window side as the kernels take it: a window reaching past every key is no window, -1, so
+ * that the kernels' 32-bit bounds (row + shift -+ window) cannot overflow with windows up to
+ * INT32_MAX. */
+static cl_int window_side(long w, const att_shape *s) {
+    return w >= (long)s->LQ + (long)s->LK ? -1 : (cl_int)w;
+}
+
 /* The start of every entry point: params (NULL: the defaults, set in *defaults) and the inputs
  * checked, *s their shape. */
 static oclml_status begin_call(oclml_ctx *ctx, const oclml_attention_params **params,
@@ -152,11 +159,9 @@ static oclml_status begin_call(oclml_ctx *ctx, const oclml_attention_params **pa
     }
     oclml_status st = check_inputs(ctx, *params, q, k, v, s);
     if (st) return st; /* params unread past a struct_size the check refused */
-    /* A window reaching past every key is no window (call_of's rule). */
-    const long open_past = (long)s->LQ + (long)s->LK, wl = (*params)->window_left,
-               wr = (*params)->window_right;
-    s->by_position = (*params)->causal != OCLML_CAUSAL_NONE || (wl >= 0 && wl < open_past) ||
-                     (wr >= 0 && wr < open_past);
+    s->by_position = (*params)->causal != OCLML_CAUSAL_NONE ||
+                     window_side((*params)->window_left, s) >= 0 ||
+                     window_side((*params)->window_right, s) >= 0;
     return OCLML_SUCCESS;
 }
 
@@ -446,13 +451,8 @@ static att_call call_of(oclml_ctx *ctx, const oclml_attention_params *p, att_sha
     c.LK = (cl_uint)s.LK;
     c.scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)s.D));
     c.shift = p->causal == OCLML_CAUSAL_BOTTOM_RIGHT ? (cl_int)s.LK - (cl_int)s.LQ : 0;
-    /* A window reaching past every key is no window: -1, so that the kernels' 32-bit bounds
-     * (row + shift -+ window) cannot overflow with windows up to INT32_MAX. */
-    const long open_past = (long)s.LQ + (long)s.LK;
-    c.wl = p->window_left >= open_past ? -1 : (cl_int)p->window_left;
-    c.wr = p->causal != OCLML_CAUSAL_NONE ? 0
-           : p->window_right >= open_past ? -1
-                                          : (cl_int)p->window_right;
+    c.wl = window_side(p->window_left, &s);
+    c.wr = p->causal != OCLML_CAUSAL_NONE ? 0 : window_side(p->window_right, &s);
     c.mask_bstride = s.mask_b > 1 ? (cl_ulong)(s.mask_h * s.LQ * s.LK) : 0;
     c.mask_hstride = s.mask_h > 1 ? (cl_ulong)(s.LQ * s.LK) : 0;
     c.mask = p->mask ? p->mask->mem : NULL;
@@ -700,8 +700,8 @@ static size_t dq_gemm_heads(const att_call *c, int dkdv_mma) {
     const size_t total = c->s.B * c->s.HKV;
     size_t heads = c->ctx->caps.workspace_bytes / ds_head_bytes(&c->s);
     if (forced > 0 && heads > (size_t)forced) heads = (size_t)forced;
-    const bool by_position = c->wl >= 0 || c->wr >= 0; /* causal masks, windows */
-    if (forced < 0 && by_position && (c->s.D <= 64 || c->s.H > c->s.HKV) && heads < total) return 0;
+    if (forced < 0 && c->s.by_position && (c->s.D <= 64 || c->s.H > c->s.HKV) && heads < total)
+        return 0;
     return heads < total ? heads : total;
 }
 

@@ -897,7 +897,8 @@ START_TEST(plan_names_the_path) {
                             strstr(text, "(warps paired on 16 rows)"),
                fwd_fma = strstr(text, "forward: FMA tiles") != NULL,
                bwd_fours = strstr(text, "backward: 3xTF32 tensor cores (emulated), dK/dV per 16 "
-                                        "keys (four warps on 16 keys), dQ = dS K by GEMM") != NULL,
+                                        "keys (four warps on 16 keys), Q and dO read as float4s, "
+                                        "dQ = dS K by GEMM") != NULL,
                bwd_fma = strstr(text, "backward: FMA tiles") != NULL;
     ck_assert_msg(!fits                               ? fwd_fma
                   : info.local_mem_bytes >= 64 * 1024 ? fwd_paired
@@ -915,8 +916,8 @@ START_TEST(plan_names_the_path) {
     att_make(&d, &c192);
     ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
     ck_assert_msg(fits ? strstr(text, "backward: 3xTF32 tensor cores (emulated), dK/dV per 16 keys "
-                                      "(four warps on 16 keys), dQ = dS K by GEMM, 2 key heads at "
-                                      "a time") != NULL
+                                      "(four warps on 16 keys), Q and dO read as float4s, dQ = dS "
+                                      "K by GEMM, 2 key heads at a time") != NULL
                        : strstr(text, "backward: FMA tiles") != NULL,
                   "head dim 192, dQ as a GEMM on dS: %s", text);
     att_free(&d);
@@ -924,8 +925,8 @@ START_TEST(plan_names_the_path) {
     att_make(&d, &c192);
     ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, text, sizeof text));
     ck_assert_msg(fits ? strstr(text,
-                                "backward: dK/dV per 16 keys (four warps on 16 keys) on 3xTF32 "
-                                "tensor cores (emulated), dQ per ") &&
+                                "backward: dK/dV per 16 keys (four warps on 16 keys), Q and dO "
+                                "read as float4s on 3xTF32 tensor cores (emulated), dQ per ") &&
                              strstr(text, " rows on FMA tiles")
                        : strstr(text, "backward: FMA tiles") != NULL,
                   "head dim 192, dK/dV on tensor cores and dQ on FMAs: %s", text);

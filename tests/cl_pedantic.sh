@@ -63,9 +63,12 @@ lint "$src/cl/ops/attention_fwd_mma.cl" $ptx -DHEAD_DIM=128 -DBN=16 -DWARPS=8 -D
 lint "$src/cl/ops/attention_bwd_mma.cl" $ptx -DHEAD_DIM=64 -DBN=32 -DBQ=64 -DVEC_FRAGMENTS=1 -DASYNC_KV=1 -DDS_OUT=1
 lint "$src/cl/ops/attention_bwd_mma.cl" $ptx -DHEAD_DIM=128 -DBN=16 -DBQ=32 -DDKDV_PAIRS=1 -DASYNC_KV=1 -DDS_OUT=1 -DHAS_MASK=1
 lint "$src/cl/ops/attention_bwd_mma.cl" -DHEAD_DIM=256 -DBN=16 -DBQ=16 -DDKDV_PAIRS=1 -DHEAD_SPLIT=2 -DDS_OUT=1 -DLAYOUT_BLHD=1
-# The paired dK/dV kernel reading Q and dO as float4s (head dim 128's default), emulated and on PTX.
+# The paired dK/dV kernel reading Q and dO as float4s (head dim 128's default), emulated and on PTX;
+# in fours at 256, each warp a half of the head dim.
 lint "$src/cl/ops/attention_bwd_mma.cl" -DHEAD_DIM=128 -DBN=16 -DBQ=32 -DDKDV_PAIRS=1 -DVEC_FRAGMENTS=1 -DASYNC_KV=1 -DHAS_MASK=1
 lint "$src/cl/ops/attention_bwd_mma.cl" $ptx -DHEAD_DIM=128 -DBN=16 -DBQ=32 -DDKDV_PAIRS=1 -DVEC_FRAGMENTS=1 -DASYNC_KV=1 -DDS_OUT=1 -DHAS_KEYLEN=1
+lint "$src/cl/ops/attention_bwd_mma.cl" $ptx -DHEAD_DIM=256 -DBN=16 -DBQ=16 -DDKDV_PAIRS=1 -DHEAD_SPLIT=2 -DVEC_FRAGMENTS=1 -DASYNC_KV=1 -DDS_OUT=1
+lint "$src/cl/ops/attention_bwd_mma.cl" -DHEAD_DIM=256 -DBN=16 -DBQ=16 -DDKDV_PAIRS=1 -DHEAD_SPLIT=2 -DVEC_FRAGMENTS=1 -DASYNC_KV=1 -DHAS_MASK=1
 # The direct weight gradient's wide tile in chunks of 32 positions (3 channels of 5x5 taps).
 lint "$src/cl/ops/conv_direct_dw.cl" -DTK=32 -DTC=76 -DTP=32
 lint "$src/cl/ops/conv_direct_dw.cl" $ptx -DTK=32 -DTC=76 -DTP=32

@@ -481,8 +481,11 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
  * (16 floats a row side by side). dQ's K serves both kinds of product, on K_LD: its score
  * products spread a work-item's columns 8 tig apart instead (vec_col's `spread`), so that the
  * two rows' float4s still fall on 32 banks; dK/dV's staged Q and dO serve both kinds too. */
-#if HEAD_DIM % 32 || HEAD_SPLIT > 1 || !ASYNC_KV
-#error "float4 fragments: head dims that are multiples of 32, no HEAD_SPLIT, ASYNC_KV"
+/* The head-dim columns a warp holds: all of them, or its part where warps share the head dim
+ * (the dK/dV kernel's fours above head dim 128); the helpers take pointers to its first. */
+#define VEC_COLS (HEAD_DIM / HEAD_SPLIT)
+#if VEC_COLS % 32 || !ASYNC_KV
+#error "float4 fragments: head-dim parts that are multiples of 32, ASYNC_KV"
 #endif
 #define VEC_K_LD (HEAD_DIM + 16)
 
@@ -490,7 +493,7 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
 OCLML_INLINE uint vec_col(uint c, uint tig, bool spread) {
     return spread ? 32 * (c / 2) + 8 * tig + 4 * (c % 2) : 16 * c + 4 * tig;
 }
-#define OT_TILES (HEAD_DIM / 16) /* the transposed accumulators' 16-row tiles */
+#define OT_TILES (VEC_COLS / 16) /* the transposed accumulators' 16-row tiles */
 
 /* The tf32 parts of four values. */
 OCLML_INLINE void split4(float4 v, uint4 *hi, uint4 *lo) {
@@ -505,12 +508,12 @@ OCLML_INLINE void split4(float4 v, uint4 *hi, uint4 *lo) {
 
 /* Rows row[0], row[1] of x (offsets; NO_ROW: zeros) as the score products' fragment floats:
  * f[c][h][x] is head-dim column vec_col(c, tig, spread) + x of row h. */
-OCLML_INLINE void load_vec_rows(float f[HEAD_DIM / 16][2][4], __global const float *x,
+OCLML_INLINE void load_vec_rows(float f[VEC_COLS / 16][2][4], __global const float *x,
                                 const ulong row[2], uint tig, bool spread) {
 #pragma unroll
     for (uint h = 0; h < 2; h++)
 #pragma unroll
-        for (uint c = 0; c < HEAD_DIM / 16; c++)
+        for (uint c = 0; c < VEC_COLS / 16; c++)
 #pragma unroll
             for (uint e = 0; e < 4; e++)
                 f[c][h][e] = row[h] != NO_ROW ? x[row[h] + vec_col(c, tig, spread) + e] : 0.0f;
@@ -519,12 +522,12 @@ OCLML_INLINE void load_vec_rows(float f[HEAD_DIM / 16][2][4], __global const flo
 /* s = F X^T for this warp's 16 rows (fragments f) against the BN staged rows of xs (ld floats
  * apart), CHUNK_STEPS 8-deep steps summed from zero at a time (the tensor cores' rounding toward
  * zero: score_product); a chunk's staged values read before its products. */
-OCLML_INLINE void vec_score_product(float s[KTILES][4], const float f[HEAD_DIM / 16][2][4],
+OCLML_INLINE void vec_score_product(float s[KTILES][4], const float f[VEC_COLS / 16][2][4],
                                     __local const float *xs, uint ld, bool spread, uint gid,
                                     uint tig EMU_PARAMS) {
 #pragma unroll
     for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] = 0.0f;
-    MMA_UNROLL for (uint c0 = 0; c0 < HEAD_DIM / 16; c0 += CHUNK_STEPS / 2) {
+    MMA_UNROLL for (uint c0 = 0; c0 < VEC_COLS / 16; c0 += CHUNK_STEPS / 2) {
         float4 xf[CHUNK_STEPS / 2][KTILES];
         float t[KTILES][4];
         MMA_UNROLL for (uint c = 0; c < CHUNK_STEPS / 2; c++) {
@@ -571,7 +574,7 @@ OCLML_INLINE void to_b_fragments(const float s[KTILES][4], uint bh[KTILES][2][2]
 OCLML_INLINE void vec_accumulate(float acc[OT_TILES][2][4], const uint bh[KTILES][2][2],
                                  const uint bl[KTILES][2][2], __local const float *xs, uint gid,
                                  uint tig EMU_PARAMS) {
-    MMA_UNROLL for (uint u = 0; u < HEAD_DIM / 32; u++) {
+    MMA_UNROLL for (uint u = 0; u < VEC_COLS / 32; u++) {
         float4 xf[KTILES][2];
         float t[2][2][4];
         MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {

@@ -109,7 +109,8 @@ oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
 }
 #endif
 
-#if OCLML_WANT(oclml_attention_dq_mma) && VEC_FRAGMENTS
+/* (Float4 reads with a split head dim are the dK/dV kernel's alone: no dQ kernel there.) */
+#if OCLML_WANT(oclml_attention_dq_mma) && VEC_FRAGMENTS && HEAD_SPLIT == 1
 /* The dQ kernel with every fragment value of K and V read as part of a float4 (VEC_FRAGMENTS in
  * attention_mma.h): S = Q K^T and dP = dO V^T by vec_score_product, dQ^T += K^T dS^T by
  * vec_accumulate; the output rows of dQ^T take their emptiness from the work-items of rows gid.
@@ -216,7 +217,7 @@ OCLML_INLINE void put_key_grads(__global float *dst, float f, const float acc[OT
             const int kx = k0 + (int)(nq * 8 + 2 * tig + e);
             if (kx < (int)LK)
 #pragma unroll
-                for (uint u = 0; u < HEAD_DIM / 32; u++) {
+                for (uint u = 0; u < VEC_COLS / 32; u++) {
                     const float4 g = vec_out(acc, u, nq, e);
                     const float g4[4] = {g.x, g.y, g.z, g.w};
                     const ulong at = kbase + kx * kstride + u * 32 + 4 * gid;
@@ -287,8 +288,8 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
     /* Keys past the key length are never read (their gradients are written as 0). */
     const ulong kread[2] = {key[0] < klen ? krow[0] : NO_ROW, key[1] < klen ? krow[1] : NO_ROW};
 #if DKDV_PAIRS && VEC_FRAGMENTS /* K and dV^T (P warps) or V and dK^T (dS warps) */
-    float xa[HEAD_DIM / 16][2][4], acc[OT_TILES][2][4];
-    load_vec_rows(xa, p_warp ? k + k_off : v + v_off, kread, tig, true);
+    float xa[VEC_COLS / 16][2][4], acc[OT_TILES][2][4]; /* a part with HEAD_SPLIT 2 */
+    load_vec_rows(xa, (p_warp ? k + k_off : v + v_off) + col0, kread, tig, true);
 #elif DKDV_PAIRS
     float xa[DPART][4], acc[DPART][4]; /* K and dV (P warps) or V and dK (dS warps), a part */
     load_a(xa, (p_warp ? k + k_off : v + v_off) + col0, kread, tig);
@@ -356,7 +357,7 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
             __local float *pt = p_tiles[part / BN % 2][pair];
             float t[KTILES][4]; /* S^T, then P (P warps); dP^T, then dS (dS warps) */
 #if VEC_FRAGMENTS
-            vec_score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD, K_LD, true, gid,
+            vec_score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD + col0, K_LD, true, gid,
                               tig EMU_ARGS);
 #else
             score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD + col0, gid, tig EMU_ARGS);
@@ -400,7 +401,8 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
 #if VEC_FRAGMENTS /* dV^T += dO^T P (P warps), dK^T += Q^T dS (dS warps) */
             uint fh[KTILES][2][2], fl[KTILES][2][2];
             to_b_fragments(t, fh, fl);
-            vec_accumulate(acc, fh, fl, (p_warp ? ds_rows : qs) + part * K_LD, gid, tig EMU_ARGS);
+            vec_accumulate(acc, fh, fl, (p_warp ? ds_rows : qs) + part * K_LD + col0, gid,
+                           tig EMU_ARGS);
 #else
             uint fh[KTILES][4], fl[KTILES][4];
             to_a_fragments(t, fh, fl);
@@ -446,8 +448,8 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
         barrier(CLK_LOCAL_MEM_FENCE); /* the staged rows are read until here */
     }
 #if VEC_FRAGMENTS && DKDV_PAIRS
-    put_key_grads(p_warp ? dv + dv_off : dk + dk_off, p_warp ? 1.0f : scale, acc, kbase, kstride,
-                  kb + (int)(pair * 16), LK, gid, tig);
+    put_key_grads((p_warp ? dv + dv_off : dk + dk_off) + col0, p_warp ? 1.0f : scale, acc, kbase,
+                  kstride, kb + (int)(pair * 16), LK, gid, tig);
 #elif VEC_FRAGMENTS
     put_key_grads(dk + dk_off, scale, acc_k, kbase, kstride, kb + (int)(pair * 16), LK, gid, tig);
     put_key_grads(dv + dv_off, 1.0f, acc_v, kbase, kstride, kb + (int)(pair * 16), LK, gid, tig);

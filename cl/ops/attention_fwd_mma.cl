@@ -167,6 +167,9 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #endif
 
 #if OCLML_WANT(oclml_attention_fwd_mma) && VEC_FRAGMENTS
+#if HEAD_SPLIT > 1
+#error "the float4 forward: unpaired warps"
+#endif
 /* The forward with every fragment value of K and V read as part of a float4 (VEC_FRAGMENTS in
  * attention_mma.h, whose layout it follows: vec_col(c, tig, false) and VEC_K_LD for K, K_LD for
  * V). Its two products are vec_score_product's and vec_accumulate's, written out here: through

@@ -353,7 +353,7 @@ static bool fwd_pairs(oclml_ctx *ctx, size_t D) {
 static bool vec_shape(oclml_ctx *ctx, att_kernel kind, size_t D) {
     return D % 32 == 0 && (kind == K_FWD_MMA  ? !fwd_pairs(ctx, D)
                            : kind == K_DQ_MMA ? !dq_pairs(ctx, D)
-                                              : head_split(ctx, kind, D) == 1);
+                                              : D / head_split(ctx, kind, D) % 32 == 0);
 }
 
 /* Whether a tensor-core kernel runs with its warps in pairs (DKDV_PAIRS, DQ_PAIRS, FWD_PAIRS). */

@@ -697,9 +697,12 @@ static size_t ds_head_bytes(const att_shape *s) {
 static size_t dq_gemm_heads(const att_call *c, int dkdv_mma) {
     const long forced = oclml__tune(c->ctx, "attention.dq_gemm", 0);
     if (!forced || !dkdv_mma || c->keylen) return 0;
-    const size_t total = c->s.B * c->s.HKV;
-    size_t heads = c->ctx->caps.workspace_bytes / ds_head_bytes(&c->s);
-    if (forced > 0 && heads > (size_t)forced) heads = (size_t)forced;
+    const size_t total = c->s.B * c->s.HKV, head_bytes = ds_head_bytes(&c->s);
+    size_t heads = c->ctx->caps.workspace_bytes / head_bytes;
+    /* An explicit N may pass the default workspace, up to the device's largest buffer. */
+    if (forced > 0) heads = (size_t)forced;
+    if (heads > c->ctx->info.max_alloc_bytes / head_bytes)
+        heads = c->ctx->info.max_alloc_bytes / head_bytes;
     if (forced < 0 && c->s.by_position && (c->s.D <= 64 || c->s.H > c->s.HKV) && heads < total)
         return 0;
     return heads < total ? heads : total;

@@ -473,8 +473,9 @@ OCLML_INLINE uint2 group_of(bool block_major) {
 #endif
 #if VEC_FRAGMENTS
 /* Float4 fragment reads (VEC_FRAGMENTS: head dims that are multiples of 32, warps that each hold
- * the whole head dim (unpaired, or the dK/dV kernel's pairs), the staged operands copied
- * asynchronously), for the forward, dQ and dK/dV kernels. Reads of a
+ * the whole head dim (unpaired, or the dK/dV kernel's pairs) or, in the dK/dV kernel's fours, a
+ * half of it that is, the staged operands copied asynchronously), for the forward, dQ and dK/dV
+ * kernels. Reads of a
  * staged operand one float at a time bounded those kernels (score_product, accumulate_product);
  * a float4 read brings a work-item four of its values at once:
  * - The score products (S = Q K^T, dP = dO V^T; dK/dV's S^T = K Q^T, dP^T = V dO^T) take the

@@ -237,15 +237,16 @@ OCLML_INLINE void put_key_grads(__global float *dst, float f, const float acc[OT
  * P over through local memory and adds P^T dO into dV; the dS warp computes dP^T = V dO^T, takes
  * P, and adds dS^T Q into dK, dS = P (dP - delta). Both run the same instructions on their own
  * operands (no divergent barrier, emulated instructions included). With VEC_FRAGMENTS the pairs
- * read Q and dO as float4s as the unpaired warps do (dV^T and dK^T accumulated). With HEAD_SPLIT 2 (above head
- * dim 128, where one operand and one accumulator spill) four warps share 16 keys: two P warps
- * and two dS warps, each holding half of the head dim of its operand and accumulator; the two
+ * read Q and dO as float4s as the unpaired warps do (dV^T and dK^T accumulated). With HEAD_SPLIT
+ * 2 (above head dim 128, where one operand and one accumulator spill) four warps share 16 keys:
+ * two P warps and two dS warps, each holding half of the head dim of its operand and
+ * accumulator (read as float4s too where the half is a multiple of 32 columns); the two
  * of a product sum S^T or dP^T from their parts (sum_parts), and the first P warp hands P
  * over.
  *
  * With DS_OUT the kernel also writes dS to the workspace ds (put_ds; zeros where its keys meet
  * rows that see none of them, up to the band the dQ GEMM reads: band_rows) for key heads
- * bh0 + get_global_id(1): the host then forms
+ * bh0 + its group's head (group_of): the host then forms
  * dQ = scale dS K as one GEMM rather than running the dQ kernel, which would compute S and dP
  * again. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void

@@ -3,7 +3,7 @@
  * no atomics); the 2x2 stride-2 max-pool's kernels own two windows side by side. Geometry:
  * planes H x W in, P x Q out, window KH x KW, stride (SH, SW), padding (PH, PW) on both sides;
  * work-items stride over a 1-D range by planes (OCLML_FOR_UNITS_BEGIN: 32-bit index math where
- * the range allows).
+ * the range allows), the 2x2 kernels' over the tensor's rows (FOR_OUTPUTS_BEGIN).
  * The max-pool's programs may fuse an activation before the pooling (-DACT_<NAME>=1,
  * activation.h): y = max(act(x)) over each window and dx = act'(x) (dy routed to each window's
  * first maximum of act(x)), x the pre-activation, so that neither pass stores act(x). */

@@ -349,7 +349,8 @@ static bool fwd_pairs(oclml_ctx *ctx, size_t D) {
 }
 
 /* The head dims and warps the float4 fragment reads take (vec_fragments): multiples of 32,
- * warps that hold the whole head dim (the dK/dV kernel's pairs do: one product each). */
+ * warps that hold the whole head dim (the dK/dV kernel's pairs do: one product each) or, in the
+ * dK/dV kernel's fours, a half of it that is a multiple of 32. */
 static bool vec_shape(oclml_ctx *ctx, att_kernel kind, size_t D) {
     return D % 32 == 0 && (kind == K_FWD_MMA  ? !fwd_pairs(ctx, D)
                            : kind == K_DQ_MMA ? !dq_pairs(ctx, D)
@@ -490,7 +491,7 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
 
 /* Whether a tensor-core kernel reads its staged operands' fragment values as float4s
  * (VEC_FRAGMENTS in attention_mma.h: K and V in the forward and dQ, Q and dO in dK/dV): head dims
- * that are multiples of 32, unpaired warps, staging by asynchronous copies; the tuning key
+ * that are multiples of 32, the warps of vec_shape, staging by asynchronous copies; the tuning key
  * attention.vec_fragments 0 turns it off. On the
  * H100 (2026-11-27, B4 H16 L4096, two rounds) the forward went 5.93-6.03 -> 5.76-5.78 ms at head
  * dim 64 (causal 3.11-3.12 -> 3.00-3.02) and 13.44 -> 12.68 at 128 (causal 7.25 -> 6.84-6.91);
@@ -682,10 +683,10 @@ static size_t ds_head_bytes(const att_shape *s) {
 /* Key heads a chunk of the dS workspace holds where dQ comes from the dK/dV kernel's dS
  * (DS_OUT in attention_bwd_mma.cl) as one GEMM, dQ = scale dS K, rather than from the dQ kernel,
  * which computes S and dP again (two of its three products); 0 where it does not. The tuning key
- * attention.dq_gemm: 0 never, N at most N key heads a chunk, -1 (default) as many as the
- * device's workspace holds (caps.workspace_bytes). Only with dK/dV on tensor cores, without key
- * lengths (the GEMM reads every key, padding included) and where one key head's dS (its
- * H / HKV Lq stacked rows against Lk keys) fits the workspace. Under causal masks and windows
+ * attention.dq_gemm: 0 never, N key heads a chunk (past the workspace, up to the device's
+ * largest buffer), -1 (default) as many as the device's workspace holds (caps.workspace_bytes).
+ * Only with dK/dV on tensor cores, without key lengths (the GEMM reads every key, padding
+ * included) and where one key head's dS (its H / HKV Lq stacked rows against Lk keys) fits. Under causal masks and windows
  * the dQ kernel skips the blocks its rows do not see and the GEMM reads dS only up to its band,
  * but the dK/dV kernel's launches a chunk each leave its uneven work-groups' tails: by default
  * the dQ kernel stays there at head dims up to 64 or with grouped query heads unless every key
@@ -701,7 +702,7 @@ static size_t dq_gemm_heads(const att_call *c, int dkdv_mma) {
     size_t heads = c->ctx->caps.workspace_bytes / head_bytes;
     /* An explicit N may pass the default workspace, up to the device's largest buffer. */
     if (forced > 0) heads = (size_t)forced;
-    if (heads > c->ctx->info.max_alloc_bytes / head_bytes)
+    if (c->ctx->info.max_alloc_bytes && heads > c->ctx->info.max_alloc_bytes / head_bytes)
         heads = c->ctx->info.max_alloc_bytes / head_bytes;
     if (forced < 0 && c->s.by_position && (c->s.D <= 64 || c->s.H > c->s.HKV) && heads < total)
         return 0;

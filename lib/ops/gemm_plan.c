@@ -148,12 +148,14 @@ static bool takes_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_p
 }
 
 /* The largest tile no taller than the rows need that still gives every compute unit a block
- * and no more blocks than its cap (the smallest where none does); a tile staged through
+ * and no more blocks than its cap (the smallest where none does). A tile staged through
  * registers gives way to the next of its width where that one runs the product with copy
- * stages: on the H100 (2026-11-27 16:22 UTC, two rounds) 64 x 128 with 4 stages against
- * 128 x 128 ran 2048^3 at 58.1-58.2 TFLOP/s against 56.1-56.6, 8192x1024x4096 at 60.3-60.5
- * against 59.7-59.9, and batched products 8-12% faster (64 x 256^3 38.1-38.7 against 35.0-35.1,
- * 32 x 512^3 50.5-51.4 against 46.4-47.7, 128 x 256^3 42.6-42.8 against 37.8-38.1). */
+ * stages and K is at most 4 N: on the H100 (2026-11-27 16:22 UTC, two rounds) 64 x 128 with 4
+ * stages against 128 x 128 ran 2048^3 at 58.1-58.2 TFLOP/s against 56.1-56.6, 8192x1024x4096
+ * at 60.3-60.5 against 59.7-59.9, and batched products 8-12% faster (64 x 256^3 38.1-38.7
+ * against 35.0-35.1, 32 x 512^3 50.5-51.4 against 46.4-47.7, 128 x 256^3 42.6-42.8 against
+ * 37.8-38.1); but attention's dQ = dS K (K 8-32 N: 4096 keys against 128 columns) lost there,
+ * its backward 0.5-1.05 ms slower at B4 H16 L4096 D128 (16:24 UTC, against 15:43). */
 static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     long forced[5];
     for (unsigned i = 0; i < 5; i++) forced[i] = oclml__tune(ctx, "gemm.mma_tile", i);
@@ -215,7 +217,7 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
         set_mma_tile(p, MMA_TILES[i]);
         if (pads_columns(p, d)) continue; /* no wider tile than the columns need either */
         if (!MMA_TILES[i][6] && i + 1 < N_MMA_TILES && MMA_TILES[i + 1][1] == p->bn &&
-            MMA_TILES[i + 1][6] && takes_stages(ctx, d, p, i + 1))
+            MMA_TILES[i + 1][6] && d->k <= 4 * d->n && takes_stages(ctx, d, p, i + 1))
             continue;
         size_t blocks = blocks_of(p, d), units = ctx->caps.compute_units;
         unsigned cap = MMA_TILES[i][5];

@@ -240,6 +240,9 @@ static const att_case CASES[] = {
      * BLHD a window. */
     {1, 4, 2, 300, 310, 16, BHLD, BR, -1, -1, 0, NOMASK, 0},
     {2, 2, 2, 260, 200, 16, BLHD, NONE, 40, 8, 0, NOMASK, 0},
+    /* D 192: the paired forward's float4 reads on halves of 96 columns (three 32-column groups),
+     * a mask. */
+    {1, 2, 2, 20, 33, 192, BHLD, NONE, -1, -1, 0, M2D, 0},
 };
 #define N_CASES (int)(sizeof CASES / sizeof CASES[0])
 
@@ -281,8 +284,8 @@ END_TEST
  * masks and right windows only up to each block's band, BHLD GQA causal one a chunk on tensor
  * cores (emulated), BHLD GQA causal bottom-right two a chunk on FMA tiles split over K, BLHD
  * with a window one a chunk with a last-wave split asked for (which a banded A, its block rows
- * run bottom first, does not take); and the dQ kernel without
- * key lengths (attention.dq_gemm = 0) on the two-sided window and the fours at 160. */
+ * run bottom first, does not take); the dQ kernel without key lengths (attention.dq_gemm = 0)
+ * on the two-sided window and the fours at 160; the paired float4 forward at 192. */
 static const struct mma_run {
     int c; /* the case */
     const char *tuning;
@@ -314,6 +317,7 @@ static const struct mma_run {
     {19, "attention.mma=2,attention.dq_gemm=2,gemm.own=1,gemm.mma=0,gemm.splitk=3"},
     {20, "attention.mma=2,attention.dq_gemm=1,gemm.own=1,gemm.mma=2,gemm.tail_splits=2,"
          "gemm.wave_warps=4"},
+    {21, "attention.mma=2"},
 };
 #define N_MMA (int)(sizeof MMA_RUNS / sizeof MMA_RUNS[0])
 
@@ -894,7 +898,8 @@ START_TEST(plan_names_the_path) {
     /* The emulated forward needs about 50 KiB, the backward 42: below 64 and 48 KiB either
      * engine may run. */
     const bool fwd_paired = strstr(text, "forward: 3xTF32 tensor cores (emulated), ") &&
-                            strstr(text, "(warps paired on 16 rows)"),
+                            strstr(text, "(warps paired on 16 rows), K and V copied ahead in "
+                                         "turn, read as float4s"),
                fwd_fma = strstr(text, "forward: FMA tiles") != NULL,
                bwd_fours = strstr(text, "backward: 3xTF32 tensor cores (emulated), dK/dV per 16 "
                                         "keys (four warps on 16 keys), Q and dO read as float4s, "

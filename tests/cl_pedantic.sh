@@ -52,6 +52,8 @@ lint "$src/cl/ops/attention_bwd_mma.cl" $ptx -DHEAD_DIM=128 -DBN=16 -DHAS_MASK=1
 lint "$src/cl/ops/attention_bwd_mma.cl" -DHEAD_DIM=128 -DBN=16 -DBQ=32 -DDKDV_PAIRS=1 -DASYNC_KV=1 -DHAS_MASK=1
 lint "$src/cl/ops/attention_bwd_mma.cl" $ptx -DHEAD_DIM=128 -DBN=16 -DBQ=16 -DDQ_PAIRS=1 -DHEAD_SPLIT=2 -DASYNC_KV=1 -DHAS_KEYLEN=1
 lint "$src/cl/ops/attention_fwd_mma.cl" $ptx -DHEAD_DIM=256 -DBN=16 -DWARPS=8 -DBQ=64 -DFWD_PAIRS=1 -DHEAD_SPLIT=2 -DASYNC_KV=1 -DSPLIT_KV=1
+lint "$src/cl/ops/attention_fwd_mma.cl" $ptx -DHEAD_DIM=256 -DBN=16 -DWARPS=8 -DBQ=64 -DFWD_PAIRS=1 -DHEAD_SPLIT=2 -DASYNC_KV=1 -DSPLIT_KV=1 -DVEC_FRAGMENTS=1 -DHAS_MASK=1
+lint "$src/cl/ops/attention_fwd_mma.cl" -DHEAD_DIM=192 -DBN=16 -DWARPS=8 -DBQ=64 -DFWD_PAIRS=1 -DHEAD_SPLIT=2 -DASYNC_KV=1 -DSPLIT_KV=1 -DVEC_FRAGMENTS=1 -DLAYOUT_BLHD=1 -DHAS_KEYLEN=1
 lint "$src/cl/ops/attention_bwd_mma.cl" -DHEAD_DIM=256 -DBN=16 -DBQ=16 -DDKDV_PAIRS=1 -DHEAD_SPLIT=2 -DASYNC_KV=1 -DHAS_MASK=1
 lint "$src/cl/ops/attention_bwd_mma.cl" $ptx -DHEAD_DIM=256 -DBN=16 -DBQ=16 -DDQ_PAIRS=1 -DHEAD_SPLIT=4 -DHAS_KEYLEN=1
 lint "$src/cl/ops/attention_fwd_mma.cl" -DHEAD_DIM=64 -DBN=32 -DVEC_FRAGMENTS=1 -DASYNC_KV=1 -DHAS_MASK=1

@@ -167,8 +167,8 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #endif
 
 #if OCLML_WANT(oclml_attention_fwd_mma) && VEC_FRAGMENTS
-#if HEAD_SPLIT > 1
-#error "the float4 forward: unpaired warps"
+#if FWD_PAIRS && (HEAD_SPLIT != 2 || !SPLIT_KV)
+#error "the paired float4 forward: warps on half the head dim each, one K and one V buffer"
 #endif
 /* The forward with every fragment value of K and V read as part of a float4 (VEC_FRAGMENTS in
  * attention_mma.h, whose layout it follows: vec_col(c, tig, false) and VEC_K_LD for K, K_LD for
@@ -177,31 +177,55 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
  * (2026-11-27 05:35 UTC, B4 H16 L4096: 5.69 -> 5.79-5.83 ms at head dim 64, 12.25-12.34 ->
  * 12.56-12.64 at 128, two rounds alternating), with the same layout and instructions. O^T's
  * query rows take their softmax factors from the work-items of rows gid: four shuffles a
- * block. */
+ * block.
+ * With FWD_PAIRS (head dims 192 and 256) two warps share 16 rows, each with half of the head dim
+ * of Q and O (col0 on), summing S from their parts (put_part, sum_parts) as the float-read
+ * paired forward does, with its one K and one V buffer refilled by turns (SPLIT_KV: three
+ * barriers a block). */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_fwd_mma(FWD_MMA_ARGS) {
+#if FWD_PAIRS
+    __local float ks[BN * VEC_K_LD] __attribute__((aligned(16))),
+        vs[BN * K_LD] __attribute__((aligned(16)));
+    __local float parts[WARPS][KTILES * 4 * 32]; /* each warp's part of S */
+#else
     __local float ks_all[2][BN * VEC_K_LD] __attribute__((aligned(16))),
         vs_all[2][BN * K_LD] __attribute__((aligned(16)));
     uint kv_buf = 0;
+#endif
     MMA_LOCALS
     FWD_BLOCK_SETUP
 
-    /* The rows of S: r[0] = warp 16 + gid and r[1] = r[0] + 8; Q in the score product's order:
-     * qf[c][h][x] is head-dim column 16 c + 4 tig + x of row r[h]. */
-    const uint r[2] = {warp * 16 + gid, warp * 16 + gid + 8};
-    float qf[HEAD_DIM / 16][2][4], acc[OT_TILES][2][4], m[2] = {-INFINITY, -INFINITY},
+    /* The rows of S: r[0] = pair 16 + gid and r[1] = r[0] + 8 (pair: the warp, unpaired); Q in
+     * the score product's order: qf[c][h][x] is head-dim column col0 + 16 c + 4 tig + x of row
+     * r[h]. */
+    WARP_GROUP
+    const uint col0 = side * VEC_COLS;
+    const uint r[2] = {pair * 16 + gid, pair * 16 + gid + 8};
+    float qf[VEC_COLS / 16][2][4], acc[OT_TILES][2][4], m[2] = {-INFINITY, -INFINITY},
                                                         l[2] = {0.0f, 0.0f};
 #pragma unroll
     for (uint h = 0; h < 2; h++) {
         const ulong row = rows_qkv[r[h]];
 #pragma unroll
-        for (uint c = 0; c < HEAD_DIM / 16; c++)
+        for (uint c = 0; c < VEC_COLS / 16; c++)
 #pragma unroll
             for (uint x = 0; x < 4; x++)
-                qf[c][h][x] = row != NO_ROW ? q[q_off + row + c * 16 + 4 * tig + x] : 0.0f;
+                qf[c][h][x] = row != NO_ROW ? q[q_off + row + col0 + c * 16 + 4 * tig + x] : 0.0f;
     }
 #pragma unroll
     for (uint x = 0; x < OT_TILES * 8; x++) acc[x / 8][x / 4 % 2][x % 4] = 0.0f;
+#if FWD_PAIRS
+    if (first < end) copy_block(ks, VEC_K_LD, k, kstride, first, (uint)klen);
+    cp_async_commit();
+    for (int kb = first; kb < end; kb += BN) {
+        /* This block's K landed and shown; its V into the one V buffer (every warp is past the
+         * last block's P V). */
+        cp_async_wait(0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        copy_block(vs, K_LD, v, kstride, kb, (uint)klen);
+        cp_async_commit();
+#else
     if (first < end) {
         copy_block(ks_all[0], VEC_K_LD, k, kstride, first, (uint)klen);
         copy_block(vs_all[0], K_LD, v, kstride, first, (uint)klen);
@@ -220,17 +244,18 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         __local const float *ks = ks_all[kv_buf], *vs = vs_all[kv_buf];
         kv_buf ^= 1u;
         if (WARP_SKIPS(kb, warp_jlo, warp_jhi)) continue;
+#endif
         /* S = Q K^T, CHUNK_STEPS 8-deep steps summed from zero at a time (the tensor cores'
          * rounding toward zero: score_product); a chunk's K values read before its products. */
         float s[KTILES][4];
 #pragma unroll
         for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] = 0.0f;
-        MMA_UNROLL for (uint c0 = 0; c0 < HEAD_DIM / 16; c0 += CHUNK_STEPS / 2) {
+        MMA_UNROLL for (uint c0 = 0; c0 < VEC_COLS / 16; c0 += CHUNK_STEPS / 2) {
             float4 kf[CHUNK_STEPS / 2][KTILES];
             float t[KTILES][4];
             MMA_UNROLL for (uint c = 0; c < CHUNK_STEPS / 2; c++) {
                 MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
-                    kf[c][nt] = *(__local const float4 *)(ks + (nt * 8 + gid) * VEC_K_LD +
+                    kf[c][nt] = *(__local const float4 *)(ks + (nt * 8 + gid) * VEC_K_LD + col0 +
                                                           (c0 + c) * 16 + 4 * tig);
                 }
             }
@@ -255,9 +280,19 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #pragma unroll
             for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] += t[x / 4][x % 4];
         }
+#if FWD_PAIRS
+        /* The pair's S; then the next K into the one K buffer (every warp is past its reads). */
+        put_part(s, parts[warp], lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (kb + BN < end) copy_block(ks, VEC_K_LD, k, kstride, kb + BN, (uint)klen);
+        cp_async_commit();
+        sum_parts(s, parts[pair], WARPS / HEAD_SPLIT * KTILES * 4 * 32, lane);
+        const bool whole = false; /* warp_all_lo/hi are the unpaired warps' rows */
+#else
+        const bool whole = whole_block(kb, BN, warp_all_lo, warp_all_hi);
+#endif
         float alpha[2];
-        softmax_block(s, m, l, alpha, r, rows_i, rows_mask, kb,
-                      whole_block(kb, BN, warp_all_lo, warp_all_hi), klen, shift, wl, wr, scale,
+        softmax_block(s, m, l, alpha, r, rows_i, rows_mask, kb, whole, klen, shift, wl, wr, scale,
                       mask, mask_off, lane, tig EMU_ARGS);
         /* O^T's query rows nq 8 + 2 tig + e take the factor of the work-items of row
          * gid = 2 tig + e. */
@@ -278,12 +313,16 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         for (uint x = 0; x < KTILES * 4; x++)
             tf32_split(s[x / 4][x % 4], &pbh[x / 4][x % 4 / 2][x % 2],
                        &pbl[x / 4][x % 4 / 2][x % 2]);
+#if FWD_PAIRS /* this block's V landed (the next K's copies may still be in flight) */
+        cp_async_wait(1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
         /* O^T += V^T P^T, each 16 x 8 tile summed over the block from zero (the rounding). */
-        MMA_UNROLL for (uint u = 0; u < HEAD_DIM / 32; u++) {
+        MMA_UNROLL for (uint u = 0; u < VEC_COLS / 32; u++) {
             float4 vf[KTILES][2];
             float t[2][2][4];
             MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
-                const uint at = (kt * 8 + 2 * tig) * K_LD + u * 32 + 4 * gid;
+                const uint at = (kt * 8 + 2 * tig) * K_LD + col0 + u * 32 + 4 * gid;
                 vf[kt][0] = *(__local const float4 *)(vs + at);
                 vf[kt][1] = *(__local const float4 *)(vs + at + K_LD);
             }
@@ -313,7 +352,11 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
     for (uint h = 0; h < 2; h++) {
         l[h] += SHUFFLE(l[h], lane ^ 1u);
         l[h] += SHUFFLE(l[h], lane ^ 2u);
+#if FWD_PAIRS
+        if (tig == 0 && side == 0) /* one warp of a pair */
+#else
         if (tig == 0)
+#endif
             put_lse(m[h], l[h], rows_stat[r[h]], split, splits, rows_all, has_lse, lse, lse_off,
                     part);
     }
@@ -323,7 +366,7 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #pragma unroll
         for (uint e = 0; e < 2; e++) {
             const float sum = SHUFFLE(l[nq], 8 * tig + 4 * e);
-            const uint row = warp * 16 + nq * 8 + 2 * tig + e;
+            const uint row = pair * 16 + nq * 8 + 2 * tig + e;
             const ulong stat = rows_stat[row];
             const float inv = row_inv(sum);
             const ulong at = out_row(splits, rows_qkv[row], stat);
@@ -331,10 +374,10 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
                 splits == 1 ? o + o_off : part + (ulong)split * rows_all * HEAD_DIM;
             if (at != NO_ROW)
 #pragma unroll
-                for (uint u = 0; u < HEAD_DIM / 32; u++) {
+                for (uint u = 0; u < VEC_COLS / 32; u++) {
                     /* A row that saw no key: 0, even where 0 x inf (an infinite V another row of
                      * the block sees) made its accumulator NaN. */
-                    const ulong c = at + u * 32 + 4 * gid;
+                    const ulong c = at + col0 + u * 32 + 4 * gid;
                     const float out[4] = {acc[2 * u][nq][e], acc[2 * u][nq][2 + e],
                                           acc[2 * u + 1][nq][e], acc[2 * u + 1][nq][2 + e]};
 #pragma unroll

@@ -350,11 +350,10 @@ static bool fwd_pairs(oclml_ctx *ctx, size_t D) {
 
 /* The head dims and warps the float4 fragment reads take (vec_fragments): multiples of 32,
  * warps that hold the whole head dim (the dK/dV kernel's pairs do: one product each) or, in the
- * dK/dV kernel's fours, a half of it that is a multiple of 32. */
+ * dK/dV kernel's fours and the paired forward, a half of it that is a multiple of 32. */
 static bool vec_shape(oclml_ctx *ctx, att_kernel kind, size_t D) {
-    return D % 32 == 0 && (kind == K_FWD_MMA  ? !fwd_pairs(ctx, D)
-                           : kind == K_DQ_MMA ? !dq_pairs(ctx, D)
-                                              : D / head_split(ctx, kind, D) % 32 == 0);
+    return D % 32 == 0 &&
+           (kind == K_DQ_MMA ? !dq_pairs(ctx, D) : D / head_split(ctx, kind, D) % 32 == 0);
 }
 
 /* Whether a tensor-core kernel runs with its warps in pairs (DKDV_PAIRS, DQ_PAIRS, FWD_PAIRS). */
@@ -500,7 +499,11 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
  * warp holding the whole head dim of its operand, reads so too: at head dim 128 29.5-29.7 ms
  * against 35.2-35.5 (causal 15.4 against 18.1; H200, 2026-11-27 12:03 UTC, two rounds). The
  * paired dQ kernel keeps float reads (its warps hold half the head dim): dQ unpaired with
- * float4s at 128 ran 32.4 ms against 20.2 paired. */
+ * float4s at 128 ran 32.4 ms against 20.2 paired. The paired forward (head dims 192 and 256,
+ * each warp of a pair half the head dim) reads K and V so: B4 H16 L2048 full 7.85-7.89 ->
+ * 6.67-6.69 ms at 256 (causal 4.12-4.13 -> 3.49), 5.37-5.43 -> 4.95-4.97 at 192 (H100,
+ * 2026-11-27 16:34 UTC, two rounds); the dK/dV kernel's fours at 256, dK/dV alone,
+ * 20.75-20.77 -> 19.25 ms (15:28 UTC). */
 static bool vec_fragments(const att_call *c, att_kernel kind, int mode) {
     return vec_shape(c->ctx, kind, c->s.D) &&
            oclml__tune(c->ctx, "attention.vec_fragments", 0) != 0 && kv_async(c, kind, mode);
@@ -723,14 +726,17 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     const att_call c = call_of(ctx, params, s, q, k, v, q);
     const int fwd_mma = mma_mode(ctx, &s, K_FWD_MMA), dkdv_mma = mma_mode(ctx, &s, K_DKDV_MMA),
               dq_mma = mma_mode(ctx, &s, K_DQ_MMA);
-    char fwd[128], bwd[288];
+    char fwd[192], bwd[288];
     if (fwd_mma) {
         snprintf(fwd, sizeof fwd, "%s, %u rows x %u keys a block%s%s",
                  fwd_mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores",
                  mma_block(ctx, K_FWD_MMA, s.D, s.by_position), mma_columns(ctx, K_FWD_MMA, s.D),
                  fwd_pairs(ctx, s.D) ? " (warps paired on 16 rows)" : "",
                  !kv_async(&c, K_FWD_MMA, fwd_mma) ? ""
-                 : split_kv(ctx, K_FWD_MMA, s.D)   ? ", K and V copied ahead in turn"
+                 : split_kv(ctx, K_FWD_MMA, s.D)
+                     ? (vec_fragments(&c, K_FWD_MMA, fwd_mma)
+                            ? ", K and V copied ahead in turn, read as float4s"
+                            : ", K and V copied ahead in turn")
                  : vec_fragments(&c, K_FWD_MMA, fwd_mma)
                      ? ", the next copied ahead, K and V read as float4s"
                      : ", the next copied ahead");

@@ -271,8 +271,9 @@ END_TEST
  * a work-group). Half of the first runs stage K and V without the asynchronous copies
  * (attention.async = 0); then the forward's key blocks of 16 and 64 (attention.mma_keys) on a
  * window and on head dim 128, the paired dK/dV and dQ at head dim 64 with a mask and key
- * lengths, the unpaired ones at 128, the paired forward at 64, the accumulating products
- * reading one column tile's values at a time (attention.mma_col_batch), the three kernels
+ * lengths, the unpaired ones at 128, the paired forward at 64 (float4 reads on its halves), the
+ * accumulating products reading one column tile's values at a time (attention.mma_col_batch),
+ * the three kernels
  * reading their staged operands one float at a time where they read float4s by default
  * (attention.vec_fragments: the forward at 64 and 128, dQ and dK/dV at 64), the float4
  * kernels at their smallest head dim, 32. Without key lengths dQ comes as a GEMM on the dK/dV
@@ -285,7 +286,9 @@ END_TEST
  * cores (emulated), BHLD GQA causal bottom-right two a chunk on FMA tiles split over K, BLHD
  * with a window one a chunk with a last-wave split asked for (which a banded A, its block rows
  * run bottom first, does not take); the dQ kernel without key lengths (attention.dq_gemm = 0)
- * on the two-sided window and the fours at 160; the paired float4 forward at 192. */
+ * on the two-sided window and the fours at 160; the paired float4 forward at 192, and at 256
+ * the paired forward and the fours reading one float at a time (their asynchronous copies and
+ * turns of the default at 160 with them). */
 static const struct mma_run {
     int c; /* the case */
     const char *tuning;
@@ -318,6 +321,7 @@ static const struct mma_run {
     {20, "attention.mma=2,attention.dq_gemm=1,gemm.own=1,gemm.mma=2,gemm.tail_splits=2,"
          "gemm.wave_warps=4"},
     {21, "attention.mma=2"},
+    {15, "attention.mma=2,attention.vec_fragments=0"},
 };
 #define N_MMA (int)(sizeof MMA_RUNS / sizeof MMA_RUNS[0])
 

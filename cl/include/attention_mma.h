@@ -473,9 +473,9 @@ OCLML_INLINE uint2 group_of(bool block_major) {
 #endif
 #if VEC_FRAGMENTS
 /* Float4 fragment reads (VEC_FRAGMENTS: head dims that are multiples of 32, warps that each hold
- * the whole head dim (unpaired, or the dK/dV kernel's pairs) or, in the dK/dV kernel's fours, a
- * half of it that is, the staged operands copied asynchronously), for the forward, dQ and dK/dV
- * kernels. Reads of a
+ * the whole head dim (unpaired, or the dK/dV kernel's pairs) or, in the paired forward and the
+ * dK/dV kernel's fours, a half of it that is, the staged operands copied asynchronously), for
+ * the forward, dQ and dK/dV kernels. Reads of a
  * staged operand one float at a time bounded those kernels (score_product, accumulate_product);
  * a float4 read brings a work-item four of its values at once:
  * - The score products (S = Q K^T, dP = dO V^T; dK/dV's S^T = K Q^T, dP^T = V dO^T) take the
@@ -499,7 +499,8 @@ OCLML_INLINE uint2 group_of(bool block_major) {
  * products spread a work-item's columns 8 tig apart instead (vec_col's `spread`), so that the
  * two rows' float4s still fall on 32 banks; dK/dV's staged Q and dO serve both kinds too. */
 /* The head-dim columns a warp holds: all of them, or its part where warps share the head dim
- * (the dK/dV kernel's fours above head dim 128); the helpers take pointers to its first. */
+ * (the paired forward and the dK/dV kernel's fours above head dim 128); the helpers take
+ * pointers to its first. */
 #define VEC_COLS (HEAD_DIM / HEAD_SPLIT)
 #if VEC_COLS % 32 || !ASYNC_KV
 #error "float4 fragments: head-dim parts that are multiples of 32, ASYNC_KV"

@@ -10,7 +10,8 @@
  * softmax on the accumulator fragments (a row's statistics reduced over the 4 work-items that
  * hold it), and adds P V into O's fragments (HEAD_DIM / 8 tiles), P taken as A fragments where
  * the accumulators hold it (to_a_fragments: no value changes work-item). With VEC_FRAGMENTS
- * (head dims that are multiples of 32) the second kernel below reads K and V as float4s. */
+ * (head dims that are multiples of 32; paired, of 64) the second kernel below reads K and V as
+ * float4s. */
 #include "attention_mma.h"
 
 #if OCLML_WANT(oclml_attention_fwd_mma)
@@ -169,6 +170,9 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #if OCLML_WANT(oclml_attention_fwd_mma) && VEC_FRAGMENTS
 #if FWD_PAIRS && (HEAD_SPLIT != 2 || !SPLIT_KV)
 #error "the paired float4 forward: warps on half the head dim each, one K and one V buffer"
+#endif
+#if !FWD_PAIRS && HEAD_SPLIT > 1
+#error "the unpaired float4 forward: warps on the whole head dim"
 #endif
 /* The forward with every fragment value of K and V read as part of a float4 (VEC_FRAGMENTS in
  * attention_mma.h, whose layout it follows: vec_col(c, tig, false) and VEC_K_LD for K, K_LD for

@@ -689,11 +689,11 @@ static size_t ds_head_bytes(const att_shape *s) {
  * attention.dq_gemm: 0 never, N key heads a chunk (past the workspace, up to the device's
  * largest buffer), -1 (default) as many as the device's workspace holds (caps.workspace_bytes).
  * Only with dK/dV on tensor cores, without key lengths (the GEMM reads every key, padding
- * included) and where one key head's dS (its H / HKV Lq stacked rows against Lk keys) fits. Under causal masks and windows
- * the dQ kernel skips the blocks its rows do not see and the GEMM reads dS only up to its band,
- * but the dK/dV kernel's launches a chunk each leave its uneven work-groups' tails: by default
- * the dQ kernel stays there at head dims up to 64 or with grouped query heads unless every key
- * head fits one chunk. On the H100 (2026-11-27, backward alone, dQ kernel -> GEMM on dS): B4
+ * included) and where one key head's dS (its H / HKV Lq stacked rows against Lk keys) fits.
+ * Under causal masks and windows the dQ kernel skips the blocks its rows do not see and the GEMM
+ * reads dS only up to its band, but the dK/dV kernel's launches a chunk each leave its uneven
+ * work-groups' tails: by default the dQ kernel stays there at head dims up to 64 or with
+ * grouped query heads unless every key head fits one chunk. On the H100 (2026-11-27, backward alone, dQ kernel -> GEMM on dS): B4
  * H16 L4096 full 21.3 -> 17.3 ms at head dim 64, 54.7 -> 42.1 at 128; causal 11.1 -> 11.7 at
  * 64 (four chunks), 27.6 -> 23.8 at 128; B8 H16 L1024 D64 causal (one chunk) 1.69 -> 1.50; B2
  * H32 Hkv8 L4096 D128 full 55.1 -> 42.7, causal 28.8 -> 33.1; B4 H16 L2048 D256 full 40.3 ->

@@ -147,6 +147,14 @@ static bool takes_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_p
     return q.stages > 0;
 }
 
+/* Whether row t, staged through registers, gives way to row t + 1 (choose_mma_tile): the next
+ * tile of its width, which runs this product with copy stages, K at most 4 N. */
+static bool gives_way_to_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p,
+                                unsigned t) {
+    return !MMA_TILES[t][6] && t + 1 < N_MMA_TILES && MMA_TILES[t + 1][1] == MMA_TILES[t][1] &&
+           MMA_TILES[t + 1][6] && d->k <= 4 * d->n && takes_stages(ctx, d, p, t + 1);
+}
+
 /* The largest tile no taller than the rows need that still gives every compute unit a block
  * and no more blocks than its cap (the smallest where none does). A tile staged through
  * registers gives way to the next of its width where that one runs the product with copy
@@ -216,9 +224,7 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
     for (unsigned i = first; i < N_MMA_TILES; i++) {
         set_mma_tile(p, MMA_TILES[i]);
         if (pads_columns(p, d)) continue; /* no wider tile than the columns need either */
-        if (!MMA_TILES[i][6] && i + 1 < N_MMA_TILES && MMA_TILES[i + 1][1] == p->bn &&
-            MMA_TILES[i + 1][6] && d->k <= 4 * d->n && takes_stages(ctx, d, p, i + 1))
-            continue;
+        if (gives_way_to_stages(ctx, d, p, i)) continue;
         size_t blocks = blocks_of(p, d), units = ctx->caps.compute_units;
         unsigned cap = MMA_TILES[i][5];
         if (tile_fits(ctx, p, d) && blocks >= units && (!cap || blocks <= cap * units)) return;

@@ -400,10 +400,10 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
  * major too, gemm.cl's BAND_BLOCK_MAJOR); full attention's dQ kernel lost 3% (its heads' K and V
  * leave the L2 cache), its forward tied. */
 OCLML_INLINE uint2 group_of(bool block_major) {
-    const uint heads = (uint)get_num_groups(1);
-    if (!block_major) return (uint2)((uint)get_group_id(0), (uint)get_group_id(1));
-    const uint linear = (uint)get_group_id(0) + (uint)get_num_groups(0) * (uint)get_group_id(1);
-    return (uint2)(linear / heads, linear % heads);
+    const uint block = (uint)get_group_id(0), head = (uint)get_group_id(1);
+    return block_major
+               ? oclml_block_major(block, (uint)get_num_groups(0), head, (uint)get_num_groups(1))
+               : (uint2)(block, head);
 }
 #define BY_POSITION (wl >= 0 || wr >= 0)
 

@@ -42,6 +42,15 @@
     }                       \
     }
 
+/* Work-group a of na along a grid's faster dimension and b of nb along its slower one,
+ * renumbered so that b varies fastest: the device starts groups in the order of a, so the
+ * renumbered groups run every b of one a before the next a (attention's blocks over its heads, a
+ * banded GEMM's block rows over its batch entries). Returns the renumbered (a, b). */
+OCLML_INLINE uint2 oclml_block_major(uint a, uint na, uint b, uint nb) {
+    const uint linear = a + na * b;
+    return (uint2)(linear / nb, linear % nb);
+}
+
 /* Kernels address tensors as (buffer, element offset): a wrapped cl_mem may start anywhere. */
 #define OCLML_AT(buf, off) ((buf) + (off))
 

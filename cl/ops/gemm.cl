@@ -369,9 +369,11 @@ OCLML_INLINE void store_chunk(__local float *t, float4 v, uint c, uint tile_rows
 #define BAND_BLOCK_MAJOR 1
 #endif
 #if A_BANDED && BAND_BLOCK_MAJOR
-#define GROUP_YZ_ ((uint)get_group_id(1) + (uint)get_num_groups(1) * (uint)get_group_id(2))
-#define GROUP_Y (GROUP_YZ_ / (uint)get_num_groups(2))
-#define GROUP_Z (GROUP_YZ_ % (uint)get_num_groups(2))
+#define GROUP_YZ_                                                                            \
+    oclml_block_major((uint)get_group_id(1), (uint)get_num_groups(1), (uint)get_group_id(2), \
+                      (uint)get_num_groups(2))
+#define GROUP_Y (GROUP_YZ_.x)
+#define GROUP_Z (GROUP_YZ_.y)
 #else
 #define GROUP_Y ((uint)get_group_id(1))
 #define GROUP_Z ((uint)get_group_id(2))

@@ -3,7 +3,7 @@
  * no atomics); the 2x2 stride-2 max-pool's kernels own two windows side by side. Geometry:
  * planes H x W in, P x Q out, window KH x KW, stride (SH, SW), padding (PH, PW) on both sides;
  * work-items stride over a 1-D range by planes (OCLML_FOR_UNITS_BEGIN: 32-bit index math where
- * the range allows), the 2x2 kernels' over the tensor's rows (FOR_OUTPUTS_BEGIN).
+ * the range allows), the 2x2 kernels' by output rows (TWO_ROWS).
  * The max-pool's programs may fuse an activation before the pooling (-DACT_<NAME>=1,
  * activation.h): y = max(act(x)) over each window and dx = act'(x) (dy routed to each window's
  * first maximum of act(x)), x the pre-activation, so that neither pass stores act(x). */
@@ -53,24 +53,14 @@ __kernel void oclml_max_pool2d(__global const float *x, ulong x_off, __global fl
 }
 #endif
 
-/* The 2x2 stride-2 kernels' work-items, over the tensor as rows: its planes' H = 2P rows stack
- * into rows of W = 2Q floats, and output row R = o / Q (of planes x P) reads input rows 2R and
- * 2R + 1, so output o's window starts at input 2 R W + 2 (o % Q) = 4 o - 2 (o % Q): one
- * remainder a work-item and no plane index (32-bit where the range allows, as
- * OCLML_FOR_UNITS_BEGIN). Against the planes' indices (a division by the plane, another by the
- * row) the 8x8 planes' max-pool went 1.72-1.82 -> 2.02-2.11 TB/s on the H100 (2026-11-27 16:07
- * UTC, six alternating rounds), the SiLU-fused one 1.66-1.73 -> 1.69-1.82; larger planes and
- * the backward tied. Each work-item takes `step` outputs side by side from o. */
-#define FOR_OUTPUTS_BEGIN(total, step)                                             \
-    {                                                                              \
-        const ulong total_ = (ulong)(total), step_ = (ulong)(step);                \
-        const int narrow_ = (total_ + get_global_size(0)) * step_ <= 0xffffffffUL; \
-        for (ulong e_ = get_global_id(0); e_ < total_; e_ += get_global_size(0)) { \
-            const ulong o = e_ * step_; /* the first output */                     \
-            const ulong at = 4 * o - 2 * (narrow_ ? (ulong)((uint)o % Q) : o % Q);
-#define FOR_OUTPUTS_END \
-    }                   \
-    }
+/* The 2x2 stride-2 kernels' work units are the tensor's output rows (OCLML_FOR_UNITS_BEGIN over
+ * planes x P rows of Q outputs): the planes' H = 2P rows stack into rows of W floats, and output
+ * row R reads input rows 2R and 2R + 1, so a work-item finds its window with one division and no
+ * plane index (TWO_ROWS: the first input row's offset). Against the planes as units (a division
+ * by the plane, another by the row within it) the 8x8 planes' max-pool went 1.72-1.82 -> 2.02-2.11
+ * TB/s on the H100 (2026-11-27 16:07 UTC, six alternating rounds), the SiLU-fused one 1.66-1.73
+ * -> 1.69-1.82; larger planes and the backward tied. */
+#define TWO_ROWS(row) (2 * (row)*W)
 
 #if OCLML_WANT(oclml_max_pool2d_2x2)
 /* The encoder's 2x2 max-pool with stride 2 over planes whose rows hold a multiple of 4 floats:
@@ -90,15 +80,19 @@ __kernel void oclml_max_pool2d_2x2(__global const float *x, ulong x_off, __globa
     x += x_off;
     y += y_off;
 #if POOL_ONE /* one window a work-item (small planes: more work-items in flight) */
-    FOR_OUTPUTS_BEGIN((ulong)planes * P * Q, 1)
+    OCLML_FOR_UNITS_BEGIN((ulong)planes * P * Q, Q)
+    const ulong at = TWO_ROWS(unit) + 2 * within;
     const float2 a = vload2(0, x + at), b = vload2(0, x + at + W);
-    y[o] = window4_max(act_apply(a.x), act_apply(a.y), act_apply(b.x), act_apply(b.y));
-    FOR_OUTPUTS_END
+    y[unit * Q + within] =
+        window4_max(act_apply(a.x), act_apply(a.y), act_apply(b.x), act_apply(b.y));
+    OCLML_FOR_UNITS_END
 #else
-    FOR_OUTPUTS_BEGIN((ulong)planes * P * Q / 2, 2)
-    const float4 a = ACT4(vload4(0, x + at)), b = ACT4(vload4(0, x + at + W));
-    vstore2((float2)(window4_max(a.x, a.y, b.x, b.y), window4_max(a.z, a.w, b.z, b.w)), 0, y + o);
-    FOR_OUTPUTS_END
+    OCLML_FOR_UNITS_BEGIN((ulong)planes * P * (Q / 2), Q / 2) /* output pairs */
+    const ulong at = TWO_ROWS(unit);
+    const float4 a = ACT4(vload4(within, x + at)), b = ACT4(vload4(within, x + at + W));
+    vstore2((float2)(window4_max(a.x, a.y, b.x, b.y), window4_max(a.z, a.w, b.z, b.w)), within,
+            y + unit * Q);
+    OCLML_FOR_UNITS_END
 #endif
 }
 #endif
@@ -167,23 +161,24 @@ __kernel void oclml_max_pool2d_2x2_backward(__global const float *x, ulong x_off
     x += x_off;
     dy += dy_off;
     dx += dx_off;
-    FOR_OUTPUTS_BEGIN((ulong)planes * P * Q / 2, 2)
-    const float4 a = vload4(0, x + at), b = vload4(0, x + at + W);
+    OCLML_FOR_UNITS_BEGIN((ulong)planes * P * (Q / 2), Q / 2) /* output pairs */
+    const ulong at = TWO_ROWS(unit);
+    const float4 a = vload4(within, x + at), b = vload4(within, x + at + W);
     const float4 fa = ACT4(a), fb = ACT4(b);
     const uint left = window4_argmax(fa.x, fa.y, fb.x, fb.y),
                right = window4_argmax(fa.z, fa.w, fb.z, fb.w);
-    const float2 g = vload2(0, dy + o);
+    const float2 g = vload2(within, dy + unit * Q);
     const float4 ga = (float4)(ROUTE(left, 0, g.x), ROUTE(left, 1, g.x), ROUTE(right, 0, g.y),
                                ROUTE(right, 1, g.y)),
                  gb = (float4)(ROUTE(left, 2, g.x), ROUTE(left, 3, g.x), ROUTE(right, 2, g.y),
                                ROUTE(right, 3, g.y));
     vstore4((float4)(act_backward(ga.x, a.x), act_backward(ga.y, a.y), act_backward(ga.z, a.z),
                      act_backward(ga.w, a.w)),
-            0, dx + at);
+            within, dx + at);
     vstore4((float4)(act_backward(gb.x, b.x), act_backward(gb.y, b.y), act_backward(gb.z, b.z),
                      act_backward(gb.w, b.w)),
-            0, dx + at + W);
-    FOR_OUTPUTS_END
+            within, dx + at + W);
+    OCLML_FOR_UNITS_END
 }
 #endif
 

@@ -693,11 +693,11 @@ static size_t ds_head_bytes(const att_shape *s) {
  * Under causal masks and windows the dQ kernel skips the blocks its rows do not see and the GEMM
  * reads dS only up to its band, but the dK/dV kernel's launches a chunk each leave its uneven
  * work-groups' tails: by default the dQ kernel stays there at head dims up to 64 or with
- * grouped query heads unless every key head fits one chunk. On the H100 (2026-11-27, backward alone, dQ kernel -> GEMM on dS): B4
- * H16 L4096 full 21.3 -> 17.3 ms at head dim 64, 54.7 -> 42.1 at 128; causal 11.1 -> 11.7 at
- * 64 (four chunks), 27.6 -> 23.8 at 128; B8 H16 L1024 D64 causal (one chunk) 1.69 -> 1.50; B2
- * H32 Hkv8 L4096 D128 full 55.1 -> 42.7, causal 28.8 -> 33.1; B4 H16 L2048 D256 full 40.3 ->
- * 25.1, causal 21.8 -> 12.7. */
+ * grouped query heads unless every key head fits one chunk. On the H100 (2026-11-27, backward
+ * alone, dQ kernel -> GEMM on dS): B4 H16 L4096 full 21.3 -> 17.3 ms at head dim 64, 54.7 ->
+ * 42.1 at 128; causal 11.1 -> 11.7 at 64 (four chunks), 27.6 -> 23.8 at 128; B8 H16 L1024 D64
+ * causal (one chunk) 1.69 -> 1.50; B2 H32 Hkv8 L4096 D128 full 55.1 -> 42.7, causal 28.8 ->
+ * 33.1; B4 H16 L2048 D256 full 40.3 -> 25.1, causal 21.8 -> 12.7. */
 static size_t dq_gemm_heads(const att_call *c, int dkdv_mma) {
     const long forced = oclml__tune(c->ctx, "attention.dq_gemm", 0);
     if (!forced || !dkdv_mma || c->keylen) return 0;

@@ -306,11 +306,54 @@ START_TEST(tensor_core_async_stages) {
 }
 END_TEST
 
+/* The last wave's split product: the same bits on a second run, and IEEE results where an input
+ * is NaN or infinite (each split recomputes its own NaN partial sums in fp32): a NaN in row 0
+ * and an infinity in row 1, both inside the first K split, spread over every column, the last
+ * wave's included. */
+static void tail_repeatable_and_ieee(int ta, int tb, size_t m, size_t n, size_t k) {
+    size_t ashape[2] = {ta ? k : m, ta ? m : k}, bshape[2] = {tb ? n : k, tb ? k : n},
+           cshape[2] = {m, n};
+    float *a = test_floats(m * k), *b = test_floats(k * n), *out[2];
+    test_random(a, m * k, -1, 1);
+    test_random(b, k * n, 0.25, 1); /* no zero: inf * B stays inf */
+    a[ta ? 3 * m + 0 : 0 * k + 3] = NAN;
+    a[ta ? 5 * m + 1 : 1 * k + 5] = INFINITY;
+    oclml_tensor *A = test_tensor_from(2, ashape, a), *B = test_tensor_from(2, bshape, b),
+                 *C = test_tensor(2, cshape);
+    double *ref = test_doubles(m * n);
+    ref_gemm(ta, tb, m, n, k, 1.0, a, b, 0.0, NULL, ref);
+    for (int run = 0; run < 2; run++) {
+        ASSERT_OK(oclml_gemm(T, ta, tb, 1.0f, A, B, 0.0f, C));
+        out[run] = test_floats(m * n);
+        test_read(C, out[run], m * n);
+    }
+    for (size_t i = 0; i < m * n; i++) {
+        if (isnan(ref[i]))
+            ck_assert_msg(isnan(out[0][i]), "C[%zu] = %g, NaN expected", i, out[0][i]);
+        else if (isinf(ref[i]))
+            ck_assert_msg(out[0][i] == (float)ref[i], "C[%zu] = %g, %g", i, out[0][i], ref[i]);
+        else
+            ck_assert_msg(fabs(out[0][i] - ref[i]) <= TOL_GEMM * (fabs(ref[i]) + 1),
+                          "C[%zu] = %.9g, %.9g expected", i, out[0][i], ref[i]);
+    }
+    ck_assert_msg(!memcmp(out[0], out[1], m * n * sizeof(float)), "a second run differs");
+    ck_assert(isnan(out[0][n - 1]) && isinf(out[0][n + n - 1]));
+    oclml_tensor_destroy(A);
+    oclml_tensor_destroy(B);
+    oclml_tensor_destroy(C);
+    free(a);
+    free(b);
+    free(out[0]);
+    free(out[1]);
+    free(ref);
+}
+
 /* The last wave split over K (gemm.wave_warps: a compute unit running one 4-warp block here, so
  * the blocks come in waves of as many as the device has compute units; gemm.tail_splits forces
  * the split of any partly filled last wave): one more column of blocks than a wave, on block rows
  * that do not divide it, so that the trailing blocks of the swizzled order form that rectangle.
- * Every transpose, ragged edges, beta (the split's sum applies it). */
+ * Every transpose, ragged edges, beta (the split's sum applies it), NaN and infinity, the same
+ * bits run after run. */
 START_TEST(tensor_core_last_wave_split) {
     oclml_device_info info;
     ASSERT_OK(oclml_ctx_device_info(T, &info));
@@ -328,6 +371,7 @@ START_TEST(tensor_core_last_wave_split) {
     }
     test_gemm_case(ta, tb, m, n, k, 1.0f, 0.0f);
     test_gemm_case(ta, tb, m, n, k, -0.5f, 0.75f);
+    tail_repeatable_and_ieee(ta, tb, m, n, k);
     /* One column of blocks with more block rows than slots (up to the swizzle's 8 rows): the
      * last wave rounded to whole columns would be the whole product, leaving the main launch
      * nothing; no split, even forced, and beta applied once. */

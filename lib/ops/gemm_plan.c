@@ -96,12 +96,12 @@ static bool tile_fits(const oclml_ctx *ctx, const gemm_plan *p, const oclml__gem
  * then the cap on the blocks a compute unit may get (0: any number), and the tile's asynchronous
  * copy stages where the operands allow them (0: staging registers). On the H100 the 128 x 128
  * tile was fastest at 2048^3 (2 blocks a unit; tools/dev/gemm_sweep.sh, 2026-11-23), and from
- * 4096^3 on (8 blocks a unit and more) 64 x 128 with 4 copy stages (2026-11-26 11:28 UTC):
- * 59.5 / 60.1 / 57.5 TFLOP/s at 4096^3, 8192^3 and 8192x4096x1024 where 128 x 64 with 4 stages
- * ran 53.5 / 55.3 / 52.1, with the same 32 x 64 warp tiles arranged 4 x 1 in a 128 x 64 block
- * 53.0 / 54.4, 96 x 128 or 64 x 256 slower still; the swizzle group (GROUP_M 4 to 32) and
- * register caps (168: 3 blocks a unit, some spills) gained nothing or lost. 128 x 64 stays for
- * products whose columns a 128-wide tile would pad. choose_stages applies stages to
+ * 4096^3 on (8 blocks a unit and more, K below LONG_K) 64 x 128 with 4 copy stages (2026-11-26
+ * 11:28 UTC): 59.5 / 60.1 / 57.5 TFLOP/s at 4096^3, 8192^3 and 8192x4096x1024 where 128 x 64
+ * with 4 stages ran 53.5 / 55.3 / 52.1, with the same 32 x 64 warp tiles arranged 4 x 1 in a
+ * 128 x 64 block 53.0 / 54.4, 96 x 128 or 64 x 256 slower still; the swizzle group (GROUP_M 4
+ * to 32) and register caps (168: 3 blocks a unit, some spills) gained nothing or lost. 128 x 64
+ * stays for products whose columns a 128-wide tile would pad. choose_stages applies stages to
  * untransposed operands only: transposed ones (a linear layer's x W^T) ran 7-17% slower with
  * them on either tile; 64 x 128 without stages runs those as 128 x 64 did (1.21-1.34 ms). */
 static const unsigned MMA_TILES[][7] = {
@@ -147,12 +147,23 @@ static bool takes_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_p
     return q.stages > 0;
 }
 
+/* The depth from which the 128 x 128 tile, staged through registers, runs products of any size
+ * (choose_mma_tile): neither giving way to copy stages nor capped at 4 blocks a compute unit. On
+ * the H100 (2026-11-27 19:52 UTC, three rounds alternating, ms) 64 x 128 with 4 stages against
+ * it: 8192^3 17.74-17.97 against 17.35-17.44 (in four earlier commands 17.38-18.28 against
+ * 17.43-17.46: 64 x 128 now and then ran 3% slower), 4096 x 4096 x 16384 8.82-8.87 against
+ * 8.70-8.76, 8192 x 4096 x 8192 8.79-8.84 against 8.72-8.78, 4096 x 4096 x 8192 4.42-4.46
+ * against 4.40-4.44; at K 4096 it tied (8192^2 x 4096) or lost 1-5% (19:32 UTC: 4096 x 8192,
+ * 8192 x 4096 and 8192^2 x 2048 or 1024, 8192 x 4096 x 1024). */
+#define LONG_K 8192
+
 /* Whether row t, staged through registers, gives way to row t + 1 (choose_mma_tile): the next
- * tile of its width, which runs this product with copy stages, K at most 4 N. */
+ * tile of its width, which runs this product with copy stages, K at most 4 N and below LONG_K. */
 static bool gives_way_to_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p,
                                 unsigned t) {
     return !MMA_TILES[t][6] && t + 1 < N_MMA_TILES && MMA_TILES[t + 1][1] == MMA_TILES[t][1] &&
-           MMA_TILES[t + 1][6] && d->k <= 4 * d->n && takes_stages(ctx, d, p, t + 1);
+           MMA_TILES[t + 1][6] && d->k <= 4 * d->n && d->k < LONG_K &&
+           takes_stages(ctx, d, p, t + 1);
 }
 
 /* The largest tile no taller than the rows need that still gives every compute unit a block
@@ -226,7 +237,7 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
         if (pads_columns(p, d)) continue; /* no wider tile than the columns need either */
         if (gives_way_to_stages(ctx, d, p, i)) continue;
         size_t blocks = blocks_of(p, d), units = ctx->caps.compute_units;
-        unsigned cap = MMA_TILES[i][5];
+        unsigned cap = d->k >= LONG_K ? 0 : MMA_TILES[i][5];
         if (tile_fits(ctx, p, d) && blocks >= units && (!cap || blocks <= cap * units)) return;
     }
     for (unsigned i = N_MMA_TILES; i-- > first;) {
@@ -290,7 +301,7 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *
  * 2.27-2.28: neither is split now. */
 #define TAIL_ROUND_TILES 6.0
 #define TAIL_LAUNCH_TILES 8.0
-#define TAIL_MIN_GAIN 0.05
+#define TAIL_MIN_GAIN 0.02
 static bool banded(const oclml__gemm_desc *d);
 static void choose_tail(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     p->tail_blocks = 0;

@@ -298,7 +298,9 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *
  * in 33 splits), 4096 x 3968 x 4096 2.28 -> 2.20-2.21 (136 blocks in 9 splits; the model
  * now takes 5), where 8192 x 4096 x 1024 (136 blocks in 5 splits: 1.13 waves modelled, 1.2
  * measured) ran 1.19-1.20 -> 1.21-1.22 and 4096^3 (200 blocks in 5, 0.97) 2.29-2.31 ->
- * 2.27-2.28: neither is split now. */
+ * 2.27-2.28. The first is not split; 4096^3 is, since the gain needed fell from a twentieth of a
+ * wave to a fiftieth: it ran 2.25-2.29 -> 2.24-2.26 ms (19:32 and 19:43 UTC, six rounds
+ * alternating), the one product of the canonical shapes between the two. */
 #define TAIL_ROUND_TILES 6.0
 #define TAIL_LAUNCH_TILES 8.0
 #define TAIL_MIN_GAIN 0.02

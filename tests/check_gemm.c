@@ -306,6 +306,20 @@ START_TEST(tensor_core_async_stages) {
 }
 END_TEST
 
+/* out against the double reference with IEEE semantics: NaN where it is NaN, the same infinity
+ * where it is infinite as a float, else within tol (relative, plus tol absolute). */
+static void assert_ieee_close(const float *out, const double *ref, size_t n, double tol) {
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(ref[i]))
+            ck_assert_msg(isnan(out[i]), "C[%zu] = %g, NaN expected", i, out[i]);
+        else if (isinf((float)ref[i]))
+            ck_assert_msg(out[i] == (float)ref[i], "C[%zu] = %g, %g expected", i, out[i], ref[i]);
+        else
+            ck_assert_msg(fabs(out[i] - ref[i]) <= tol * (fabs(ref[i]) + 1),
+                          "C[%zu] = %.9g, %.9g expected", i, out[i], ref[i]);
+    }
+}
+
 /* The last wave's split product: the same bits on a second run, and IEEE results where an input
  * is NaN or infinite (each split recomputes its own NaN partial sums in fp32): a NaN in row 0
  * and an infinity in row 1, both inside the first K split, spread over every column, the last
@@ -327,15 +341,7 @@ static void tail_repeatable_and_ieee(int ta, int tb, size_t m, size_t n, size_t 
         out[run] = test_floats(m * n);
         test_read(C, out[run], m * n);
     }
-    for (size_t i = 0; i < m * n; i++) {
-        if (isnan(ref[i]))
-            ck_assert_msg(isnan(out[0][i]), "C[%zu] = %g, NaN expected", i, out[0][i]);
-        else if (isinf(ref[i]))
-            ck_assert_msg(out[0][i] == (float)ref[i], "C[%zu] = %g, %g", i, out[0][i], ref[i]);
-        else
-            ck_assert_msg(fabs(out[0][i] - ref[i]) <= TOL_GEMM * (fabs(ref[i]) + 1),
-                          "C[%zu] = %.9g, %.9g expected", i, out[0][i], ref[i]);
-    }
+    assert_ieee_close(out[0], ref, m * n, TOL_GEMM);
     ck_assert_msg(!memcmp(out[0], out[1], m * n * sizeof(float)), "a second run differs");
     ck_assert(isnan(out[0][n - 1]) && isinf(out[0][n + n - 1]));
     oclml_tensor_destroy(A);
@@ -414,16 +420,7 @@ START_TEST(inf_and_nan_follow_ieee) {
     test_read(C, out, m * n);
     double ref[5 * 6];
     ref_gemm(0, 0, m, n, k, 1.0, a, b, 0.0, NULL, ref);
-    for (size_t i = 0; i < m * n; i++) {
-        float want = (float)ref[i];
-        if (isnan(ref[i]))
-            ck_assert_msg(isnan(out[i]), "C[%zu] = %g, NaN expected", i, out[i]);
-        else if (isinf(want))
-            ck_assert_msg(out[i] == want, "C[%zu] = %g, %g expected", i, out[i], want);
-        else
-            ck_assert_msg(fabs(out[i] - ref[i]) <= 1e-5 * (fabs(ref[i]) + 1), "C[%zu] = %.9g, %.9g",
-                          i, out[i], ref[i]);
-    }
+    assert_ieee_close(out, ref, m * n, 1e-5);
     ck_assert(isinf(out[0 * n + 2]) && isnan(out[0 * n + 1]) && isnan(out[1 * n + 4]));
     ck_assert(out[2 * n + 0] == FLT_MAX * b[3 * n + 0] || b[3 * n + 0] == 0.0f);
     oclml_tensor_destroy(A);

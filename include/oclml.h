@@ -314,7 +314,7 @@ OCLML_API oclml_status oclml_tensor_buffer(const oclml_tensor *tensor, cl_mem *b
                                            size_t *offset_bytes);
 
 /* ---------------------------------------------------------------------------------------------
- * Memory ops (cl/memory.cl).
+ * Memory ops (cl/ops/memory.cl).
  * ------------------------------------------------------------------------------------------- */
 
 /* dst[i] = value for every element. */
@@ -682,7 +682,7 @@ OCLML_API void oclml_loss_params_init(oclml_loss_params *params);
  * work-group's registers (up to 32 floats a work-item: 32768 classes on 1024-wide work-groups)
  * read the logits once and write dlogits once, and so do rows of class indices up to 51200
  * classes where 1024-wide work-groups and 48 KiB of local memory run (registers plus local
- * memory), except on GPUs, where such rows take the chunked path (measured faster); longer rows
+ * memory), except on GPUs, where such rows take the chunked path (faster there); longer rows
  * read them twice. NaN in a row makes its loss and dlogits NaN, and so does a +inf logit (inf -
  * inf, as PyTorch's log_softmax). A class index that is
  * neither ignore_index nor an integer in [0, C) makes its row's loss and gradients NaN (PyTorch

@@ -115,7 +115,7 @@ def tables(device=None):
         if device and dev != device:
             continue
         if suite == "coldstart":
-            print("\n### %s, %s\n" % (dev, suite))
+            print("\n### %s, %s %s\n" % (dev, suite, rows[0].get("date", "") if rows else ""))
             print("| op | context ms | first call, empty caches, ms | with liboclml's disk cache, ms |")
             print("|---|---|---|---|")
             for r in rows:

@@ -948,7 +948,7 @@ int main(int argc, char **argv) {
 
     /* The switch: the smallest size from which Xgemm is as fast as XgemmDirect (within 2%) at
      * every larger size; where Xgemm never caught up, just past the largest size timed (a guess
-     * at twice that once put 2048^3 on XgemmDirect on the H100, at 0.6x Xgemm's speed). */
+     * at twice that put 2048^3 on XgemmDirect on the H100, at 0.6x Xgemm's speed). */
     long sw_best = 0;
     if (sw_ok[0] && sw_ok[1]) {
         int first = n_sw;

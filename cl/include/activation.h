@@ -15,11 +15,11 @@
 inline float relu_f(float x) { return (x > 0.0f || isnan(x)) ? x : 0.0f; }
 inline float gelu_tanh_u(float x) { return GELU_K * (x + GELU_C * x * x * x); }
 /* erfc without branches (Numerical Recipes' erfcc, fractional error 1.2e-7), so that a product's
- * epilogue interleaves the activations of its accumulators: NVIDIA's erfc made the GELU epilogue
- * of a linear layer cost 20% of the product on the H100, this 12% (bench/RESULTS.md). TwoSum and
- * the exact split of z^2 keep the exponent's rounding out of the result: within 4.1e-7 of a
- * double erfc over [-9, 9]. Past z = 10.1 erfc is below the smallest float (and z^2's split
- * would be NaN at infinity): 0 there, NaN stays NaN. */
+ * epilogue interleaves the activations of its accumulators: NVIDIA's erfc branches per element,
+ * which serialised a linear layer's GELU epilogue (bench/DECISIONS.md, "Branch-free erfc").
+ * TwoSum and the exact split of z^2 keep the exponent's rounding out of the result: within
+ * 4.1e-7 of a double erfc over [-9, 9]. Past z = 10.1 erfc is below the smallest float (and
+ * z^2's split would be NaN at infinity): 0 there, NaN stays NaN. */
 inline float oclml_erfc(float x) {
     const float z = fabs(x), t = 1.0f / fma(0.5f, z, 1.0f);
     float p = 0.17087277f;

@@ -1,7 +1,7 @@
-/* What the attention kernels share (cl/ops/attention.cl on FMAs, attention_mma.cl on tensor
- * cores): tensor addressing in either layout, the table of a query block's rows, the key range a
- * block can see, and the masked score. Includers define HEAD_DIM, BQ (rows a block) and NT
- * (work-items a work-group) first. */
+/* What the attention kernels share (cl/ops/attention.cl on FMAs, cl/ops/attention_fwd_mma.cl
+ * and attention_bwd_mma.cl on tensor cores): tensor addressing in either layout, the table of a
+ * query block's rows, the key range a block can see, and the masked score. Includers define
+ * HEAD_DIM, BQ (rows a block) and NT (work-items a work-group) first. */
 #ifndef OCLML_ATTENTION_H
 #define OCLML_ATTENTION_H
 
@@ -136,10 +136,9 @@ OCLML_INLINE void warp_key_span(uint R0, uint n_rows, uint LQ, int klen, int shi
 #define WHOLE_BLOCKS 1 /* 0: every score through masked_score's positional tests */
 #endif
 /* Whether keys [j0, j0 + n) lie in [lo, hi), which every row of a tile sees: its scores need no
- * positional test (scaled_score), a warp-uniform branch. The float4 forward takes it: on the
- * H100 (2026-11-27 12:22 UTC, B4 H16 L4096, two rounds) 5.48-5.50 -> 5.25 ms at head dim 64
- * (causal 2.96-2.97 -> 2.75-2.78) and 11.65 -> 11.54-11.57 at 128 (causal 6.41-6.43 ->
- * 6.15-6.20). The dK/dV kernel ran 0.8-1.8% slower with it (two loops of its P): left out. */
+ * positional test (scaled_score), a warp-uniform branch. The float4 forward takes it (1-7%
+ * faster on the H100); the dK/dV kernel does not, whose P it would split into two loops
+ * (0.8-1.8% slower) (bench/DECISIONS.md, "No positional tests"). */
 OCLML_INLINE bool whole_block(int j0, int n, int lo, int hi) {
     return WHOLE_BLOCKS && j0 >= lo && j0 + n <= hi;
 }

@@ -142,9 +142,9 @@ OCLML_INLINE void load_a(float a[DPART][4], __global const float *src, const ulo
  * measured it): each tile sums CHUNK_STEPS 8-deep steps at a time from zero, and fp32 adds carry
  * the total. A chunk's B values are all read before its products, and the chunk's steps run
  * over every column tile in turn, each of a's values split once: read one at a time before the
- * product that takes it, each read's latency stood in the way (H100, 2026-11-27, B4 H16 L4096,
- * with accumulate_product's reads batched too: forward 6.52-6.62 -> 5.9-6.0 ms at head dim 64,
- * 14.6-14.7 -> 13.4-13.7 at 128). */
+ * product that takes it, each read's latency stands in the way (with accumulate_product's reads
+ * batched too, the forward runs 8-10% faster on the H100: bench/DECISIONS.md, "Reads batched
+ * before the products"). */
 OCLML_INLINE void score_product(float s[KTILES][4], float a[DPART][4], __local const float *blk,
                                 uint gid, uint tig EMU_PARAMS) {
 #pragma unroll
@@ -394,11 +394,10 @@ OCLML_INLINE void stage_rows(__local float *blk, __global const float *src,
  * entries too) along dimension 1, in groups of one work-item. Block-major, the groups run block
  * by block over every head rather than head by head: under positional masks (a causal mask or a
  * window: wl or wr >= 0) a block's work depends on its position, and head by head the last
- * head's heaviest blocks started when the launch was nearly done. On the H100 (2026-11-27 15:32
- * UTC, B4 H16 L4096, two rounds) the causal forward went 6.05-6.07 -> 5.76-5.82 ms at head dim
- * 128 and 2.74 -> 2.62 at 64, the causal backward 20.6 -> 18.0 (with the dQ GEMM's rows block-
- * major too, gemm.cl's BAND_BLOCK_MAJOR); full attention's dQ kernel lost 3% (its heads' K and V
- * leave the L2 cache), its forward tied. */
+ * head's heaviest blocks start when the launch is nearly done. Block-major, the causal forward
+ * runs 4-5% faster on the H100 and the causal backward 13% (with the dQ GEMM's rows block-major
+ * too, gemm.cl's BAND_BLOCK_MAJOR); full attention's dQ kernel loses 3% so (its heads' K and V
+ * leave the L2 cache) and its forward ties (bench/DECISIONS.md, "Work-groups block-major"). */
 OCLML_INLINE uint2 group_of(bool block_major) {
     const uint block = (uint)get_group_id(0), head = (uint)get_group_id(1);
     return block_major
@@ -442,11 +441,11 @@ OCLML_INLINE uint2 group_of(bool block_major) {
  * given): its scores there would all be -inf, leaving its running maximum, sum and accumulators
  * exactly as they are. Under a causal mask, warps above the diagonal of a row block's last key
  * blocks skip them (at head dim 128, 16-key blocks: 28 of the 64 warp-blocks of the diagonal).
- * On the H100 (2026-11-27 05:30 UTC, B4 H16 L4096, two rounds alternating) the causal forward
- * went 6.69-6.76 -> 6.54-6.59 ms at head dim 128 and tied at 64 (32-key blocks: 2 of 8); the
- * same skip in the dQ kernel tied at 128 and ran 1.5-2% slower at 64, full or causal, and is
- * not there. Not with the emulated instruction, whose barriers every work-item must reach, nor
- * where warps share rows (their parts meet at barriers). */
+ * That runs the causal forward about 2% faster on the H100 at head dim 128 and ties at 64
+ * (32-key blocks: 2 of 8); the same skip in the dQ kernel ties at 128 and loses 1.5-2% at 64,
+ * full or causal, and is not there (bench/DECISIONS.md, "Forward warps skip"). Not with the
+ * emulated instruction, whose barriers every work-item must reach, nor where warps share rows
+ * (their parts meet at barriers). */
 #if MMA_EMULATE
 #define WARP_SKIPS(kb, lo, hi) false
 #else

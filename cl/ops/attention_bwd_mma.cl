@@ -263,8 +263,8 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
 #endif
 #endif
     MMA_LOCALS
-    /* Block-major also with full attention where dS goes out: on the H100 (2026-11-27 15:32
-     * UTC) the backward of B4 H16 L4096 D128 took 35.3 ms against 36.1-36.6 head by head. */
+    /* Block-major also with full attention where dS goes out: 2-3% faster on the H100 than
+     * head by head (bench/DECISIONS.md, "Work-groups block-major"). */
     const uint2 group = group_of(DS_OUT || BY_POSITION);
     const uint bh = bh0 + group.y, b = bh / HKV, hkv = bh % HKV;
     const uint n_rows = H / HKV * LQ;

@@ -177,9 +177,8 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 /* The forward with every fragment value of K and V read as part of a float4 (VEC_FRAGMENTS in
  * attention_mma.h, whose layout it follows: vec_col(c, tig, false) and VEC_K_LD for K, K_LD for
  * V). Its two products are vec_score_product's and vec_accumulate's, written out here: through
- * those helpers (as the dQ kernel takes them) the forward ran 2-2.5% slower on the H100
- * (2026-11-27 05:35 UTC, B4 H16 L4096: 5.69 -> 5.79-5.83 ms at head dim 64, 12.25-12.34 ->
- * 12.56-12.64 at 128, two rounds alternating), with the same layout and instructions. O^T's
+ * those helpers (as the dQ kernel takes them) the forward runs 2-2.5% slower on the H100 with
+ * the same layout and instructions (bench/DECISIONS.md, "dQ and dK/dV read"). O^T's
  * query rows take their softmax factors from the work-items of rows gid: four shuffles a
  * block.
  * With FWD_PAIRS (head dims 192 and 256) two warps share 16 rows, each with half of the head dim

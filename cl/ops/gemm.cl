@@ -355,16 +355,16 @@ OCLML_INLINE void store_chunk(__local float *t, float4 v, uint c, uint tile_rows
 #ifndef A_BANDED
 #define A_BANDED 0
 #endif
-/* A banded A's block rows run bottom first, the heaviest (the most of K) starting first: the
- * causal dQ GEMM of attention's backward at B4 H16 L4096 D128 took the backward 20.49-20.51 ->
- * 20.31-20.41 ms on the H100 (2026-11-27 12:35 UTC, two rounds). 0: the plain order. */
+/* A banded A's block rows run bottom first, the heaviest (the most of K) starting first, so
+ * that no heavy block starts when the launch is nearly done (attention's causal dQ GEMM;
+ * bench/DECISIONS.md, "A lower-banded A"). 0: the plain order. */
 #ifndef BAND_HEAVY_FIRST
 #define BAND_HEAVY_FIRST 1
 #endif
 /* With BAND_BLOCK_MAJOR a banded product's work-groups run row block by row block over every
  * batch entry (and K split) rather than entry by entry, where the last entry's heaviest rows
- * started when the launch was nearly done: the causal backward above took 18.55-18.59 -> 18.00
- * ms (H100, 2026-11-27 15:32 UTC, two rounds, attention's kernels block-major in both). */
+ * would start when the launch is nearly done (about 3% of attention's causal backward on the
+ * H100: bench/DECISIONS.md, "A lower-banded A"). */
 #ifndef BAND_BLOCK_MAJOR
 #define BAND_BLOCK_MAJOR 1
 #endif
@@ -419,9 +419,9 @@ OCLML_INLINE block_pos block_of(uint M, uint N, uint K, uint ksplit, uint kchunk
  * bias at (0, 0) and is never stored), so that a tile's unrolled epilogue is one straight-line
  * block whose activations the compiler interleaves. Under a bounds test each element was its
  * own branch, run one after another: the GELU epilogue cost a linear layer 10% of its product on
- * the H100 (bench/RESULTS.md). with_beta: the caller's one test of beta != 0 (beta == 0 does not
- * read C, which may hold NaN). epilogue_store writes the pre-activation and act(z) where (r, c)
- * lies inside. */
+ * the H100 (bench/DECISIONS.md, "Epilogue as straight-line code"). with_beta: the caller's one
+ * test of beta != 0 (beta == 0 does not read C, which may hold NaN). epilogue_store writes the
+ * pre-activation and act(z) where (r, c) lies inside. */
 OCLML_INLINE float epilogue_value(__global const float *C, uint ldc, __global const float *bias,
                                   uint M, uint N, uint r, uint c, float acc, float alpha,
                                   float beta, bool with_beta) {
@@ -541,7 +541,7 @@ OCLML_INLINE void epilogue_store(__global float *C, uint ldc, __global float *pr
  * the newest GEMM_STAGES - 2 groups means this tile has landed; the barrier then shows every
  * work-item's copies, and says everyone is done with the buffer the next copies overwrite (the
  * one multiplied last iteration). Those copies go out after this tile's products, so that the
- * products start right after the barrier (H100, 2026-11-26: 0.5-1.5% faster than issuing them
+ * products start right after the barrier (0.5-1.5% faster on the H100 than issuing them
  * first). */
 #define GEMM_MAINLOOP(COMPUTE)                                                    \
     const uint tiles = p.kbegin < p.kend ? (p.kend - p.kbegin - 1) / BK + 1 : 0u; \

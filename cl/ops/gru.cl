@@ -4,7 +4,7 @@
  *   TORCH: n = tanh(W_in x + b_in + r * (W_hn h + b_hn))
  *   CHO:   n = tanh(W_in x + b_in + W_hn (r*h) + b_hn)
  *   h' = (1 - z) * n + z * h
- * flags: GRU_B_IH | GRU_B_HH (common.cl). */
+ * flags: GRU_B_IH | GRU_B_HH (gru_abi.h). */
 #include "rows.h"
 #include "ptx.h"
 #include "gru_abi.h"

@@ -57,9 +57,9 @@ __kernel void oclml_max_pool2d(__global const float *x, ulong x_off, __global fl
  * planes x P rows of Q outputs): the planes' H = 2P rows stack into rows of W floats, and output
  * row R reads input rows 2R and 2R + 1, so a work-item finds its window with one division and no
  * plane index (TWO_ROWS: the first input row's offset). Against the planes as units (a division
- * by the plane, another by the row within it) the 8x8 planes' max-pool went 1.72-1.82 -> 2.02-2.11
- * TB/s on the H100 (2026-11-27 16:07 UTC, six alternating rounds), the SiLU-fused one 1.66-1.73
- * -> 1.69-1.82; larger planes and the backward tied. */
+ * by the plane, another by the row within it) this runs the 8x8 planes' max-pool, which is
+ * launch- and latency-bound, about 15% faster on the H100; larger planes and the backward tie
+ * (bench/DECISIONS.md, "The 2x2 max-pools index the tensor as rows"). */
 #define TWO_ROWS(row) (2 * (row)*W)
 
 #if OCLML_WANT(oclml_max_pool2d_2x2)
@@ -142,8 +142,8 @@ __kernel void oclml_max_pool2d_backward(__global const float *x, ulong x_off,
  * side by side, reads their 8 inputs once (vload4 of two rows) and writes all 8 gradients, dy
  * at each window's first maximum (window4_max's order) and 0 elsewhere, each times act'(x) as
  * the unfused unary backward would (0 act'(x) keeps a NaN or infinite derivative's NaN). The
- * general kernel, which re-derives every window's maximum for each of its inputs, ran the
- * encoder's planes at 0.25 ms a layer on the H100 (2026-11-26). */
+ * general kernel re-derives every window's maximum for each of its inputs (0.25 ms a layer of
+ * the encoder on the H100). */
 OCLML_INLINE uint window4_argmax(float a, float b, float c, float d) {
     uint at = 0;
     float m = a;

@@ -7,11 +7,9 @@
  * columns.
  * Where: the tuning key conv.direct_dw (1 wherever it applies: every shape; 0 never); by default
  * (-1) where the products run on tensor cores and a group has at most MAX_COLUMNS columns and at
- * least MIN_ROWS output channels. On the
- * H100 (2026-11-26 14:30 UTC, against the GEMM paths' best): 3 channels of 5x5 taps into 32
- * (N256 64x64) 1.12 -> 0.49 ms, a 1x1 from 64 channels into 256 (N64 56x56) 0.53 -> 0.37 ms;
- * 3 channels of 7x7 taps at stride 2 (147 columns) tied, 1 channel of 3x3 taps tied, and 576 or
- * 800 columns lost 1.1-1.3x. */
+ * least MIN_ROWS output channels: against the GEMM paths' best on the H100, an image model's
+ * first layer (75 columns) runs 2.3x faster and a 1x1 from 64 channels 1.4x, where 147 columns
+ * tie and 576 or more lose 1.1-1.3x (bench/DECISIONS.md, "Direct weight gradient"). */
 #include "ops/conv.h"
 #include "ops/ops.h"
 
@@ -56,9 +54,9 @@ static bool plan_of(oclml_ctx *ctx, const conv_shape *s, direct_plan *p) {
     if (tc > most_tc) tc = most_tc;
     const long forced_tp = oclml__tune(ctx, "conv.direct_dw_grid", 0),
                forced_groups = oclml__tune(ctx, "conv.direct_dw_grid", 1);
-    /* Chunks of 64 positions, 32 for tiles wider than 64 columns (H100, 14:30 UTC: the 76-column
-     * tile of 3 channels of 5x5 taps ran 0.49 ms with 32, 0.82 with 64; the 64-column tile of a
-     * 1x1 from 64 channels 0.42 with 32, 0.37 with 64). */
+    /* Chunks of 64 positions, 32 for tiles wider than 64 columns: on the H100 the 76-column tile
+     * of 3 channels of 5x5 taps runs 1.7x faster with 32, the 64-column tile of a 1x1 from 64
+     * channels 1.1x faster with 64 (bench/DECISIONS.md, "Direct weight gradient"). */
     unsigned tp = forced_tp == 32 || forced_tp == 64 || forced_tp == 128 ? (unsigned)forced_tp
                   : tc > 64                                              ? 32
                                                                          : CHUNK_POSITIONS;

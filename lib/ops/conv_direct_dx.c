@@ -4,9 +4,9 @@
  * and col2im folds 25 unfolded copies of the image. The same kernel, with the bias, is the
  * forward of a transposed convolution into an image's colour channels (a decoder's last layer).
  * Where: the tuning key conv.direct_dx (1 wherever it applies, 0 never); by default (-1) where
- * the products run on tensor cores, as timed there against the GEMM paths (H100, 2026-11-26
- * 17:07 UTC, alternating): 3 channels from 32 of 5x5 taps (N256 64x64) 0.80 -> 0.286 ms, 3 from
- * 16 of 3x3 (N64 128x128) 0.30 -> 0.087 ms, 1 from 32 of 5x5 (N256 28x28) 0.066 -> 0.061 ms.
+ * the products run on tensor cores: against the GEMM paths on the H100, 3 channels from 32 of
+ * 5x5 taps run 2.8x faster, 3 from 16 of 3x3 3.4x, 1 from 32 on 28x28 planes 1.1x
+ * (bench/DECISIONS.md, "Direct data gradient").
  * Applies to at most MOST_CHANNELS channels and MOST_TAPS taps a side, on devices with 256
  * work-items a group and the local memory the tile needs; by default only to planes of at least
  * AUTO_MIN_PLANE positions (the sizes timed). */

@@ -7,7 +7,8 @@
  *                    per image, B the transposed gather), split K summing the images
  * Where: the tuning keys conv.implicit (every pass), conv.implicit_dx and conv.implicit_dw; by
  * default where the GEMM runs on tensor cores (FMA devices keep CLBlast on the unfolded copy) and
- * the shape suits the gathered product, as measured on the H100 (bench/RESULTS.md, 2026-11-23):
+ * the shape suits the gathered product, as timed on the H100 (bench/DECISIONS.md, "Implicit
+ * GEMM per pass" and "Gathered weight gradient"):
  *   - the forward and the data gradient where each image gives the product at least
  *     MIN_GATHERED_COLUMNS columns: the gathered products are batched per image, and 8x8 or
  *     14x14 planes leave most of a 128-column tile empty where the unfolded copy of many images
@@ -15,8 +16,8 @@
  *   - the data gradient also needs MIN_GATHERED_ROWS input channels (a group's rows: with 3
  *     it ran 2.5x slower);
  *   - the weight gradient only where a group has at most MAX_GATHERED_DW_ROWS output channels
- *     (the product's rows) and at least MIN_GATHERED_ROWS input channels: with the long-K
- *     planner rule (2026-11-26) the segmented product ran 1.07x and 1.14x faster at 64 output
+ *     (the product's rows) and at least MIN_GATHERED_ROWS input channels: with the GEMM
+ *     planner's long-K rule the segmented product runs 1.07x and 1.14x faster at 64 output
  *     channels (C32 32x32 and C64 56x56), 1.4x to 2x slower at 128 and 256 and 2x slower with
  *     3 input channels. */
 #include "ops/conv.h"

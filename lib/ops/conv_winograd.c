@@ -10,22 +10,16 @@
  *   weight grad.   the adjoints: dy's 2x2 blocks transformed (D = A dy A^T), (R+1)^2 products
  *                  dU[e] = D[e] V[e]^T summed over the tiles, dw = G^T dU G
  * Where: the tuning key conv.winograd (1 wherever it applies, 0 never); by default (-1) where the
- * products run on tensor cores and the channels reach a floor, as measured on the H100 against
- * the implicit GEMM and im2col paths (bench/RESULTS.md, 2026-11-26):
- *   - 3x3 forward and data gradient: both channel counts at least MIN_CHANNELS. With 96, 128
- *     and 256 channels (28x28, 28x28, 14x14 planes) they ran 1.3x-1.5x, 1.3x and 2.2x-2.5x
- *     faster; with 64 (56x56) and 32 channels 1.2x and 1.6x slower, the shallow products not
- *     paying for the transforms' traffic;
+ * products run on tensor cores and the channels reach a floor, set where Winograd beat the
+ * implicit GEMM and im2col paths on the H100 (bench/DECISIONS.md, "Convolution"):
+ *   - 3x3 forward and data gradient: both channel counts at least MIN_CHANNELS. From 96
+ *     channels they run 1.3x-2.5x faster; with 64 and 32 channels 1.2x and 1.6x slower, the
+ *     shallow products not paying for the transforms' traffic;
  *   - 5x5 forward and data gradient: a product depth of MIN_DEPTH_5X5 and MIN_ROWS_5X5 rows
- *     (15:10 UTC, batch 256): 128 -> 256 channels at 8x8 forward 0.92 -> 0.42 ms, data gradient
- *     0.85 -> 0.37; 64 -> 128 at 16x16 0.73 -> 0.69 and 0.80 -> 0.54; 32 -> 64 at 32x32 the
- *     forward (depth 32) 0.79 -> 1.22, the data gradient (depth 64) 1.15 -> 1.02; 3 -> 32 lost
- *     1.6-6.5x;
+ *     (the forward of 32 -> 64 channels, depth 32, ran 1.5x slower; 3 -> 32 1.6-6.5x slower);
  *   - weight gradient: both at least MIN_CHANNELS_DW. Its products run over the tiles (a long
- *     K, split for the compute units) and won everywhere measured: at 3x3 32 channels (32x32
- *     planes) 0.26 -> 0.175 ms, 64 (56x56) 0.82 -> 0.53, 96 0.28 -> 0.15, 128 0.75 -> 0.375,
- *     256 (14x14) 0.55 -> 0.24, 512 (7x7) 0.57 -> 0.24; at 5x5 32 -> 64 1.53 -> 1.10, 64 -> 128
- *     1.30 -> 0.71, 128 -> 256 0.98 -> 0.46.
+ *     K, split for the compute units) and won at every size measured, 3x3 and 5x5, from 32
+ *     channels (1.4x-2.4x faster).
  * 5x5 results are within 2.3e-7 of sum |x w| against the double definition (3x3 and the GEMM
  * paths: 2-9e-8). */
 #include "ops/conv.h"
@@ -157,10 +151,9 @@ static oclml__gemm_desc products(const winograd_conv *v, cl_mem U, cl_mem V, cl_
 
 /* Images a chunk: as many as keep its two transformed workspaces ((R + 1)^2 (C + K) floats a tile)
  * within the device's workspace (caps.workspace_bytes), or conv.chunk. Fewer, larger chunks
- * won: on the H100 (2026-11-26 17:12 UTC, alternating) the encoder's 5x5 layers at batch 256 in
- * one chunk instead of 128 MiB ones ran forward+backward 2.99 -> 2.71 ms (32 -> 64 channels,
- * 32x32), 2.02 -> 1.76 (64 -> 128, 16x16; forward 0.70 -> 0.60) and 1.29 -> 1.14 (128 -> 256,
- * 8x8), where chunks small enough for L2 (4 to 32 images) lost 1.1-8x to launches. */
+ * win: the encoder's 5x5 layers at batch 256 in one chunk run 1.1x-1.15x faster on the H100
+ * than in 128 MiB ones, where chunks small enough for L2 (4 to 32 images) lose 1.1-8x to
+ * launches (bench/DECISIONS.md, "Winograd's workspace"). */
 static size_t chunk_of(oclml_ctx *ctx, const winograd_conv *v, size_t TH, size_t TW) {
     const size_t per_image = products_of(v) * (v->C + v->K) * TH * TW;
     size_t nb = ctx->caps.workspace_bytes / (per_image * sizeof(float) + 1);

@@ -1,5 +1,5 @@
 /* Elementwise ops: unary functions and their backward, binary ops with a tensor, a scalar or a
- * broadcast row (cl/elementwise.cl). */
+ * broadcast row (cl/ops/elementwise.cl). */
 #include "ops/ops.h"
 
 #include <stdio.h>

@@ -110,16 +110,13 @@ static bool tile_fits(const oclml_ctx *ctx, const gemm_plan *p, const oclml__gem
 
 /* Tensor-core tiles, largest first: block rows, columns, K depth, warps along rows and columns;
  * then the cap on the blocks a compute unit may get (0: any number), and the tile's asynchronous
- * copy stages where the operands allow them (0: staging registers). On the H100 the 128 x 128
- * tile was fastest at 2048^3 (2 blocks a unit; tools/dev/gemm_sweep.sh, 2026-11-23), and from
- * 4096^3 on (8 blocks a unit and more, K below LONG_K) 64 x 128 with 4 copy stages (2026-11-26
- * 11:28 UTC): 59.5 / 60.1 / 57.5 TFLOP/s at 4096^3, 8192^3 and 8192x4096x1024 where 128 x 64
- * with 4 stages ran 53.5 / 55.3 / 52.1, with the same 32 x 64 warp tiles arranged 4 x 1 in a
- * 128 x 64 block 53.0 / 54.4, 96 x 128 or 64 x 256 slower still; the swizzle group (GROUP_M 4
- * to 32) and register caps (168: 3 blocks a unit, some spills) gained nothing or lost. 128 x 64
- * stays for products whose columns a 128-wide tile would pad. choose_stages applies stages to
- * untransposed operands only: transposed ones (a linear layer's x W^T) ran 7-17% slower with
- * them on either tile; 64 x 128 without stages runs those as 128 x 64 did (1.21-1.34 ms). */
+ * copy stages where the operands allow them (0: staging registers). 128 x 128 suits products of
+ * up to 2 blocks a compute unit (the tile sweep, tools/dev/gemm_sweep.sh); from 8 blocks a unit
+ * on (K below LONG_K) 64 x 128 with 4 copy stages beats 128 x 64 with stages, other warp
+ * arrangements, 96 x 128 and 64 x 256 by about 10% on the H100, where other swizzle groups and
+ * register caps gain nothing (bench/DECISIONS.md, "64 x 128 blocks"). 128 x 64 stays for
+ * products whose columns a 128-wide tile would pad. choose_stages applies stages to
+ * untransposed operands only. */
 static const unsigned MMA_TILES[][7] = {
     {128, 128, 16, 2, 4, 4, 0}, {64, 128, 16, 2, 2, 0, 4}, {128, 64, 16, 2, 2, 0, 4},
     {64, 64, 32, 2, 2, 0, 0},   {32, 64, 32, 1, 2, 0, 0},  {16, 64, 32, 1, 4, 0, 0},
@@ -164,13 +161,9 @@ static bool takes_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_p
 }
 
 /* The depth from which the 128 x 128 tile, staged through registers, runs products of any size
- * (choose_mma_tile): neither giving way to copy stages nor capped at 4 blocks a compute unit. On
- * the H100 (2026-11-27 19:52 UTC, three rounds alternating, ms) 64 x 128 with 4 stages against
- * it: 8192^3 17.74-17.97 against 17.35-17.44 (in four earlier commands 17.38-18.28 against
- * 17.43-17.46: 64 x 128 now and then ran 3% slower), 4096 x 4096 x 16384 8.82-8.87 against
- * 8.70-8.76, 8192 x 4096 x 8192 8.79-8.84 against 8.72-8.78, 4096 x 4096 x 8192 4.42-4.46
- * against 4.40-4.44; at K 4096 it tied (8192^2 x 4096) or lost 1-5% (19:32 UTC: 4096 x 8192,
- * 8192 x 4096 and 8192^2 x 2048 or 1024, 8192 x 4096 x 1024). */
+ * (choose_mma_tile): neither giving way to copy stages nor capped at 4 blocks a compute unit.
+ * There it is steadier and 1-2.5% faster than 64 x 128 with 4 stages on the H100, which at K
+ * 4096 it ties or loses to by 1-5% (bench/DECISIONS.md, "From depth 8192"). */
 #define LONG_K 8192
 
 /* Whether row t, staged through registers, gives way to row t + 1 (choose_mma_tile): the next
@@ -185,12 +178,9 @@ static bool gives_way_to_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, const
 /* The largest tile no taller than the rows need that still gives every compute unit a block
  * and no more blocks than its cap (the smallest where none does). A tile staged through
  * registers gives way to the next of its width where that one runs the product with copy
- * stages and K is at most 4 N: on the H100 (2026-11-27 16:22 UTC, two rounds) 64 x 128 with 4
- * stages against 128 x 128 ran 2048^3 at 58.1-58.2 TFLOP/s against 56.1-56.6, 8192x1024x4096
- * at 60.3-60.5 against 59.7-59.9, and batched products 8-12% faster (64 x 256^3 38.1-38.7
- * against 35.0-35.1, 32 x 512^3 50.5-51.4 against 46.4-47.7, 128 x 256^3 42.6-42.8 against
- * 37.8-38.1); but attention's dQ = dS K (K 8-32 N: 4096 keys against 128 columns) lost there,
- * its backward 0.5-1.05 ms slower at B4 H16 L4096 D128 (16:24 UTC, against 15:43). */
+ * stages and K is at most 4 N: the staged tile runs square and batched products 1-12% faster,
+ * but loses on deep, narrow ones such as attention's dQ = dS K (K 8-32 N), hence the bound
+ * (bench/DECISIONS.md, "64 x 128 with 4 stages in place of 128 x 128"). */
 static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     long forced[5];
     for (unsigned i = 0; i < 5; i++) forced[i] = oclml__tune(ctx, "gemm.mma_tile", i);
@@ -218,21 +208,16 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
     /* A long K on fewer blocks than compute units (a convolution's weight gradient, K over
      * images and positions; batched: Winograd's 16 products over the tiles): the largest tile,
      * with K splits for the compute units, rather than smaller tiles that would each read the
-     * operands again. On the H100 (2026-11-26) weight gradients of 128 and 256 output channels
-     * ran 1.2-1.9x faster so than on the 64 x 64 or 16 x 64 tiles the loop below picks, without
-     * splits; Winograd's batch of 16 products 2-2.6x faster with splits than as 16 products
-     * with splits each (14:45 UTC). */
+     * operands again: 1.2-1.9x faster for weight gradients of 128 and 256 output channels on
+     * the H100 than the split-less 64 x 64 or 16 x 64 tiles the loop below picks
+     * (bench/DECISIONS.md, "Planner rules for convolution products"). */
     const bool long_k = d->k >= 4 * (d->m > d->n ? d->m : d->n);
     /* Batched products of depth up to 128 take the 64 x 64 x 32 tile (two K tiles instead of
      * four of 16), and batched long-K ones start their search there (more blocks, fewer K
-     * splits); deeper batched products keep the search below from the largest tile. On the
-     * H100 (2026-11-26 17:20 UTC, alternating) Winograd's weight gradients ran 1.05-1.2x faster
-     * than on 128-row tiles (64 -> 128 channels 5x5 at 16x16 0.60 -> 0.50 ms, 128 -> 128 3x3 at
-     * 28x28 0.31 -> 0.27, 256 -> 256 at 14x14 0.24 -> 0.21) and its products of depth 64 to 128
-     * 1.03-1.04x (64 -> 128 5x5 forward 0.598 -> 0.575, 128 3x3 0.302 -> 0.292); depth 256 tied.
-     * The per-image products of 1x1 convolutions and implicit GEMMs (batched by image) are
-     * covered too: in the stored conv runs of 17:48 and 18:08 UTC they ran as before or faster
-     * (the 1x1 from 64 into 256 channels 0.287 -> 0.264-0.266 ms). */
+     * splits); deeper batched products keep the search below from the largest tile. Winograd's
+     * weight gradients run 1.05-1.2x faster so than on 128-row tiles, its products of depth 64
+     * to 128 1.03-1.04x, depth 256 alike; the per-image products of 1x1 convolutions and
+     * implicit GEMMs as fast or faster (bench/DECISIONS.md, "Batched products start"). */
     const unsigned batched_first = d->batch > 1 && first < BATCHED_TILE ? BATCHED_TILE : first;
     if (d->batch > 1 && !long_k && d->k <= 128) {
         set_mma_tile(p, MMA_TILES[batched_first]);
@@ -299,24 +284,20 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *
 }
 
 /* The last wave. Blocks run in waves of as many as the compute units hold at once, and a wave
- * that is partly filled takes as long as a full one: on the H100 (2026-11-26 20:40 UTC) products
- * of 7.5, 7.8 and 8.0 waves of 64 x 128 blocks (4096 x 3968, 4096^2, 4096 x 4224 x 4096) all ran
- * 2.26-2.30 ms, lone blocks no faster than pairs. So where the device's table says how many
- * warps of this kernel a compute unit runs at once (gemm.wave_warps), the blocks that would make
- * the last wave are left out of the main launch and run after it as a product of their own,
- * split over K so that its partial blocks fill the compute units; the K-split sum finishes them.
+ * that is partly filled takes as long as a full one (on the H100 products of 7.5, 7.8 and 8.0
+ * waves run equally long: bench/DECISIONS.md, "A partly filled last wave"). So where the
+ * device's table says how many warps of this kernel a compute unit runs at once
+ * (gemm.wave_warps), the blocks that would make the last wave are left out of the main launch
+ * and run after it as a product of their own, split over K so that its partial blocks fill the
+ * compute units; the K-split sum finishes them.
  * Those blocks are the last of the swizzled order: the last group of block rows, its last
  * columns (a rectangle). In K tiles of a block, split s costs ceil(blocks s / slots) rounds of
  * K / s tiles and TAIL_ROUND_TILES more (the pipeline's fill and the partials' store), and the
  * sum 3 tiles per slots-worth of partials (a read of each) and TAIL_LAUNCH_TILES for the two
- * launches; the split is taken where it saves TAIL_MIN_GAIN of a wave. The H100 (2026-11-27
- * 04:35 UTC, three rounds alternating) fits that: 8192^3 18.35-18.37 -> 18.13-18.17 ms (8 blocks
- * in 33 splits), 4096 x 3968 x 4096 2.28 -> 2.20-2.21 (136 blocks in 9 splits; the model
- * now takes 5), where 8192 x 4096 x 1024 (136 blocks in 5 splits: 1.13 waves modelled, 1.2
- * measured) ran 1.19-1.20 -> 1.21-1.22 and 4096^3 (200 blocks in 5, 0.97) 2.29-2.31 ->
- * 2.27-2.28. The first is not split; 4096^3 is, since the gain needed fell from a twentieth of a
- * wave to a fiftieth: it ran 2.25-2.29 -> 2.24-2.26 ms (19:32 and 19:43 UTC, six rounds
- * alternating), the one product of the canonical shapes between the two. */
+ * launches; the split is taken where it saves TAIL_MIN_GAIN of a wave. The constants fit the
+ * H100: with them the model splits the products that ran faster split (8192^3, 4096 x 3968 x
+ * 4096, 4096^3) and not 8192 x 4096 x 1024, which ran slower split (bench/DECISIONS.md, "The last
+ * wave split over K"). */
 #define TAIL_ROUND_TILES 6.0
 #define TAIL_LAUNCH_TILES 8.0
 #define TAIL_MIN_GAIN 0.02
@@ -386,9 +367,9 @@ static bool vec_b(const oclml__gemm_desc *d) {
  * takes fewer; else 0 (staging registers). */
 static void choose_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     long forced = oclml__tune(ctx, "gemm.stages", 0);
-    /* The table's stages only for untransposed operands: on the H100 (2026-11-23 23:50 UTC)
-     * they sped the 128 x 64 tile's NN products by 2-6% and slowed its NT product (a linear
-     * layer's x W^T) by 17%. */
+    /* The table's stages only for untransposed operands: transposed ones (a linear layer's
+     * x W^T) run 7-17% slower with them on the H100 (bench/DECISIONS.md, "Asynchronous copy
+     * stages"). */
     unsigned want = forced >= 0                              ? (unsigned)forced
                     : p->emulate || d->trans_a || d->trans_b ? 0
                                                              : p->tile_stages;

@@ -1,4 +1,4 @@
-/* Training-history encoder (cl/history.cl). */
+/* Training-history encoder (cl/ops/history.cl). */
 #include "ops/ops.h"
 
 #define FILE_CL "history.cl"

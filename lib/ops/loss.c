@@ -261,10 +261,10 @@ static bool hybrid_plan(oclml_ctx *ctx, size_t rows, size_t cols, oclml__row_pla
 }
 
 /* Rows of class indices past the registers: loss.xent_long, or by default the chunked path on
- * GPUs and registers + local memory elsewhere (not measured against each other there). On the
- * H100 at 4096 x 50257 (2026-11-26 12:10 UTC) the chunked path took 0.53 ms for the loss alone
- * against 0.69 and 1.10 with dlogits against 1.51: registers + local keeps one row of 1024
- * work-items per compute unit, whose reductions leave the memory idle. */
+ * GPUs and registers + local memory elsewhere (not measured against each other there). On GPUs
+ * registers + local keeps one row of 1024 work-items per compute unit, whose reductions leave
+ * the memory idle: on the H100 at 4096 x 50257 the chunked path takes about 0.75x its time, for
+ * the loss alone and with dlogits (bench/DECISIONS.md, "Row ops"). */
 static bool hybrid_wanted(oclml_ctx *ctx) {
     const long long_path = oclml__tune(ctx, "loss.xent_long", 0);
     return long_path > 0 || (long_path < 0 && !ctx->caps.is_gpu);

@@ -1,4 +1,4 @@
-/* Memory ops: fill and copy (cl/memory.cl). */
+/* Memory ops: fill and copy (cl/ops/memory.cl). */
 #include "ops/ops.h"
 
 oclml_status oclml_fill(oclml_ctx *ctx, oclml_tensor *dst, float value) {

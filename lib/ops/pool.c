@@ -117,10 +117,10 @@ static oclml_status launch(oclml_ctx *ctx, const oclml__program_spec *spec,
                         OCLML_ARG(Q),      OCLML_ARG(kh), OCLML_ARG(kw), OCLML_ARG(sh),
                         OCLML_ARG(sw),     OCLML_ARG(ph), OCLML_ARG(pw), OCLML_ARG(inc)};
     for (unsigned i = 0; i < 11 + (with_pad_flag ? 1u : 0u); i++) args[na++] = geo[i];
-    /* Groups of `group` work-items (pool.wg overrides), one a work unit: on the H100
-     * (2026-11-26 17:39 UTC, alternating) 64 ran the encoder's max-pools 1-5% faster than
-     * 256-item groups striding over the work (oclml__grid_1d), 512 and 1024 slower; average
-     * pooling takes the same groups, untimed. */
+    /* Groups of `group` work-items (pool.wg overrides), one a work unit: 64 runs the encoder's
+     * max-pools 1-5% faster on the H100 than 256-item groups striding over the work
+     * (oclml__grid_1d), 512 and 1024 slower (bench/DECISIONS.md, "Groups of 64 work-items");
+     * average pooling takes the same groups, untimed. */
     long wg = oclml__tune(ctx, "pool.wg", 0);
     size_t global, local; /* at most 1024 groups a unit: the kernels stride over what is left */
     oclml__grid_1d_groups(ctx, k, n, wg > 0 ? (size_t)wg : group, 1024, &global, &local);
@@ -149,9 +149,9 @@ static oclml_status pool_forward(oclml_ctx *ctx, const oclml_pool2d_params *p, o
         return launch(ctx, &AVG_FWD, t, 2, &s, p->count_include_pad, true, s.planes * s.P * s.Q,
                       DEFAULT_GROUP);
     /* Small planes of the plain max-pool (at most 16 outputs: the encoder's last, 8x8 layer):
-     * one window a work-item in groups of 256, which ran there at 2.03-2.07 TB/s on the H100
-     * against 1.39-1.97 for two windows in groups of 64 (2026-11-26 18:02 UTC, three
-     * alternating rounds); larger planes and the fused activation lost so. */
+     * one window a work-item in groups of 256, faster there on the H100 than two windows in
+     * groups of 64 (2.03-2.07 against 1.39-1.97 TB/s); larger planes and the fused activation
+     * lose so (bench/DECISIONS.md, "Planes of at most 16 outputs"). */
     if (is_2x2(&s) && act == OCLML_ACT_NONE && s.P * s.Q <= 16) {
         return launch(ctx, &SMALL_PLANES, t, 2, &s, 0, false, s.planes * s.P * s.Q, 256);
     }

@@ -1,4 +1,4 @@
-/* Device limit probe: the fp32 FMA rate (cl/probe.cl). */
+/* Device limit probe: the fp32 FMA rate (cl/ops/probe.cl). */
 #include "ops/ops.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /* Reductions: sum, max, mean, argmax along the last axis and over a whole tensor
- * (cl/reduce.cl). */
+ * (cl/ops/reduce.cl). */
 #include "ops/ops.h"
 
 #define FILE_CL "reduce.cl"

@@ -1,5 +1,5 @@
-/* RSSM ensemble rollout (cl/rssm.cl): one launch runs all T steps with P work-groups per member,
- * then one summary launch. */
+/* RSSM ensemble rollout (cl/ops/rssm.cl): one launch runs all T steps with P work-groups per
+ * member, then one summary launch. */
 #include "ops/ops.h"
 
 #include <stdio.h>

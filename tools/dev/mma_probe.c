@@ -1,7 +1,7 @@
 /* Rate of the tensor-core instruction the tiled GRU step uses (PTX mma.sync m16n8k8, TF32 in,
  * fp32 accumulate) on an NVIDIA OpenCL device, for work-group sizes and counts per SM: the
- * ceiling behind bench/RESULTS.md's "where the tiled GRU step's time goes". A developer's
- * probe, not built by default:
+ * ceiling behind bench/DECISIONS.md's entry on the tiled GRU step. A developer's probe, not
+ * built by default:
  *   cc -O2 -o mma_probe tools/dev/mma_probe.c -lOpenCL && ./mma_probe [compute units]
  * Each work-item keeps NACC independent accumulators and issues NACC products per iteration,
  * with no memory traffic; cycles per product per SM sub-partition assume the clock given

@@ -17,12 +17,15 @@ static const oclml__row_family LN_BWD = {
     FILE_CL, "oclml_layernorm_bwd", "oclml_layernorm_bwd_part oclml_layernorm_bwd_finish", 2, NULL};
 static const oclml__row_family RMS_BWD = {
     FILE_CL, "oclml_rmsnorm_bwd", "oclml_rmsnorm_bwd_part oclml_rmsnorm_bwd_finish", 2, NULL};
-/* The backward fused with dgamma/dbeta; its long_pair is the parameter pass's finish kernel. */
+/* The backward fused with dgamma/dbeta; its long_pair is the parameter pass's finish kernel. It
+ * keeps four arrays (xhat, dy, and the two parameter sums) but is planned as if two: half the
+ * work-items a row, each with twice the columns, halves the rows' reduction steps, and the
+ * registers that costs stay within what a GPU gives a work-item (bench/DECISIONS.md, row ops). */
 static const oclml__row_family LN_BWD_PARAMS = {
-    FILE_CL, "oclml_layernorm_bwd_params", NULL, 4,
+    FILE_CL, "oclml_layernorm_bwd_params", NULL, 2,
     "oclml_layernorm_bwd_params oclml_norm_param_finish"};
 static const oclml__row_family RMS_BWD_PARAMS = {
-    FILE_CL, "oclml_rmsnorm_bwd_params", NULL, 4,
+    FILE_CL, "oclml_rmsnorm_bwd_params", NULL, 2,
     "oclml_rmsnorm_bwd_params oclml_norm_param_finish"};
 /* Long rows with dgamma/dbeta: the chunked pair whose second pass also sums the parameter
  * gradients; the program holds the finish of those sums. Planned as the plain backward. */

@@ -39,6 +39,13 @@ void test_teardown(void) {
 static unsigned seed_value;
 static unsigned long long stream;
 
+bool test_sweep(void) {
+    const char *s = getenv("OCLML_TEST_SWEEP");
+    return s && *s && strcmp(s, "0") != 0;
+}
+
+int test_tier(int quick, int all) { return test_sweep() || quick > all ? all : quick; }
+
 unsigned test_seed(void) {
     if (!seed_value) {
         const char *s = getenv("OCLML_TEST_SEED");

@@ -22,6 +22,16 @@ oclml_ctx *test_ctx_new(const oclml_ctx_options *opts);
  * setenv, which is process-global). NULL: the defaults again. */
 void test_retune(const char *tuning);
 
+/* The suite's two tiers. `make check` runs the quick tier: every op's semantics, bad input, NaN
+ * and finite-difference checks, and every variant a device picks by default (PoCL's own, and a
+ * GPU's through the emulated tensor-core kernels), small shapes. `make check-sweep` sets
+ * $OCLML_TEST_SWEEP=1 and adds the variant sweeps: tiles, splits and forced paths that a device
+ * takes only when tuned to. Read in Check's parent process (no OpenCL call there). */
+bool test_sweep(void);
+/* A loop test's iteration count: all in a sweep, else quick (the first quick iterations are the
+ * quick tier's). */
+int test_tier(int quick, int all);
+
 /* The seed of this test run: $OCLML_TEST_SEED, else time-based. Printed by failing checks. */
 unsigned test_seed(void);
 /* Uniform values in [lo, hi) from a per-call stream of the run's seed. */

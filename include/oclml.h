@@ -892,6 +892,9 @@ typedef struct oclml_arena_shape {
 /* Allocates an arena for n tensors of the given shapes; parameters and gradients start at 0. */
 OCLML_API oclml_status oclml_arena_create(oclml_ctx *ctx, size_t n, const oclml_arena_shape *shapes,
                                           oclml_arena **arena);
+/* Frees the arena and its tensor views (NULL: nothing to do). While an optimizer over it is
+ * alive the call fails with OCLML_ERR_INVALID_ARGUMENT and frees nothing, as oclml_ctx_destroy
+ * does while tensors are alive: destroy the optimizers first. */
 OCLML_API oclml_status oclml_arena_destroy(oclml_arena *arena);
 /* Views of tensor i's parameter and gradient (borrowed: owned by the arena). */
 OCLML_API oclml_status oclml_arena_param(const oclml_arena *arena, size_t i, oclml_tensor **param);
@@ -940,7 +943,7 @@ OCLML_API oclml_status oclml_optim_config_init(oclml_optim_config *c, oclml_opti
 /* Creates an optimizer over a range of the arena's tensors, its state zero. A configuration that
  * torch.optim refuses (lr, eps, weight decay or momentum < 0, betas outside [0, 1), Nesterov
  * without momentum or with dampening, amsgrad with SGD) is OCLML_ERR_INVALID_CONFIG. The arena
- * must outlive the optimizer. */
+ * must outlive the optimizer: oclml_arena_destroy refuses while the optimizer is alive. */
 OCLML_API oclml_status oclml_optim_create(oclml_ctx *ctx, oclml_arena *arena,
                                           const oclml_optim_config *config, oclml_optim **opt);
 OCLML_API oclml_status oclml_optim_destroy(oclml_optim *opt);

@@ -1,5 +1,5 @@
-/* The disk cache of program binaries, across processes: a hit in a second process, corrupted and
- * truncated entries recovered, a changed option misses, unsafe directories refused, the size cap,
+/* The disk cache of program binaries, across processes: a hit in a second process, corrupted,
+ * truncated and FIFO entries recovered, a changed option misses, unsafe directories refused, the size cap,
  * the directory's mode. Each build runs in a fresh process (tests/cache_client). */
 #include "testutil.h"
 
@@ -74,14 +74,21 @@ START_TEST(hit_in_second_process) {
 }
 END_TEST
 
-static void damage_and_recover(int truncate_it) {
+typedef enum damage { CORRUPT, TRUNCATE, FIFO } damage;
+
+static void damage_and_recover(damage how) {
     char dir[1024], entry[2048];
-    test_tmpdir(dir, sizeof dir, truncate_it ? "trunc" : "corrupt");
+    test_tmpdir(dir, sizeof dir, how == TRUNCATE ? "trunc" : how == FIFO ? "fifo" : "corrupt");
     ck_assert_int_eq(client(dir, "memory.cl", NULL, 0).builds, 1);
     entry_file(dir, entry, sizeof entry);
     struct stat st;
     stat(entry, &st);
-    if (truncate_it) {
+    if (how == FIFO) {
+        /* Opening a FIFO for reading waits for a writer: the cache must not (cache_client's
+         * alarm turns a hang into a failure). */
+        ck_assert_int_eq(unlink(entry), 0);
+        ck_assert_int_eq(mkfifo(entry, 0600), 0);
+    } else if (how == TRUNCATE) {
         ck_assert_int_eq(truncate(entry, st.st_size / 2), 0);
     } else {
         FILE *f = fopen(entry, "r+b");
@@ -102,10 +109,13 @@ static void damage_and_recover(int truncate_it) {
     ck_assert_uint_eq(again.builds, 0);
 }
 
-START_TEST(corrupted_entry_recovered) { damage_and_recover(0); }
+START_TEST(corrupted_entry_recovered) { damage_and_recover(CORRUPT); }
 END_TEST
 
-START_TEST(truncated_entry_recovered) { damage_and_recover(1); }
+START_TEST(truncated_entry_recovered) { damage_and_recover(TRUNCATE); }
+END_TEST
+
+START_TEST(fifo_entry_recovered) { damage_and_recover(FIFO); }
 END_TEST
 
 START_TEST(changed_option_misses) {
@@ -187,6 +197,7 @@ int main(void) {
     tcase_add_test(tc, hit_in_second_process);
     tcase_add_test(tc, corrupted_entry_recovered);
     tcase_add_test(tc, truncated_entry_recovered);
+    tcase_add_test(tc, fifo_entry_recovered);
     tcase_add_test(tc, changed_option_misses);
     tcase_add_test(tc, unsafe_directories_refused);
     tcase_add_test(tc, size_cap_evicts_oldest);

@@ -281,19 +281,25 @@ static void find_splitk(void *user, const char *key, const char *value, const ch
     if (!strcmp(key, "gemm.splitk")) snprintf(user, 128, "%s from %s", value, source);
 }
 
-/* A shipped tuning file serves a device family: with no file of the device's own name, the name
- * cut back by its last '-'-part is found (PoCL's "pthread-<cpu>-<model>" takes pthread.jsonl). */
-START_TEST(shipped_file_of_a_device_family) {
+/* The device's tuning-file stem: its name with anything but letters and digits turned into '-'
+ * (as lib/core/tune.c names the files), no trailing '-'. */
+static void device_file_stem(char *name, size_t len) {
     oclml_ctx *ctx = test_ctx_new(NULL);
     oclml_device_info d;
     ASSERT_OK(oclml_ctx_device_info(ctx, &d));
     oclml_ctx_destroy(ctx);
-    char name[160];
     size_t j = 0;
-    for (const char *p = d.device_name; *p && j + 1 < sizeof name; p++)
+    for (const char *p = d.device_name; *p && j + 1 < len; p++)
         name[j++] = isalnum((unsigned char)*p) ? *p : '-';
     while (j > 0 && name[j - 1] == '-') j--;
     name[j] = '\0';
+}
+
+/* A shipped tuning file serves a device family: with no file of the device's own name, the name
+ * cut back by its last '-'-part is found (PoCL's "pthread-<cpu>-<model>" takes pthread.jsonl). */
+START_TEST(shipped_file_of_a_device_family) {
+    char name[160];
+    device_file_stem(name, sizeof name);
     char *cut = strrchr(name, '-');
     if (!cut) return; /* a one-part name has no family */
     char exact[1400], dir[1024], sub[1100], family[200];
@@ -310,12 +316,156 @@ START_TEST(shipped_file_of_a_device_family) {
     oclml_ctx_options_init(&o);
     snprintf(sub, sizeof sub, "%s/cl", dir);
     o.kernel_path = sub;
-    ctx = test_ctx_new(&o);
+    oclml_ctx *ctx = test_ctx_new(&o);
     char got[128] = "";
     ASSERT_OK(oclml_ctx_tuning(ctx, find_splitk, got));
     oclml_ctx_destroy(ctx);
     if (access(exact, R_OK) != 0) /* the device's own file, where the tree ships one, wins */
         ck_assert_str_eq(got, "7 from shipped file");
+}
+END_TEST
+
+/* Every message of a context's log, one a line, each behind its level's number. */
+typedef struct log_lines {
+    char text[16384];
+    size_t used;
+    int warnings, errors;
+} log_lines;
+
+static void keep_log(void *user, oclml_log_level level, const char *msg) {
+    log_lines *l = user;
+    l->warnings += level == OCLML_LOG_WARN;
+    l->errors += level == OCLML_LOG_ERROR;
+    if (l->used < sizeof l->text)
+        l->used += (size_t)snprintf(l->text + l->used, sizeof l->text - l->used, "%d %s\n",
+                                    (int)level, msg);
+}
+
+/* Warning lines (level OCLML_LOG_WARN) of the log that contain all of a, b and c. */
+static int warnings_with(const log_lines *l, const char *a, const char *b, const char *c) {
+    int n = 0;
+    char prefix[8];
+    snprintf(prefix, sizeof prefix, "%d ", (int)OCLML_LOG_WARN);
+    for (const char *line = l->text; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[2048];
+        snprintf(buf, sizeof buf, "%.*s", (int)len, line);
+        n += !strncmp(buf, prefix, strlen(prefix)) && strstr(buf, a) && strstr(buf, b) &&
+             strstr(buf, c);
+        line += len + (end != NULL);
+    }
+    return n;
+}
+
+/* Where a tuning file is looked up, something that is not a regular file (a FIFO, whose open
+ * for reading would wait for a writer forever; a directory) is skipped with a warning, and the
+ * lookup goes on to the next candidate. An alarm turns a regression into a failure, not a hang. */
+START_TEST(non_regular_tuning_files_skipped) {
+    char name[160];
+    device_file_stem(name, sizeof name);
+    char exact[200], family[200] = "", shipped[1400];
+    snprintf(exact, sizeof exact, "%s.jsonl", name);
+    snprintf(shipped, sizeof shipped, "%s/tuning/%s", getenv("OCLML_TEST_SRCDIR"), exact);
+    char *cut = strrchr(name, '-');
+    /* The device's own file, where the tree ships one, would win over the family's. */
+    if (cut && access(shipped, R_OK) != 0) {
+        *cut = '\0';
+        snprintf(family, sizeof family, "%s.jsonl", name);
+    }
+    for (int fifo = 1; fifo >= 0; fifo--) {
+        char dir[1024], sub[1100], cache[1100], path[2400];
+        test_tmpdir(dir, sizeof dir, fifo ? "fifo" : "dirfile");
+        snprintf(sub, sizeof sub, "%s/cl", dir);
+        ck_assert_int_eq(mkdir(sub, 0700), 0);
+        snprintf(sub, sizeof sub, "%s/tuning", dir);
+        ck_assert_int_eq(mkdir(sub, 0700), 0);
+        snprintf(cache, sizeof cache, "%s/cache", dir);
+        ck_assert_int_eq(mkdir(cache, 0700), 0);
+        snprintf(path, sizeof path, "%s/tuning", cache);
+        ck_assert_int_eq(mkdir(path, 0700), 0);
+        /* The shipped file of the device's own name and the cache directory's tuned file. */
+        const char *places[2] = {sub, path};
+        char at[2][2600];
+        for (int i = 0; i < 2; i++) {
+            snprintf(at[i], sizeof at[i], "%s/%s", places[i], exact);
+            ck_assert_int_eq(fifo ? mkfifo(at[i], 0600) : mkdir(at[i], 0700), 0);
+        }
+        /* Past the skipped shipped file, the family's is found. */
+        if (family[0])
+            test_write_file(sub, family, "{\"key\": \"gemm.splitk\", \"value\": \"7\"}\n");
+        log_lines log = {0};
+        oclml_ctx_options o;
+        oclml_ctx_options_init(&o);
+        snprintf(sub, sizeof sub, "%s/cl", dir);
+        o.kernel_path = sub;
+        o.cache_dir = cache;
+        o.log_fn = keep_log;
+        o.log_user = &log;
+        alarm(120);
+        oclml_ctx *ctx = test_ctx_new(&o);
+        alarm(0);
+        const char *kind = fifo ? "a FIFO" : "a directory";
+        ck_assert_msg(warnings_with(&log, "skipped", exact, kind) == 2,
+                      "expected one warning for each of the two places, naming %s:\n%s", kind,
+                      log.text);
+        ck_assert_int_eq(log.errors, 0);
+        char got[128] = "";
+        ASSERT_OK(oclml_ctx_tuning(ctx, find_splitk, got));
+        if (family[0]) ck_assert_str_eq(got, "7 from shipped file");
+        oclml_ctx_destroy(ctx);
+        for (int i = 0; i < 2; i++) /* no FIFO left for a later reader of the build tree */
+            ck_assert_int_eq(fifo ? unlink(at[i]) : rmdir(at[i]), 0);
+    }
+}
+END_TEST
+
+/* Each skipped line of a tuned-values file is one warning that says why (no error-level message:
+ * a skipped line does not fail anything); good lines still apply. */
+START_TEST(skipped_tuning_lines_warn_once_with_reason) {
+    char name[160], dir[1024], store[1100], file[200];
+    device_file_stem(name, sizeof name);
+    snprintf(file, sizeof file, "%s.jsonl", name);
+    test_tmpdir(dir, sizeof dir, "lines");
+    snprintf(store, sizeof store, "%s/tuning", dir);
+    ck_assert_int_eq(mkdir(store, 0700), 0);
+    static const struct {
+        const char *line, *reason;
+    } BAD[] = {
+        {"rssm.split=3", "not a JSON object"},
+        {"{\"key\": \"rssm.splitt\", \"value\": \"3\"}", "unknown tuning key 'rssm.splitt'"},
+        {"{\"key\": \"rssm.split\", \"value\": \"5000\"}", "out of range"},
+        {"{\"key\": \"rssm.split\", \"value\": \"abc\"}", "bad value 'abc'"},
+        {"{\"key\": \"rssm.split\", \"value\": 3}", "no \"value\" string"},
+        {"{\"value\": \"3\"}", "no \"key\" string"},
+    };
+    const size_t n_bad = sizeof BAD / sizeof BAD[0];
+    char text[2048] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < n_bad; i++)
+        used += (size_t)snprintf(text + used, sizeof text - used, "%s\n", BAD[i].line);
+    snprintf(text + used, sizeof text - used, "\n{\"key\": \"gemm.splitk\", \"value\": \"6\"}\n");
+    test_write_file(store, file, text);
+    log_lines log = {0};
+    oclml_ctx_options o;
+    oclml_ctx_options_init(&o);
+    o.cache_dir = dir;
+    o.log_fn = keep_log;
+    o.log_user = &log;
+    oclml_ctx *ctx = test_ctx_new(&o);
+    ck_assert_msg(log.errors == 0, "a skipped line is no error:\n%s", log.text);
+    ck_assert_msg(warnings_with(&log, "tuning line skipped", "", "") == (int)n_bad,
+                  "expected %zu warnings:\n%s", n_bad, log.text);
+    for (size_t i = 0; i < n_bad; i++) {
+        char at[16];
+        snprintf(at, sizeof at, ":%zu: ", i + 1);
+        ck_assert_msg(warnings_with(&log, at, "tuning line skipped", BAD[i].reason) == 1,
+                      "line %zu should be skipped for \"%s\":\n%s", i + 1, BAD[i].reason, log.text);
+    }
+    char got[128] = "";
+    ASSERT_OK(oclml_ctx_tuning(ctx, find_splitk, got));
+    ck_assert_str_eq(got, "6 from tuned file");
+    oclml_ctx_destroy(ctx);
 }
 END_TEST
 
@@ -330,6 +480,8 @@ int main(void) {
     tcase_add_test(tc, log_callback_and_last_error);
     tcase_add_test(tc, op_list_caps_and_tuning);
     tcase_add_test(tc, shipped_file_of_a_device_family);
+    tcase_add_test(tc, non_regular_tuning_files_skipped);
+    tcase_add_test(tc, skipped_tuning_lines_warn_once_with_reason);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

@@ -591,6 +591,29 @@ START_TEST(resume_step) {
 }
 END_TEST
 
+/* An arena under a live optimizer is not freed: its destroy is refused with a text that says
+ * why, and the arena stays whole (the next step still gives the reference's values). With the
+ * optimizers gone it is freed. */
+START_TEST(arena_outlives_its_optimizers) {
+    oclml_optim_config c = config_of(&CONFIGS[4]);
+    fixture f;
+    fixture_init(&f, &c, N_MANY, MANY);
+    oclml_optim *second;
+    ASSERT_OK(oclml_optim_create(T, f.a, &c, &second));
+    for (int live = 2; live >= 1; live--) {
+        ASSERT_STATUS(oclml_arena_destroy(f.a), OCLML_ERR_INVALID_ARGUMENT);
+        const char *e = oclml_ctx_last_error(T);
+        ck_assert_msg(strstr(e, "optimizer") && strstr(e, live == 2 ? "2 " : "1 "),
+                      "the error should count the live optimizers: %s", e);
+        fill_arena(&f.l, f.g, -1, 1);
+        fixture_step(&f);
+        fixture_compare("a step after a refused arena destroy", &f);
+        if (live == 2) ASSERT_OK(oclml_optim_destroy(second));
+    }
+    fixture_free(&f); /* the optimizer, then the arena: now freed */
+}
+END_TEST
+
 /* ---- bad input ---- */
 
 START_TEST(bad_input_touches_nothing) {
@@ -857,6 +880,7 @@ int main(void) {
     tcase_add_test(tc, deterministic);
     tcase_add_test(tc, zero_grad_and_views);
     tcase_add_test(tc, resume_step);
+    tcase_add_test(tc, arena_outlives_its_optimizers);
     tcase_add_test(tc, bad_input_touches_nothing);
     tcase_add_test(tc, golden_reader);
     /* PyTorch's steps: skipped (with a note) until make_optim_golden.py has made them. */

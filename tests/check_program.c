@@ -90,6 +90,96 @@ START_TEST(compile_error_gives_build_log) {
 }
 END_TEST
 
+/* The error text of a failed op call names what failed: the OpenCL error, the kernel, the
+ * file. */
+static void assert_names(oclml_ctx *ctx, const char *what, const char *a, const char *b,
+                         const char *c, const char *d) {
+    const char *e = oclml_ctx_last_error(ctx);
+    ck_assert_msg(strstr(e, a) && strstr(e, b) && strstr(e, c) && strstr(e, d),
+                  "%s: the error should name %s, %s, %s and %s: '%s'", what, a, b, c, d, e);
+}
+
+/* A kernel file on the search path that is empty (or not the library's) shadows the library's:
+ * the ops that take it fail with a text that names the error, the kernel and the file found;
+ * one that does not compile names the file and has the compiler's log. */
+START_TEST(broken_kernel_file_named_in_error) {
+    char empty[1024], broken[1024];
+    test_tmpdir(empty, sizeof empty, "emptycl");
+    test_write_file(empty, "softmax.cl", "");
+    test_write_file(empty, "memory.cl", "");
+    test_tmpdir(broken, sizeof broken, "brokencl");
+    test_write_file(broken, "softmax.cl",
+                    "__kernel void oclml_softmax_fwd(__global float *x) { x[0] = ; }\n");
+    char empty_file[1100], broken_file[1100];
+    snprintf(empty_file, sizeof empty_file, "%s/softmax.cl", empty);
+    snprintf(broken_file, sizeof broken_file, "%s/softmax.cl", broken);
+    /* Short rows (the register kernel) and long rows (the chunked pair), forward and backward. */
+    static const size_t COLS[2] = {5, 100003};
+    for (int i = 0; i < 2; i++) {
+        size_t shape[2] = {3, COLS[i]};
+        oclml_ctx *ctx = ctx_with_path(empty);
+        oclml_tensor *x, *y, *dy;
+        ASSERT_OK(oclml_tensor_create(ctx, 2, shape, &x));
+        ASSERT_OK(oclml_tensor_create(ctx, 2, shape, &y));
+        ASSERT_OK(oclml_tensor_create(ctx, 2, shape, &dy));
+        ASSERT_STATUS(oclml_softmax(ctx, x, y), OCLML_ERR_OPENCL);
+        assert_names(ctx, "empty softmax.cl", "CL_INVALID_KERNEL_NAME", empty_file,
+                     i ? "oclml_softmax_fwd_part" : "'oclml_softmax_fwd'", "clCreateKernel");
+        int code = 0;
+        ASSERT_OK(oclml_ctx_backend_error(ctx, &code));
+        ck_assert_int_eq(code, CL_INVALID_KERNEL_NAME);
+        ASSERT_STATUS(oclml_log_softmax_backward(ctx, y, dy, x), OCLML_ERR_OPENCL);
+        assert_names(ctx, "empty softmax.cl, backward", "CL_INVALID_KERNEL_NAME", empty_file,
+                     "oclml_log_softmax_bwd", "clCreateKernel");
+        ASSERT_STATUS(oclml_fill(ctx, x, 1.0f), OCLML_ERR_OPENCL);
+        assert_names(ctx, "empty memory.cl", "CL_INVALID_KERNEL_NAME", empty, "memory.cl",
+                     "oclml_fill");
+        oclml_tensor_destroy(x);
+        oclml_tensor_destroy(y);
+        oclml_tensor_destroy(dy);
+        oclml_ctx_destroy(ctx);
+    }
+    oclml_ctx *ctx = ctx_with_path(broken);
+    size_t shape[2] = {3, 5};
+    oclml_tensor *x, *y;
+    ASSERT_OK(oclml_tensor_create(ctx, 2, shape, &x));
+    ASSERT_OK(oclml_tensor_create(ctx, 2, shape, &y));
+    ASSERT_STATUS(oclml_softmax(ctx, x, y), OCLML_ERR_BUILD_FAILED);
+    assert_names(ctx, "softmax.cl with a syntax error", "CL_BUILD_PROGRAM_FAILURE", broken_file,
+                 "build log", "softmax.cl:1:");
+    oclml_tensor_destroy(x);
+    oclml_tensor_destroy(y);
+    oclml_ctx_destroy(ctx);
+}
+END_TEST
+
+/* A FIFO under a kernel file's name is passed over, never opened (reading one waits for a
+ * writer): the next directory's file serves. An alarm turns a regression into a failure. */
+START_TEST(fifo_kernel_file_passed_over) {
+    char dir[1024], fifo[1100];
+    test_tmpdir(dir, sizeof dir, "fifocl");
+    snprintf(fifo, sizeof fifo, "%s/softmax.cl", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    oclml_ctx *ctx = ctx_with_path(dir);
+    size_t shape[2] = {2, 8};
+    float ones[16], got[16];
+    for (int i = 0; i < 16; i++) ones[i] = 1.0f;
+    oclml_tensor *x, *y;
+    ASSERT_OK(oclml_tensor_create(ctx, 2, shape, &x));
+    ASSERT_OK(oclml_tensor_create(ctx, 2, shape, &y));
+    ASSERT_OK(oclml_tensor_write(x, ones, 16));
+    alarm(300);
+    ASSERT_OK(oclml_softmax(ctx, x, y));
+    alarm(0);
+    ASSERT_OK(oclml_tensor_read(y, got, 16));
+    for (int i = 0; i < 16; i++) ck_assert_float_eq_tol(got[i], 0.125f, 1e-6f);
+    oclml_tensor_destroy(x);
+    oclml_tensor_destroy(y);
+    oclml_ctx_destroy(ctx);
+    ck_assert_int_eq(unlink(fifo), 0); /* no FIFO left for a later reader of the build tree */
+}
+END_TEST
+
 START_TEST(build_options_from_environment) {
     char dir[1024];
     test_tmpdir(dir, sizeof dir, "opts");
@@ -305,6 +395,8 @@ int main(void) {
     tcase_add_test(tc, missing_file_names_searched_paths);
     tcase_add_test(tc, current_directory_is_never_searched);
     tcase_add_test(tc, compile_error_gives_build_log);
+    tcase_add_test(tc, broken_kernel_file_named_in_error);
+    tcase_add_test(tc, fifo_kernel_file_passed_over);
     tcase_add_test(tc, build_options_from_environment);
     tcase_add_test(tc, malformed_build_options_refused);
     tcase_add_test(tc, writable_kernel_dir_skipped);

@@ -103,6 +103,7 @@ typedef struct oclml__program_entry {
     oclml__prog_state state;
     oclml_status failure;
     cl_program program;
+    char *path; /* the kernel file it was composed from, for error texts */
     oclml__kernel_entry *kernels;
     struct oclml__program_entry *next;
 } oclml__program_entry;
@@ -210,8 +211,11 @@ void oclml__count(oclml_ctx *ctx, unsigned long *counter);
 /* ---- strings and files (util.c) ---- */
 char *oclml__strdup(const char *s);
 char *oclml__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Reads a whole file; returns NULL (errno set) on failure. */
-char *oclml__read_file(const char *path, size_t *len);
+/* Reads a whole regular file (malloc'd, NUL-terminated; *len its bytes). Anything else at path (a
+ * directory, a FIFO, a socket, a device) is refused without blocking. On failure returns NULL
+ * with errno set (ENOENT: nothing there; EISDIR: a directory; EINVAL: another file that is not
+ * a regular one) and, where why is not NULL, the reason as a phrase. */
+char *oclml__read_file(const char *path, size_t *len, char *why, size_t why_len);
 bool oclml__mul_ok(size_t a, size_t b, size_t *out);
 bool oclml__add_ok(size_t a, size_t b, size_t *out);
 double oclml__now_ms(void);

@@ -156,7 +156,7 @@ static void probes_from_disk(oclml_ctx *ctx) {
     if (!ctx->disk.enabled) return;
     probe_file(ctx, path, sizeof path);
     size_t n;
-    char *text = oclml__read_file(path, &n);
+    char *text = oclml__read_file(path, &n, NULL, 0);
     int ptx = -1, mma = -1;
     if (text && sscanf(text, "inline_ptx=%d mma_tf32=%d", &ptx, &mma) == 2 && ptx >= -1 &&
         ptx <= 1 && mma >= -1 && mma <= 1) {
@@ -170,9 +170,18 @@ static void probes_to_disk(oclml_ctx *ctx) {
     char path[1200], tmp[1300];
     if (!ctx->disk.enabled) return;
     probe_file(ctx, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return;
+    /* A fresh file of a name nobody else has (a fixed name could be a FIFO, and opening one for
+     * writing waits for a reader); the cache's scan removes it if this process dies first. */
+    snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", ctx->disk.dir);
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        return;
+    }
     bool ok =
         fprintf(f, "inline_ptx=%d mma_tf32=%d\n", ctx->caps.inline_ptx, ctx->caps.mma_tf32) > 0;
     ok = !fclose(f) && ok;

@@ -155,14 +155,18 @@ bool oclml__diskcache_load(oclml_ctx *ctx, const uint8_t key[32], unsigned char 
     if (!ctx->disk.enabled) return false;
     char path[1200];
     entry_path(ctx, key, path, sizeof path);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted under an entry's name would otherwise block the open until a
+     * writer comes; its type is then refused on the descriptor. */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return false;
     struct stat st;
     unsigned char header[HEADER_BYTES];
     const char *problem = NULL;
     unsigned char *payload = NULL;
     uint64_t n = 0;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (size_t)st.st_size < HEADER_BYTES)
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+        problem = "not a regular file";
+    else if ((size_t)st.st_size < HEADER_BYTES)
         problem = "truncated header";
     else if (!read_all(fd, header, HEADER_BYTES) || memcmp(header, MAGIC, 8))
         problem = "bad magic";

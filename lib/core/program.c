@@ -168,10 +168,10 @@ static oclml_status compose_header(composer *c, const char *name, const char *fr
 
 static oclml_status compose(composer *c, const char *path, const char *label, int depth) {
     size_t n = 0;
-    char *text = oclml__read_file(path, &n);
+    char why[256];
+    char *text = oclml__read_file(path, &n, why, sizeof why);
     if (!text)
-        return oclml__fail(c->ctx, OCLML_ERR_IO, "cannot read kernel source %s: %s", path,
-                           strerror(errno));
+        return oclml__fail(c->ctx, OCLML_ERR_IO, "cannot read kernel source %s: %s", path, why);
     oclml_status st = OCLML_SUCCESS;
     bool ok = appendf(c, "#line %u \"%s\"\n", label, 1);
     unsigned line_no = 1;
@@ -193,8 +193,10 @@ static oclml_status compose(composer *c, const char *path, const char *label, in
     return st;
 }
 
-/* The composed source of a kernel file (malloc'd) and whether it uses inline PTX. */
-static oclml_status compose_file(oclml_ctx *ctx, const char *file, char **source, bool *uses_ptx) {
+/* The composed source of a kernel file (malloc'd), whether it uses inline PTX, and the path it
+ * was found at (malloc'd). */
+static oclml_status compose_file(oclml_ctx *ctx, const char *file, char **source, bool *uses_ptx,
+                                 char **found_at) {
     if (!name_with_suffix(file, ".cl"))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "'%s' is not a kernel file name (NAME.cl, no directory; helpers are "
@@ -214,6 +216,11 @@ static oclml_status compose_file(oclml_ctx *ctx, const char *file, char **source
     if (st) {
         free(c.out);
         return st;
+    }
+    *found_at = oclml__strdup(path);
+    if (!*found_at) {
+        free(c.out);
+        return oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of memory composing %s", file);
     }
     *source = c.out;
     *uses_ptx = c.uses_ptx;
@@ -422,6 +429,7 @@ static void entry_free(oclml__program_entry *e) {
         free(k);
     }
     if (e->program) clReleaseProgram(e->program);
+    free(e->path);
     free(e->request);
     free(e);
 }
@@ -439,7 +447,7 @@ static oclml_status build_entry(oclml_ctx *ctx, const oclml__program_spec *spec,
                                 oclml__program_entry *e) {
     char *source = NULL, *options = NULL;
     bool uses_ptx = false;
-    oclml_status st = compose_file(ctx, spec->file, &source, &uses_ptx);
+    oclml_status st = compose_file(ctx, spec->file, &source, &uses_ptx, &e->path);
     if (st) return st;
     options = full_options(ctx, spec, uses_ptx);
     if (!options) {
@@ -459,10 +467,14 @@ static oclml_status build_entry(oclml_ctx *ctx, const oclml__program_spec *spec,
             shared = o->program;
     if (shared) clRetainProgram(shared);
     pthread_mutex_unlock(&ctx->build_lock);
+    /* A build error names the file found, not just its name: another directory of the search
+     * path may shadow the library's. */
+    char label[1400];
+    snprintf(label, sizeof label, "%s (%s)", spec->file, e->path);
     if (shared)
         e->program = shared;
     else
-        st = build_source(ctx, spec->file, source, options, false, &e->program);
+        st = build_source(ctx, label, source, options, false, &e->program);
     free(source);
     free(options);
     return st;
@@ -521,6 +533,25 @@ static oclml_status get_program(oclml_ctx *ctx, const oclml__program_spec *spec,
     return st; /* on success, build_lock held */
 }
 
+/* A kernel the built program does not give: the error names the OpenCL code, the kernel, the
+ * file and the variant's options, so that a kernel file that is empty or not the library's
+ * (CL_INVALID_KERNEL_NAME) is found from the text alone. */
+static oclml_status kernel_fail(oclml_ctx *ctx, cl_int err, const char *name,
+                                const oclml__program_spec *spec, const char *path) {
+    const char *defines = spec->defines && *spec->defines ? spec->defines : "(none)";
+    char *text =
+        err == CL_INVALID_KERNEL_NAME
+            ? oclml__asprintf("clCreateKernel failed: %s (%d): the program built from %s (%s, "
+                              "options %s) has no kernel named '%s'",
+                              oclml__cl_error_name(err), (int)err, spec->file, path ? path : "?",
+                              defines, name)
+            : oclml__asprintf("clCreateKernel failed: %s (%d) for kernel '%s' of %s (%s, options "
+                              "%s)",
+                              oclml__cl_error_name(err), (int)err, name, spec->file,
+                              path ? path : "?", defines);
+    return oclml__fail_text(ctx, OCLML_ERR_OPENCL, err, text);
+}
+
 oclml_status oclml__kernel(oclml_ctx *ctx, const oclml__program_spec *spec, const char *name,
                            cl_kernel *kernel) {
     oclml__program_entry *p = NULL;
@@ -534,7 +565,7 @@ oclml_status oclml__kernel(oclml_ctx *ctx, const oclml__program_spec *spec, cons
         k = obj ? calloc(1, sizeof *k) : NULL;
         if (k) k->name = oclml__strdup(name);
         if (!obj) {
-            st = oclml__cl_fail(ctx, err, "clCreateKernel");
+            st = kernel_fail(ctx, err, name, spec, p->path);
         } else if (!k || !k->name) {
             clReleaseKernel(obj);
             free(k);

@@ -124,6 +124,12 @@ oclml_status oclml__fail_text(const oclml_ctx *ctx, oclml_status status, int bac
         free(text);
         return status;
     }
+    /* Every failure says something: where the text could not be made (out of memory), the
+     * status's own words. */
+    if (!text || !*text) {
+        free(text);
+        text = oclml__strdup(oclml_status_str(status));
+    }
     oclml__log(ctx, OCLML_LOG_ERROR, "%s: %s", oclml_status_name(status), text ? text : "");
     set_error(ctx, backend, text);
     return status;

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #ifndef OCLML_DATA_DIR
 #error "OCLML_DATA_DIR must be defined by the build ($(pkgdatadir))"
@@ -30,51 +29,75 @@ static int find_key(const char *key, size_t n) {
     return -1;
 }
 
+typedef enum value_check { VALUE_OK, VALUE_MALFORMED, VALUE_OUT_OF_RANGE } value_check;
+
 /* Parses "a:b:c" into the knob's integers; every one must be given and within bounds. */
-static bool parse_value(const oclml__tunable *t, const char *s, size_t n,
-                        long out[OCLML__TUNE_MAX_INTS]) {
+static value_check parse_value(const oclml__tunable *t, const char *s, size_t n,
+                               long out[OCLML__TUNE_MAX_INTS]) {
     char buf[256];
-    if (n == 0 || n >= sizeof buf) return false;
+    if (n == 0 || n >= sizeof buf) return VALUE_MALFORMED;
     memcpy(buf, s, n);
     buf[n] = '\0';
     char *p = buf;
+    bool in_range = true;
     for (unsigned i = 0; i < t->n; i++) {
-        if (i && *p++ != ':') return false;
-        if (!isdigit((unsigned char)*p) && *p != '-') return false;
+        if (i && *p++ != ':') return VALUE_MALFORMED;
+        if (!isdigit((unsigned char)*p) && *p != '-') return VALUE_MALFORMED;
         errno = 0;
         char *end;
         long v = strtol(p, &end, 10);
-        if (errno || end == p || v < t->min || v > t->max) return false;
+        if (end == p) return VALUE_MALFORMED;
+        in_range &= !errno && v >= t->min && v <= t->max;
         out[i] = v;
         p = end;
     }
-    return *p == '\0';
+    if (*p != '\0') return VALUE_MALFORMED;
+    return in_range ? VALUE_OK : VALUE_OUT_OF_RANGE;
 }
 
-static oclml_status set_from(oclml_ctx *ctx, const char *key, size_t kn, const char *val, size_t vn,
-                             oclml__tune_source src, const char *origin) {
+/* Checks key=value against the table: on success the knob's index and integers; else why it is
+ * refused, in a sentence that names the key and the value. known: whether an unknown key's
+ * message lists the known ones (for the user's own option; a file's line may come from another
+ * version, where the list is noise). */
+static bool parse_entry(const char *key, size_t kn, const char *val, size_t vn, bool known,
+                        int *index, long v[OCLML__TUNE_MAX_INTS], char *why, size_t why_len) {
     int i = find_key(key, kn);
     if (i < 0) {
-        char known[1024];
-        size_t used = 0;
-        known[0] = '\0';
-        for (int j = 0; oclml__tunables[j].key && used < sizeof known; j++)
-            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", j ? ", " : "",
-                                     oclml__tunables[j].key);
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
-                           "%s: unknown tuning key '%.*s' (known: %s)", origin, (int)kn, key,
-                           known);
+        int used = snprintf(why, why_len, "unknown tuning key '%.*s'", (int)kn, key);
+        for (int j = 0; known && oclml__tunables[j].key && used >= 0 && (size_t)used < why_len; j++)
+            used += snprintf(why + used, why_len - (size_t)used, "%s%s%s",
+                             j ? ", " : " (known: ", oclml__tunables[j].key,
+                             oclml__tunables[j + 1].key ? "" : ")");
+        return false;
     }
     const oclml__tunable *t = &oclml__tunables[i];
-    long v[OCLML__TUNE_MAX_INTS] = {0};
-    if (!parse_value(t, val, vn, v))
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
-                           "%s: bad value '%.*s' for %s: %u integer%s from %ld to %ld, ':' between "
-                           "them (%s)",
-                           origin, (int)vn, val, t->key, t->n, t->n > 1 ? "s" : "", t->min, t->max,
-                           t->help);
-    memcpy(ctx->tune[i].v, v, sizeof v);
+    value_check c = parse_value(t, val, vn, v);
+    if (c == VALUE_OUT_OF_RANGE)
+        snprintf(why, why_len, "value '%.*s' for %s out of range: %sfrom %ld to %ld (%s)", (int)vn,
+                 val, t->key, t->n > 1 ? "each " : "", t->min, t->max, t->help);
+    else if (c == VALUE_MALFORMED)
+        snprintf(why, why_len,
+                 "bad value '%.*s' for %s: %u integer%s from %ld to %ld, ':' between them (%s)",
+                 (int)vn, val, t->key, t->n, t->n > 1 ? "s" : "", t->min, t->max, t->help);
+    *index = i;
+    return c == VALUE_OK;
+}
+
+static void set_knob(oclml_ctx *ctx, int i, const long v[OCLML__TUNE_MAX_INTS],
+                     oclml__tune_source src) {
+    memcpy(ctx->tune[i].v, v, sizeof ctx->tune[i].v);
     ctx->tune[i].source = src;
+}
+
+/* One key=value of the user's (the option or $OCLML_TUNE): a refused one fails the call. */
+static oclml_status set_from(oclml_ctx *ctx, const char *key, size_t kn, const char *val, size_t vn,
+                             oclml__tune_source src, const char *origin) {
+    long v[OCLML__TUNE_MAX_INTS] = {0};
+    int i;
+    char why[1536];
+    if (!parse_entry(key, kn, val, vn, true, &i, v, why, sizeof why))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "%s: %s", origin, why);
+    set_knob(ctx, i, v, src);
     return OCLML_SUCCESS;
 }
 
@@ -125,36 +148,62 @@ static void device_file_name(const oclml_ctx *ctx, char *out, size_t len) {
     snprintf(out + j, len - j, ".jsonl");
 }
 
+/* Sets the knob of one line of a tuned-values file; false with the reason where it is skipped. */
+static bool apply_line(oclml_ctx *ctx, char *line, oclml__tune_source src, char *why,
+                       size_t why_len) {
+    line += strspn(line, " \t");
+    size_t n = strlen(line);
+    while (n > 0 && strchr(" \t\r", line[n - 1])) line[--n] = '\0';
+    const char *k, *v;
+    size_t kn, vn;
+    long val[OCLML__TUNE_MAX_INTS] = {0};
+    int i;
+    if (n < 2 || line[0] != '{' || line[n - 1] != '}')
+        snprintf(why, why_len, "not a JSON object");
+    else if (!json_field(line, "key", &k, &kn))
+        snprintf(why, why_len, "no \"key\" string");
+    else if (!json_field(line, "value", &v, &vn))
+        snprintf(why, why_len, "no \"value\" string for %.*s", (int)kn, k);
+    else if (parse_entry(k, kn, v, vn, false, &i, val, why, why_len)) {
+        set_knob(ctx, i, val, src);
+        return true;
+    }
+    return false;
+}
+
 /* A tuned-values file: one JSON object a line with "key" and "value" (other fields, such as the
  * measured figures, are for readers). A line that does not parse or names a key this version
- * does not know is skipped with a warning: the file may come from another version. */
-static void apply_file(oclml_ctx *ctx, const char *path, oclml__tune_source src) {
+ * does not know is skipped with one warning that says why: the file may come from another
+ * version, and a bad line is no reason to refuse a context. Returns whether the file was read:
+ * where there is none, nothing is said; where the path names something that is not a readable
+ * regular file (a directory, a FIFO: reading one would wait for a writer forever), it is skipped
+ * with a warning. */
+static bool apply_file(oclml_ctx *ctx, const char *path, oclml__tune_source src) {
     size_t len;
-    char *text = oclml__read_file(path, &len);
-    if (!text) return;
+    char why[1024];
+    char *text = oclml__read_file(path, &len, why, sizeof why);
+    if (!text) {
+        if (errno != ENOENT)
+            oclml__log(ctx, OCLML_LOG_WARN, "tuning file %s skipped: %s", path, why);
+        return false;
+    }
     oclml__log(ctx, OCLML_LOG_INFO, "tuned values from %s", path);
     unsigned line_no = 0;
     for (char *line = text; line && *line; line_no++) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = '\0';
-        const char *k, *v;
-        size_t kn, vn;
-        if (line[strspn(line, " \t\r")]) {
-            if (!json_field(line, "key", &k, &kn) || !json_field(line, "value", &v, &vn) ||
-                set_from(ctx, k, kn, v, vn, src, path)) {
-                oclml__log(ctx, OCLML_LOG_WARN, "%s:%u: tuning line skipped (%s)", path,
-                           line_no + 1, oclml_ctx_last_error(ctx));
-                oclml__clear_error(ctx);
-            }
-        }
+        if (line[strspn(line, " \t\r")] && !apply_line(ctx, line, src, why, sizeof why))
+            oclml__log(ctx, OCLML_LOG_WARN, "%s:%u: tuning line skipped: %s", path, line_no + 1,
+                       why);
         line = nl ? nl + 1 : NULL;
     }
     free(text);
+    return true;
 }
 
 /* The shipped file: tuning/NAME beside the first kernel directory (the kernel_path option, then
  * $OCLML_KERNEL_PATH) that has one, as a source tree's cl/ has tuning/ beside it, else the
- * install's ($(pkgdatadir)/tuning, beside its cl/). Returns whether one was found. */
+ * install's ($(pkgdatadir)/tuning, beside its cl/). Returns whether one was read. */
 static bool apply_shipped_named(oclml_ctx *ctx, const char *name) {
     char path[1400];
     for (const char *s = ctx->kernel_path; s && *s;) {
@@ -162,17 +211,12 @@ static bool apply_shipped_named(oclml_ctx *ctx, const char *name) {
         size_t n = colon ? (size_t)(colon - s) : strlen(s);
         if (n > 0 && n < 1024) {
             snprintf(path, sizeof path, "%.*s/../tuning/%s", (int)n, s, name);
-            if (access(path, R_OK) == 0) {
-                apply_file(ctx, path, OCLML__TUNE_SHIPPED);
-                return true;
-            }
+            if (apply_file(ctx, path, OCLML__TUNE_SHIPPED)) return true;
         }
         s = colon ? colon + 1 : NULL;
     }
     snprintf(path, sizeof path, "%s/tuning/%s", OCLML_DATA_DIR, name);
-    if (access(path, R_OK) != 0) return false;
-    apply_file(ctx, path, OCLML__TUNE_SHIPPED);
-    return true;
+    return apply_file(ctx, path, OCLML__TUNE_SHIPPED);
 }
 
 /* Only one shipped file applies: the device's own name first, then that name cut back one

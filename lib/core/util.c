@@ -2,6 +2,8 @@
 #include "core/core.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,33 +33,76 @@ char *oclml__asprintf(const char *fmt, ...) {
     return s;
 }
 
-char *oclml__read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        char *bigger = realloc(buf, 2 * cap + 1);
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = bigger;
-        cap *= 2;
+static const char *not_regular(mode_t mode) {
+    return S_ISDIR(mode)                    ? "a directory"
+           : S_ISFIFO(mode)                 ? "a FIFO"
+           : S_ISSOCK(mode)                 ? "a socket"
+           : S_ISCHR(mode) || S_ISBLK(mode) ? "a device"
+                                            : "a special file";
+}
+
+char *oclml__read_file(const char *path, size_t *len, char *why, size_t why_len) {
+    char scratch[8];
+    if (!why || !why_len) {
+        why = scratch;
+        why_len = sizeof scratch;
     }
-    int failed = ferror(f);
-    fclose(f);
+    /* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer, forever if none
+     * comes. The type is checked on the open descriptor, so nothing swapped in between a check
+     * and the open is read. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(why, why_len, "%s", strerror(e));
+        errno = e;
+        return NULL;
+    }
+    struct stat st;
+    int e = 0;
+    if (fstat(fd, &st)) {
+        e = errno;
+        snprintf(why, why_len, "%s", strerror(e));
+    } else if (!S_ISREG(st.st_mode)) {
+        e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+        snprintf(why, why_len, "%s, not a regular file", not_regular(st.st_mode));
+    }
+    if (e) {
+        close(fd);
+        errno = e;
+        return NULL;
+    }
+    size_t cap = st.st_size > 0 && (uintmax_t)st.st_size < SIZE_MAX / 2 ? (size_t)st.st_size + 1
+                                                                        : (size_t)1 << 16;
+    size_t n = 0;
+    char *buf = malloc(cap + 1);
+    int failed = 0;
+    while (buf) {
+        if (n == cap) { /* the file grew since fstat, or its size was not known */
+            char *bigger = cap <= SIZE_MAX / 2 - 1 ? realloc(buf, 2 * cap + 1) : NULL;
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) failed = errno;
+        if (got <= 0) break;
+        n += (size_t)got;
+    }
+    close(fd);
     if (!buf) {
+        snprintf(why, why_len, "out of memory");
         errno = ENOMEM;
         return NULL;
     }
     if (failed) {
         free(buf);
-        errno = EIO;
+        snprintf(why, why_len, "%s", strerror(failed));
+        errno = failed;
         return NULL;
     }
     buf[n] = '\0';

@@ -21,6 +21,7 @@ struct oclml_arena {
     size_t *off, *len, *row; /* per tensor: element offset, elements, elements of a unit */
     oclml_tensor **params, **grads;
     oclml_tensor *pflat, *gflat;
+    atomic_size_t optimizers; /* alive over this arena: while any is, it must stay */
 };
 
 struct oclml_optim {
@@ -46,6 +47,14 @@ static oclml_status check_arena(const oclml_arena *a) {
 
 oclml_status oclml_arena_destroy(oclml_arena *a) {
     if (!a) return OCLML_SUCCESS;
+    oclml__clear_error(a->ctx);
+    /* An optimizer's step reads and writes the arena's buffers: freeing them under it would
+     * have the next step use freed memory. */
+    const size_t users = atomic_load_explicit(&a->optimizers, memory_order_relaxed);
+    if (users)
+        return oclml__fail(a->ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "%zu optimizer%s over this arena still alive: destroy them first", users,
+                           users == 1 ? "" : "s");
     for (size_t i = 0; i < a->n; i++) {
         if (a->params && a->params[i]) oclml_tensor_destroy(a->params[i]);
         if (a->grads && a->grads[i]) oclml_tensor_destroy(a->grads[i]);
@@ -257,6 +266,7 @@ static oclml_status check_optim(const oclml_optim *o) {
 
 oclml_status oclml_optim_destroy(oclml_optim *o) {
     if (!o) return OCLML_SUCCESS;
+    if (o->arena) atomic_fetch_sub_explicit(&o->arena->optimizers, 1, memory_order_relaxed);
     for (int i = 0; i < 3; i++)
         if (o->state[i]) oclml_tensor_destroy(o->state[i]);
     if (o->blk) clReleaseMemObject(o->blk);
@@ -311,6 +321,7 @@ oclml_status oclml_optim_create(oclml_ctx *ctx, oclml_arena *arena,
     if (!o) return oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of host memory");
     o->ctx = ctx;
     o->arena = arena;
+    atomic_fetch_add_explicit(&arena->optimizers, 1, memory_order_relaxed);
     o->cfg = *config;
     o->first = first;
     o->count = count;

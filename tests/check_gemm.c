@@ -15,21 +15,29 @@
 /* The tensor-core kernel on every device (emulated where the device lacks tensor cores). */
 #define TENSOR_CORE_PATH "gemm.own=1 gemm.mma=2 gemm.mma_tile=32:32:8:2:2"
 
-/* The paths, picked through the tuning option, and what the plan must then name. */
+/* The paths, picked through the tuning option, and what the plan must then name. The first
+ * QUICK_PATHS are what devices take by default (CLBlast on GPUs without tensor cores, the own
+ * kernels on CPUs and small devices, the tensor-core kernel on GPUs with them); the rest are
+ * forced variants, swept by make check-sweep. */
 static const struct {
     const char *tuning, *plan;
     size_t work_items; /* the work-group size the path needs; smaller devices take the FMA tiles */
 } PATHS[] = {
     {"gemm.own=0", "CLBlast", 64},
     {"gemm.own=1", "own", 1},
-    {"gemm.own=1 gemm.mma=0", "own FMA", 1},
-    {"gemm.own=1 gemm.splitk=3", "own", 1},
-    {"gemm.own=1 gemm.mma=0 gemm.fma_tile=4:4:4:4:16", "own FMA tiles, tile 16x16x16", 16},
     /* The tensor-core kernel's layout (both staging layouts, every transpose) on any device:
      * the instruction emulated where the device lacks it; a small tile keeps PoCL quick. */
     {TENSOR_CORE_PATH, "own 3xTF32 tensor cores", 128},
+    {"gemm.own=1 gemm.mma=0", "own FMA", 1},
+    {"gemm.own=1 gemm.splitk=3", "own", 1},
+    {"gemm.own=1 gemm.mma=0 gemm.fma_tile=4:4:4:4:16", "own FMA tiles, tile 16x16x16", 16},
 };
 #define N_PATHS (int)(sizeof PATHS / sizeof PATHS[0])
+#define QUICK_PATHS 3
+
+/* Transposes (a, b) by iteration: the quick tier takes the first two, which between them stage
+ * each operand both ways. */
+static const int TRANSPOSES[4][2] = {{0, 0}, {1, 1}, {1, 0}, {0, 1}};
 
 /* Switches T to path i and checks that the planner takes it for a 129 x 129 x 129 product. */
 static void use_path(int i) {
@@ -66,9 +74,9 @@ END_TEST
 START_TEST(size_1000_all_transposes) {
     use_path(_i / 4);
     int t = _i % 4;
-    /* 1000^3 on the default paths; odd sizes of a few hundred (many blocks, edges in every
-     * dimension) on the others, to keep the suite quick on CPUs. */
-    if (_i / 4 < 2)
+    /* Odd sizes of a few hundred (many blocks, edges in every dimension); 1000^3 on CLBlast and
+     * the own kernels in the sweep, where CPUs have the time. */
+    if (test_sweep() && _i / 4 < 2)
         test_gemm_case(t & 1, t >> 1, 1000, 1000, 1000, 1.0f, t == 3 ? 0.5f : 0.0f);
     else
         test_gemm_case(t & 1, t >> 1, 389, 411, 397, 1.0f, t == 3 ? 0.5f : 0.0f);
@@ -235,12 +243,13 @@ END_TEST
  * lacks tensor cores) on ragged edges and aligned float4 loads in every transpose, and with K
  * split over work-groups. */
 START_TEST(tensor_core_default_tile_and_split) {
+    const int ta = TRANSPOSES[_i][0], tb = TRANSPOSES[_i][1];
     test_retune("gemm.own=1 gemm.mma=2");
     /* No tile wider than the columns need: 64 columns (a convolution's 8x8 planes, one product
      * an image) never take the 128-column tile, whatever the compute units. */
     char plan[160];
-    ASSERT_OK(oclml_gemm_plan(T, _i & 1 ? OCLML_TRANS : OCLML_NO_TRANS,
-                              _i >> 1 ? OCLML_TRANS : OCLML_NO_TRANS, 256, 64, 64, 2, plan,
+    ASSERT_OK(oclml_gemm_plan(T, ta ? OCLML_TRANS : OCLML_NO_TRANS,
+                              tb ? OCLML_TRANS : OCLML_NO_TRANS, 256, 64, 64, 2, plan,
                               sizeof plan));
     ck_assert_msg(!strstr(plan, "tile 128x128"), "256 x 64 x 64, 2 batches: %s", plan);
     /* A long K on fewer blocks than compute units (a weight gradient): the largest tile with K
@@ -248,17 +257,17 @@ START_TEST(tensor_core_default_tile_and_split) {
     oclml_device_info info;
     ASSERT_OK(oclml_ctx_device_info(T, &info));
     const size_t long_k = 128 * (info.compute_units > 4 ? info.compute_units : 4);
-    ASSERT_OK(oclml_gemm_plan(T, _i & 1 ? OCLML_TRANS : OCLML_NO_TRANS,
-                              _i >> 1 ? OCLML_TRANS : OCLML_NO_TRANS, 128, 128, long_k, 1, plan,
+    ASSERT_OK(oclml_gemm_plan(T, ta ? OCLML_TRANS : OCLML_NO_TRANS,
+                              tb ? OCLML_TRANS : OCLML_NO_TRANS, 128, 128, long_k, 1, plan,
                               sizeof plan));
     if (info.compute_units >= 2 && info.max_work_group_size >= 256)
         ck_assert_msg(strstr(plan, "tile 128x128") && strstr(plan, "K splits"),
                       "128 x 128 x %zu on %u compute units: %s", long_k, info.compute_units, plan);
-    test_gemm_case(_i & 1, _i >> 1, 128, 128, 512, 1.0f, 0.0f); /* split K on a 2-unit CPU */
-    test_gemm_case(_i & 1, _i >> 1, 200, 150, 70, 1.0f, 0.0f);
-    test_gemm_case(_i & 1, _i >> 1, 256, 128, 64, 1.0f, 0.5f);
+    test_gemm_case(ta, tb, 128, 128, 512, 1.0f, 0.0f); /* split K on a 2-unit CPU */
+    test_gemm_case(ta, tb, 200, 150, 70, 1.0f, 0.0f);
+    test_gemm_case(ta, tb, 256, 128, 64, 1.0f, 0.5f);
     test_retune("gemm.own=1 gemm.mma=2 gemm.splitk=3 gemm.mma_tile=64:64:16:2:2");
-    test_gemm_case(_i & 1, _i >> 1, 64, 96, 300, -1.0f, 0.25f);
+    test_gemm_case(ta, tb, 64, 96, 300, -1.0f, 0.25f);
 }
 END_TEST
 
@@ -273,24 +282,25 @@ START_TEST(tensor_core_async_stages) {
     static const struct {
         const char *tuning;
         size_t m, n, k, local;
-        bool paired;
+        bool paired,
+            quick; /* quick: a GPU's default tile and stages, and fewer tiles than stages */
     } CASES[] = {
         {"gemm.own=1 gemm.mma=2 gemm.stages=3 gemm.mma_tile=128:128:16:2:4", 200, 152, 72,
-         4 * (3 * 256 * 16 + 8 * 192), false},
+         4 * (3 * 256 * 16 + 8 * 192), false, false},
         {"gemm.own=1 gemm.mma=2 gemm.stages=2 gemm.mma_tile=64:64:32:2:2 gemm.splitk=3", 100, 68,
-         420, 4 * (2 * 128 * 32 + 4 * 192), false},
+         420, 4 * (2 * 128 * 32 + 4 * 192), false, false},
         {"gemm.own=1 gemm.mma=2 gemm.stages=4 gemm.mma_tile=64:128:16:2:2", 76, 140, 40,
-         4 * (4 * 192 * 16 + 4 * 192), true},
+         4 * (4 * 192 * 16 + 4 * 192), true, true},
         {"gemm.own=1 gemm.mma=2 gemm.stages=2 gemm.mma_tile=64:128:32:2:2", 68, 132, 100,
-         4 * (2 * 192 * 32 + 4 * 192), true},
+         4 * (2 * 192 * 32 + 4 * 192), true, false},
         {"gemm.own=1 gemm.mma=2 gemm.stages=4 gemm.mma_tile=32:32:8:2:2", 36, 64, 44,
-         4 * (4 * 64 * 8 + 4 * 192), false},
+         4 * (4 * 64 * 8 + 4 * 192), false, true},
         {"gemm.own=1 gemm.mma=2 gemm.stages=4 gemm.mma_tile=32:32:8:2:2", 64, 32, 8,
-         4 * (4 * 64 * 8 + 4 * 192), false},
+         4 * (4 * 64 * 8 + 4 * 192), false, true},
     };
-    const int ta = _i & 1, tb = (_i >> 1) & 1;
+    const int ta = TRANSPOSES[_i][0], tb = TRANSPOSES[_i][1];
     for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
-        if (CASES[c].paired && ta != tb) continue;
+        if ((CASES[c].paired && ta != tb) || (!CASES[c].quick && !test_sweep())) continue;
         test_retune(CASES[c].tuning);
         char plan[160];
         ASSERT_OK(oclml_gemm_plan(T, ta ? OCLML_TRANS : OCLML_NO_TRANS,
@@ -473,16 +483,17 @@ int main(void) {
     Suite *s = suite_create("gemm");
     TCase *tc = tcase_create("gemm");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
-    tcase_add_loop_test(tc, small_and_odd_all_transposes, 0, 4 * N_PATHS);
-    tcase_add_loop_test(tc, alpha_beta, 0, N_PATHS);
-    tcase_add_loop_test(tc, size_1000_all_transposes, 0, 4 * N_PATHS);
-    tcase_add_loop_test(tc, batched, 0, N_PATHS);
-    tcase_add_loop_test(tc, views_and_skinny, 0, N_PATHS);
+    const int paths = test_tier(QUICK_PATHS, N_PATHS);
+    tcase_add_loop_test(tc, small_and_odd_all_transposes, 0, 4 * paths);
+    tcase_add_loop_test(tc, alpha_beta, 0, paths);
+    tcase_add_loop_test(tc, size_1000_all_transposes, 0, 4 * paths);
+    tcase_add_loop_test(tc, batched, 0, paths);
+    tcase_add_loop_test(tc, views_and_skinny, 0, paths);
     tcase_add_test(tc, accuracy_matches_clblast);
-    tcase_add_loop_test(tc, tensor_core_default_tile_and_split, 0, 4);
-    tcase_add_loop_test(tc, tensor_core_async_stages, 0, 4);
+    tcase_add_loop_test(tc, tensor_core_default_tile_and_split, 0, test_tier(2, 4));
+    tcase_add_loop_test(tc, tensor_core_async_stages, 0, test_tier(1, 4));
     tcase_add_loop_test(tc, tensor_core_last_wave_split, 0, 4);
-    tcase_add_loop_test(tc, inf_and_nan_follow_ieee, 0, N_PATHS);
+    tcase_add_loop_test(tc, inf_and_nan_follow_ieee, 0, paths);
     tcase_add_test(tc, tf32_math_mode);
     tcase_add_test(tc, bad_input_touches_nothing);
     suite_add_tcase(s, tc);

@@ -220,6 +220,14 @@ double oclml__now_ms(void);
  * take code or binaries from must not be (kernel path, disk cache). */
 struct stat;
 bool oclml__writable_by_others(const struct stat *st);
+/* A directory's path spelled so that its last component is the directory it names: '.'
+ * components, repeated and trailing slashes and "name/.." pairs removed ("link/.", "link/./" and
+ * "link/sub/.." become "link"), so that lstat of the result sees a symbolic link however the
+ * directory was spelled (the kernel path and the disk cache refuse one). A "name/.." pair whose
+ * name is a symbolic link is refused rather than removed, since there ".." leaves the link's
+ * target, not the directory the text names: returns ELOOP with that name's path in out. Returns
+ * 0, or ENAMETOOLONG when out (len bytes) is too small. */
+int oclml__dir_path(const char *path, char *out, size_t len);
 
 /* ---- argument checks (check.c) ---- */
 oclml_status oclml__check_ctx(const oclml_ctx *ctx);

@@ -14,12 +14,32 @@
  * documents otherwise.
  *
  * Partial results: validation happens before anything is enqueued, but an op of several launches
- * whose later launch fails (out of device resources, a lost device) returns that failure with
- * the earlier launches' outputs written. The ops of one launch, or whose earlier launches write
- * only scratch memory, never do this. Those that can: layernorm_backward and rmsnorm_backward
- * (dx before dgamma and dbeta), gru_step with OCLML_GRU_CHO and gru_step_backward (some of
- * their outputs), gru_sequence (the steps before the failing one), rssm_rollout (the per-step
- * outputs before the summary's).
+ * whose later launch fails (out of device resources, a lost device, or the build of a later
+ * launch's kernel) returns that failure with the earlier launches' outputs written. The ops of
+ * one launch, or whose earlier launches write only scratch memory, never do this. Those that
+ * can, with what a failure may leave written, in this order (each output whole before the next
+ * is touched unless it says "in part"; an accumulating output has had its addition):
+ * - linear_backward: db, then dx, then dw.
+ * - linear where CLBlast runs the product (oclml_gemm_plan says so) and a bias or an activation
+ *   follows in an epilogue kernel: y holding x W^T alone, pre not written.
+ * - gemm and linear where the last wave of blocks runs as a product of its own (oclml_gemm_plan:
+ *   "last wave's ... blocks"): c (y and pre) in part.
+ * - conv2d, conv_transpose2d: y in part (image chunks and groups).
+ * - conv2d_backward, conv_transpose2d_backward: dx in part, then dw in part, then db.
+ * - attention_backward: dk and dv, then dq, then dmask; where dQ comes as a GEMM on dS
+ *   (oclml_attention_plan says so), dk, dv and dq in part (chunks of key heads), then dmask.
+ * - layernorm_backward, rmsnorm_backward: dx, then dgamma and dbeta.
+ * - mse_loss, huber_loss, bce_with_logits, cross_entropy and kl_div_logits with a MEAN or SUM
+ *   loss: the gradients, then the loss; cross_entropy and kl_div_logits over rows past the
+ *   registers, more than 65535 of them: the gradients (and a NONE loss) in part, slices of 65535
+ *   rows at a time.
+ * - concat and split of more than 8 tensors: y in part; the outputs eight at a time.
+ * - gru_sequence: hs in part (the steps before the failing one).
+ * - gru_step_backward: dx, then dh in part (a copy, then its product), dw_ih, dw_hh, db_ih,
+ *   db_hh (with OCLML_GRU_CHO dw_hh and db_hh in part: their n rows are written last).
+ * - rssm_rollout: the per-step and final-state outputs (in part where a split rollout's guard
+ *   launch redoes members), then the summary's.
+ * - optim_step with agc_clip: the gradients, clipped in place, before the parameters and state.
  */
 #ifndef OCLML_H
 #define OCLML_H
@@ -371,7 +391,8 @@ typedef enum oclml_activation {
 /* y = act(x W^T + b) in PyTorch's layout: x [rows x in] (any rank >= 1; the last dimension is
  * in, the others are rows), w [out x in], b [out] or NULL, y [rows x out] (x's shape with out
  * last). pre (NULL or y's shape) receives x W^T + b, which the backward of GELU and SiLU needs.
- * The bias and the activation run in the product's epilogue: y is written once. Outputs may not
+ * The bias and the activation run in the product's epilogue, so y is written once, except where
+ * CLBlast runs the product (oclml_gemm_plan says so): an epilogue kernel follows. Outputs may not
  * overlap the inputs or each other (OCLML_ERR_INVALID_ARGUMENT). NaN in x, w or b gives NaN in
  * the rows or columns of y and pre that depend on it. */
 OCLML_API oclml_status oclml_linear(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,

@@ -144,12 +144,32 @@ START_TEST(unsafe_directories_refused) {
     r = client(link, "memory.cl", NULL, 0);
     ck_assert_int_eq(r.enabled, 0);
     ck_assert_ptr_nonnull(strstr(r.reason, "symbolic link"));
-    /* A trailing slash once made lstat follow the link. */
-    char slashed[1200];
-    snprintf(slashed, sizeof slashed, "%s//", link);
-    r = client(slashed, "memory.cl", NULL, 0);
-    ck_assert_int_eq(r.enabled, 0);
-    ck_assert_ptr_nonnull(strstr(r.reason, "symbolic link"));
+    /* Trailing slashes, "." and "name/.." after the link once made lstat follow it; and a
+     * "link/.." is refused, whose ".." leaves the link's target rather than the text's
+     * directory. */
+    char spelled[1200], sub[1100];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    static const char *const refused[] = {
+        "/",       "//",       "/.",        "/./",        "/./.",
+        "/sub/..", "/sub/../", "/sub/./..", "/sub/..//.", "/sub/../sub/..",
+        "/.."};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(spelled, sizeof spelled, "%s%s", link, refused[i]);
+        r = client(spelled, "memory.cl", NULL, 0);
+        ck_assert_int_eq(r.status, 0);
+        ck_assert_msg(!r.enabled && strstr(r.reason, "symbolic link"), "%s: enabled %d, %s",
+                      spelled, r.enabled, r.reason);
+    }
+    /* The real directory in those spellings is used, and the entry lands in it. */
+    static const char *const used[] = {"/.", "/./", "/sub/..", "/sub/./../."};
+    for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
+        snprintf(spelled, sizeof spelled, "%s%s", dir, used[i]);
+        r = client(spelled, "memory.cl", NULL, 0);
+        ck_assert_msg(r.status == 0 && r.enabled, "%s: %s", spelled, r.reason);
+    }
+    char entry[2048];
+    entry_file(dir, entry, sizeof entry);
     /* A path too long to hold is refused, not cut to another directory's name. */
     char longer[1400];
     int n = snprintf(longer, sizeof longer, "%s/", dir);

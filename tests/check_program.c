@@ -233,6 +233,54 @@ START_TEST(writable_kernel_dir_skipped) {
 }
 END_TEST
 
+/* A kernel directory that is a symbolic link is skipped however the path spells it (as the disk
+ * cache refuses one): the link itself, with trailing slashes, "." or "name/.." after it, or a
+ * "link/.." whose ".." would leave the link's target. The real directory in those spellings
+ * still works. */
+START_TEST(symlinked_kernel_dir_skipped) {
+    char dir[1024], link[1100], sub[1100], path[1300];
+    test_tmpdir(dir, sizeof dir, "linked");
+    test_write_file(dir, "custom.cl", GOOD);
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    test_write_file(sub, "custom.cl", GOOD);
+    snprintf(link, sizeof link, "%s-link", dir);
+    ck_assert_int_eq(symlink(dir, link), 0);
+    static const char *const refused[] = {
+        "",        "/",        "//",        "/.",        "/./",           "/./.",
+        "/sub/..", "/sub/../", "/sub/../.", "/sub/./..", "/sub/../sub/.."};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(path, sizeof path, "%s%s", link, refused[i]);
+        oclml_ctx *ctx = ctx_with_path(path);
+        ASSERT_STATUS(oclml_ctx_build_file(ctx, "custom.cl", "-DOCLML_TEST_VALUE=1", NULL),
+                      OCLML_ERR_KERNEL_NOT_FOUND);
+        const char *e = oclml_ctx_last_error(ctx);
+        ck_assert_msg(strstr(e, "(skipped: a symbolic link)") != NULL, "%s: %s", path, e);
+        oclml_ctx_destroy(ctx);
+    }
+    /* "dir/sub/link/.." is the parent of the link's target to the system, "dir/sub" as text:
+     * refused rather than read either way. */
+    char inner[1200];
+    snprintf(inner, sizeof inner, "%s/back", sub);
+    ck_assert_int_eq(symlink(dir, inner), 0);
+    snprintf(path, sizeof path, "%s/..", inner);
+    oclml_ctx *ctx = ctx_with_path(path);
+    ASSERT_STATUS(oclml_ctx_build_file(ctx, "custom.cl", "-DOCLML_TEST_VALUE=1", NULL),
+                  OCLML_ERR_KERNEL_NOT_FOUND);
+    ck_assert_msg(strstr(oclml_ctx_last_error(ctx), "symbolic link") != NULL, "%s",
+                  oclml_ctx_last_error(ctx));
+    oclml_ctx_destroy(ctx);
+    /* The directory itself, however spelled, is used. */
+    static const char *const used[] = {"/.", "/./", "/sub/..", "/sub/../", "/sub/./../."};
+    for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
+        snprintf(path, sizeof path, "%s%s", dir, used[i]);
+        ctx = ctx_with_path(path);
+        ASSERT_OK(oclml_ctx_build_file(ctx, "custom.cl", "-DOCLML_TEST_VALUE=1", NULL));
+        oclml_ctx_destroy(ctx);
+    }
+}
+END_TEST
+
 START_TEST(memory_cache_hits) {
     oclml_ctx *ctx = ctx_with_path(NULL);
     oclml_cache_info c0, c1, c2;
@@ -400,6 +448,7 @@ int main(void) {
     tcase_add_test(tc, build_options_from_environment);
     tcase_add_test(tc, malformed_build_options_refused);
     tcase_add_test(tc, writable_kernel_dir_skipped);
+    tcase_add_test(tc, symlinked_kernel_dir_skipped);
     tcase_add_test(tc, memory_cache_hits);
     tcase_add_test(tc, kernel_files_and_prewarm);
     tcase_add_test(tc, one_variant_per_call);

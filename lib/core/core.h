@@ -165,6 +165,10 @@ struct oclml_ctx {
 
     char *last_error;
     int backend_error;
+    /* The tests' fault hook (oclml__test_fail_launch_after): the backend calls left until the
+     * one made to fail, counting it; 0 unarmed, so that an unarmed call costs one compare.
+     * Guarded by launch_lock. */
+    unsigned fail_launch_in;
 
     /* Work-group caps learned per kernel family from launches the device refused for lack of
      * resources (ops/rows.c); guarded by build_lock. */
@@ -224,6 +228,14 @@ double oclml__now_ms(void);
  * take code or binaries from must not be (kernel path, disk cache). */
 struct stat;
 bool oclml__writable_by_others(const struct stat *st);
+/* A directory's path spelled so that its last component is the directory it names: '.'
+ * components, repeated and trailing slashes and "name/.." pairs removed ("link/.", "link/./" and
+ * "link/sub/.." become "link"), so that lstat of the result sees a symbolic link however the
+ * directory was spelled (the kernel path and the disk cache refuse one). A "name/.." pair whose
+ * name is a symbolic link is refused rather than removed, since there ".." leaves the link's
+ * target, not the directory the text names: returns ELOOP with that name's path in out. Returns
+ * 0, or ENAMETOOLONG when out (len bytes) is too small. */
+int oclml__dir_path(const char *path, char *out, size_t len);
 
 /* ---- argument checks (check.c) ---- */
 oclml_status oclml__check_ctx(const oclml_ctx *ctx);
@@ -339,6 +351,19 @@ void oclml__event_done(oclml_ctx *ctx, cl_event ev);
 /* When profiling, enqueues a marker and records it: CLBlast returns the event of its last kernel
  * only, so the marker stands for the start of a multi-kernel CLBlast routine. */
 void oclml__profile_mark(oclml_ctx *ctx);
+
+/* ---- fault injection, for tests (launch.c) ----
+ * Makes the backend call after the next n succeed fail as a lost device would: nothing of it is
+ * enqueued, and it returns OCLML_ERR_OPENCL with the code CL_OUT_OF_HOST_MEMORY (no op re-plans
+ * on it, so the failure reaches the caller) and a last-error text saying the failure was
+ * injected. The calls counted are every oclml__launch and every CLBlast product. n < 0 disarms.
+ * For tests of what an op leaves behind when a later launch fails (the header's partial
+ * results); arm it only on a context that one thread uses. */
+void oclml__test_fail_launch_after(oclml_ctx *ctx, int n);
+/* For backend calls outside oclml__launch: when the hook makes this call fail, records the
+ * failure of `what` and returns OCLML_ERR_OPENCL; else OCLML_SUCCESS. Call it only where
+ * ctx->fail_launch_in is set. */
+oclml_status oclml__injected_fault(oclml_ctx *ctx, const char *what);
 
 /* ---- disk cache (diskcache.c) ---- */
 void oclml__diskcache_open(oclml_ctx *ctx, const char *dir_option, size_t max_bytes);

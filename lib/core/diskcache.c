@@ -4,8 +4,9 @@
  * key) followed by the driver's binary. Everything is verified before the bytes reach
  * clCreateProgramWithBinary, because a truncated binary can crash a driver (PoCL 3.1 does).
  * Writes go to a temporary file renamed into place, so readers in other processes never see a
- * partial entry. The directory must be ours and private: one that is a symlink, owned by another
- * user or writable by others turns the cache off, since a planted binary would run as our code. */
+ * partial entry. The directory must be ours and private: one that is a symlink (however the path
+ * spells it), owned by another user or writable by others turns the cache off, since a planted
+ * binary would run as our code. */
 #include "core/core.h"
 
 #include <dirent.h>
@@ -56,29 +57,34 @@ void oclml__diskcache_open(oclml_ctx *ctx, const char *dir_option, size_t max_by
         disable(ctx, "disabled: %s is empty", origin);
         return;
     }
+    char given[sizeof d->dir];
     int n;
     if (dir) {
-        n = snprintf(d->dir, sizeof d->dir, "%s", dir);
+        n = snprintf(given, sizeof given, "%s", dir);
     } else {
         const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
         if (xdg && *xdg == '/')
-            n = snprintf(d->dir, sizeof d->dir, "%s/oclml", xdg);
+            n = snprintf(given, sizeof given, "%s/oclml", xdg);
         else if (home && *home == '/')
-            n = snprintf(d->dir, sizeof d->dir, "%s/.cache/oclml", home);
+            n = snprintf(given, sizeof given, "%s/.cache/oclml", home);
         else {
             disable(ctx, "%s", "no XDG_CACHE_HOME or HOME to place it in");
             return;
         }
     }
     /* A path that does not fit is refused, not cut short (a cut path names another directory). */
-    if (n < 0 || (size_t)n >= sizeof d->dir) {
+    if (n < 0 || (size_t)n >= sizeof given) {
         d->dir[0] = '\0';
         disable(ctx, "the cache directory's path is longer than %s characters", "1023");
         return;
     }
-    /* Without trailing slashes, lstat sees a symbolic link as one ("dir/" would follow it). */
-    for (size_t len = strlen(d->dir); len > 1 && d->dir[len - 1] == '/'; len--)
-        d->dir[len - 1] = '\0';
+    /* The path as the directory it names (no ".", "..", or trailing slash after it), so that the
+     * lstat below sees a symbolic link however it was spelled ("link/" or "link/." follow it). */
+    const int bad = oclml__dir_path(given, d->dir, sizeof d->dir);
+    if (bad) {
+        disable(ctx, bad == ELOOP ? "%s is a symbolic link" : "cannot use %s", d->dir);
+        return;
+    }
     if (make_dirs(d->dir)) {
         disable(ctx, "cannot create %s", d->dir);
         return;

@@ -34,24 +34,50 @@ static cl_int enqueue_sliced(oclml_ctx *ctx, cl_kernel kernel, cl_uint dims, con
     return err;
 }
 
+/* The code an injected failure gives: one no op re-plans on. */
+#define INJECTED_ERROR CL_OUT_OF_HOST_MEMORY
+#define INJECTED_TEXT "injected by the test fault hook: "
+
+void oclml__test_fail_launch_after(oclml_ctx *ctx, int n) {
+    pthread_mutex_lock(&ctx->launch_lock);
+    ctx->fail_launch_in = n < 0 ? 0 : (unsigned)n + 1;
+    pthread_mutex_unlock(&ctx->launch_lock);
+}
+
+/* Whether the hook makes this call fail (counting it). Caller holds launch_lock. */
+static bool fault_due(oclml_ctx *ctx) { return ctx->fail_launch_in && --ctx->fail_launch_in == 0; }
+
+oclml_status oclml__injected_fault(oclml_ctx *ctx, const char *what) {
+    pthread_mutex_lock(&ctx->launch_lock);
+    bool due = fault_due(ctx);
+    pthread_mutex_unlock(&ctx->launch_lock);
+    if (!due) return OCLML_SUCCESS;
+    char text[160];
+    snprintf(text, sizeof text, INJECTED_TEXT "%s", what);
+    return oclml__cl_fail(ctx, INJECTED_ERROR, text);
+}
+
 oclml_status oclml__launch(oclml_ctx *ctx, cl_kernel kernel, const oclml__arg *args, unsigned nargs,
                            cl_uint dims, const size_t *global, const size_t *local,
                            cl_int *cl_err) {
     cl_int err = CL_SUCCESS;
     unsigned i;
     pthread_mutex_lock(&ctx->launch_lock);
+    const bool injected = fault_due(ctx);
+    if (injected) err = INJECTED_ERROR;
     for (i = 0; i < nargs && !err; i++) err = clSetKernelArg(kernel, i, args[i].size, args[i].ptr);
-    bool arg_failed = err != CL_SUCCESS;
+    bool arg_failed = err != CL_SUCCESS && !injected;
     if (!err) err = enqueue_sliced(ctx, kernel, dims, global, local);
     pthread_mutex_unlock(&ctx->launch_lock);
     if (cl_err) *cl_err = err;
     if (!err) return OCLML_SUCCESS;
-    char name[64] = "?", what[128];
+    char name[64] = "?", what[160];
     clGetKernelInfo(kernel, CL_KERNEL_FUNCTION_NAME, sizeof name - 1, name, NULL);
     if (arg_failed)
         snprintf(what, sizeof what, "clSetKernelArg(%s, %u)", name, i - 1);
     else
-        snprintf(what, sizeof what, "clEnqueueNDRangeKernel(%s)", name);
+        snprintf(what, sizeof what, "%sclEnqueueNDRangeKernel(%s)", injected ? INJECTED_TEXT : "",
+                 name);
     return oclml__cl_fail(ctx, err, what);
 }
 

@@ -5,8 +5,8 @@
  * Search path: the context's directories (the kernel_path option, then $OCLML_KERNEL_PATH, read
  * at context creation), then the install directory; never the current directory. In each, a
  * kernel file NAME.cl is looked up as ops/NAME.cl, then NAME.cl; a header as include/NAME.h,
- * then NAME.h. A directory that others can write is skipped with a warning, as it would let
- * them run code as us (the disk cache refuses the same). */
+ * then NAME.h. A directory that others can write, or that is a symbolic link, is skipped with a
+ * warning, as it would let others run code as us (the disk cache refuses the same). */
 #include "core/core.h"
 
 #include <dirent.h>
@@ -30,21 +30,20 @@ typedef struct search_path {
     int n;
 } search_path;
 
-/* A kernel directory is code we run: one that others can write (the same rule as the disk
- * cache's) is skipped, and named as skipped wherever the search path is listed. */
-static bool dir_writable_by_others(const char *dir) {
+/* A kernel directory is code we run: one that others can write, or that is a symbolic link
+ * (which whoever can write the link's directory may point elsewhere), is skipped, as the disk
+ * cache refuses one, and named as skipped wherever the search path is listed. The directory is
+ * judged, and then searched, as the path spelled to name it last (oclml__dir_path: "link/." is
+ * "link"). Returns why it is skipped, "" where it is no directory (skipped quietly), or NULL
+ * with the path to search in `use`. */
+static const char *dir_refusal(const char *dir, char *use, size_t len) {
     struct stat st;
-    return !stat(dir, &st) && S_ISDIR(st.st_mode) && oclml__writable_by_others(&st);
-}
-
-static bool dir_usable(const oclml_ctx *ctx, const char *dir) {
-    struct stat st;
-    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) return false;
-    if (dir_writable_by_others(dir)) {
-        oclml__log(ctx, OCLML_LOG_WARN, "kernel directory %s is writable by others: not used", dir);
-        return false;
-    }
-    return true;
+    const int bad = oclml__dir_path(dir, use, len);
+    if (bad) return bad == ELOOP ? "a symbolic link" : "";
+    if (lstat(use, &st)) return "";
+    if (S_ISLNK(st.st_mode)) return "a symbolic link";
+    if (!S_ISDIR(st.st_mode)) return "";
+    return oclml__writable_by_others(&st) ? "writable by others" : NULL;
 }
 
 /* The directories to search, in order. `listed` (may be NULL) receives every directory named,
@@ -59,15 +58,20 @@ static void search_dirs(const oclml_ctx *ctx, search_path *sp, char *listed, siz
             const char *colon = strchr(s, ':');
             size_t n = colon ? (size_t)(colon - s) : strlen(s);
             if (n > 0 && n < sizeof sp->dirs[0]) {
-                char dir[1024];
+                char dir[1024], use[1024];
                 memcpy(dir, s, n);
                 dir[n] = '\0';
+                const char *refused = dir_refusal(dir, use, sizeof use),
+                           *why = refused && *refused ? refused : NULL;
+                if (why)
+                    oclml__log(ctx, OCLML_LOG_WARN, "kernel directory %s is %s: not used", dir,
+                               why);
                 if (listed && used < len)
-                    used += (size_t)snprintf(
-                        listed + used, len - used, "%s%s%s", used ? ", " : "", dir,
-                        dir_writable_by_others(dir) ? " (skipped: writable by others)" : "");
-                if (sp->n < MAX_SEARCH_DIRS && dir_usable(ctx, dir))
-                    memcpy(sp->dirs[sp->n++], dir, n + 1);
+                    used += (size_t)snprintf(listed + used, len - used, "%s%s%s%s%s",
+                                             used ? ", " : "", dir, why ? " (skipped: " : "",
+                                             why ? why : "", why ? ")" : "");
+                if (sp->n < MAX_SEARCH_DIRS && !refused)
+                    memcpy(sp->dirs[sp->n++], use, strlen(use) + 1);
             }
             s = colon ? colon + 1 : NULL;
         }

@@ -131,3 +131,47 @@ double oclml__now_ms(void) {
 bool oclml__writable_by_others(const struct stat *st) {
     return (st->st_mode & S_IWOTH) || ((st->st_mode & S_IWGRP) && st->st_gid != getegid());
 }
+
+int oclml__dir_path(const char *path, char *out, size_t len) {
+    const bool absolute = path[0] == '/';
+    const size_t root = absolute ? 1 : 0; /* out[0..root) is never removed */
+    size_t n = 0;
+    if (len < 2) return ENAMETOOLONG;
+    if (absolute) out[n++] = '/';
+    out[n] = '\0';
+    for (const char *p = path; *p;) {
+        while (*p == '/') p++;
+        const size_t c = strcspn(p, "/");
+        const bool dot = c == 1 && p[0] == '.', dotdot = c == 2 && p[0] == '.' && p[1] == '.';
+        if (c == 0 || dot) {
+            p += c;
+            continue;
+        }
+        if (dotdot) {
+            size_t start = n; /* the last component of out */
+            while (start > root && out[start - 1] != '/') start--;
+            const bool last_dotdot = n - start == 2 && out[start] == '.' && out[start + 1] == '.';
+            if (n > root && !last_dotdot) {
+                struct stat st;
+                if (!lstat(out, &st) && S_ISLNK(st.st_mode)) return ELOOP;
+                n = start > root ? start - 1 : start;
+                out[n] = '\0';
+                p += c;
+                continue;
+            }
+            if (absolute && n == root) { /* "/.." is "/" */
+                p += c;
+                continue;
+            }
+        }
+        const size_t sep = n > root ? 1 : 0;
+        if (n + sep + c + 1 > len) return ENAMETOOLONG;
+        if (sep) out[n++] = '/';
+        memcpy(out + n, p, c);
+        n += c;
+        out[n] = '\0';
+        p += c;
+    }
+    if (n == 0) out[n++] = '.', out[n] = '\0';
+    return 0;
+}

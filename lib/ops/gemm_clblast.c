@@ -76,6 +76,7 @@ oclml_status oclml__gemm_clblast(oclml_ctx *ctx, const oclml__gemm_desc *d, cl_i
     cl_event ev = NULL;
     CLBlastStatusCode s;
     oclml_status st = OCLML_SUCCESS;
+    if (ctx->fail_launch_in && (st = oclml__injected_fault(ctx, "CLBlast product"))) return st;
     oclml__clblast_lock();
     oclml__profile_mark(ctx);
     const clblast_call c = call_of(ctx, d);

@@ -268,6 +268,22 @@ static oclml_status run_max_pool2d_backward(op_case *c) {
     return ready(c) ? oclml_max_pool2d_backward(c->ctx, &p, x, dy, dx) : c->st;
 }
 
+/* The activation fused into the pooling's read: a convolution's ReLU and 2x2 pooling. */
+static oclml_status run_act_max_pool2d(op_case *c) {
+    oclml_pool2d_params p;
+    oclml_pool2d_params_init(&p);
+    oclml_tensor *x = input(c, 0, &CONV_Y, -1, 1), *y = output(c, 1, &POOL_Y);
+    return ready(c) ? oclml_act_max_pool2d(c->ctx, &p, OCLML_ACT_RELU, x, y) : c->st;
+}
+
+static oclml_status run_act_max_pool2d_backward(op_case *c) {
+    oclml_pool2d_params p;
+    oclml_pool2d_params_init(&p);
+    oclml_tensor *x = input(c, 0, &CONV_Y, -1, 1), *dy = input(c, 1, &POOL_Y, -1, 1),
+                 *dx = output(c, 2, &CONV_Y);
+    return ready(c) ? oclml_act_max_pool2d_backward(c->ctx, &p, OCLML_ACT_RELU, x, dy, dx) : c->st;
+}
+
 static oclml_status run_avg_pool2d(op_case *c) {
     oclml_pool2d_params p;
     oclml_pool2d_params_init(&p);
@@ -489,63 +505,49 @@ static oclml_status run_arena_zero_grad(op_case *c) {
     return ready(c) ? oclml_arena_zero_grad(optim_arena) : c->st;
 }
 
+/* Causal self-attention of 4 heads of dim 64 over 256 positions (BHLD). The backward's o and
+ * lse are made up rather than run: the forward would compile its own programs first; lse about
+ * log(256), as a row's log-sum-exp of scores near 0 is. */
+static const shape ATT_Q = {4, {1, 4, 256, 64}}, ATT_LSE = {3, {1, 4, 256}};
+
+static oclml_attention_params causal(void) {
+    oclml_attention_params p;
+    oclml_attention_params_init(&p);
+    p.causal = OCLML_CAUSAL_TOP_LEFT;
+    return p;
+}
+
+static oclml_status run_attention(op_case *c) {
+    oclml_attention_params p = causal();
+    oclml_tensor *q = input(c, 0, &ATT_Q, -1, 1), *k = input(c, 1, &ATT_Q, -1, 1),
+                 *v = input(c, 2, &ATT_Q, -1, 1), *o = output(c, 3, &ATT_Q),
+                 *lse = output(c, 4, &ATT_LSE);
+    return ready(c) ? oclml_attention(c->ctx, &p, q, k, v, o, lse) : c->st;
+}
+
+static oclml_status run_attention_backward(op_case *c) {
+    oclml_attention_params p = causal();
+    oclml_tensor *q = input(c, 0, &ATT_Q, -1, 1), *k = input(c, 1, &ATT_Q, -1, 1),
+                 *v = input(c, 2, &ATT_Q, -1, 1), *o = input(c, 3, &ATT_Q, -1, 1),
+                 *lse = input(c, 4, &ATT_LSE, 5, 6), *dout = input(c, 5, &ATT_Q, -1, 1),
+                 *dq = output(c, 6, &ATT_Q), *dk = output(c, 7, &ATT_Q), *dv = output(c, 8, &ATT_Q);
+    return ready(c) ? oclml_attention_backward(c->ctx, &p, q, k, v, o, lse, dout, dq, dk, dv, NULL)
+                    : c->st;
+}
+
 typedef struct runner {
     const char *op;
     runner_fn run;
 } runner;
 
-/* One runner per op of the library's list (oclml_ops_list); the parent reports an op without
- * one as an error, so that adding an op to the library means adding it here. */
+/* One runner per op of the op list, made from it: an op without a run_NAME function above
+ * does not compile. */
 static const runner RUNNERS[] = {
-    {"fill", run_fill},
-    {"copy", run_copy},
-    {"unary", run_unary},
-    {"unary_backward", run_unary_backward},
-    {"pow", run_pow},
-    {"pow_backward", run_pow_backward},
-    {"binary", run_binary},
-    {"binary_scalar", run_binary_scalar},
-    {"reduce_rows", run_reduce_rows},
-    {"reduce_all", run_reduce_all},
-    {"reduce_axes", run_reduce_axes},
-    {"add_bias", run_add_bias},
-    {"permute", run_permute},
-    {"transpose_axes", run_transpose_axes},
-    {"concat", run_concat},
-    {"split", run_split},
-    {"probe_fma_gflops", run_probe_fma_gflops},
-    {"gemm", run_gemm},
-    {"gemm_batched", run_gemm_batched},
-    {"linear", run_linear},
-    {"linear_backward", run_linear_backward},
-    {"conv2d", run_conv2d},
-    {"conv2d_backward", run_conv2d_backward},
-    {"conv_transpose2d", run_conv_transpose2d},
-    {"conv_transpose2d_backward", run_conv_transpose2d_backward},
-    {"max_pool2d", run_max_pool2d},
-    {"max_pool2d_backward", run_max_pool2d_backward},
-    {"avg_pool2d", run_avg_pool2d},
-    {"avg_pool2d_backward", run_avg_pool2d_backward},
-    {"softmax", run_softmax},
-    {"log_softmax", run_log_softmax},
-    {"softmax_backward", run_softmax_backward},
-    {"log_softmax_backward", run_log_softmax_backward},
-    {"layernorm", run_layernorm},
-    {"rmsnorm", run_rmsnorm},
-    {"layernorm_backward", run_layernorm_backward},
-    {"rmsnorm_backward", run_rmsnorm_backward},
-    {"cross_entropy", run_cross_entropy},
-    {"mse_loss", run_mse_loss},
-    {"huber_loss", run_huber_loss},
-    {"bce_with_logits", run_bce_with_logits},
-    {"kl_div_logits", run_kl_div_logits},
-    {"gru_step", run_gru_step},
-    {"gru_step_backward", run_gru_step_backward},
-    {"gru_sequence", run_gru_sequence},
-    {"rssm_rollout", run_rssm_rollout},
-    {"history_encode", run_history_encode},
-    {"optim_step", run_optim_step},
-    {"arena_zero_grad", run_arena_zero_grad},
+#define OCLML_OP(name, ...) {#name, run_##name},
+#define OCLML_TUNABLE(...)
+#include "ops/ops.def"
+#undef OCLML_OP
+#undef OCLML_TUNABLE
 };
 #define N_RUNNERS (sizeof RUNNERS / sizeof RUNNERS[0])
 

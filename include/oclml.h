@@ -235,9 +235,10 @@ OCLML_API oclml_status oclml_ctx_build_file(oclml_ctx *ctx, const char *file, co
 OCLML_API oclml_status oclml_ctx_kernel_files(
     oclml_ctx *ctx, void (*fn)(void *user, const char *file, const char *dir), void *user);
 
-/* The ops of the library, in the order of its op list (softmax, layernorm, gru_step, ...): the
- * name, the kernel file it runs, its tuning keys (comma-separated, "" if none) and one line on
- * what it does. Calls fn once per op. */
+/* The ops of the library, in the order of its op list (fill, copy, unary, ...): the name, the
+ * kernel files it runs (space-separated), the tuning keys it reads (comma-separated, "" if none;
+ * those for developers included: oclml_tuning_key_for_developers) and one line on what it does.
+ * Calls fn once per op; the strings live as long as the library. */
 typedef struct oclml_op_desc {
     const char *name;
     const char *kernel_file;
@@ -265,6 +266,13 @@ OCLML_API oclml_status oclml_ctx_tuning(const oclml_ctx *ctx,
                                         void (*fn)(void *user, const char *key, const char *value,
                                                    const char *source, const char *help),
                                         void *user);
+
+/* Whether a tuning key is for developers: a kernel internal or a test hook (the tensor-core
+ * kernels' fragment reads, the last wave's splits, ...), as against a choice that means
+ * something to a user (which algorithm, CLBlast's parameters, the disk cache). Both kinds can be
+ * set; oclml-info lists the developers' keys only with --all. *for_developers is 1 or 0;
+ * OCLML_ERR_INVALID_ARGUMENT for a key the library does not have. */
+OCLML_API oclml_status oclml_tuning_key_for_developers(const char *key, int *for_developers);
 
 /* Whether tuned CLBlast kernel parameters (oclml-tune; tuning keys clblast.*) are in force on
  * this context's device: *active (may be NULL) is 1 when some are, and text (may be NULL) names

@@ -71,16 +71,16 @@ START_TEST(row_plans_per_device) {
 }
 END_TEST
 
-long oclml__tune(const oclml_ctx *ctx, const char *key, unsigned i);
+long oclml__tune(const oclml_ctx *ctx, oclml__tune_key key, unsigned i);
 
 START_TEST(tuning_table_parses) {
     oclml_ctx *ctx = fake_ctx(true, 1024, 132);
     ASSERT_OK(oclml__tune_init(ctx, " rssm.split=7;gru.tile=2:4:2:1:2 , rssm.guard=0"));
-    ck_assert_int_eq(oclml__tune(ctx, "rssm.split", 0), 7);
-    ck_assert_int_eq(oclml__tune(ctx, "gru.tile", 1), 4);
-    ck_assert_int_eq(oclml__tune(ctx, "gru.tile", 4), 2);
-    ck_assert_int_eq(oclml__tune(ctx, "rssm.guard", 0), 0);
-    ck_assert_int_eq(oclml__tune(ctx, "rssm.wg", 0), 0); /* default */
+    ck_assert_int_eq(oclml__tune(ctx, OCLML__TUNE_RSSM_SPLIT, 0), 7);
+    ck_assert_int_eq(oclml__tune(ctx, OCLML__TUNE_GRU_TILE, 1), 4);
+    ck_assert_int_eq(oclml__tune(ctx, OCLML__TUNE_GRU_TILE, 4), 2);
+    ck_assert_int_eq(oclml__tune(ctx, OCLML__TUNE_RSSM_GUARD, 0), 0);
+    ck_assert_int_eq(oclml__tune(ctx, OCLML__TUNE_RSSM_WG, 0), 0); /* default */
     free(ctx->tune);
     ctx->tune = NULL;
     ck_assert_int_eq(oclml__tune_init(ctx, "gru.tile=2:4:2:1:2:9"), OCLML_ERR_INVALID_ARGUMENT);

@@ -1,6 +1,7 @@
 /* oclml-info: what liboclml sees on this machine. Lists OpenCL platforms and devices, which one
- * the library picks and why, its capabilities, the tuning table and where each value came from,
- * the op list, and the state of the program cache. With --warm it compiles, up front and in
+ * the library picks and why, its capabilities, the tuning table and where each value came from
+ * (the keys for developers, kernel internals and test hooks, only with --all or where set), the
+ * op list, and the state of the program cache. With --warm it compiles, up front and in
  * parallel, every kernel variant the ops would pick on this device (exit status 1 if one fails). */
 #include <oclml.h>
 
@@ -13,11 +14,13 @@
 
 static void usage(void) {
     printf(
-        "usage: oclml-info [--device SELECTOR] [--tune KEY=VALUE,...] [--warm [OPS]] [--ops]\n"
+        "usage: oclml-info [--device SELECTOR] [--tune KEY=VALUE,...] [--warm [OPS]] [--ops] "
+        "[--all]\n"
         "  SELECTOR: gpu, cpu, P:D, or part of a platform or device name (default: $OCLML_DEVICE,\n"
         "            else the first GPU, else the first device)\n"
         "  --warm [OPS]: compile the variants the ops (comma-separated; default all) pick here\n"
         "  --ops: list the ops with their kernel files and tuning keys\n"
+        "  --all: list the tuning keys for developers too (kernel internals, test hooks)\n"
         "environment: OCLML_DEVICE, OCLML_KERNEL_PATH, OCLML_CACHE_DIR, OCLML_BUILD_OPTIONS,\n"
         "             OCLML_TUNE, OCLML_VERBOSE\n");
 }
@@ -65,16 +68,41 @@ static void show_progress(void *user, const char *op, const char *variant, doubl
     fflush(stdout);
 }
 
+/* Whether a key is listed: a user's key always, a developer's with --all or where it was set. */
+static int listed(int all, const char *key, const char *source) {
+    int dev = 0;
+    return all || oclml_tuning_key_for_developers(key, &dev) || !dev ||
+           (source && strcmp(source, "default"));
+}
+
+typedef struct listing {
+    int all;
+    unsigned hidden;
+} listing;
+
 static void show_tunable(void *user, const char *key, const char *value, const char *source,
                          const char *help) {
-    (void)user;
-    printf("  %-12s %-12s %-14s %s\n", key, value, source, help);
+    listing *l = user;
+    if (listed(l->all, key, source))
+        printf("  %-23s %-12s %-14s %s\n", key, value, source, help);
+    else
+        l->hidden++;
 }
 
 static void show_op(void *user, const oclml_op_desc *op) {
-    (void)user;
-    printf("  %-22s %-22s %-28s %s\n", op->name, op->kernel_file,
-           op->tunables[0] ? op->tunables : "-", op->summary);
+    const listing *l = user;
+    char keys[1024] = "";
+    size_t used = 0;
+    for (const char *s = op->tunables; *s;) {
+        size_t n = strcspn(s, ",");
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)n, s);
+        if (listed(l->all, key, NULL) && used < sizeof keys)
+            used += (size_t)snprintf(keys + used, sizeof keys - used, "%s%s", used ? "," : "", key);
+        s += n + (s[n] == ',');
+    }
+    printf("  %-22s %-22s %-28s %s\n", op->name, op->kernel_file, keys[0] ? keys : "-",
+           op->summary);
 }
 
 static void print_cache(const oclml_ctx *ctx) {
@@ -94,7 +122,7 @@ int main(int argc, char **argv) {
     oclml_ctx_options opts;
     oclml_ctx_options_init(&opts);
     opts.kernel_path = oclml_tree_kernel_path();
-    int warm = 0, ops = 0;
+    int warm = 0, ops = 0, all = 0;
     const char *warm_ops = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
@@ -106,6 +134,8 @@ int main(int argc, char **argv) {
             if (i + 1 < argc && argv[i + 1][0] != '-') warm_ops = argv[++i];
         } else if (!strcmp(argv[i], "--ops"))
             ops = 1;
+        else if (!strcmp(argv[i], "--all"))
+            all = 1;
         else {
             usage();
             return strcmp(argv[i], "--help") ? 2 : 0;
@@ -139,7 +169,11 @@ int main(int argc, char **argv) {
         c.mma_tf32 ? "yes" : "no");
     if (c.nv_cc_major) printf(", compute capability %u.%u", c.nv_cc_major, c.nv_cc_minor);
     printf("\n\ntuning table (key, value, source, meaning):\n");
-    oclml_ctx_tuning(ctx, show_tunable, NULL);
+    listing keys = {all, 0};
+    oclml_ctx_tuning(ctx, show_tunable, &keys);
+    if (keys.hidden)
+        printf("  (%u keys for developers at their defaults not shown: --all lists them)\n",
+               keys.hidden);
     int tuned = 0;
     char clblast[1024];
     oclml_ctx_clblast_tuning(ctx, &tuned, clblast, sizeof clblast);
@@ -147,8 +181,9 @@ int main(int argc, char **argv) {
            tuned ? "tuned values active for this device" : "CLBlast's own, no tuned values",
            clblast);
     if (ops) {
-        printf("\nops (name, kernel file, tuning keys, what it does):\n");
-        oclml_ops_list(show_op, NULL);
+        printf("\nops (name, kernel files, tuning keys%s, what it does):\n",
+               all ? "" : " for users");
+        oclml_ops_list(show_op, &keys);
     }
     if (warm) {
         printf("\ncompiling the variants the ops pick on this device (%s):\n",

@@ -171,7 +171,7 @@ static oclml_status ctx_finish_setup(oclml_ctx *ctx, const oclml_ctx_options *o)
     oclml__log(ctx, OCLML_LOG_INFO, "device %s [%s], selected by %s", ctx->info.device_name,
                ctx->info.platform_name, ctx->info.selected_by);
     oclml_status st = oclml__tune_init(ctx, o->tuning);
-    if (!st) ctx->max_groups_yz = (size_t)oclml__tune(ctx, "launch.grid_yz", 0);
+    if (!st) ctx->max_groups_yz = (size_t)oclml__tune(ctx, OCLML__TUNE_LAUNCH_GRID_YZ, 0);
     return st ? st : oclml__ops_context_init(ctx);
 }
 

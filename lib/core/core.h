@@ -48,19 +48,34 @@ typedef struct oclml__caps {
 
 /* ---- tuning table (tune.c) ----
  * Every tunable knob of every op, with the value in force for this context and where it came
- * from. Keys are declared by the ops (oclml__tunables, lib/ops/registry.c); core only parses and
- * looks them up. A value is 1 to OCLML__TUNE_MAX_INTS integers; 0 usually means "let the op
- * decide from the shape and the capabilities". */
+ * from. Keys are declared in the op list (lib/ops/ops.def, as data: core reads no op's code) and
+ * tabled by the ops (oclml__tunables, lib/ops/registry.c); core only parses and looks them up.
+ * A value is 1 to OCLML__TUNE_MAX_INTS integers; 0 usually means "let the op decide from the
+ * shape and the capabilities". */
 #define OCLML__TUNE_MAX_INTS 16
 typedef struct oclml__tunable {
-    const char *key; /* "gru.tile" */
-    unsigned n;      /* how many integers the value has */
-    long min, max;   /* bounds of each integer */
+    const char *key;    /* "gru.tile" */
+    const char *family; /* "gru": the ops that name the family read the key */
+    bool developers;    /* a kernel internal or test hook (oclml-info lists it with --all) */
+    unsigned n;         /* how many integers the value has */
+    long min, max;      /* bounds of each integer */
     long defaults[OCLML__TUNE_MAX_INTS];
     const char *help;
 } oclml__tunable;
 
-/* Defined by the op layer: the tunables of every op, terminated by an entry with key NULL. */
+/* The keys in code: OCLML__TUNE_GEMM_OWN for gemm.own, ..., in the order of ops.def, which is
+ * also the order of oclml__tunables. */
+typedef enum oclml__tune_key {
+#define OCLML_OP(...)
+#define OCLML_TUNABLE(family, id, ...) OCLML__TUNE_##id,
+#include "ops/ops.def"
+#undef OCLML_OP
+#undef OCLML_TUNABLE
+    OCLML__N_TUNABLES
+} oclml__tune_key;
+
+/* Defined by the op layer: the tunables of every op, indexed by oclml__tune_key, then an entry
+ * with key NULL. */
 extern const oclml__tunable oclml__tunables[];
 
 typedef enum oclml__tune_source {
@@ -281,8 +296,8 @@ void oclml__device_key(const oclml_ctx *ctx, oclml__sha256_ctx *s);
  * the option string (or $OCLML_TUNE when the option is NULL). An unknown key or a bad value in
  * the option is an error. */
 oclml_status oclml__tune_init(oclml_ctx *ctx, const char *option);
-/* The value of a key (must be declared in oclml__tunables; i < its n). */
-long oclml__tune(const oclml_ctx *ctx, const char *key, unsigned i);
+/* Integer i of a key's value (i below the key's count of integers). */
+long oclml__tune(const oclml_ctx *ctx, oclml__tune_key key, unsigned i);
 const char *oclml__tune_source_name(oclml__tune_source s);
 
 /* ---- the op layer's part of context creation (lib/ops/clblast_params.c) ----

@@ -313,7 +313,7 @@ void oclml__count(oclml_ctx *ctx, unsigned long *counter) {
 /* Whether programs go through the disk cache: where it is enabled, and by default not where the
  * driver caches programs itself at less cost (the tuning key cache.binaries overrides that). */
 static bool disk_binaries(const oclml_ctx *ctx) {
-    long policy = oclml__tune(ctx, "cache.binaries", 0);
+    long policy = oclml__tune(ctx, OCLML__TUNE_CACHE_BINARIES, 0);
     return ctx->disk.enabled && (policy == 1 || (policy == -1 && !ctx->caps.driver_program_cache));
 }
 

@@ -257,7 +257,14 @@ oclml_status oclml__tune_init(oclml_ctx *ctx, const char *option) {
     return env ? apply_string(ctx, env, OCLML__TUNE_ENV, "OCLML_TUNE") : OCLML_SUCCESS;
 }
 
-long oclml__tune(const oclml_ctx *ctx, const char *key, unsigned i) {
-    int k = find_key(key, strlen(key));
-    return k >= 0 && i < OCLML__TUNE_MAX_INTS ? ctx->tune[k].v[i] : 0;
+long oclml__tune(const oclml_ctx *ctx, oclml__tune_key key, unsigned i) {
+    return (unsigned)key < OCLML__N_TUNABLES && i < OCLML__TUNE_MAX_INTS ? ctx->tune[key].v[i] : 0;
+}
+
+oclml_status oclml_tuning_key_for_developers(const char *key, int *for_developers) {
+    if (!key || !for_developers) return OCLML_ERR_NULL_POINTER;
+    int i = find_key(key, strlen(key));
+    if (i < 0) return OCLML_ERR_INVALID_ARGUMENT;
+    *for_developers = oclml__tunables[i].developers;
+    return OCLML_SUCCESS;
 }

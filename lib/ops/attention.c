@@ -203,10 +203,10 @@ static size_t local_floats(att_kernel kind, att_tile t, size_t D) {
  * stage's space holds (a power of two dividing the side the accumulating product sums over). */
 #define DECODE_ROWS 8
 static att_tile plan_tile(oclml_ctx *ctx, att_kernel kind, const att_shape *s) {
-    att_tile t = {(unsigned)oclml__tune(ctx, "attention.tile", 0),
-                  (unsigned)oclml__tune(ctx, "attention.tile", 1),
-                  (unsigned)oclml__tune(ctx, "attention.tile", 2),
-                  (unsigned)oclml__tune(ctx, "attention.tile", 3), 1};
+    att_tile t = {(unsigned)oclml__tune(ctx, OCLML__TUNE_ATTENTION_TILE, 0),
+                  (unsigned)oclml__tune(ctx, OCLML__TUNE_ATTENTION_TILE, 1),
+                  (unsigned)oclml__tune(ctx, OCLML__TUNE_ATTENTION_TILE, 2),
+                  (unsigned)oclml__tune(ctx, OCLML__TUNE_ATTENTION_TILE, 3), 1};
     const size_t wg = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256,
                  group_rows = s->H / s->HKV * s->LQ;
     if (!t.tx || !t.ty || !t.rq || !t.rk) {
@@ -266,14 +266,14 @@ static size_t dkdv_rows(size_t D);
 static bool mma_wide(oclml_ctx *ctx, att_kernel kind, size_t D) {
     if (kind != K_DQ_MMA) return head_split(ctx, kind, D) == 2;
     return head_split(ctx, kind, D) == 4 &&
-           (oclml__tune(ctx, "attention.dq_pairs", 0) == 1 || D > 192);
+           (oclml__tune(ctx, OCLML__TUNE_ATTENTION_DQ_PAIRS, 0) == 1 || D > 192);
 }
 
 /* 0 (FMA kernels), 1 (tensor cores) or 2 (emulated) for a kernel (K_FWD_MMA, K_DKDV_MMA or
  * K_DQ_MMA: the forward, the backward's two); a device whose work-groups or local memory cannot
  * hold the tile takes the FMA kernels. */
 static int mma_mode(oclml_ctx *ctx, const att_shape *s, att_kernel kind) {
-    const long mode = oclml__tune(ctx, "attention.mma", 0);
+    const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_MMA, 0);
     const size_t most = mma_wide(ctx, kind, s->D) ? 256 : 128;
     if (!mode || s->D % 8 || s->D > most || s->H / s->HKV * s->LQ <= DECODE_ROWS ||
         ctx->caps.max_work_group_size < 32 * MMA_WARPS ||
@@ -291,8 +291,9 @@ static int mma_mode(oclml_ctx *ctx, const att_shape *s, att_kernel kind) {
  * with 32 and 15.6 with 16, dQ 10.5 and 9.3 (before those copies, 32 spilled 784 bytes of the
  * dK/dV kernel's registers and ran 1.5% slower). */
 static unsigned mma_columns(oclml_ctx *ctx, att_kernel kind, size_t D) {
-    const long forced =
-        oclml__tune(ctx, kind == K_FWD_MMA ? "attention.mma_keys" : "attention.mma_bwd_cols", 0);
+    const long forced = oclml__tune(
+        ctx,
+        kind == K_FWD_MMA ? OCLML__TUNE_ATTENTION_MMA_KEYS : OCLML__TUNE_ATTENTION_MMA_BWD_COLS, 0);
     const unsigned most = kind == K_DKDV_MMA ? (unsigned)dkdv_rows(D) : 64;
     if (forced > 0) return forced >= 64 && most >= 64 ? 64 : forced >= 32 && most >= 32 ? 32 : 16;
     if (kind == K_FWD_MMA) return D <= 64 ? 32 : 16;
@@ -308,7 +309,7 @@ static unsigned mma_columns(oclml_ctx *ctx, att_kernel kind, size_t D) {
  * fewer warps idle on its last keys (causal D128: 6.03 against 6.09-6.10 ms), and 4 elsewhere
  * (the backward's staged rows fill local memory). */
 static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D, bool pos) {
-    const long forced = oclml__tune(ctx, "attention.mma_warps", 0);
+    const long forced = oclml__tune(ctx, OCLML__TUNE_ATTENTION_MMA_WARPS, 0);
     const bool fewer = pos && D <= 128; /* the paired forward above 128 was timed with 8 */
     const unsigned want = forced > 0                              ? (forced >= 8 ? 8 : 4)
                           : kind == K_FWD_MMA && D > 64 && !fewer ? 8
@@ -322,7 +323,7 @@ static unsigned mma_warps(oclml_ctx *ctx, att_kernel kind, size_t D, bool pos) {
  * (2026-11-26, B4 H16 L4096 D128) unpaired: 2.7 KB spilled a work-item, 64.1 ms; paired, no
  * spill: 37.2 ms (8 warps: the same); at head dim 64 paired 15.3 ms against 14.9. */
 static bool dkdv_pairs(oclml_ctx *ctx, size_t D) {
-    const long forced = oclml__tune(ctx, "attention.dkdv_pairs", 0);
+    const long forced = oclml__tune(ctx, OCLML__TUNE_ATTENTION_DKDV_PAIRS, 0);
     return forced >= 0 ? forced == 1 : D > 64;
 }
 
@@ -332,7 +333,7 @@ static bool dkdv_pairs(oclml_ctx *ctx, size_t D) {
  * 33.5 ms; paired, no spill: 21.0 ms with 4 warps, 26.4 with 8; at head dim 64 paired 11.8 ms
  * against 9.4. */
 static bool dq_pairs(oclml_ctx *ctx, size_t D) {
-    const long forced = oclml__tune(ctx, "attention.dq_pairs", 0);
+    const long forced = oclml__tune(ctx, OCLML__TUNE_ATTENTION_DQ_PAIRS, 0);
     return D % 16 == 0 && (forced >= 0 ? forced == 1 : D > 64); /* halves of whole 8-wide steps */
 }
 
@@ -344,7 +345,7 @@ static bool dq_pairs(oclml_ctx *ctx, size_t D) {
  * 12.6, 160 4.8 against 10.4; with K and V staged without the asynchronous copies, 12.0, 14.1 and
  * 11.5 ms. At 64 and 128, where the unpaired kernel runs, pairs lose 20-25%. */
 static bool fwd_pairs(oclml_ctx *ctx, size_t D) {
-    const long forced = oclml__tune(ctx, "attention.fwd_pairs", 0);
+    const long forced = oclml__tune(ctx, OCLML__TUNE_ATTENTION_FWD_PAIRS, 0);
     return D % 16 == 0 && (forced >= 0 ? forced == 1 : D > 128);
 }
 
@@ -481,7 +482,7 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
  * tuning key attention.async is 0 (the emulated kernels copy at once, testing the same code
  * everywhere). */
 static bool kv_async(const att_call *c, att_kernel kind, int mode) {
-    if (oclml__tune(c->ctx, "attention.async", 0) == 0) return false;
+    if (oclml__tune(c->ctx, OCLML__TUNE_ATTENTION_ASYNC, 0) == 0) return false;
     if (kind == K_DKDV_MMA) return c->qd_vec;
     return (kind == K_FWD_MMA || kind == K_DQ_MMA) && c->kv_vec &&
            mma_local_floats(c->ctx, kind, c->s.D, c->s.by_position, mode == 2, true) * 4 <=
@@ -506,7 +507,8 @@ static bool kv_async(const att_call *c, att_kernel kind, int mode) {
  * 20.75-20.77 -> 19.25 ms (15:28 UTC). */
 static bool vec_fragments(const att_call *c, att_kernel kind, int mode) {
     return vec_shape(c->ctx, kind, c->s.D) &&
-           oclml__tune(c->ctx, "attention.vec_fragments", 0) != 0 && kv_async(c, kind, mode);
+           oclml__tune(c->ctx, OCLML__TUNE_ATTENTION_VEC_FRAGMENTS, 0) != 0 &&
+           kv_async(c, kind, mode);
 }
 
 /* Column tiles whose B values a tensor-core kernel's accumulating products read together
@@ -517,7 +519,7 @@ static bool vec_fragments(const att_call *c, att_kernel kind, int mode) {
  * dK/dV 14.08-14.10 / 14.07 / 14.36 and 33.95-33.98 / 34.5 / 35.5 (more values in flight, fewer
  * registers left: dK/dV already spills at head dim 64). */
 static unsigned col_batch(oclml_ctx *ctx, att_kernel kind, size_t D) {
-    const long forced = oclml__tune(ctx, "attention.mma_col_batch", 0);
+    const long forced = oclml__tune(ctx, OCLML__TUNE_ATTENTION_MMA_COL_BATCH, 0);
     if (forced > 0)
         return forced >= 16 ? 16 : forced >= 8 ? 8 : forced >= 4 ? 4 : forced >= 2 ? 2 : 1;
     if (kind == K_FWD_MMA) return 8;
@@ -598,7 +600,7 @@ static size_t plan_splits(const att_call *c, att_tile t) {
     const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk;
     const size_t groups = ceil_div(c->s.H / c->s.HKV * c->s.LQ, bq) * c->s.B * c->s.HKV,
                  key_blocks = ceil_div(c->s.LK, bk);
-    long forced = oclml__tune(c->ctx, "attention.splits", 0);
+    long forced = oclml__tune(c->ctx, OCLML__TUNE_ATTENTION_SPLITS, 0);
     size_t splits = forced > 0 ? (size_t)forced : 1;
     if (forced <= 0 && c->ctx->caps.is_gpu) {
         const size_t want = 4 * (size_t)c->ctx->caps.compute_units;
@@ -699,7 +701,7 @@ static size_t ds_head_bytes(const att_shape *s) {
  * causal (one chunk) 1.69 -> 1.50; B2 H32 Hkv8 L4096 D128 full 55.1 -> 42.7, causal 28.8 ->
  * 33.1; B4 H16 L2048 D256 full 40.3 -> 25.1, causal 21.8 -> 12.7. */
 static size_t dq_gemm_heads(const att_call *c, int dkdv_mma) {
-    const long forced = oclml__tune(c->ctx, "attention.dq_gemm", 0);
+    const long forced = oclml__tune(c->ctx, OCLML__TUNE_ATTENTION_DQ_GEMM, 0);
     if (!forced || !dkdv_mma || c->keylen) return 0;
     const size_t total = c->s.B * c->s.HKV, head_bytes = ds_head_bytes(&c->s);
     size_t heads = c->ctx->caps.workspace_bytes / head_bytes;
@@ -1016,15 +1018,51 @@ oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_para
     return st;
 }
 
+/* The call forms a warm list plans for: with every_shape (checks of the kernels), each head dim
+ * of EVERY_DIM with each form; else head dims 64 and 128 unmasked (the first form). */
+typedef struct warm_form {
+    bool causal, blhd, mask, keylen;
+    bool vec; /* rows float4-aligned */
+} warm_form;
+static const warm_form FORMS[] = {{.vec = true},
+                                  {.causal = true, .vec = true},
+                                  {.mask = true, .vec = true},
+                                  {.keylen = true, .vec = true},
+                                  {.blhd = true, .keylen = true, .vec = true},
+                                  {.blhd = true, .mask = true, .keylen = true, .vec = true},
+                                  {.blhd = true}};
+static const size_t COMMON_DIMS[] = {64, 128}, EVERY_DIM[] = {24, 64, 128, 192, 256};
+
+/* A key-length buffer the warm list names and never touches: the planner reads only whether
+ * there is one. */
+static char placeholder;
+
 /* Prewarm: the kernels a call with head dims 64 and 128 runs without masks (BHLD, 1024 rows a
  * key head): the tensor-core ones where the device has them, else the FMA tiles; and the
- * forward that a causal mask takes where its blocks differ (mma_warps). */
+ * forward that a causal mask takes where its blocks differ (mma_warps). With every_shape, the
+ * same for each head dim of EVERY_DIM and each form of FORMS. */
 void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
-    static const size_t dims[] = {64, 128};
     const bool bwd = strstr(op, "backward") != NULL;
-    for (size_t i = 0; i < 2; i++) {
-        const att_shape s = {.B = 1, .H = 1, .HKV = 1, .LQ = 1024, .LK = 1024, .D = dims[i]};
-        const att_call c = {.ctx = ctx, .s = s, .kv_vec = true, .qd_vec = true};
+    const size_t *dims = list->every_shape ? EVERY_DIM : COMMON_DIMS;
+    const size_t n_dims = list->every_shape ? sizeof EVERY_DIM / sizeof EVERY_DIM[0] : 2,
+                 n_forms = list->every_shape ? sizeof FORMS / sizeof FORMS[0] : 1;
+    for (size_t i = 0; i < n_dims * n_forms; i++) {
+        const warm_form f = FORMS[i % n_forms];
+        const size_t D = dims[i / n_forms];
+        const att_shape s = {.B = 1,
+                             .H = 1,
+                             .HKV = 1,
+                             .LQ = 1024,
+                             .LK = 1024,
+                             .D = D,
+                             .mask_b = 1,
+                             .mask_h = 1,
+                             .by_position = f.causal};
+        const att_call c = {.ctx = ctx,
+                            .s = s,
+                            .keylen = f.keylen ? (cl_mem)(void *)&placeholder : NULL,
+                            .kv_vec = f.vec,
+                            .qd_vec = f.vec};
         const att_kernel fma_kinds[2][3] = {{K_FWD, K_FWD, K_FWD}, {K_DELTA, K_DKDV, K_DQ}},
                          mma_kinds[2][3] = {{K_FWD_MMA, K_FWD_MMA, K_FWD_MMA},
                                             {K_DELTA, K_DKDV_MMA, K_DQ_MMA}};
@@ -1038,9 +1076,10 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
                                         .alpha = 1.0f,
                                         .a = {NULL, 0, ds_ld(&s), 0},
                                         .b = {NULL, 0, s.D, 0},
-                                        .c = {NULL, 0, s.D, 0}};
+                                        .c = {NULL, 0, s.D, 0},
+                                        .a_lower = f.causal};
             char what[64];
-            snprintf(what, sizeof what, "head dim %zu, dQ = dS K", dims[i]);
+            snprintf(what, sizeof what, "head dim %zu, dQ = dS K", D);
             oclml__gemm_warm_desc(ctx, op, what, &g, list);
         }
         for (int j = 0; j < (bwd ? (heads ? 2 : 3) : 1); j++) {
@@ -1048,32 +1087,31 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
             const att_kernel kind = mma ? mma_kinds[bwd][j] : fma_kinds[bwd][j];
             char defines[256], variant[64];
             att_tile t;
-            snprintf(variant, sizeof variant, "head dim %zu, %s", dims[i], KERNEL_NAMES[kind]);
+            snprintf(variant, sizeof variant, "head dim %zu, %s", D, KERNEL_NAMES[kind]);
             const oclml__program_spec spec =
                 kind >= K_FWD_MMA
-                    ? mma_spec_of(ctx, kind, mma, dims[i], false, false, false, false,
+                    ? mma_spec_of(ctx, kind, mma, D, f.causal, f.blhd, f.mask, f.keylen,
                                   kv_async(&c, kind, mma), vec_fragments(&c, kind, mma), heads > 0,
                                   &t, defines, sizeof defines)
-                    : spec_of(kind, plan_tile(ctx, kind, &s), dims[i], false, false, false, defines,
+                    : spec_of(kind, plan_tile(ctx, kind, &s), D, f.blhd, f.mask, f.keylen, defines,
                               sizeof defines);
             oclml__warm_add(list, op, variant, spec);
-            if (kind == K_FWD_MMA &&
-                mma_warps(ctx, kind, dims[i], true) != mma_warps(ctx, kind, dims[i], false)) {
-                snprintf(variant, sizeof variant, "head dim %zu, causal, %s", dims[i],
+            if (kind == K_FWD_MMA && !f.causal &&
+                mma_warps(ctx, kind, D, true) != mma_warps(ctx, kind, D, false)) {
+                snprintf(variant, sizeof variant, "head dim %zu, causal, %s", D,
                          KERNEL_NAMES[kind]);
                 oclml__warm_add(list, op, variant,
-                                mma_spec_of(ctx, kind, mma, dims[i], true, false, false, false,
+                                mma_spec_of(ctx, kind, mma, D, true, f.blhd, f.mask, f.keylen,
                                             kv_async(&c, kind, mma), vec_fragments(&c, kind, mma),
                                             false, &t, defines, sizeof defines));
             }
         }
         if (heads) {
             char defines[256], variant[64];
-            snprintf(variant, sizeof variant, "head dim %zu, %s", dims[i],
-                     KERNEL_NAMES[K_DQ_EMPTY]);
+            snprintf(variant, sizeof variant, "head dim %zu, %s", D, KERNEL_NAMES[K_DQ_EMPTY]);
             oclml__warm_add(list, op, variant,
-                            spec_of(K_DQ_EMPTY, plan_tile(ctx, K_DQ_EMPTY, &s), dims[i], false,
-                                    false, false, defines, sizeof defines));
+                            spec_of(K_DQ_EMPTY, plan_tile(ctx, K_DQ_EMPTY, &s), D, f.blhd, f.mask,
+                                    f.keylen, defines, sizeof defines));
         }
     }
 }

@@ -25,14 +25,15 @@
 /* The three groups of parameters: tuning key, CLBlast kernel name, parameter names. */
 enum { XGEMM, DIRECT, SWITCH, N_GROUPS };
 static const struct group {
-    const char *key, *kernel, *label;
+    oclml__tune_key key;
+    const char *kernel, *label;
     int n;
     const char *const *names;
 } GROUPS[N_GROUPS] = {
-    {"clblast.xgemm", "Xgemm", "Xgemm", OCLML_CLBLAST_XGEMM_N, oclml_clblast_xgemm_names},
-    {"clblast.xgemm_direct", "XgemmDirect", "XgemmDirect", OCLML_CLBLAST_DIRECT_N,
+    {OCLML__TUNE_CLBLAST_XGEMM, "Xgemm", "Xgemm", OCLML_CLBLAST_XGEMM_N, oclml_clblast_xgemm_names},
+    {OCLML__TUNE_CLBLAST_XGEMM_DIRECT, "XgemmDirect", "XgemmDirect", OCLML_CLBLAST_DIRECT_N,
      oclml_clblast_direct_names},
-    {"clblast.gemm_switch", "GemmRoutine", "the direct/indirect switch", 1,
+    {OCLML__TUNE_CLBLAST_GEMM_SWITCH, "GemmRoutine", "the direct/indirect switch", 1,
      &oclml_clblast_switch_name}};
 
 /* What is in force per device (all 0: CLBlast's own); guarded by the CLBlast lock. */
@@ -43,16 +44,9 @@ static struct applied {
 } applied[MAX_DEVICES];
 static unsigned n_applied;
 
-static int tunable_index(const char *key) {
-    for (int i = 0; oclml__tunables[i].key; i++)
-        if (!strcmp(oclml__tunables[i].key, key)) return i;
-    return -1;
-}
-
-/* The context's requested values of group g; NULL when the key is not declared. */
+/* The context's requested values of group g. */
 static oclml__tune_value *requested(const oclml_ctx *ctx, int g) {
-    int i = tunable_index(GROUPS[g].key);
-    return i < 0 ? NULL : &ctx->tune[i];
+    return &ctx->tune[GROUPS[g].key];
 }
 
 static void format_values(const long *v, int n, char *out, size_t len) {
@@ -94,13 +88,13 @@ oclml_status oclml__ops_context_init(oclml_ctx *ctx) {
                 return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                                    "%s: %s=%s cannot be CLBlast's %s parameters on this device: "
                                    "%s (%s)",
-                                   oclml__tune_source_name(t->source), GROUPS[g].key, values,
-                                   GROUPS[g].label, why,
-                                   oclml__tunables[tunable_index(GROUPS[g].key)].help);
+                                   oclml__tune_source_name(t->source),
+                                   oclml__tunables[GROUPS[g].key].key, values, GROUPS[g].label, why,
+                                   oclml__tunables[GROUPS[g].key].help);
             oclml__log(ctx, OCLML_LOG_WARN,
                        "%s=%s from the %s ignored, CLBlast's own %s parameters stay: %s",
-                       GROUPS[g].key, values, oclml__tune_source_name(t->source), GROUPS[g].label,
-                       why);
+                       oclml__tunables[GROUPS[g].key].key, values,
+                       oclml__tune_source_name(t->source), GROUPS[g].label, why);
             memset(t->v, 0, sizeof t->v);
             t->source = OCLML__TUNE_DEFAULT;
             continue;
@@ -132,7 +126,8 @@ oclml_status oclml__ops_context_init(oclml_ctx *ctx) {
                 ctx, OCLML_ERR_CLBLAST, (int)s,
                 oclml__asprintf("tuned CLBlast parameters %s=%s: CLBlastOverrideParameters(%s) "
                                 "failed with CLBlast status %d",
-                                GROUPS[g].key, text, GROUPS[g].kernel, (int)s));
+                                oclml__tunables[GROUPS[g].key].key, text, GROUPS[g].kernel,
+                                (int)s));
             break;
         }
         memcpy(a->v[g], want[g], sizeof want[g]);

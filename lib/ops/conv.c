@@ -215,7 +215,7 @@ static oclml_status bias_grad(oclml_ctx *ctx, const oclml_tensor *y, oclml_tenso
 /* Images a chunk holds: the tuning key conv.chunk, else as many as keep `per_image` floats a
  * image within CHUNK_BYTES; at least one, at most all. */
 static size_t chunk_images(oclml_ctx *ctx, const conv_shape *s, size_t per_image) {
-    long forced = oclml__tune(ctx, "conv.chunk", 0);
+    long forced = oclml__tune(ctx, OCLML__TUNE_CONV_CHUNK, 0);
     size_t nb = forced > 0 ? (size_t)forced : CHUNK_BYTES / (per_image * sizeof(float) + 1);
     return nb < 1 ? 1 : nb > s->N ? s->N : nb;
 }
@@ -562,14 +562,17 @@ oclml_status oclml_conv_transpose2d_backward(oclml_ctx *ctx, const oclml_conv2d_
 /* Prewarm: the data-movement kernels (the products plan onto the GEMM family's). */
 void oclml__conv_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     oclml__warm_add(list, op, "im2col, col2im, rows side by side", PROGRAM);
-    long winograd = oclml__tune(ctx, "conv.winograd", 0);
+    long winograd = oclml__tune(ctx, OCLML__TUNE_CONV_WINOGRAD, 0);
     if (winograd > 0 || (winograd < 0 && oclml__gemm_gather_fast(ctx)))
         oclml__conv_winograd_warm(op, list);
-    /* The direct data gradient of an image model's first layer: 3 colour channels, 5x5 taps. */
+    /* The direct data and weight gradients of an image model's first layer: 3 colour channels,
+     * 5x5 taps. */
     conv_shape rgb = {.N = 1, .C = 3, .H = 64, .W = 64, .K = 32, .R = 5, .S = 5, .P = 64, .Q = 64};
     rgb.sh = rgb.sw = rgb.dh = rgb.dw = rgb.groups = 1;
     rgb.ph = rgb.pw = 2;
     if ((!strcmp(op, "conv2d_backward") || !strcmp(op, "conv_transpose2d")) &&
         oclml__conv_data_gradient_direct_applies(ctx, &rgb))
         oclml__conv_direct_dx_warm(&rgb, op, list);
+    if (strstr(op, "backward") && oclml__conv_weight_gradient_direct_applies(ctx, &rgb))
+        oclml__conv_direct_dw_warm(ctx, &rgb, op, list);
 }

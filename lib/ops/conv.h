@@ -92,5 +92,7 @@ oclml_status oclml__conv_weight_gradient_direct(oclml_ctx *ctx, const conv_shape
                                                 const oclml_tensor *x, const oclml_tensor *dy,
                                                 oclml_tensor *dw, int accumulate);
 void oclml__conv_describe_direct_dw(oclml_ctx *ctx, const conv_shape *s, char *text, size_t len);
+void oclml__conv_direct_dw_warm(oclml_ctx *ctx, const conv_shape *s, const char *op,
+                                oclml__warm_list *list);
 
 #endif

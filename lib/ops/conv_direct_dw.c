@@ -52,8 +52,8 @@ static bool plan_of(oclml_ctx *ctx, const conv_shape *s, direct_plan *p) {
     size_t tc = round_up(crs, 4), most_tc = 4 * (items / (tk / 4));
     if (most_tc > MOST_TILE_COLUMNS) most_tc = MOST_TILE_COLUMNS;
     if (tc > most_tc) tc = most_tc;
-    const long forced_tp = oclml__tune(ctx, "conv.direct_dw_grid", 0),
-               forced_groups = oclml__tune(ctx, "conv.direct_dw_grid", 1);
+    const long forced_tp = oclml__tune(ctx, OCLML__TUNE_CONV_DIRECT_DW_GRID, 0),
+               forced_groups = oclml__tune(ctx, OCLML__TUNE_CONV_DIRECT_DW_GRID, 1);
     /* Chunks of 64 positions, 32 for tiles wider than 64 columns: on the H100 the 76-column tile
      * of 3 channels of 5x5 taps runs 1.7x faster with 32, the 64-column tile of a 1x1 from 64
      * channels 1.1x faster with 64 (bench/DECISIONS.md, "Direct weight gradient"). */
@@ -77,13 +77,28 @@ static bool plan_of(oclml_ctx *ctx, const conv_shape *s, direct_plan *p) {
     return tiles <= 65535 && s->K * crs <= UINT32_MAX;
 }
 
+static oclml__program_spec program_of(const direct_plan *p, char *defines, size_t len) {
+    snprintf(defines, len, "-DTK=%u -DTC=%u -DTP=%u", p->tk, p->tc, p->tp);
+    return (oclml__program_spec){"conv_direct_dw.cl", defines,
+                                 "oclml_conv_dw_partial oclml_conv_dw_sum", 0};
+}
+
+void oclml__conv_direct_dw_warm(oclml_ctx *ctx, const conv_shape *s, const char *op,
+                                oclml__warm_list *list) {
+    direct_plan p;
+    char defines[64];
+    if (plan_of(ctx, s, &p))
+        oclml__warm_add(list, op, "direct weight gradient",
+                        program_of(&p, defines, sizeof defines));
+}
+
 bool oclml__conv_weight_gradient_direct_applies(oclml_ctx *ctx, const conv_shape *s) {
     direct_plan p;
     if (!plan_of(ctx, s, &p)) return false;
-    long forced = oclml__tune(ctx, "conv.direct_dw", 0);
+    long forced = oclml__tune(ctx, OCLML__TUNE_CONV_DIRECT_DW, 0);
     if (forced >= 0) return forced > 0;
     return cg_rs(s) <= MAX_COLUMNS && s->K / s->groups >= MIN_ROWS &&
-           oclml__tune(ctx, "gemm.own", 0) != 0 && oclml__gemm_gather_fast(ctx);
+           oclml__tune(ctx, OCLML__TUNE_GEMM_OWN, 0) != 0 && oclml__gemm_gather_fast(ctx);
 }
 
 oclml_status oclml__conv_weight_gradient_direct(oclml_ctx *ctx, const conv_shape *s,
@@ -94,9 +109,7 @@ oclml_status oclml__conv_weight_gradient_direct(oclml_ctx *ctx, const conv_shape
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "no direct weight-gradient tile fits this device");
     char defines[64];
-    snprintf(defines, sizeof defines, "-DTK=%u -DTC=%u -DTP=%u", p.tk, p.tc, p.tp);
-    const oclml__program_spec spec = {"conv_direct_dw.cl", defines,
-                                      "oclml_conv_dw_partial oclml_conv_dw_sum", 0};
+    const oclml__program_spec spec = program_of(&p, defines, sizeof defines);
     const size_t n = s->K * cg_rs(s);
     cl_mem part = NULL;
     cl_kernel kp, ks;

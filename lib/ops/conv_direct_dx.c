@@ -48,9 +48,9 @@ static bool shape_applies(const oclml_ctx *ctx, const conv_shape *s) {
 bool oclml__conv_data_gradient_direct_applies(oclml_ctx *ctx, const conv_shape *s) {
     if (!shape_applies(ctx, s)) return false;
     if (tile_rows(s) * tile_cols(s) > MOST_GROUPS / s->N) return false;
-    long forced = oclml__tune(ctx, "conv.direct_dx", 0);
+    long forced = oclml__tune(ctx, OCLML__TUNE_CONV_DIRECT_DX, 0);
     if (forced >= 0) return forced > 0;
-    return s->H * s->W >= AUTO_MIN_PLANE && oclml__tune(ctx, "gemm.own", 0) != 0 &&
+    return s->H * s->W >= AUTO_MIN_PLANE && oclml__tune(ctx, OCLML__TUNE_GEMM_OWN, 0) != 0 &&
            oclml__gemm_gather_fast(ctx);
 }
 

@@ -27,13 +27,15 @@
 #define MIN_GATHERED_ROWS 32
 #define MAX_GATHERED_DW_ROWS 64
 
-/* The pass's own tuning key where set (conv.implicit_dx, conv.implicit_dw), else conv.implicit,
- * else `shape_suits` where the GEMM runs on tensor cores and the own kernels are not off. */
-static bool gather_allowed(oclml_ctx *ctx, const char *pass_key, bool shape_suits) {
-    long forced = pass_key ? oclml__tune(ctx, pass_key, 0) : -1;
-    if (forced < 0) forced = oclml__tune(ctx, "conv.implicit", 0);
+/* The pass's own tuning key where set (conv.implicit_dx, conv.implicit_dw; the forward's is
+ * conv.implicit), else conv.implicit, else `shape_suits` where the GEMM runs on tensor cores and
+ * the own kernels are not off. */
+static bool gather_allowed(oclml_ctx *ctx, oclml__tune_key pass_key, bool shape_suits) {
+    long forced = oclml__tune(ctx, pass_key, 0);
+    if (forced < 0) forced = oclml__tune(ctx, OCLML__TUNE_CONV_IMPLICIT, 0);
     if (forced >= 0) return forced > 0;
-    return shape_suits && oclml__tune(ctx, "gemm.own", 0) != 0 && oclml__gemm_gather_fast(ctx);
+    return shape_suits && oclml__tune(ctx, OCLML__TUNE_GEMM_OWN, 0) != 0 &&
+           oclml__gemm_gather_fast(ctx);
 }
 
 /* Whether the own kernels take an [m x k] by gathered [k x n] product over batch images whose
@@ -51,7 +53,7 @@ static bool gather_fits(size_t m, size_t n, size_t k, size_t lda, size_t batch, 
 bool oclml__conv_forward_gathers(oclml_ctx *ctx, const conv_shape *s) {
     return gather_fits(s->K / s->groups, s->P * s->Q, cg_rs(s), cg_rs(s), s->N,
                        s->C / s->groups * s->H * s->W, false) &&
-           gather_allowed(ctx, NULL, s->P * s->Q >= MIN_GATHERED_COLUMNS);
+           gather_allowed(ctx, OCLML__TUNE_CONV_IMPLICIT, s->P * s->Q >= MIN_GATHERED_COLUMNS);
 }
 
 /* The forward's product for group g, y = W_g x_g over all images in one batched product whose
@@ -117,7 +119,7 @@ bool oclml__conv_data_gradient_gathers(oclml_ctx *ctx, const conv_shape *s) {
     return s->sh == 1 && s->sw == 1 && s->ph <= s->dh * (s->R - 1) && s->pw <= s->dw * (s->S - 1) &&
            gather_fits(s->C / s->groups, s->H * s->W, kg * s->R * s->S, kg * s->R * s->S, s->N,
                        kg * s->P * s->Q, false) &&
-           gather_allowed(ctx, "conv.implicit_dx",
+           gather_allowed(ctx, OCLML__TUNE_CONV_IMPLICIT_DX,
                           s->H * s->W >= MIN_GATHERED_COLUMNS &&
                               s->C / s->groups >= MIN_GATHERED_ROWS);
 }
@@ -178,7 +180,7 @@ oclml_status oclml__conv_data_gradient_gathered(oclml_ctx *ctx, const conv_shape
 bool oclml__conv_weight_gradient_gathers(oclml_ctx *ctx, const conv_shape *s) {
     return gather_fits(s->K / s->groups, cg_rs(s), s->N * s->P * s->Q, s->P * s->Q, 1,
                        s->C / s->groups * s->H * s->W, true) &&
-           gather_allowed(ctx, "conv.implicit_dw",
+           gather_allowed(ctx, OCLML__TUNE_CONV_IMPLICIT_DW,
                           s->K / s->groups <= MAX_GATHERED_DW_ROWS &&
                               s->C / s->groups >= MIN_GATHERED_ROWS);
 }

@@ -66,9 +66,9 @@ static bool channels_suit(const conv_shape *s, winograd_pass pass) {
 }
 
 static bool allowed(oclml_ctx *ctx, const conv_shape *s, winograd_pass pass) {
-    long forced = oclml__tune(ctx, "conv.winograd", 0);
+    long forced = oclml__tune(ctx, OCLML__TUNE_CONV_WINOGRAD, 0);
     if (forced >= 0) return forced > 0;
-    return channels_suit(s, pass) && oclml__tune(ctx, "gemm.own", 0) != 0 &&
+    return channels_suit(s, pass) && oclml__tune(ctx, OCLML__TUNE_GEMM_OWN, 0) != 0 &&
            oclml__gemm_gather_fast(ctx);
 }
 
@@ -157,7 +157,7 @@ static oclml__gemm_desc products(const winograd_conv *v, cl_mem U, cl_mem V, cl_
 static size_t chunk_of(oclml_ctx *ctx, const winograd_conv *v, size_t TH, size_t TW) {
     const size_t per_image = products_of(v) * (v->C + v->K) * TH * TW;
     size_t nb = ctx->caps.workspace_bytes / (per_image * sizeof(float) + 1);
-    long forced = oclml__tune(ctx, "conv.chunk", 0);
+    long forced = oclml__tune(ctx, OCLML__TUNE_CONV_CHUNK, 0);
     if (forced > 0) nb = (size_t)forced;
     return nb < 1 ? 1 : nb > v->N ? v->N : nb;
 }

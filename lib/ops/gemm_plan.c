@@ -47,7 +47,7 @@ static bool clblast_can_run(const oclml_ctx *ctx) {
  * the tuning option): any of its integers set. */
 static bool clblast_tuned(const oclml_ctx *ctx) {
     for (unsigned i = 0; i < OCLML__TUNE_MAX_INTS; i++) /* unset integers read 0 */
-        if (oclml__tune(ctx, "clblast.xgemm", i)) return true;
+        if (oclml__tune(ctx, OCLML__TUNE_CLBLAST_XGEMM, i)) return true;
     return false;
 }
 
@@ -60,13 +60,14 @@ static bool clblast_by_default(const oclml_ctx *ctx) {
 }
 
 static bool mma_available(oclml_ctx *ctx) {
-    return oclml__tune(ctx, "gemm.mma", 0) != 0 && ctx->caps.is_gpu && oclml__caps_mma(ctx);
+    return oclml__tune(ctx, OCLML__TUNE_GEMM_MMA, 0) != 0 && ctx->caps.is_gpu &&
+           oclml__caps_mma(ctx);
 }
 
 /* gemm.mma = 2 on a device without tensor cores: the tensor-core kernel with the instruction
  * emulated, so that its layout and 3xTF32 accuracy are tested everywhere. */
 static bool mma_emulated(oclml_ctx *ctx) {
-    return oclml__tune(ctx, "gemm.mma", 0) == 2 && !mma_available(ctx);
+    return oclml__tune(ctx, OCLML__TUNE_GEMM_MMA, 0) == 2 && !mma_available(ctx);
 }
 
 bool oclml__gemm_gather_fast(oclml_ctx *ctx) { return mma_available(ctx) || mma_emulated(ctx); }
@@ -183,7 +184,7 @@ static bool gives_way_to_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, const
  * (bench/DECISIONS.md, "64 x 128 with 4 stages in place of 128 x 128"). */
 static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     long forced[5];
-    for (unsigned i = 0; i < 5; i++) forced[i] = oclml__tune(ctx, "gemm.mma_tile", i);
+    for (unsigned i = 0; i < 5; i++) forced[i] = oclml__tune(ctx, OCLML__TUNE_GEMM_MMA_TILE, i);
     if (forced[0]) {
         const unsigned t[7] = {(unsigned)forced[0], (unsigned)forced[1], (unsigned)forced[2],
                                (unsigned)forced[3], (unsigned)forced[4]};
@@ -252,7 +253,7 @@ static void choose_mma_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan
 static void choose_fma_tile(oclml_ctx *ctx, gemm_plan *p, bool forced_ok) {
     long forced[5];
     for (unsigned i = 0; i < 5; i++)
-        forced[i] = forced_ok ? oclml__tune(ctx, "gemm.fma_tile", i) : 0;
+        forced[i] = forced_ok ? oclml__tune(ctx, OCLML__TUNE_GEMM_FMA_TILE, i) : 0;
     unsigned side = ctx->caps.max_work_group_size >= 64   ? 8
                     : ctx->caps.max_work_group_size >= 16 ? 4
                                                           : 2;
@@ -269,7 +270,7 @@ static void choose_fma_tile(oclml_ctx *ctx, gemm_plan *p, bool forced_ok) {
 /* Splits K where the blocks would leave compute units idle: up to four blocks per unit, each
  * split at least SPLIT_MIN_TILES K tiles long. */
 static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
-    long forced = oclml__tune(ctx, "gemm.splitk", 0);
+    long forced = oclml__tune(ctx, OCLML__TUNE_GEMM_SPLITK, 0);
     size_t blocks = blocks_of(p, d), want = 1;
     if (forced > 0)
         want = (size_t)forced;
@@ -307,7 +308,7 @@ static void choose_tail(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p)
     /* A banded A's blocks run in reverse row order (gemm.cl): the swizzle's last blocks are not
      * the bottom rows' rectangle this takes. */
     if (p->path != PATH_MMA || p->splits > 1 || d->batch > 1 || d->gather_b || banded(d)) return;
-    const long warps = oclml__tune(ctx, "gemm.wave_warps", 0);
+    const long warps = oclml__tune(ctx, OCLML__TUNE_GEMM_WAVE_WARPS, 0);
     if (warps <= 0) return;
     const size_t slots = (size_t)warps / (p->wm * p->wn) * ctx->caps.compute_units;
     const size_t gx = ceil_div(d->n, p->bn), gy = ceil_div(d->m, p->bm), total = gx * gy;
@@ -321,7 +322,7 @@ static void choose_tail(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p)
     if (blocks >= total) return;
     p->tail_r0 = first_row * p->bm;
     p->tail_c0 = (gx - cols) * p->bn;
-    const long forced = oclml__tune(ctx, "gemm.tail_splits", 0);
+    const long forced = oclml__tune(ctx, OCLML__TUNE_GEMM_TAIL_SPLITS, 0);
     if (forced > 0) { /* tests: every partial last wave, so split */
         if ((size_t)forced > ktiles) return;
         p->tail_splits = (unsigned)forced;
@@ -366,7 +367,7 @@ static bool vec_b(const oclml__gemm_desc *d) {
  * operands, K depth 8, 16 or 32, [k][row] tiles of whole 32 rows), fewer where the local memory
  * takes fewer; else 0 (staging registers). */
 static void choose_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
-    long forced = oclml__tune(ctx, "gemm.stages", 0);
+    long forced = oclml__tune(ctx, OCLML__TUNE_GEMM_STAGES, 0);
     /* The table's stages only for untransposed operands: transposed ones (a linear layer's
      * x W^T) run 7-17% slower with them on the H100 (bench/DECISIONS.md, "Asynchronous copy
      * stages"). */
@@ -387,7 +388,7 @@ static void choose_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *
 
 static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     *p = (gemm_plan){.path = PATH_CLBLAST, .splits = 1};
-    long own = oclml__tune(ctx, "gemm.own", 0);
+    long own = oclml__tune(ctx, OCLML__TUNE_GEMM_OWN, 0);
     /* A gathered operand exists only for the own kernels. */
     bool clblast_ok = clblast_can_run(ctx) && !d->gather_b;
     if (!fits_own_kernels(d) || (own == 0 && clblast_ok)) return;
@@ -714,6 +715,73 @@ void oclml__gemm_warm_desc(oclml_ctx *ctx, const char *op, const char *what,
     }
 }
 
+/* A buffer that the warm lists name and never touch: a planner reads only whether there is
+ * one (a bias, the pre-activation output). */
+static char placeholder;
+#define PLACEHOLDER_BUFFER ((cl_mem)(void *)&placeholder)
+
+/* For checks of the kernels (oclml__warm_list.every_shape): the sizes of the common list with
+ * each epilogue and operand form the ops give a product: both operands transposed with a bias
+ * per row (the convolutions'), the pre-activation output with a bias and GELU (linear layers'),
+ * B gathered from an image as a convolution's forward and data gradient read it (3x3 taps of
+ * 32x32 planes) and segmented as its weight gradient does, A lower-banded (a causal attention's
+ * dS). */
+static void every_epilogue_and_operand(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
+    static const size_t sizes[][3] = {
+        {1024, 1024, 1024}, {4096, 4096, 4096}, {16, 4096, 4096}, {8192, 4096, 1024}};
+    const oclml__gather image = {.H = 32,
+                                 .W = 32,
+                                 .R = 3,
+                                 .S = 3,
+                                 .Q = 32,
+                                 .sh = 1,
+                                 .sw = 1,
+                                 .ph = 1,
+                                 .pw = 1,
+                                 .dh = 1,
+                                 .dw = 1};
+    oclml__gather flipped = image, segmented = image;
+    flipped.flip = 1;
+    segmented.segment = 1024;
+    segmented.a_seg = segmented.b_seg = 64 * 1024;
+    enum { FORMS = 5 };
+    static const char *const what[FORMS] = {"both transposed, bias per row",
+                                            "pre-activation, bias, GELU", "B gathered",
+                                            "B gathered, taps flipped", "A lower-banded"};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const size_t m = sizes[i][0], n = sizes[i][1], k = sizes[i][2];
+        const oclml__gemm_desc plain = {.m = m,
+                                        .n = n,
+                                        .k = k,
+                                        .batch = 1,
+                                        .alpha = 1.0f,
+                                        .a = {NULL, 0, k, 0},
+                                        .b = {NULL, 0, n, 0},
+                                        .c = {NULL, 0, n, 0}};
+        oclml__gemm_desc d[FORMS] = {plain, plain, plain, plain, plain};
+        d[0].trans_a = d[0].trans_b = true;
+        d[0].a.ld = m, d[0].b.ld = k;
+        d[0].bias = PLACEHOLDER_BUFFER, d[0].bias_per_row = true;
+        d[1].trans_a = true, d[1].a.ld = m;
+        d[1].bias = PLACEHOLDER_BUFFER, d[1].act = OCLML_ACT_GELU_ERF;
+        d[1].pre = (oclml__matrix){PLACEHOLDER_BUFFER, 0, n, 0};
+        d[2].gather_b = &image, d[2].bias = PLACEHOLDER_BUFFER, d[2].bias_per_row = true;
+        d[3].gather_b = &flipped;
+        d[4].a_lower = true;
+        for (size_t j = 0; j < FORMS; j++) oclml__gemm_warm_desc(ctx, op, what[j], &d[j], list);
+    }
+    const oclml__gemm_desc weight_gradient = {.trans_b = true,
+                                              .m = 64,
+                                              .n = 576,
+                                              .k = 8 * 1024,
+                                              .batch = 1,
+                                              .alpha = 1.0f,
+                                              .a = {NULL, 0, 1024, 0},
+                                              .c = {NULL, 0, 576, 0},
+                                              .gather_b = &segmented};
+    oclml__gemm_warm_desc(ctx, op, "B gathered and segmented", &weight_gradient, list);
+}
+
 /* Prewarm: the kernels that square products and linear layers (weights transposed, with and
  * without a GELU epilogue) of common sizes plan onto. */
 void oclml__gemm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
@@ -740,4 +808,5 @@ void oclml__gemm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
         snprintf(what, sizeof what, "%zux%zux%zu%s", d.m, d.n, d.k, d.act ? " gelu" : "");
         oclml__gemm_warm_desc(ctx, op, what, &d, list);
     }
+    if (list->every_shape) every_epilogue_and_operand(ctx, op, list);
 }

@@ -181,10 +181,11 @@ static bool tile_fits(const oclml_ctx *ctx, const tile_shape *s) {
  * staged row serves twice the units; B256 D1024 46.8 against 48.6-49.3 us). */
 static tile_shape choose_tile(const oclml_ctx *ctx, const gru_args *a, bool mma) {
     tile_shape s = {2, 2, 2, mma ? 1 : 2, 1};
-    tile_shape e = {
-        (unsigned)oclml__tune(ctx, "gru.tile", 0), (unsigned)oclml__tune(ctx, "gru.tile", 1),
-        (unsigned)oclml__tune(ctx, "gru.tile", 2), (unsigned)oclml__tune(ctx, "gru.tile", 3),
-        (unsigned)oclml__tune(ctx, "gru.tile", 4)};
+    tile_shape e = {(unsigned)oclml__tune(ctx, OCLML__TUNE_GRU_TILE, 0),
+                    (unsigned)oclml__tune(ctx, OCLML__TUNE_GRU_TILE, 1),
+                    (unsigned)oclml__tune(ctx, OCLML__TUNE_GRU_TILE, 2),
+                    (unsigned)oclml__tune(ctx, OCLML__TUNE_GRU_TILE, 3),
+                    (unsigned)oclml__tune(ctx, OCLML__TUNE_GRU_TILE, 4)};
     if (e.wm && e.wn && e.mt && e.nt && (e.ksplit == 1 || e.ksplit == 2) && 4 * e.mt % e.wn == 0 &&
         6 * e.nt % e.wm == 0 && tile_fits(ctx, &e))
         return e;
@@ -203,7 +204,8 @@ static tile_shape choose_tile(const oclml_ctx *ctx, const gru_args *a, bool mma)
 /* Whether the tiled step runs on TF32 tensor cores: where the device has them, unless the tuning
  * key gru.mma is 0. */
 static bool use_mma(oclml_ctx *ctx) {
-    return oclml__tune(ctx, "gru.mma", 0) != 0 && ctx->caps.is_gpu && oclml__caps_mma(ctx);
+    return oclml__tune(ctx, OCLML__TUNE_GRU_MMA, 0) != 0 && ctx->caps.is_gpu &&
+           oclml__caps_mma(ctx);
 }
 
 /* The tiled step's program for a tile shape. */

@@ -266,7 +266,7 @@ static bool hybrid_plan(oclml_ctx *ctx, size_t rows, size_t cols, oclml__row_pla
  * the memory idle: on the H100 at 4096 x 50257 the chunked path takes about 0.75x its time, for
  * the loss alone and with dlogits (bench/DECISIONS.md, "Row ops"). */
 static bool hybrid_wanted(oclml_ctx *ctx) {
-    const long long_path = oclml__tune(ctx, "loss.xent_long", 0);
+    const long long_path = oclml__tune(ctx, OCLML__TUNE_LOSS_XENT_LONG, 0);
     return long_path > 0 || (long_path < 0 && !ctx->caps.is_gpu);
 }
 

@@ -23,7 +23,7 @@ static inline size_t oclml__pow2_ceil(size_t v) {
 typedef struct oclml__warm_item {
     const char *op;
     char variant[96];
-    char file[32], defines[160], kernels[160];
+    char file[32], defines[384], kernels[160];
     unsigned max_registers;
 } oclml__warm_item;
 
@@ -31,21 +31,28 @@ typedef struct oclml__warm_list {
     oclml__warm_item *items;
     size_t n, cap;
     bool out_of_memory;
+    /* The first item whose file, defines or kernels did not fit the item's text (not added:
+     * prewarm fails rather than build a program other than the op's); NULL if none. */
+    const char *too_long_op;
+    /* Set by the caller: the planners add the programs of the shapes prewarm leaves to first use
+     * too (other head dims, masks, layouts, ...), so that a check of the kernels (the OpenCL
+     * lint, tests/warm_programs.c) sees every variant they can pick, not only the common ones. */
+    bool every_shape;
 } oclml__warm_list;
 
-/* Adds spec (copied) unless an item with the same program is there already. */
+/* Adds spec (copied) unless an item with the same program is there already; one that does not
+ * fit an item sets too_long_op. */
 void oclml__warm_add(oclml__warm_list *list, const char *op, const char *variant,
                      oclml__program_spec spec);
+
+/* Adds the programs of the named ops (comma-separated; NULL or "": all) to list, as their warm
+ * planners plan them on ctx's device (prewarm builds them; tests read them); an unknown name is
+ * an error. */
+oclml_status oclml__warm_collect(oclml_ctx *ctx, const char *ops, oclml__warm_list *list);
 
 /* Row lengths whose variants row ops prewarm: the register variants and the long-row path. */
 #define OCLML__WARM_ROW_LENGTHS 9
 extern const size_t oclml__warm_row_lengths[OCLML__WARM_ROW_LENGTHS];
-
-#define OCLML_OP(name, file, tunables, warm, summary)
-#define OCLML_TUNABLE(key, n, min, max, def, help)
-#include "ops/ops.def"
-#undef OCLML_OP
-#undef OCLML_TUNABLE
 
 /* The fused activations (activation.c): an argument check, the -DACT_<NAME>=1 define that
  * cl/include/activation.h reads (NULL for none), and the name. */
@@ -62,6 +69,13 @@ oclml__warm_fn oclml__memory_warm, oclml__elementwise_warm, oclml__reduce_warm, 
 oclml__warm_fn oclml__conv_warm, oclml__pool_warm;
 oclml__warm_fn oclml__optim_warm;
 oclml__warm_fn oclml__attention_warm;
+
+/* The op list (registry.c, from ops.def): the i-th op's name and its tuning families (NULL past
+ * the last op); an op's warm planner by name, NULL for one that builds no kernel or for an
+ * unknown name (*found tells the two apart). */
+const char *oclml__op_name(size_t i);
+const char *oclml__op_families(size_t i);
+oclml__warm_fn *oclml__op_warm(const char *name, size_t len, bool *found);
 
 /* The row families of the row ops, for oclml_op_variant. */
 struct oclml__row_family;

@@ -121,7 +121,7 @@ static oclml_status launch(oclml_ctx *ctx, const oclml__program_spec *spec,
      * max-pools 1-5% faster on the H100 than 256-item groups striding over the work
      * (oclml__grid_1d), 512 and 1024 slower (bench/DECISIONS.md, "Groups of 64 work-items");
      * average pooling takes the same groups, untimed. */
-    long wg = oclml__tune(ctx, "pool.wg", 0);
+    long wg = oclml__tune(ctx, OCLML__TUNE_POOL_WG, 0);
     size_t global, local; /* at most 1024 groups a unit: the kernels stride over what is left */
     oclml__grid_1d_groups(ctx, k, n, wg > 0 ? (size_t)wg : group, 1024, &global, &local);
     return oclml__launch(ctx, k, args, na, 1, &global, &local, NULL);

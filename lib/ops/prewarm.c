@@ -8,9 +8,6 @@
 const size_t oclml__warm_row_lengths[OCLML__WARM_ROW_LENGTHS] = {32,   128,  512,   1024,  2048,
                                                                  4096, 8192, 32768, 131072};
 
-oclml__warm_fn *oclml__op_warm(const char *name, size_t len, bool *found);
-const char *oclml__op_name(size_t i);
-
 void oclml__warm_add(oclml__warm_list *list, const char *op, const char *variant,
                      oclml__program_spec spec) {
     const char *defines = spec.defines ? spec.defines : "",
@@ -20,6 +17,12 @@ void oclml__warm_add(oclml__warm_list *list, const char *op, const char *variant
         if (!strcmp(it->file, spec.file) && !strcmp(it->defines, defines) &&
             !strcmp(it->kernels, kernels) && it->max_registers == spec.max_registers)
             return;
+    }
+    if (strlen(spec.file) >= sizeof list->items->file ||
+        strlen(defines) >= sizeof list->items->defines ||
+        strlen(kernels) >= sizeof list->items->kernels) {
+        if (!list->too_long_op) list->too_long_op = op;
+        return;
     }
     if (list->n == list->cap) {
         size_t cap = list->cap ? 2 * list->cap : 32;
@@ -73,8 +76,7 @@ static void *worker(void *arg) {
     }
 }
 
-/* Collects the programs of the named ops (NULL or "": all). */
-static oclml_status collect(oclml_ctx *ctx, const char *ops, oclml__warm_list *list) {
+oclml_status oclml__warm_collect(oclml_ctx *ctx, const char *ops, oclml__warm_list *list) {
     if (!ops || !*ops) {
         for (size_t i = 0; oclml__op_name(i); i++) {
             bool found;
@@ -106,8 +108,12 @@ oclml_status oclml_ctx_prewarm(oclml_ctx *ctx, const char *ops, unsigned threads
     oclml_status st = oclml__check_ctx(ctx);
     if (st) return st;
     oclml__warm_list list = {0};
-    st = collect(ctx, ops, &list);
+    st = oclml__warm_collect(ctx, ops, &list);
     if (!st && list.out_of_memory) st = oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!st && list.too_long_op)
+        st = oclml__fail(ctx, OCLML_ERR_BUFFER_TOO_SMALL,
+                         "prewarm: a program of %s has longer defines than the warm list holds",
+                         list.too_long_op);
     if (st || list.n == 0) {
         free(list.items);
         return st;

@@ -151,7 +151,7 @@ static oclml_status launch_named(oclml_ctx *ctx, const rssm_variant *v, const ch
  * verified for syncs across work-groups (cl/include/ptx.h). The tuning key rssm.split sets P on
  * any device (tests, tuning). */
 static size_t split_parts(oclml_ctx *ctx, const dims *d, size_t L, bool serial) {
-    size_t P = (size_t)oclml__tune(ctx, "rssm.split", 0);
+    size_t P = (size_t)oclml__tune(ctx, OCLML__TUNE_RSSM_SPLIT, 0);
     if (P == 0) P = ctx->caps.is_gpu && oclml__caps_ptx(ctx) ? ctx->caps.compute_units / d->E : 1;
     if (P > d->D) P = d->D;
     /* The general kernel's 4 P partial sums fit the work-group's 2 L reduction slots. */
@@ -177,7 +177,8 @@ static size_t rollout_wg(const oclml_ctx *ctx, const dims *d, bool whole_members
     size_t L = !ctx->caps.is_gpu                                    ? 64
                : (whole_members || bytes > WIDE_GROUP_WEIGHT_BYTES) ? 1024
                                                                     : 256;
-    if (oclml__tune(ctx, "rssm.wg", 0) >= 8) L = (size_t)oclml__tune(ctx, "rssm.wg", 0);
+    if (oclml__tune(ctx, OCLML__TUNE_RSSM_WG, 0) >= 8)
+        L = (size_t)oclml__tune(ctx, OCLML__TUNE_RSSM_WG, 0);
     while (L >= 8 && (L > ctx->caps.max_work_group_size ||
                       rollout_local_bytes(d, L, 1) > ctx->caps.local_mem_bytes))
         L /= 2;
@@ -190,7 +191,7 @@ static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c,
                                   cl_ulong yo, cl_mem Hb, cl_ulong heo, rssm_variant *v) {
     /* The one-work-item kernel where rssm.wg says 1, or by default on devices that are not GPUs
      * (PoCL compiles it in seconds, the general kernel in minutes; it also runs faster there). */
-    long wg = oclml__tune(ctx, "rssm.wg", 0);
+    long wg = oclml__tune(ctx, OCLML__TUNE_RSSM_WG, 0);
     const bool serial = wg == 1 || (wg == 0 && !ctx->caps.is_gpu);
     size_t E = d->E, D = d->D, S = d->S, F = d->F, IN = F + S,
            L = serial ? 1 : rollout_wg(ctx, d, false);
@@ -273,7 +274,7 @@ static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c,
     if (!st) st = oclml__launch(ctx, k, args, nargs, 1, &global, &L, NULL);
     /* The guard: whole members, computing only if the split launch gave up. The tuning key
      * rssm.guard = 0 leaves it out, so that tests see the split launch's own results. */
-    if (!st && P > 1 && oclml__tune(ctx, "rssm.guard", 0)) {
+    if (!st && P > 1 && oclml__tune(ctx, OCLML__TUNE_RSSM_GUARD, 0)) {
         uP = 1, uU = (cl_uint)D, guard = 1; /* args[] point at these */
         args[nargs - 1].size = rollout_local_bytes(d, L, 1);
         global = E * L;

@@ -48,5 +48,6 @@ echo
 echo "== demo: C = A * B through liboclml"
 ./examples/gemm_example
 echo
-echo "== benchmark (short): copy bandwidth and GEMM on the selected device"
-./oclml-bench --quick --reps 10 copy gemm
+echo "== benchmark (short): copy bandwidth and a 512^3 GEMM on the selected device"
+./oclml-bench --quick --reps 10 copy
+./oclml-bench --quick --reps 10 --sizes 512x512x512 gemm

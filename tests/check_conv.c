@@ -214,26 +214,31 @@ static const char *PATH_TUNING[] = {
     "gemm.own=1 conv.implicit=0",
     "gemm.own=1 conv.implicit=0 conv.chunk=1",
     "gemm.own=1 conv.implicit=0 conv.chunk=2",
-    "gemm.own=1 conv.implicit=1 gemm.mma=0",
     "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 conv.direct_dx=0",
-    "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 conv.direct_dx=0 gemm.splitk=2",
     "gemm.own=1 conv.implicit=1 conv.implicit_dx=0 conv.implicit_dw=1 gemm.mma=0 gemm.splitk=3",
-    "gemm.own=1 conv.winograd=1 conv.implicit=0 conv.direct_dx=0",
     "gemm.own=1 conv.winograd=1 conv.implicit=1 gemm.mma=2 conv.chunk=2 conv.direct_dw=0 "
     "conv.direct_dx=0",
     "gemm.own=0 conv.implicit=0 conv.direct_dw=1 conv.direct_dx=1",
+    /* The sweep's: paths no device takes by default (the gathered product and Winograd on FMA
+     * tiles, a forced K split). */
+    "gemm.own=1 conv.implicit=1 gemm.mma=0",
+    "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 conv.direct_dx=0 gemm.splitk=2",
+    "gemm.own=1 conv.winograd=1 conv.implicit=0 conv.direct_dx=0",
 };
 #define N_PATHS 11
+#define QUICK_PATHS 8
 
 START_TEST(conv2d_cases) {
-    test_retune(PATH_TUNING[_i % N_PATHS]);
-    for (int i = 0; i < N_CASES; i++) run_case(&CASES[i], false, i % 2 == 0, _i / N_PATHS);
+    const int paths = test_tier(QUICK_PATHS, N_PATHS);
+    test_retune(PATH_TUNING[_i % paths]);
+    for (int i = 0; i < N_CASES; i++) run_case(&CASES[i], false, i % 2 == 0, _i / paths);
 }
 END_TEST
 
 START_TEST(conv_transpose2d_cases) {
-    test_retune(PATH_TUNING[_i % N_PATHS]);
-    for (int i = 0; i < N_CASES; i++) run_case(&CASES[i], true, i % 2 == 1, _i / N_PATHS);
+    const int paths = test_tier(QUICK_PATHS, N_PATHS);
+    test_retune(PATH_TUNING[_i % paths]);
+    for (int i = 0; i < N_CASES; i++) run_case(&CASES[i], true, i % 2 == 1, _i / paths);
 }
 END_TEST
 
@@ -301,8 +306,9 @@ START_TEST(conv2d_winograd_5x5) {
     static const char *const TUNING[] = {
         "gemm.own=1 conv.winograd=1 conv.implicit=0 conv.direct_dx=0",
         "gemm.own=1 conv.winograd=1 gemm.mma=2 conv.chunk=1 conv.direct_dw=0 conv.direct_dx=0"};
-    test_retune(TUNING[_i % 2]);
-    for (int i = 0; i < 4; i++) run_case(&WINO5[i], _i / 2 == 1, i != 1, i == 2);
+    /* The tensor cores' (a GPU's default) first, as a convolution and a transposed one. */
+    test_retune(TUNING[_i < 2]);
+    for (int i = 0; i < 4; i++) run_case(&WINO5[i], _i % 2 == 1, i != 1, i == 2);
 }
 END_TEST
 
@@ -848,11 +854,11 @@ int main(void) {
     Suite *s = suite_create("conv");
     TCase *tc = tcase_create("conv");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
-    tcase_add_loop_test(tc, conv2d_cases, 0, 2 * N_PATHS);
-    tcase_add_loop_test(tc, conv_transpose2d_cases, 0, 2 * N_PATHS);
+    tcase_add_loop_test(tc, conv2d_cases, 0, 2 * test_tier(QUICK_PATHS, N_PATHS));
+    tcase_add_loop_test(tc, conv_transpose2d_cases, 0, 2 * test_tier(QUICK_PATHS, N_PATHS));
     tcase_add_loop_test(tc, conv2d_direct_weight_gradient_tiles, 0, 2);
     tcase_add_loop_test(tc, conv2d_direct_data_gradient_tiles, 0, 2);
-    tcase_add_loop_test(tc, conv2d_winograd_5x5, 0, 4);
+    tcase_add_loop_test(tc, conv2d_winograd_5x5, 0, test_tier(2, 4));
     tcase_add_loop_test(tc, conv2d_nan_policy, 0, 4);
     tcase_add_loop_test(tc, conv2d_backward_nan_policy, 0, 5); /* the last: direct dw */
     tcase_add_loop_test(tc, conv2d_backward_nan_corner, 0, 5);

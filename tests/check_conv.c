@@ -208,7 +208,8 @@ static void run_case(const conv_case *c, bool transposed, bool with_bias, int ac
  * in chunks of two images on the (emulated) tensor cores; the direct weight and data gradients
  * (the data gradient, with its bias, is also the transposed convolution's forward; the emulated
  * tensor cores would take both by default on these few-channel cases, so the paths that test
- * the gathered gradients there switch them off). */
+ * the gathered gradients there switch them off). The quick tier takes the first QUICK_PATHS,
+ * the paths devices pick by default. */
 static const char *PATH_TUNING[] = {
     "gemm.own=0 conv.implicit=0",
     "gemm.own=1 conv.implicit=0",

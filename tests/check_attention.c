@@ -921,8 +921,8 @@ START_TEST(plan_names_the_path) {
                                                       : bwd_fours || bwd_fma,
                   "head dim 256, the backward's warps in fours: %s", text);
     att_free(&d);
-    /* At 192 the dQ kernel's fours lost to the FMA tiles (lib/ops/attention.c): dQ comes as a
-     * GEMM on the dK/dV kernel's dS, or (attention.dq_gemm = 0) from the FMA tiles, the
+    /* At 192 the dQ kernel's fours lose to the FMA tiles (lib/ops/attention_plan.c): dQ comes
+     * as a GEMM on the dK/dV kernel's dS, or (attention.dq_gemm = 0) from the FMA tiles, the
      * backward's kernels then on different engines. */
     const att_case c192 = {1, 2, 2, 33, 40, 192, BHLD, NONE, -1, -1, 0, NOMASK, 0};
     att_make(&d, &c192);

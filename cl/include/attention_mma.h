@@ -1,6 +1,6 @@
 /* Attention on TF32 tensor cores with fp32-level accuracy (3xTF32: each product as
  * hi*hi + hi*lo + lo*hi, mma.h): what the forward (attention_fwd_mma.cl) and the backward's dQ
- * and dK/dV kernels (attention_bwd_mma.cl) share. lib/ops/attention.c picks them where the
+ * and dK/dV kernels (attention_bwd_mma.cl) share. lib/ops/attention_plan.c picks them where the
  * device reports TF32 mma.sync; attention.cl holds the FMA kernels with the same arguments and
  * semantics.
  *
@@ -78,8 +78,8 @@
 #define DPART (DSTEPS / HEAD_SPLIT)
 #define KTILES (BN / 8) /* 8-wide column tiles of a score tile, the k steps of its products */
 #define CHUNK_STEPS 4   /* 8-deep steps S sums on the tensor cores before an fp32 add */
-/* Column tiles of accumulate_product whose B values are read together (lib/ops/attention.c picks
- * it per kernel), cut to a divisor of DPART. */
+/* Column tiles of accumulate_product whose B values are read together (lib/ops/attention_plan.c
+ * picks it per kernel), cut to a divisor of DPART. */
 #ifndef ACC_BATCH
 #define ACC_BATCH 4
 #endif
@@ -536,90 +536,111 @@ OCLML_INLINE void load_vec_rows(float f[VEC_COLS / 16][2][4], __global const flo
                 f[c][h][e] = row[h] != NO_ROW ? x[row[h] + vec_col(c, tig, spread) + e] : 0.0f;
 }
 
+/* The 3xTF32 products of the float4 fragment reads, one text for every kernel that runs them:
+ * macros, so that each expands where it is used and compiles as if written there (the forward
+ * takes them so; the backward through the functions below). Their operands' float4s are read at
+ * offsets the user gives as a macro of the loop indices: no parentheses are added around it, so
+ * an offset written as `xs + row * ld + col0 + ...` keeps its own order of additions. */
+
+/* s = F X^T for a warp's 16 rows (fragment floats f, as load_vec_rows gives them) against the
+ * BN staged rows of xs, the float4 of column tile nt at 16-column step pair c at xs + AT(nt, c);
+ * CHUNK_STEPS 8-deep steps summed from zero at a time (the tensor cores' rounding toward zero:
+ * score_product), a chunk's staged values read before its products. Declares nothing outside its
+ * own block. */
+#define VEC_SCORE_PRODUCT(s, f, xs, AT)                                                        \
+    do {                                                                                       \
+        _Pragma("unroll") for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] = 0.0f;        \
+        MMA_UNROLL for (uint c0 = 0; c0 < VEC_COLS / 16; c0 += CHUNK_STEPS / 2) {              \
+            float4 xf[CHUNK_STEPS / 2][KTILES];                                                \
+            float t[KTILES][4];                                                                \
+            MMA_UNROLL for (uint c = 0; c < CHUNK_STEPS / 2; c++) {                            \
+                MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {                              \
+                    xf[c][nt] = *(__local const float4 *)(xs + AT(nt, c0 + c));                \
+                }                                                                              \
+            }                                                                                  \
+            _Pragma("unroll") for (uint x = 0; x < KTILES * 4; x++) t[x / 4][x % 4] = 0.0f;    \
+            MMA_UNROLL for (uint c = 0; c < CHUNK_STEPS / 2; c++) {                            \
+                uint fh[2][4], fl[2][4];                                                       \
+                _Pragma("unroll") for (uint x = 0; x < 8; x++)                                 \
+                    tf32_split(f[c0 + c][x / 4][x % 4], &fh[x / 4][x % 4], &fl[x / 4][x % 4]); \
+                MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {                              \
+                    uint4 xh, xl;                                                              \
+                    split4(xf[c][nt], &xh, &xl);                                               \
+                    MMA(t[nt], fl[0][0], fl[1][0], fl[0][1], fl[1][1], xh.x, xh.y);            \
+                    MMA(t[nt], fh[0][0], fh[1][0], fh[0][1], fh[1][1], xl.x, xl.y);            \
+                    MMA(t[nt], fh[0][0], fh[1][0], fh[0][1], fh[1][1], xh.x, xh.y);            \
+                    MMA(t[nt], fl[0][2], fl[1][2], fl[0][3], fl[1][3], xh.z, xh.w);            \
+                    MMA(t[nt], fh[0][2], fh[1][2], fh[0][3], fh[1][3], xl.z, xl.w);            \
+                    MMA(t[nt], fh[0][2], fh[1][2], fh[0][3], fh[1][3], xh.z, xh.w);            \
+                }                                                                              \
+            }                                                                                  \
+            _Pragma("unroll") for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] +=         \
+                t[x / 4][x % 4];                                                               \
+        }                                                                                      \
+    } while (0)
+
+/* acc += X^T P^T, X the BN staged rows of xs (the forward's V, dQ's K, dK/dV's dO and Q: K_LD
+ * floats apart, the float4 of key kt 8 + 2 tig and head-dim columns u 32 + 4 gid at
+ * xs + AT(kt, u), the next key's K_LD further) and P^T the split fragments bh, bl of
+ * to_b_fragments: each 16 x 8 tile summed over the block from zero (the rounding). */
+#define VEC_ACCUMULATE(acc, bh, bl, xs, AT)                                                    \
+    do {                                                                                       \
+        MMA_UNROLL for (uint u = 0; u < VEC_COLS / 32; u++) {                                  \
+            float4 xf[KTILES][2];                                                              \
+            float t[2][2][4];                                                                  \
+            MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {                                  \
+                const uint at = AT(kt, u);                                                     \
+                xf[kt][0] = *(__local const float4 *)(xs + at);                                \
+                xf[kt][1] = *(__local const float4 *)(xs + at + K_LD);                         \
+            }                                                                                  \
+            _Pragma("unroll") for (uint x = 0; x < 16; x++) t[x / 8][x / 4 % 2][x % 4] = 0.0f; \
+            MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {                                  \
+                uint4 h0, h1, l0, l1;                                                          \
+                split4(xf[kt][0], &h0, &l0);                                                   \
+                split4(xf[kt][1], &h1, &l1);                                                   \
+                MMA_UNROLL for (uint nq = 0; nq < 2; nq++) {                                   \
+                    const uint b0 = bh[kt][nq][0], b1 = bh[kt][nq][1];                         \
+                    MMA(t[0][nq], l0.x, l0.y, l1.x, l1.y, b0, b1);                             \
+                    MMA(t[0][nq], h0.x, h0.y, h1.x, h1.y, bl[kt][nq][0], bl[kt][nq][1]);       \
+                    MMA(t[0][nq], h0.x, h0.y, h1.x, h1.y, b0, b1);                             \
+                    MMA(t[1][nq], l0.z, l0.w, l1.z, l1.w, b0, b1);                             \
+                    MMA(t[1][nq], h0.z, h0.w, h1.z, h1.w, bl[kt][nq][0], bl[kt][nq][1]);       \
+                    MMA(t[1][nq], h0.z, h0.w, h1.z, h1.w, b0, b1);                             \
+                }                                                                              \
+            }                                                                                  \
+            _Pragma("unroll") for (uint x = 0; x < 16; x++)                                    \
+                acc[2 * u + x / 8][x / 4 % 2][x % 4] += t[x / 8][x / 4 % 2][x % 4];            \
+        }                                                                                      \
+    } while (0)
+
 /* s = F X^T for this warp's 16 rows (fragments f) against the BN staged rows of xs (ld floats
- * apart), CHUNK_STEPS 8-deep steps summed from zero at a time (the tensor cores' rounding toward
- * zero: score_product); a chunk's staged values read before its products. */
+ * apart; spread: vec_col's layout), VEC_SCORE_PRODUCT's product. */
+#define VEC_ROW_AT(nt, c) (nt * 8 + gid) * ld + vec_col(c, tig, spread)
 OCLML_INLINE void vec_score_product(float s[KTILES][4], const float f[VEC_COLS / 16][2][4],
                                     __local const float *xs, uint ld, bool spread, uint gid,
                                     uint tig EMU_PARAMS) {
-#pragma unroll
-    for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] = 0.0f;
-    MMA_UNROLL for (uint c0 = 0; c0 < VEC_COLS / 16; c0 += CHUNK_STEPS / 2) {
-        float4 xf[CHUNK_STEPS / 2][KTILES];
-        float t[KTILES][4];
-        MMA_UNROLL for (uint c = 0; c < CHUNK_STEPS / 2; c++) {
-            MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
-                xf[c][nt] = *(__local const float4 *)(xs + (nt * 8 + gid) * ld +
-                                                      vec_col(c0 + c, tig, spread));
-            }
-        }
-#pragma unroll
-        for (uint x = 0; x < KTILES * 4; x++) t[x / 4][x % 4] = 0.0f;
-        MMA_UNROLL for (uint c = 0; c < CHUNK_STEPS / 2; c++) {
-            uint fh[2][4], fl[2][4];
-#pragma unroll
-            for (uint x = 0; x < 8; x++)
-                tf32_split(f[c0 + c][x / 4][x % 4], &fh[x / 4][x % 4], &fl[x / 4][x % 4]);
-            MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
-                uint4 xh, xl;
-                split4(xf[c][nt], &xh, &xl);
-                MMA(t[nt], fl[0][0], fl[1][0], fl[0][1], fl[1][1], xh.x, xh.y);
-                MMA(t[nt], fh[0][0], fh[1][0], fh[0][1], fh[1][1], xl.x, xl.y);
-                MMA(t[nt], fh[0][0], fh[1][0], fh[0][1], fh[1][1], xh.x, xh.y);
-                MMA(t[nt], fl[0][2], fl[1][2], fl[0][3], fl[1][3], xh.z, xh.w);
-                MMA(t[nt], fh[0][2], fh[1][2], fh[0][3], fh[1][3], xl.z, xl.w);
-                MMA(t[nt], fh[0][2], fh[1][2], fh[0][3], fh[1][3], xh.z, xh.w);
-            }
-        }
-#pragma unroll
-        for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] += t[x / 4][x % 4];
-    }
+    VEC_SCORE_PRODUCT(s, f, xs, VEC_ROW_AT);
 }
+#undef VEC_ROW_AT
 
 /* A score tile's accumulators (P or dS) as the split B fragments of its transpose:
  * bh[kt][nq] holds keys kt 8 + 2 tig, + 1 of row nq 8 + gid. */
+#define TO_B_FRAGMENTS(s, bh, bl)                           \
+    _Pragma("unroll") for (uint x = 0; x < KTILES * 4; x++) \
+        tf32_split(s[x / 4][x % 4], &bh[x / 4][x % 4 / 2][x % 2], &bl[x / 4][x % 4 / 2][x % 2])
 OCLML_INLINE void to_b_fragments(const float s[KTILES][4], uint bh[KTILES][2][2],
                                  uint bl[KTILES][2][2]) {
-#pragma unroll
-    for (uint x = 0; x < KTILES * 4; x++)
-        tf32_split(s[x / 4][x % 4], &bh[x / 4][x % 4 / 2][x % 2], &bl[x / 4][x % 4 / 2][x % 2]);
+    TO_B_FRAGMENTS(s, bh, bl);
 }
 
-/* acc += X^T P^T, X the BN staged rows of xs (the forward's V, dQ's K, dK/dV's dO and Q) and P^T
- * the fragments of to_b_fragments: each 16 x 8 tile summed over the block from zero (the
- * rounding). */
+/* acc += X^T P^T, VEC_ACCUMULATE's product with X at xs. */
+#define VEC_KEY_AT(kt, u) (kt * 8 + 2 * tig) * K_LD + u * 32 + 4 * gid
 OCLML_INLINE void vec_accumulate(float acc[OT_TILES][2][4], const uint bh[KTILES][2][2],
                                  const uint bl[KTILES][2][2], __local const float *xs, uint gid,
                                  uint tig EMU_PARAMS) {
-    MMA_UNROLL for (uint u = 0; u < VEC_COLS / 32; u++) {
-        float4 xf[KTILES][2];
-        float t[2][2][4];
-        MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
-            const uint at = (kt * 8 + 2 * tig) * K_LD + u * 32 + 4 * gid;
-            xf[kt][0] = *(__local const float4 *)(xs + at);
-            xf[kt][1] = *(__local const float4 *)(xs + at + K_LD);
-        }
-#pragma unroll
-        for (uint x = 0; x < 16; x++) t[x / 8][x / 4 % 2][x % 4] = 0.0f;
-        MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
-            uint4 h0, h1, l0, l1;
-            split4(xf[kt][0], &h0, &l0);
-            split4(xf[kt][1], &h1, &l1);
-            MMA_UNROLL for (uint nq = 0; nq < 2; nq++) {
-                const uint b0 = bh[kt][nq][0], b1 = bh[kt][nq][1];
-                MMA(t[0][nq], l0.x, l0.y, l1.x, l1.y, b0, b1);
-                MMA(t[0][nq], h0.x, h0.y, h1.x, h1.y, bl[kt][nq][0], bl[kt][nq][1]);
-                MMA(t[0][nq], h0.x, h0.y, h1.x, h1.y, b0, b1);
-                MMA(t[1][nq], l0.z, l0.w, l1.z, l1.w, b0, b1);
-                MMA(t[1][nq], h0.z, h0.w, h1.z, h1.w, bl[kt][nq][0], bl[kt][nq][1]);
-                MMA(t[1][nq], h0.z, h0.w, h1.z, h1.w, b0, b1);
-            }
-        }
-#pragma unroll
-        for (uint x = 0; x < 16; x++)
-            acc[2 * u + x / 8][x / 4 % 2][x % 4] += t[x / 8][x / 4 % 2][x % 4];
-    }
+    VEC_ACCUMULATE(acc, bh, bl, xs, VEC_KEY_AT);
 }
+#undef VEC_KEY_AT
 
 /* The transposed accumulators' values of row nq 8 + 2 tig + e of the warp's 16 (query rows; keys
  * in dK/dV), head-dim columns 32 u + 4 gid + 0 .. 3. */

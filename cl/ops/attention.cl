@@ -1,4 +1,5 @@
-/* Attention, O = softmax(scale Q K^T + mask) V, as tiled FMA products (lib/ops/attention.c):
+/* Attention, O = softmax(scale Q K^T + mask) V, as tiled FMA products (their tiles planned by
+ * lib/ops/attention_plan.c):
  *
  *   oclml_attention_fwd    a block of BQ query rows against the key blocks of its split, with
  *                          an online softmax (no Lq x Lk matrix); writes O and the per-row

@@ -4,7 +4,7 @@
  * 64; with DQ_PAIRS and DKDV_PAIRS two warps share them (head dim 128), and above 128 four,
  * the head dim split too (HEAD_SPLIT): dK/dV at multiples of 16, dQ at multiples of 32. With
  * DS_OUT the dK/dV kernel also writes dS to a workspace, and the host forms dQ = scale dS K as
- * a GEMM in place of the dQ kernel (lib/ops/attention.c, dq_gemm_heads). */
+ * a GEMM in place of the dQ kernel (lib/ops/attention_plan.c, dq_gemm_heads). */
 #include "attention_mma.h"
 
 /* P of a score (its row's log-sum-exp row_lse): exp(masked score - lse), and -0 where masked or

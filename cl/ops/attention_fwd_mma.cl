@@ -176,15 +176,19 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #endif
 /* The forward with every fragment value of K and V read as part of a float4 (VEC_FRAGMENTS in
  * attention_mma.h, whose layout it follows: vec_col(c, tig, false) and VEC_K_LD for K, K_LD for
- * V). Its two products are vec_score_product's and vec_accumulate's, written out here: through
- * those helpers (as the dQ kernel takes them) the forward runs 2-2.5% slower on the H100 with
- * the same layout and instructions (bench/DECISIONS.md, "dQ and dK/dV read"). O^T's
- * query rows take their softmax factors from the work-items of rows gid: four shuffles a
- * block.
+ * V). Its two products are VEC_SCORE_PRODUCT and VEC_ACCUMULATE expanded here, not the inline
+ * functions the dQ kernel calls: compiled as functions, the same instructions are scheduled
+ * otherwise, and the forward runs 2-2.5% slower on the H100 (bench/DECISIONS.md, "dQ and dK/dV
+ * read"). O^T's query rows take their softmax factors from the work-items of rows gid: four
+ * shuffles a block.
  * With FWD_PAIRS (head dims 192 and 256) two warps share 16 rows, each with half of the head dim
  * of Q and O (col0 on), summing S from their parts (put_part, sum_parts) as the float-read
  * paired forward does, with its one K and one V buffer refilled by turns (SPLIT_KV: three
  * barriers a block). */
+/* K's float4 of column tile nt at step pair c, V's of key kt 8 + 2 tig at columns u 32 + 4 gid,
+ * in this warp's part of the head dim (from col0). */
+#define FWD_K_AT(nt, c) (nt * 8 + gid) * VEC_K_LD + col0 + (c)*16 + 4 * tig
+#define FWD_V_AT(kt, u) (kt * 8 + 2 * tig) * K_LD + col0 + u * 32 + 4 * gid
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #if FWD_PAIRS
@@ -248,41 +252,9 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         kv_buf ^= 1u;
         if (WARP_SKIPS(kb, warp_jlo, warp_jhi)) continue;
 #endif
-        /* S = Q K^T, CHUNK_STEPS 8-deep steps summed from zero at a time (the tensor cores'
-         * rounding toward zero: score_product); a chunk's K values read before its products. */
+        /* S = Q K^T (K's rows VEC_K_LD floats apart, this warp's part of the head dim) */
         float s[KTILES][4];
-#pragma unroll
-        for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] = 0.0f;
-        MMA_UNROLL for (uint c0 = 0; c0 < VEC_COLS / 16; c0 += CHUNK_STEPS / 2) {
-            float4 kf[CHUNK_STEPS / 2][KTILES];
-            float t[KTILES][4];
-            MMA_UNROLL for (uint c = 0; c < CHUNK_STEPS / 2; c++) {
-                MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
-                    kf[c][nt] = *(__local const float4 *)(ks + (nt * 8 + gid) * VEC_K_LD + col0 +
-                                                          (c0 + c) * 16 + 4 * tig);
-                }
-            }
-#pragma unroll
-            for (uint x = 0; x < KTILES * 4; x++) t[x / 4][x % 4] = 0.0f;
-            MMA_UNROLL for (uint c = 0; c < CHUNK_STEPS / 2; c++) {
-                uint qh[2][4], ql[2][4];
-#pragma unroll
-                for (uint x = 0; x < 8; x++)
-                    tf32_split(qf[c0 + c][x / 4][x % 4], &qh[x / 4][x % 4], &ql[x / 4][x % 4]);
-                MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {
-                    uint4 kh, kl;
-                    split4(kf[c][nt], &kh, &kl);
-                    MMA(t[nt], ql[0][0], ql[1][0], ql[0][1], ql[1][1], kh.x, kh.y);
-                    MMA(t[nt], qh[0][0], qh[1][0], qh[0][1], qh[1][1], kl.x, kl.y);
-                    MMA(t[nt], qh[0][0], qh[1][0], qh[0][1], qh[1][1], kh.x, kh.y);
-                    MMA(t[nt], ql[0][2], ql[1][2], ql[0][3], ql[1][3], kh.z, kh.w);
-                    MMA(t[nt], qh[0][2], qh[1][2], qh[0][3], qh[1][3], kl.z, kl.w);
-                    MMA(t[nt], qh[0][2], qh[1][2], qh[0][3], qh[1][3], kh.z, kh.w);
-                }
-            }
-#pragma unroll
-            for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] += t[x / 4][x % 4];
-        }
+        VEC_SCORE_PRODUCT(s, qf, ks, FWD_K_AT);
 #if FWD_PAIRS
         /* The pair's S; then the next K into the one K buffer (every warp is past its reads). */
         put_part(s, parts[warp], lane);
@@ -310,45 +282,15 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
                     acc[mt][nq][2 + e] *= f;
                 }
             }
-        /* P^T as split B fragments: pb[kt][nq] holds keys kt 8 + 2 tig, + 1 of row nq 8 + gid. */
+        /* P^T as split B fragments */
         uint pbh[KTILES][2][2], pbl[KTILES][2][2];
-#pragma unroll
-        for (uint x = 0; x < KTILES * 4; x++)
-            tf32_split(s[x / 4][x % 4], &pbh[x / 4][x % 4 / 2][x % 2],
-                       &pbl[x / 4][x % 4 / 2][x % 2]);
+        TO_B_FRAGMENTS(s, pbh, pbl);
 #if FWD_PAIRS /* this block's V landed (the next K's copies may still be in flight) */
         cp_async_wait(1);
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif
-        /* O^T += V^T P^T, each 16 x 8 tile summed over the block from zero (the rounding). */
-        MMA_UNROLL for (uint u = 0; u < VEC_COLS / 32; u++) {
-            float4 vf[KTILES][2];
-            float t[2][2][4];
-            MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
-                const uint at = (kt * 8 + 2 * tig) * K_LD + col0 + u * 32 + 4 * gid;
-                vf[kt][0] = *(__local const float4 *)(vs + at);
-                vf[kt][1] = *(__local const float4 *)(vs + at + K_LD);
-            }
-#pragma unroll
-            for (uint x = 0; x < 16; x++) t[x / 8][x / 4 % 2][x % 4] = 0.0f;
-            MMA_UNROLL for (uint kt = 0; kt < KTILES; kt++) {
-                uint4 h0, h1, l0, l1;
-                split4(vf[kt][0], &h0, &l0);
-                split4(vf[kt][1], &h1, &l1);
-                MMA_UNROLL for (uint nq = 0; nq < 2; nq++) {
-                    const uint b0 = pbh[kt][nq][0], b1 = pbh[kt][nq][1];
-                    MMA(t[0][nq], l0.x, l0.y, l1.x, l1.y, b0, b1);
-                    MMA(t[0][nq], h0.x, h0.y, h1.x, h1.y, pbl[kt][nq][0], pbl[kt][nq][1]);
-                    MMA(t[0][nq], h0.x, h0.y, h1.x, h1.y, b0, b1);
-                    MMA(t[1][nq], l0.z, l0.w, l1.z, l1.w, b0, b1);
-                    MMA(t[1][nq], h0.z, h0.w, h1.z, h1.w, pbl[kt][nq][0], pbl[kt][nq][1]);
-                    MMA(t[1][nq], h0.z, h0.w, h1.z, h1.w, b0, b1);
-                }
-            }
-#pragma unroll
-            for (uint x = 0; x < 16; x++)
-                acc[2 * u + x / 8][x / 4 % 2][x % 4] += t[x / 8][x / 4 % 2][x % 4];
-        }
+        /* O^T += V^T P^T (this warp's part of the head dim) */
+        VEC_ACCUMULATE(acc, pbh, pbl, vs, FWD_V_AT);
     }
     /* Each row's sum over the 4 work-items that hold it; the log-sum-exp from rows gid. */
 #pragma unroll

@@ -283,28 +283,37 @@ static oclml__gemm_desc unfolded_desc(const conv_shape *s, unsigned g, size_t n0
                               .act = OCLML_ACT_NONE};
 }
 
-/* How the forward runs: shared by the run and its description. */
-typedef enum forward_kind {
-    FORWARD_POINTWISE,
-    FORWARD_WINOGRAD,
-    FORWARD_GATHERED,
-    FORWARD_UNFOLDED
-} forward_kind;
+/* ---- the plan: how each pass runs (shared by the runs and their description) ---- */
 
-static forward_kind forward_kind_of(oclml_ctx *ctx, const conv_shape *s) {
-    return is_pointwise(s)                                ? FORWARD_POINTWISE
-           : oclml__conv_forward_winograd_applies(ctx, s) ? FORWARD_WINOGRAD
-           : oclml__conv_forward_gathers(ctx, s)          ? FORWARD_GATHERED
-                                                          : FORWARD_UNFOLDED;
+conv_path oclml__conv_forward_path(oclml_ctx *ctx, const conv_shape *s) {
+    return is_pointwise(s)                                ? CONV_POINTWISE
+           : oclml__conv_forward_winograd_applies(ctx, s) ? CONV_WINOGRAD
+           : oclml__conv_forward_gathers(ctx, s)          ? CONV_GATHERED
+                                                          : CONV_UNFOLDED;
+}
+
+conv_path oclml__conv_data_path(oclml_ctx *ctx, const conv_shape *s) {
+    return is_pointwise(s)                                      ? CONV_POINTWISE
+           : oclml__conv_data_gradient_direct_applies(ctx, s)   ? CONV_DIRECT
+           : oclml__conv_data_gradient_winograd_applies(ctx, s) ? CONV_WINOGRAD
+           : oclml__conv_data_gradient_gathers(ctx, s)          ? CONV_GATHERED
+                                                                : CONV_UNFOLDED;
+}
+
+conv_path oclml__conv_weight_path(oclml_ctx *ctx, const conv_shape *s) {
+    return oclml__conv_weight_gradient_direct_applies(ctx, s)     ? CONV_DIRECT
+           : oclml__conv_weight_gradient_winograd_applies(ctx, s) ? CONV_WINOGRAD
+           : oclml__conv_weight_gradient_gathers(ctx, s)          ? CONV_GATHERED
+                                                                  : CONV_UNFOLDED;
 }
 
 /* y = conv(x, w) (+ b per output channel). */
 static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
                                  const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
-    forward_kind kind = forward_kind_of(ctx, s);
-    if (kind == FORWARD_POINTWISE) return pointwise(ctx, s, w, x, y, b, false);
-    if (kind == FORWARD_WINOGRAD) return oclml__conv_forward_winograd(ctx, s, x, w, b, y);
-    if (kind == FORWARD_GATHERED) return oclml__conv_forward_gathered(ctx, s, x, w, b, y);
+    const conv_path path = oclml__conv_forward_path(ctx, s);
+    if (path == CONV_POINTWISE) return pointwise(ctx, s, w, x, y, b, false);
+    if (path == CONV_WINOGRAD) return oclml__conv_forward_winograd(ctx, s, x, w, b, y);
+    if (path == CONV_GATHERED) return oclml__conv_forward_gathered(ctx, s, x, w, b, y);
     size_t crs = cg_rs(s), pq = s->P * s->Q;
     size_t nb = chunk_images(ctx, s, crs * pq);
     cl_mem col;
@@ -326,13 +335,11 @@ static oclml_status conv_forward(oclml_ctx *ctx, const conv_shape *s, const oclm
 static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *w,
                                        const oclml_tensor *dy, oclml_tensor *dx,
                                        const oclml_tensor *b) {
-    if (is_pointwise(s)) return pointwise(ctx, s, w, dy, dx, b, true);
-    if (oclml__conv_data_gradient_direct_applies(ctx, s))
-        return oclml__conv_data_gradient_direct(ctx, s, w, dy, dx, b);
-    if (oclml__conv_data_gradient_winograd_applies(ctx, s))
-        return oclml__conv_data_gradient_winograd(ctx, s, w, dy, dx, b);
-    if (oclml__conv_data_gradient_gathers(ctx, s))
-        return oclml__conv_data_gradient_gathered(ctx, s, w, dy, dx, b);
+    const conv_path path = oclml__conv_data_path(ctx, s);
+    if (path == CONV_POINTWISE) return pointwise(ctx, s, w, dy, dx, b, true);
+    if (path == CONV_DIRECT) return oclml__conv_data_gradient_direct(ctx, s, w, dy, dx, b);
+    if (path == CONV_WINOGRAD) return oclml__conv_data_gradient_winograd(ctx, s, w, dy, dx, b);
+    if (path == CONV_GATHERED) return oclml__conv_data_gradient_gathered(ctx, s, w, dy, dx, b);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
     size_t nb = chunk_images(ctx, s, crs * pq);
     cl_mem col;
@@ -362,11 +369,12 @@ static oclml_status conv_backward_data(oclml_ctx *ctx, const conv_shape *s, cons
 /* dw (+)= the weight gradient of conv given its input x and dy. */
 static oclml_status conv_backward_weight(oclml_ctx *ctx, const conv_shape *s, const oclml_tensor *x,
                                          const oclml_tensor *dy, oclml_tensor *dw, int accumulate) {
-    if (oclml__conv_weight_gradient_direct_applies(ctx, s))
+    const conv_path path = oclml__conv_weight_path(ctx, s);
+    if (path == CONV_DIRECT)
         return oclml__conv_weight_gradient_direct(ctx, s, x, dy, dw, accumulate);
-    if (oclml__conv_weight_gradient_winograd_applies(ctx, s))
+    if (path == CONV_WINOGRAD)
         return oclml__conv_weight_gradient_winograd(ctx, s, x, dy, dw, accumulate);
-    if (oclml__conv_weight_gradient_gathers(ctx, s))
+    if (path == CONV_GATHERED)
         return oclml__conv_weight_gradient_gathered(ctx, s, x, dy, dw, accumulate);
     size_t crs = cg_rs(s), pq = s->P * s->Q, kg = s->K / s->groups;
     size_t nb = chunk_images(ctx, s, (crs + kg) * pq);
@@ -430,31 +438,31 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
     if (!st) st = conv_shape_of(ctx, p, x, w, "x", &s);
     if (st) return st;
     char gemm[160];
-    forward_kind kind = forward_kind_of(ctx, &s);
+    const conv_path kind = oclml__conv_forward_path(ctx, &s), data = oclml__conv_data_path(ctx, &s),
+                    weight = oclml__conv_weight_path(ctx, &s);
     char direct_dx[96];
     oclml__conv_describe_direct_dx(&s, direct_dx, sizeof direct_dx);
-    const char *dgrad = is_pointwise(&s)                                    ? "a product with dy"
-                        : oclml__conv_data_gradient_direct_applies(ctx, &s) ? direct_dx
-                        : oclml__conv_data_gradient_winograd_applies(ctx, &s)
-                            ? "Winograd (flipped taps)"
-                        : oclml__conv_data_gradient_gathers(ctx, &s) ? "gathered (flipped taps)"
-                                                                     : "unfolded (col2im)";
+    const char *dgrad = data == CONV_POINTWISE  ? "a product with dy"
+                        : data == CONV_DIRECT   ? direct_dx
+                        : data == CONV_WINOGRAD ? "Winograd (flipped taps)"
+                        : data == CONV_GATHERED ? "gathered (flipped taps)"
+                                                : "unfolded (col2im)";
     char wgrad[96] = "unfolded";
-    if (oclml__conv_weight_gradient_direct_applies(ctx, &s))
+    if (weight == CONV_DIRECT)
         oclml__conv_describe_direct_dw(ctx, &s, wgrad, sizeof wgrad);
-    else if (oclml__conv_weight_gradient_winograd_applies(ctx, &s))
+    else if (weight == CONV_WINOGRAD)
         snprintf(wgrad, sizeof wgrad, "Winograd F(2x2,%zux%zu) (%zu products over the tiles)", s.R,
                  s.S, (s.R + 1) * (s.S + 1));
-    else if (oclml__conv_weight_gradient_gathers(ctx, &s))
+    else if (weight == CONV_GATHERED)
         snprintf(wgrad, sizeof wgrad, "gathered (images along K)");
     char fwd[200];
-    if (kind == FORWARD_POINTWISE) {
+    if (kind == CONV_POINTWISE) {
         oclml__gemm_desc d = pointwise_desc(&s, 0, w, x, NULL, NULL, false);
         oclml__gemm_describe(ctx, &d, gemm, sizeof gemm);
         snprintf(fwd, sizeof fwd, "1x1 as a product with the images: %s", gemm);
-    } else if (kind == FORWARD_WINOGRAD) {
+    } else if (kind == CONV_WINOGRAD) {
         oclml__conv_describe_winograd(&s, fwd, sizeof fwd);
-    } else if (kind == FORWARD_GATHERED) {
+    } else if (kind == CONV_GATHERED) {
         oclml__conv_describe_gathered(ctx, &s, x, w, gemm, sizeof gemm);
         snprintf(fwd, sizeof fwd, "implicit GEMM (columns gathered from x): %s", gemm);
     } else {

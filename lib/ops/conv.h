@@ -32,6 +32,22 @@ oclml_status oclml__conv_launch_1d(oclml_ctx *ctx, const oclml__program_spec *pr
                                    const char *name, const oclml__arg *args, unsigned nargs,
                                    size_t n);
 
+/* How a pass runs (conv.c): the forward pointwise, by Winograd, gathered or unfolded, in that
+ * order of preference; the data gradient pointwise, direct, by Winograd, gathered or unfolded;
+ * the weight gradient direct, by Winograd, gathered or unfolded. Each path's own rule (the
+ * *_applies and *_gathers functions below) decides whether it takes the shape on this context;
+ * pure functions of the shape, the device's capabilities and the tuning table. */
+typedef enum conv_path {
+    CONV_POINTWISE, /* 1x1, unit stride, no padding: a product with the images themselves */
+    CONV_DIRECT,    /* conv_direct_dx.c, conv_direct_dw.c */
+    CONV_WINOGRAD,  /* conv_winograd.c */
+    CONV_GATHERED,  /* conv_implicit.c */
+    CONV_UNFOLDED   /* im2col or col2im around the GEMM */
+} conv_path;
+conv_path oclml__conv_forward_path(oclml_ctx *ctx, const conv_shape *s);
+conv_path oclml__conv_data_path(oclml_ctx *ctx, const conv_shape *s);
+conv_path oclml__conv_weight_path(oclml_ctx *ctx, const conv_shape *s);
+
 /* Tensor t's buffer as a matrix from `offset` floats past its start (t NULL: no buffer, offset
  * as given, for describing a plan). */
 static inline oclml__matrix conv_mat(const oclml_tensor *t, size_t offset, size_t ld,

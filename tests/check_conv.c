@@ -8,11 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A convolution case: x [N, C, H, W], w [K, C/g, R, S] (transposed: [C, K/g, R, S]). */
-typedef struct conv_case {
-    size_t N, C, H, W, K, R, S;
-    unsigned sh, sw, pt, pl, pb, pr, dh, dw, groups, oph, opw;
-} conv_case;
+/* A convolution case (tests/ref/ref.h). */
+typedef ref_conv_case conv_case;
 
 static const conv_case CASES[] = {
     {2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, /* 3x3 "same" */
@@ -38,54 +35,6 @@ static oclml_conv2d_params params_of(const conv_case *c) {
 
 static size_t conv_out(size_t in, unsigned a, unsigned b, size_t k, unsigned d, unsigned s) {
     return (in + a + b - d * (k - 1) - 1) / s + 1;
-}
-
-/* y = conv(x, w) + b in double, by its definition. */
-static void ref_conv(const conv_case *c, const double *x, const double *w, const double *b,
-                     double *y, size_t P, size_t Q) {
-    size_t cg = c->C / c->groups, kg = c->K / c->groups;
-    for (size_t n = 0; n < c->N; n++)
-        for (size_t k = 0; k < c->K; k++)
-            for (size_t p = 0; p < P; p++)
-                for (size_t q = 0; q < Q; q++) {
-                    double sum = b ? b[k] : 0;
-                    size_t g = k / kg;
-                    for (size_t ci = 0; ci < cg; ci++)
-                        for (size_t r = 0; r < c->R; r++)
-                            for (size_t s = 0; s < c->S; s++) {
-                                long h = (long)(p * c->sh + r * c->dh) - c->pt;
-                                long v = (long)(q * c->sw + s * c->dw) - c->pl;
-                                if (h < 0 || h >= (long)c->H || v < 0 || v >= (long)c->W) continue;
-                                sum += x[((n * c->C + g * cg + ci) * c->H + h) * c->W + v] *
-                                       w[((k * cg + ci) * c->R + r) * c->S + s];
-                            }
-                    y[((n * c->K + k) * P + p) * Q + q] = sum;
-                }
-}
-
-/* The transposed convolution by its definition: each input element scatters x * w into the
- * output window it maps to. x [N, C, H, W], w [C, K/g, R, S], y [N, K, P, Q]. */
-static void ref_conv_transpose(const conv_case *c, const double *x, const double *w,
-                               const double *b, double *y, size_t P, size_t Q) {
-    size_t cg = c->C / c->groups, kg = c->K / c->groups;
-    for (size_t i = 0; i < c->N * c->K * P * Q; i++) y[i] = b ? b[i / (P * Q) % c->K] : 0;
-    for (size_t n = 0; n < c->N; n++)
-        for (size_t ch = 0; ch < c->C; ch++)
-            for (size_t h = 0; h < c->H; h++)
-                for (size_t v = 0; v < c->W; v++) {
-                    size_t g = ch / cg;
-                    double xv = x[((n * c->C + ch) * c->H + h) * c->W + v];
-                    for (size_t kl = 0; kl < kg; kl++)
-                        for (size_t r = 0; r < c->R; r++)
-                            for (size_t s = 0; s < c->S; s++) {
-                                long p = (long)(h * c->sh + r * c->dh) - c->pt;
-                                long q = (long)(v * c->sw + s * c->dw) - c->pl;
-                                if (p < 0 || p >= (long)P || q < 0 || q >= (long)Q) continue;
-                                size_t k = g * kg + kl;
-                                y[((n * c->K + k) * P + p) * Q + q] +=
-                                    xv * w[((ch * kg + kl) * c->R + r) * c->S + s];
-                            }
-                }
 }
 
 static double *to_double(const float *f, size_t n) {
@@ -582,11 +531,8 @@ END_TEST
 
 /* ---- pooling ---- */
 
-typedef struct pool_case {
-    size_t N, C, H, W;
-    unsigned kh, kw, sh, sw, ph, pw;
-    int ceil_mode, include_pad;
-} pool_case;
+/* A pooling case (tests/ref/ref.h). */
+typedef ref_pool_case pool_case;
 
 static const pool_case POOLS[] = {
     {2, 3, 8, 6, 2, 2, 0, 0, 0, 0, 0, 1}, {1, 2, 7, 9, 3, 3, 2, 2, 1, 1, 0, 1},
@@ -599,41 +545,6 @@ static size_t pool_out(size_t in, unsigned k, unsigned s, unsigned pad, int ceil
     size_t out = (in + 2 * pad - k + (ceil_mode ? s - 1 : 0)) / s + 1;
     if (ceil_mode && (out - 1) * s >= in + pad) out--;
     return out;
-}
-
-/* The divisor of average window (p, q): the window up to the padded edge, or its inside part. */
-static double ref_count(const pool_case *c, size_t p, size_t q) {
-    unsigned sh = c->sh ? c->sh : c->kh, sw = c->sw ? c->sw : c->kw;
-    long h0 = (long)(p * sh) - c->ph, w0 = (long)(q * sw) - c->pw;
-    long hend = h0 + c->kh < (long)(c->H + c->ph) ? h0 + c->kh : (long)(c->H + c->ph);
-    long wend = w0 + c->kw < (long)(c->W + c->pw) ? w0 + c->kw : (long)(c->W + c->pw);
-    if (c->include_pad) return (double)((hend - h0) * (wend - w0));
-    long hs = h0 < 0 ? 0 : h0, ws = w0 < 0 ? 0 : w0;
-    long he = hend < (long)c->H ? hend : (long)c->H, we = wend < (long)c->W ? wend : (long)c->W;
-    return (double)((he - hs) * (we - ws));
-}
-
-/* Max (first maximum; NaN largest, the last NaN wins) or mean of window (p, q) of plane x; *at
- * its first maximum. */
-static double ref_window(const pool_case *c, const float *x, size_t p, size_t q, bool max,
-                         long *at) {
-    unsigned sh = c->sh ? c->sh : c->kh, sw = c->sw ? c->sw : c->kw;
-    long h0 = (long)(p * sh) - c->ph, w0 = (long)(q * sw) - c->pw;
-    double best = 0, sum = 0;
-    long arg = -1, inside = 0;
-    for (long r = 0; r < c->kh; r++)
-        for (long s = 0; s < c->kw; s++) {
-            long h = h0 + r, v = w0 + s;
-            if (h < 0 || h >= (long)c->H || v < 0 || v >= (long)c->W) continue;
-            double xv = x[h * (long)c->W + v];
-            inside++;
-            sum += xv;
-            if (arg < 0 || xv > best || isnan(xv)) /* PyTorch: the last NaN wins */
-                best = xv, arg = h * (long)c->W + v;
-        }
-    if (at) *at = arg;
-    (void)inside;
-    return max ? best : sum / ref_count(c, p, q);
 }
 
 START_TEST(pooling_cases) {
@@ -676,7 +587,7 @@ START_TEST(pooling_cases) {
             for (size_t p = 0; p < P; p++)
                 for (size_t q = 0; q < Q; q++) {
                     long at;
-                    double want = ref_window(c, x + pl * c->H * c->W, p, q, max, &at);
+                    double want = ref_pool_window(c, x + pl * c->H * c->W, p, q, max, &at);
                     float got = y[(pl * P + p) * Q + q];
                     ck_assert_msg(isnan(want) ? isnan(got) : fabs(got - want) <= 1e-6,
                                   "%s pool case %zu y[%zu,%zu,%zu] %g vs %g", max ? "max" : "avg",
@@ -686,7 +597,7 @@ START_TEST(pooling_cases) {
                         gref[pl * c->H * c->W + (size_t)at] += g;
                     else { /* the mean's gradient: an equal share to each input of the window */
                         long h0 = (long)(p * sh) - c->ph, w0 = (long)(q * sw) - c->pw;
-                        double cnt = 1.0 / ref_count(c, p, q);
+                        double cnt = 1.0 / ref_pool_count(c, p, q);
                         for (long r = 0; r < c->kh; r++)
                             for (long s = 0; s < c->kw; s++) {
                                 long h = h0 + r, v = w0 + s;
@@ -751,7 +662,7 @@ START_TEST(act_max_pooling) {
             for (size_t p = 0; p < P; p++)
                 for (size_t q = 0; q < Q; q++) {
                     long at;
-                    double want = ref_window(c, plane_act, p, q, true, &at);
+                    double want = ref_pool_window(c, plane_act, p, q, true, &at);
                     want = ax[pl * hw + (size_t)at]; /* in double, not the float copy */
                     float got = y[(pl * P + p) * Q + q];
                     ck_assert_msg(isnan(want) ? isnan(got)

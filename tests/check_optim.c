@@ -16,10 +16,8 @@
 
 /* ---- arenas ---- */
 
-typedef struct layout {
-    size_t n, padded, numel;
-    size_t off[64], len[64], row[64];
-} layout;
+/* The arena's tensors as the reference sees them (tests/ref/ref.h). */
+typedef ref_arena_layout layout;
 
 static oclml_arena *make_arena(size_t n, const oclml_arena_shape *shapes, layout *l) {
     oclml_arena *a;
@@ -56,119 +54,7 @@ static void read_flat(oclml_arena *a, int grads, float *x, size_t n) {
     test_read(t, x, n);
 }
 
-/* ---- the reference, in double ---- */
-
-typedef struct ref_opt {
-    oclml_optim_config c;
-    size_t lo, hi; /* the group's element range */
-    double *p, *s[3];
-    unsigned step, skipped;
-    double lr, scale, lr1, norm;
-    int last_found;
-} ref_opt;
-
-static void ref_init(ref_opt *r, const oclml_optim_config *c, const layout *l, const float *p) {
-    memset(r, 0, sizeof *r);
-    r->c = *c;
-    size_t count = c->count ? c->count : l->n - c->first, last = c->first + count - 1;
-    r->lo = l->off[c->first];
-    r->hi = l->off[last] + (l->len[last] + 15) / 16 * 16;
-    r->p = test_doubles(l->padded);
-    for (size_t j = 0; j < l->padded; j++) r->p[j] = p[j];
-    for (int k = 0; k < 3; k++) {
-        r->s[k] = test_doubles(l->padded);
-        for (size_t j = 0; j < l->padded; j++) r->s[k][j] = 0;
-    }
-    r->lr = c->lr;
-    r->scale = 1;
-}
-
-static void ref_free(ref_opt *r) {
-    free(r->p);
-    for (int k = 0; k < 3; k++) free(r->s[k]);
-}
-
-static double max_nan(double a, double b) { return isnan(a) || isnan(b) ? a + b : fmax(a, b); }
-
-/* One step; g (double, modified in place by adaptive clipping) covers the whole arena. */
-static void ref_step(ref_opt *r, const layout *l, double *g) {
-    const oclml_optim_config *c = &r->c;
-    bool bad = false;
-    double ss = 0;
-    for (size_t j = r->lo; j < r->hi; j++) {
-        bad |= !isfinite(g[j]);
-        ss += g[j] * g[j];
-    }
-    double gm = 1 / r->scale;
-    if (c->max_grad_norm > 0) {
-        r->norm = sqrt(ss) / r->scale;
-        gm *= isnan(r->norm) ? NAN : fmin(1.0, c->max_grad_norm / (r->norm + 1e-6));
-    }
-    if (c->agc_clip > 0) {
-        size_t count = c->count ? c->count : l->n - c->first;
-        for (size_t t = c->first; t < c->first + count; t++)
-            for (size_t u = 0; u < l->len[t] / l->row[t]; u++) {
-                double *gu = g + l->off[t] + u * l->row[t];
-                const double *pu = r->p + l->off[t] + u * l->row[t];
-                double sp = 0, sg = 0;
-                for (size_t k = 0; k < l->row[t]; k++) {
-                    sp += pu[k] * pu[k];
-                    sg += gu[k] * gu[k];
-                }
-                double pn = sqrt(sp), gn = sqrt(sg) / r->scale;
-                double maxn = (pn < c->agc_eps ? c->agc_eps : pn) * c->agc_clip;
-                if (!(gn < maxn)) /* torch.clamp keeps NaN */
-                    for (size_t k = 0; k < l->row[t]; k++) gu[k] *= maxn / (gn < 1e-6 ? 1e-6 : gn);
-            }
-    }
-    if (c->skip_nonfinite && bad) {
-        r->skipped++;
-        r->last_found = 1;
-        return;
-    }
-    r->last_found = 0;
-    bool first = r->step == 0;
-    double t = ++r->step, lr = r->lr, wd = c->weight_decay, b1 = c->beta1, b2 = c->beta2;
-    double bc1 = c->bias_correction ? 1 - pow(b1, t) : 1,
-           bc2 = c->bias_correction ? 1 - pow(b2, t) : 1;
-    r->lr1 = b1 * r->lr1 + (1 - b1) * lr;
-    for (size_t j = r->lo; j < r->hi; j++) {
-        double d = g[j] * gm, *p = &r->p[j], *m = &r->s[0][j], *v = &r->s[1][j], *vm = &r->s[2][j];
-        if (c->maximize) d = -d;
-        switch (c->kind) {
-        case OCLML_OPTIM_SGD:
-            if (wd != 0) d += wd * *p;
-            if (c->momentum != 0) {
-                *m = first ? d : c->momentum * *m + (1 - c->dampening) * d;
-                d = c->nesterov ? d + c->momentum * *m : *m;
-            }
-            *p -= lr * d;
-            break;
-        case OCLML_OPTIM_ADAM:
-        case OCLML_OPTIM_ADAMW: {
-            if (c->kind == OCLML_OPTIM_ADAMW)
-                *p *= 1 - lr * wd;
-            else if (wd != 0)
-                d += wd * *p;
-            *m = b1 * *m + (1 - b1) * d;
-            *v = b2 * *v + (1 - b2) * d * d;
-            double vv = *v;
-            if (c->amsgrad) vv = *vm = max_nan(*vm, *v);
-            *p -= lr / bc1 * *m / (sqrt(vv) / sqrt(bc2) + c->eps);
-            break;
-        }
-        default: {
-            *v = b2 * *v + (1 - b2) * d * d;
-            double vv = *v;
-            if (c->amsgrad) vv = *vm = max_nan(*vm, *v);
-            *m = b1 * *m + (1 - b1) * lr * d / (sqrt(vv / bc2) + c->eps);
-            double step_size = c->bias_correction ? (lr != 0 ? lr / r->lr1 : 1) : 1;
-            *p -= step_size * *m;
-            if (wd != 0) *p -= lr * wd * *p;
-        }
-        }
-    }
-}
+/* ---- the reference, in double: tests/ref/optim.c ---- */
 
 static unsigned n_states(const oclml_optim_config *c) {
     if (c->kind == OCLML_OPTIM_SGD) return c->momentum != 0 ? 1 : 0;
@@ -177,7 +63,7 @@ static unsigned n_states(const oclml_optim_config *c) {
 
 /* Compares the device's parameters (all of the arena), state and scalars with the reference;
  * prev: the parameters before the step (errors are measured against |p| + |step|). */
-static void compare(const char *what, oclml_arena *a, oclml_optim *o, const ref_opt *r,
+static void compare(const char *what, oclml_arena *a, oclml_optim *o, const ref_optim *r,
                     const layout *l, const double *prev) {
     size_t n = l->padded, ns = r->hi - r->lo;
     float *got = test_floats(n);
@@ -220,7 +106,7 @@ typedef struct fixture {
     size_t n;
     oclml_arena *a;
     oclml_optim *o;
-    ref_opt r;
+    ref_optim r;
     float *p, *g;        /* host parameters at creation; the next gradient */
     double *gref, *prev; /* the reference's view of that gradient; parameters before the step */
 } fixture;
@@ -236,7 +122,7 @@ static void fixture_init(fixture *f, const oclml_optim_config *c, size_t nt,
     fill_arena(&f->l, f->p, -1, 1);
     write_flat(f->a, 0, f->p, f->n);
     ASSERT_OK(oclml_optim_create(T, f->a, c, &f->o));
-    ref_init(&f->r, c, &f->l, f->p);
+    ref_optim_init(&f->r, c, &f->l, f->p);
 }
 
 /* Steps both with f->g as the gradient (prev: the reference's parameters before). */
@@ -247,7 +133,7 @@ static void fixture_step(fixture *f) {
         f->prev[j] = f->r.p[j];
     }
     ASSERT_OK(oclml_optim_step(f->o));
-    ref_step(&f->r, &f->l, f->gref);
+    ref_optim_step(&f->r, &f->l, f->gref);
 }
 
 static void fixture_compare(const char *what, const fixture *f) {
@@ -257,7 +143,7 @@ static void fixture_compare(const char *what, const fixture *f) {
 static void fixture_free(fixture *f) {
     ASSERT_OK(oclml_optim_destroy(f->o));
     ASSERT_OK(oclml_arena_destroy(f->a));
-    ref_free(&f->r);
+    ref_optim_free(&f->r);
     free(f->p);
     free(f->g);
     free(f->gref);
@@ -464,9 +350,9 @@ START_TEST(param_groups) {
     oclml_optim *o1, *o2;
     ASSERT_OK(oclml_optim_create(T, a, &c1, &o1));
     ASSERT_OK(oclml_optim_create(T, a, &c2, &o2));
-    ref_opt r1, r2;
-    ref_init(&r1, &c1, &l, p);
-    ref_init(&r2, &c2, &l, p);
+    ref_optim r1, r2;
+    ref_optim_init(&r1, &c1, &l, p);
+    ref_optim_init(&r2, &c2, &l, p);
     for (int s = 0; s < 2; s++) {
         fill_arena(&l, g, -1, 1);
         write_flat(a, 1, g, n);
@@ -475,10 +361,10 @@ START_TEST(param_groups) {
             prev[j] = r1.p[j] * (j < r2.lo) + r2.p[j] * (j >= r2.lo);
         }
         ASSERT_OK(oclml_optim_step(o1));
-        ref_step(&r1, &l, gref);
+        ref_optim_step(&r1, &l, gref);
         if (s == 1) { /* the first group steps twice, the second once */
             ASSERT_OK(oclml_optim_step(o2));
-            ref_step(&r2, &l, gref);
+            ref_optim_step(&r2, &l, gref);
         }
     }
     for (size_t j = 0; j < n; j++) merged[j] = j < r2.lo ? r1.p[j] : r2.p[j];
@@ -490,8 +376,8 @@ START_TEST(param_groups) {
     ASSERT_OK(oclml_optim_destroy(o1));
     ASSERT_OK(oclml_optim_destroy(o2));
     ASSERT_OK(oclml_arena_destroy(a));
-    ref_free(&r1);
-    ref_free(&r2);
+    ref_optim_free(&r1);
+    ref_optim_free(&r2);
     free(p);
     free(g);
     free(got);
@@ -841,8 +727,8 @@ START_TEST(golden_reader) {
         float *p = test_floats(l.padded), *g = test_floats(l.padded);
         double *gd = test_doubles(l.padded);
         fill_arena(&l, p, -1, 1);
-        ref_opt r;
-        ref_init(&r, &c, &l, p);
+        ref_optim r;
+        ref_optim_init(&r, &c, &l, p);
         fprintf(f, "case k%d %d %.17g %.17g %.17g %d %.17g %.17g %.17g %.17g %d %d %.17g 3 4\n", k,
                 (int)c.kind, (double)c.lr, (double)c.momentum, (double)c.dampening, c.nesterov,
                 (double)c.beta1, (double)c.beta2, (double)c.eps, (double)c.weight_decay, c.amsgrad,
@@ -853,11 +739,11 @@ START_TEST(golden_reader) {
             fill_arena(&l, g, -1, 1);
             for (size_t j = 0; j < l.padded; j++) gd[j] = g[j];
             write_vec(f, "g", &l, gd);
-            ref_step(&r, &l, gd);
+            ref_optim_step(&r, &l, gd);
             write_vec(f, "p", &l, r.p);
         }
         ASSERT_OK(oclml_arena_destroy(a));
-        ref_free(&r);
+        ref_optim_free(&r);
         free(p);
         free(g);
         free(gd);

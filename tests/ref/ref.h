@@ -2,6 +2,7 @@
 #ifndef OCLML_REF_H
 #define OCLML_REF_H
 
+#include <oclml.h>
 #include <stddef.h>
 
 /* C = alpha op(A) op(B) + beta C, row-major; A is [M x K] (or [K x M] when ta), B [K x N] (or
@@ -92,5 +93,82 @@ void ref_attention(const ref_attention_args *a, const float *q, const float *k, 
 void ref_attention_backward(const ref_attention_args *a, const float *q, const float *k,
                             const float *v, const float *dout, double *dq, double *dk, double *dv,
                             double *dmask, double *sq, double *sk, double *sv, double *smask);
+
+/* A convolution (oclml_conv2d): x [N, C, H, W], w [K, C/groups, R, S] (transposed: [C, K/groups,
+ * R, S]), strides (sh, sw), padding before (pt, pl) and after (pb, pr), dilation (dh, dw), and
+ * the transposed convolution's output padding (oph, opw). */
+typedef struct ref_conv_case {
+    size_t N, C, H, W, K, R, S;
+    unsigned sh, sw, pt, pl, pb, pr, dh, dw, groups, oph, opw;
+} ref_conv_case;
+/* y [N, K, P, Q] = conv(x, w) + b (b may be NULL), by the definition. */
+void ref_conv(const ref_conv_case *c, const double *x, const double *w, const double *b, double *y,
+              size_t P, size_t Q);
+/* The transposed convolution: each element of x [N, C, H, W] scatters x * w into the output
+ * window it maps to; w [C, K/groups, R, S], y [N, K, P, Q], b may be NULL. */
+void ref_conv_transpose(const ref_conv_case *c, const double *x, const double *w, const double *b,
+                        double *y, size_t P, size_t Q);
+
+/* A pooling (oclml_pool2d_params): planes of H x W, windows kh x kw at strides (sh, sw; 0: the
+ * window), padding (ph, pw), ceil mode, and whether the average counts the padding. */
+typedef struct ref_pool_case {
+    size_t N, C, H, W;
+    unsigned kh, kw, sh, sw, ph, pw;
+    int ceil_mode, include_pad;
+} ref_pool_case;
+/* The divisor of average window (p, q): the window up to the padded edge, or its inside part. */
+double ref_pool_count(const ref_pool_case *c, size_t p, size_t q);
+/* Max (the first maximum; NaN counts as largest, the last NaN wins) or mean of window (p, q) of
+ * plane x; *at (may be NULL) its first maximum's offset in the plane. */
+double ref_pool_window(const ref_pool_case *c, const float *x, size_t p, size_t q, int max,
+                       long *at);
+
+/* Losses (reduction: an oclml_loss_reduction value; dloss NULL: 1, else one value, or one a
+ * row or element for none). Cross-entropy as PyTorch's weighted, label-smoothed one, on class
+ * indices (t [rows], ignore: the ignored index) or probabilities (probs, t [rows x cols]). */
+typedef struct ref_xent_opts {
+    int probs, reduction, ignore;
+    double eps;
+    const double *dloss; /* NULL: 1; one value, or one per row for none */
+    const double *cw;    /* class weights, NULL: 1 */
+} ref_xent_opts;
+/* loss (1 or rows values) and dx (rows x cols, may be NULL). */
+void ref_xent(const ref_xent_opts *o, size_t rows, size_t cols, const double *x, const double *t,
+              double *loss, double *dx);
+/* KL(softmax(a) || softmax(b)) per row; loss and the gradients (each may be NULL). */
+void ref_kl(int reduction, const double *dloss, size_t rows, size_t cols, const double *a,
+            const double *b, double *loss, double *da, double *db);
+/* MSE, Huber (delta) or BCE with logits (pos_weight pw of pwlen values, cycled; may be NULL)
+ * over n elements: loss, dx, and dx_scale (each may be NULL), what each gradient's fp32 error
+ * scales with (ref/loss.c). */
+enum { REF_MSE, REF_HUBER, REF_BCE_WITH_LOGITS };
+void ref_pointwise(int kind, int reduction, double delta, const double *pw, size_t pwlen,
+                   const double *dloss, size_t n, const double *x, const double *t, double *loss,
+                   double *dx, double *dx_scale);
+
+/* An arena's tensors as the optimizer reference reads them: n tensors, tensor i's len[i]
+ * elements from offset off[i] in rows of row[i] (its slices along the first dimension; all of it
+ * where 1-D), padded floats in all (numel: the tensors' elements). */
+typedef struct ref_arena_layout {
+    size_t n, padded, numel;
+    size_t off[64], len[64], row[64];
+} ref_arena_layout;
+/* torch.optim's step for the config's group of tensors (SGD with momentum, dampening and
+ * Nesterov; Adam, AdamW and LaProp with amsgrad, weight decay, maximize, bias correction), with
+ * clipping by the global norm, adaptive clipping and the skip on inf/NaN. */
+typedef struct ref_optim {
+    oclml_optim_config c;
+    size_t lo, hi; /* the group's element range */
+    double *p, *s[3];
+    unsigned step, skipped;
+    double lr, scale, lr1, norm;
+    int last_found;
+} ref_optim;
+/* From the arena's parameters p (padded floats); the learning rate c->lr, gradient scale 1. */
+void ref_optim_init(ref_optim *r, const oclml_optim_config *c, const ref_arena_layout *l,
+                    const float *p);
+void ref_optim_free(ref_optim *r);
+/* One step; g (double, modified in place by adaptive clipping) covers the whole arena. */
+void ref_optim_step(ref_optim *r, const ref_arena_layout *l, double *g);
 
 #endif

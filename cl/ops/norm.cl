@@ -300,55 +300,6 @@ NORM_BWD_FINISH(oclml_layernorm_bwd_finish, 0)
 NORM_BWD_FINISH(oclml_rmsnorm_bwd_finish, 1)
 #endif
 
-/* Pass 2 with the parameter gradients (grid: chunks x L, splits): a work-group keeps its chunk's
- * columns and loops over every splits-th row, writing dx and summing dy * xhat and dy for its
- * columns in registers; part2[split][col] = (dgamma, dbeta), summed by oclml_norm_param_finish.
- * So long rows read x and dy twice in all (pass 1 and this), not three times as with a separate
- * parameter pass. */
-#define NORM_BWD_FINISH_PARAMS(NAME, RMS)                                                  \
-    __kernel void NAME(NORM_BWD_ARGS, __global const float *part, __global float *part2,   \
-                       uint rows, uint cols, uint nch) {                                   \
-        const uint L = get_local_size(0), splits = get_num_groups(1);                      \
-        const uint c0 = get_group_id(0) * L * OCLML_LONG_ITEMS + get_local_id(0);          \
-        float gv[OCLML_LONG_ITEMS], dg[OCLML_LONG_ITEMS], db[OCLML_LONG_ITEMS];            \
-        CHUNK_LOAD_IF((flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                     \
-        for (uint j = 0; j < OCLML_LONG_ITEMS; j++) dg[j] = db[j] = 0.0f;                  \
-        for (ulong r = get_group_id(1); r < rows; r += splits) {                           \
-            float a = 0.0f, b = 0.0f;                                                      \
-            for (uint c = 0; c < nch; c++) {                                               \
-                const float2 p = vload2(r * nch + c, part);                                \
-                a += p.x;                                                                  \
-                b += p.y;                                                                  \
-            }                                                                              \
-            a = RMS ? 0.0f : a / (float)cols;                                              \
-            b /= (float)cols;                                                              \
-            const float mu = RMS ? 0.0f : mean[mo + r], rs = rstd[ro + r];                 \
-            float xv[OCLML_LONG_ITEMS], dv[OCLML_LONG_ITEMS];                              \
-            CHUNK_LOAD(xv, x + xo + r * cols, 0.0f);                                       \
-            CHUNK_LOAD(dv, dy + dyo + r * cols, 0.0f);                                     \
-            _Pragma("unroll") for (uint j = 0; j < OCLML_LONG_ITEMS; j++) {                \
-                const uint c = c0 + j * L;                                                 \
-                if (c < cols) {                                                            \
-                    const float h = (xv[j] - mu) * rs;                                     \
-                    dx[dxo + r * cols + c] = rs * (dv[j] * gv[j] - a - h * b);             \
-                    dg[j] += dv[j] * h;                                                    \
-                    db[j] += dv[j];                                                        \
-                }                                                                          \
-            }                                                                              \
-        }                                                                                  \
-        for (uint j = 0; j < OCLML_LONG_ITEMS; j++) {                                      \
-            const uint c = c0 + j * L;                                                     \
-            if (c < cols)                                                                  \
-                vstore2((float2)(dg[j], db[j]), (ulong)get_group_id(1) * cols + c, part2); \
-        }                                                                                  \
-    }
-#if OCLML_WANT(oclml_layernorm_bwd_finish_params)
-NORM_BWD_FINISH_PARAMS(oclml_layernorm_bwd_finish_params, 0)
-#endif
-#if OCLML_WANT(oclml_rmsnorm_bwd_finish_params)
-NORM_BWD_FINISH_PARAMS(oclml_rmsnorm_bwd_finish_params, 1)
-#endif
-
 /* ---- parameter gradients: dgamma[c] = sum_r dy * xhat, dbeta[c] = sum_r dy ----
  * Grid: (column blocks x L, splits). Each work-item owns a column and sums a slice of the rows;
  * part[split][c] holds (dgamma, dbeta) partials, summed by oclml_norm_param_finish. */

@@ -27,14 +27,6 @@ static const oclml__row_family LN_BWD_PARAMS = {
 static const oclml__row_family RMS_BWD_PARAMS = {
     FILE_CL, "oclml_rmsnorm_bwd_params", NULL, 2,
     "oclml_rmsnorm_bwd_params oclml_norm_param_finish"};
-/* Long rows with dgamma/dbeta: the chunked pair whose second pass also sums the parameter
- * gradients; the program holds the finish of those sums. Planned as the plain backward. */
-static const oclml__row_family LN_BWD_LONG_PARAMS = {
-    FILE_CL, "oclml_layernorm_bwd",
-    "oclml_layernorm_bwd_part oclml_layernorm_bwd_finish_params oclml_norm_param_finish", 2, NULL};
-static const oclml__row_family RMS_BWD_LONG_PARAMS = {
-    FILE_CL, "oclml_rmsnorm_bwd",
-    "oclml_rmsnorm_bwd_part oclml_rmsnorm_bwd_finish_params oclml_norm_param_finish", 2, NULL};
 /* dgamma/dbeta for rows too long for the fused kernel: column partials, then their sum. */
 static const oclml__program_spec PARAM_PASS = {FILE_CL, NULL,
                                                "oclml_norm_param_part oclml_norm_param_finish", 0};
@@ -173,49 +165,6 @@ static oclml_status param_grads(oclml_ctx *ctx, const norm_call *c, size_t rows,
     return st;
 }
 
-/* Long rows with dgamma/dbeta: pass 1 (each chunk's row sums), then pass 2 writing dx and summing
- * the parameter gradients of its chunk's columns over every splits-th row, then the splits' sum.
- * Enough splits that every compute unit has several work-groups. */
-static oclml_status long_backward_params(oclml_ctx *ctx, const norm_call *c, const oclml__arg *args,
-                                         const oclml__row_plan *p) {
-    const oclml__row_family *f = c->rms ? &RMS_BWD_LONG_PARAMS : &LN_BWD_LONG_PARAMS;
-    oclml__program_spec spec = oclml__row_spec(f, p);
-    cl_kernel k;
-    oclml_status st = oclml__kernel(
-        ctx, &spec,
-        c->rms ? "oclml_rmsnorm_bwd_finish_params" : "oclml_layernorm_bwd_finish_params", &k);
-    if (st) return st;
-    size_t splits = ((size_t)ctx->caps.compute_units * 8 + p->nchunks - 1) / p->nchunks;
-    if (splits > p->rows) splits = p->rows;
-    /* The kernel numbers its splits by work-group: a grid sliced along dimension 1 would
-     * restart that numbering in each slice. */
-    size_t most_yz = ctx->max_groups_yz ? ctx->max_groups_yz : 65535;
-    if (splits > most_yz) splits = most_yz;
-    cl_mem part = NULL, part2 = NULL;
-    st = oclml__scratch_get(ctx, p->rows * p->nchunks * 2 * sizeof(float), &part);
-    if (!st) st = oclml__scratch_get(ctx, splits * p->cols * 2 * sizeof(float), &part2);
-    /* The first pass takes everything but dx. */
-    oclml__arg a1[] = {args[0], args[1], args[2], args[3], args[4],  args[5],
-                       args[6], args[7], args[8], args[9], args[12], OCLML_ARG(part)};
-    if (!st) st = oclml__row_launch_long(ctx, f, false, p, a1, 12);
-    if (!st) {
-        cl_uint rows = (cl_uint)p->rows, cols = (cl_uint)p->cols, nch = p->nchunks;
-        oclml__arg a2[18];
-        memcpy(a2, args, 13 * sizeof *args);
-        a2[13] = OCLML_ARG(part);
-        a2[14] = OCLML_ARG(part2);
-        a2[15] = OCLML_ARG(rows);
-        a2[16] = OCLML_ARG(cols);
-        a2[17] = OCLML_ARG(nch);
-        size_t global[2] = {p->global[0], splits}, local[2] = {p->local, 1};
-        st = oclml__launch(ctx, k, a2, 18, 2, global, local, NULL);
-    }
-    if (!st) st = param_finish(ctx, &spec, part2, splits, p->cols, c->dgamma, c->dbeta);
-    if (part) oclml__scratch_put(ctx, part);
-    if (part2) oclml__scratch_put(ctx, part2);
-    return st;
-}
-
 /* dx with dgamma/dbeta fused: a fixed number of work-groups loops over the rows. *done is false
  * when the row does not fit the fused kernel's registers. */
 static oclml_status fused_backward(oclml_ctx *ctx, const norm_call *c, const oclml__arg *args,
@@ -277,7 +226,6 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
     oclml__row_plan p;
     st = oclml__row_plan_for(ctx, f, rows, cols, vec4_all(all, 4), &p);
     if (st) return st;
-    if (p.long_rows && (c->dgamma || c->dbeta)) return long_backward_params(ctx, c, args, &p);
     if (!p.long_rows) {
         st = oclml__row_launch(ctx, f, &p, args, 13, replan);
     } else {
@@ -348,11 +296,11 @@ void oclml__norm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
         oclml__row_plan p;
         if (oclml__row_plan_for(ctx, f, 1024, oclml__warm_row_lengths[i], true, &p)) continue;
         if (p.long_rows && strstr(op, "backward")) {
-            /* Too long for the fused kernel: the chunked pair that sums the parameter
-             * gradients in its second pass. */
-            const oclml__row_family *lp =
-                !strncmp(op, "rms", 3) ? &RMS_BWD_LONG_PARAMS : &LN_BWD_LONG_PARAMS;
-            oclml__warm_add(list, op, p.variant, oclml__row_spec(lp, &p));
+            /* Too long for the fused kernel: the plain backward's long pair and the parameter
+             * pass. */
+            const oclml__row_family *plain = !strncmp(op, "rms", 3) ? &RMS_BWD : &LN_BWD;
+            oclml__warm_add(list, op, p.variant, oclml__row_spec(plain, &p));
+            oclml__warm_add(list, op, "parameter gradients", PARAM_PASS);
             continue;
         }
         oclml__warm_add(list, op, p.variant, oclml__row_spec(f, &p));

@@ -43,6 +43,22 @@ static bool clblast_can_run(const oclml_ctx *ctx) {
     return ctx->caps.max_work_group_size >= CLBLAST_MIN_WORK_GROUP;
 }
 
+/* Whether someone tuned CLBlast's Xgemm parameters for this device (oclml-tune, a shipped file,
+ * the tuning option): any of its integers set. */
+static bool clblast_tuned(const oclml_ctx *ctx) {
+    for (unsigned i = 0; i < OCLML__TUNE_MAX_INTS; i++) /* unset integers read 0 */
+        if (oclml__tune(ctx, OCLML__TUNE_CLBLAST_XGEMM, i)) return true;
+    return false;
+}
+
+/* Where the planner picks CLBlast by itself: on GPUs, and on CPUs only with parameters tuned for
+ * them (oclml-tune). With its own parameters CLBlast's programs take PoCL 7-13 s to compile on a
+ * first call, the FMA tiles' 1.4 s, which run at two thirds of CLBlast's speed there
+ * (bench/DECISIONS.md, GEMM: CLBlast). */
+static bool clblast_by_default(const oclml_ctx *ctx) {
+    return ctx->caps.is_gpu || clblast_tuned(ctx);
+}
+
 static bool mma_available(oclml_ctx *ctx) {
     return oclml__tune(ctx, OCLML__TUNE_GEMM_MMA, 0) != 0 && ctx->caps.is_gpu &&
            oclml__caps_mma(ctx);
@@ -377,7 +393,7 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     bool clblast_ok = clblast_can_run(ctx) && !d->gather_b;
     if (!fits_own_kernels(d) || (own == 0 && clblast_ok)) return;
     bool emulate = mma_emulated(ctx), mma = emulate || mma_available(ctx);
-    if (own < 0 && !mma && clblast_ok) return;
+    if (own < 0 && !mma && clblast_ok && clblast_by_default(ctx)) return;
     if (mma) {
         p->path = PATH_MMA;
         p->emulate = emulate;

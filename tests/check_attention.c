@@ -246,9 +246,19 @@ static const att_case CASES[] = {
 };
 #define N_CASES (int)(sizeof CASES / sizeof CASES[0])
 
+/* The order the reference loops take the cases in: the quick tier's first, head dims 16, 64, 24
+ * and 128 (every mask, layout, causal alignment, window, GQA, key lengths and decode on PoCL's
+ * FMA kernels); the sweep adds the same kernels at head dims 256, 160, 32 and 192, the mask
+ * without key lengths in BLHD and the window past 128 rows in BLHD. */
+static const int CASE_ORDER[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                 11, 12, 13, 14, 19, 15, 16, 17, 18, 20, 21};
+_Static_assert(sizeof CASE_ORDER / sizeof CASE_ORDER[0] == sizeof CASES / sizeof CASES[0],
+               "CASE_ORDER takes every case once");
+#define QUICK_CASES 16
+
 START_TEST(forward_matches_reference) {
     att_data d;
-    att_make(&d, &CASES[_i]);
+    att_make(&d, &CASES[CASE_ORDER[_i]]);
     att_check_forward(&d);
     att_free(&d);
 }
@@ -256,7 +266,7 @@ END_TEST
 
 START_TEST(backward_matches_reference) {
     att_data d;
-    att_make(&d, &CASES[_i]);
+    att_make(&d, &CASES[CASE_ORDER[_i]]);
     att_check_backward(&d);
     att_free(&d);
 }
@@ -293,15 +303,17 @@ static const struct mma_run {
     int c; /* the case */
     const char *tuning;
 } MMA_RUNS[] = {
-    /* The quick tier's: each head dim family's default kernels on a GPU with tensor cores. */
-    {1, "attention.mma=2"},
+    /* The quick tier's: each kernel family's default on a GPU with tensor cores, at one head
+     * dim: unpaired at 64 (float4 fragments), the backward's pairs at 128, the paired forward
+     * and the backward's fours at 256, dQ as liboclml's own tensor-core GEMM on dS. */
     {7, "attention.mma=2"},
     {14, "attention.mma=2"},
     {15, "attention.mma=2"},
-    {17, "attention.mma=2"},
     {1, "attention.mma=2,attention.dq_gemm=1,gemm.own=1,gemm.mma=2"},
+    /* The sweep's: the same defaults at head dims 16, 32 and 192, forced variants. */
+    {1, "attention.mma=2"},
+    {17, "attention.mma=2"},
     {21, "attention.mma=2"},
-    /* The sweep's: forced variants and the rest. */
     {2, "attention.mma=2,attention.async=0"},
     {3, "attention.mma=2"},
     {4, "attention.mma=2,attention.async=0"},
@@ -326,7 +338,7 @@ static const struct mma_run {
     {15, "attention.mma=2,attention.vec_fragments=0"},
 };
 #define N_MMA (int)(sizeof MMA_RUNS / sizeof MMA_RUNS[0])
-#define QUICK_MMA 7
+#define QUICK_MMA 4
 
 START_TEST(tensor_core_emulated) {
     test_retune(MMA_RUNS[_i].tuning);
@@ -1179,20 +1191,25 @@ int main(void) {
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("attention");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
-    tcase_add_loop_test(tc, forward_matches_reference, 0, N_CASES);
-    tcase_add_loop_test(tc, backward_matches_reference, 0, N_CASES);
+    /* Quick tier (tests/testutil.h): the loops' first iterations; the sweep runs them all. */
+    tcase_add_loop_test(tc, forward_matches_reference, 0, test_tier(QUICK_CASES, N_CASES));
+    tcase_add_loop_test(tc, backward_matches_reference, 0, test_tier(QUICK_CASES, N_CASES));
     tcase_add_loop_test(tc, tensor_core_emulated, 0, test_tier(QUICK_MMA, N_MMA));
-    tcase_add_loop_test(tc, dq_gemm_reads_no_stale_ds, 0, 3);
+    /* The workspace's stale dS under both causal alignments; the BLHD window at 32 swept. */
+    tcase_add_loop_test(tc, dq_gemm_reads_no_stale_ds, 0, test_tier(2, 3));
     tcase_add_test(tc, optional_outputs);
-    tcase_add_loop_test(tc, backward_by_finite_differences, 0, 6);
-    tcase_add_loop_test(tc, backward_repeatable_bit_for_bit, 0, 3);
+    /* The warps paired at head dims where they are no default: swept. */
+    tcase_add_loop_test(tc, backward_by_finite_differences, 0, test_tier(4, 6));
+    tcase_add_loop_test(tc, backward_repeatable_bit_for_bit, 0, test_tier(2, 3));
     tcase_add_loop_test(tc, rows_that_see_nothing, 0, 2);
     tcase_add_loop_test(tc, empty_rows_stay_zero_beside_infinity, 0, 3);
     tcase_add_loop_test(tc, nan_in_query_row, 0, 3);
-    tcase_add_loop_test(tc, nan_in_do_reaches_underflowed_keys, 0, 3);
+    tcase_add_loop_test(tc, nan_in_do_reaches_underflowed_keys, 0, test_tier(2, 3));
     tcase_add_loop_test(tc, nan_padding_never_read, 0, 5);
     tcase_add_test(tc, large_scores_do_not_overflow);
-    tcase_add_loop_test(tc, huge_windows_are_open, 0, 4);
+    /* A window past every key is clamped to none on the host, for every kernel alike: the open
+     * left window and the tensor cores' runs swept. */
+    tcase_add_loop_test(tc, huge_windows_are_open, 0, test_tier(1, 4));
     tcase_add_test(tc, tuned_tile_that_skips_keys_is_refused);
     tcase_add_loop_test(tc, decode_matches_reference, 0, 2);
     tcase_add_loop_test(tc, forced_splits_small, 0, 3);

@@ -165,18 +165,18 @@ static const char *PATH_TUNING[] = {
     "gemm.own=1 conv.implicit=0 conv.chunk=1",
     "gemm.own=1 conv.implicit=0 conv.chunk=2",
     "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 conv.direct_dx=0",
-    "gemm.own=1 conv.implicit=1 conv.implicit_dx=0 conv.implicit_dw=1 gemm.mma=0 gemm.splitk=3",
     "gemm.own=1 conv.winograd=1 conv.implicit=1 gemm.mma=2 conv.chunk=2 conv.direct_dw=0 "
     "conv.direct_dx=0",
     "gemm.own=0 conv.implicit=0 conv.direct_dw=1 conv.direct_dx=1",
     /* The sweep's: paths no device takes by default (the gathered product and Winograd on FMA
-     * tiles, a forced K split). */
+     * tiles, the mixed path's gathered products there too), forced K splits. */
+    "gemm.own=1 conv.implicit=1 conv.implicit_dx=0 conv.implicit_dw=1 gemm.mma=0 gemm.splitk=3",
     "gemm.own=1 conv.implicit=1 gemm.mma=0",
     "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 conv.direct_dx=0 gemm.splitk=2",
     "gemm.own=1 conv.winograd=1 conv.implicit=0 conv.direct_dx=0",
 };
-#define N_PATHS 11
-#define QUICK_PATHS 8
+#define N_PATHS (int)(sizeof PATH_TUNING / sizeof PATH_TUNING[0])
+#define QUICK_PATHS 7
 
 START_TEST(conv2d_cases) {
     const int paths = test_tier(QUICK_PATHS, N_PATHS);
@@ -220,7 +220,10 @@ START_TEST(conv2d_direct_data_gradient_tiles) {
     test_retune("conv.direct_dx=1");
     oclml_device_caps caps;
     ASSERT_OK(oclml_ctx_device_caps(T, &caps));
-    if (_i == 0) {
+    /* Loop 0: the transposed cases (33 rows: two tiles; 6 channels: a partial chunk); 1, the
+     * sweep's: the 37x35 image (partial tiles on both edges), whose exhaustive differences of
+     * the reference are the larger cost, and the plan. */
+    if (_i == 1) {
         for (int i = 0; i < 2; i++) {
             const conv_case *c = &DX_CASES[i];
             oclml_conv2d_params prm = params_of(c);
@@ -262,16 +265,24 @@ START_TEST(conv2d_winograd_5x5) {
 }
 END_TEST
 
-/* The NaN policy tests' paths: unfolded, gathered on the FMA tiles, gathered on the (emulated)
- * tensor cores, which recompute a NaN output in fp32 from the gathered operands, and Winograd,
- * which recomputes a tile that came out NaN directly; the weight and data gradients also
- * computed directly (the backward test only: its data gradient runs the direct kernel on the
- * CASES[0] shape wherever the device takes 256-item work-groups). */
-static const char *const NAN_PATHS[5] = {
-    "gemm.own=1 conv.implicit=0", "gemm.own=1 conv.implicit=1 gemm.mma=0",
-    "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 "
-    "conv.direct_dx=0",
-    "gemm.own=1 conv.winograd=1 conv.direct_dx=0", "conv.direct_dw=1 conv.direct_dx=1"};
+/* The NaN policy tests' paths: unfolded, gathered on the (emulated) tensor cores, which
+ * recompute a NaN output in fp32 from the gathered operands, and Winograd, which recomputes a
+ * tile that came out NaN directly; the weight and data gradients also computed directly (the
+ * backward tests only, the last of the quick tier's: the data gradient runs the direct kernel
+ * on the CASES[0] shape wherever the device takes 256-item work-groups). The quick tier's run
+ * the GEMMs where devices do by default (the FMA tiles, the tensor cores emulated); the sweep
+ * adds the gathered product and Winograd on FMA tiles. */
+static const char *const NAN_PATHS[] = {
+    "gemm.own=1 conv.implicit=0",
+    "gemm.own=1 conv.implicit=1 gemm.mma=2 conv.direct_dw=0 conv.direct_dx=0",
+    "gemm.own=1 conv.winograd=1 gemm.mma=2 conv.direct_dw=0 conv.direct_dx=0",
+    "conv.direct_dw=1 conv.direct_dx=1",
+    /* The sweep's. */
+    "gemm.own=1 conv.implicit=1 gemm.mma=0",
+    "gemm.own=1 conv.winograd=1 conv.direct_dx=0",
+};
+#define N_NAN_PATHS (int)(sizeof NAN_PATHS / sizeof NAN_PATHS[0])
+#define QUICK_NAN_PATHS 4 /* the last of them computes the gradients directly */
 
 /* The NaN tests' convolution (CASES[0], 3x3 "same") with random x, w and dy on the device, x
  * NaN at image 0, input channel 1, (3, 2). */
@@ -768,12 +779,16 @@ int main(void) {
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_loop_test(tc, conv2d_cases, 0, 2 * test_tier(QUICK_PATHS, N_PATHS));
     tcase_add_loop_test(tc, conv_transpose2d_cases, 0, 2 * test_tier(QUICK_PATHS, N_PATHS));
-    tcase_add_loop_test(tc, conv2d_direct_weight_gradient_tiles, 0, 2);
-    tcase_add_loop_test(tc, conv2d_direct_data_gradient_tiles, 0, 2);
-    tcase_add_loop_test(tc, conv2d_winograd_5x5, 0, test_tier(2, 4));
-    tcase_add_loop_test(tc, conv2d_nan_policy, 0, 4);
-    tcase_add_loop_test(tc, conv2d_backward_nan_policy, 0, 5); /* the last: direct dw */
-    tcase_add_loop_test(tc, conv2d_backward_nan_corner, 0, 5);
+    /* Accumulating into dW (every path's, in conv2d_cases) on the direct tiles: swept. */
+    tcase_add_loop_test(tc, conv2d_direct_weight_gradient_tiles, 0, test_tier(1, 2));
+    tcase_add_loop_test(tc, conv2d_direct_data_gradient_tiles, 0, test_tier(1, 2));
+    /* The tensor cores' (a GPU's default) as a convolution; as a transposed one (the same
+     * three passes) and on FMA tiles: swept. */
+    tcase_add_loop_test(tc, conv2d_winograd_5x5, 0, test_tier(1, 4));
+    /* The quick tier leaves the direct path (it computes no forward) out of the forward's. */
+    tcase_add_loop_test(tc, conv2d_nan_policy, 0, test_tier(QUICK_NAN_PATHS - 1, N_NAN_PATHS));
+    tcase_add_loop_test(tc, conv2d_backward_nan_policy, 0, test_tier(QUICK_NAN_PATHS, N_NAN_PATHS));
+    tcase_add_loop_test(tc, conv2d_backward_nan_corner, 0, test_tier(QUICK_NAN_PATHS, N_NAN_PATHS));
     tcase_add_test(tc, conv2d_plan_says_how);
     tcase_add_loop_test(tc, pooling_cases, 0, 2);
     tcase_add_loop_test(tc, act_max_pooling, 0, 7); /* every oclml_activation */

@@ -217,7 +217,9 @@ int main(void) {
     TCase *tc = tcase_create("train");
     tcase_add_test(tc, mlp_matches_double_trainer);
     tcase_add_test(tc, cnn_trains);
-    tcase_add_loop_test(tc, golden_curves, 0, 3);
+    /* The CNN's implicit GEMMs on FMA tiles, a pairing no device takes by default (a GPU's run
+     * on its tensor cores, check_conv's quick tier): swept. */
+    tcase_add_loop_test(tc, golden_curves, 0, test_tier(2, 3));
     suite_add_tcase(s, tc);
     return test_main(s);
 }

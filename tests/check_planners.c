@@ -328,14 +328,7 @@ END_TEST
 /* The planner's choice for a dense m x n x k product, in words. */
 static const char *gemm_plan(oclml_ctx *ctx, size_t m, size_t n, size_t k) {
     static char text[256];
-    const oclml__gemm_desc d = {.m = m,
-                                .n = n,
-                                .k = k,
-                                .batch = 1,
-                                .alpha = 1.0f,
-                                .a = {NULL, 0, k, 0},
-                                .b = {NULL, 0, n, 0},
-                                .c = {NULL, 0, n, 0}};
+    const oclml__gemm_desc d = oclml__gemm_desc_dense(m, n, k);
     oclml__gemm_describe(ctx, &d, text, sizeof text);
     return text;
 }

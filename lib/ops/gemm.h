@@ -54,6 +54,20 @@ typedef struct oclml__gemm_desc {
     long a_band;
 } oclml__gemm_desc;
 
+/* A plain dense m x n x k product (no transposes, bias or epilogue; alpha 1), as planners and
+ * warm lists describe one: no buffers, row-major leading dimensions. */
+static inline oclml__gemm_desc oclml__gemm_desc_dense(size_t m, size_t n, size_t k) {
+    const oclml__gemm_desc d = {.m = m,
+                                .n = n,
+                                .k = k,
+                                .batch = 1,
+                                .alpha = 1.0f,
+                                .a = {NULL, 0, k, 0},
+                                .b = {NULL, 0, n, 0},
+                                .c = {NULL, 0, n, 0}};
+    return d;
+}
+
 /* Whether a product with a gathered B would run on tensor cores here (where implicit im2col
  * beats unfolding; elsewhere the FMA tiles run it, slower than CLBlast on an unfolded copy). */
 bool oclml__gemm_gather_fast(oclml_ctx *ctx);

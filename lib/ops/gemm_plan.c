@@ -750,14 +750,7 @@ static void every_epilogue_and_operand(oclml_ctx *ctx, const char *op, oclml__wa
                                             "B gathered, taps flipped", "A lower-banded"};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         const size_t m = sizes[i][0], n = sizes[i][1], k = sizes[i][2];
-        const oclml__gemm_desc plain = {.m = m,
-                                        .n = n,
-                                        .k = k,
-                                        .batch = 1,
-                                        .alpha = 1.0f,
-                                        .a = {NULL, 0, k, 0},
-                                        .b = {NULL, 0, n, 0},
-                                        .c = {NULL, 0, n, 0}};
+        const oclml__gemm_desc plain = oclml__gemm_desc_dense(m, n, k);
         oclml__gemm_desc d[FORMS] = {plain, plain, plain, plain, plain};
         d[0].trans_a = d[0].trans_b = true;
         d[0].a.ld = m, d[0].b.ld = k;

@@ -172,6 +172,10 @@ static oclml_status ctx_finish_setup(oclml_ctx *ctx, const oclml_ctx_options *o)
                ctx->info.platform_name, ctx->info.selected_by);
     oclml_status st = oclml__tune_init(ctx, o->tuning);
     if (!st) ctx->max_groups_yz = (size_t)oclml__tune(ctx, OCLML__TUNE_LAUNCH_GRID_YZ, 0);
+    if (!st) {
+        long rehearse = oclml__tune(ctx, OCLML__TUNE_BUILD_REHEARSE, 0);
+        ctx->rehearse = rehearse > 0 || (rehearse < 0 && ctx->caps.is_gpu);
+    }
     return st ? st : oclml__ops_context_init(ctx);
 }
 

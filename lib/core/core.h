@@ -138,6 +138,9 @@ typedef struct oclml__diskcache {
     uint64_t max_bytes;
 } oclml__diskcache;
 
+/* Op calls of distinct shapes a context rehearses (rehearsal.c); later ones build as they go. */
+#define OCLML__REHEARSED_MOST 256
+
 struct oclml_ctx {
     cl_platform_id platform;
     cl_device_id device;
@@ -192,6 +195,12 @@ struct oclml_ctx {
         size_t cap;
     } wg_caps[32];
     unsigned n_wg_caps;
+
+    /* Rehearsals (rehearsal.c): whether first calls rehearse (tuning key build.rehearse), and
+     * the keys of the calls rehearsed so far (open addressing; 0 empty); under build_lock. */
+    bool rehearse;
+    uint64_t rehearsed[OCLML__REHEARSED_MOST];
+    unsigned n_rehearsed;
 
     /* Profiling (profile.c): events of the kernels enqueued since profile_begin. */
     bool profiling_queue;
@@ -329,6 +338,46 @@ bool oclml__options_well_formed(const char *opts);
 /* Builds a self-contained source (capability probes) through the disk cache; records no error. */
 oclml_status oclml__build_probe(oclml_ctx *ctx, const char *label, const char *source,
                                 const char *options);
+
+/* ---- building many programs at once (build_parallel.c) ---- */
+
+/* Called on the calling thread as each program finishes: its index, build time, status, and how
+ * many have finished. */
+typedef void oclml__built_fn(void *user, size_t i, double ms, oclml_status st, size_t finished);
+/* Builds the n programs on `threads` threads (0: oclml__build_threads(n)); with done, this thread
+ * reports each as it finishes, without, it builds too. Returns the first failure's status (each
+ * failure's text is recorded as the build recorded it). */
+oclml_status oclml__build_parallel(oclml_ctx *ctx, const oclml__program_spec *specs, size_t n,
+                                   unsigned threads, oclml__built_fn *done, void *user);
+/* Threads worth using for n programs: the cores, at most 8, at most n. */
+unsigned oclml__build_threads(size_t programs);
+
+/* ---- rehearsals (rehearsal.c) ----
+ * A multi-program op's first call at a shape, where ctx->rehearse: the op runs once with
+ * oclml__kernel recording the programs not built yet (and returning no kernel), oclml__launch and
+ * CLBlast calls doing nothing; the recorded programs are then built in parallel and the op runs
+ * for real. An op opts in with OCLML__REHEARSED around its body; its body must not depend on a
+ * kernel object or on what a launch wrote (every op's body only passes them on). */
+bool oclml__rehearsing(const oclml_ctx *ctx);
+void oclml__rehearsal_record(const oclml__program_spec *spec);
+/* Starts a rehearsal when ctx rehearses, this thread is not rehearsing already and key is new on
+ * ctx; false otherwise (then the caller just runs). */
+bool oclml__rehearsal_begin(oclml_ctx *ctx, uint64_t key);
+/* Ends this thread's rehearsal: builds what it recorded, clears the error text it left. */
+void oclml__rehearsal_end(oclml_ctx *ctx);
+/* The key of a call: an op's name, then its tensors' shapes (and offsets' alignment) and any
+ * value that changes its plan, mixed in one after another. */
+uint64_t oclml__rehearsal_key(uint64_t key, const void *bytes, size_t len);
+uint64_t oclml__rehearsal_key_tensor(uint64_t key, const oclml_tensor *t);
+/* Returns `call` (a status expression), rehearsed first where oclml__rehearsal_begin says so. */
+#define OCLML__REHEARSED(ctx, key, call)            \
+    do {                                            \
+        if (oclml__rehearsal_begin((ctx), (key))) { \
+            (void)(call);                           \
+            oclml__rehearsal_end(ctx);              \
+        }                                           \
+        return (call);                              \
+    } while (0)
 
 /* ---- launches (launch.c) ---- */
 

@@ -268,9 +268,21 @@ static oclml_status forward(const att_call *c, const oclml_tensor *q, const oclm
     return st;
 }
 
-oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *params,
-                             const oclml_tensor *q, const oclml_tensor *k, const oclml_tensor *v,
-                             oclml_tensor *o, oclml_tensor *lse) {
+/* What of params changes a plan (rehearsal.c): everything but the tensors' contents. */
+static uint64_t attention_params_key(uint64_t key, const oclml_attention_params *p) {
+    if (!p) return oclml__rehearsal_key(key, "-", 1);
+    key = oclml__rehearsal_key(key, &p->scale, sizeof p->scale);
+    key = oclml__rehearsal_key(key, &p->causal, sizeof p->causal);
+    key = oclml__rehearsal_key(key, &p->layout, sizeof p->layout);
+    key = oclml__rehearsal_key(key, &p->window_left, sizeof p->window_left);
+    key = oclml__rehearsal_key(key, &p->window_right, sizeof p->window_right);
+    key = oclml__rehearsal_key_tensor(key, p->key_lengths);
+    return oclml__rehearsal_key_tensor(key, p->mask);
+}
+
+static oclml_status attention_run(oclml_ctx *ctx, const oclml_attention_params *params,
+                                  const oclml_tensor *q, const oclml_tensor *k,
+                                  const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse) {
     oclml_status st = oclml__check_ctx(ctx);
     oclml_attention_params defaults;
     oclml__att_shape s;
@@ -287,6 +299,19 @@ oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *param
     if (st) return st;
     const att_call c = call_of(ctx, params, s, q, k, v, NULL);
     return forward(&c, q, k, v, o, lse);
+}
+
+oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *params,
+                             const oclml_tensor *q, const oclml_tensor *k, const oclml_tensor *v,
+                             oclml_tensor *o, oclml_tensor *lse) {
+    uint64_t key = oclml__rehearsal_key(0, "attention", 9);
+    key = attention_params_key(key, params);
+    key = oclml__rehearsal_key_tensor(key, q);
+    key = oclml__rehearsal_key_tensor(key, k);
+    key = oclml__rehearsal_key_tensor(key, v);
+    key = oclml__rehearsal_key_tensor(key, o);
+    key = oclml__rehearsal_key_tensor(key, lse);
+    OCLML__REHEARSED(ctx, key, attention_run(ctx, params, q, k, v, o, lse));
 }
 
 oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *params,
@@ -472,12 +497,12 @@ static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_t
     return st;
 }
 
-oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_params *params,
-                                      const oclml_tensor *q, const oclml_tensor *k,
-                                      const oclml_tensor *v, const oclml_tensor *o,
-                                      const oclml_tensor *lse, const oclml_tensor *dout,
-                                      oclml_tensor *dq, oclml_tensor *dk, oclml_tensor *dv,
-                                      oclml_tensor *dmask) {
+static oclml_status attention_backward_run(oclml_ctx *ctx, const oclml_attention_params *params,
+                                           const oclml_tensor *q, const oclml_tensor *k,
+                                           const oclml_tensor *v, const oclml_tensor *o,
+                                           const oclml_tensor *lse, const oclml_tensor *dout,
+                                           oclml_tensor *dq, oclml_tensor *dk, oclml_tensor *dv,
+                                           oclml_tensor *dmask) {
     oclml_status st = oclml__check_ctx(ctx);
     oclml_attention_params defaults;
     oclml__att_shape s;
@@ -533,4 +558,26 @@ oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_para
     if (b.delta) oclml__scratch_put(ctx, b.delta);
     if (spare) oclml__scratch_put(ctx, spare);
     return st;
+}
+
+oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_params *params,
+                                      const oclml_tensor *q, const oclml_tensor *k,
+                                      const oclml_tensor *v, const oclml_tensor *o,
+                                      const oclml_tensor *lse, const oclml_tensor *dout,
+                                      oclml_tensor *dq, oclml_tensor *dk, oclml_tensor *dv,
+                                      oclml_tensor *dmask) {
+    uint64_t key = oclml__rehearsal_key(0, "attention_backward", 18);
+    key = attention_params_key(key, params);
+    key = oclml__rehearsal_key_tensor(key, q);
+    key = oclml__rehearsal_key_tensor(key, k);
+    key = oclml__rehearsal_key_tensor(key, v);
+    key = oclml__rehearsal_key_tensor(key, o);
+    key = oclml__rehearsal_key_tensor(key, lse);
+    key = oclml__rehearsal_key_tensor(key, dout);
+    key = oclml__rehearsal_key_tensor(key, dq);
+    key = oclml__rehearsal_key_tensor(key, dk);
+    key = oclml__rehearsal_key_tensor(key, dv);
+    key = oclml__rehearsal_key_tensor(key, dmask);
+    OCLML__REHEARSED(ctx, key,
+                     attention_backward_run(ctx, params, q, k, v, o, lse, dout, dq, dk, dv, dmask));
 }

@@ -415,8 +415,20 @@ static oclml_status conv_backward_weight(oclml_ctx *ctx, const conv_shape *s, co
 
 /* ---- public entry points ---- */
 
-oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *p, const oclml_tensor *x,
-                          const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
+/* The rehearsal key of a convolution's call (rehearsal.c): the op and its geometry. */
+static uint64_t conv_key(const char *op, const oclml_conv2d_params *p) {
+    uint64_t key = oclml__rehearsal_key(0, op, strlen(op));
+    if (!p) return key;
+    key = oclml__rehearsal_key(key, p->stride, sizeof p->stride);
+    key = oclml__rehearsal_key(key, p->pad_before, sizeof p->pad_before);
+    key = oclml__rehearsal_key(key, p->pad_after, sizeof p->pad_after);
+    key = oclml__rehearsal_key(key, p->dilation, sizeof p->dilation);
+    key = oclml__rehearsal_key(key, &p->groups, sizeof p->groups);
+    return oclml__rehearsal_key(key, p->output_padding, sizeof p->output_padding);
+}
+
+static oclml_status conv2d_run(oclml_ctx *ctx, const oclml_conv2d_params *p, const oclml_tensor *x,
+                               const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = check_params(ctx, p, false);
     conv_shape s;
@@ -426,6 +438,16 @@ oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *p, const oc
     const oclml_tensor *ins[3] = {x, w, b};
     if (!st) st = check_no_alias(ctx, y, "y", ins, 3);
     return st ? st : conv_forward(ctx, &s, x, w, b, y);
+}
+
+oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *p, const oclml_tensor *x,
+                          const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
+    uint64_t key = conv_key("conv2d", p);
+    key = oclml__rehearsal_key_tensor(key, x);
+    key = oclml__rehearsal_key_tensor(key, w);
+    key = oclml__rehearsal_key_tensor(key, b);
+    key = oclml__rehearsal_key_tensor(key, y);
+    OCLML__REHEARSED(ctx, key, conv2d_run(ctx, p, x, w, b, y));
 }
 
 oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, const oclml_tensor *x,
@@ -475,10 +497,10 @@ oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, con
     return OCLML_SUCCESS;
 }
 
-oclml_status oclml_conv2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *p,
-                                   const oclml_tensor *x, const oclml_tensor *w,
-                                   const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
-                                   oclml_tensor *db, int accumulate) {
+static oclml_status conv2d_backward_run(oclml_ctx *ctx, const oclml_conv2d_params *p,
+                                        const oclml_tensor *x, const oclml_tensor *w,
+                                        const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
+                                        oclml_tensor *db, int accumulate) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = check_params(ctx, p, false);
     conv_shape s;
@@ -492,6 +514,21 @@ oclml_status oclml_conv2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *p,
     if (!st && dw) st = conv_backward_weight(ctx, &s, x, dy, dw, accumulate);
     if (!st && db) st = bias_grad(ctx, dy, db, accumulate);
     return st;
+}
+
+oclml_status oclml_conv2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *p,
+                                   const oclml_tensor *x, const oclml_tensor *w,
+                                   const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
+                                   oclml_tensor *db, int accumulate) {
+    uint64_t key = conv_key("conv2d_backward", p);
+    key = oclml__rehearsal_key(key, &accumulate, sizeof accumulate);
+    key = oclml__rehearsal_key_tensor(key, x);
+    key = oclml__rehearsal_key_tensor(key, w);
+    key = oclml__rehearsal_key_tensor(key, dy);
+    key = oclml__rehearsal_key_tensor(key, dx);
+    key = oclml__rehearsal_key_tensor(key, dw);
+    key = oclml__rehearsal_key_tensor(key, db);
+    OCLML__REHEARSED(ctx, key, conv2d_backward_run(ctx, p, x, w, dy, dx, dw, db, accumulate));
 }
 
 /* A transposed convolution from x [N, Cin, H, W] with w [Cin, K/groups, R, S] is the data
@@ -535,9 +572,9 @@ static oclml_status transposed_shape(oclml_ctx *ctx, const oclml_conv2d_params *
     return st;
 }
 
-oclml_status oclml_conv_transpose2d(oclml_ctx *ctx, const oclml_conv2d_params *p,
-                                    const oclml_tensor *x, const oclml_tensor *w,
-                                    const oclml_tensor *b, oclml_tensor *y) {
+static oclml_status conv_transpose2d_run(oclml_ctx *ctx, const oclml_conv2d_params *p,
+                                         const oclml_tensor *x, const oclml_tensor *w,
+                                         const oclml_tensor *b, oclml_tensor *y) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = check_params(ctx, p, true);
     conv_shape s;
@@ -548,10 +585,22 @@ oclml_status oclml_conv_transpose2d(oclml_ctx *ctx, const oclml_conv2d_params *p
     return st ? st : conv_backward_data(ctx, &s, w, x, y, b);
 }
 
-oclml_status oclml_conv_transpose2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *p,
-                                             const oclml_tensor *x, const oclml_tensor *w,
-                                             const oclml_tensor *dy, oclml_tensor *dx,
-                                             oclml_tensor *dw, oclml_tensor *db, int accumulate) {
+oclml_status oclml_conv_transpose2d(oclml_ctx *ctx, const oclml_conv2d_params *p,
+                                    const oclml_tensor *x, const oclml_tensor *w,
+                                    const oclml_tensor *b, oclml_tensor *y) {
+    uint64_t key = conv_key("conv_transpose2d", p);
+    key = oclml__rehearsal_key_tensor(key, x);
+    key = oclml__rehearsal_key_tensor(key, w);
+    key = oclml__rehearsal_key_tensor(key, b);
+    key = oclml__rehearsal_key_tensor(key, y);
+    OCLML__REHEARSED(ctx, key, conv_transpose2d_run(ctx, p, x, w, b, y));
+}
+
+static oclml_status conv_transpose2d_backward_run(oclml_ctx *ctx, const oclml_conv2d_params *p,
+                                                  const oclml_tensor *x, const oclml_tensor *w,
+                                                  const oclml_tensor *dy, oclml_tensor *dx,
+                                                  oclml_tensor *dw, oclml_tensor *db,
+                                                  int accumulate) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = check_params(ctx, p, true);
     conv_shape s;
@@ -565,6 +614,22 @@ oclml_status oclml_conv_transpose2d_backward(oclml_ctx *ctx, const oclml_conv2d_
     if (!st && dw) st = conv_backward_weight(ctx, &s, dy, x, dw, accumulate);
     if (!st && db) st = bias_grad(ctx, dy, db, accumulate);
     return st;
+}
+
+oclml_status oclml_conv_transpose2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *p,
+                                             const oclml_tensor *x, const oclml_tensor *w,
+                                             const oclml_tensor *dy, oclml_tensor *dx,
+                                             oclml_tensor *dw, oclml_tensor *db, int accumulate) {
+    uint64_t key = conv_key("conv_transpose2d_backward", p);
+    key = oclml__rehearsal_key(key, &accumulate, sizeof accumulate);
+    key = oclml__rehearsal_key_tensor(key, x);
+    key = oclml__rehearsal_key_tensor(key, w);
+    key = oclml__rehearsal_key_tensor(key, dy);
+    key = oclml__rehearsal_key_tensor(key, dx);
+    key = oclml__rehearsal_key_tensor(key, dw);
+    key = oclml__rehearsal_key_tensor(key, db);
+    OCLML__REHEARSED(ctx, key,
+                     conv_transpose2d_backward_run(ctx, p, x, w, dy, dx, dw, db, accumulate));
 }
 
 /* Prewarm: the data-movement kernels (the products plan onto the GEMM family's). */

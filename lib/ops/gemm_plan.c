@@ -639,7 +639,8 @@ oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d) {
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
                            "a product reading its columns in place exceeds the own kernels");
     cl_int cb = 0;
-    oclml_status st = oclml__gemm_clblast(ctx, d, &cb);
+    /* A rehearsal learns only liboclml's programs: CLBlast builds its own on its first call. */
+    oclml_status st = oclml__rehearsing(ctx) ? OCLML_SUCCESS : oclml__gemm_clblast(ctx, d, &cb);
     if (st && clblast_refused_device(cb) && fits_own_kernels(d)) {
         /* Its kernels do not fit this device (tuned parameters for another one, say): the FMA
          * tiles run anywhere. */

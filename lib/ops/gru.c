@@ -349,13 +349,11 @@ static oclml_tensor rows_of(const oclml_tensor *t, size_t r0, size_t r) {
     return view_at(t, r0 * t->shape[1], r, t->shape[1]);
 }
 
-oclml_status oclml_gru_step_backward(oclml_ctx *ctx, oclml_gru_variant variant,
-                                     const oclml_tensor *x, const oclml_tensor *h,
-                                     const oclml_tensor *w_ih, const oclml_tensor *w_hh,
-                                     const oclml_tensor *b_ih, const oclml_tensor *b_hh,
-                                     const oclml_tensor *dh_new, oclml_tensor *dx, oclml_tensor *dh,
-                                     oclml_tensor *dw_ih, oclml_tensor *dw_hh, oclml_tensor *db_ih,
-                                     oclml_tensor *db_hh) {
+static oclml_status gru_step_backward_run(
+    oclml_ctx *ctx, oclml_gru_variant variant, const oclml_tensor *x, const oclml_tensor *h,
+    const oclml_tensor *w_ih, const oclml_tensor *w_hh, const oclml_tensor *b_ih,
+    const oclml_tensor *b_hh, const oclml_tensor *dh_new, oclml_tensor *dx, oclml_tensor *dh,
+    oclml_tensor *dw_ih, oclml_tensor *dw_hh, oclml_tensor *db_ih, oclml_tensor *db_hh) {
     /* Shapes as the forward; dh_new in h_new's place. */
     gru_args a = {x, h, w_ih, w_hh, b_ih, b_hh, (oclml_tensor *)dh_new, 0, 0, 0};
     oclml_status st = check_gru(ctx, variant, &a);
@@ -443,6 +441,33 @@ oclml_status oclml_gru_step_backward(oclml_ctx *ctx, oclml_gru_variant variant,
     for (int i = 0; i < 11; i++)
         if (m[i]) oclml__scratch_put(ctx, m[i]);
     return st;
+}
+
+oclml_status oclml_gru_step_backward(oclml_ctx *ctx, oclml_gru_variant variant,
+                                     const oclml_tensor *x, const oclml_tensor *h,
+                                     const oclml_tensor *w_ih, const oclml_tensor *w_hh,
+                                     const oclml_tensor *b_ih, const oclml_tensor *b_hh,
+                                     const oclml_tensor *dh_new, oclml_tensor *dx, oclml_tensor *dh,
+                                     oclml_tensor *dw_ih, oclml_tensor *dw_hh, oclml_tensor *db_ih,
+                                     oclml_tensor *db_hh) {
+    uint64_t key = oclml__rehearsal_key(0, "gru_step_backward", 17);
+    key = oclml__rehearsal_key(key, &variant, sizeof variant);
+    key = oclml__rehearsal_key_tensor(key, x);
+    key = oclml__rehearsal_key_tensor(key, h);
+    key = oclml__rehearsal_key_tensor(key, w_ih);
+    key = oclml__rehearsal_key_tensor(key, w_hh);
+    key = oclml__rehearsal_key_tensor(key, b_ih);
+    key = oclml__rehearsal_key_tensor(key, b_hh);
+    key = oclml__rehearsal_key_tensor(key, dh_new);
+    key = oclml__rehearsal_key_tensor(key, dx);
+    key = oclml__rehearsal_key_tensor(key, dh);
+    key = oclml__rehearsal_key_tensor(key, dw_ih);
+    key = oclml__rehearsal_key_tensor(key, dw_hh);
+    key = oclml__rehearsal_key_tensor(key, db_ih);
+    key = oclml__rehearsal_key_tensor(key, db_hh);
+    OCLML__REHEARSED(ctx, key,
+                     gru_step_backward_run(ctx, variant, x, h, w_ih, w_hh, b_ih, b_hh, dh_new, dx,
+                                           dh, dw_ih, dw_hh, db_ih, db_hh));
 }
 
 /* ---- the op list's planner: the fused kernels, and the tiled step for batches of 256 and

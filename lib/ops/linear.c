@@ -219,10 +219,10 @@ static oclml_status check_backward(oclml_ctx *ctx, oclml_activation act, const o
     return st;
 }
 
-oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
-                                   const oclml_tensor *w, const oclml_tensor *saved,
-                                   const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
-                                   oclml_tensor *db, int accumulate) {
+static oclml_status linear_backward_run(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
+                                        const oclml_tensor *w, const oclml_tensor *saved,
+                                        const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
+                                        oclml_tensor *db, int accumulate) {
     size_t rows, in, out;
     oclml_status st = check_backward(ctx, act, x, w, saved, dy, dx, dw, db, &rows, &in, &out);
     if (st || (!dx && !dw && !db)) return st;
@@ -273,6 +273,24 @@ oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation act, const o
     }
     if (dz_mem) oclml__scratch_put(ctx, dz_mem);
     return st;
+}
+
+oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
+                                   const oclml_tensor *w, const oclml_tensor *saved,
+                                   const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
+                                   oclml_tensor *db, int accumulate) {
+    uint64_t key = oclml__rehearsal_key(0, "linear_backward", 15);
+    key = oclml__rehearsal_key(key, &act, sizeof act);
+    key = oclml__rehearsal_key(key, &accumulate, sizeof accumulate);
+    key = oclml__rehearsal_key_tensor(key, x);
+    key = oclml__rehearsal_key_tensor(key, w);
+    key = oclml__rehearsal_key_tensor(key, saved);
+    key = oclml__rehearsal_key_tensor(key, dy);
+    key = oclml__rehearsal_key_tensor(key, dx);
+    key = oclml__rehearsal_key_tensor(key, dw);
+    key = oclml__rehearsal_key_tensor(key, db);
+    OCLML__REHEARSED(ctx, key,
+                     linear_backward_run(ctx, act, x, w, saved, dy, dx, dw, db, accumulate));
 }
 
 /* Prewarm: the products' kernels (the GEMM's warm list: square and linear-shaped products with

@@ -43,39 +43,6 @@ void oclml__warm_add(oclml__warm_list *list, const char *op, const char *variant
     it->max_registers = spec.max_registers;
 }
 
-typedef struct warm_run {
-    oclml_ctx *ctx;
-    const oclml__warm_list *list;
-    size_t next, done;
-    double *ms;
-    oclml_status *status;
-    bool *finished;
-    pthread_mutex_t lock;
-    pthread_cond_t changed;
-} warm_run;
-
-static void *worker(void *arg) {
-    warm_run *r = arg;
-    for (;;) {
-        pthread_mutex_lock(&r->lock);
-        size_t i = r->next++;
-        pthread_mutex_unlock(&r->lock);
-        if (i >= r->list->n) return NULL;
-        const oclml__warm_item *it = &r->list->items[i];
-        oclml__program_spec spec = {it->file, it->defines[0] ? it->defines : NULL,
-                                    it->kernels[0] ? it->kernels : NULL, it->max_registers};
-        double ms = 0;
-        oclml_status st = oclml__program_build(r->ctx, &spec, &ms);
-        pthread_mutex_lock(&r->lock);
-        r->ms[i] = ms;
-        r->status[i] = st;
-        r->finished[i] = true;
-        r->done++;
-        pthread_cond_signal(&r->changed);
-        pthread_mutex_unlock(&r->lock);
-    }
-}
-
 oclml_status oclml__warm_collect(oclml_ctx *ctx, const char *ops, oclml__warm_list *list) {
     if (!ops || !*ops) {
         for (size_t i = 0; oclml__op_name(i); i++) {
@@ -103,6 +70,25 @@ oclml_status oclml__warm_collect(oclml_ctx *ctx, const char *ops, oclml__warm_li
     return OCLML_SUCCESS;
 }
 
+/* Passes each finished program to the caller's progress callback; keeps the first failure. */
+typedef struct warm_report {
+    const oclml__warm_list *list;
+    oclml_prewarm_fn progress;
+    void *user;
+    size_t failed, first_failed;
+    oclml_status first_status;
+} warm_report;
+
+static void reported(void *user, size_t i, double ms, oclml_status st, size_t finished) {
+    warm_report *r = user;
+    if (st && r->failed++ == 0) {
+        r->first_failed = i;
+        r->first_status = st;
+    }
+    const oclml__warm_item *it = &r->list->items[i];
+    if (r->progress) r->progress(r->user, it->op, it->variant, ms, finished, r->list->n);
+}
+
 oclml_status oclml_ctx_prewarm(oclml_ctx *ctx, const char *ops, unsigned threads,
                                oclml_prewarm_fn progress, void *user) {
     oclml_status st = oclml__check_ctx(ctx);
@@ -118,58 +104,29 @@ oclml_status oclml_ctx_prewarm(oclml_ctx *ctx, const char *ops, unsigned threads
         free(list.items);
         return st;
     }
-    if (threads == 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cores < 1 ? 1 : cores > 8 ? 8 : (unsigned)cores;
+    oclml__program_spec *specs = calloc(list.n, sizeof *specs);
+    if (!specs) {
+        free(list.items);
+        return oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of memory");
     }
-    if (threads > list.n) threads = (unsigned)list.n;
-    warm_run r = {.ctx = ctx, .list = &list};
-    r.ms = calloc(list.n, sizeof *r.ms);
-    r.status = calloc(list.n, sizeof *r.status);
-    r.finished = calloc(list.n, sizeof *r.finished);
-    pthread_t *tids = calloc(threads, sizeof *tids);
-    bool *told = calloc(list.n, sizeof *told);
-    if (!r.ms || !r.status || !r.finished || !tids || !told) {
-        st = oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
+    for (size_t i = 0; i < list.n; i++) {
+        const oclml__warm_item *it = &list.items[i];
+        specs[i] = (oclml__program_spec){it->file, it->defines[0] ? it->defines : NULL,
+                                         it->kernels[0] ? it->kernels : NULL, it->max_registers};
     }
-    pthread_mutex_init(&r.lock, NULL);
-    pthread_cond_init(&r.changed, NULL);
-    unsigned started = 0;
-    size_t reported = 0, failed = 0, first_failed = 0;
-    while (started < threads && !pthread_create(&tids[started], NULL, worker, &r)) started++;
-    if (started == 0) worker(&r); /* no thread could start: build here */
-    /* Report each finished program from this thread, as they complete. */
-    pthread_mutex_lock(&r.lock);
-    while (reported < list.n) {
-        while (r.done == reported) pthread_cond_wait(&r.changed, &r.lock);
-        for (size_t i = 0; i < list.n; i++) {
-            if (!r.finished[i] || told[i]) continue;
-            told[i] = true;
-            reported++;
-            if (r.status[i] && failed++ == 0) first_failed = i;
-            pthread_mutex_unlock(&r.lock);
-            if (progress)
-                progress(user, list.items[i].op, list.items[i].variant, r.ms[i], reported, list.n);
-            pthread_mutex_lock(&r.lock);
-        }
-    }
-    pthread_mutex_unlock(&r.lock);
-    for (unsigned t = 0; t < started; t++) pthread_join(tids[t], NULL);
-    pthread_mutex_destroy(&r.lock);
-    pthread_cond_destroy(&r.changed);
-    if (failed)
-        st = oclml__fail(ctx, r.status[first_failed],
+    warm_report report = {&list, progress, user, 0, 0, OCLML_SUCCESS};
+    oclml_status built = oclml__build_parallel(
+        ctx, specs, list.n, threads ? threads : oclml__build_threads(list.n), reported, &report);
+    if (report.failed)
+        st = oclml__fail(ctx, report.first_status,
                          "prewarm: %zu of %zu programs failed to build; the first: %s (%s, %s %s)",
-                         failed, list.n, list.items[first_failed].op,
-                         list.items[first_failed].variant, list.items[first_failed].file,
-                         oclml_status_name(r.status[first_failed]));
-out:
-    free(told);
-    free(tids);
-    free(r.ms);
-    free(r.status);
-    free(r.finished);
+                         report.failed, list.n, list.items[report.first_failed].op,
+                         list.items[report.first_failed].variant,
+                         list.items[report.first_failed].file,
+                         oclml_status_name(report.first_status));
+    else
+        st = built; /* out of memory before any build */
+    free(specs);
     free(list.items);
     return st;
 }

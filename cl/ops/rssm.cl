@@ -6,17 +6,7 @@
 #include "gru_abi.h"
 #include "gru_cell.h"
 #include "rssm_abi.h"
-
-/* Philox4x32-10 (Salmon et al. 2011), the counter-based generator of RSSM.md. */
-inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
-    for (uint i = 0; i < 10; i++) {
-        const uint lo0 = ctr.x * 0xD2511F53u, hi0 = mul_hi(ctr.x, 0xD2511F53u);
-        const uint lo1 = ctr.z * 0xCD9E8D57u, hi1 = mul_hi(ctr.z, 0xCD9E8D57u);
-        ctr = (uint4)(hi1 ^ ctr.y ^ key.x, lo1, hi0 ^ ctr.w ^ key.y, lo0);
-        key += (uint2)(0x9E3779B9u, 0xBB67AE85u);
-    }
-    return ctr;
-}
+#include "philox.h"
 
 /* SAMPLE mode: replaces group g's probabilities pi[C] by the one-hot of the first class whose
  * running sum exceeds u, u uniform from Philox keyed by the seed, counter (member, step, group). */

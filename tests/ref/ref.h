@@ -3,7 +3,9 @@
 #define OCLML_REF_H
 
 #include <oclml.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* C = alpha op(A) op(B) + beta C, row-major; A is [M x K] (or [K x M] when ta), B [K x N] (or
  * [N x K] when tb). beta == 0 ignores C's old contents. */
@@ -64,6 +66,11 @@ void ref_rssm_rollout(const ref_rssm_args *a, double *Y, double *H, double *hnor
                       double *zfin, double *ffin);
 /* Philox4x32-10 as RSSM.md uses it: counter (member, step, group, 0), key (seed lo, seed hi). */
 void ref_philox4x32_10(const unsigned ctr_in[4], const unsigned key_in[2], unsigned out[4]);
+
+/* Dropout's uniform and keep decision for element i (flat index) under seed and offset, the rule
+ * of cl/include/philox.h: kept iff the uniform >= p. */
+double ref_dropout_uniform(uint64_t seed, uint64_t offset, uint64_t i);
+bool ref_dropout_keep(uint64_t seed, uint64_t offset, uint64_t i, double p);
 
 /* History encoder: 64 features of one series pair (loss[len], gnorm[len]) into out[64]. */
 void ref_history_encode(const float *loss, const float *gnorm, size_t len, double out[64]);

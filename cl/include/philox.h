@@ -1,0 +1,44 @@
+/* Philox4x32-10 (Salmon et al. 2011), the counter-based generator of RSSM.md, and dropout's
+ * keep rule on it. A counter-based generator needs no state: a value is a function of (key,
+ * counter), so a backward regenerates the forward's mask and a (seed, offset) pair reproduces a
+ * run on any device.
+ *
+ * Dropout (every op that drops: oclml_dropout, the fused residual + norm, ...): element i of a
+ * tensor (its flat index) under seed s and offset o takes word i % 4 of
+ * philox4x32_10((c_lo, c_hi, DROPOUT_TAG, 0), (s_lo, s_hi)) with c = o + i / 4 (64-bit), as
+ * u = (word >> 8) 2^-24 in [0, 1); it is kept iff u >= p. A call covers counters o .. o +
+ * ceil(n / 4) - 1: callers advance o by that much between calls that must differ
+ * (oclml_dropout_counters). tests/ref/dropout.c is the same rule on the host. */
+#ifndef OCLML_PHILOX_H
+#define OCLML_PHILOX_H
+
+inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
+    for (uint i = 0; i < 10; i++) {
+        const uint lo0 = ctr.x * 0xD2511F53u, hi0 = mul_hi(ctr.x, 0xD2511F53u);
+        const uint lo1 = ctr.z * 0xCD9E8D57u, hi1 = mul_hi(ctr.z, 0xCD9E8D57u);
+        ctr = (uint4)(hi1 ^ ctr.y ^ key.x, lo1, hi0 ^ ctr.w ^ key.y, lo0);
+        key += (uint2)(0x9E3779B9u, 0xBB67AE85u);
+    }
+    return ctr;
+}
+
+/* "drop": the third counter word of every dropout draw, apart from other users of a seed. */
+#define DROPOUT_TAG 0x64726f70u
+
+/* The four uniforms of elements 4 j .. 4 j + 3 (j = i / 4) under key (seed) and offset, each
+ * (word >> 8) 2^-24. */
+inline float4 dropout_uniforms(ulong j, uint2 seed, ulong offset) {
+    const ulong c = offset + j;
+    const uint4 w = philox4x32_10((uint4)((uint)c, (uint)(c >> 32), DROPOUT_TAG, 0u), seed);
+    return convert_float4(w >> 8) * (1.0f / 16777216.0f);
+}
+
+/* Element i's uniform (one draw per element: kernels that hold four consecutive elements call
+ * dropout_uniforms once instead). */
+inline float dropout_uniform(ulong i, uint2 seed, ulong offset) {
+    const float4 u = dropout_uniforms(i / 4, seed, offset);
+    const uint k = (uint)(i % 4);
+    return k == 0 ? u.x : k == 1 ? u.y : k == 2 ? u.z : u.w;
+}
+
+#endif

@@ -962,6 +962,10 @@ typedef struct oclml_optim_config {
     float agc_eps;       /* AGC's floor of a unit's parameter norm */
     int skip_nonfinite;  /* skip the step on the device when a gradient is inf or NaN */
     size_t first, count; /* the arena's tensors [first, first + count); count 0: to the end */
+    /* Weight decay on the group's first decay_tensors tensors only (0: on all): with the matrices
+     * first in the arena, nanoGPT's groups (no decay on biases and norms' parameters) in one
+     * optimizer, so that clipping sees the global norm of every gradient. */
+    size_t decay_tensors;
 } oclml_optim_config;
 
 /* Fills c with torch.optim's defaults for kind and sets struct_size: lr 1e-3 (LaProp: 4e-4,

@@ -260,6 +260,29 @@ START_TEST(clip_by_global_norm) {
 }
 END_TEST
 
+/* Weight decay on the first tensors of a group only (nanoGPT's matrices), beside clipping over the
+ * whole group; every kind, so that each kernel branch reads the boundary. */
+START_TEST(decay_on_the_first_tensors) {
+    for (size_t k = 0; k < N_CONFIGS; k++) {
+        oclml_optim_config c = config_of(&CONFIGS[k]);
+        if (c.weight_decay == 0) c.weight_decay = 0.1f;
+        c.decay_tensors = 2;
+        c.max_grad_norm = 0.5f;
+        char what[96];
+        snprintf(what, sizeof what, "%s, decay on 2 of %zu tensors", CONFIGS[k].name, N_MANY);
+        run_case(what, &c, N_MANY, MANY, 2, 0);
+    }
+    layout l;
+    oclml_arena *a = make_arena(N_MANY, MANY, &l);
+    oclml_optim_config c = config_of(&CONFIGS[0]);
+    oclml_optim *o = NULL;
+    c.decay_tensors = N_MANY + 1;
+    ASSERT_STATUS(oclml_optim_create(T, a, &c, &o), OCLML_ERR_INVALID_CONFIG);
+    ck_assert_ptr_null(o);
+    ASSERT_OK(oclml_arena_destroy(a));
+}
+END_TEST
+
 START_TEST(adaptive_clipping) {
     /* Small weights (clipping most units) and a factor that leaves some alone. */
     for (int k = 0; k < 2; k++) {
@@ -759,6 +782,7 @@ int main(void) {
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_loop_test(tc, every_optimizer, 0, (int)N_CONFIGS);
     tcase_add_test(tc, clip_by_global_norm);
+    tcase_add_test(tc, decay_on_the_first_tensors);
     tcase_add_test(tc, adaptive_clipping);
     tcase_add_test(tc, skip_on_nonfinite);
     tcase_add_test(tc, nan_in_nan_out);

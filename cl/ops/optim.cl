@@ -123,8 +123,9 @@ __kernel void oclml_optim_step(__global float4 *restrict p, __global const float
                                __global float4 *restrict s1, __global float4 *restrict s2,
                                __global float4 *restrict s3, ulong off4, ulong n4,
                                __global uint *blk, uint q, __global const float *part, uint nparts,
-                               float beta1, float beta2, float eps, float wd, float momentum,
-                               float dampening, float max_norm, uint flags, __local float *red) {
+                               float beta1, float beta2, float eps, float wd_group, ulong decay4,
+                               float momentum, float dampening, float max_norm, uint flags,
+                               __local float *red) {
     const uint lid = get_local_id(0), L = get_local_size(0);
     __global const uint *b = blk + q * OPT_BLOCK;
     const float lr = as_float(b[OPT_LR]), scale = as_float(b[OPT_GRAD_SCALE]);
@@ -165,13 +166,14 @@ __kernel void oclml_optim_step(__global float4 *restrict p, __global const float
     const float bc2 = bc ? one_minus_pow(beta2, t) : 1.0f;
 #if OPT_KIND == OPT_ADAM
     const float step_size = lr / bc1, bc2_sqrt = sqrt(bc2);
-    const float decay = decoupled ? 1.0f - lr * wd : 1.0f;
 #else
-    const float step_size = bc ? (lr != 0.0f ? lr / lr1 : 1.0f) : 1.0f, lr_wd = lr * wd;
+    const float step_size = bc ? (lr != 0.0f ? lr / lr1 : 1.0f) : 1.0f;
 #endif
 #endif
     for (ulong i = get_global_id(0); i < n4; i += get_global_size(0)) {
         const ulong k = off4 + i;
+        /* Weight decay on the group's first decay4 float4s (its decayed tensors) only. */
+        const float wd = i < decay4 ? wd_group : 0.0f;
         float4 gr = g[k] * gmul;
         if (maximize) gr = -gr;
         float4 pv = p[k];
@@ -185,7 +187,7 @@ __kernel void oclml_optim_step(__global float4 *restrict p, __global const float
         p[k] = pv - lr * gr;
 #elif OPT_KIND == OPT_ADAM
         if (decoupled)
-            pv *= decay;
+            pv *= 1.0f - lr * wd;
         else if (wd != 0.0f)
             gr += wd * pv;
         const float4 m = beta1 * s1[i] + (1.0f - beta1) * gr;
@@ -207,7 +209,7 @@ __kernel void oclml_optim_step(__global float4 *restrict p, __global const float
         const float4 m = beta1 * s1[i] + ((1.0f - beta1) * lr) * (gr / (sqrt(v / bc2) + eps));
         s1[i] = m;
         pv -= step_size * m;
-        if (wd != 0.0f) pv -= lr_wd * pv;
+        if (wd != 0.0f) pv -= (lr * wd) * pv;
         p[k] = pv;
 #endif
     }

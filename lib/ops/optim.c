@@ -29,6 +29,7 @@ struct oclml_optim {
     oclml_arena *arena;
     oclml_optim_config cfg;
     size_t first, count;
+    size_t decay4; /* float4s of the group, from its start, that weight decay applies to */
     size_t off, n; /* element range of the arena (multiples of ALIGN) */
     oclml_tensor *state[3];
     cl_mem blk, part, table;
@@ -317,6 +318,10 @@ oclml_status oclml_optim_create(oclml_ctx *ctx, oclml_arena *arena,
         return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG,
                            "optimizer config: tensors [%zu, %zu + %zu) outside the arena's %zu",
                            first, first, config->count, arena->n);
+    if (config->decay_tensors > count)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG,
+                           "optimizer config: decay_tensors %zu exceeds the group's %zu tensors",
+                           config->decay_tensors, count);
     oclml_optim *o = calloc(1, sizeof *o);
     if (!o) return oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of host memory");
     o->ctx = ctx;
@@ -329,6 +334,10 @@ oclml_status oclml_optim_create(oclml_ctx *ctx, oclml_arena *arena,
     size_t last = first + count - 1;
     o->n =
         arena->off[last] + arena->len[last] + (ALIGN - arena->len[last] % ALIGN) % ALIGN - o->off;
+    /* Decay stops where the first undecayed tensor starts (tensors start on float4 bounds). */
+    o->decay4 = config->decay_tensors && config->decay_tensors < count
+                    ? (arena->off[first + config->decay_tensors] - o->off) / 4
+                    : o->n / 4;
     o->lr = config->lr;
     int kind = config->kind == OCLML_OPTIM_SGD      ? OPT_SGD
                : config->kind == OCLML_OPTIM_LAPROP ? OPT_LAPROP
@@ -433,17 +442,15 @@ oclml_status oclml_optim_step(oclml_optim *o) {
            s3 = o->state[2] ? o->state[2]->mem : NULL;
     float b1 = c->beta1, b2 = c->beta2, eps = c->eps, wd = c->weight_decay, mom = c->momentum,
           damp = c->dampening, max_norm = c->max_grad_norm;
-    oclml__arg a[] = {OCLML_ARG(pm),     OCLML_ARG(gm),
-                      OCLML_ARG(s1),     OCLML_ARG(s2),
-                      OCLML_ARG(s3),     OCLML_ARG(off4),
-                      OCLML_ARG(n4),     OCLML_ARG(o->blk),
-                      OCLML_ARG(q),      OCLML_ARG(o->part),
-                      OCLML_ARG(nparts), OCLML_ARG(b1),
-                      OCLML_ARG(b2),     OCLML_ARG(eps),
-                      OCLML_ARG(wd),     OCLML_ARG(mom),
-                      OCLML_ARG(damp),   OCLML_ARG(max_norm),
-                      OCLML_ARG(flags),  OCLML_LOCAL(local * sizeof(float))};
-    st = oclml__launch(ctx, ks, a, 20, 1, &global, &local, NULL);
+    cl_ulong decay4 = o->decay4;
+    oclml__arg a[] = {OCLML_ARG(pm),       OCLML_ARG(gm),     OCLML_ARG(s1),
+                      OCLML_ARG(s2),       OCLML_ARG(s3),     OCLML_ARG(off4),
+                      OCLML_ARG(n4),       OCLML_ARG(o->blk), OCLML_ARG(q),
+                      OCLML_ARG(o->part),  OCLML_ARG(nparts), OCLML_ARG(b1),
+                      OCLML_ARG(b2),       OCLML_ARG(eps),    OCLML_ARG(wd),
+                      OCLML_ARG(decay4),   OCLML_ARG(mom),    OCLML_ARG(damp),
+                      OCLML_ARG(max_norm), OCLML_ARG(flags),  OCLML_LOCAL(local * sizeof(float))};
+    st = oclml__launch(ctx, ks, a, 21, 1, &global, &local, NULL);
     if (st) {
         /* The check pass may have set the flag: clear it, so that a later step is not skipped. */
         if (kc) {

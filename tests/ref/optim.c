@@ -75,12 +75,17 @@ void ref_optim_step(ref_optim *r, const ref_arena_layout *l, double *g) {
     }
     r->last_found = 0;
     bool first = r->step == 0;
-    double t = ++r->step, lr = r->lr, wd = c->weight_decay, b1 = c->beta1, b2 = c->beta2;
+    double t = ++r->step, lr = r->lr, b1 = c->beta1, b2 = c->beta2;
+    /* Decay on the group's first decay_tensors tensors (0: all). */
+    size_t count = c->count ? c->count : l->n - c->first;
+    size_t decay_end =
+        c->decay_tensors && c->decay_tensors < count ? l->off[c->first + c->decay_tensors] : r->hi;
     double bc1 = c->bias_correction ? 1 - pow(b1, t) : 1,
            bc2 = c->bias_correction ? 1 - pow(b2, t) : 1;
     r->lr1 = b1 * r->lr1 + (1 - b1) * lr;
     for (size_t j = r->lo; j < r->hi; j++) {
         double d = g[j] * gm, *p = &r->p[j], *m = &r->s[0][j], *v = &r->s[1][j], *vm = &r->s[2][j];
+        double wd = j < decay_end ? c->weight_decay : 0;
         if (c->maximize) d = -d;
         switch (c->kind) {
         case OCLML_OPTIM_SGD:

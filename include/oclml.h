@@ -311,6 +311,12 @@ OCLML_API oclml_status oclml_ctx_profile_end(oclml_ctx *ctx, double *device_ms);
  * against. Blocks until done. */
 OCLML_API oclml_status oclml_probe_fma_gflops(oclml_ctx *ctx, double *gflops);
 
+/* Device memory the context's library objects hold now (tensors it created, arenas, optimizer
+ * state, pooled scratch; not buffers the application wrapped) and the most they held since the
+ * context was created or the peak was last reset, in bytes: PyTorch's memory_allocated and
+ * max_memory_allocated. Either pointer may be NULL. */
+OCLML_API oclml_status oclml_ctx_memory(const oclml_ctx *ctx, size_t *bytes, size_t *peak_bytes);
+OCLML_API oclml_status oclml_ctx_reset_peak_memory(oclml_ctx *ctx);
 /* Frees the pooled scratch buffers that no op is using. */
 OCLML_API oclml_status oclml_ctx_trim_scratch(oclml_ctx *ctx);
 

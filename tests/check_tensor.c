@@ -130,6 +130,62 @@ START_TEST(tensor_of_other_context_rejected) {
 }
 END_TEST
 
+/* The device bytes the library holds: tensors it creates (not wrapped ones), scratch, an arena
+ * and its optimizer; the peak, and its reset. */
+START_TEST(device_memory_counted) {
+    size_t base, now, peak;
+    ASSERT_OK(oclml_ctx_memory(T, &base, NULL));
+    const size_t shape[2] = {100, 37};
+    oclml_tensor *a = test_tensor(2, shape);
+    ASSERT_OK(oclml_ctx_memory(T, &now, &peak));
+    ck_assert_uint_eq(now, base + 100 * 37 * 4);
+    ck_assert_uint_ge(peak, now);
+    cl_mem buf;
+    size_t off;
+    oclml_tensor *w = NULL;
+    ASSERT_OK(oclml_tensor_buffer(a, &buf, &off));
+    ASSERT_OK(oclml_tensor_wrap(T, buf, 0, 2, shape, &w));
+    ASSERT_OK(oclml_ctx_memory(T, &now, NULL));
+    ck_assert_uint_eq(now, base + 100 * 37 * 4); /* a wrap allocates nothing */
+    ASSERT_OK(oclml_tensor_destroy(w));
+    ASSERT_OK(oclml_tensor_destroy(a));
+    ASSERT_OK(oclml_ctx_memory(T, &now, &peak));
+    ck_assert_uint_eq(now, base);
+    ck_assert_uint_eq(peak, base + 100 * 37 * 4);
+    ASSERT_OK(oclml_ctx_reset_peak_memory(T));
+    ASSERT_OK(oclml_ctx_memory(T, NULL, &peak));
+    ck_assert_uint_eq(peak, base);
+    /* An arena and an AdamW over it: parameters, gradients, two moments and its own scalars. */
+    const oclml_arena_shape shapes[1] = {{1, {1000}}};
+    oclml_arena *arena;
+    oclml_optim *opt;
+    oclml_optim_config c;
+    ASSERT_OK(oclml_arena_create(T, 1, shapes, &arena));
+    ASSERT_OK(oclml_optim_config_init(&c, OCLML_OPTIM_ADAMW));
+    ASSERT_OK(oclml_optim_create(T, arena, &c, &opt));
+    ASSERT_OK(oclml_ctx_memory(T, &now, NULL));
+    ck_assert_uint_ge(now, base + 4 * 1000 * 4);
+    ASSERT_OK(oclml_optim_destroy(opt));
+    ASSERT_OK(oclml_arena_destroy(arena));
+    ASSERT_OK(oclml_ctx_memory(T, &now, NULL));
+    ck_assert_uint_eq(now, base);
+    /* Scratch from an op stays pooled until trimmed. */
+    const size_t big[1] = {1 << 20}, one[1] = {1};
+    oclml_tensor *x = test_tensor(1, big), *y = test_tensor(1, one);
+    ASSERT_OK(oclml_ctx_reset_peak_memory(T));
+    ASSERT_OK(oclml_fill(T, x, 1.0f));
+    ASSERT_OK(oclml_reduce_all(T, OCLML_REDUCE_SUM, x, y));
+    ASSERT_OK(oclml_ctx_finish(T));
+    ASSERT_OK(oclml_tensor_destroy(x));
+    ASSERT_OK(oclml_tensor_destroy(y));
+    ASSERT_OK(oclml_ctx_trim_scratch(T));
+    ASSERT_OK(oclml_ctx_memory(T, &now, &peak));
+    ck_assert_uint_eq(now, base);
+    ck_assert_uint_ge(peak, base + (4u << 20) + 4);
+    ASSERT_STATUS(oclml_ctx_memory(NULL, &now, NULL), OCLML_ERR_NULL_POINTER);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("tensor");
     TCase *tc = tcase_create("tensor");
@@ -139,6 +195,7 @@ int main(void) {
     tcase_add_test(tc, transfers_validate_count);
     tcase_add_test(tc, wrap_with_offset);
     tcase_add_test(tc, tensor_of_other_context_rejected);
+    tcase_add_test(tc, device_memory_counted);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

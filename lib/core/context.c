@@ -136,6 +136,8 @@ static oclml_ctx *ctx_alloc(const oclml_ctx_options *o) {
     oclml_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return NULL;
     atomic_init(&ctx->tensors_alive, 0);
+    atomic_init(&ctx->bytes_now, 0);
+    atomic_init(&ctx->bytes_peak, 0);
     pthread_mutex_init(&ctx->build_lock, NULL);
     pthread_mutex_init(&ctx->launch_lock, NULL);
     pthread_mutex_init(&ctx->error_lock, NULL);

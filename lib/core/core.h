@@ -148,6 +148,9 @@ struct oclml_ctx {
     cl_command_queue queue;
     /* Tensors made on this context and not yet destroyed: oclml_ctx_destroy waits for none. */
     atomic_size_t tensors_alive;
+    /* Device bytes the library holds (tensors it created, scratch, optimizers' own buffers)
+     * and the most it has held since creation or oclml_ctx_reset_peak_memory (alloc.c). */
+    atomic_size_t bytes_now, bytes_peak;
 
     oclml_device_info info;
     oclml__caps caps;
@@ -216,6 +219,7 @@ struct oclml_tensor {
     int ndim;
     size_t shape[OCLML_MAX_DIMS];
     size_t numel;
+    size_t owned_bytes; /* its buffer's size when the tensor created it (freed with it), else 0 */
 };
 
 /* ---- errors and logging (status.c) ---- */
@@ -438,6 +442,13 @@ void oclml__diskcache_store(oclml_ctx *ctx, const uint8_t key[32], const unsigne
 /* Removes the entry of key (a binary the driver rejected). */
 void oclml__diskcache_evict(oclml_ctx *ctx, const uint8_t key[32]);
 void oclml__diskcache_usage(const oclml_ctx *ctx, size_t *entries, uint64_t *bytes);
+
+/* ---- device memory (alloc.c) ----
+ * Every buffer the library creates goes through these, which keep ctx->bytes_now and bytes_peak
+ * (oclml_ctx_memory). A failure records its OpenCL error naming `what`. */
+oclml_status oclml__buffer_create(oclml_ctx *ctx, size_t bytes, const void *init, const char *what,
+                                  cl_mem *mem);
+void oclml__buffer_release(oclml_ctx *ctx, cl_mem mem, size_t bytes);
 
 /* ---- scratch pool (tensor.c) ---- */
 oclml_status oclml__scratch_get(oclml_ctx *ctx, size_t bytes, cl_mem *mem);

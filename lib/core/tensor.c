@@ -54,11 +54,13 @@ oclml_status oclml_tensor_create(oclml_ctx *ctx, int ndim, const size_t *shape,
         return oclml__fail(ctx, OCLML_ERR_UNSUPPORTED,
                            "%zu bytes exceed the device's largest allocation (%llu bytes)", bytes,
                            (unsigned long long)ctx->info.max_alloc_bytes);
-    cl_int err;
-    cl_mem mem = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
-    if (!mem) return oclml__cl_fail(ctx, err, "clCreateBuffer");
-    st = tensor_new(ctx, mem, 0, ndim, shape, numel, out);
-    if (st) clReleaseMemObject(mem);
+    cl_mem mem;
+    st = oclml__buffer_create(ctx, bytes, NULL, "clCreateBuffer", &mem);
+    if (!st) st = tensor_new(ctx, mem, 0, ndim, shape, numel, out);
+    if (!st)
+        (*out)->owned_bytes = bytes;
+    else if (mem)
+        oclml__buffer_release(ctx, mem, bytes);
     return st;
 }
 
@@ -95,7 +97,10 @@ oclml_status oclml_tensor_wrap(oclml_ctx *ctx, cl_mem buffer, size_t offset_byte
 oclml_status oclml_tensor_destroy(oclml_tensor *t) {
     if (!t) return OCLML_ERR_NULL_POINTER;
     atomic_fetch_sub_explicit(&t->ctx->tensors_alive, 1, memory_order_relaxed);
-    clReleaseMemObject(t->mem);
+    if (t->owned_bytes)
+        oclml__buffer_release(t->ctx, t->mem, t->owned_bytes);
+    else
+        clReleaseMemObject(t->mem); /* the reference a wrap took */
     free(t);
     return OCLML_SUCCESS;
 }
@@ -164,12 +169,12 @@ oclml_status oclml__scratch_get(oclml_ctx *ctx, size_t bytes, cl_mem *mem) {
         return OCLML_SUCCESS;
     }
     pthread_mutex_unlock(&ctx->scratch_lock);
-    cl_int err;
-    cl_mem m = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
-    if (!m) return oclml__cl_fail(ctx, err, "clCreateBuffer (scratch)");
+    cl_mem m;
+    oclml_status st = oclml__buffer_create(ctx, bytes, NULL, "clCreateBuffer (scratch)", &m);
+    if (st) return st;
     oclml__scratch *s = calloc(1, sizeof *s);
     if (!s) {
-        clReleaseMemObject(m);
+        oclml__buffer_release(ctx, m, bytes);
         return oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of host memory");
     }
     s->mem = m;
@@ -200,7 +205,7 @@ void oclml__scratch_free_all(oclml_ctx *ctx, bool only_unused) {
             continue;
         }
         *link = s->next;
-        clReleaseMemObject(s->mem);
+        oclml__buffer_release(ctx, s->mem, s->bytes);
         free(s);
     }
     pthread_mutex_unlock(&ctx->scratch_lock);

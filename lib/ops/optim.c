@@ -270,9 +270,13 @@ oclml_status oclml_optim_destroy(oclml_optim *o) {
     if (o->arena) atomic_fetch_sub_explicit(&o->arena->optimizers, 1, memory_order_relaxed);
     for (int i = 0; i < 3; i++)
         if (o->state[i]) oclml_tensor_destroy(o->state[i]);
-    if (o->blk) clReleaseMemObject(o->blk);
-    if (o->part) clReleaseMemObject(o->part);
-    if (o->table) clReleaseMemObject(o->table);
+    cl_mem own[3] = {o->blk, o->part, o->table};
+    for (int i = 0; i < 3; i++) {
+        size_t bytes = 0;
+        if (!own[i]) continue;
+        clGetMemObjectInfo(own[i], CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
+        oclml__buffer_release(o->ctx, own[i], bytes);
+    }
     free(o);
     return OCLML_SUCCESS;
 }
@@ -296,10 +300,7 @@ static unsigned states_of(const oclml_optim_config *c) {
 }
 
 static oclml_status make_buffer(oclml_ctx *ctx, size_t bytes, void *init, cl_mem *out) {
-    cl_int err;
-    *out = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE | (init ? CL_MEM_COPY_HOST_PTR : 0),
-                          bytes, init, &err);
-    return *out ? OCLML_SUCCESS : oclml__cl_fail(ctx, err, "clCreateBuffer");
+    return oclml__buffer_create(ctx, bytes, init, "clCreateBuffer", out);
 }
 
 oclml_status oclml_optim_create(oclml_ctx *ctx, oclml_arena *arena,

@@ -128,6 +128,34 @@ static oclml_status run_binary_scalar(op_case *c) {
     return ready(c) ? oclml_binary_scalar(c->ctx, OCLML_MUL, a, 2.0f, y) : c->st;
 }
 
+/* Dropout at p 0.1 (a transformer's). */
+static oclml_dropout_params drop_params(void) {
+    oclml_dropout_params d;
+    oclml_dropout_params_init(&d);
+    d.p = 0.1f;
+    d.seed = 7;
+    return d;
+}
+
+static oclml_status run_dropout(op_case *c) {
+    oclml_tensor *x = input(c, 0, &ELEMS, -1, 1), *y = output(c, 1, &ELEMS);
+    oclml_dropout_params d = drop_params();
+    return ready(c) ? oclml_dropout(c->ctx, &d, x, y) : c->st;
+}
+
+static oclml_status run_dropout_backward(op_case *c) {
+    oclml_tensor *dy = input(c, 0, &ELEMS, -1, 1), *dx = output(c, 1, &ELEMS);
+    oclml_dropout_params d = drop_params();
+    return ready(c) ? oclml_dropout_backward(c->ctx, &d, dy, dx) : c->st;
+}
+
+static oclml_status run_dropout_add(op_case *c) {
+    oclml_tensor *x = input(c, 0, &ELEMS, -1, 1), *y = input(c, 1, &ELEMS, -1, 1),
+                 *r = output(c, 2, &ELEMS);
+    oclml_dropout_params d = drop_params();
+    return ready(c) ? oclml_dropout_add(c->ctx, &d, x, y, r) : c->st;
+}
+
 static oclml_status run_reduce_rows(op_case *c) {
     oclml_tensor *x = input(c, 0, &ROWS, -1, 1), *y = output(c, 1, &PER_ROW);
     return ready(c) ? oclml_reduce_rows(c->ctx, OCLML_REDUCE_SUM, x, y) : c->st;

@@ -617,6 +617,41 @@ OCLML_API oclml_status oclml_binary_scalar(oclml_ctx *ctx, oclml_binary_op op,
                                            const oclml_tensor *a, float s, oclml_tensor *y);
 
 /* ---------------------------------------------------------------------------------------------
+ * Dropout. Element i (its flat index) of a call is kept iff its Philox4x32-10 uniform under
+ * (seed, offset) is >= p, and scaled by 1 / (1 - p): word i % 4 of Philox at counter (offset +
+ * i / 4, "drop", 0) with the seed as key, (word >> 8) 2^-24 (cl/include/philox.h). A counter-based
+ * generator keeps no state: a backward regenerates the forward's mask, and seed + offset
+ * reproduce a call on any device. A call uses counters offset .. offset +
+ * oclml_dropout_counters(n) - 1: advance offset by that much between calls that must draw
+ * differently. Every op that drops (these, the fused residual + norm) follows this rule, so
+ * their masks agree element for element.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct oclml_dropout_params {
+    size_t struct_size; /* sizeof(oclml_dropout_params): oclml_dropout_params_init sets it */
+    float p;            /* drop probability in [0, 1]; 0 (default): identity; 1: all dropped */
+    uint64_t seed;      /* Philox key (default 0) */
+    uint64_t offset;    /* Philox counter offset (default 0) */
+} oclml_dropout_params;
+OCLML_API oclml_status oclml_dropout_params_init(oclml_dropout_params *params);
+/* Counters a call over n elements uses: ceil(n / 4). */
+OCLML_API uint64_t oclml_dropout_counters(size_t n);
+/* y = x * keep / (1 - p): a dropped element is x * 0 (NaN stays NaN, as PyTorch's); p = 1 gives
+ * x * 0 everywhere. y may be x itself (in place), no other overlap. NULL params:
+ * OCLML_ERR_NULL_POINTER; p outside [0, 1] or NaN, or struct_size not sizeof:
+ * OCLML_ERR_INVALID_ARGUMENT. One launch. */
+OCLML_API oclml_status oclml_dropout(oclml_ctx *ctx, const oclml_dropout_params *params,
+                                     const oclml_tensor *x, oclml_tensor *y);
+/* dx = dy * keep / (1 - p), the forward's mask regenerated from the same params; dx may be dy. */
+OCLML_API oclml_status oclml_dropout_backward(oclml_ctx *ctx, const oclml_dropout_params *params,
+                                              const oclml_tensor *dy, oclml_tensor *dx);
+/* The residual add with dropout on the branch: r = x + dropout(y), x, y, r of one shape; r may be
+ * x (the residual stream updated in place) or y. Its backward: dx = dr, dy =
+ * oclml_dropout_backward(dr). */
+OCLML_API oclml_status oclml_dropout_add(oclml_ctx *ctx, const oclml_dropout_params *params,
+                                         const oclml_tensor *x, const oclml_tensor *y,
+                                         oclml_tensor *r);
+
+/* ---------------------------------------------------------------------------------------------
  * Reductions. NaN propagates: sums through the arithmetic; max and argmax treat NaN as the
  * largest value (argmax gives the first NaN's index), as PyTorch does. Argmax gives the first
  * index of the maximum as a float, exact for indices below 2^24 (larger extents are refused).

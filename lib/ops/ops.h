@@ -58,13 +58,20 @@ extern const size_t oclml__warm_row_lengths[OCLML__WARM_ROW_LENGTHS];
  * cl/include/activation.h reads (NULL for none), and the name. */
 #define OCLML__N_ACTS ((unsigned)OCLML_ACT_SIGMOID + 1)
 oclml_status oclml__check_act(oclml_ctx *ctx, oclml_activation act);
+
+/* Dropout's parameters (dropout.c): NULL, a wrong struct_size or p outside [0, 1] refused; the
+ * kept elements' scale 1 / (1 - p), 0 at p = 1 (and for NULL params: no dropout is not asked
+ * for a scale). */
+oclml_status oclml__check_dropout(oclml_ctx *ctx, const oclml_dropout_params *d);
+float oclml__dropout_scale(const oclml_dropout_params *d);
 const char *oclml__act_define(oclml_activation act);
 const char *oclml__act_name(oclml_activation act);
 
 typedef void oclml__warm_fn(oclml_ctx *ctx, const char *op, oclml__warm_list *list);
-oclml__warm_fn oclml__memory_warm, oclml__elementwise_warm, oclml__reduce_warm, oclml__probe_warm,
-    oclml__softmax_warm, oclml__norm_warm, oclml__gru_warm, oclml__rssm_warm, oclml__history_warm,
-    oclml__gemm_warm, oclml__linear_warm, oclml__axis_warm, oclml__layout_warm, oclml__loss_warm;
+oclml__warm_fn oclml__memory_warm, oclml__elementwise_warm, oclml__dropout_warm, oclml__reduce_warm,
+    oclml__probe_warm, oclml__softmax_warm, oclml__norm_warm, oclml__gru_warm, oclml__rssm_warm,
+    oclml__history_warm, oclml__gemm_warm, oclml__linear_warm, oclml__axis_warm, oclml__layout_warm,
+    oclml__loss_warm;
 
 oclml__warm_fn oclml__conv_warm, oclml__pool_warm;
 oclml__warm_fn oclml__optim_warm;

@@ -1,0 +1,35 @@
+/* Dropout (cl/include/philox.h states the keep rule): out = base + in * m, m = scale where element
+ * i's uniform under (seed, offset) is >= p and 0 where not, scale = 1 / (1 - p) (0 at p = 1).
+ * base is absent (0) for oclml_dropout and its backward, x for the residual add x + dropout(y).
+ * A dropped NaN stays NaN (NaN * 0), as PyTorch's multiply by the mask.
+ * Work-items stride over groups of four elements, one Philox draw a group (its four words are the
+ * four elements'); vload4/vstore4 need only float alignment, so any tensor offset works, and out
+ * may alias in or base (each element is read and written by one work-item). */
+#include "common.h"
+#include "philox.h"
+
+#if OCLML_WANT(oclml_dropout)
+__kernel void oclml_dropout(__global const float *in, ulong io, __global const float *base,
+                            ulong bo, __global float *out, ulong oo, ulong n, float p, float scale,
+                            uint seed_lo, uint seed_hi, ulong offset, uint has_base) {
+    const uint2 seed = (uint2)(seed_lo, seed_hi);
+    const ulong groups = (n + 3) / 4;
+    for (ulong j = get_global_id(0); j < groups; j += get_global_size(0)) {
+        const float4 u = dropout_uniforms(j, seed, offset);
+        const float4 m = select((float4)(0.0f), (float4)(scale), u >= (float4)(p));
+        const ulong e = 4 * j;
+        if (e + 4 <= n) {
+            float4 v = vload4(0, in + io + e) * m;
+            if (has_base) v += vload4(0, base + bo + e);
+            vstore4(v, 0, out + oo + e);
+        } else {
+            const float ms[4] = {m.x, m.y, m.z, m.w};
+            for (ulong k = e; k < n; k++) {
+                float v = in[io + k] * ms[k - e];
+                if (has_base) v += base[bo + k];
+                out[oo + k] = v;
+            }
+        }
+    }
+}
+#endif

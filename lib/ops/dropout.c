@@ -1,0 +1,100 @@
+/* Dropout, its backward and the residual add with dropout (cl/ops/dropout.cl): one kernel, the
+ * mask regenerated from (seed, offset) wherever it is needed. */
+#include "ops/ops.h"
+
+#include <math.h>
+
+#define FILE_CL "dropout.cl"
+
+static const oclml__program_spec DROPOUT = {FILE_CL, NULL, "oclml_dropout", 0};
+
+oclml_status oclml_dropout_params_init(oclml_dropout_params *params) {
+    if (!params) return OCLML_ERR_NULL_POINTER;
+    *params = (oclml_dropout_params){.struct_size = sizeof *params};
+    return OCLML_SUCCESS;
+}
+
+uint64_t oclml_dropout_counters(size_t n) { return ((uint64_t)n + 3) / 4; }
+
+oclml_status oclml__check_dropout(oclml_ctx *ctx, const oclml_dropout_params *d) {
+    if (!d) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "dropout params are NULL");
+    if (d->struct_size != sizeof *d)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "dropout params' struct_size is %zu, expected %zu (call "
+                           "oclml_dropout_params_init first)",
+                           d->struct_size, sizeof *d);
+    if (!(d->p >= 0.0f && d->p <= 1.0f))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "dropout p must be in [0, 1], got %g",
+                           (double)d->p);
+    return OCLML_SUCCESS;
+}
+
+float oclml__dropout_scale(const oclml_dropout_params *d) {
+    return d && d->p < 1.0f ? 1.0f / (1.0f - d->p) : 0.0f;
+}
+
+/* out may be in (or base) itself, element for element, but no other overlap: work-items read
+ * and write their own elements only. */
+static oclml_status check_alias(oclml_ctx *ctx, const oclml_tensor *out, const char *on,
+                                const oclml_tensor *in, const char *in_name) {
+    if (oclml__overlap(out, in) &&
+        !(out->mem == in->mem && oclml__elem_offset(out) == oclml__elem_offset(in)))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "%s overlaps %s other than in place",
+                           on, in_name);
+    return OCLML_SUCCESS;
+}
+
+/* out = base + dropout(in) (base NULL: none). */
+static oclml_status run(oclml_ctx *ctx, const oclml_dropout_params *d, const oclml_tensor *in,
+                        const oclml_tensor *base, oclml_tensor *out) {
+    cl_kernel k;
+    oclml_status st = oclml__kernel(ctx, &DROPOUT, "oclml_dropout", &k);
+    if (st) return st;
+    cl_ulong io = oclml__elem_offset(in), bo = oclml__opt_offset(base),
+             oo = oclml__elem_offset(out), n = in->numel, offset = d->offset;
+    cl_mem bm = oclml__opt_mem(base);
+    float p = d->p, scale = oclml__dropout_scale(d);
+    cl_uint lo = (cl_uint)d->seed, hi = (cl_uint)(d->seed >> 32), has_base = base != NULL;
+    oclml__arg args[] = {OCLML_ARG(in->mem),  OCLML_ARG(io), OCLML_ARG(bm), OCLML_ARG(bo),
+                         OCLML_ARG(out->mem), OCLML_ARG(oo), OCLML_ARG(n),  OCLML_ARG(p),
+                         OCLML_ARG(scale),    OCLML_ARG(lo), OCLML_ARG(hi), OCLML_ARG(offset),
+                         OCLML_ARG(has_base)};
+    size_t global, local;
+    oclml__grid_1d(ctx, (in->numel + 3) / 4, &global, &local);
+    return oclml__launch(ctx, k, args, 13, 1, &global, &local, NULL);
+}
+
+oclml_status oclml_dropout(oclml_ctx *ctx, const oclml_dropout_params *params,
+                           const oclml_tensor *x, oclml_tensor *y) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = oclml__check_dropout(ctx, params);
+    if (!st) st = oclml__check_same_shape(ctx, x, "x", y, "y");
+    if (!st) st = check_alias(ctx, y, "y", x, "x");
+    return st ? st : run(ctx, params, x, NULL, y);
+}
+
+oclml_status oclml_dropout_backward(oclml_ctx *ctx, const oclml_dropout_params *params,
+                                    const oclml_tensor *dy, oclml_tensor *dx) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = oclml__check_dropout(ctx, params);
+    if (!st) st = oclml__check_same_shape(ctx, dy, "dy", dx, "dx");
+    if (!st) st = check_alias(ctx, dx, "dx", dy, "dy");
+    return st ? st : run(ctx, params, dy, NULL, dx);
+}
+
+oclml_status oclml_dropout_add(oclml_ctx *ctx, const oclml_dropout_params *params,
+                               const oclml_tensor *x, const oclml_tensor *y, oclml_tensor *r) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = oclml__check_dropout(ctx, params);
+    if (!st) st = oclml__check_same_shape(ctx, x, "x", y, "y");
+    if (!st) st = oclml__check_same_shape(ctx, x, "x", r, "r");
+    if (!st) st = check_alias(ctx, r, "r", x, "x");
+    if (!st) st = check_alias(ctx, r, "r", y, "y");
+    return st ? st : run(ctx, params, y, x, r);
+}
+
+/* ---- the op list's planner: one program ---- */
+void oclml__dropout_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
+    (void)ctx;
+    oclml__warm_add(list, op, "dropout", DROPOUT);
+}

@@ -156,6 +156,21 @@ static oclml_status run_dropout_add(op_case *c) {
     return ready(c) ? oclml_dropout_add(c->ctx, &d, x, y, r) : c->st;
 }
 
+/* Embedding: 2048 tokens (all id 7) of a 1000 x 256 table. */
+static const shape EMB_IDS = {1, {2048}}, EMB_TABLE = {2, {1000, 256}}, EMB_ROWS = {2, {2048, 256}};
+
+static oclml_status run_embedding(op_case *c) {
+    oclml_tensor *ids = input(c, 0, &EMB_IDS, 7, 7), *table = input(c, 1, &EMB_TABLE, -1, 1),
+                 *y = output(c, 2, &EMB_ROWS);
+    return ready(c) ? oclml_embedding(c->ctx, ids, table, y) : c->st;
+}
+
+static oclml_status run_embedding_backward(op_case *c) {
+    oclml_tensor *ids = input(c, 0, &EMB_IDS, 7, 7), *dy = input(c, 1, &EMB_ROWS, -1, 1),
+                 *dtable = output(c, 2, &EMB_TABLE);
+    return ready(c) ? oclml_embedding_backward(c->ctx, ids, dy, dtable, 0) : c->st;
+}
+
 static oclml_status run_reduce_rows(op_case *c) {
     oclml_tensor *x = input(c, 0, &ROWS, -1, 1), *y = output(c, 1, &PER_ROW);
     return ready(c) ? oclml_reduce_rows(c->ctx, OCLML_REDUCE_SUM, x, y) : c->st;

@@ -429,6 +429,26 @@ OCLML_API oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation ac
                                              int accumulate);
 
 /* ---------------------------------------------------------------------------------------------
+ * Embedding: rows of a table gathered by ids, and the table's gradient scattered back
+ * deterministically. Learned position embeddings are the same op with ids = positions.
+ * ------------------------------------------------------------------------------------------- */
+
+/* y[n, :] = table[ids[n], :] for the N elements of ids in order. ids: any shape, integer ids in
+ * [0, V) stored as floats (as class indices are); table [V x D]; y N x D elements with last
+ * dimension D ([N x D], or ids' shape + [D]). An id that is not an integer in [0, V) (NaN
+ * included) gives a row of NaN. y may not overlap ids or the table. V at most 2^24. One launch. */
+OCLML_API oclml_status oclml_embedding(oclml_ctx *ctx, const oclml_tensor *ids,
+                                       const oclml_tensor *table, oclml_tensor *y);
+/* Its backward: dtable[v, :] = (accumulate ? dtable[v, :] : 0) + the sum of dy[n, :] over the n
+ * with ids[n] == v, added in token order, so that two runs give the same bits (a counting sort of
+ * the ids, no float atomics). accumulate non-zero adds to what dtable holds (a tied output
+ * projection's gradient); 0 overwrites it (rows no id names become 0). Invalid ids contribute
+ * nothing. dtable may not overlap ids or dy. Six launches; only the last writes dtable. */
+OCLML_API oclml_status oclml_embedding_backward(oclml_ctx *ctx, const oclml_tensor *ids,
+                                                const oclml_tensor *dy, oclml_tensor *dtable,
+                                                int accumulate);
+
+/* ---------------------------------------------------------------------------------------------
  * Convolution and pooling over NCHW tensors. Convolutions run as matrix products on the GEMM
  * kernels (the input unfolded a chunk of images at a time); every backward gathers (no atomics):
  * results are deterministic.

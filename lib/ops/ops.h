@@ -68,7 +68,8 @@ const char *oclml__act_define(oclml_activation act);
 const char *oclml__act_name(oclml_activation act);
 
 typedef void oclml__warm_fn(oclml_ctx *ctx, const char *op, oclml__warm_list *list);
-oclml__warm_fn oclml__memory_warm, oclml__elementwise_warm, oclml__dropout_warm, oclml__reduce_warm,
+oclml__warm_fn oclml__memory_warm, oclml__elementwise_warm, oclml__dropout_warm,
+    oclml__embedding_warm, oclml__reduce_warm,
     oclml__probe_warm, oclml__softmax_warm, oclml__norm_warm, oclml__gru_warm, oclml__rssm_warm,
     oclml__history_warm, oclml__gemm_warm, oclml__linear_warm, oclml__axis_warm, oclml__layout_warm,
     oclml__loss_warm;

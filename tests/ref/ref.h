@@ -67,6 +67,12 @@ void ref_rssm_rollout(const ref_rssm_args *a, double *Y, double *H, double *hnor
 /* Philox4x32-10 as RSSM.md uses it: counter (member, step, group, 0), key (seed lo, seed hi). */
 void ref_philox4x32_10(const unsigned ctr_in[4], const unsigned key_in[2], unsigned out[4]);
 
+/* Embedding: y [N x D] = rows of table [V x D] by ids (NaN rows for ids that are not integers in
+ * [0, V)); the backward adds dy's rows into dtable (which holds its start) by id. */
+void ref_embedding(const float *ids, size_t N, const float *table, size_t V, size_t D, double *y);
+void ref_embedding_backward(const float *ids, size_t N, const float *dy, size_t V, size_t D,
+                            double *dtable);
+
 /* Dropout's uniform and keep decision for element i (flat index) under seed and offset, the rule
  * of cl/include/philox.h: kept iff the uniform >= p. */
 double ref_dropout_uniform(uint64_t seed, uint64_t offset, uint64_t i);

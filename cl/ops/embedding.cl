@@ -1,0 +1,131 @@
+/* Embedding lookup and its deterministic backward.
+ * Forward: y[n, :] = table[id(n), :], id(n) = ids[n] when it is an integer in [0, V), else a row
+ * of NaN. Work-items stride over y's elements (or float4 groups: EMB_VEC 4, D and every offset a
+ * multiple of 4).
+ * Backward, as a counting sort of the tokens by id, so that each id's rows are summed in token
+ * order by one work-item a column (no float atomics, the same bits every run):
+ *   zero:    counts = 0;
+ *   count:   counts[id] += 1 by integer atomics, slot[n] = the count before (any order);
+ *   scan:    offsets = exclusive prefix sums of counts (one work-group), offsets[V] = total;
+ *   scatter: tmp[offsets[id] + slot[n]] = n (each id's tokens, in any order);
+ *   rank:    sorted[offsets[id] + (tokens of its segment before n)] = n (token order);
+ *   sum:     dtable[v, c] = (accumulate ? dtable[v, c] : 0) + dy[sorted[i], c] over v's segment.
+ * An invalid id (slot UINT_MAX) takes part in nothing. */
+#include "common.h"
+
+#ifndef EMB_VEC
+#define EMB_VEC 1
+#endif
+
+#define NO_SLOT 0xFFFFFFFFu
+
+/* id(n), or V when ids[n] is not an integer in [0, V). */
+inline uint id_of(__global const float *ids, ulong io, uint n, uint V) {
+    const float f = ids[io + n];
+    return (f >= 0.0f && f < (float)V && f == floor(f)) ? (uint)f : V;
+}
+
+#if OCLML_WANT(oclml_embedding_fwd)
+__kernel void oclml_embedding_fwd(__global const float *ids, ulong io, __global const float *table,
+                                  ulong to, __global float *y, ulong yo, uint N, uint V, uint D) {
+    const uint W = D / EMB_VEC; /* vectors a row */
+    const ulong total = (ulong)N * W;
+    for (ulong e = get_global_id(0); e < total; e += get_global_size(0)) {
+        const uint n = (uint)(e / W), c = (uint)(e % W), id = id_of(ids, io, n, V);
+#if EMB_VEC == 4
+        const float4 v =
+            id < V ? vload4(c, table + to + (ulong)id * D) : (float4)(NAN, NAN, NAN, NAN);
+        vstore4(v, c, y + yo + (ulong)n * D);
+#else
+        y[yo + (ulong)n * D + c] = id < V ? table[to + (ulong)id * D + c] : NAN;
+#endif
+    }
+}
+#endif
+
+#if OCLML_WANT(oclml_embedding_zero)
+__kernel void oclml_embedding_zero(__global uint *counts, uint n) {
+    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) counts[i] = 0u;
+}
+#endif
+
+#if OCLML_WANT(oclml_embedding_count)
+__kernel void oclml_embedding_count(__global const float *ids, ulong io, uint N, uint V,
+                                    __global uint *counts, __global uint *slot) {
+    for (uint n = get_global_id(0); n < N; n += get_global_size(0)) {
+        const uint id = id_of(ids, io, n, V);
+        slot[n] = id < V ? atomic_inc(&counts[id]) : NO_SLOT;
+    }
+}
+#endif
+
+/* One work-group: exclusive prefix sums of counts[0 .. V) into offsets[0 .. V]. */
+#if OCLML_WANT(oclml_embedding_scan)
+__kernel void oclml_embedding_scan(__global const uint *counts, __global uint *offsets, uint V,
+                                   __local uint *part) {
+    const uint lid = get_local_id(0), L = get_local_size(0);
+    uint carry = 0;
+    for (uint base = 0; base < V; base += L) {
+        const uint i = base + lid, v = i < V ? counts[i] : 0u;
+        part[lid] = v;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint s = 1; s < L; s <<= 1) { /* inclusive Hillis-Steele scan */
+            const uint add = lid >= s ? part[lid - s] : 0u;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            part[lid] += add;
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (i < V) offsets[i] = carry + part[lid] - v;
+        carry += part[L - 1];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) offsets[V] = carry;
+}
+#endif
+
+#if OCLML_WANT(oclml_embedding_scatter)
+__kernel void oclml_embedding_scatter(__global const float *ids, ulong io, uint N, uint V,
+                                      __global const uint *slot, __global const uint *offsets,
+                                      __global uint *tmp) {
+    for (uint n = get_global_id(0); n < N; n += get_global_size(0)) {
+        const uint id = id_of(ids, io, n, V);
+        if (id < V) tmp[offsets[id] + slot[n]] = n;
+    }
+}
+#endif
+
+#if OCLML_WANT(oclml_embedding_rank)
+__kernel void oclml_embedding_rank(__global const float *ids, ulong io, uint N, uint V,
+                                   __global const uint *offsets, __global const uint *tmp,
+                                   __global uint *sorted) {
+    for (uint n = get_global_id(0); n < N; n += get_global_size(0)) {
+        const uint id = id_of(ids, io, n, V);
+        if (id >= V) continue;
+        const uint lo = offsets[id], hi = offsets[id + 1];
+        uint rank = 0;
+        for (uint i = lo; i < hi; i++) rank += tmp[i] < n;
+        sorted[lo + rank] = n;
+    }
+}
+#endif
+
+/* Grid: (column vectors, rows v); the slices of a grid past 65535 groups along v arrive with a
+ * global offset, so v is the global id. */
+#if OCLML_WANT(oclml_embedding_sum)
+__kernel void oclml_embedding_sum(__global const float *dy, ulong dyo, __global float *dtable,
+                                  ulong dto, __global const uint *sorted,
+                                  __global const uint *offsets, uint V, uint D, uint accumulate) {
+    const uint c = get_global_id(0), v = get_global_id(1);
+    if (c >= D / EMB_VEC || v >= V) return;
+    const uint lo = offsets[v], hi = offsets[v + 1];
+#if EMB_VEC == 4
+    float4 acc = accumulate ? vload4(c, dtable + dto + (ulong)v * D) : (float4)(0.0f);
+    for (uint i = lo; i < hi; i++) acc += vload4(c, dy + dyo + (ulong)sorted[i] * D);
+    vstore4(acc, c, dtable + dto + (ulong)v * D);
+#else
+    float acc = accumulate ? dtable[dto + (ulong)v * D + c] : 0.0f;
+    for (uint i = lo; i < hi; i++) acc += dy[dyo + (ulong)sorted[i] * D + c];
+    dtable[dto + (ulong)v * D + c] = acc;
+#endif
+}
+#endif

@@ -171,6 +171,45 @@ static oclml_status run_embedding_backward(op_case *c) {
     return ready(c) ? oclml_embedding_backward(c->ctx, ids, dy, dtable, 0) : c->st;
 }
 
+static oclml_status run_residual_layernorm(op_case *c) {
+    oclml_tensor *x = input(c, 0, &ROWS, -1, 1), *y = input(c, 1, &ROWS, -1, 1),
+                 *g = input(c, 2, &ROW, 0.5f, 1.5f), *b = input(c, 3, &ROW, -1, 1),
+                 *r = output(c, 4, &ROWS), *out = output(c, 5, &ROWS), *m = output(c, 6, &PER_ROW),
+                 *s = output(c, 7, &PER_ROW);
+    oclml_dropout_params d = drop_params();
+    return ready(c) ? oclml_residual_layernorm(c->ctx, &d, x, y, g, b, 1e-5f, r, out, m, s) : c->st;
+}
+
+static oclml_status run_residual_layernorm_backward(op_case *c) {
+    oclml_tensor *r = input(c, 0, &ROWS, -1, 1), *g = input(c, 1, &ROW, 0.5f, 1.5f),
+                 *m = input(c, 2, &PER_ROW, -0.1f, 0.1f), *s = input(c, 3, &PER_ROW, 0.5f, 2),
+                 *dout = input(c, 4, &ROWS, -1, 1), *dr = input(c, 5, &ROWS, -1, 1),
+                 *dx = output(c, 6, &ROWS), *dy = output(c, 7, &ROWS), *dg = output(c, 8, &ROW),
+                 *db = output(c, 9, &ROW);
+    oclml_dropout_params d = drop_params();
+    return ready(c)
+               ? oclml_residual_layernorm_backward(c->ctx, &d, r, g, m, s, dout, dr, dx, dy, dg, db)
+               : c->st;
+}
+
+static oclml_status run_residual_rmsnorm(op_case *c) {
+    oclml_tensor *x = input(c, 0, &ROWS, -1, 1), *y = input(c, 1, &ROWS, -1, 1),
+                 *g = input(c, 2, &ROW, 0.5f, 1.5f), *r = output(c, 3, &ROWS),
+                 *out = output(c, 4, &ROWS), *s = output(c, 5, &PER_ROW);
+    oclml_dropout_params d = drop_params();
+    return ready(c) ? oclml_residual_rmsnorm(c->ctx, &d, x, y, g, 1e-5f, r, out, s) : c->st;
+}
+
+static oclml_status run_residual_rmsnorm_backward(op_case *c) {
+    oclml_tensor *r = input(c, 0, &ROWS, -1, 1), *g = input(c, 1, &ROW, 0.5f, 1.5f),
+                 *s = input(c, 2, &PER_ROW, 0.5f, 2), *dout = input(c, 3, &ROWS, -1, 1),
+                 *dr = input(c, 4, &ROWS, -1, 1), *dx = output(c, 5, &ROWS),
+                 *dy = output(c, 6, &ROWS), *dg = output(c, 7, &ROW);
+    oclml_dropout_params d = drop_params();
+    return ready(c) ? oclml_residual_rmsnorm_backward(c->ctx, &d, r, g, s, dout, dr, dx, dy, dg)
+                    : c->st;
+}
+
 static oclml_status run_reduce_rows(op_case *c) {
     oclml_tensor *x = input(c, 0, &ROWS, -1, 1), *y = output(c, 1, &PER_ROW);
     return ready(c) ? oclml_reduce_rows(c->ctx, OCLML_REDUCE_SUM, x, y) : c->st;

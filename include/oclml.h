@@ -672,6 +672,45 @@ OCLML_API oclml_status oclml_dropout_add(oclml_ctx *ctx, const oclml_dropout_par
                                          oclml_tensor *r);
 
 /* ---------------------------------------------------------------------------------------------
+ * The fused residual + norm of a pre-norm transformer block: the residual add (with dropout on
+ * the branch) and the next norm in one pass over the rows, writing the new residual stream and
+ * the normalised output; its backward adds the stream's gradient and writes the branch's.
+ * ------------------------------------------------------------------------------------------- */
+
+/* r = x + dropout(y) (drop NULL or p = 0: x + y, bit for bit oclml_dropout_add's r), then out =
+ * layernorm(r) with gamma and beta (NULL: 1 and 0) and eps, as oclml_layernorm; mean and rstd
+ * ([rows], each may be NULL) are saved for the backward. x, y, r and out have one shape, the last
+ * axis normalised. r may be x (the stream updated in place); no other overlap. Rows up to the
+ * register path's length (oclml_layernorm's) take one launch; longer ones run oclml_dropout_add
+ * and oclml_layernorm in turn (r written first). NaN in a row of x or y gives NaN in that row of
+ * r and out. */
+OCLML_API oclml_status oclml_residual_layernorm(oclml_ctx *ctx, const oclml_dropout_params *drop,
+                                                const oclml_tensor *x, const oclml_tensor *y,
+                                                const oclml_tensor *gamma, const oclml_tensor *beta,
+                                                float eps, oclml_tensor *r, oclml_tensor *out,
+                                                oclml_tensor *mean, oclml_tensor *rstd);
+/* Its backward from the saved r, gamma (NULL: 1), mean, rstd, dout (out's gradient) and dr (the
+ * gradient reaching r from later in the stream; NULL: none): dx = dr + layernorm_backward(dout),
+ * the old stream's gradient (dx may be dr); dy = dropout_backward(dx) with the forward's drop, the
+ * branch's gradient (NULL: not wanted; without dropout it equals dx); dgamma and dbeta ([cols],
+ * each may be NULL), overwritten. One launch with dgamma or dbeta (two: their partial sums'
+ * finish), one without; rows past the register path run the unfused ops (dx written before dy). */
+OCLML_API oclml_status oclml_residual_layernorm_backward(
+    oclml_ctx *ctx, const oclml_dropout_params *drop, const oclml_tensor *r,
+    const oclml_tensor *gamma, const oclml_tensor *mean, const oclml_tensor *rstd,
+    const oclml_tensor *dout, const oclml_tensor *dr, oclml_tensor *dx, oclml_tensor *dy,
+    oclml_tensor *dgamma, oclml_tensor *dbeta);
+/* The same with RMSNorm: out = r * rstd * gamma. */
+OCLML_API oclml_status oclml_residual_rmsnorm(oclml_ctx *ctx, const oclml_dropout_params *drop,
+                                              const oclml_tensor *x, const oclml_tensor *y,
+                                              const oclml_tensor *gamma, float eps, oclml_tensor *r,
+                                              oclml_tensor *out, oclml_tensor *rstd);
+OCLML_API oclml_status oclml_residual_rmsnorm_backward(
+    oclml_ctx *ctx, const oclml_dropout_params *drop, const oclml_tensor *r,
+    const oclml_tensor *gamma, const oclml_tensor *rstd, const oclml_tensor *dout,
+    const oclml_tensor *dr, oclml_tensor *dx, oclml_tensor *dy, oclml_tensor *dgamma);
+
+/* ---------------------------------------------------------------------------------------------
  * Reductions. NaN propagates: sums through the arithmetic; max and argmax treat NaN as the
  * largest value (argmax gives the first NaN's index), as PyTorch does. Argmax gives the first
  * index of the maximum as a float, exact for indices below 2^24 (larger extents are refused).

@@ -6,4 +6,7 @@
 #define HAS_BETA 2  /* beta given */
 #define SAVE_MEAN 4 /* write the row means */
 #define SAVE_RSTD 8 /* write the row rstd */
+/* The fused residual + norm's backward (oclml_residual_layernorm_backward): */
+#define HAS_DR 16  /* dr given: added to the norm's input gradient */
+#define WANT_DY 32 /* write the branch's gradient dy = dropout_backward(dx) */
 #endif

@@ -1,10 +1,33 @@
-/* LayerNorm and RMSNorm along the last axis, forward and backward.
+/* LayerNorm and RMSNorm along the last axis, forward and backward, and the fused residual +
+ * norm (the _res_ kernels): r = x + dropout(y) normalised in the same pass, r written too; its
+ * backward adds dr, the residual stream's gradient, to the norm's input gradient and writes the
+ * branch's gradient through the same dropout mask (cl/include/philox.h's rule, element
+ * row * cols + col).
  * LayerNorm: y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps), population
  * variance computed two-pass from registers (a row of equal values gives var 0, finite y).
  * RMSNorm: y = x * rstd * gamma, rstd = 1 / sqrt(mean(x^2) + eps).
  * flags: 1 gamma given, 2 beta given, 4 write mean, 8 write rstd (absent ones act as 1 and 0). */
 #include "rows.h"
 #include "norm_abi.h"
+#include "philox.h"
+
+/* Dropout's multiplier of element i: scale where kept, 0 where dropped, 1 without dropout (p 0:
+ * x + y exactly). */
+inline float drop_mult(ulong i, float p, float scale, uint2 seed, ulong offset) {
+    return p > 0.0f ? (dropout_uniform(i, seed, offset) >= p ? scale : 0.0f) : 1.0f;
+}
+
+/* x + y m as oclml_dropout_add computes it: the product rounded before the add (separate
+ * statements are never contracted into an fma), so that r matches the unfused op bit for bit. */
+inline float res_add(float x, float y, float m) {
+    const float t = y * m;
+    return x + t;
+}
+
+/* The fused residual's dropout arguments. */
+#define DROP_ARGS float p, float scale, uint seed_lo, uint seed_hi, ulong doff
+#define DROP_MULT(k) \
+    drop_mult(row *cols + ROW_COL(k, lane, G), p, scale, (uint2)(seed_lo, seed_hi), doff)
 
 /* v[k] = v[k] * gamma[col] + beta[col] for the lane's columns, reading gamma and beta as the
  * values are needed so that no second row array occupies registers. */
@@ -36,42 +59,69 @@
 #define AFFINE AFFINE1
 #endif
 
-#define NORM_FWD(NAME, RMS)                                                                        \
-    __kernel void NAME(__global const float *x, ulong xo, __global const float *gamma, ulong go,   \
-                       __global const float *beta, ulong bo, __global float *y, ulong yo,          \
-                       __global float *mean, ulong mo, __global float *rstd, ulong ro, uint flags, \
-                       float eps, uint rows, uint cols, uint G, __local float *red) {              \
-        ROW_PROLOGUE(G, rows)                                                                      \
-        float v[ROW_FLOATS];                                                                       \
-        ROW_LOAD(v, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                       \
-        /* The mean is taken about the row's first element (shifted data): a row of equal      \
-         * values gives exactly that value, whatever the rounding of the division. */   \
-        float mu = 0.0f, acc = 0.0f;                                                               \
-        if (!RMS) {                                                                                \
-            const float pivot = ok ? x[xo + row * cols] : 0.0f;                                    \
-            for (uint k = 0; k < ROW_FLOATS; k++)                                                  \
-                acc += ROW_VALID(k, lane, G, cols) ? v[k] - pivot : 0.0f;                          \
-            mu = pivot + seg_sum(acc, red, lid, G) / (float)cols;                                  \
-            acc = 0.0f;                                                                            \
-        }                                                                                          \
-        for (uint k = 0; k < ROW_FLOATS; k++) {                                                    \
-            const float d = ROW_VALID(k, lane, G, cols) ? v[k] - mu : 0.0f;                        \
-            acc += d * d;                                                                          \
-        }                                                                                          \
-        const float rs = rsqrt(seg_sum(acc, red, lid, G) / (float)cols + eps);                     \
-        for (uint k = 0; k < ROW_FLOATS; k++) v[k] = (v[k] - mu) * rs;                             \
-        AFFINE(v, gamma + go, beta + bo, flags, ROW_ITEMS, lane, G, cols)                          \
-        ROW_STORE(v, y + yo + row * cols, ROW_ITEMS, lane, G, cols, ok)                            \
-        if (ok && lane == 0) {                                                                     \
-            if (flags & SAVE_MEAN) mean[mo + row] = mu;                                            \
-            if (flags & SAVE_RSTD) rstd[ro + row] = rs;                                            \
-        }                                                                                          \
+#define NORM_FWD_TAIL                                                                      \
+    __global const float *gamma, ulong go, __global const float *beta, ulong bo,           \
+        __global float *y, ulong yo, __global float *mean, ulong mo, __global float *rstd, \
+        ulong ro, uint flags, float eps
+
+/* Normalises the row in v[] (pivot: its first element, read by every lane) and stores it. */
+#define NORM_FWD_ROW(RMS, pivot_expr)                                                 \
+    {                                                                                 \
+        /* The mean is taken about the row's first element (shifted data): a row of \
+         * equal values gives exactly that value, whatever the rounding of the      \
+         * division. */ \
+        float mu = 0.0f, acc = 0.0f;                                                  \
+        if (!RMS) {                                                                   \
+            const float pivot = ok ? (pivot_expr) : 0.0f;                             \
+            for (uint k = 0; k < ROW_FLOATS; k++)                                     \
+                acc += ROW_VALID(k, lane, G, cols) ? v[k] - pivot : 0.0f;             \
+            mu = pivot + seg_sum(acc, red, lid, G) / (float)cols;                     \
+            acc = 0.0f;                                                               \
+        }                                                                             \
+        for (uint k = 0; k < ROW_FLOATS; k++) {                                       \
+            const float d = ROW_VALID(k, lane, G, cols) ? v[k] - mu : 0.0f;           \
+            acc += d * d;                                                             \
+        }                                                                             \
+        const float rs = rsqrt(seg_sum(acc, red, lid, G) / (float)cols + eps);        \
+        for (uint k = 0; k < ROW_FLOATS; k++) v[k] = (v[k] - mu) * rs;                \
+        AFFINE(v, gamma + go, beta + bo, flags, ROW_ITEMS, lane, G, cols)             \
+        ROW_STORE(v, y + yo + row * cols, ROW_ITEMS, lane, G, cols, ok)               \
+        if (ok && lane == 0) {                                                        \
+            if (flags & SAVE_MEAN) mean[mo + row] = mu;                               \
+            if (flags & SAVE_RSTD) rstd[ro + row] = rs;                               \
+        }                                                                             \
+    }
+
+#define NORM_FWD(NAME, RMS)                                                                    \
+    __kernel void NAME(__global const float *x, ulong xo, NORM_FWD_TAIL, uint rows, uint cols, \
+                       uint G, __local float *red) {                                           \
+        ROW_PROLOGUE(G, rows)                                                                  \
+        float v[ROW_FLOATS];                                                                   \
+        ROW_LOAD(v, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                   \
+        NORM_FWD_ROW(RMS, x[xo + row * cols])                                                  \
+    }
+
+/* r = x + dropout(yb) into v[] and r, then the norm. The pivot is r's first element computed as
+ * lane 0 computes it. */
+#define NORM_RES_FWD(NAME, RMS)                                                                \
+    __kernel void NAME(__global const float *x, ulong xo, __global const float *yb, ulong ybo, \
+                       __global float *r, ulong rro, DROP_ARGS, NORM_FWD_TAIL, uint rows,      \
+                       uint cols, uint G, __local float *red) {                                \
+        ROW_PROLOGUE(G, rows)                                                                  \
+        float v[ROW_FLOATS], w[ROW_FLOATS];                                                    \
+        ROW_LOAD(v, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                   \
+        ROW_LOAD(w, yb + ybo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                 \
+        for (uint k = 0; k < ROW_FLOATS; k++) v[k] = res_add(v[k], w[k], DROP_MULT(k));        \
+        ROW_STORE(v, r + rro + row * cols, ROW_ITEMS, lane, G, cols, ok)                       \
+        NORM_FWD_ROW(RMS,                                                                      \
+                     res_add(x[xo + row * cols], yb[ybo + row * cols],                         \
+                             drop_mult(row *cols, p, scale, (uint2)(seed_lo, seed_hi), doff))) \
     }
 
 /* Backward of the row: with xhat = (x - mean) * rstd and gd = dy * gamma,
  * LayerNorm dx = rstd * (gd - mean(gd) - xhat * mean(gd * xhat)), RMSNorm drops mean(gd).
  * NORM_BWD_ROW leaves xhat in h[] and dy in d[] when PARAMS (for the parameter gradients). */
-#define NORM_BWD_ROW(RMS, PARAMS)                                                         \
+#define NORM_BWD_ROW(RMS, PARAMS, RES)                                                    \
     {                                                                                     \
         const float mu = (RMS || !ok) ? 0.0f : mean[mo + row];                            \
         const float rs = ok ? rstd[ro + row] : 0.0f;                                      \
@@ -92,7 +142,21 @@
         a = RMS ? 0.0f : seg_sum(a, red, lid, G) / (float)cols;                           \
         b = seg_sum(b, red, lid, G) / (float)cols;                                        \
         for (uint k = 0; k < ROW_FLOATS; k++) gd[k] = rs * (gd[k] - a - h[k] * b);        \
-        ROW_STORE(gd, dx + dxo + row * cols, ROW_ITEMS, lane, G, cols, ok)                \
+        NORM_BWD_STORE_##RES                                                              \
+    }
+
+/* The row's input gradient gd[] to dx; with the fused residual (1), plus dr (into h[]: xhat is
+ * spent by then), and the branch's gradient through the dropout mask. */
+#define NORM_BWD_STORE_0 ROW_STORE(gd, dx + dxo + row * cols, ROW_ITEMS, lane, G, cols, ok)
+#define NORM_BWD_STORE_1                                                       \
+    if (rflags & HAS_DR) {                                                     \
+        ROW_LOAD(h, dr + dro + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f) \
+        for (uint k = 0; k < ROW_FLOATS; k++) gd[k] += h[k];                   \
+    }                                                                          \
+    ROW_STORE(gd, dx + dxo + row * cols, ROW_ITEMS, lane, G, cols, ok)         \
+    if (rflags & WANT_DY) {                                                    \
+        for (uint k = 0; k < ROW_FLOATS; k++) gd[k] *= DROP_MULT(k);           \
+        ROW_STORE(gd, dyb + dybo + row * cols, ROW_ITEMS, lane, G, cols, ok)   \
     }
 
 #define NORM_BWD_ARGS                                                               \
@@ -100,11 +164,22 @@
         __global const float *mean, ulong mo, __global const float *rstd, ulong ro, \
         __global const float *dy, ulong dyo, __global float *dx, ulong dxo, uint flags
 
+/* The fused residual's: dr (HAS_DR), the branch's gradient dyb (WANT_DY) and the dropout. */
+#define RES_BWD_ARGS \
+    __global const float *dr, ulong dro, __global float *dyb, ulong dybo, uint rflags, DROP_ARGS
+
 #define NORM_BWD(NAME, RMS)                                                               \
     __kernel void NAME(NORM_BWD_ARGS, uint rows, uint cols, uint G, __local float *red) { \
         ROW_PROLOGUE(G, rows)                                                             \
         float h[ROW_FLOATS], gd[ROW_FLOATS], dg[ROW_FLOATS], db[ROW_FLOATS];              \
-        NORM_BWD_ROW(RMS, 0)                                                              \
+        NORM_BWD_ROW(RMS, 0, 0)                                                           \
+    }
+#define NORM_RES_BWD(NAME, RMS)                                                   \
+    __kernel void NAME(NORM_BWD_ARGS, RES_BWD_ARGS, uint rows, uint cols, uint G, \
+                       __local float *red) {                                      \
+        ROW_PROLOGUE(G, rows)                                                     \
+        float h[ROW_FLOATS], gd[ROW_FLOATS], dg[ROW_FLOATS], db[ROW_FLOATS];      \
+        NORM_BWD_ROW(RMS, 0, 1)                                                   \
     }
 
 /* The same, fused with the parameter gradients: a fixed number of work-groups loops over the
@@ -112,38 +187,60 @@
  * are read once for dx, dgamma and dbeta together. At the end each work-group folds its row
  * slots and writes one partial per column: part[group][col] = (dgamma, dbeta), summed by
  * oclml_norm_param_finish. */
-#define NORM_BWD_PARAMS(NAME, RMS)                                                        \
-    __kernel void NAME(NORM_BWD_ARGS, __global float *part, uint rows, uint cols, uint G, \
-                       __local float *red) {                                              \
-        const uint lid = get_local_id(0), lane = lid & (G - 1), L = get_local_size(0);    \
-        const uint slots = L / G, groups = get_num_groups(0);                             \
-        const ulong row_groups = ((ulong)rows + slots - 1) / slots;                       \
-        float h[ROW_FLOATS], gd[ROW_FLOATS], dg[ROW_FLOATS], db[ROW_FLOATS];              \
-        for (uint k = 0; k < ROW_FLOATS; k++) dg[k] = db[k] = 0.0f;                       \
-        for (ulong rg = get_group_id(0); rg < row_groups; rg += groups) {                 \
-            const ulong row = rg * slots + lid / G;                                       \
-            const bool ok = row < rows;                                                   \
-            NORM_BWD_ROW(RMS, 1)                                                          \
-        }                                                                                 \
-        for (uint k = 0; k < ROW_FLOATS; k++) {                                           \
-            const uint col = ROW_COL(k, lane, G);                                         \
-            red[lid] = dg[k];                                                             \
-            red[L + lid] = db[k];                                                         \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                 \
-            if (lid < G && col < cols) {                                                  \
-                float sg = 0.0f, sb = 0.0f;                                               \
-                for (uint s = 0; s < slots; s++) {                                        \
-                    sg += red[s * G + lid];                                               \
-                    sb += red[L + s * G + lid];                                           \
-                }                                                                         \
-                vstore2((float2)(sg, sb), (ulong)get_group_id(0) * cols + col, part);     \
-            }                                                                             \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                 \
-        }                                                                                 \
+#define NORM_BWD_PARAMS_K(NAME, RMS, RES, EXTRA_ARGS)                                        \
+    __kernel void NAME(NORM_BWD_ARGS EXTRA_ARGS, __global float *part, uint rows, uint cols, \
+                       uint G, __local float *red) {                                         \
+        const uint lid = get_local_id(0), lane = lid & (G - 1), L = get_local_size(0);       \
+        const uint slots = L / G, groups = get_num_groups(0);                                \
+        const ulong row_groups = ((ulong)rows + slots - 1) / slots;                          \
+        float h[ROW_FLOATS], gd[ROW_FLOATS], dg[ROW_FLOATS], db[ROW_FLOATS];                 \
+        for (uint k = 0; k < ROW_FLOATS; k++) dg[k] = db[k] = 0.0f;                          \
+        for (ulong rg = get_group_id(0); rg < row_groups; rg += groups) {                    \
+            const ulong row = rg * slots + lid / G;                                          \
+            const bool ok = row < rows;                                                      \
+            NORM_BWD_ROW(RMS, 1, RES)                                                        \
+        }                                                                                    \
+        for (uint k = 0; k < ROW_FLOATS; k++) {                                              \
+            const uint col = ROW_COL(k, lane, G);                                            \
+            red[lid] = dg[k];                                                                \
+            red[L + lid] = db[k];                                                            \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                    \
+            if (lid < G && col < cols) {                                                     \
+                float sg = 0.0f, sb = 0.0f;                                                  \
+                for (uint s = 0; s < slots; s++) {                                           \
+                    sg += red[s * G + lid];                                                  \
+                    sb += red[L + s * G + lid];                                              \
+                }                                                                            \
+                vstore2((float2)(sg, sb), (ulong)get_group_id(0) * cols + col, part);        \
+            }                                                                                \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                    \
+        }                                                                                    \
     }
+#define NO_ARGS
+#define NORM_BWD_PARAMS(NAME, RMS) NORM_BWD_PARAMS_K(NAME, RMS, 0, NO_ARGS)
+#define NORM_RES_BWD_PARAMS(NAME, RMS) NORM_BWD_PARAMS_K(NAME, RMS, 1, RES_EXTRA_ARGS)
+#define RES_EXTRA_ARGS , RES_BWD_ARGS
 
 #if OCLML_WANT(oclml_layernorm_fwd)
 NORM_FWD(oclml_layernorm_fwd, 0)
+#endif
+#if OCLML_WANT(oclml_res_layernorm_fwd)
+NORM_RES_FWD(oclml_res_layernorm_fwd, 0)
+#endif
+#if OCLML_WANT(oclml_res_rmsnorm_fwd)
+NORM_RES_FWD(oclml_res_rmsnorm_fwd, 1)
+#endif
+#if OCLML_WANT(oclml_res_layernorm_bwd)
+NORM_RES_BWD(oclml_res_layernorm_bwd, 0)
+#endif
+#if OCLML_WANT(oclml_res_rmsnorm_bwd)
+NORM_RES_BWD(oclml_res_rmsnorm_bwd, 1)
+#endif
+#if OCLML_WANT(oclml_res_layernorm_bwd_params)
+NORM_RES_BWD_PARAMS(oclml_res_layernorm_bwd_params, 0)
+#endif
+#if OCLML_WANT(oclml_res_rmsnorm_bwd_params)
+NORM_RES_BWD_PARAMS(oclml_res_rmsnorm_bwd_params, 1)
 #endif
 #if OCLML_WANT(oclml_rmsnorm_fwd)
 NORM_FWD(oclml_rmsnorm_fwd, 1)

@@ -27,13 +27,30 @@ static const oclml__row_family LN_BWD_PARAMS = {
 static const oclml__row_family RMS_BWD_PARAMS = {
     FILE_CL, "oclml_rmsnorm_bwd_params", NULL, 2,
     "oclml_rmsnorm_bwd_params oclml_norm_param_finish"};
+/* The fused residual + norm: r = x + dropout(y) normalised in the same pass (the forward keeps
+ * x's and y's rows at once: two arrays), and its backward with dr and the branch's gradient.
+ * Rows too long for registers run the unfused ops in turn. */
+static const oclml__row_family RES_LN_FWD = {FILE_CL, "oclml_res_layernorm_fwd", NULL, 2, NULL};
+static const oclml__row_family RES_RMS_FWD = {FILE_CL, "oclml_res_rmsnorm_fwd", NULL, 2, NULL};
+static const oclml__row_family RES_LN_BWD = {FILE_CL, "oclml_res_layernorm_bwd", NULL, 2, NULL};
+static const oclml__row_family RES_RMS_BWD = {FILE_CL, "oclml_res_rmsnorm_bwd", NULL, 2, NULL};
+static const oclml__row_family RES_LN_BWD_PARAMS = {
+    FILE_CL, "oclml_res_layernorm_bwd_params", NULL, 2,
+    "oclml_res_layernorm_bwd_params oclml_norm_param_finish"};
+static const oclml__row_family RES_RMS_BWD_PARAMS = {
+    FILE_CL, "oclml_res_rmsnorm_bwd_params", NULL, 2,
+    "oclml_res_rmsnorm_bwd_params oclml_norm_param_finish"};
 /* dgamma/dbeta for rows too long for the fused kernel: column partials, then their sum. */
 static const oclml__program_spec PARAM_PASS = {FILE_CL, NULL,
                                                "oclml_norm_param_part oclml_norm_param_finish", 0};
 
 const oclml__row_family *oclml__norm_family(const char *op) {
-    bool rms = !strncmp(op, "rms", 3);
-    if (strstr(op, "backward")) return rms ? &RMS_BWD_PARAMS : &LN_BWD_PARAMS;
+    bool rms = strstr(op, "rms") != NULL, backward = strstr(op, "backward") != NULL;
+    if (!strncmp(op, "residual_", 9)) {
+        if (backward) return rms ? &RES_RMS_BWD_PARAMS : &RES_LN_BWD_PARAMS;
+        return rms ? &RES_RMS_FWD : &RES_LN_FWD;
+    }
+    if (backward) return rms ? &RMS_BWD_PARAMS : &LN_BWD_PARAMS;
     return rms ? &RMS_FWD : &LN_FWD;
 }
 
@@ -72,7 +89,31 @@ typedef struct norm_call {
     float eps;
     oclml_tensor *y, *out_mean, *out_rstd; /* forward */
     oclml_tensor *dx, *dgamma, *dbeta;     /* backward */
+    /* The fused residual: forward r = x + dropout(branch), normalised; backward dx += dr and
+     * dbranch = dropout_backward(dx). drop NULL: no dropout. */
+    bool residual;
+    const oclml_dropout_params *drop;
+    const oclml_tensor *branch, *dr;
+    oclml_tensor *r, *dbranch;
 } norm_call;
+
+/* The dropout arguments of the fused residual's kernels (p 0 without dropout). */
+typedef struct drop_args {
+    float p, scale;
+    cl_uint seed_lo, seed_hi;
+    cl_ulong offset;
+} drop_args;
+
+static drop_args drop_args_of(const oclml_dropout_params *d) {
+    drop_args a = {0.0f, 1.0f, 0, 0, 0};
+    if (d && d->p > 0.0f)
+        a = (drop_args){d->p, oclml__dropout_scale(d), (cl_uint)d->seed, (cl_uint)(d->seed >> 32),
+                        d->offset};
+    return a;
+}
+
+static oclml_status residual_forward(oclml_ctx *ctx, const void *call, const oclml__row_family *f,
+                                     const oclml__row_plan *p, bool *replan);
 
 static oclml_status forward_attempt(oclml_ctx *ctx, const void *call, bool *replan) {
     const norm_call *c = call;
@@ -88,11 +129,13 @@ static oclml_status forward_attempt(oclml_ctx *ctx, const void *call, bool *repl
     if (!st) st = check_opt(ctx, rstd, "rstd", rows);
     if (!st) st = check_eps(ctx, c->eps);
     if (st) return st;
-    const oclml_tensor *all[] = {x, y, gamma, beta};
-    const oclml__row_family *f = c->rms ? &RMS_FWD : &LN_FWD;
+    const oclml_tensor *all[] = {x, y, gamma, beta, c->branch, c->r};
+    const oclml__row_family *f =
+        c->residual ? (c->rms ? &RES_RMS_FWD : &RES_LN_FWD) : (c->rms ? &RMS_FWD : &LN_FWD);
     oclml__row_plan p;
-    st = oclml__row_plan_for(ctx, f, rows, cols, vec4_all(all, 4), &p);
+    st = oclml__row_plan_for(ctx, f, rows, cols, vec4_all(all, 6), &p);
     if (st) return st;
+    if (c->residual) return residual_forward(ctx, c, f, &p, replan);
     cl_uint flags = (gamma ? HAS_GAMMA : 0) | (beta ? HAS_BETA : 0) | (mean ? SAVE_MEAN : 0) |
                     (rstd ? SAVE_RSTD : 0);
     opt_arg g = opt(gamma), b = opt(beta), m = opt(mean), r = opt(rstd);
@@ -112,6 +155,40 @@ static oclml_status forward_attempt(oclml_ctx *ctx, const void *call, bool *repl
     if (!st) st = oclml__row_launch_long(ctx, f, true, &p, args, 15);
     oclml__scratch_put(ctx, part);
     return st;
+}
+
+/* Rows too long for the fused kernels: the unfused ops in turn. */
+static oclml_status residual_composed_forward(oclml_ctx *ctx, const norm_call *c) {
+    oclml_dropout_params none;
+    oclml_dropout_params_init(&none);
+    oclml_status st = oclml_dropout_add(ctx, c->drop ? c->drop : &none, c->x, c->branch, c->r);
+    if (st) return st;
+    return c->rms ? oclml_rmsnorm(ctx, c->r, c->gamma, c->eps, c->y, c->out_rstd)
+                  : oclml_layernorm(ctx, c->r, c->gamma, c->beta, c->eps, c->y, c->out_mean,
+                                    c->out_rstd);
+}
+
+static oclml_status residual_forward(oclml_ctx *ctx, const void *call, const oclml__row_family *f,
+                                     const oclml__row_plan *p, bool *replan) {
+    const norm_call *c = call;
+    if (p->long_rows) return residual_composed_forward(ctx, c);
+    const oclml_tensor *gamma = c->gamma, *beta = c->beta;
+    cl_uint flags = (gamma ? HAS_GAMMA : 0) | (beta ? HAS_BETA : 0) |
+                    (c->out_mean ? SAVE_MEAN : 0) | (c->out_rstd ? SAVE_RSTD : 0);
+    opt_arg g = opt(gamma), b = opt(beta), m = opt(c->out_mean), r = opt(c->out_rstd);
+    cl_ulong xo = oclml__elem_offset(c->x), bro = oclml__elem_offset(c->branch),
+             rro = oclml__elem_offset(c->r), yo = oclml__elem_offset(c->y);
+    drop_args d = drop_args_of(c->drop);
+    float eps = c->eps;
+    oclml__arg args[] = {OCLML_ARG(c->x->mem), OCLML_ARG(xo),        OCLML_ARG(c->branch->mem),
+                         OCLML_ARG(bro),       OCLML_ARG(c->r->mem), OCLML_ARG(rro),
+                         OCLML_ARG(d.p),       OCLML_ARG(d.scale),   OCLML_ARG(d.seed_lo),
+                         OCLML_ARG(d.seed_hi), OCLML_ARG(d.offset),  OCLML_ARG(g.mem),
+                         OCLML_ARG(g.off),     OCLML_ARG(b.mem),     OCLML_ARG(b.off),
+                         OCLML_ARG(c->y->mem), OCLML_ARG(yo),        OCLML_ARG(m.mem),
+                         OCLML_ARG(m.off),     OCLML_ARG(r.mem),     OCLML_ARG(r.off),
+                         OCLML_ARG(flags),     OCLML_ARG(eps)};
+    return oclml__row_launch(ctx, f, p, args, 23, replan);
 }
 
 /* part[split][col] = (dgamma, dbeta) partials -> dgamma, dbeta, with the finish kernel of the
@@ -168,8 +245,10 @@ static oclml_status param_grads(oclml_ctx *ctx, const norm_call *c, size_t rows,
 /* dx with dgamma/dbeta fused: a fixed number of work-groups loops over the rows. *done is false
  * when the row does not fit the fused kernel's registers. */
 static oclml_status fused_backward(oclml_ctx *ctx, const norm_call *c, const oclml__arg *args,
-                                   size_t rows, size_t cols, bool vec4, bool *done, bool *replan) {
-    const oclml__row_family *f = c->rms ? &RMS_BWD_PARAMS : &LN_BWD_PARAMS;
+                                   unsigned nargs, size_t rows, size_t cols, bool vec4, bool *done,
+                                   bool *replan) {
+    const oclml__row_family *f = c->residual ? (c->rms ? &RES_RMS_BWD_PARAMS : &RES_LN_BWD_PARAMS)
+                                             : (c->rms ? &RMS_BWD_PARAMS : &LN_BWD_PARAMS);
     oclml__row_plan p;
     *done = false;
     oclml_status st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &p);
@@ -183,14 +262,37 @@ static oclml_status fused_backward(oclml_ctx *ctx, const norm_call *c, const ocl
     cl_mem part;
     st = oclml__scratch_get(ctx, groups * cols * 2 * sizeof(float), &part);
     if (st) return st;
-    oclml__arg all[14];
-    memcpy(all, args, 13 * sizeof *args);
-    all[13] = OCLML_ARG(part);
-    st = oclml__row_launch(ctx, f, &p, all, 14, replan);
+    oclml__arg all[24];
+    memcpy(all, args, nargs * sizeof *args);
+    all[nargs] = OCLML_ARG(part);
+    st = oclml__row_launch(ctx, f, &p, all, nargs + 1, replan);
     oclml__program_spec spec = oclml__row_spec(f, &p);
     if (!st) st = param_finish(ctx, &spec, part, groups, cols, c->dgamma, c->dbeta);
     oclml__scratch_put(ctx, part);
     *done = true;
+    return st;
+}
+
+/* Rows too long for the fused kernels: the norm's backward into scratch, dx = that + dr, then the
+ * branch's gradient through the dropout. */
+static oclml_status residual_composed_backward(oclml_ctx *ctx, const norm_call *c) {
+    cl_mem m;
+    oclml_status st = oclml__scratch_get(ctx, c->dx->numel * sizeof(float), &m);
+    if (st) return st;
+    oclml_tensor *tmp = NULL;
+    st = oclml_tensor_wrap(ctx, m, 0, c->dx->ndim, c->dx->shape, &tmp);
+    if (!st)
+        st = c->rms ? oclml_rmsnorm_backward(ctx, c->x, c->gamma, c->rstd, c->dy, tmp, c->dgamma)
+                    : oclml_layernorm_backward(ctx, c->x, c->gamma, c->mean, c->rstd, c->dy, tmp,
+                                               c->dgamma, c->dbeta);
+    if (!st)
+        st = c->dr ? oclml_binary(ctx, OCLML_ADD, tmp, c->dr, c->dx) : oclml_copy(ctx, tmp, c->dx);
+    oclml_dropout_params none;
+    oclml_dropout_params_init(&none);
+    if (!st && c->dbranch)
+        st = oclml_dropout_backward(ctx, c->drop ? c->drop : &none, c->dx, c->dbranch);
+    if (tmp) oclml_tensor_destroy(tmp);
+    oclml__scratch_put(ctx, m);
     return st;
 }
 
@@ -213,21 +315,33 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
     cl_uint flags = gamma ? HAS_GAMMA : 0;
     opt_arg g = opt(gamma), m = opt(c->rms ? NULL : c->mean), r = opt(c->rstd);
     cl_ulong xo = oclml__elem_offset(x), go = oclml__elem_offset(dy), dxo = oclml__elem_offset(dx);
-    oclml__arg args[] = {OCLML_ARG(x->mem),  OCLML_ARG(xo),    OCLML_ARG(g.mem),   OCLML_ARG(g.off),
-                         OCLML_ARG(m.mem),   OCLML_ARG(m.off), OCLML_ARG(r.mem),   OCLML_ARG(r.off),
-                         OCLML_ARG(dy->mem), OCLML_ARG(go),    OCLML_ARG(dx->mem), OCLML_ARG(dxo),
-                         OCLML_ARG(flags),   {0, NULL}};
+    /* The fused residual's ten more: dr, the branch's gradient, and the dropout. */
+    opt_arg dr = opt(c->dr), dyb = opt(c->dbranch);
+    drop_args d = drop_args_of(c->drop);
+    cl_uint rflags = (c->dr ? HAS_DR : 0) | (c->dbranch ? WANT_DY : 0);
+    oclml__arg args[] = {
+        OCLML_ARG(x->mem),    OCLML_ARG(xo),        OCLML_ARG(g.mem),    OCLML_ARG(g.off),
+        OCLML_ARG(m.mem),     OCLML_ARG(m.off),     OCLML_ARG(r.mem),    OCLML_ARG(r.off),
+        OCLML_ARG(dy->mem),   OCLML_ARG(go),        OCLML_ARG(dx->mem),  OCLML_ARG(dxo),
+        OCLML_ARG(flags),     OCLML_ARG(dr.mem),    OCLML_ARG(dr.off),   OCLML_ARG(dyb.mem),
+        OCLML_ARG(dyb.off),   OCLML_ARG(rflags),    OCLML_ARG(d.p),      OCLML_ARG(d.scale),
+        OCLML_ARG(d.seed_lo), OCLML_ARG(d.seed_hi), OCLML_ARG(d.offset), {0, NULL}};
+    const unsigned nargs = c->residual ? 23 : 13;
+    const oclml_tensor *res_all[] = {c->dr, c->dbranch};
+    const bool vec4 = vec4_all(all, 4) && vec4_all(res_all, 2);
     if (c->dgamma || c->dbeta) {
         bool done;
-        st = fused_backward(ctx, c, args, rows, cols, vec4_all(all, 4), &done, replan);
+        st = fused_backward(ctx, c, args, nargs, rows, cols, vec4, &done, replan);
         if (st || done) return st;
     }
-    const oclml__row_family *f = c->rms ? &RMS_BWD : &LN_BWD;
+    const oclml__row_family *f =
+        c->residual ? (c->rms ? &RES_RMS_BWD : &RES_LN_BWD) : (c->rms ? &RMS_BWD : &LN_BWD);
     oclml__row_plan p;
-    st = oclml__row_plan_for(ctx, f, rows, cols, vec4_all(all, 4), &p);
+    st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &p);
     if (st) return st;
+    if (c->residual && p.long_rows) return residual_composed_backward(ctx, c);
     if (!p.long_rows) {
-        st = oclml__row_launch(ctx, f, &p, args, 13, replan);
+        st = oclml__row_launch(ctx, f, &p, args, nargs, replan);
     } else {
         cl_mem part;
         st = oclml__scratch_get(ctx, p.rows * p.nchunks * 2 * sizeof(float), &part);
@@ -289,16 +403,152 @@ oclml_status oclml_rmsnorm_backward(oclml_ctx *ctx, const oclml_tensor *x,
     return oclml__row_retry(ctx, backward_attempt, &c);
 }
 
+/* ---- the fused residual + norm ---- */
+
+/* t may be u itself (in place) but no other overlap. */
+static oclml_status no_partial_overlap(oclml_ctx *ctx, const oclml_tensor *t, const char *tn,
+                                       const oclml_tensor *u, const char *un) {
+    if (t && u && oclml__overlap(t, u) &&
+        !(t->mem == u->mem && oclml__elem_offset(t) == oclml__elem_offset(u)))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "%s overlaps %s other than in place",
+                           tn, un);
+    return OCLML_SUCCESS;
+}
+
+static oclml_status no_overlap(oclml_ctx *ctx, const oclml_tensor *t, const char *tn,
+                               const oclml_tensor *u, const char *un) {
+    if (t && u && oclml__overlap(t, u))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "%s overlaps %s", tn, un);
+    return OCLML_SUCCESS;
+}
+
+/* The forward's own arguments (the norm's are checked by forward_attempt): r may be x. */
+static oclml_status check_residual_forward(oclml_ctx *ctx, const norm_call *c) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st && c->drop) st = oclml__check_dropout(ctx, c->drop);
+    if (!st) st = oclml__check_same_shape(ctx, c->x, "x", c->branch, "y");
+    if (!st) st = oclml__check_same_shape(ctx, c->x, "x", c->r, "r");
+    if (!st) st = oclml__check_same_shape(ctx, c->x, "x", c->y, "out");
+    if (!st) st = no_partial_overlap(ctx, c->r, "r", c->x, "x");
+    if (!st) st = no_overlap(ctx, c->r, "r", c->branch, "y");
+    const oclml_tensor *outs[] = {c->y, c->out_mean, c->out_rstd};
+    const char *names[] = {"out", "mean", "rstd"};
+    for (int i = 0; i < 3 && !st; i++) {
+        st = no_overlap(ctx, outs[i], names[i], c->x, "x");
+        if (!st) st = no_overlap(ctx, outs[i], names[i], c->branch, "y");
+        if (!st) st = no_overlap(ctx, outs[i], names[i], c->r, "r");
+    }
+    return st;
+}
+
+/* The backward's: dx may be dr; dy (the branch's gradient) overlaps nothing. */
+static oclml_status check_residual_backward(oclml_ctx *ctx, const norm_call *c) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st && c->drop) st = oclml__check_dropout(ctx, c->drop);
+    if (!st && c->dr) st = oclml__check_same_shape(ctx, c->x, "r", c->dr, "dr");
+    if (!st && c->dbranch) st = oclml__check_same_shape(ctx, c->x, "r", c->dbranch, "dy");
+    if (!st && c->dx) st = no_partial_overlap(ctx, c->dx, "dx", c->dr, "dr");
+    const oclml_tensor *ins[] = {c->x, c->dy, c->dr, c->gamma, c->mean, c->rstd};
+    const char *names[] = {"r", "dout", "dr", "gamma", "mean", "rstd"};
+    for (int i = 0; i < 6 && !st; i++) {
+        if (i != 2) st = no_overlap(ctx, c->dx, "dx", ins[i], names[i]);
+        if (!st) st = no_overlap(ctx, c->dbranch, "dy", ins[i], names[i]);
+    }
+    if (!st) st = no_overlap(ctx, c->dbranch, "dy", c->dx, "dx");
+    return st;
+}
+
+oclml_status oclml_residual_layernorm(oclml_ctx *ctx, const oclml_dropout_params *drop,
+                                      const oclml_tensor *x, const oclml_tensor *y,
+                                      const oclml_tensor *gamma, const oclml_tensor *beta,
+                                      float eps, oclml_tensor *r, oclml_tensor *out,
+                                      oclml_tensor *mean, oclml_tensor *rstd) {
+    norm_call c = {.x = x,
+                   .gamma = gamma,
+                   .beta = beta,
+                   .eps = eps,
+                   .y = out,
+                   .out_mean = mean,
+                   .out_rstd = rstd,
+                   .residual = true,
+                   .drop = drop,
+                   .branch = y,
+                   .r = r};
+    oclml_status st = check_residual_forward(ctx, &c);
+    return st ? st : oclml__row_retry(ctx, forward_attempt, &c);
+}
+
+oclml_status oclml_residual_rmsnorm(oclml_ctx *ctx, const oclml_dropout_params *drop,
+                                    const oclml_tensor *x, const oclml_tensor *y,
+                                    const oclml_tensor *gamma, float eps, oclml_tensor *r,
+                                    oclml_tensor *out, oclml_tensor *rstd) {
+    norm_call c = {.rms = true,
+                   .x = x,
+                   .gamma = gamma,
+                   .eps = eps,
+                   .y = out,
+                   .out_rstd = rstd,
+                   .residual = true,
+                   .drop = drop,
+                   .branch = y,
+                   .r = r};
+    oclml_status st = check_residual_forward(ctx, &c);
+    return st ? st : oclml__row_retry(ctx, forward_attempt, &c);
+}
+
+oclml_status oclml_residual_layernorm_backward(oclml_ctx *ctx, const oclml_dropout_params *drop,
+                                               const oclml_tensor *r, const oclml_tensor *gamma,
+                                               const oclml_tensor *mean, const oclml_tensor *rstd,
+                                               const oclml_tensor *dout, const oclml_tensor *dr,
+                                               oclml_tensor *dx, oclml_tensor *dy,
+                                               oclml_tensor *dgamma, oclml_tensor *dbeta) {
+    norm_call c = {.x = r,
+                   .gamma = gamma,
+                   .mean = mean,
+                   .rstd = rstd,
+                   .dy = dout,
+                   .dx = dx,
+                   .dgamma = dgamma,
+                   .dbeta = dbeta,
+                   .residual = true,
+                   .drop = drop,
+                   .dr = dr,
+                   .dbranch = dy};
+    oclml_status st = check_residual_backward(ctx, &c);
+    return st ? st : oclml__row_retry(ctx, backward_attempt, &c);
+}
+
+oclml_status oclml_residual_rmsnorm_backward(oclml_ctx *ctx, const oclml_dropout_params *drop,
+                                             const oclml_tensor *r, const oclml_tensor *gamma,
+                                             const oclml_tensor *rstd, const oclml_tensor *dout,
+                                             const oclml_tensor *dr, oclml_tensor *dx,
+                                             oclml_tensor *dy, oclml_tensor *dgamma) {
+    norm_call c = {.rms = true,
+                   .x = r,
+                   .gamma = gamma,
+                   .rstd = rstd,
+                   .dy = dout,
+                   .dx = dx,
+                   .dgamma = dgamma,
+                   .residual = true,
+                   .drop = drop,
+                   .dr = dr,
+                   .dbranch = dy};
+    oclml_status st = check_residual_backward(ctx, &c);
+    return st ? st : oclml__row_retry(ctx, backward_attempt, &c);
+}
+
 /* ---- the op list's planner: the programs these ops build for a row length ---- */
 void oclml__norm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     const oclml__row_family *f = oclml__norm_family(op);
     for (size_t i = 0; i < OCLML__WARM_ROW_LENGTHS; i++) {
         oclml__row_plan p;
         if (oclml__row_plan_for(ctx, f, 1024, oclml__warm_row_lengths[i], true, &p)) continue;
+        if (p.long_rows && !strncmp(op, "residual_", 9)) continue; /* the unfused ops' */
         if (p.long_rows && strstr(op, "backward")) {
             /* Too long for the fused kernel: the plain backward's long pair and the parameter
              * pass. */
-            const oclml__row_family *plain = !strncmp(op, "rms", 3) ? &RMS_BWD : &LN_BWD;
+            const oclml__row_family *plain = strstr(op, "rms") ? &RMS_BWD : &LN_BWD;
             oclml__warm_add(list, op, p.variant, oclml__row_spec(plain, &p));
             oclml__warm_add(list, op, "parameter gradients", PARAM_PASS);
             continue;

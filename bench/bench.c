@@ -71,6 +71,7 @@ void bench_report(bench_env *env, const bench_result *r) {
     if (limit > 0) fprintf(env->json, ",\"limit_fraction\":%.3f", limit);
     if (r->max_rel_err >= 0) fprintf(env->json, ",\"max_rel_err\":%.3g", r->max_rel_err);
     if (r->variant) fprintf(env->json, ",\"variant\":\"%s\"", r->variant);
+    if (r->extra_json) fprintf(env->json, ",%s", r->extra_json);
     fprintf(env->json, "}\n");
     fflush(env->json);
 }

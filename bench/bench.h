@@ -29,6 +29,7 @@ typedef struct bench_result {
     double bytes;       /* bytes moved by one run (0: not memory-bound) */
     double flops;       /* flops of one run (0: none reported) */
     double max_rel_err; /* < 0: not checked */
+    const char *extra_json; /* NULL, or more fields for the JSON line: "\"k\":v,\"k2\":v2" */
 } bench_result;
 
 /* Runs fn warm+reps times, timing each run on the device; 0 on success. */

@@ -8,7 +8,9 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "gpt_model.h"
 #include "train_models.h"
 
 static oclml_status mlp_step(void *m) { return train_mlp_step(m); }
@@ -34,6 +36,66 @@ static int time_steps(bench_env *env, const char *shape, bench_fn step, void *mo
 
 static oclml_status mlp_loss(void *m, float *l) { return train_mlp_loss(m, l); }
 static oclml_status cnn_loss(void *m, float *l) { return train_cnn_loss(m, l); }
+
+static oclml_status gpt_step_fn(void *m) { return gpt_step(m); }
+static oclml_status gpt_loss_fn(void *m, float *l) { return gpt_loss(m, l); }
+
+/* GPT-2 small at batch 8 x 1024 on random tokens (torch_peers.py gpt2's data), or the tiny model
+ * with --quick: the step's time, tokens/s, the device memory the library held at its peak, and
+ * where the step's kernel time goes (profiled once, after the timed steps). */
+static int bench_gpt(bench_env *env) {
+    gpt_config c = env->quick ? gpt_config_tiny() : gpt_config_small();
+    size_t before;
+    oclml_status st = oclml_ctx_memory(env->ctx, &before, NULL);
+    if (!st) st = oclml_ctx_reset_peak_memory(env->ctx);
+    gpt_model *m = NULL;
+    if (!st) st = gpt_create(env->ctx, &c, &m);
+    if (st) return bench_fail(env, st, "GPT setup");
+    uint32_t *tok = malloc(c.batch * (c.seq + 1) * sizeof *tok);
+    if (!tok) return bench_fail(env, OCLML_ERR_OUT_OF_MEMORY, "GPT batch");
+    uint64_t s = 7;
+    for (size_t i = 0; i < c.batch * (c.seq + 1); i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (uint32_t)((s >> 33) % c.vocab);
+    }
+    st = gpt_set_batch(m, tok);
+    free(tok);
+    if (st) return bench_fail(env, st, "GPT batch");
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s B%zu T%zu fp32", env->quick ? "gpt-tiny" : "gpt2-small",
+             c.batch, c.seq);
+    float first = NAN, last = NAN;
+    st = gpt_step(m);
+    if (!st) st = gpt_loss(m, &first);
+    bench_result r = {.op = "train_step", .shape = shape, .max_rel_err = -1};
+    int rc = st ? bench_fail(env, st, "first GPT step") : bench_time(env, gpt_step_fn, m, &r.t);
+    if (!rc && (st = gpt_loss_fn(m, &last))) rc = bench_fail(env, st, "GPT loss");
+    size_t peak = 0;
+    if (!rc && (st = oclml_ctx_memory(env->ctx, NULL, &peak))) rc = bench_fail(env, st, "memory");
+    double ms[GPT_PHASES];
+    char variant[160], extra[320];
+    if (!rc && (st = gpt_step_phases(m, ms))) rc = bench_fail(env, st, "GPT phases");
+    if (!rc) {
+        snprintf(variant, sizeof variant,
+                 "loss %.4g after the first step, %.4g after the timed ones; %zu parameters", first,
+                 last, gpt_parameters(m));
+        int n = snprintf(extra, sizeof extra, "\"tokens_per_s\":%.0f,\"peak_mem_gib\":%.2f",
+                         (double)(c.batch * c.seq) / (r.t.median_ms * 1e-3),
+                         (double)(peak - before) / (1u << 30));
+        for (int i = 0; i < GPT_PHASES && n > 0 && (size_t)n < sizeof extra; i++)
+            n += snprintf(extra + n, sizeof extra - (size_t)n, ",\"%s_ms\":%.3f",
+                          gpt_phase_names[i], ms[i]);
+        r.variant = variant;
+        r.extra_json = extra;
+        bench_report(env, &r);
+        printf("  phases (kernel ms):");
+        for (int i = 0; i < GPT_PHASES; i++) printf(" %s %.2f", gpt_phase_names[i], ms[i]);
+        printf("; peak device memory %.2f GiB\n", (double)(peak - before) / (1u << 30));
+        rc = isfinite(last) && last < first ? 0 : 1;
+    }
+    gpt_destroy(m);
+    return rc;
+}
 
 int bench_train(bench_env *env) {
     size_t B = env->quick ? 128 : 4096;
@@ -63,5 +125,5 @@ int bench_train(bench_env *env) {
         snprintf(shape, sizeof shape, "cnn B256 64x64x3 k5 32-64-128-256 maxpool silu xent adamw");
     rc = time_steps(env, shape, cnn_step, cnn, cnn_loss);
     train_cnn_destroy(cnn);
-    return rc;
+    return rc ? rc : bench_gpt(env);
 }

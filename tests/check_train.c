@@ -212,6 +212,58 @@ START_TEST(golden_curves) {
 }
 END_TEST
 
+/* ---- GPT (examples/train_gpt, its tiny size) ---- */
+
+/* PyTorch's first 20 losses on the fixed batch from the same weights (train_gpt_golden.py). */
+START_TEST(gpt_matches_pytorch) {
+    char path[1024], args[1200];
+    snprintf(path, sizeof path, "%s/tests/data/train_gpt_golden.txt", getenv("OCLML_TEST_SRCDIR"));
+    ck_assert_msg(access(path, R_OK) == 0, "%s missing (examples/train_gpt_golden.py writes it)",
+                  path);
+    snprintf(args, sizeof args, "--tiny --fixed --steps 20 --golden %s", path);
+    double got[20];
+    int n;
+    ck_assert_int_eq(run_example("train_gpt", NULL, args, got, 20, &n), 0);
+    ck_assert_int_eq(n, 20);
+    ck_assert_msg(fabs(got[0] - log(256.0)) < 0.1, "initial loss %g, about ln 256 expected", got[0]);
+}
+END_TEST
+
+/* A byte-level model on a real text (README.md) drives its loss down and samples text. */
+START_TEST(gpt_learns_text) {
+    char args[1200];
+    snprintf(args, sizeof args, "--tiny --data %s/README.md --steps 60 --every 10 --sample 32",
+             getenv("OCLML_TEST_SRCDIR"));
+    double got[60];
+    int n;
+    int rc = run_example("train_gpt", NULL, args, got, 60, &n);
+    ck_assert_msg(rc == 0, "train_gpt exited %d", rc);
+    ck_assert_int_eq(n, 6);
+    ck_assert_msg(got[5] < got[0] - 0.5, "loss %g -> %g: it should fall by more", got[0], got[5]);
+}
+END_TEST
+
+/* A checkpoint taken after 3 steps and loaded into a fresh process continues exactly: its next
+ * loss is bit for bit the fourth of an uninterrupted run (parameters, AdamW's moments, the step
+ * count and with it the learning rate). */
+START_TEST(gpt_checkpoint_resumes) {
+    char ck[1024], args[2200];
+    snprintf(ck, sizeof ck, "%s/gpt-checkpoint.bin", getenv("OCLML_TEST_TMP"));
+    double whole[4], part[3], resumed[1];
+    int n;
+    ck_assert_int_le(run_example("train_gpt", NULL, "--tiny --fixed --steps 4", whole, 4, &n), 1);
+    ck_assert_int_eq(n, 4);
+    snprintf(args, sizeof args, "--tiny --fixed --steps 3 --save %s", ck);
+    ck_assert_int_le(run_example("train_gpt", NULL, args, part, 3, &n), 1);
+    snprintf(args, sizeof args, "--tiny --fixed --steps 1 --load %s", ck);
+    ck_assert_int_le(run_example("train_gpt", NULL, args, resumed, 1, &n), 1);
+    ck_assert_int_eq(n, 1);
+    ck_assert_msg(resumed[0] == whole[3], "resumed loss %.9g, uninterrupted %.9g", resumed[0],
+                  whole[3]);
+    remove(ck);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -220,6 +272,9 @@ int main(void) {
     /* The CNN's implicit GEMMs on FMA tiles, a pairing no device takes by default (a GPU's run
      * on its tensor cores, check_conv's quick tier): swept. */
     tcase_add_loop_test(tc, golden_curves, 0, test_tier(2, 3));
+    tcase_add_test(tc, gpt_matches_pytorch);
+    tcase_add_test(tc, gpt_learns_text);
+    tcase_add_test(tc, gpt_checkpoint_resumes);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

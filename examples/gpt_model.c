@@ -1,0 +1,604 @@
+/* The GPT-2 model of gpt_model.h as a sequence of liboclml calls. */
+#include "gpt_model.h"
+
+#include "train_common.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY(expr)                             \
+    do {                                      \
+        if (st == OCLML_SUCCESS) st = (expr); \
+    } while (0)
+
+gpt_config gpt_config_small(void) {
+    return (gpt_config){.vocab = 50257,
+                        .context = 1024,
+                        .layers = 12,
+                        .heads = 12,
+                        .width = 768,
+                        .batch = 8,
+                        .seq = 1024,
+                        .lr = 6e-4f,
+                        .min_lr = 6e-5f,
+                        .warmup = 2000,
+                        .steps = 600000,
+                        .weight_decay = 0.1f,
+                        .grad_clip = 1.0f,
+                        .seed = 2024};
+}
+
+gpt_config gpt_config_tiny(void) {
+    return (gpt_config){.vocab = 256,
+                        .context = 32,
+                        .layers = 2,
+                        .heads = 4,
+                        .width = 64,
+                        .batch = 4,
+                        .seq = 32,
+                        .lr = 1e-3f,
+                        .min_lr = 1e-4f,
+                        .warmup = 10,
+                        .steps = 2000,
+                        .weight_decay = 0.1f,
+                        .grad_clip = 1.0f,
+                        .seed = 2024};
+}
+
+/* The arena's tensors: the matrices first (weight decay applies to them alone), then the
+ * vectors. */
+enum { P_WTE, P_WPE, P_MATRICES };
+enum { M_Q, M_K, M_V, M_O, M_FC, M_PROJ, M_PER_LAYER };
+enum { V_LN1G, V_LN1B, V_BQ, V_BK, V_BV, V_BO, V_LN2G, V_LN2B, V_BFC, V_BPROJ, V_PER_LAYER };
+
+/* What a layer keeps from its forward for its backward. */
+enum {
+    A_RES,   /* the residual stream entering the block (the first norm's r) */
+    A_MEAN1, /* the first norm's statistics */
+    A_RSTD1,
+    A_H1,  /* the first norm's output */
+    A_Q,   /* [B, T, H, Dh] */
+    A_K,
+    A_V,
+    A_O,   /* attention's output */
+    A_LSE, /* [B, H, T] */
+    A_MID, /* the residual stream after attention (the second norm's r) */
+    A_MEAN2,
+    A_RSTD2,
+    A_H2,
+    A_PRE, /* the MLP's pre-activation [N, 4C] */
+    A_ACT, /* GELU of it */
+    A_PER_LAYER
+};
+
+/* The step's other buffers. */
+enum {
+    G_IDS,     /* [N] token ids (floats) */
+    G_POS,     /* [N] positions */
+    G_TARGETS, /* [N] */
+    G_TOK,     /* [N, C] token embeddings */
+    G_POSE,    /* [N, C] position embeddings */
+    G_ATT_OUT, /* [N, C] attention's projection (the first residual branch) */
+    G_MLP_OUT, /* [N, C] the MLP's output (the second branch) */
+    G_RESF,    /* the final norm's r, statistics and output */
+    G_MEANF,
+    G_RSTDF,
+    G_HF,
+    G_LOGITS, /* [N, V]; the loss's gradient overwrites it */
+    G_LOSS,
+    G_DH,   /* [N, C] a norm output's gradient */
+    G_DRES, /* [N, C] the residual stream's gradient */
+    G_DO,   /* [N, C] attention output's gradient */
+    G_DQ,   /* [B, T, H, Dh] */
+    G_DK,
+    G_DV,
+    G_DACT, /* [N, 4C] */
+    G_TENSORS
+};
+
+struct gpt_model {
+    oclml_ctx *ctx;
+    gpt_config c;
+    size_t n_tokens, head_dim, n_params;
+    oclml_arena *arena;
+    oclml_optim *opt;
+    oclml_tensor **p, **g;                 /* arena views, P_/per-layer order */
+    oclml_tensor *(*act)[A_PER_LAYER];     /* per layer */
+    oclml_tensor *(*flat)[4];              /* per layer: [N, C] views of q, k, v, o */
+    oclml_tensor *t[G_TENSORS], *flat_d[4]; /* [N, C] views of dq, dk, dv, do */
+    oclml_attention_params att;
+    oclml_tensor *empty;
+    size_t step;
+    float *host_tokens; /* inputs, positions, targets of a batch */
+};
+
+const char *const gpt_phase_names[GPT_PHASES] = {"embedding", "attention", "mlp",
+                                                 "head+loss", "backward", "optimizer"};
+
+static size_t matrix(size_t l, int j) { return P_MATRICES + l * M_PER_LAYER + (size_t)j; }
+static size_t vector(const gpt_model *m, size_t l, int j) {
+    return P_MATRICES + m->c.layers * M_PER_LAYER + l * V_PER_LAYER + (size_t)j;
+}
+/* The final norm's gamma and beta come after every layer's vectors. */
+static size_t final_norm(const gpt_model *m, int beta) { return vector(m, m->c.layers, beta); }
+
+static oclml_tensor *make(oclml_ctx *ctx, oclml_status *st, int nd, const size_t *shape) {
+    oclml_tensor *t = NULL;
+    if (!*st) *st = oclml_tensor_create(ctx, nd, shape, &t);
+    return t;
+}
+
+static oclml_tensor *view(oclml_ctx *ctx, oclml_status *st, const oclml_tensor *t, int nd,
+                          const size_t *shape) {
+    cl_mem buf;
+    size_t off;
+    oclml_tensor *v = NULL;
+    if (!*st) *st = oclml_tensor_buffer(t, &buf, &off);
+    if (!*st) *st = oclml_tensor_wrap(ctx, buf, off, nd, shape, &v);
+    return v;
+}
+
+static oclml_status init_params(gpt_model *m) {
+    const gpt_config *c = &m->c;
+    size_t n;
+    oclml_tensor *flat;
+    oclml_status st = oclml_arena_info(m->arena, NULL, NULL, &n);
+    TRY(oclml_arena_flat(m->arena, 0, &flat));
+    float *v = calloc(n, sizeof *v);
+    if (!v) return OCLML_ERR_OUT_OF_MEMORY;
+    /* nanoGPT's scales, from uniforms of the same standard deviation (std 0.02; the residual
+     * projections 0.02 / sqrt(2 L)); biases 0, norms' gamma 1. */
+    train_rng rng = {c->seed};
+    const float u = 0.02f * sqrtf(3.0f), u_proj = u / sqrtf(2.0f * (float)c->layers);
+    size_t total = P_MATRICES + c->layers * (M_PER_LAYER + V_PER_LAYER) + 2;
+    for (size_t i = 0; i < total && !st; i++) {
+        size_t off, len;
+        oclml_tensor *p = m->p[i];
+        st = oclml_arena_offset(m->arena, i, &off);
+        TRY(oclml_tensor_numel(p, &len));
+        if (st) break;
+        bool is_matrix = i < P_MATRICES + c->layers * M_PER_LAYER;
+        size_t j = is_matrix ? (i - P_MATRICES) % M_PER_LAYER
+                             : (i - P_MATRICES - c->layers * M_PER_LAYER) % V_PER_LAYER;
+        if (i < P_MATRICES)
+            train_fill(&rng, v + off, len, u);
+        else if (is_matrix)
+            train_fill(&rng, v + off, len, j == M_O || j == M_PROJ ? u_proj : u);
+        else if (i >= final_norm(m, 0))
+            for (size_t k = 0; k < len; k++) v[off + k] = i == final_norm(m, 0) ? 1.0f : 0.0f;
+        else
+            for (size_t k = 0; k < len; k++) v[off + k] = j == V_LN1G || j == V_LN2G ? 1.0f : 0.0f;
+    }
+    TRY(oclml_tensor_write(flat, v, n));
+    free(v);
+    return st;
+}
+
+static oclml_status make_arena(gpt_model *m) {
+    const gpt_config *c = &m->c;
+    size_t C = c->width, L = c->layers, total = P_MATRICES + L * (M_PER_LAYER + V_PER_LAYER) + 2;
+    oclml_arena_shape *s = calloc(total, sizeof *s);
+    m->p = calloc(total, sizeof *m->p);
+    m->g = calloc(total, sizeof *m->g);
+    if (!s || !m->p || !m->g) {
+        free(s);
+        return OCLML_ERR_OUT_OF_MEMORY;
+    }
+    s[P_WTE] = (oclml_arena_shape){2, {c->vocab, C}};
+    s[P_WPE] = (oclml_arena_shape){2, {c->context, C}};
+    for (size_t l = 0; l < L; l++) {
+        for (int j = M_Q; j <= M_O; j++) s[matrix(l, j)] = (oclml_arena_shape){2, {C, C}};
+        s[matrix(l, M_FC)] = (oclml_arena_shape){2, {4 * C, C}};
+        s[matrix(l, M_PROJ)] = (oclml_arena_shape){2, {C, 4 * C}};
+        for (int j = 0; j < V_PER_LAYER; j++)
+            s[vector(m, l, j)] = (oclml_arena_shape){1, {j == V_BFC ? 4 * C : C}};
+    }
+    s[final_norm(m, 0)] = s[final_norm(m, 1)] = (oclml_arena_shape){1, {C}};
+    oclml_status st = oclml_arena_create(m->ctx, total, s, &m->arena);
+    free(s);
+    for (size_t i = 0; i < total && !st; i++) {
+        st = oclml_arena_param(m->arena, i, &m->p[i]);
+        TRY(oclml_arena_grad(m->arena, i, &m->g[i]));
+    }
+    TRY(oclml_arena_info(m->arena, NULL, &m->n_params, NULL));
+    TRY(init_params(m));
+    oclml_optim_config oc;
+    TRY(oclml_optim_config_init(&oc, OCLML_OPTIM_ADAMW));
+    oc.lr = c->lr;
+    oc.beta2 = 0.95f;
+    oc.weight_decay = c->weight_decay;
+    oc.max_grad_norm = c->grad_clip;
+    oc.decay_tensors = P_MATRICES + L * M_PER_LAYER;
+    TRY(oclml_optim_create(m->ctx, m->arena, &oc, &m->opt));
+    return st;
+}
+
+static oclml_status make_activations(gpt_model *m) {
+    const gpt_config *c = &m->c;
+    oclml_ctx *ctx = m->ctx;
+    size_t B = c->batch, T = c->seq, C = c->width, H = c->heads, D = m->head_dim,
+           N = m->n_tokens, L = c->layers;
+    const size_t nc[2] = {N, C}, n4c[2] = {N, 4 * C}, bthd[4] = {B, T, H, D}, bht[3] = {B, H, T},
+                 rows[1] = {N}, nv[2] = {N, c->vocab}, one[1] = {1};
+    oclml_status st = OCLML_SUCCESS;
+    m->act = calloc(L, sizeof *m->act);
+    m->flat = calloc(L, sizeof *m->flat);
+    if (!m->act || !m->flat) return OCLML_ERR_OUT_OF_MEMORY;
+    for (size_t l = 0; l < L; l++) {
+        oclml_tensor **a = m->act[l];
+        for (int i = 0; i < A_PER_LAYER; i++) {
+            bool stat = i == A_MEAN1 || i == A_RSTD1 || i == A_MEAN2 || i == A_RSTD2;
+            bool head = i == A_Q || i == A_K || i == A_V || i == A_O;
+            a[i] = i == A_LSE       ? make(ctx, &st, 3, bht)
+                   : stat           ? make(ctx, &st, 1, rows)
+                   : head           ? make(ctx, &st, 4, bthd)
+                   : i >= A_PRE     ? make(ctx, &st, 2, n4c)
+                                    : make(ctx, &st, 2, nc);
+        }
+        for (int j = 0; j < 4; j++) m->flat[l][j] = view(ctx, &st, a[A_Q + j], 2, nc);
+    }
+    oclml_tensor **t = m->t;
+    t[G_IDS] = make(ctx, &st, 1, rows);
+    t[G_POS] = make(ctx, &st, 1, rows);
+    t[G_TARGETS] = make(ctx, &st, 1, rows);
+    for (int i = G_TOK; i <= G_MLP_OUT; i++) t[i] = make(ctx, &st, 2, nc);
+    t[G_RESF] = make(ctx, &st, 2, nc);
+    t[G_MEANF] = make(ctx, &st, 1, rows);
+    t[G_RSTDF] = make(ctx, &st, 1, rows);
+    t[G_HF] = make(ctx, &st, 2, nc);
+    t[G_LOGITS] = make(ctx, &st, 2, nv);
+    t[G_LOSS] = make(ctx, &st, 1, one);
+    for (int i = G_DH; i <= G_DO; i++) t[i] = make(ctx, &st, 2, nc);
+    for (int i = G_DQ; i <= G_DV; i++) t[i] = make(ctx, &st, 4, bthd);
+    t[G_DACT] = make(ctx, &st, 2, n4c);
+    for (int j = 0; j < 3; j++) m->flat_d[j] = view(ctx, &st, t[G_DQ + j], 2, nc);
+    m->flat_d[3] = view(ctx, &st, t[G_DO], 4, bthd);
+    return st;
+}
+
+oclml_status gpt_create(oclml_ctx *ctx, const gpt_config *cfg, gpt_model **out) {
+    if (!ctx || !cfg || !out || !cfg->vocab || !cfg->layers || !cfg->heads || !cfg->batch ||
+        !cfg->seq || cfg->width % cfg->heads || cfg->seq > cfg->context ||
+        cfg->vocab > (1u << 24)) /* ids travel as floats */
+        return OCLML_ERR_INVALID_ARGUMENT;
+    gpt_model *m = calloc(1, sizeof *m);
+    if (!m) return OCLML_ERR_OUT_OF_MEMORY;
+    m->ctx = ctx;
+    m->c = *cfg;
+    m->n_tokens = cfg->batch * cfg->seq;
+    m->head_dim = cfg->width / cfg->heads;
+    m->host_tokens = malloc(3 * m->n_tokens * sizeof *m->host_tokens);
+    oclml_status st = m->host_tokens ? OCLML_SUCCESS : OCLML_ERR_OUT_OF_MEMORY;
+    TRY(make_arena(m));
+    TRY(make_activations(m));
+    oclml_attention_params_init(&m->att);
+    m->att.causal = OCLML_CAUSAL_TOP_LEFT;
+    m->att.layout = OCLML_ATTENTION_BLHD;
+    if (!st) { /* positions 0 .. T - 1 in every sequence */
+        float *pos = m->host_tokens + m->n_tokens;
+        for (size_t n = 0; n < m->n_tokens; n++) pos[n] = (float)(n % cfg->seq);
+        st = oclml_tensor_write(m->t[G_POS], pos, m->n_tokens);
+    }
+    if (st) {
+        gpt_destroy(m);
+        return st;
+    }
+    *out = m;
+    return OCLML_SUCCESS;
+}
+
+static void destroy_all(oclml_tensor **t, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (t[i]) oclml_tensor_destroy(t[i]);
+}
+
+void gpt_destroy(gpt_model *m) {
+    if (!m) return;
+    for (size_t l = 0; m->act && l < m->c.layers; l++) {
+        destroy_all(m->flat[l], 4);
+        destroy_all(m->act[l], A_PER_LAYER);
+    }
+    destroy_all(m->flat_d, 4);
+    destroy_all(m->t, G_TENSORS);
+    if (m->opt) oclml_optim_destroy(m->opt);
+    if (m->arena) oclml_arena_destroy(m->arena);
+    free(m->act);
+    free(m->flat);
+    free(m->p);
+    free(m->g);
+    free(m->host_tokens);
+    free(m);
+}
+
+size_t gpt_parameters(const gpt_model *m) { return m->n_params; }
+
+oclml_status gpt_set_batch(gpt_model *m, const uint32_t *tokens) {
+    size_t T = m->c.seq, N = m->n_tokens;
+    float *ids = m->host_tokens, *targets = m->host_tokens + 2 * N;
+    for (size_t b = 0; b < m->c.batch; b++)
+        for (size_t t = 0; t < T; t++) {
+            ids[b * T + t] = (float)tokens[b * (T + 1) + t];
+            targets[b * T + t] = (float)tokens[b * (T + 1) + t + 1];
+        }
+    oclml_status st = oclml_tensor_write(m->t[G_IDS], ids, N);
+    TRY(oclml_tensor_write(m->t[G_TARGETS], targets, N));
+    return st;
+}
+
+/* ---- forward ---- */
+
+/* Embeddings and the first block's first norm: r = tok + pos. */
+static oclml_status forward_embedding(gpt_model *m) {
+    oclml_ctx *ctx = m->ctx;
+    oclml_tensor **t = m->t, **a = m->act[0];
+    oclml_status st = oclml_embedding(ctx, t[G_IDS], m->p[P_WTE], t[G_TOK]);
+    TRY(oclml_embedding(ctx, t[G_POS], m->p[P_WPE], t[G_POSE]));
+    TRY(oclml_residual_layernorm(ctx, NULL, t[G_TOK], t[G_POSE], m->p[vector(m, 0, V_LN1G)],
+                                 m->p[vector(m, 0, V_LN1B)], 1e-5f, a[A_RES], a[A_H1], a[A_MEAN1],
+                                 a[A_RSTD1]));
+    return st;
+}
+
+static oclml_status forward_attention(gpt_model *m, size_t l) {
+    oclml_ctx *ctx = m->ctx;
+    oclml_tensor **a = m->act[l], **f = m->flat[l];
+    oclml_status st = OCLML_SUCCESS;
+    for (int j = 0; j < 3; j++)
+        TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_H1], m->p[matrix(l, M_Q + j)],
+                         m->p[vector(m, l, V_BQ + j)], f[j], NULL));
+    TRY(oclml_attention(ctx, &m->att, a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE]));
+    TRY(oclml_linear(ctx, OCLML_ACT_NONE, f[3], m->p[matrix(l, M_O)], m->p[vector(m, l, V_BO)],
+                     m->t[G_ATT_OUT], NULL));
+    TRY(oclml_residual_layernorm(ctx, NULL, a[A_RES], m->t[G_ATT_OUT],
+                                 m->p[vector(m, l, V_LN2G)], m->p[vector(m, l, V_LN2B)], 1e-5f,
+                                 a[A_MID], a[A_H2], a[A_MEAN2], a[A_RSTD2]));
+    return st;
+}
+
+/* The MLP, then the residual add fused with the next block's first norm (or the final norm). */
+static oclml_status forward_mlp(gpt_model *m, size_t l) {
+    oclml_ctx *ctx = m->ctx;
+    oclml_tensor **a = m->act[l], **t = m->t;
+    oclml_status st = oclml_linear(ctx, OCLML_ACT_GELU_TANH, a[A_H2], m->p[matrix(l, M_FC)],
+                                   m->p[vector(m, l, V_BFC)], a[A_ACT], a[A_PRE]);
+    TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_ACT], m->p[matrix(l, M_PROJ)],
+                     m->p[vector(m, l, V_BPROJ)], t[G_MLP_OUT], NULL));
+    if (l + 1 < m->c.layers) {
+        oclml_tensor **n = m->act[l + 1];
+        TRY(oclml_residual_layernorm(ctx, NULL, a[A_MID], t[G_MLP_OUT],
+                                     m->p[vector(m, l + 1, V_LN1G)],
+                                     m->p[vector(m, l + 1, V_LN1B)], 1e-5f, n[A_RES], n[A_H1],
+                                     n[A_MEAN1], n[A_RSTD1]));
+    } else {
+        TRY(oclml_residual_layernorm(ctx, NULL, a[A_MID], t[G_MLP_OUT], m->p[final_norm(m, 0)],
+                                     m->p[final_norm(m, 1)], 1e-5f, t[G_RESF], t[G_HF],
+                                     t[G_MEANF], t[G_RSTDF]));
+    }
+    return st;
+}
+
+/* Logits through the tied head (x wte^T). */
+static oclml_status forward_head(gpt_model *m) {
+    return oclml_linear(m->ctx, OCLML_ACT_NONE, m->t[G_HF], m->p[P_WTE], NULL, m->t[G_LOGITS],
+                        NULL);
+}
+
+static oclml_status loss_and_gradient(gpt_model *m) {
+    oclml_tensor **t = m->t;
+    return oclml_cross_entropy(m->ctx, NULL, t[G_LOGITS], t[G_TARGETS], NULL, t[G_LOSS],
+                               t[G_LOGITS]);
+}
+
+oclml_status gpt_forward(gpt_model *m) {
+    oclml_status st = forward_embedding(m);
+    for (size_t l = 0; l < m->c.layers; l++) {
+        TRY(forward_attention(m, l));
+        TRY(forward_mlp(m, l));
+    }
+    TRY(forward_head(m));
+    return st;
+}
+
+/* ---- backward ---- */
+
+/* The head: dhf from the logits' gradient, and wte's gradient (overwritten: the token
+ * embedding's backward adds to it last). Then the final norm: the residual stream's gradient. */
+static oclml_status backward_head(gpt_model *m) {
+    oclml_ctx *ctx = m->ctx;
+    oclml_tensor **t = m->t;
+    oclml_status st = oclml_linear_backward(ctx, OCLML_ACT_NONE, t[G_HF], m->p[P_WTE], NULL,
+                                            t[G_LOGITS], t[G_DH], m->g[P_WTE], NULL, 0);
+    TRY(oclml_residual_layernorm_backward(ctx, NULL, t[G_RESF], m->p[final_norm(m, 0)],
+                                          t[G_MEANF], t[G_RSTDF], t[G_DH], NULL, t[G_DRES], NULL,
+                                          m->g[final_norm(m, 0)], m->g[final_norm(m, 1)]));
+    return st;
+}
+
+/* G_DRES holds the gradient of the block's output stream (and of its MLP branch); on return,
+ * that of its input stream (and of the previous block's MLP branch). */
+static oclml_status backward_block(gpt_model *m, size_t l) {
+    oclml_ctx *ctx = m->ctx;
+    oclml_tensor **a = m->act[l], **t = m->t, **f = m->flat[l], **fd = m->flat_d;
+    oclml_status st = oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_ACT], m->p[matrix(l, M_PROJ)],
+                                            NULL, t[G_DRES], t[G_DACT], m->g[matrix(l, M_PROJ)],
+                                            m->g[vector(m, l, V_BPROJ)], 0);
+    TRY(oclml_linear_backward(ctx, OCLML_ACT_GELU_TANH, a[A_H2], m->p[matrix(l, M_FC)], a[A_PRE],
+                              t[G_DACT], t[G_DH], m->g[matrix(l, M_FC)],
+                              m->g[vector(m, l, V_BFC)], 0));
+    TRY(oclml_residual_layernorm_backward(ctx, NULL, a[A_MID], m->p[vector(m, l, V_LN2G)],
+                                          a[A_MEAN2], a[A_RSTD2], t[G_DH], t[G_DRES], t[G_DRES],
+                                          NULL, m->g[vector(m, l, V_LN2G)],
+                                          m->g[vector(m, l, V_LN2B)]));
+    TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, f[3], m->p[matrix(l, M_O)], NULL, t[G_DRES],
+                              t[G_DO], m->g[matrix(l, M_O)], m->g[vector(m, l, V_BO)], 0));
+    TRY(oclml_attention_backward(ctx, &m->att, a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE],
+                                 fd[3], t[G_DQ], t[G_DK], t[G_DV], NULL));
+    /* dh1 = dq Wq + dk Wk + dv Wv: the first product writes it, the others add to it. */
+    for (int j = 0; j < 3; j++) {
+        TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_H1], m->p[matrix(l, M_Q + j)], NULL,
+                                  fd[j], j ? NULL : t[G_DH], m->g[matrix(l, M_Q + j)],
+                                  m->g[vector(m, l, V_BQ + j)], 0));
+        if (j)
+            TRY(oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, fd[j],
+                           m->p[matrix(l, M_Q + j)], 1.0f, t[G_DH]));
+    }
+    TRY(oclml_residual_layernorm_backward(ctx, NULL, a[A_RES], m->p[vector(m, l, V_LN1G)],
+                                          a[A_MEAN1], a[A_RSTD1], t[G_DH], t[G_DRES], t[G_DRES],
+                                          NULL, m->g[vector(m, l, V_LN1G)],
+                                          m->g[vector(m, l, V_LN1B)]));
+    return st;
+}
+
+/* The embeddings: the stream's gradient reaches both tables (wte's adds to the head's). */
+static oclml_status backward_embedding(gpt_model *m) {
+    oclml_tensor **t = m->t;
+    oclml_status st = oclml_embedding_backward(m->ctx, t[G_IDS], t[G_DRES], m->g[P_WTE], 1);
+    TRY(oclml_embedding_backward(m->ctx, t[G_POS], t[G_DRES], m->g[P_WPE], 0));
+    return st;
+}
+
+static oclml_status backward(gpt_model *m) {
+    oclml_status st = backward_head(m);
+    for (size_t l = m->c.layers; l-- > 0;) TRY(backward_block(m, l));
+    TRY(backward_embedding(m));
+    return st;
+}
+
+/* nanoGPT's schedule: linear warm-up, then a cosine down to min_lr at `steps`. */
+static float schedule(const gpt_config *c, size_t step) {
+    if (step < c->warmup) return c->lr * (float)(step + 1) / (float)(c->warmup + 1);
+    if (step >= c->steps) return c->min_lr;
+    double ratio = (double)(step - c->warmup) / (double)(c->steps - c->warmup);
+    return c->min_lr + (float)(0.5 * (1.0 + cos(M_PI * ratio))) * (c->lr - c->min_lr);
+}
+
+static oclml_status optimizer_step(gpt_model *m) {
+    oclml_status st = oclml_optim_set_lr(m->opt, schedule(&m->c, m->step));
+    TRY(oclml_optim_step(m->opt));
+    if (!st) m->step++;
+    return st;
+}
+
+oclml_status gpt_step(gpt_model *m) {
+    oclml_status st = gpt_forward(m);
+    TRY(loss_and_gradient(m));
+    TRY(backward(m));
+    TRY(optimizer_step(m));
+    return st;
+}
+
+oclml_status gpt_step_phases(gpt_model *m, double ms[GPT_PHASES]) {
+    oclml_ctx *ctx = m->ctx;
+    oclml_status st = OCLML_SUCCESS;
+    for (int i = 0; i < GPT_PHASES; i++) ms[i] = 0;
+#define PHASE(i, call)                                         \
+    do {                                                       \
+        double phase_ms = 0;                                   \
+        TRY(oclml_ctx_profile_begin(ctx));                     \
+        TRY(call);                                             \
+        TRY(oclml_ctx_profile_end(ctx, &phase_ms));            \
+        ms[i] += phase_ms;                                     \
+    } while (0)
+    PHASE(0, forward_embedding(m));
+    for (size_t l = 0; l < m->c.layers; l++) {
+        PHASE(1, forward_attention(m, l));
+        PHASE(2, forward_mlp(m, l));
+    }
+    PHASE(3, forward_head(m));
+    PHASE(3, loss_and_gradient(m));
+    PHASE(4, backward(m));
+    PHASE(5, optimizer_step(m));
+#undef PHASE
+    return st;
+}
+
+oclml_status gpt_loss(gpt_model *m, float *loss) { return oclml_tensor_read(m->t[G_LOSS], loss, 1); }
+
+oclml_status gpt_logits_at(gpt_model *m, size_t t, float *logits) {
+    if (t >= m->c.seq) return OCLML_ERR_INVALID_ARGUMENT;
+    oclml_status st = OCLML_SUCCESS;
+    const size_t row[2] = {1, m->c.vocab};
+    cl_mem buf;
+    size_t off;
+    oclml_tensor *v = NULL;
+    TRY(oclml_tensor_buffer(m->t[G_LOGITS], &buf, &off));
+    TRY(oclml_tensor_wrap(m->ctx, buf, off + t * m->c.vocab * sizeof(float), 2, row, &v));
+    TRY(oclml_tensor_read(v, logits, m->c.vocab));
+    if (v) oclml_tensor_destroy(v);
+    return st;
+}
+
+/* ---- checkpoints ---- */
+
+#define CKPT_MAGIC "oclml-gpt-1"
+
+typedef struct ckpt_header {
+    char magic[16];
+    uint64_t vocab, context, layers, heads, width, step, floats;
+} ckpt_header;
+
+/* The parameters, then AdamW's two moments, each the arena's padded flat size. */
+static oclml_status ckpt_buffers(gpt_model *m, oclml_tensor *b[3], size_t *n) {
+    oclml_status st = oclml_arena_info(m->arena, NULL, NULL, n);
+    TRY(oclml_arena_flat(m->arena, 0, &b[0]));
+    TRY(oclml_optim_state(m->opt, 0, &b[1]));
+    TRY(oclml_optim_state(m->opt, 1, &b[2]));
+    return st;
+}
+
+static ckpt_header header_of(const gpt_model *m, size_t n) {
+    ckpt_header h = {.vocab = m->c.vocab,
+                     .context = m->c.context,
+                     .layers = m->c.layers,
+                     .heads = m->c.heads,
+                     .width = m->c.width,
+                     .step = m->step,
+                     .floats = n};
+    memcpy(h.magic, CKPT_MAGIC, sizeof CKPT_MAGIC);
+    return h;
+}
+
+oclml_status gpt_save(gpt_model *m, const char *path) {
+    oclml_tensor *b[3];
+    size_t n;
+    oclml_status st = ckpt_buffers(m, b, &n);
+    float *v = st ? NULL : malloc(n * sizeof *v);
+    FILE *f = st || !v ? NULL : fopen(path, "wb");
+    if (!st && !f) st = v ? OCLML_ERR_IO : OCLML_ERR_OUT_OF_MEMORY;
+    ckpt_header h = header_of(m, n);
+    if (!st && fwrite(&h, sizeof h, 1, f) != 1) st = OCLML_ERR_IO;
+    for (int i = 0; i < 3 && !st; i++) {
+        st = oclml_tensor_read(b[i], v, n);
+        if (!st && fwrite(v, sizeof *v, n, f) != n) st = OCLML_ERR_IO;
+    }
+    if (f && fclose(f) && !st) st = OCLML_ERR_IO;
+    free(v);
+    return st;
+}
+
+oclml_status gpt_load(gpt_model *m, const char *path) {
+    oclml_tensor *b[3];
+    size_t n;
+    oclml_status st = ckpt_buffers(m, b, &n);
+    float *v = st ? NULL : malloc(n * sizeof *v);
+    FILE *f = st || !v ? NULL : fopen(path, "rb");
+    if (!st && !f) st = v ? OCLML_ERR_IO : OCLML_ERR_OUT_OF_MEMORY;
+    ckpt_header h, want = header_of(m, n);
+    if (!st && fread(&h, sizeof h, 1, f) != 1) st = OCLML_ERR_IO;
+    want.step = h.step;
+    if (!st && memcmp(&h, &want, sizeof h)) st = OCLML_ERR_INVALID_ARGUMENT; /* another shape */
+    for (int i = 0; i < 3 && !st; i++) {
+        if (fread(v, sizeof *v, n, f) != n) st = OCLML_ERR_IO;
+        TRY(oclml_tensor_write(b[i], v, n));
+    }
+    if (!st) {
+        m->step = h.step;
+        st = oclml_optim_set_step(m->opt, (uint32_t)h.step);
+    }
+    if (f) fclose(f);
+    free(v);
+    return st;
+}

@@ -17,9 +17,11 @@ inline float drop_mult(ulong i, float p, float scale, uint2 seed, ulong offset) 
     return p > 0.0f ? (dropout_uniform(i, seed, offset) >= p ? scale : 0.0f) : 1.0f;
 }
 
-/* x + y m as oclml_dropout_add computes it: the product rounded before the add (separate
- * statements are never contracted into an fma), so that r matches the unfused op bit for bit. */
+/* x + y m as oclml_dropout_add computes it: the product rounded before the add (contraction
+ * into an fma off: compilers contract across inlined statements), so that r matches the unfused
+ * op bit for bit. */
 inline float res_add(float x, float y, float m) {
+#pragma OPENCL FP_CONTRACT OFF
     const float t = y * m;
     return x + t;
 }
@@ -64,33 +66,39 @@ inline float res_add(float x, float y, float m) {
         __global float *y, ulong yo, __global float *mean, ulong mo, __global float *rstd, \
         ulong ro, uint flags, float eps
 
-/* Normalises the row in v[] (pivot: its first element, read by every lane) and stores it. */
-#define NORM_FWD_ROW(RMS, pivot_expr)                                                 \
-    {                                                                                 \
-        /* The mean is taken about the row's first element (shifted data): a row of \
-         * equal values gives exactly that value, whatever the rounding of the      \
+/* Normalises the row in v[] (pivot: its first element, read by every lane) and stores it;
+ * AFTER_PIVOT runs once every lane of the work-group has read the pivot (the mean's reduction
+ * has a barrier), so that a store over x there (the fused residual in place) cannot change it. */
+#define NORM_FWD_ROW(RMS, pivot_expr, AFTER_PIVOT)                                      \
+    {                                                                                   \
+        /* The mean is taken about the row's first element (shifted data): a row of   \
+         * equal values gives exactly that value, whatever the rounding of the        \
          * division. */ \
-        float mu = 0.0f, acc = 0.0f;                                                  \
-        if (!RMS) {                                                                   \
-            const float pivot = ok ? (pivot_expr) : 0.0f;                             \
-            for (uint k = 0; k < ROW_FLOATS; k++)                                     \
-                acc += ROW_VALID(k, lane, G, cols) ? v[k] - pivot : 0.0f;             \
-            mu = pivot + seg_sum(acc, red, lid, G) / (float)cols;                     \
-            acc = 0.0f;                                                               \
-        }                                                                             \
-        for (uint k = 0; k < ROW_FLOATS; k++) {                                       \
-            const float d = ROW_VALID(k, lane, G, cols) ? v[k] - mu : 0.0f;           \
-            acc += d * d;                                                             \
-        }                                                                             \
-        const float rs = rsqrt(seg_sum(acc, red, lid, G) / (float)cols + eps);        \
-        for (uint k = 0; k < ROW_FLOATS; k++) v[k] = (v[k] - mu) * rs;                \
-        AFFINE(v, gamma + go, beta + bo, flags, ROW_ITEMS, lane, G, cols)             \
-        ROW_STORE(v, y + yo + row * cols, ROW_ITEMS, lane, G, cols, ok)               \
-        if (ok && lane == 0) {                                                        \
-            if (flags & SAVE_MEAN) mean[mo + row] = mu;                               \
-            if (flags & SAVE_RSTD) rstd[ro + row] = rs;                               \
-        }                                                                             \
+        float mu = 0.0f, acc = 0.0f;                                                    \
+        if (!RMS) {                                                                     \
+            const float pivot = ok ? (pivot_expr) : 0.0f;                               \
+            for (uint k = 0; k < ROW_FLOATS; k++)                                       \
+                acc += ROW_VALID(k, lane, G, cols) ? v[k] - pivot : 0.0f;               \
+            mu = pivot + seg_sum(acc, red, lid, G) / (float)cols;                       \
+            acc = 0.0f;                                                                 \
+        }                                                                               \
+        AFTER_PIVOT                                                                     \
+        for (uint k = 0; k < ROW_FLOATS; k++) {                                         \
+            const float d = ROW_VALID(k, lane, G, cols) ? v[k] - mu : 0.0f;             \
+            acc += d * d;                                                               \
+        }                                                                               \
+        const float rs = rsqrt(seg_sum(acc, red, lid, G) / (float)cols + eps);          \
+        for (uint k = 0; k < ROW_FLOATS; k++) v[k] = (v[k] - mu) * rs;                  \
+        AFFINE(v, gamma + go, beta + bo, flags, ROW_ITEMS, lane, G, cols)               \
+        ROW_STORE(v, y + yo + row * cols, ROW_ITEMS, lane, G, cols, ok)                 \
+        if (ok && lane == 0) {                                                          \
+            if (flags & SAVE_MEAN) mean[mo + row] = mu;                                 \
+            if (flags & SAVE_RSTD) rstd[ro + row] = rs;                                 \
+        }                                                                               \
     }
+
+#define NOTHING
+#define STORE_R ROW_STORE(v, r + rro + row * cols, ROW_ITEMS, lane, G, cols, ok)
 
 #define NORM_FWD(NAME, RMS)                                                                    \
     __kernel void NAME(__global const float *x, ulong xo, NORM_FWD_TAIL, uint rows, uint cols, \
@@ -98,11 +106,11 @@ inline float res_add(float x, float y, float m) {
         ROW_PROLOGUE(G, rows)                                                                  \
         float v[ROW_FLOATS];                                                                   \
         ROW_LOAD(v, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                   \
-        NORM_FWD_ROW(RMS, x[xo + row * cols])                                                  \
+        NORM_FWD_ROW(RMS, x[xo + row * cols], NOTHING)                                         \
     }
 
-/* r = x + dropout(yb) into v[] and r, then the norm. The pivot is r's first element computed as
- * lane 0 computes it. */
+/* r = x + dropout(yb) into v[], then the norm, r stored once the pivot is read (r may be x). The
+ * pivot is r's first element computed as lane 0 computes it. */
 #define NORM_RES_FWD(NAME, RMS)                                                                \
     __kernel void NAME(__global const float *x, ulong xo, __global const float *yb, ulong ybo, \
                        __global float *r, ulong rro, DROP_ARGS, NORM_FWD_TAIL, uint rows,      \
@@ -112,10 +120,10 @@ inline float res_add(float x, float y, float m) {
         ROW_LOAD(v, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                   \
         ROW_LOAD(w, yb + ybo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                 \
         for (uint k = 0; k < ROW_FLOATS; k++) v[k] = res_add(v[k], w[k], DROP_MULT(k));        \
-        ROW_STORE(v, r + rro + row * cols, ROW_ITEMS, lane, G, cols, ok)                       \
         NORM_FWD_ROW(RMS,                                                                      \
                      res_add(x[xo + row * cols], yb[ybo + row * cols],                         \
-                             drop_mult(row *cols, p, scale, (uint2)(seed_lo, seed_hi), doff))) \
+                             drop_mult(row *cols, p, scale, (uint2)(seed_lo, seed_hi), doff)), \
+                     STORE_R)                                                                  \
     }
 
 /* Backward of the row: with xhat = (x - mean) * rstd and gd = dy * gamma,

@@ -47,7 +47,7 @@ static void assert_dropout(const char *what, const oclml_dropout_params *d, cons
 }
 
 /* y = x * keep / (1 - p), keep by the host's rule, at sizes with tails, every p of the list and
- * counter offsets across 32 bits and the 64-bit wrap. */
+ * counter offsets across 32 bits and the 64-bit wrap (the sweep's 1000003: each p at one). */
 START_TEST(mask_and_values_match_the_rule) {
     const size_t sizes[] = {1, 3, 5, 4099, 1000003};
     const float ps[] = {0.0f, 0.1f, 0.5f, 0.9f, 1.0f};
@@ -58,6 +58,7 @@ START_TEST(mask_and_values_match_the_rule) {
         oclml_tensor *tx = random_tensor(n, x), *ty = test_tensor(1, shape);
         for (int pi = 0; pi < 5; pi++)
             for (int oi = 0; oi < 5; oi++) {
+                if (n > 100000 && oi != pi) continue; /* the big size: one offset per p */
                 const oclml_dropout_params d =
                     params(ps[pi], 0x1234567890abcdefull + (uint64_t)si, offsets[oi]);
                 ASSERT_OK(oclml_dropout(T, &d, tx, ty));

@@ -69,6 +69,7 @@ int bench_loss(bench_env *env);
 int bench_softmax(bench_env *env);
 int bench_norm(bench_env *env);
 int bench_elementwise(bench_env *env);
+int bench_dropout(bench_env *env); /* run by the elementwise suite */
 int bench_gru(bench_env *env);
 int bench_rssm(bench_env *env);
 int bench_optim(bench_env *env);

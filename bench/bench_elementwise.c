@@ -1,5 +1,5 @@
 /* Elementwise ops and reductions on 64M elements (torch_peers.py's add and gelu): GB/s against
- * the copy rate, checked against the double reference on a sample. */
+ * the copy rate, checked against the double reference on a sample; then dropout's cases. */
 #include "bench.h"
 
 #include <math.h>
@@ -131,5 +131,5 @@ int bench_elementwise(bench_env *env) {
         free(y);
         if (rc) return rc;
     }
-    return 0;
+    return bench_dropout(env); /* bench_dropout.c */
 }

@@ -30,7 +30,8 @@ static const bench_cmd commands[] = {
     {"softmax", bench_softmax, "softmax, log-softmax and softmax backward, canonical row shapes"},
     {"norm", bench_norm, "layernorm and RMSnorm forward and backward, canonical row shapes"},
     {"elementwise", bench_elementwise,
-     "add, bias add, gelu, relu, backward, sum and max on 64M elements"},
+     "add, bias add, gelu, relu, backward, sum and max on 64M elements; dropout, its "
+     "backward and dropout_add on 16M and 8192x768"},
     {"gru", bench_gru, "GRU step latency on the canonical (B, I, D)"},
     {"rssm", bench_rssm, "RSSM ensemble rollout, E5 T50 at D256 and D1024"},
     {"optim", bench_optim, "Adam and AdamW steps on 16M and 64M flat parameters and 200 tensors"},

@@ -1,9 +1,11 @@
 /* Dropout, its backward and the residual add with dropout: the mask element for element against
  * the host's copy of the rule (tests/ref/dropout.c), values against a double reference, the
- * fraction kept, regeneration in the backward, offsets, aliasing, NaN, and bad input. */
+ * fraction kept, regeneration in the backward, offsets (Philox counters and unaligned tensor
+ * offsets), aliasing, NaN, and bad input. */
 #include "testutil.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,34 +24,104 @@ static oclml_tensor *random_tensor(size_t n, float *host) {
     return test_tensor_from(1, shape, host);
 }
 
-/* y = x * keep * scale, keep by the host's rule, at sizes with tails and offsets past 32 bits. */
+/* out[i] = base[i] + in[i] keep_i / (1 - p) (base NULL: none): a dropped element exactly
+ * base + in * 0 (NaN stays NaN), a kept one within TOL_ELEMENTWISE of the double value. */
+static void assert_dropout(const char *what, const oclml_dropout_params *d, const float *in,
+                           const float *base, const float *out, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const bool keep = ref_dropout_keep(d->seed, d->offset, i, d->p);
+        const double b = base ? base[i] : 0.0;
+        if (!keep) {
+            const float want = base ? base[i] + in[i] * 0.0f : in[i] * 0.0f;
+            ck_assert_msg(out[i] == want || (isnan(out[i]) && isnan(want)),
+                          "%s: n %zu p %g offset %llu: dropped element %zu is %g, want %g", what, n,
+                          (double)d->p, (unsigned long long)d->offset, i, (double)out[i],
+                          (double)want);
+            continue;
+        }
+        const double want = b + (double)in[i] / (1.0 - (double)d->p);
+        ck_assert_msg(fabs(out[i] - want) <= TOL_ELEMENTWISE * fabs(want) + 1e-30,
+                      "%s: n %zu p %g offset %llu: kept element %zu is %.9g, want %.9g", what, n,
+                      (double)d->p, (unsigned long long)d->offset, i, (double)out[i], want);
+    }
+}
+
+/* y = x * keep / (1 - p), keep by the host's rule, at sizes with tails, every p of the list and
+ * counter offsets across 32 bits and the 64-bit wrap (the sweep's 1000003: each p at one). */
 START_TEST(mask_and_values_match_the_rule) {
     const size_t sizes[] = {1, 3, 5, 4099, 1000003};
     const float ps[] = {0.0f, 0.1f, 0.5f, 0.9f, 1.0f};
-    const uint64_t offsets[] = {0, 1, 0xFFFFFFFFull, (1ull << 40) + 3};
-    for (int si = 0; si < test_tier(4, 5); si++)
-        for (int pi = 0; pi < 5; pi++) {
-            size_t n = sizes[si];
-            const oclml_dropout_params d =
-                params(ps[pi], 0x1234567890abcdefull + (uint64_t)si, offsets[(si + pi) % 4]);
-            float *x = test_floats(n), *y = test_floats(n);
-            oclml_tensor *tx = random_tensor(n, x);
-            const size_t shape[1] = {n};
-            oclml_tensor *ty = test_tensor(1, shape);
-            ASSERT_OK(oclml_dropout(T, &d, tx, ty));
-            test_read(ty, y, n);
-            const double scale = d.p < 1 ? 1.0 / (1.0f - d.p) : 0;
-            for (size_t i = 0; i < n; i++) {
-                bool keep = ref_dropout_keep(d.seed, d.offset, i, d.p);
-                float want = keep ? (float)((double)x[i] * (float)scale) : 0.0f;
-                ck_assert_msg(y[i] == want, "n %zu p %g: element %zu is %g, want %g (kept %d)", n,
-                              (double)d.p, i, (double)y[i], (double)want, keep);
+    const uint64_t offsets[] = {0, 1, 0xFFFFFFFFull, (1ull << 40) + 3, UINT64_MAX - 1};
+    for (int si = 0; si < test_tier(4, 5); si++) {
+        const size_t n = sizes[si], shape[1] = {n};
+        float *x = test_floats(n), *y = test_floats(n);
+        oclml_tensor *tx = random_tensor(n, x), *ty = test_tensor(1, shape);
+        for (int pi = 0; pi < 5; pi++)
+            for (int oi = 0; oi < 5; oi++) {
+                if (n > 100000 && oi != pi) continue; /* the big size: one offset per p */
+                const oclml_dropout_params d =
+                    params(ps[pi], 0x1234567890abcdefull + (uint64_t)si, offsets[oi]);
+                ASSERT_OK(oclml_dropout(T, &d, tx, ty));
+                test_read(ty, y, n);
+                assert_dropout("dropout", &d, x, NULL, y, n);
+                if (d.p == 0.0f) ck_assert(!memcmp(x, y, n * sizeof *x)); /* the identity */
             }
-            oclml_tensor_destroy(tx);
-            oclml_tensor_destroy(ty);
-            free(x);
-            free(y);
-        }
+        oclml_tensor_destroy(tx);
+        oclml_tensor_destroy(ty);
+        free(x);
+        free(y);
+    }
+}
+END_TEST
+
+/* Tensors that start at any element (not a multiple of four): the draws follow the flat index,
+ * not the address, and nothing around the output is written. */
+START_TEST(unaligned_tensor_offsets) {
+    const size_t n = 4099, room = n + 8, whole[1] = {room}, shape[1] = {n};
+    float *x = test_floats(n), *y = test_floats(n), *out = test_floats(room);
+    oclml_tensor *bx = random_tensor(room, out);
+    cl_mem mx, my, mr;
+    size_t unused;
+    ASSERT_OK(oclml_tensor_buffer(bx, &mx, &unused));
+    for (size_t s = 1; s < 4; s++) {
+        oclml_tensor *by = test_tensor(1, whole), *br = test_tensor(1, whole); /* NaN */
+        ASSERT_OK(oclml_tensor_buffer(by, &my, &unused));
+        ASSERT_OK(oclml_tensor_buffer(br, &mr, &unused));
+        /* x from element s of bx, y at element 4 - s of by, r at element s + 2 of br */
+        memcpy(x, out + s, n * sizeof *x);
+        oclml_tensor *tx, *ty, *tr;
+        ASSERT_OK(oclml_tensor_wrap(T, mx, s * sizeof(float), 1, shape, &tx));
+        ASSERT_OK(oclml_tensor_wrap(T, my, (4 - s) * sizeof(float), 1, shape, &ty));
+        ASSERT_OK(oclml_tensor_wrap(T, mr, (s + 2) * sizeof(float), 1, shape, &tr));
+        const oclml_dropout_params d = params(0.3f, 11 + s, 3 * s);
+        ASSERT_OK(oclml_dropout(T, &d, tx, ty));
+        test_read(ty, y, n);
+        assert_dropout("unaligned dropout", &d, x, NULL, y, n);
+        float *r = test_floats(n);
+        ASSERT_OK(oclml_dropout_add(T, &d, ty, tx, tr));
+        test_read(tr, r, n);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg(r[i] == y[i] + (ref_dropout_keep(d.seed, d.offset, i, d.p) ? y[i] : 0),
+                          "unaligned dropout_add: element %zu", i);
+        /* the elements around the outputs were not written */
+        test_read(by, out, room);
+        for (size_t i = 0; i < room; i++)
+            if (i < 4 - s || i >= 4 - s + n) ck_assert_msg(isnan(out[i]), "y: %zu written", i);
+        test_read(br, out, room);
+        for (size_t i = 0; i < room; i++)
+            if (i < s + 2 || i >= s + 2 + n) ck_assert_msg(isnan(out[i]), "r: %zu written", i);
+        test_read(bx, out, room); /* out holds bx again: x of the next s */
+        oclml_tensor_destroy(tx);
+        oclml_tensor_destroy(ty);
+        oclml_tensor_destroy(tr);
+        oclml_tensor_destroy(by);
+        oclml_tensor_destroy(br);
+        free(r);
+    }
+    oclml_tensor_destroy(bx);
+    free(x);
+    free(y);
+    free(out);
 }
 END_TEST
 
@@ -79,7 +151,7 @@ END_TEST
 
 /* The backward regenerates the forward's mask: dx = dy * mask * scale exactly; the residual add
  * is x + dropout(y) bit for bit; a repeated call gives the same bits and an advanced offset
- * other ones; in place works. */
+ * other ones; in place works (y = dropout(y), dx over dy, r over x and over y). */
 START_TEST(backward_add_repeat_and_in_place) {
     const size_t n = 4101, shape[2] = {3, 1367};
     float *x = test_floats(n), *y = test_floats(n), *g = test_floats(n);
@@ -91,30 +163,39 @@ START_TEST(backward_add_repeat_and_in_place) {
                  *tg = test_tensor_from(2, shape, g), *out = test_tensor(2, shape),
                  *out2 = test_tensor(2, shape);
     oclml_dropout_params d = params(0.3f, 5, 77);
-    /* forward's mask: dropout(ones) / scale */
+    const float scale = 1.0f / (1.0f - d.p);
     ASSERT_OK(oclml_dropout(T, &d, ty, out));
     test_read(out, a, n);
+    assert_dropout("dropout", &d, y, NULL, a, n);
     ASSERT_OK(oclml_dropout_backward(T, &d, tg, out2));
     test_read(out2, b, n);
     for (size_t i = 0; i < n; i++) {
-        bool keep = ref_dropout_keep(d.seed, d.offset, i, d.p);
-        ck_assert(b[i] == (keep ? g[i] * (1.0f / (1.0f - d.p)) : 0.0f));
-        ck_assert((a[i] != 0.0f || y[i] == 0.0f) == keep);
+        const bool keep = ref_dropout_keep(d.seed, d.offset, i, d.p);
+        ck_assert_msg(b[i] == g[i] * (keep ? scale : 0.0f), "backward: element %zu", i);
     }
-    /* r = x + dropout(y), bit for bit, and in place over x */
+    /* in place: dx over dy */
+    ASSERT_OK(oclml_dropout_backward(T, &d, tg, tg));
+    test_read(tg, c, n);
+    ck_assert(!memcmp(b, c, n * sizeof *b));
+    /* r = x + dropout(y), bit for bit, and in place over x and over y */
     ASSERT_OK(oclml_dropout_add(T, &d, tx, ty, out2));
     test_read(out2, b, n);
-    for (size_t i = 0; i < n; i++) ck_assert(b[i] == x[i] + a[i]);
+    for (size_t i = 0; i < n; i++) ck_assert_msg(b[i] == x[i] + a[i], "dropout_add: %zu", i);
+    oclml_tensor *ty2 = test_tensor_from(2, shape, y);
+    ASSERT_OK(oclml_dropout_add(T, &d, tx, ty2, ty2));
+    test_read(ty2, c, n);
+    ck_assert(!memcmp(b, c, n * sizeof *b));
     ASSERT_OK(oclml_dropout_add(T, &d, tx, ty, tx));
     test_read(tx, c, n);
     ck_assert(!memcmp(b, c, n * sizeof *b));
-    /* the same params: the same bits; the offset advanced: another mask */
+    /* the same params: the same bits; the offset advanced by the counters: another mask */
     ASSERT_OK(oclml_dropout(T, &d, ty, out));
     test_read(out, c, n);
     ck_assert(!memcmp(a, c, n * sizeof *a));
     d.offset += oclml_dropout_counters(n);
     ASSERT_OK(oclml_dropout(T, &d, ty, out));
     test_read(out, c, n);
+    assert_dropout("advanced offset", &d, y, NULL, c, n);
     size_t same = 0;
     for (size_t i = 0; i < n; i++) same += (a[i] != 0) == (c[i] != 0);
     ck_assert_msg(same < n * 9 / 10, "the advanced offset drew the same mask (%zu of %zu)", same,
@@ -124,15 +205,18 @@ START_TEST(backward_add_repeat_and_in_place) {
     test_read(ty, b, n);
     ck_assert(!memcmp(b, c, n * sizeof *b));
     ck_assert_uint_eq(oclml_dropout_counters(0), 0);
+    ck_assert_uint_eq(oclml_dropout_counters(4), 1);
     ck_assert_uint_eq(oclml_dropout_counters(5), 2);
-    oclml_tensor *all[] = {tx, ty, tg, out, out2};
-    for (int i = 0; i < 5; i++) oclml_tensor_destroy(all[i]);
+    ck_assert_uint_eq(oclml_dropout_counters(SIZE_MAX), (uint64_t)(SIZE_MAX / 4 + 1));
+    oclml_tensor *all[] = {tx, ty, ty2, tg, out, out2};
+    for (int i = 0; i < 6; i++) oclml_tensor_destroy(all[i]);
     float *fs[] = {x, y, g, a, b, c};
     for (int i = 0; i < 6; i++) free(fs[i]);
 }
 END_TEST
 
-/* NaN at a kept and at a dropped position stays NaN (NaN * 0, as PyTorch). */
+/* NaN at a kept and at a dropped position stays NaN (NaN * 0, as PyTorch), in the forward, the
+ * backward and the residual add's branch. */
 START_TEST(nan_stays_nan) {
     const size_t n = 64, shape[1] = {n};
     const oclml_dropout_params d = params(0.5f, 3, 0);
@@ -144,43 +228,61 @@ START_TEST(nan_stays_nan) {
             dropped = i;
     }
     ck_assert(kept < n && dropped < n);
-    float *x = test_floats(n), *y = test_floats(n);
+    float *x = test_floats(n), *y = test_floats(n), *base = test_floats(n);
     test_random(x, n, -1, 1);
+    test_random(base, n, -1, 1);
     x[kept] = x[dropped] = NAN;
-    oclml_tensor *tx = test_tensor_from(1, shape, x), *ty = test_tensor(1, shape);
-    ASSERT_OK(oclml_dropout(T, &d, tx, ty));
-    test_read(ty, y, n);
-    ck_assert(isnan(y[kept]) && isnan(y[dropped]));
-    for (size_t i = 0; i < n; i++)
-        if (i != kept && i != dropped) ck_assert(!isnan(y[i]));
+    oclml_tensor *tx = test_tensor_from(1, shape, x), *tb = test_tensor_from(1, shape, base),
+                 *ty = test_tensor(1, shape);
+    for (int op = 0; op < 3; op++) {
+        ASSERT_OK(op == 0   ? oclml_dropout(T, &d, tx, ty)
+                  : op == 1 ? oclml_dropout_backward(T, &d, tx, ty)
+                            : oclml_dropout_add(T, &d, tb, tx, ty));
+        test_read(ty, y, n);
+        ck_assert_msg(isnan(y[kept]) && isnan(y[dropped]), "op %d: NaN lost", op);
+        for (size_t i = 0; i < n; i++)
+            if (i != kept && i != dropped) ck_assert_msg(!isnan(y[i]), "op %d: NaN at %zu", op, i);
+    }
     oclml_tensor_destroy(tx);
+    oclml_tensor_destroy(tb);
     oclml_tensor_destroy(ty);
     free(x);
     free(y);
+    free(base);
 }
 END_TEST
+
+static void assert_error(oclml_status got, oclml_status want, const char *text) {
+    ASSERT_STATUS(got, want);
+    ck_assert_msg(strstr(oclml_ctx_last_error(T), text), "error text \"%s\" lacks \"%s\"",
+                  oclml_ctx_last_error(T), text);
+}
 
 START_TEST(bad_input_touches_nothing) {
     const size_t shape[1] = {10}, other[1] = {11}, part[1] = {6};
     oclml_tensor *x = test_tensor(1, shape), *y = test_tensor(1, shape), *z = test_tensor(1, other);
     oclml_dropout_params d = params(0.5f, 1, 0);
-    ASSERT_STATUS(oclml_dropout(T, NULL, x, y), OCLML_ERR_NULL_POINTER);
+    assert_error(oclml_dropout(T, NULL, x, y), OCLML_ERR_NULL_POINTER, "params are NULL");
+    assert_error(oclml_dropout_backward(T, NULL, x, y), OCLML_ERR_NULL_POINTER, "params are NULL");
+    assert_error(oclml_dropout_add(T, NULL, x, x, y), OCLML_ERR_NULL_POINTER, "params are NULL");
     ASSERT_STATUS(oclml_dropout(NULL, &d, x, y), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_dropout(T, &d, NULL, y), OCLML_ERR_NULL_POINTER);
-    const float bad_p[] = {-0.1f, 1.5f, NAN};
-    for (int i = 0; i < 3; i++) {
+    ASSERT_STATUS(oclml_dropout_add(T, &d, x, x, NULL), OCLML_ERR_NULL_POINTER);
+    const float bad_p[] = {-0.1f, 1.5f, NAN, INFINITY};
+    for (int i = 0; i < 4; i++) {
         d.p = bad_p[i];
-        ASSERT_STATUS(oclml_dropout(T, &d, x, y), OCLML_ERR_INVALID_ARGUMENT);
-        ck_assert_msg(strstr(oclml_ctx_last_error(T), "p must be"), "%s", oclml_ctx_last_error(T));
-        ASSERT_STATUS(oclml_dropout_backward(T, &d, x, y), OCLML_ERR_INVALID_ARGUMENT);
-        ASSERT_STATUS(oclml_dropout_add(T, &d, x, x, y), OCLML_ERR_INVALID_ARGUMENT);
+        assert_error(oclml_dropout(T, &d, x, y), OCLML_ERR_INVALID_ARGUMENT, "p must be in [0, 1]");
+        assert_error(oclml_dropout_backward(T, &d, x, y), OCLML_ERR_INVALID_ARGUMENT, "p must be");
+        assert_error(oclml_dropout_add(T, &d, x, x, y), OCLML_ERR_INVALID_ARGUMENT, "p must be");
     }
     d.p = 0.5f;
     d.struct_size = 3;
-    ASSERT_STATUS(oclml_dropout(T, &d, x, y), OCLML_ERR_INVALID_ARGUMENT);
+    assert_error(oclml_dropout(T, &d, x, y), OCLML_ERR_INVALID_ARGUMENT, "struct_size");
     d.struct_size = sizeof d;
     ASSERT_STATUS(oclml_dropout(T, &d, x, z), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_dropout_backward(T, &d, z, y), OCLML_ERR_INVALID_SHAPE);
     ASSERT_STATUS(oclml_dropout_add(T, &d, x, z, y), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_dropout_add(T, &d, x, x, z), OCLML_ERR_INVALID_SHAPE);
     /* a shifted overlap of the output with an input */
     cl_mem buf;
     size_t off;
@@ -188,11 +290,14 @@ START_TEST(bad_input_touches_nothing) {
     ASSERT_OK(oclml_tensor_buffer(y, &buf, &off));
     ASSERT_OK(oclml_tensor_wrap(T, buf, 0, 1, part, &a));
     ASSERT_OK(oclml_tensor_wrap(T, buf, 4 * sizeof(float), 1, part, &b));
-    ASSERT_STATUS(oclml_dropout(T, &d, a, b), OCLML_ERR_INVALID_ARGUMENT);
+    assert_error(oclml_dropout(T, &d, a, b), OCLML_ERR_INVALID_ARGUMENT, "overlaps");
+    assert_error(oclml_dropout_add(T, &d, a, a, b), OCLML_ERR_INVALID_ARGUMENT, "overlaps");
     oclml_ctx *other_ctx = test_ctx_new(NULL);
     oclml_tensor *foreign;
     ASSERT_OK(oclml_tensor_create(other_ctx, 1, shape, &foreign));
     ASSERT_STATUS(oclml_dropout(T, &d, foreign, y), OCLML_ERR_CONTEXT_MISMATCH);
+    ASSERT_STATUS(oclml_dropout_backward(T, &d, foreign, y), OCLML_ERR_CONTEXT_MISMATCH);
+    ASSERT_STATUS(oclml_dropout_add(T, &d, x, foreign, y), OCLML_ERR_CONTEXT_MISMATCH);
     test_assert_untouched(y, 10);
     test_assert_untouched(z, 11);
     oclml_tensor_destroy(foreign);
@@ -208,6 +313,7 @@ int main(void) {
     TCase *tc = tcase_create("dropout");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_test(tc, mask_and_values_match_the_rule);
+    tcase_add_test(tc, unaligned_tensor_offsets);
     tcase_add_test(tc, fraction_kept);
     tcase_add_test(tc, backward_add_repeat_and_in_place);
     tcase_add_test(tc, nan_stays_nan);

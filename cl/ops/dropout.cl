@@ -4,7 +4,9 @@
  * A dropped NaN stays NaN (NaN * 0), as PyTorch's multiply by the mask.
  * Work-items stride over groups of four elements, one Philox draw a group (its four words are the
  * four elements'); vload4/vstore4 need only float alignment, so any tensor offset works, and out
- * may alias in or base (each element is read and written by one work-item). */
+ * may alias in or base (each element is read and written by one work-item). At p = 0 every
+ * uniform is >= p and at p = 1 none is, so those skip the draws: m is the scale (1, or 0), the
+ * same bits the rule gives, and dropout switched off costs a copy (an add). */
 #include "common.h"
 #include "philox.h"
 
@@ -15,8 +17,11 @@ __kernel void oclml_dropout(__global const float *in, ulong io, __global const f
     const uint2 seed = (uint2)(seed_lo, seed_hi);
     const ulong groups = (n + 3) / 4;
     for (ulong j = get_global_id(0); j < groups; j += get_global_size(0)) {
-        const float4 u = dropout_uniforms(j, seed, offset);
-        const float4 m = select((float4)(0.0f), (float4)(scale), u >= (float4)(p));
+        float4 m = (float4)(scale);
+        if (p > 0.0f && p < 1.0f) {
+            const float4 u = dropout_uniforms(j, seed, offset);
+            m = select((float4)(0.0f), m, u >= (float4)(p));
+        }
         const ulong e = 4 * j;
         if (e + 4 <= n) {
             float4 v = vload4(0, in + io + e) * m;

@@ -14,7 +14,8 @@ oclml_status oclml_dropout_params_init(oclml_dropout_params *params) {
     return OCLML_SUCCESS;
 }
 
-uint64_t oclml_dropout_counters(size_t n) { return ((uint64_t)n + 3) / 4; }
+/* ceil(n / 4) without n + 3, which wraps for n near SIZE_MAX. */
+uint64_t oclml_dropout_counters(size_t n) { return (uint64_t)(n / 4) + (n % 4 != 0); }
 
 oclml_status oclml__check_dropout(oclml_ctx *ctx, const oclml_dropout_params *d) {
     if (!d) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "dropout params are NULL");

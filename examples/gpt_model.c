@@ -59,8 +59,8 @@ enum {
     A_RES,   /* the residual stream entering the block (the first norm's r) */
     A_MEAN1, /* the first norm's statistics */
     A_RSTD1,
-    A_H1,  /* the first norm's output */
-    A_Q,   /* [B, T, H, Dh] */
+    A_H1, /* the first norm's output */
+    A_Q,  /* [B, T, H, Dh] */
     A_K,
     A_V,
     A_O,   /* attention's output */
@@ -105,9 +105,9 @@ struct gpt_model {
     size_t n_tokens, head_dim, n_params;
     oclml_arena *arena;
     oclml_optim *opt;
-    oclml_tensor **p, **g;                 /* arena views, P_/per-layer order */
-    oclml_tensor *(*act)[A_PER_LAYER];     /* per layer */
-    oclml_tensor *(*flat)[4];              /* per layer: [N, C] views of q, k, v, o */
+    oclml_tensor **p, **g;                  /* arena views, P_/per-layer order */
+    oclml_tensor *(*act)[A_PER_LAYER];      /* per layer */
+    oclml_tensor *(*flat)[4];               /* per layer: [N, C] views of q, k, v, o */
     oclml_tensor *t[G_TENSORS], *flat_d[4]; /* [N, C] views of dq, dk, dv, do */
     oclml_attention_params att;
     oclml_tensor *empty;
@@ -115,8 +115,9 @@ struct gpt_model {
     float *host_tokens; /* inputs, positions, targets of a batch */
 };
 
-const char *const gpt_phase_names[GPT_PHASES] = {"embedding", "attention", "mlp",
-                                                 "head+loss", "backward", "optimizer"};
+const char *const gpt_phase_names[GPT_PHASES] = {"embedding",     "attention",     "mlp",
+                                                 "head+loss",     "head_bwd",      "mlp_bwd",
+                                                 "attention_bwd", "embedding_bwd", "optimizer"};
 
 static size_t matrix(size_t l, int j) { return P_MATRICES + l * M_PER_LAYER + (size_t)j; }
 static size_t vector(const gpt_model *m, size_t l, int j) {
@@ -219,8 +220,8 @@ static oclml_status make_arena(gpt_model *m) {
 static oclml_status make_activations(gpt_model *m) {
     const gpt_config *c = &m->c;
     oclml_ctx *ctx = m->ctx;
-    size_t B = c->batch, T = c->seq, C = c->width, H = c->heads, D = m->head_dim,
-           N = m->n_tokens, L = c->layers;
+    size_t B = c->batch, T = c->seq, C = c->width, H = c->heads, D = m->head_dim, N = m->n_tokens,
+           L = c->layers;
     const size_t nc[2] = {N, C}, n4c[2] = {N, 4 * C}, bthd[4] = {B, T, H, D}, bht[3] = {B, H, T},
                  rows[1] = {N}, nv[2] = {N, c->vocab}, one[1] = {1};
     oclml_status st = OCLML_SUCCESS;
@@ -232,11 +233,11 @@ static oclml_status make_activations(gpt_model *m) {
         for (int i = 0; i < A_PER_LAYER; i++) {
             bool stat = i == A_MEAN1 || i == A_RSTD1 || i == A_MEAN2 || i == A_RSTD2;
             bool head = i == A_Q || i == A_K || i == A_V || i == A_O;
-            a[i] = i == A_LSE       ? make(ctx, &st, 3, bht)
-                   : stat           ? make(ctx, &st, 1, rows)
-                   : head           ? make(ctx, &st, 4, bthd)
-                   : i >= A_PRE     ? make(ctx, &st, 2, n4c)
-                                    : make(ctx, &st, 2, nc);
+            a[i] = i == A_LSE   ? make(ctx, &st, 3, bht)
+                   : stat       ? make(ctx, &st, 1, rows)
+                   : head       ? make(ctx, &st, 4, bthd)
+                   : i >= A_PRE ? make(ctx, &st, 2, n4c)
+                                : make(ctx, &st, 2, nc);
         }
         for (int j = 0; j < 4; j++) m->flat[l][j] = view(ctx, &st, a[A_Q + j], 2, nc);
     }
@@ -352,9 +353,9 @@ static oclml_status forward_attention(gpt_model *m, size_t l) {
     TRY(oclml_attention(ctx, &m->att, a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE]));
     TRY(oclml_linear(ctx, OCLML_ACT_NONE, f[3], m->p[matrix(l, M_O)], m->p[vector(m, l, V_BO)],
                      m->t[G_ATT_OUT], NULL));
-    TRY(oclml_residual_layernorm(ctx, NULL, a[A_RES], m->t[G_ATT_OUT],
-                                 m->p[vector(m, l, V_LN2G)], m->p[vector(m, l, V_LN2B)], 1e-5f,
-                                 a[A_MID], a[A_H2], a[A_MEAN2], a[A_RSTD2]));
+    TRY(oclml_residual_layernorm(ctx, NULL, a[A_RES], m->t[G_ATT_OUT], m->p[vector(m, l, V_LN2G)],
+                                 m->p[vector(m, l, V_LN2B)], 1e-5f, a[A_MID], a[A_H2], a[A_MEAN2],
+                                 a[A_RSTD2]));
     return st;
 }
 
@@ -369,13 +370,12 @@ static oclml_status forward_mlp(gpt_model *m, size_t l) {
     if (l + 1 < m->c.layers) {
         oclml_tensor **n = m->act[l + 1];
         TRY(oclml_residual_layernorm(ctx, NULL, a[A_MID], t[G_MLP_OUT],
-                                     m->p[vector(m, l + 1, V_LN1G)],
-                                     m->p[vector(m, l + 1, V_LN1B)], 1e-5f, n[A_RES], n[A_H1],
-                                     n[A_MEAN1], n[A_RSTD1]));
+                                     m->p[vector(m, l + 1, V_LN1G)], m->p[vector(m, l + 1, V_LN1B)],
+                                     1e-5f, n[A_RES], n[A_H1], n[A_MEAN1], n[A_RSTD1]));
     } else {
         TRY(oclml_residual_layernorm(ctx, NULL, a[A_MID], t[G_MLP_OUT], m->p[final_norm(m, 0)],
-                                     m->p[final_norm(m, 1)], 1e-5f, t[G_RESF], t[G_HF],
-                                     t[G_MEANF], t[G_RSTDF]));
+                                     m->p[final_norm(m, 1)], 1e-5f, t[G_RESF], t[G_HF], t[G_MEANF],
+                                     t[G_RSTDF]));
     }
     return st;
 }
@@ -411,31 +411,39 @@ static oclml_status backward_head(gpt_model *m) {
     oclml_tensor **t = m->t;
     oclml_status st = oclml_linear_backward(ctx, OCLML_ACT_NONE, t[G_HF], m->p[P_WTE], NULL,
                                             t[G_LOGITS], t[G_DH], m->g[P_WTE], NULL, 0);
-    TRY(oclml_residual_layernorm_backward(ctx, NULL, t[G_RESF], m->p[final_norm(m, 0)],
-                                          t[G_MEANF], t[G_RSTDF], t[G_DH], NULL, t[G_DRES], NULL,
+    TRY(oclml_residual_layernorm_backward(ctx, NULL, t[G_RESF], m->p[final_norm(m, 0)], t[G_MEANF],
+                                          t[G_RSTDF], t[G_DH], NULL, t[G_DRES], NULL,
                                           m->g[final_norm(m, 0)], m->g[final_norm(m, 1)]));
     return st;
 }
 
 /* G_DRES holds the gradient of the block's output stream (and of its MLP branch); on return,
- * that of its input stream (and of the previous block's MLP branch). */
-static oclml_status backward_block(gpt_model *m, size_t l) {
+ * that of the stream between attention and the MLP (and of attention's branch). */
+static oclml_status backward_mlp(gpt_model *m, size_t l) {
     oclml_ctx *ctx = m->ctx;
-    oclml_tensor **a = m->act[l], **t = m->t, **f = m->flat[l], **fd = m->flat_d;
+    oclml_tensor **a = m->act[l], **t = m->t;
     oclml_status st = oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_ACT], m->p[matrix(l, M_PROJ)],
                                             NULL, t[G_DRES], t[G_DACT], m->g[matrix(l, M_PROJ)],
                                             m->g[vector(m, l, V_BPROJ)], 0);
     TRY(oclml_linear_backward(ctx, OCLML_ACT_GELU_TANH, a[A_H2], m->p[matrix(l, M_FC)], a[A_PRE],
-                              t[G_DACT], t[G_DH], m->g[matrix(l, M_FC)],
-                              m->g[vector(m, l, V_BFC)], 0));
-    TRY(oclml_residual_layernorm_backward(ctx, NULL, a[A_MID], m->p[vector(m, l, V_LN2G)],
-                                          a[A_MEAN2], a[A_RSTD2], t[G_DH], t[G_DRES], t[G_DRES],
-                                          NULL, m->g[vector(m, l, V_LN2G)],
-                                          m->g[vector(m, l, V_LN2B)]));
+                              t[G_DACT], t[G_DH], m->g[matrix(l, M_FC)], m->g[vector(m, l, V_BFC)],
+                              0));
+    TRY(oclml_residual_layernorm_backward(
+        ctx, NULL, a[A_MID], m->p[vector(m, l, V_LN2G)], a[A_MEAN2], a[A_RSTD2], t[G_DH], t[G_DRES],
+        t[G_DRES], NULL, m->g[vector(m, l, V_LN2G)], m->g[vector(m, l, V_LN2B)]));
+    return st;
+}
+
+/* Then attention's half: on return G_DRES holds the gradient of the block's input stream (and
+ * of the previous block's MLP branch). */
+static oclml_status backward_attention(gpt_model *m, size_t l) {
+    oclml_ctx *ctx = m->ctx;
+    oclml_tensor **a = m->act[l], **t = m->t, **f = m->flat[l], **fd = m->flat_d;
+    oclml_status st = OCLML_SUCCESS;
     TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, f[3], m->p[matrix(l, M_O)], NULL, t[G_DRES],
                               t[G_DO], m->g[matrix(l, M_O)], m->g[vector(m, l, V_BO)], 0));
-    TRY(oclml_attention_backward(ctx, &m->att, a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE],
-                                 fd[3], t[G_DQ], t[G_DK], t[G_DV], NULL));
+    TRY(oclml_attention_backward(ctx, &m->att, a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE], fd[3],
+                                 t[G_DQ], t[G_DK], t[G_DV], NULL));
     /* dh1 = dq Wq + dk Wk + dv Wv: the first product writes it, the others add to it. */
     for (int j = 0; j < 3; j++) {
         TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_H1], m->p[matrix(l, M_Q + j)], NULL,
@@ -445,10 +453,9 @@ static oclml_status backward_block(gpt_model *m, size_t l) {
             TRY(oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, fd[j],
                            m->p[matrix(l, M_Q + j)], 1.0f, t[G_DH]));
     }
-    TRY(oclml_residual_layernorm_backward(ctx, NULL, a[A_RES], m->p[vector(m, l, V_LN1G)],
-                                          a[A_MEAN1], a[A_RSTD1], t[G_DH], t[G_DRES], t[G_DRES],
-                                          NULL, m->g[vector(m, l, V_LN1G)],
-                                          m->g[vector(m, l, V_LN1B)]));
+    TRY(oclml_residual_layernorm_backward(
+        ctx, NULL, a[A_RES], m->p[vector(m, l, V_LN1G)], a[A_MEAN1], a[A_RSTD1], t[G_DH], t[G_DRES],
+        t[G_DRES], NULL, m->g[vector(m, l, V_LN1G)], m->g[vector(m, l, V_LN1B)]));
     return st;
 }
 
@@ -462,7 +469,10 @@ static oclml_status backward_embedding(gpt_model *m) {
 
 static oclml_status backward(gpt_model *m) {
     oclml_status st = backward_head(m);
-    for (size_t l = m->c.layers; l-- > 0;) TRY(backward_block(m, l));
+    for (size_t l = m->c.layers; l-- > 0;) {
+        TRY(backward_mlp(m, l));
+        TRY(backward_attention(m, l));
+    }
     TRY(backward_embedding(m));
     return st;
 }
@@ -494,13 +504,13 @@ oclml_status gpt_step_phases(gpt_model *m, double ms[GPT_PHASES]) {
     oclml_ctx *ctx = m->ctx;
     oclml_status st = OCLML_SUCCESS;
     for (int i = 0; i < GPT_PHASES; i++) ms[i] = 0;
-#define PHASE(i, call)                                         \
-    do {                                                       \
-        double phase_ms = 0;                                   \
-        TRY(oclml_ctx_profile_begin(ctx));                     \
-        TRY(call);                                             \
-        TRY(oclml_ctx_profile_end(ctx, &phase_ms));            \
-        ms[i] += phase_ms;                                     \
+#define PHASE(i, call)                              \
+    do {                                            \
+        double phase_ms = 0;                        \
+        TRY(oclml_ctx_profile_begin(ctx));          \
+        TRY(call);                                  \
+        TRY(oclml_ctx_profile_end(ctx, &phase_ms)); \
+        ms[i] += phase_ms;                          \
     } while (0)
     PHASE(0, forward_embedding(m));
     for (size_t l = 0; l < m->c.layers; l++) {
@@ -509,13 +519,20 @@ oclml_status gpt_step_phases(gpt_model *m, double ms[GPT_PHASES]) {
     }
     PHASE(3, forward_head(m));
     PHASE(3, loss_and_gradient(m));
-    PHASE(4, backward(m));
-    PHASE(5, optimizer_step(m));
+    PHASE(4, backward_head(m));
+    for (size_t l = m->c.layers; l-- > 0;) {
+        PHASE(5, backward_mlp(m, l));
+        PHASE(6, backward_attention(m, l));
+    }
+    PHASE(7, backward_embedding(m));
+    PHASE(8, optimizer_step(m));
 #undef PHASE
     return st;
 }
 
-oclml_status gpt_loss(gpt_model *m, float *loss) { return oclml_tensor_read(m->t[G_LOSS], loss, 1); }
+oclml_status gpt_loss(gpt_model *m, float *loss) {
+    return oclml_tensor_read(m->t[G_LOSS], loss, 1);
+}
 
 oclml_status gpt_logits_at(gpt_model *m, size_t t, float *logits) {
     if (t >= m->c.seq) return OCLML_ERR_INVALID_ARGUMENT;

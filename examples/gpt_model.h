@@ -12,19 +12,19 @@
 #include <stdint.h>
 
 typedef struct gpt_config {
-    size_t vocab;    /* V */
-    size_t context;  /* the longest sequence (learned positions) */
-    size_t layers;   /* L */
-    size_t heads;    /* H (width divisible by it) */
-    size_t width;    /* C */
-    size_t batch;    /* B sequences a step */
-    size_t seq;      /* T tokens a sequence, <= context */
-    float lr;        /* peak learning rate */
-    float min_lr;    /* the cosine's floor */
-    size_t warmup;   /* steps of linear warm-up */
-    size_t steps;    /* the schedule's length: the cosine reaches min_lr there */
+    size_t vocab;   /* V */
+    size_t context; /* the longest sequence (learned positions) */
+    size_t layers;  /* L */
+    size_t heads;   /* H (width divisible by it) */
+    size_t width;   /* C */
+    size_t batch;   /* B sequences a step */
+    size_t seq;     /* T tokens a sequence, <= context */
+    float lr;       /* peak learning rate */
+    float min_lr;   /* the cosine's floor */
+    size_t warmup;  /* steps of linear warm-up */
+    size_t steps;   /* the schedule's length: the cosine reaches min_lr there */
     float weight_decay, grad_clip;
-    uint64_t seed;   /* initial weights */
+    uint64_t seed; /* initial weights */
 } gpt_config;
 
 /* GPT-2 small (124M) at batch 8 x 1024, nanoGPT's optimizer settings. */
@@ -50,10 +50,11 @@ oclml_status gpt_forward(gpt_model *m);
 oclml_status gpt_loss(gpt_model *m, float *loss);
 /* The logits of sequence 0 at position t after gpt_forward or gpt_step (waits), V floats. */
 oclml_status gpt_logits_at(gpt_model *m, size_t t, float *logits);
-/* Phase times of one step with profiling on the context (ms of kernel time each: embedding and
- * first norm, attention blocks' forward, MLP blocks' forward, head and loss, backward,
- * optimizer). */
-#define GPT_PHASES 6
+/* Phase times of one step with profiling on the context, ms of kernel time each: the forward's
+ * embedding (with the first norm), attention halves of the blocks (with the second norm), MLP
+ * halves (with the next norm), head and loss; the backward's head (with the final norm), MLP
+ * halves, attention halves, embeddings; the optimizer. */
+#define GPT_PHASES 9
 extern const char *const gpt_phase_names[GPT_PHASES];
 oclml_status gpt_step_phases(gpt_model *m, double ms[GPT_PHASES]);
 

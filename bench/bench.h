@@ -26,9 +26,9 @@ typedef struct bench_timing {
 typedef struct bench_result {
     const char *op, *shape, *variant;
     bench_timing t;
-    double bytes;       /* bytes moved by one run (0: not memory-bound) */
-    double flops;       /* flops of one run (0: none reported) */
-    double max_rel_err; /* < 0: not checked */
+    double bytes;           /* bytes moved by one run (0: not memory-bound) */
+    double flops;           /* flops of one run (0: none reported) */
+    double max_rel_err;     /* < 0: not checked */
     const char *extra_json; /* NULL, or more fields for the JSON line: "\"k\":v,\"k2\":v2" */
 } bench_result;
 
@@ -69,7 +69,8 @@ int bench_loss(bench_env *env);
 int bench_softmax(bench_env *env);
 int bench_norm(bench_env *env);
 int bench_elementwise(bench_env *env);
-int bench_dropout(bench_env *env); /* run by the elementwise suite */
+int bench_dropout(bench_env *env);   /* run by the elementwise suite */
+int bench_embedding(bench_env *env); /* run by the layout suite */
 int bench_gru(bench_env *env);
 int bench_rssm(bench_env *env);
 int bench_optim(bench_env *env);

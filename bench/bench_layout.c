@@ -1,7 +1,7 @@
 /* Axis reductions and layout ops (issue 14 item 3): column sums of [rows x cols] (a linear
  * layer's bias gradient), the NCHW conv bias gradient (sum over N, H, W), a 2-D transpose, NCHW
  * <-> NHWC permutes and the NCHW conv bias add, in GB/s against the copy rate (each element read
- * once, outputs written once). Every result is checked against a double (or exact) host
+ * once, outputs written once); then the embedding's cases (bench_embedding.c). Every result is checked against a double (or exact) host
  * reference on all outputs or a sample.
  *
  *   --sizes ROWSxCOLS (matrix ops) — the NCHW shape stays the encoder's 256 x 32 x 64 x 64
@@ -156,5 +156,5 @@ int bench_layout(bench_env *env) {
     if (run_one(env, TO_NHWC, "nchw_to_nhwc", 4, nchw, name)) return 1;
     snprintf(name, sizeof name, "%zux%zux%zux%zu", nhwc[0], nhwc[1], nhwc[2], nhwc[3]);
     if (run_one(env, TO_NCHW, "nhwc_to_nchw", 4, nhwc, name)) return 1;
-    return 0;
+    return bench_embedding(env); /* bench_embedding.c */
 }

@@ -16,9 +16,11 @@
  * Partial results: validation happens before anything is enqueued, but an op of several launches
  * whose later launch fails (out of device resources, a lost device, or the build of a later
  * launch's kernel) returns that failure with the earlier launches' outputs written. The ops of
- * one launch, or whose earlier launches write only scratch memory, never do this. Those that
- * can, with what a failure may leave written, in this order (each output whole before the next
- * is touched unless it says "in part"; an accumulating output has had its addition):
+ * one launch, or whose earlier launches write only scratch memory, never do this
+ * (embedding_backward, for one: its sort of the ids runs in scratch, and a failure leaves dtable
+ * as it was, its accumulation not begun). Those that can, with what a failure may leave
+ * written, in this order (each output whole before the next is touched unless it says "in
+ * part"; an accumulating output has had its addition):
  * - linear_backward: db, then dx, then dw.
  * - linear where CLBlast runs the product (oclml_gemm_plan says so) and a bias or an activation
  *   follows in an epilogue kernel: y holding x W^T alone, pre not written.
@@ -429,26 +431,6 @@ OCLML_API oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation ac
                                              int accumulate);
 
 /* ---------------------------------------------------------------------------------------------
- * Embedding: rows of a table gathered by ids, and the table's gradient scattered back
- * deterministically. Learned position embeddings are the same op with ids = positions.
- * ------------------------------------------------------------------------------------------- */
-
-/* y[n, :] = table[ids[n], :] for the N elements of ids in order. ids: any shape, integer ids in
- * [0, V) stored as floats (as class indices are); table [V x D]; y N x D elements with last
- * dimension D ([N x D], or ids' shape + [D]). An id that is not an integer in [0, V) (NaN
- * included) gives a row of NaN. y may not overlap ids or the table. V at most 2^24. One launch. */
-OCLML_API oclml_status oclml_embedding(oclml_ctx *ctx, const oclml_tensor *ids,
-                                       const oclml_tensor *table, oclml_tensor *y);
-/* Its backward: dtable[v, :] = (accumulate ? dtable[v, :] : 0) + the sum of dy[n, :] over the n
- * with ids[n] == v, added in token order, so that two runs give the same bits (a counting sort of
- * the ids, no float atomics). accumulate non-zero adds to what dtable holds (a tied output
- * projection's gradient); 0 overwrites it (rows no id names become 0). Invalid ids contribute
- * nothing. dtable may not overlap ids or dy. Six launches; only the last writes dtable. */
-OCLML_API oclml_status oclml_embedding_backward(oclml_ctx *ctx, const oclml_tensor *ids,
-                                                const oclml_tensor *dy, oclml_tensor *dtable,
-                                                int accumulate);
-
-/* ---------------------------------------------------------------------------------------------
  * Convolution and pooling over NCHW tensors. Convolutions run as matrix products on the GEMM
  * kernels (the input unfolded a chunk of images at a time); every backward gathers (no atomics):
  * results are deterministic.
@@ -763,6 +745,30 @@ OCLML_API oclml_status oclml_concat(oclml_ctx *ctx, const oclml_tensor *const *x
  * (which must add up to x's along axis and match it elsewhere; no two may overlap). */
 OCLML_API oclml_status oclml_split(oclml_ctx *ctx, const oclml_tensor *x, int axis,
                                    oclml_tensor *const *ys, int n);
+
+/* ---------------------------------------------------------------------------------------------
+ * Embedding (cl/ops/embedding.cl): rows of a table gathered by ids, and the table's gradient
+ * scattered back deterministically. Learned position embeddings are the same op with ids =
+ * positions (0, 1, ..., T - 1 per sequence) and the position table.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Embedding lookup: y[n, :] = table[ids[n], :] for the N elements of ids in order. ids: a tensor
+ * of any shape holding integer ids in [0, V) as floats (as class indices are); table [V x D]; y
+ * has N x D elements and last dimension D ([N x D], or ids' shape + [D]). An id that is not an
+ * integer in [0, V) (NaN included) gives a row of NaN. y may not overlap ids or the table; V at
+ * most 2^24 (every id exact as a float). One launch. */
+OCLML_API oclml_status oclml_embedding(oclml_ctx *ctx, const oclml_tensor *ids,
+                                       const oclml_tensor *table, oclml_tensor *y);
+/* Its backward: dtable[v, :] = (accumulate ? dtable[v, :] : 0) + the sum of dy[n, :] over the n
+ * with ids[n] == v, summed in token order, so that two runs agree bit for bit (no float
+ * atomics). accumulate = 1 adds to what dtable holds (a tied output projection's gradient);
+ * 0 overwrites it (rows no id names become 0). Invalid ids contribute nothing. ids and dy as
+ * the forward's ids and y; dtable [V x D] may not overlap ids or dy. Six launches: five sort
+ * the tokens by id in scratch memory, the last writes every row of dtable, so a failure part
+ * way leaves dtable as it was. */
+OCLML_API oclml_status oclml_embedding_backward(oclml_ctx *ctx, const oclml_tensor *ids,
+                                                const oclml_tensor *dy, oclml_tensor *dtable,
+                                                int accumulate);
 
 /* ---------------------------------------------------------------------------------------------
  * Losses with PyTorch's semantics (torch.nn.functional). One call computes the loss and the

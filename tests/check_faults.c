@@ -611,6 +611,40 @@ START_TEST(reduce_all_whole) {
 }
 END_TEST
 
+/* ---- embedding_backward: the sort in scratch, one launch writes dtable ---- */
+
+typedef struct embedding_args {
+    oclml_tensor *ids, *dy, *dtable;
+    int accumulate;
+} embedding_args;
+
+static oclml_status run_embedding_backward(const void *p) {
+    const embedding_args *a = p;
+    return oclml_embedding_backward(T, a->ids, a->dy, a->dtable, a->accumulate);
+}
+
+/* Six launches, dtable untouched by any failing one: poisoned when overwriting, its random
+ * start (no addition begun) when accumulating. */
+START_TEST(embedding_backward_whole) {
+    const size_t N = 40, V = 6, D = 8, is[1] = {N}, ys[2] = {N, D}, ts[2] = {V, D};
+    float ids[40], start[48];
+    for (size_t n = 0; n < N; n++) ids[n] = (float)((n * 7) % V);
+    test_random(start, V * D, -1, 1);
+    embedding_args a = {test_tensor_from(1, is, ids), rand_tensor(2, ys, -1, 1), test_tensor(2, ts),
+                        0};
+    for (a.accumulate = 0; a.accumulate < 2; a.accumulate++) {
+        fault_case c = {.op = a.accumulate ? "embedding_backward accumulate" : "embedding_backward",
+                        .run = run_embedding_backward,
+                        .arg = &a};
+        add_out(&c, "dtable", a.dtable, 0, false, a.accumulate ? start : NULL);
+        check_faults(&c, 6);
+        free_case(&c);
+    }
+    oclml_tensor *all[] = {a.ids, a.dy, a.dtable};
+    destroy_all(all, 3);
+}
+END_TEST
+
 /* ---- GRU ---- */
 
 typedef struct gru_args {
@@ -823,6 +857,7 @@ int main(void) {
     tcase_add_loop_test(tc, loss_gradients_before_loss, 0, 5);
     tcase_add_test(tc, concat_split_eight_a_launch);
     tcase_add_test(tc, reduce_all_whole);
+    tcase_add_test(tc, embedding_backward_whole);
     tcase_add_loop_test(tc, gru_outputs_in_order, 0, 2);
     tcase_add_test(tc, rssm_steps_before_summary);
     tcase_add_loop_test(tc, optim_step_outputs_in_order, 0, 2);

@@ -6,11 +6,14 @@
  * order by one work-item a column (no float atomics, the same bits every run):
  *   zero:    counts = 0;
  *   count:   counts[id] += 1 by integer atomics, slot[n] = the count before (any order);
- *   scan:    offsets = exclusive prefix sums of counts (one work-group), offsets[V] = total;
+ *   scan:    offsets = exclusive prefix sums of counts (one work-group, runs of 8 counts a
+ *            work-item), offsets[V] = total;
  *   scatter: tmp[offsets[id] + slot[n]] = n (each id's tokens, in any order);
  *   rank:    sorted[offsets[id] + (tokens of its segment before n)] = n (token order);
  *   sum:     dtable[v, c] = (accumulate ? dtable[v, c] : 0) + dy[sorted[i], c] over v's segment.
- * An invalid id (slot UINT_MAX) takes part in nothing. */
+ * An invalid id (slot UINT_MAX) takes part in nothing. Cost: linear in N * D + V * D except rank,
+ * which reads a token's whole segment: the sum of the squared segment lengths, N^2 at worst (every
+ * token one id), in parallel over the tokens; text's most frequent ids keep it far below N * D. */
 #include "common.h"
 
 #ifndef EMB_VEC
@@ -59,23 +62,32 @@ __kernel void oclml_embedding_count(__global const float *ids, ulong io, uint N,
 }
 #endif
 
-/* One work-group: exclusive prefix sums of counts[0 .. V) into offsets[0 .. V]. */
+/* One work-group: exclusive prefix sums of counts[0 .. V) into offsets[0 .. V]. Each pass takes
+ * SCAN_RUN consecutive counts a work-item (summed serially), scans the work-items' totals in
+ * local memory, then writes its run's offsets: a vocabulary of 50257 is a few dozen passes. */
+#define SCAN_RUN 8
 #if OCLML_WANT(oclml_embedding_scan)
 __kernel void oclml_embedding_scan(__global const uint *counts, __global uint *offsets, uint V,
                                    __local uint *part) {
     const uint lid = get_local_id(0), L = get_local_size(0);
     uint carry = 0;
-    for (uint base = 0; base < V; base += L) {
-        const uint i = base + lid, v = i < V ? counts[i] : 0u;
-        part[lid] = v;
+    for (uint base = 0; base < V; base += L * SCAN_RUN) {
+        const uint first = base + lid * SCAN_RUN;
+        uint run = 0;
+        for (uint j = 0; j < SCAN_RUN; j++) run += first + j < V ? counts[first + j] : 0u;
+        part[lid] = run;
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint s = 1; s < L; s <<= 1) { /* inclusive Hillis-Steele scan */
+        for (uint s = 1; s < L; s <<= 1) { /* inclusive Hillis-Steele scan of the runs */
             const uint add = lid >= s ? part[lid - s] : 0u;
             barrier(CLK_LOCAL_MEM_FENCE);
             part[lid] += add;
             barrier(CLK_LOCAL_MEM_FENCE);
         }
-        if (i < V) offsets[i] = carry + part[lid] - v;
+        uint at = carry + part[lid] - run;
+        for (uint j = 0; j < SCAN_RUN && first + j < V; j++) {
+            offsets[first + j] = at;
+            at += counts[first + j];
+        }
         carry += part[L - 1];
         barrier(CLK_LOCAL_MEM_FENCE);
     }

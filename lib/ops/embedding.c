@@ -92,9 +92,10 @@ static oclml_status backward_launches(oclml_ctx *ctx, const oclml__program_spec 
     oclml__arg ac[] = {OCLML_ARG(ids->mem), OCLML_ARG(io),          OCLML_ARG(uN),
                        OCLML_ARG(uV),       OCLML_ARG(s[S_COUNTS]), OCLML_ARG(s[S_SLOT])};
     if (!st) st = oclml__launch(ctx, kc, ac, 6, 1, &global, &local, NULL);
-    /* The scan: one work-group, as wide as the device takes (a power of two). */
+    /* The scan: one work-group of a power of two up to 256 (a width every device's kernels
+     * take; each work-item sums a run of counts, so width matters little). */
     size_t wg = 1;
-    while (wg * 2 <= ctx->caps.max_work_group_size && wg < 1024) wg *= 2;
+    while (wg * 2 <= ctx->caps.max_work_group_size && wg < 256) wg *= 2;
     oclml__arg as[] = {OCLML_ARG(s[S_COUNTS]), OCLML_ARG(s[S_OFFSETS]), OCLML_ARG(uV),
                        OCLML_LOCAL(wg * sizeof(cl_uint))};
     if (!st) st = oclml__launch(ctx, ks, as, 4, 1, &wg, &wg, NULL);

@@ -154,19 +154,20 @@ START_TEST(first_call_builds_every_program_before_launching) {
     for (int i = 0; i < c->n_out; i++)
         ck_assert_msg(!memcmp(plain.out[i], rehearsed.out[i], numel(&c->out[i]) * sizeof(float)),
                       "%s: output %d differs with a rehearsal", c->name, i);
-    ck_assert_uint_eq(rehearsed.programs, plain.programs);
+    /* Program counts are compared between contexts made after the first: capability probes
+     * run once a process and device (the first context's count has them). */
     /* The first launch fails: with a rehearsal every program is loaded by then, and nothing
      * was written (the rehearsal launched nothing and the hook counted no launch of it). */
     outcome failed = run_once(c, "build.rehearse=1", 0, in);
     ck_assert_int_eq(failed.st, OCLML_ERR_OPENCL);
     ck_assert_msg(strstr(failed.error, "injected"), "%s", failed.error);
-    ck_assert_uint_eq(failed.programs, plain.programs);
+    ck_assert_uint_eq(failed.programs, rehearsed.programs);
     for (int i = 0; i < c->n_out; i++)
         for (size_t j = 0; j < numel(&c->out[i]); j++)
             ck_assert_msg(isnan(failed.out[i][j]), "%s: output %d written at %zu", c->name, i, j);
     outcome unrehearsed = run_once(c, "build.rehearse=0", 0, in);
     ck_assert_int_eq(unrehearsed.st, OCLML_ERR_OPENCL);
-    ck_assert_uint_lt(unrehearsed.programs, plain.programs);
+    ck_assert_uint_lt(unrehearsed.programs, rehearsed.programs);
     free_outcome(c, &plain);
     free_outcome(c, &rehearsed);
     free_outcome(c, &failed);

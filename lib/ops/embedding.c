@@ -109,6 +109,7 @@ static oclml_status backward_launches(oclml_ctx *ctx, const oclml__program_spec 
     if (!st) st = oclml__launch(ctx, kr, ar, 7, 1, &global, &local, NULL);
     /* The sum: a work-item a column vector of a row. */
     size_t cols = D / (v4 ? 4 : 1), lx = cols < 64 ? cols : 64;
+    if (lx > ctx->caps.max_work_group_size) lx = ctx->caps.max_work_group_size;
     size_t g2[2] = {(cols + lx - 1) / lx * lx, V}, l2[2] = {lx, 1};
     oclml__arg au[] = {OCLML_ARG(dy->mem), OCLML_ARG(dyo),         OCLML_ARG(dtable->mem),
                        OCLML_ARG(dto),     OCLML_ARG(s[S_SORTED]), OCLML_ARG(s[S_OFFSETS]),

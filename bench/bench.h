@@ -68,6 +68,7 @@ int bench_train(bench_env *env);
 int bench_loss(bench_env *env);
 int bench_softmax(bench_env *env);
 int bench_norm(bench_env *env);
+int bench_resnorm(bench_env *env); /* run by the norm suite */
 int bench_elementwise(bench_env *env);
 int bench_dropout(bench_env *env);   /* run by the elementwise suite */
 int bench_embedding(bench_env *env); /* run by the layout suite */

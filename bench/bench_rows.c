@@ -222,5 +222,5 @@ int bench_norm(bench_env *env) {
         free(ref);
         if (rc) return rc;
     }
-    return 0;
+    return bench_resnorm(env); /* bench_resnorm.c */
 }

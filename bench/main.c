@@ -29,7 +29,8 @@ static const bench_cmd commands[] = {
     {"train", bench_train,
      "training steps: MLP (GELU, MSE, AdamW) and CNN (conv, pool, cross-entropy)"},
     {"softmax", bench_softmax, "softmax, log-softmax and softmax backward, canonical row shapes"},
-    {"norm", bench_norm, "layernorm and RMSnorm forward and backward, canonical row shapes"},
+    {"norm", bench_norm,
+     "layernorm and RMSnorm forward and backward, canonical row shapes; the fused residual + norm"},
     {"elementwise", bench_elementwise,
      "add, bias add, gelu, relu, backward, sum and max on 64M elements; dropout, its "
      "backward and dropout_add on 16M and 8192x768"},

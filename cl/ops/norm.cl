@@ -26,10 +26,40 @@ inline float res_add(float x, float y, float m) {
     return x + t;
 }
 
+/* The multipliers of elements 4 j .. 4 j + 3: one Philox draw for the four. */
+inline float4 drop_mult4(ulong j, float p, float scale, uint2 seed, ulong offset) {
+    if (!(p > 0.0f)) return (float4)(1.0f);
+    const float4 u = dropout_uniforms(j, seed, offset);
+    return (float4)(u.x >= p ? scale : 0.0f, u.y >= p ? scale : 0.0f, u.z >= p ? scale : 0.0f,
+                    u.w >= p ? scale : 0.0f);
+}
+
 /* The fused residual's dropout arguments. */
 #define DROP_ARGS float p, float scale, uint seed_lo, uint seed_hi, ulong doff
 #define DROP_MULT(k) \
     drop_mult(row *cols + ROW_COL(k, lane, G), p, scale, (uint2)(seed_lo, seed_hi), doff)
+/* STMT for each register element k with its dropout multiplier m. With float4 registers the
+ * row starts at a multiple of 4 (VEC 4 needs cols % 4 == 0), so a vector's four elements are
+ * the four words of one Philox draw: a quarter of the draws of one per element. */
+#if ROW_VEC == 4
+#define DROP_FOR(STMT)                                                                        \
+    for (uint i4_ = 0; i4_ < ROW_ITEMS; i4_++) {                                              \
+        const float4 m4_ = drop_mult4((row * cols + ROW_COL(4 * i4_, lane, G)) / 4, p, scale, \
+                                      (uint2)(seed_lo, seed_hi), doff);                       \
+        const float ms_[4] = {m4_.x, m4_.y, m4_.z, m4_.w};                                    \
+        for (uint j4_ = 0; j4_ < 4; j4_++) {                                                  \
+            const uint k = 4 * i4_ + j4_;                                                     \
+            const float m = ms_[j4_];                                                         \
+            STMT;                                                                             \
+        }                                                                                     \
+    }
+#else
+#define DROP_FOR(STMT)                      \
+    for (uint k = 0; k < ROW_FLOATS; k++) { \
+        const float m = DROP_MULT(k);       \
+        STMT;                               \
+    }
+#endif
 
 /* v[k] = v[k] * gamma[col] + beta[col] for the lane's columns, reading gamma and beta as the
  * values are needed so that no second row array occupies registers. */
@@ -119,7 +149,7 @@ inline float res_add(float x, float y, float m) {
         float v[ROW_FLOATS], w[ROW_FLOATS];                                                    \
         ROW_LOAD(v, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                   \
         ROW_LOAD(w, yb + ybo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                 \
-        for (uint k = 0; k < ROW_FLOATS; k++) v[k] = res_add(v[k], w[k], DROP_MULT(k));        \
+        DROP_FOR(v[k] = res_add(v[k], w[k], m))                                                \
         NORM_FWD_ROW(RMS,                                                                      \
                      res_add(x[xo + row * cols], yb[ybo + row * cols],                         \
                              drop_mult(row *cols, p, scale, (uint2)(seed_lo, seed_hi), doff)), \
@@ -163,7 +193,7 @@ inline float res_add(float x, float y, float m) {
     }                                                                          \
     ROW_STORE(gd, dx + dxo + row * cols, ROW_ITEMS, lane, G, cols, ok)         \
     if (rflags & WANT_DY) {                                                    \
-        for (uint k = 0; k < ROW_FLOATS; k++) gd[k] *= DROP_MULT(k);           \
+        DROP_FOR(gd[k] *= m)                                                   \
         ROW_STORE(gd, dyb + dybo + row * cols, ROW_ITEMS, lane, G, cols, ok)   \
     }
 

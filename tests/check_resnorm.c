@@ -26,8 +26,21 @@ static const res_case CASES[] = {{0, 1, 1, 0.0f, 0, true, true, false},
                                  {0, 5, 768, 0.0f, 0, true, true, true},
                                  {1, 3, 4099, 0.0f, 0, false, true, false},
                                  {0, 2, 40000, 0.2f, 9, true, true, false},
-                                 {1, 2, 40000, 0.0f, 0, true, false, true}};
+                                 {1, 2, 40000, 0.0f, 0, true, false, true},
+                                 /* the sweep's: the other rows x cols of odd shapes, p 1 */
+                                 {0, 37, 1000, 0.5f, 0, true, true, false},
+                                 {1, 37, 4099, 0.1f, (1ull << 32) + 1, true, true, true},
+                                 {0, 37, 4099, 0.1f, 0, false, true, true},
+                                 {1, 1, 33, 0.5f, 2, true, false, false},
+                                 {0, 3, 1, 0.1f, (1ull << 32) + 1, true, true, false},
+                                 {1, 37, 5, 0.5f, 0, false, true, true},
+                                 {0, 3, 1000, 1.0f, 5, true, true, false},
+                                 {1, 3, 1000, 1.0f, 0, true, true, true}};
 #define N_CASES (int)(sizeof CASES / sizeof CASES[0])
+/* The quick tier: the first 8 cases but the long layernorm row (6; the long path's unfused ops
+ * are check_norm's and check_dropout's, and the long RMSnorm row takes the same path). */
+#define N_QUICK 8
+#define LONG_LAYERNORM_CASE 6
 
 static oclml_dropout_params drop_of(const res_case *c) {
     oclml_dropout_params d;
@@ -38,23 +51,21 @@ static oclml_dropout_params drop_of(const res_case *c) {
     return d;
 }
 
-/* The host's r: x + y m with the product rounded first (oclml_dropout_add's arithmetic). */
-static float host_r(float x, float y, const oclml_dropout_params *d, size_t i) {
-    float m = d->p == 0.0f                                    ? 1.0f
-              : ref_dropout_keep(d->seed, d->offset, i, d->p) ? 1.0f / (1.0f - d->p)
-                                                              : 0.0f;
-    float t = y * m;
-    return x + t;
-}
-
 static float mask_of(const oclml_dropout_params *d, size_t i) {
     if (d->p == 0.0f) return 1.0f;
+    if (d->p == 1.0f) return 0.0f;
     return ref_dropout_keep(d->seed, d->offset, i, d->p) ? 1.0f / (1.0f - d->p) : 0.0f;
+}
+
+/* The host's r: x + y m with the product rounded first (oclml_dropout_add's arithmetic). */
+static float host_r(float x, float y, const oclml_dropout_params *d, size_t i) {
+    float t = y * mask_of(d, i);
+    return x + t;
 }
 
 START_TEST(forward_and_backward_match_the_reference) {
     const res_case *c = &CASES[_i];
-    if (c->cols > 4099 && !test_sweep() && _i != N_CASES - 2) return;
+    if (_i == LONG_LAYERNORM_CASE && !test_sweep()) return;
     const size_t R = c->rows, C = c->cols, n = R * C, shape[2] = {R, C};
     const oclml_dropout_params d = drop_of(c);
     float *x = test_floats(n), *y = test_floats(n), *g = test_floats(C), *b = test_floats(C),
@@ -230,6 +241,217 @@ START_TEST(nan_row_stays_in_its_row) {
 }
 END_TEST
 
+/* The fused ops against the unfused ones on the same inputs: r bit for bit oclml_dropout_add's,
+ * out, mean and rstd within rounding of oclml_layernorm's (oclml_rmsnorm's) on that r; the
+ * backward's dx within rounding of the norm's backward plus dr, and dy bit for bit
+ * oclml_dropout_backward of that dx. */
+static const res_case UNFUSED[] = {{0, 37, 33, 0.5f, (1ull << 32) + 1, true, true, false},
+                                   {1, 3, 1000, 0.1f, 0, true, true, false},
+                                   {0, 5, 768, 0.0f, 0, false, false, false},
+                                   {1, 37, 5, 0.1f, 7, false, true, false}};
+
+START_TEST(unfused_ops_agree) {
+    const res_case *c = &UNFUSED[_i];
+    const size_t R = c->rows, C = c->cols, n = R * C, shape[2] = {R, C};
+    oclml_dropout_params d = drop_of(c);
+    const oclml_dropout_params *dp = c->p > 0 ? &d : NULL;
+    float *h[2][6]; /* fused, unfused: r, out, mean, rstd, dx, dy */
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 6; j++) h[k][j] = test_floats(j == 2 || j == 3 ? R : n);
+    float *x = test_floats(n), *y = test_floats(n), *g = test_floats(C), *b = test_floats(C),
+          *dout = test_floats(n), *dr = test_floats(n), *t = test_floats(n);
+    test_random(x, n, -2, 3);
+    test_random(y, n, -1, 1);
+    test_random(g, C, 0.5f, 1.5f);
+    test_random(b, C, -1, 1);
+    test_random(dout, n, -1, 1);
+    test_random(dr, n, -1, 1);
+    oclml_tensor *X = test_tensor_from(2, shape, x), *Y = test_tensor_from(2, shape, y),
+                 *G = c->affine ? test_tensor_from(1, &C, g) : NULL,
+                 *B = c->affine && !c->rms ? test_tensor_from(1, &C, b) : NULL,
+                 *DO = test_tensor_from(2, shape, dout), *DR = test_tensor_from(2, shape, dr),
+                 *T2 = test_tensor(2, shape), *ts[2][6];
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 6; j++)
+            ts[k][j] = j == 2 || j == 3 ? test_tensor(1, &R) : test_tensor(2, shape);
+    oclml_tensor **f = ts[0], **u = ts[1];
+    /* fused */
+    if (c->rms) {
+        ASSERT_OK(oclml_residual_rmsnorm(T, dp, X, Y, G, 1e-5f, f[0], f[1], f[3]));
+        ASSERT_OK(oclml_residual_rmsnorm_backward(T, dp, f[0], G, f[3], DO, c->with_dr ? DR : NULL,
+                                                  f[4], f[5], NULL));
+    } else {
+        ASSERT_OK(oclml_residual_layernorm(T, dp, X, Y, G, B, 1e-5f, f[0], f[1], f[2], f[3]));
+        ASSERT_OK(oclml_residual_layernorm_backward(
+            T, dp, f[0], G, f[2], f[3], DO, c->with_dr ? DR : NULL, f[4], f[5], NULL, NULL));
+    }
+    /* unfused, from the unfused r; dy from the fused dx */
+    oclml_dropout_params none;
+    ASSERT_OK(oclml_dropout_params_init(&none));
+    ASSERT_OK(oclml_dropout_add(T, dp ? dp : &none, X, Y, u[0]));
+    if (c->rms) {
+        ASSERT_OK(oclml_rmsnorm(T, u[0], G, 1e-5f, u[1], u[3]));
+        ASSERT_OK(oclml_rmsnorm_backward(T, u[0], G, u[3], DO, T2, NULL));
+    } else {
+        ASSERT_OK(oclml_layernorm(T, u[0], G, B, 1e-5f, u[1], u[2], u[3]));
+        ASSERT_OK(oclml_layernorm_backward(T, u[0], G, u[2], u[3], DO, T2, NULL, NULL));
+    }
+    ASSERT_OK(oclml_dropout_backward(T, dp ? dp : &none, f[4], u[5]));
+    for (int k = 0; k < 2; k++) /* the unfused dx is T2 + dr; RMSnorm saves no mean */
+        for (int j = 0; j < 6; j++)
+            if (!(k == 1 && j == 4) && !(j == 2 && c->rms))
+                test_read(ts[k][j], h[k][j], j == 2 || j == 3 ? R : n);
+    test_read(T2, t, n);
+    ck_assert_msg(!memcmp(h[0][0], h[1][0], n * sizeof(float)), "r differs from dropout_add's");
+    ck_assert_msg(!memcmp(h[0][5], h[1][5], n * sizeof(float)),
+                  "dy differs from dropout_backward(dx)");
+    const char *names[] = {"r", "out", "mean", "rstd"};
+    double *ref = test_doubles(n), *scale = test_doubles(n);
+    for (int j = 1; j < 4; j++) {
+        if (j == 2 && c->rms) continue;
+        const size_t m = j == 1 ? n : R;
+        for (size_t i = 0; i < m; i++) ref[i] = h[1][j][i];
+        test_assert_close(names[j], h[0][j], ref, m, TOL_ELEMENTWISE * 4);
+    }
+    for (size_t i = 0; i < n; i++) {
+        ref[i] = (double)t[i] + (c->with_dr ? dr[i] : 0.0);
+        scale[i] = fabs(t[i]) + (c->with_dr ? fabs(dr[i]) : 0.0) + 1e-3;
+    }
+    test_assert_close_scaled("dx", h[0][4], ref, scale, n, TOL_REDUCTION);
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 6; j++) {
+            oclml_tensor_destroy(ts[k][j]);
+            free(h[k][j]);
+        }
+    oclml_tensor *all[] = {X, Y, G, B, DO, DR, T2};
+    for (int i = 0; i < 7; i++)
+        if (all[i]) oclml_tensor_destroy(all[i]);
+    float *fs[] = {x, y, g, b, dout, dr, t};
+    for (int i = 0; i < 7; i++) free(fs[i]);
+    free(ref);
+    free(scale);
+}
+END_TEST
+
+/* With dropout: a NaN of y that is dropped stays NaN in r (y * 0, as PyTorch), and so does its
+ * row of out; a NaN in x at a kept element likewise; the rows without NaN are finite. p 1 drops
+ * everything: r = x + y * 0 exactly. */
+START_TEST(nan_through_dropout) {
+    const int rms = _i;
+    const size_t R = 4, C = 12, n = R * C, shape[2] = {R, C};
+    oclml_dropout_params d;
+    ASSERT_OK(oclml_dropout_params_init(&d));
+    d.p = 0.5f;
+    d.seed = 0x1234;
+    d.offset = (1ull << 32) + 1;
+    size_t dropped = C, kept = 2 * C; /* a dropped element of row 1, a kept one of row 2 */
+    while (ref_dropout_keep(d.seed, d.offset, dropped, d.p)) dropped++;
+    while (!ref_dropout_keep(d.seed, d.offset, kept, d.p)) kept++;
+    ck_assert(dropped < 2 * C && kept < 3 * C);
+    float *x = test_floats(n), *y = test_floats(n), *r = test_floats(n), *o = test_floats(n);
+    test_random(x, n, -1, 1);
+    test_random(y, n, -1, 1);
+    y[dropped] = NAN;
+    x[kept] = NAN;
+    oclml_tensor *X = test_tensor_from(2, shape, x), *Y = test_tensor_from(2, shape, y),
+                 *Rt = test_tensor(2, shape), *O = test_tensor(2, shape);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) d.p = 1.0f;
+        ASSERT_OK(
+            rms ? oclml_residual_rmsnorm(T, &d, X, Y, NULL, 1e-5f, Rt, O, NULL)
+                : oclml_residual_layernorm(T, &d, X, Y, NULL, NULL, 1e-5f, Rt, O, NULL, NULL));
+        test_read(Rt, r, n);
+        test_read(O, o, n);
+        ck_assert_msg(isnan(r[dropped]) && isnan(r[kept]), "dropped NaN y: r %g",
+                      (double)r[dropped]);
+        for (size_t i = 0; i < n; i++) {
+            const bool nan_row = i / C == 1 || i / C == 2;
+            ck_assert_msg(nan_row == !!isnan(o[i]), "p %g: out[%zu] = %g", (double)d.p, i,
+                          (double)o[i]);
+            if (i != dropped && i != kept)
+                ck_assert_msg(!isnan(r[i]), "p %g: r[%zu] = NaN", (double)d.p, i);
+            if (pass) ck_assert(i == dropped || i == kept || r[i] == x[i] + y[i] * 0.0f);
+        }
+    }
+    oclml_tensor *all[] = {X, Y, Rt, O};
+    for (int i = 0; i < 4; i++) oclml_tensor_destroy(all[i]);
+    free(x);
+    free(y);
+    free(r);
+    free(o);
+}
+END_TEST
+
+/* Bad dropout parameters, NULL tensors and tensors of another context, for all four ops: the
+ * status, the error text, and the outputs untouched. */
+START_TEST(bad_drop_null_and_context) {
+    const size_t shape[2] = {4, 6}, cs[1] = {6}, rs[1] = {4};
+    oclml_tensor *x = test_tensor(2, shape), *y = test_tensor(2, shape), *r = test_tensor(2, shape),
+                 *o = test_tensor(2, shape), *g = test_tensor(1, cs), *m = test_tensor(1, rs),
+                 *s = test_tensor(1, rs), *dx = test_tensor(2, shape), *dy = test_tensor(2, shape),
+                 *dg = test_tensor(1, cs), *db = test_tensor(1, cs);
+    oclml_tensor *all[] = {x, y, g, m, s};
+    for (int i = 0; i < 5; i++) ASSERT_OK(oclml_fill(T, all[i], 1.0f));
+    oclml_dropout_params d;
+    ASSERT_OK(oclml_dropout_params_init(&d));
+    const float bad_p[] = {-0.1f, 1.5f, NAN, INFINITY};
+    for (int i = 0; i < 5; i++) {
+        d.p = i < 4 ? bad_p[i] : 0.5f;
+        d.struct_size = i < 4 ? sizeof d : 3;
+        const char *want = i < 4 ? "p must be in [0, 1]" : "struct_size";
+        const oclml_status st[4] = {
+            oclml_residual_layernorm(T, &d, x, y, g, g, 1e-5f, r, o, m, s),
+            oclml_residual_rmsnorm(T, &d, x, y, g, 1e-5f, r, o, s),
+            oclml_residual_layernorm_backward(T, &d, x, g, m, s, y, x, dx, dy, dg, db),
+            oclml_residual_rmsnorm_backward(T, &d, x, g, s, y, x, dx, dy, dg)};
+        for (int k = 0; k < 4; k++) {
+            ck_assert_msg(st[k] == OCLML_ERR_INVALID_ARGUMENT, "op %d, bad drop %d: status %d", k,
+                          i, st[k]);
+            ck_assert_msg(strstr(oclml_ctx_last_error(T), "dropout"), "%s",
+                          oclml_ctx_last_error(T));
+        }
+        ck_assert_msg(strstr(oclml_ctx_last_error(T), want), "%s", oclml_ctx_last_error(T));
+    }
+    ASSERT_OK(oclml_dropout_params_init(&d));
+    d.p = 0.25f;
+    ASSERT_STATUS(oclml_residual_layernorm(T, &d, NULL, y, g, g, 1e-5f, r, o, m, s),
+                  OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_residual_layernorm(T, &d, x, NULL, g, g, 1e-5f, r, o, m, s),
+                  OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_residual_rmsnorm(T, &d, x, y, g, 1e-5f, NULL, o, s),
+                  OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_residual_rmsnorm(T, &d, x, y, g, 1e-5f, r, NULL, s),
+                  OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_residual_layernorm_backward(T, &d, x, g, m, s, NULL, NULL, dx, dy, dg, db),
+                  OCLML_ERR_NULL_POINTER); /* dout */
+    ASSERT_STATUS(oclml_residual_rmsnorm_backward(T, &d, x, g, s, y, NULL, NULL, dy, dg),
+                  OCLML_ERR_NULL_POINTER); /* dx */
+    ASSERT_STATUS(oclml_residual_layernorm_backward(T, &d, x, g, NULL, s, y, NULL, dx, dy, dg, db),
+                  OCLML_ERR_NULL_POINTER); /* mean */
+    oclml_ctx *other = test_ctx_new(NULL);
+    oclml_tensor *fx, *fg;
+    ASSERT_OK(oclml_tensor_create(other, 2, shape, &fx));
+    ASSERT_OK(oclml_tensor_create(other, 1, cs, &fg));
+    ASSERT_STATUS(oclml_residual_layernorm(T, &d, x, fx, g, g, 1e-5f, r, o, m, s),
+                  OCLML_ERR_CONTEXT_MISMATCH);
+    ASSERT_STATUS(oclml_residual_rmsnorm(T, &d, x, y, fg, 1e-5f, r, o, s),
+                  OCLML_ERR_CONTEXT_MISMATCH);
+    ASSERT_STATUS(oclml_residual_layernorm_backward(T, &d, x, g, m, s, y, fx, dx, dy, dg, db),
+                  OCLML_ERR_CONTEXT_MISMATCH); /* dr */
+    ASSERT_STATUS(oclml_residual_rmsnorm_backward(T, &d, x, g, s, y, NULL, dx, fx, dg),
+                  OCLML_ERR_CONTEXT_MISMATCH); /* dy */
+    oclml_tensor *outs[] = {r, o, dx, dy};
+    for (int i = 0; i < 4; i++) test_assert_untouched(outs[i], 24);
+    test_assert_untouched(dg, 6);
+    test_assert_untouched(db, 6);
+    oclml_tensor_destroy(fx);
+    oclml_tensor_destroy(fg);
+    oclml_ctx_destroy(other);
+    oclml_tensor *rest[] = {x, y, r, o, g, m, s, dx, dy, dg, db};
+    for (int i = 0; i < 11; i++) oclml_tensor_destroy(rest[i]);
+}
+END_TEST
+
 START_TEST(bad_input_touches_nothing) {
     const size_t shape[2] = {4, 6}, other[2] = {4, 5}, cs[1] = {6}, rs[1] = {4};
     oclml_tensor *x = test_tensor(2, shape), *y = test_tensor(2, shape), *r = test_tensor(2, shape),
@@ -280,10 +502,14 @@ int main(void) {
     Suite *s = suite_create("resnorm");
     TCase *tc = tcase_create("resnorm");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
-    tcase_add_loop_test(tc, forward_and_backward_match_the_reference, 0, N_CASES);
+    tcase_add_loop_test(tc, forward_and_backward_match_the_reference, 0,
+                        test_tier(N_QUICK, N_CASES));
     tcase_add_loop_test(tc, backward_by_finite_differences, 0, 2);
     tcase_add_test(tc, nan_row_stays_in_its_row);
+    tcase_add_loop_test(tc, unfused_ops_agree, 0, 4);
+    tcase_add_loop_test(tc, nan_through_dropout, 0, 2);
     tcase_add_test(tc, bad_input_touches_nothing);
+    tcase_add_test(tc, bad_drop_null_and_context);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

@@ -31,6 +31,9 @@
  * - attention_backward: dk and dv, then dq, then dmask; where dQ comes as a GEMM on dS
  *   (oclml_attention_plan says so), dk, dv and dq in part (chunks of key heads), then dmask.
  * - layernorm_backward, rmsnorm_backward: dx, then dgamma and dbeta.
+ * - residual_layernorm, residual_rmsnorm on rows past the register path: r, then out, mean, rstd.
+ * - residual_layernorm_backward, residual_rmsnorm_backward: dx and dy, then dgamma and dbeta; on
+ *   rows past the register path dgamma and dbeta, then dx, then dy.
  * - mse_loss, huber_loss, bce_with_logits, cross_entropy and kl_div_logits with a MEAN or SUM
  *   loss: the gradients, then the loss; cross_entropy and kl_div_logits over rows past the
  *   registers, more than 65535 of them: the gradients (and a NONE loss) in part, slices of 65535
@@ -663,9 +666,9 @@ OCLML_API oclml_status oclml_dropout_add(oclml_ctx *ctx, const oclml_dropout_par
  * layernorm(r) with gamma and beta (NULL: 1 and 0) and eps, as oclml_layernorm; mean and rstd
  * ([rows], each may be NULL) are saved for the backward. x, y, r and out have one shape, the last
  * axis normalised. r may be x (the stream updated in place); no other overlap. Rows up to the
- * register path's length (oclml_layernorm's) take one launch; longer ones run oclml_dropout_add
- * and oclml_layernorm in turn (r written first). NaN in a row of x or y gives NaN in that row of
- * r and out. */
+ * register path's length take one launch; longer ones two (r with the chunks' statistics, then
+ * out, mean and rstd from r). NaN in a row of x or y gives NaN in that row of r and out; a dropped
+ * NaN of y stays NaN (y * 0, as oclml_dropout's). */
 OCLML_API oclml_status oclml_residual_layernorm(oclml_ctx *ctx, const oclml_dropout_params *drop,
                                                 const oclml_tensor *x, const oclml_tensor *y,
                                                 const oclml_tensor *gamma, const oclml_tensor *beta,

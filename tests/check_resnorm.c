@@ -25,7 +25,7 @@ static const res_case CASES[] = {{0, 1, 1, 0.0f, 0, true, true, false},
                                  {1, 7, 1000, 0.1f, 3, true, true, true},
                                  {0, 5, 768, 0.0f, 0, true, true, true},
                                  {1, 3, 4099, 0.0f, 0, false, true, false},
-                                 {0, 2, 40000, 0.2f, 9, true, true, false},
+                                 {0, 2, 40000, 0.2f, 9, true, true, true},
                                  {1, 2, 40000, 0.0f, 0, true, false, true},
                                  /* the sweep's: the other rows x cols of odd shapes, p 1 */
                                  {0, 37, 1000, 0.5f, 0, true, true, false},
@@ -37,10 +37,9 @@ static const res_case CASES[] = {{0, 1, 1, 0.0f, 0, true, true, false},
                                  {0, 3, 1000, 1.0f, 5, true, true, false},
                                  {1, 3, 1000, 1.0f, 0, true, true, true}};
 #define N_CASES (int)(sizeof CASES / sizeof CASES[0])
-/* The quick tier: the first 8 cases but the long layernorm row (6; the long path's unfused ops
- * are check_norm's and check_dropout's, and the long RMSnorm row takes the same path). */
+/* The quick tier: the first 8 cases (the long rows, 40000, take the chunked path; the rest the
+ * register variants a device picks for their lengths). */
 #define N_QUICK 8
-#define LONG_LAYERNORM_CASE 6
 
 static oclml_dropout_params drop_of(const res_case *c) {
     oclml_dropout_params d;
@@ -65,7 +64,6 @@ static float host_r(float x, float y, const oclml_dropout_params *d, size_t i) {
 
 START_TEST(forward_and_backward_match_the_reference) {
     const res_case *c = &CASES[_i];
-    if (_i == LONG_LAYERNORM_CASE && !test_sweep()) return;
     const size_t R = c->rows, C = c->cols, n = R * C, shape[2] = {R, C};
     const oclml_dropout_params d = drop_of(c);
     float *x = test_floats(n), *y = test_floats(n), *g = test_floats(C), *b = test_floats(C),
@@ -248,7 +246,8 @@ END_TEST
 static const res_case UNFUSED[] = {{0, 37, 33, 0.5f, (1ull << 32) + 1, true, true, false},
                                    {1, 3, 1000, 0.1f, 0, true, true, false},
                                    {0, 5, 768, 0.0f, 0, false, false, false},
-                                   {1, 37, 5, 0.1f, 7, false, true, false}};
+                                   {1, 37, 5, 0.1f, 7, false, true, false},
+                                   {0, 2, 40000, 0.1f, 3, true, true, false}};
 
 START_TEST(unfused_ops_agree) {
     const res_case *c = &UNFUSED[_i];
@@ -506,7 +505,7 @@ int main(void) {
                         test_tier(N_QUICK, N_CASES));
     tcase_add_loop_test(tc, backward_by_finite_differences, 0, 2);
     tcase_add_test(tc, nan_row_stays_in_its_row);
-    tcase_add_loop_test(tc, unfused_ops_agree, 0, 4);
+    tcase_add_loop_test(tc, unfused_ops_agree, 0, test_tier(4, 5));
     tcase_add_loop_test(tc, nan_through_dropout, 0, 2);
     tcase_add_test(tc, bad_input_touches_nothing);
     tcase_add_test(tc, bad_drop_null_and_context);

@@ -333,6 +333,55 @@ NORM_FWD_PART(oclml_layernorm_fwd_part, 0)
 NORM_FWD_PART(oclml_rmsnorm_fwd_part, 1)
 #endif
 
+/* Pass 1 of the fused residual: r = x + dropout(yb) over the chunk, stored, then the chunk's
+ * statistics as NORM_FWD_PART's from registers; pass 2 is NORM_FWD_FINISH on r. The pivot is the
+ * chunk's own first element of r (r may be x: another chunk's work-group may already have stored
+ * over the row's first element), read by every lane before the first reduction's barrier, after
+ * which the group stores. */
+#define NORM_RES_FWD_PART(NAME, RMS)                                                             \
+    __kernel void NAME(__global const float *x, ulong xo, __global const float *yb, ulong ybo,   \
+                       __global float *r, ulong rro, DROP_ARGS, __global float *part, uint rows, \
+                       uint cols, uint nch, __local float *red) {                                \
+        const uint2 key = (uint2)(seed_lo, seed_hi);                                             \
+        const ulong line = get_global_id(1) * cols;                                              \
+        const uint c0 = get_group_id(0) * get_local_size(0) * OCLML_LONG_ITEMS;                  \
+        const float pivot = RMS ? 0.0f                                                           \
+                                : res_add(x[xo + line + c0], yb[ybo + line + c0],                \
+                                          drop_mult(line + c0, p, scale, key, doff));            \
+        float s = 0.0f, n = 0.0f, xv[OCLML_LONG_ITEMS], wv[OCLML_LONG_ITEMS];                    \
+        CHUNK_LOAD(xv, x + xo + line, 0.0f);                                                     \
+        CHUNK_LOAD(wv, yb + ybo + line, 0.0f);                                                   \
+        {                                                                                        \
+            CHUNK_LOOP(c) {                                                                      \
+                xv[j] = res_add(xv[j], wv[j], drop_mult(line + c, p, scale, key, doff));         \
+                s += RMS ? 0.0f : xv[j] - pivot;                                                 \
+                n += 1.0f;                                                                       \
+            }                                                                                    \
+        }                                                                                        \
+        const uint lid = get_local_id(0), L = get_local_size(0), chunk = get_group_id(0);        \
+        const ulong row = get_global_id(1);                                                      \
+        const float cnt = seg_sum(n, red, lid, L);                                               \
+        {                                                                                        \
+            CHUNK_LOOP(c) { r[rro + line + c] = xv[j]; }                                         \
+        }                                                                                        \
+        const float cmean = pivot + seg_sum(s, red, lid, L) / cnt;                               \
+        float q = 0.0f;                                                                          \
+        {                                                                                        \
+            CHUNK_LOOP(c) {                                                                      \
+                const float d = xv[j] - cmean;                                                   \
+                q += d * d;                                                                      \
+            }                                                                                    \
+        }                                                                                        \
+        q = seg_sum(q, red, lid, L);                                                             \
+        if (lid == 0) vstore3((float3)(cmean, q, cnt), row *nch + chunk, part);                  \
+    }
+#if OCLML_WANT(oclml_res_layernorm_fwd_part)
+NORM_RES_FWD_PART(oclml_res_layernorm_fwd_part, 0)
+#endif
+#if OCLML_WANT(oclml_res_rmsnorm_fwd_part)
+NORM_RES_FWD_PART(oclml_res_rmsnorm_fwd_part, 1)
+#endif
+
 /* Chan's merge of the row's chunk statistics: (mean, M2) over all columns. */
 inline float2 merge_chunks(__global const float *part, ulong row, uint nch) {
     float mean = 0.0f, m2 = 0.0f, n = 0.0f;

@@ -29,9 +29,14 @@ static const oclml__row_family RMS_BWD_PARAMS = {
     "oclml_rmsnorm_bwd_params oclml_norm_param_finish"};
 /* The fused residual + norm: r = x + dropout(y) normalised in the same pass (the forward keeps
  * x's and y's rows at once: two arrays), and its backward with dr and the branch's gradient.
- * Rows too long for registers run the unfused ops in turn. */
-static const oclml__row_family RES_LN_FWD = {FILE_CL, "oclml_res_layernorm_fwd", NULL, 2, NULL};
-static const oclml__row_family RES_RMS_FWD = {FILE_CL, "oclml_res_rmsnorm_fwd", NULL, 2, NULL};
+ * Rows too long for registers: the forward's first pass writes r with the chunks' statistics and
+ * the plain norm's second pass normalises r; the backward runs the unfused ops in turn. */
+static const oclml__row_family RES_LN_FWD = {
+    FILE_CL, "oclml_res_layernorm_fwd", "oclml_res_layernorm_fwd_part oclml_layernorm_fwd_finish",
+    2, NULL};
+static const oclml__row_family RES_RMS_FWD = {FILE_CL, "oclml_res_rmsnorm_fwd",
+                                              "oclml_res_rmsnorm_fwd_part oclml_rmsnorm_fwd_finish",
+                                              2, NULL};
 static const oclml__row_family RES_LN_BWD = {FILE_CL, "oclml_res_layernorm_bwd", NULL, 2, NULL};
 static const oclml__row_family RES_RMS_BWD = {FILE_CL, "oclml_res_rmsnorm_bwd", NULL, 2, NULL};
 static const oclml__row_family RES_LN_BWD_PARAMS = {
@@ -157,21 +162,31 @@ static oclml_status forward_attempt(oclml_ctx *ctx, const void *call, bool *repl
     return st;
 }
 
-/* Rows too long for the fused kernels: the unfused ops in turn. */
-static oclml_status residual_composed_forward(oclml_ctx *ctx, const norm_call *c) {
-    oclml_dropout_params none;
-    oclml_dropout_params_init(&none);
-    oclml_status st = oclml_dropout_add(ctx, c->drop ? c->drop : &none, c->x, c->branch, c->r);
+/* Rows too long for registers: r and the chunks' statistics, then the plain norm's second pass
+ * over r (the finish kernel's arguments, norm_args, end with the statistics). */
+static oclml_status residual_long_forward(oclml_ctx *ctx, const norm_call *c,
+                                          const oclml__row_family *f, const oclml__row_plan *p,
+                                          oclml__arg *norm_args) {
+    cl_mem part;
+    oclml_status st = oclml__scratch_get(ctx, p->rows * p->nchunks * 3 * sizeof(float), &part);
     if (st) return st;
-    return c->rms ? oclml_rmsnorm(ctx, c->r, c->gamma, c->eps, c->y, c->out_rstd)
-                  : oclml_layernorm(ctx, c->r, c->gamma, c->beta, c->eps, c->y, c->out_mean,
-                                    c->out_rstd);
+    cl_ulong xo = oclml__elem_offset(c->x), bro = oclml__elem_offset(c->branch),
+             rro = oclml__elem_offset(c->r);
+    drop_args d = drop_args_of(c->drop);
+    oclml__arg a1[] = {OCLML_ARG(c->x->mem), OCLML_ARG(xo),        OCLML_ARG(c->branch->mem),
+                       OCLML_ARG(bro),       OCLML_ARG(c->r->mem), OCLML_ARG(rro),
+                       OCLML_ARG(d.p),       OCLML_ARG(d.scale),   OCLML_ARG(d.seed_lo),
+                       OCLML_ARG(d.seed_hi), OCLML_ARG(d.offset),  OCLML_ARG(part)};
+    st = oclml__row_launch_long(ctx, f, false, p, a1, 12);
+    norm_args[14] = OCLML_ARG(part);
+    if (!st) st = oclml__row_launch_long(ctx, f, true, p, norm_args, 15);
+    oclml__scratch_put(ctx, part);
+    return st;
 }
 
 static oclml_status residual_forward(oclml_ctx *ctx, const void *call, const oclml__row_family *f,
                                      const oclml__row_plan *p, bool *replan) {
     const norm_call *c = call;
-    if (p->long_rows) return residual_composed_forward(ctx, c);
     const oclml_tensor *gamma = c->gamma, *beta = c->beta;
     cl_uint flags = (gamma ? HAS_GAMMA : 0) | (beta ? HAS_BETA : 0) |
                     (c->out_mean ? SAVE_MEAN : 0) | (c->out_rstd ? SAVE_RSTD : 0);
@@ -188,6 +203,15 @@ static oclml_status residual_forward(oclml_ctx *ctx, const void *call, const ocl
                          OCLML_ARG(c->y->mem), OCLML_ARG(yo),        OCLML_ARG(m.mem),
                          OCLML_ARG(m.off),     OCLML_ARG(r.mem),     OCLML_ARG(r.off),
                          OCLML_ARG(flags),     OCLML_ARG(eps)};
+    if (p->long_rows) {
+        /* The finish kernel's: the norm's over r. */
+        oclml__arg fin[] = {OCLML_ARG(c->r->mem), OCLML_ARG(rro),   OCLML_ARG(g.mem),
+                            OCLML_ARG(g.off),     OCLML_ARG(b.mem), OCLML_ARG(b.off),
+                            OCLML_ARG(c->y->mem), OCLML_ARG(yo),    OCLML_ARG(m.mem),
+                            OCLML_ARG(m.off),     OCLML_ARG(r.mem), OCLML_ARG(r.off),
+                            OCLML_ARG(flags),     OCLML_ARG(eps),   {0, NULL}};
+        return residual_long_forward(ctx, c, f, p, fin);
+    }
     return oclml__row_launch(ctx, f, p, args, 23, replan);
 }
 
@@ -544,7 +568,8 @@ void oclml__norm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     for (size_t i = 0; i < OCLML__WARM_ROW_LENGTHS; i++) {
         oclml__row_plan p;
         if (oclml__row_plan_for(ctx, f, 1024, oclml__warm_row_lengths[i], true, &p)) continue;
-        if (p.long_rows && !strncmp(op, "residual_", 9)) continue; /* the unfused ops' */
+        if (p.long_rows && !strncmp(op, "residual_", 9) && strstr(op, "backward"))
+            continue; /* the unfused ops' */
         if (p.long_rows && strstr(op, "backward")) {
             /* Too long for the fused kernel: the plain backward's long pair and the parameter
              * pass. */

@@ -32,8 +32,7 @@
  *   (oclml_attention_plan says so), dk, dv and dq in part (chunks of key heads), then dmask.
  * - layernorm_backward, rmsnorm_backward: dx, then dgamma and dbeta.
  * - residual_layernorm, residual_rmsnorm on rows past the register path: r, then out, mean, rstd.
- * - residual_layernorm_backward, residual_rmsnorm_backward: dx and dy, then dgamma and dbeta; on
- *   rows past the register path dgamma and dbeta, then dx, then dy.
+ * - residual_layernorm_backward, residual_rmsnorm_backward: dx and dy, then dgamma and dbeta.
  * - mse_loss, huber_loss, bce_with_logits, cross_entropy and kl_div_logits with a MEAN or SUM
  *   loss: the gradients, then the loss; cross_entropy and kl_div_logits over rows past the
  *   registers, more than 65535 of them: the gradients (and a NONE loss) in part, slices of 65535
@@ -679,7 +678,8 @@ OCLML_API oclml_status oclml_residual_layernorm(oclml_ctx *ctx, const oclml_drop
  * the old stream's gradient (dx may be dr); dy = dropout_backward(dx) with the forward's drop, the
  * branch's gradient (NULL: not wanted; without dropout it equals dx); dgamma and dbeta ([cols],
  * each may be NULL), overwritten. One launch with dgamma or dbeta (two: their partial sums'
- * finish), one without; rows past the register path run the unfused ops (dx written before dy). */
+ * finish), one without; rows past the register path two (the row sums, then dx and dy) and two
+ * more for dgamma and dbeta. */
 OCLML_API oclml_status oclml_residual_layernorm_backward(
     oclml_ctx *ctx, const oclml_dropout_params *drop, const oclml_tensor *r,
     const oclml_tensor *gamma, const oclml_tensor *mean, const oclml_tensor *rstd,

@@ -452,18 +452,17 @@ NORM_BWD_PART(oclml_layernorm_bwd_part, 0)
 NORM_BWD_PART(oclml_rmsnorm_bwd_part, 1)
 #endif
 
-#define NORM_BWD_FINISH(NAME, RMS)                                                                 \
-    __kernel void NAME(__global const float *x, ulong xo, __global const float *gamma, ulong go,   \
-                       __global const float *mean, ulong mo, __global const float *rstd, ulong ro, \
-                       __global const float *dy, ulong dyo, __global float *dx, ulong dxo,         \
-                       uint flags, __global const float *part, uint rows, uint cols, uint nch,     \
-                       __local float *red) {                                                       \
+/* Pass 2, backward: dx from the row's sums; the fused residual's (RES 1) adds dr (read before dx
+ * is stored: dx may be dr) and writes the branch's gradient through the dropout mask. */
+#define NORM_BWD_FINISH_K(NAME, RMS, RES, EXTRA_ARGS)                                              \
+    __kernel void NAME(NORM_BWD_ARGS EXTRA_ARGS, __global const float *part, uint rows, uint cols, \
+                       uint nch, __local float *red) {                                             \
         const ulong r = get_global_id(1);                                                          \
         float a = 0.0f, b = 0.0f;                                                                  \
         for (uint c = 0; c < nch; c++) {                                                           \
-            const float2 p = vload2(r * nch + c, part);                                            \
-            a += p.x;                                                                              \
-            b += p.y;                                                                              \
+            const float2 s = vload2(r * nch + c, part);                                            \
+            a += s.x;                                                                              \
+            b += s.y;                                                                              \
         }                                                                                          \
         a = RMS ? 0.0f : a / (float)cols;                                                          \
         b /= (float)cols;                                                                          \
@@ -472,11 +471,30 @@ NORM_BWD_PART(oclml_rmsnorm_bwd_part, 1)
         CHUNK_LOAD(xv, x + xo + r * cols, 0.0f);                                                   \
         CHUNK_LOAD(dv, dy + dyo + r * cols, 0.0f);                                                 \
         CHUNK_LOAD_IF((flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                             \
-        CHUNK_LOOP(c) {                                                                            \
+        NORM_BWD_FINISH_LOAD_##RES CHUNK_LOOP(c) {                                                 \
             const float h = (xv[j] - mu) * rs;                                                     \
-            dx[dxo + row * cols + c] = rs * (dv[j] * gv[j] - a - h * b);                           \
+            float v = rs * (dv[j] * gv[j] - a - h * b);                                            \
+            NORM_BWD_FINISH_STORE_##RES                                                            \
         }                                                                                          \
     }
+#define NORM_BWD_FINISH_LOAD_0
+#define NORM_BWD_FINISH_STORE_0 dx[dxo + row * cols + c] = v;
+#define NORM_BWD_FINISH_LOAD_1  \
+    float rv[OCLML_LONG_ITEMS]; \
+    CHUNK_LOAD_IF((rflags & HAS_DR) != 0, rv, dr + dro + r * cols, 0.0f);
+#define NORM_BWD_FINISH_STORE_1      \
+    if (rflags & HAS_DR) v += rv[j]; \
+    dx[dxo + row * cols + c] = v;    \
+    if (rflags & WANT_DY)            \
+        dyb[dybo + row * cols + c] = \
+            v * drop_mult(row * cols + c, p, scale, (uint2)(seed_lo, seed_hi), doff);
+#define NORM_BWD_FINISH(NAME, RMS) NORM_BWD_FINISH_K(NAME, RMS, 0, NO_ARGS)
+#if OCLML_WANT(oclml_res_layernorm_bwd_finish)
+NORM_BWD_FINISH_K(oclml_res_layernorm_bwd_finish, 0, 1, RES_EXTRA_ARGS)
+#endif
+#if OCLML_WANT(oclml_res_rmsnorm_bwd_finish)
+NORM_BWD_FINISH_K(oclml_res_rmsnorm_bwd_finish, 1, 1, RES_EXTRA_ARGS)
+#endif
 #if OCLML_WANT(oclml_layernorm_bwd_finish)
 NORM_BWD_FINISH(oclml_layernorm_bwd_finish, 0)
 #endif

@@ -29,16 +29,21 @@ static const oclml__row_family RMS_BWD_PARAMS = {
     "oclml_rmsnorm_bwd_params oclml_norm_param_finish"};
 /* The fused residual + norm: r = x + dropout(y) normalised in the same pass (the forward keeps
  * x's and y's rows at once: two arrays), and its backward with dr and the branch's gradient.
- * Rows too long for registers: the forward's first pass writes r with the chunks' statistics and
- * the plain norm's second pass normalises r; the backward runs the unfused ops in turn. */
+ * Rows too long for registers take the chunked passes: the forward's first writes r with the
+ * chunks' statistics and the plain norm's second normalises r; the backward's second adds dr and
+ * writes the branch's gradient (the parameter gradients: the plain norm's separate pass). */
 static const oclml__row_family RES_LN_FWD = {
     FILE_CL, "oclml_res_layernorm_fwd", "oclml_res_layernorm_fwd_part oclml_layernorm_fwd_finish",
     2, NULL};
 static const oclml__row_family RES_RMS_FWD = {FILE_CL, "oclml_res_rmsnorm_fwd",
                                               "oclml_res_rmsnorm_fwd_part oclml_rmsnorm_fwd_finish",
                                               2, NULL};
-static const oclml__row_family RES_LN_BWD = {FILE_CL, "oclml_res_layernorm_bwd", NULL, 2, NULL};
-static const oclml__row_family RES_RMS_BWD = {FILE_CL, "oclml_res_rmsnorm_bwd", NULL, 2, NULL};
+static const oclml__row_family RES_LN_BWD = {
+    FILE_CL, "oclml_res_layernorm_bwd", "oclml_layernorm_bwd_part oclml_res_layernorm_bwd_finish",
+    2, NULL};
+static const oclml__row_family RES_RMS_BWD = {FILE_CL, "oclml_res_rmsnorm_bwd",
+                                              "oclml_rmsnorm_bwd_part oclml_res_rmsnorm_bwd_finish",
+                                              2, NULL};
 static const oclml__row_family RES_LN_BWD_PARAMS = {
     FILE_CL, "oclml_res_layernorm_bwd_params", NULL, 2,
     "oclml_res_layernorm_bwd_params oclml_norm_param_finish"};
@@ -297,29 +302,6 @@ static oclml_status fused_backward(oclml_ctx *ctx, const norm_call *c, const ocl
     return st;
 }
 
-/* Rows too long for the fused kernels: the norm's backward into scratch, dx = that + dr, then the
- * branch's gradient through the dropout. */
-static oclml_status residual_composed_backward(oclml_ctx *ctx, const norm_call *c) {
-    cl_mem m;
-    oclml_status st = oclml__scratch_get(ctx, c->dx->numel * sizeof(float), &m);
-    if (st) return st;
-    oclml_tensor *tmp = NULL;
-    st = oclml_tensor_wrap(ctx, m, 0, c->dx->ndim, c->dx->shape, &tmp);
-    if (!st)
-        st = c->rms ? oclml_rmsnorm_backward(ctx, c->x, c->gamma, c->rstd, c->dy, tmp, c->dgamma)
-                    : oclml_layernorm_backward(ctx, c->x, c->gamma, c->mean, c->rstd, c->dy, tmp,
-                                               c->dgamma, c->dbeta);
-    if (!st)
-        st = c->dr ? oclml_binary(ctx, OCLML_ADD, tmp, c->dr, c->dx) : oclml_copy(ctx, tmp, c->dx);
-    oclml_dropout_params none;
-    oclml_dropout_params_init(&none);
-    if (!st && c->dbranch)
-        st = oclml_dropout_backward(ctx, c->drop ? c->drop : &none, c->dx, c->dbranch);
-    if (tmp) oclml_tensor_destroy(tmp);
-    oclml__scratch_put(ctx, m);
-    return st;
-}
-
 static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *replan) {
     const norm_call *c = call;
     const oclml_tensor *x = c->x, *gamma = c->gamma, *dy = c->dy;
@@ -363,7 +345,6 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
     oclml__row_plan p;
     st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &p);
     if (st) return st;
-    if (c->residual && p.long_rows) return residual_composed_backward(ctx, c);
     if (!p.long_rows) {
         st = oclml__row_launch(ctx, f, &p, args, nargs, replan);
     } else {
@@ -374,8 +355,8 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
         oclml__arg a1[] = {args[0], args[1], args[2], args[3], args[4],  args[5],
                            args[6], args[7], args[8], args[9], args[12], OCLML_ARG(part)};
         st = oclml__row_launch_long(ctx, f, false, &p, a1, 12);
-        args[13] = OCLML_ARG(part);
-        if (!st) st = oclml__row_launch_long(ctx, f, true, &p, args, 14);
+        args[nargs] = OCLML_ARG(part);
+        if (!st) st = oclml__row_launch_long(ctx, f, true, &p, args, nargs + 1);
         oclml__scratch_put(ctx, part);
     }
     if (!st && (c->dgamma || c->dbeta)) st = param_grads(ctx, c, rows, cols);
@@ -568,12 +549,13 @@ void oclml__norm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     for (size_t i = 0; i < OCLML__WARM_ROW_LENGTHS; i++) {
         oclml__row_plan p;
         if (oclml__row_plan_for(ctx, f, 1024, oclml__warm_row_lengths[i], true, &p)) continue;
-        if (p.long_rows && !strncmp(op, "residual_", 9) && strstr(op, "backward"))
-            continue; /* the unfused ops' */
         if (p.long_rows && strstr(op, "backward")) {
-            /* Too long for the fused kernel: the plain backward's long pair and the parameter
-             * pass. */
-            const oclml__row_family *plain = strstr(op, "rms") ? &RMS_BWD : &LN_BWD;
+            /* Too long for the fused kernel: the backward's long pair without parameter sums and
+             * the parameter pass. */
+            bool rms = strstr(op, "rms") != NULL;
+            const oclml__row_family *plain = !strncmp(op, "residual_", 9)
+                                                 ? (rms ? &RES_RMS_BWD : &RES_LN_BWD)
+                                                 : (rms ? &RMS_BWD : &LN_BWD);
             oclml__warm_add(list, op, p.variant, oclml__row_spec(plain, &p));
             oclml__warm_add(list, op, "parameter gradients", PARAM_PASS);
             continue;

@@ -1,10 +1,13 @@
-/* The fused residual + norm (part of the norm suite): r = x + dropout(y) at p 0.1 with layernorm
- * or RMSnorm, forward and backward, on GPT-2 small's residual stream (8192 tokens x 768), GPT-2
- * medium's (4096 x 1024) and the norm suite's 16384 x 8192. Memory-bound: the forward reads x
- * and y and writes r and out, the backward reads r, dout and dr and writes dx and dy, so the
- * limit column (the copy rate) is the target. The forward's sampled rows are checked: r against
- * the host's keep rule (tests/ref/dropout.c), out against the double reference of the norm of
- * that r; the backward's dx against the reference plus dr. */
+/* The fused residual + norm (part of the norm suite) on GPT-2 small's residual stream (8192
+ * tokens x 768), GPT-2 medium's (4096 x 1024) and the norm suite's 16384 x 8192 (or --sizes).
+ * residual_layernorm and residual_layernorm_bwd are GPT-2's configuration and
+ * bench/torch_transformer_peers.py's: no dropout, the backward with the stream's gradient dr and
+ * no branch gradient. The _dropout cases add dropout at p 0.1 and the branch's gradient; the
+ * RMSnorm ones are GPT-2's configuration with RMSnorm. Memory-bound: the forward reads x and y
+ * and writes r and out, the backward reads r, dout and dr and writes dx (and dy), so the limit
+ * column (the copy rate) is the target. Checked on the first rows: r bit for bit against the
+ * host's x + y m (tests/ref/dropout.c's keep rule), out against the double reference of the norm
+ * of that r, the backward's dx against the reference plus dr. */
 #include "bench.h"
 
 #include <math.h>
@@ -19,35 +22,43 @@ static const long QUICK_SHAPES[][2] = {{256, 768}, {64, 1000}};
 typedef struct resnorm_case {
     oclml_ctx *ctx;
     oclml_dropout_params d;
+    const oclml_dropout_params *dp; /* &d or NULL */
     oclml_tensor *x, *y, *r, *out, *g, *b, *mean, *rstd, *dout, *dr, *dx, *dy, *dg, *db;
-    int op;
+    oclml_tensor *want_dy; /* dy or NULL */
+    int op;                /* RES_LN ... RES_RMS_BWD */
 } resnorm_case;
 
-enum { RES_LN, RES_RMS, RES_LN_BWD, RES_RMS_BWD, N_RES_OPS };
+enum { RES_LN, RES_RMS, RES_LN_BWD, RES_RMS_BWD };
 
 static const struct {
     const char *name, *op; /* the bench's name, the op list's */
+    int kind;              /* RES_LN ... RES_RMS_BWD */
+    bool dropout;          /* p 0.1 and (backward) the branch's gradient; else neither */
     double bytes_per_elem; /* the [rows x cols] tensors read and written, once each */
-} RES_OPS[] = {{"residual_layernorm", "residual_layernorm", 16},
-               {"residual_rmsnorm", "residual_rmsnorm", 16},
-               {"residual_layernorm_bwd", "residual_layernorm_backward", 20},
-               {"residual_rmsnorm_bwd", "residual_rmsnorm_backward", 20}};
+} RES_OPS[] = {
+    {"residual_layernorm", "residual_layernorm", RES_LN, false, 16},
+    {"residual_layernorm_bwd", "residual_layernorm_backward", RES_LN_BWD, false, 16},
+    {"residual_layernorm_dropout", "residual_layernorm", RES_LN, true, 16},
+    {"residual_layernorm_dropout_bwd", "residual_layernorm_backward", RES_LN_BWD, true, 20},
+    {"residual_rmsnorm", "residual_rmsnorm", RES_RMS, false, 16},
+    {"residual_rmsnorm_bwd", "residual_rmsnorm_backward", RES_RMS_BWD, false, 16}};
+#define N_RES_OPS (int)(sizeof RES_OPS / sizeof RES_OPS[0])
 
 static oclml_status run_resnorm(void *user) {
     resnorm_case *c = user;
     switch (c->op) {
     case RES_LN:
-        return oclml_residual_layernorm(c->ctx, &c->d, c->x, c->y, c->g, c->b, 1e-5f, c->r, c->out,
+        return oclml_residual_layernorm(c->ctx, c->dp, c->x, c->y, c->g, c->b, 1e-5f, c->r, c->out,
                                         c->mean, c->rstd);
     case RES_RMS:
-        return oclml_residual_rmsnorm(c->ctx, &c->d, c->x, c->y, c->g, 1e-5f, c->r, c->out,
+        return oclml_residual_rmsnorm(c->ctx, c->dp, c->x, c->y, c->g, 1e-5f, c->r, c->out,
                                       c->rstd);
     case RES_LN_BWD:
-        return oclml_residual_layernorm_backward(c->ctx, &c->d, c->r, c->g, c->mean, c->rstd,
-                                                 c->dout, c->dr, c->dx, c->dy, c->dg, c->db);
+        return oclml_residual_layernorm_backward(c->ctx, c->dp, c->r, c->g, c->mean, c->rstd,
+                                                 c->dout, c->dr, c->dx, c->want_dy, c->dg, c->db);
     default:
-        return oclml_residual_rmsnorm_backward(c->ctx, &c->d, c->r, c->g, c->rstd, c->dout, c->dr,
-                                               c->dx, c->dy, c->dg);
+        return oclml_residual_rmsnorm_backward(c->ctx, c->dp, c->r, c->g, c->rstd, c->dout, c->dr,
+                                               c->dx, c->want_dy, c->dg);
     }
 }
 
@@ -65,8 +76,10 @@ static double sample_error(const resnorm_case *c, const host_rows *h, size_t che
     double worst = 0;
     if (c->op == RES_LN || c->op == RES_RMS) {
         for (size_t i = 0; i < n; i++) {
-            const float m =
-                ref_dropout_keep(c->d.seed, c->d.offset, i, c->d.p) ? 1.0f / (1.0f - c->d.p) : 0.0f;
+            float m = 1.0f;
+            if (c->dp)
+                m = ref_dropout_keep(c->d.seed, c->d.offset, i, c->d.p) ? 1.0f / (1.0f - c->d.p)
+                                                                        : 0.0f;
             const float t = h->y[i] * m;
             if (h->r[i] != h->x[i] + t) return 1.0;
         }
@@ -127,18 +140,21 @@ static int bench_resnorm_shape(bench_env *env, size_t rows, size_t cols) {
     int rc = st ? bench_fail(env, st, "residual norm setup") : 0;
     char sh[48];
     snprintf(sh, sizeof sh, "%zux%zu", rows, cols);
-    for (int op = 0; op < N_RES_OPS && !rc; op++) {
+    for (int k = 0; k < N_RES_OPS && !rc; k++) {
+        const int op = RES_OPS[k].kind;
         c.op = op;
+        c.dp = RES_OPS[k].dropout ? &c.d : NULL;
+        c.want_dy = RES_OPS[k].dropout ? c.dy : NULL;
         char plan[96] = "", variant[128];
-        if ((st = oclml_op_variant(env->ctx, RES_OPS[op].op, rows, cols, plan, sizeof plan))) {
+        if ((st = oclml_op_variant(env->ctx, RES_OPS[k].op, rows, cols, plan, sizeof plan))) {
             rc = bench_fail(env, st, "variant");
             break;
         }
-        snprintf(variant, sizeof variant, "p 0.1, %s", plan);
-        bench_result r = {.op = RES_OPS[op].name,
+        snprintf(variant, sizeof variant, "%s%s", RES_OPS[k].dropout ? "p 0.1, " : "", plan);
+        bench_result r = {.op = RES_OPS[k].name,
                           .shape = sh,
                           .variant = variant,
-                          .bytes = RES_OPS[op].bytes_per_elem * (double)n,
+                          .bytes = RES_OPS[k].bytes_per_elem * (double)n,
                           .max_rel_err = -1};
         /* The backward reads the forward's r, mean and rstd: the forward of its norm runs first
          * (op - 2), outside the timing. */

@@ -114,14 +114,11 @@ int bench_softmax(bench_env *env) {
 /* ---- layernorm / rmsnorm ---- */
 typedef struct norm_case {
     oclml_ctx *ctx;
-    oclml_tensor *x, *y, *g, *b, *mean, *rstd, *dy, *dx, *dg, *db, *r, *dr;
+    oclml_tensor *x, *y, *g, *b, *mean, *rstd, *dy, *dx, *dg, *db;
     int op;
 } norm_case;
 
-/* The last two: the fused residual + layernorm of a pre-norm block (r = x + dy as the branch,
- * normalised), and its backward with the stream's gradient dr (no dropout, the branch's gradient
- * not asked: GPT-2's). */
-enum { LN_FWD, RMS_FWD, LN_BWD, RMS_BWD, RES_LN_FWD, RES_LN_BWD, NORM_OPS };
+enum { LN_FWD, RMS_FWD, LN_BWD, RMS_BWD };
 
 static oclml_status run_norm(void *user) {
     norm_case *c = user;
@@ -133,33 +130,24 @@ static oclml_status run_norm(void *user) {
     case LN_BWD:
         return oclml_layernorm_backward(c->ctx, c->x, c->g, c->mean, c->rstd, c->dy, c->dx, c->dg,
                                         c->db);
-    case RMS_BWD:
-        return oclml_rmsnorm_backward(c->ctx, c->x, c->g, c->rstd, c->dy, c->dx, c->dg);
-    case RES_LN_FWD:
-        return oclml_residual_layernorm(c->ctx, NULL, c->x, c->dy, c->g, c->b, 1e-5f, c->r, c->y,
-                                        c->mean, c->rstd);
     default:
-        return oclml_residual_layernorm_backward(c->ctx, NULL, c->r, c->g, c->mean, c->rstd, c->dy,
-                                                 c->dr, c->dx, NULL, c->dg, c->db);
+        return oclml_rmsnorm_backward(c->ctx, c->x, c->g, c->rstd, c->dy, c->dx, c->dg);
     }
 }
 
 int bench_norm(bench_env *env) {
     long shapes[16][2];
     int ns = bench_row_shapes(env, shapes, 16);
-    static const char *names[NORM_OPS] = {"layernorm",          "rmsnorm",
-                                          "layernorm_bwd",      "rmsnorm_bwd",
-                                          "residual_layernorm", "residual_layernorm_bwd"};
+    static const char *names[] = {"layernorm", "rmsnorm", "layernorm_bwd", "rmsnorm_bwd"};
     for (int i = 0; i < ns; i++) {
         size_t rows = (size_t)shapes[i][0], cols = (size_t)shapes[i][1], n = rows * cols,
                shape[2] = {rows, cols};
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *g = malloc(cols * sizeof *g);
         double *ref = malloc(cols * 8 * sizeof *ref);
         norm_case c = {.ctx = env->ctx};
-        oclml_tensor **mats[] = {&c.x, &c.y, &c.dy, &c.dx, &c.r, &c.dr},
-                     **vecs[] = {&c.g, &c.b, &c.dg, &c.db};
+        oclml_tensor **mats[] = {&c.x, &c.y, &c.dy, &c.dx}, **vecs[] = {&c.g, &c.b, &c.dg, &c.db};
         oclml_status st = (x && y && g && ref) ? OCLML_SUCCESS : OCLML_ERR_OUT_OF_MEMORY;
-        for (int k = 0; k < 6 && !st; k++) st = oclml_tensor_create(env->ctx, 2, shape, mats[k]);
+        for (int k = 0; k < 4 && !st; k++) st = oclml_tensor_create(env->ctx, 2, shape, mats[k]);
         for (int k = 0; k < 4 && !st; k++) st = oclml_tensor_create(env->ctx, 1, &cols, vecs[k]);
         if (!st) st = oclml_tensor_create(env->ctx, 1, &rows, &c.mean);
         if (!st) st = oclml_tensor_create(env->ctx, 1, &rows, &c.rstd);
@@ -169,37 +157,26 @@ int bench_norm(bench_env *env) {
             st = oclml_tensor_write(c.x, x, n);
         }
         if (!st) st = oclml_tensor_write(c.dy, x, n);
-        if (!st) st = oclml_tensor_write(c.dr, x, n);
         if (!st) st = oclml_tensor_write(c.g, g, cols);
         if (!st) st = oclml_tensor_write(c.b, g, cols);
-        char variant[4][96] = {"", "", "", ""};
+        char variant[2][96] = {"", ""};
         if (!st)
             st = oclml_op_variant(env->ctx, "layernorm", rows, cols, variant[0], sizeof variant[0]);
         if (!st)
             st = oclml_op_variant(env->ctx, "layernorm_backward", rows, cols, variant[1],
                                   sizeof variant[1]);
-        if (!st)
-            st = oclml_op_variant(env->ctx, "residual_layernorm", rows, cols, variant[2],
-                                  sizeof variant[2]);
-        if (!st)
-            st = oclml_op_variant(env->ctx, "residual_layernorm_backward", rows, cols, variant[3],
-                                  sizeof variant[3]);
         int rc = st ? bench_fail(env, st, "norm setup") : 0;
-        for (int op = 0; op < NORM_OPS && !rc; op++) {
+        for (int op = 0; op < 4 && !rc; op++) {
             c.op = op;
-            bool backward = op == LN_BWD || op == RMS_BWD || op == RES_LN_BWD;
-            bench_result r = {.op = names[op],
-                              .variant = variant[(op >= RES_LN_FWD ? 2 : 0) + backward],
-                              .max_rel_err = -1};
+            bench_result r = {.op = names[op], .variant = variant[op >= LN_BWD], .max_rel_err = -1};
             rc = bench_time(env, run_norm, &c, &r.t);
             if (rc) break;
             char sh[48];
             snprintf(sh, sizeof sh, "%zux%zu", rows, cols);
             r.shape = sh;
             /* Bytes that must move: forward reads x, writes y; backward reads x and dy, writes dx
-             * (parameters and per-row statistics are small beside them); the fused residual's
-             * forward also reads the branch and writes r, its backward also reads dr. */
-            r.bytes = (op >= RES_LN_FWD ? 16.0 : backward ? 12.0 : 8.0) * (double)n;
+             * (parameters and per-row statistics are small beside them). */
+            r.bytes = (op >= LN_BWD ? 12.0 : 8.0) * (double)n;
             if (op < LN_BWD) {
                 size_t check = rows < 8 ? rows : 8;
                 if ((st = oclml_tensor_read(c.y, y, n)))
@@ -212,9 +189,8 @@ int bench_norm(bench_env *env) {
             }
             if (!rc) bench_report(env, &r);
         }
-        oclml_tensor *all[] = {c.x,  c.y,  c.dy,   c.dx,   c.g, c.b,
-                               c.dg, c.db, c.mean, c.rstd, c.r, c.dr};
-        for (int k = 0; k < 12; k++)
+        oclml_tensor *all[] = {c.x, c.y, c.dy, c.dx, c.g, c.b, c.dg, c.db, c.mean, c.rstd};
+        for (int k = 0; k < 10; k++)
             if (all[k]) oclml_tensor_destroy(all[k]);
         free(x);
         free(y);
@@ -222,5 +198,5 @@ int bench_norm(bench_env *env) {
         free(ref);
         if (rc) return rc;
     }
-    return bench_resnorm(env); /* bench_resnorm.c */
+    return bench_resnorm(env); /* bench_resnorm.c: the fused residual + norm */
 }

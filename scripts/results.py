@@ -30,6 +30,8 @@ SUITES = {
     "dropout": "transformer", "dropout_bwd": "transformer", "dropout_add": "transformer",
     "embedding": "transformer", "embedding_bwd": "transformer", "embedding_bwd_acc": "transformer",
     "residual_layernorm": "transformer", "residual_layernorm_bwd": "transformer",
+    "residual_layernorm_dropout": "transformer", "residual_layernorm_dropout_bwd": "transformer",
+    "residual_rmsnorm": "transformer", "residual_rmsnorm_bwd": "transformer",
     "softmax": "softmax", "log_softmax": "softmax", "softmax_bwd": "softmax",
     "layernorm": "norm", "rmsnorm": "norm", "layernorm_bwd": "norm", "rmsnorm_bwd": "norm",
     "add": "elementwise", "bias_add": "elementwise", "gelu": "elementwise",

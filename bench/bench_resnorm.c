@@ -1,7 +1,7 @@
 /* The fused residual + norm (part of the norm suite) on GPT-2 small's residual stream (8192
  * tokens x 768), GPT-2 medium's (4096 x 1024) and the norm suite's 16384 x 8192 (or --sizes).
  * residual_layernorm and residual_layernorm_bwd are GPT-2's configuration and
- * bench/torch_transformer_peers.py's: no dropout, the backward with the stream's gradient dr and
+ * scripts/torch_peers_extra.py's: no dropout, the backward with the stream's gradient dr and
  * no branch gradient. The _dropout cases add dropout at p 0.1 and the branch's gradient; the
  * RMSnorm ones are GPT-2's configuration with RMSnorm. Memory-bound: the forward reads x and y
  * and writes r and out, the backward reads r, dout and dr and writes dx (and dy), so the limit

@@ -9,6 +9,13 @@ It prints JSON lines in that script's format (spec/BENCH.md), so that they join 
 Groups:
   attention      SDPA forward, fp32 with TF32 off, at head dim 256 (B4 H16 L2048, causal and not)
   attention_bwd  forward and backward through autograd on the same shapes
+  embedding      F.embedding and its backward (the sorted one autograd runs), fresh and added
+                 to a tied weight's gradient, at GPT-2's 8192 tokens x 50257 x 768
+  dropout        F.dropout at p 0.1, its backward (the stored mask), x + dropout(y): 16M and
+                 8192 x 768 elements
+  residual_layernorm  x + y then F.layer_norm, and its backward with the stream's gradient added
+                 (GPT-2's pre-norm block), at 8192 x 768, 4096 x 1024, 16384 x 8192
+The names and shapes are oclml-bench's (elementwise, layout and norm suites).
 """
 import argparse
 import json
@@ -43,6 +50,14 @@ def emit(op, shape, t, flops):
     rec = {"op": op, "shape": shape, "impl": "torch", "device": torch.cuda.get_device_name(),
            "median_ms": round(med, 5), "min_ms": round(lo, 5), "max_ms": round(hi, 5),
            "gflops": round(flops / (med * 1e-3) / 1e9, 1)}
+    print(json.dumps(rec), flush=True)
+
+
+def emit_bytes(op, shape, t, nbytes):
+    med, lo, hi = t
+    rec = {"op": op, "shape": shape, "impl": "torch", "device": torch.cuda.get_device_name(),
+           "median_ms": round(med, 5), "min_ms": round(lo, 5), "max_ms": round(hi, 5),
+           "gbps": round(nbytes / (med * 1e-3) / 1e9, 1)}
     print(json.dumps(rec), flush=True)
 
 
@@ -81,7 +96,64 @@ def attention_bwd():
                  3.5 * attn_flops(B, H, Lq, Lk, Dh, causal))
 
 
-GROUPS = {"attention": attention, "attention_bwd": attention_bwd}
+def embedding(N=8192, V=50257, D=768):
+    shape = f"gpt2 N{N} V{V} D{D}"
+    ids = torch.randint(0, V, (N,), device=DEV)
+    table = torch.randn(V, D, device=DEV)
+    dy = torch.randn(N, D, device=DEV)
+    emit_bytes("embedding", shape, bench(lambda: F.embedding(ids, table)), 4 * N + 8 * N * D)
+    # the backward PyTorch runs (embedding_dense_backward: sort, then segment sums), into a
+    # fresh gradient, and added to an existing one as autograd accumulates a tied weight's
+    grad = torch.ops.aten.embedding_dense_backward
+    emit_bytes("embedding_bwd", shape, bench(lambda: grad(dy, ids, V, -1, False)),
+         4 * N + 4 * N * D + 4 * V * D)
+    acc = torch.randn(V, D, device=DEV)
+    emit_bytes("embedding_bwd_acc", shape, bench(lambda: acc.add_(grad(dy, ids, V, -1, False))),
+         4 * N + 4 * N * D + 8 * V * D)
+
+
+def dropout():
+    for n, shape in ((16 << 20, str(16 << 20)), (8192 * 768, "8192x768")):
+        x = torch.randn(n, device=DEV)
+        y = torch.randn(n, device=DEV)
+        emit_bytes("dropout", shape, bench(lambda: F.dropout(x, 0.1, True)), 8 * n)
+        # the backward multiplies by the mask the forward kept (native_dropout's)
+        out, mask = torch.ops.aten.native_dropout(x, 0.1, True)
+        emit_bytes("dropout_bwd", shape,
+             bench(lambda: torch.ops.aten.native_dropout_backward(y, mask, 1 / 0.9)), 8 * n)
+        emit_bytes("dropout_add", shape, bench(lambda: x + F.dropout(y, 0.1, True)), 12 * n)
+
+
+def residual_layernorm(shapes=((8192, 768), (4096, 1024), (16384, 8192))):
+    for rows, cols in shapes:
+        shape = f"{rows}x{cols}"
+        x = torch.randn(rows, cols, device=DEV)
+        y = torch.randn(rows, cols, device=DEV)
+        g = torch.randn(cols, device=DEV)
+        b = torch.randn(cols, device=DEV)
+        n = rows * cols
+
+        def fwd():
+            r = x + y
+            return r, F.layer_norm(r, (cols,), g, b, 1e-5)
+
+        emit_bytes("residual_layernorm", shape, bench(fwd), 16 * n)
+        r = (x + y).requires_grad_()
+        gg = g.clone().requires_grad_()
+        bb = b.clone().requires_grad_()
+        out = F.layer_norm(r, (cols,), gg, bb, 1e-5)
+        dout = torch.randn_like(out)
+        dr = torch.randn_like(out)
+
+        def bwd():
+            dx, dg, db = torch.autograd.grad(out, (r, gg, bb), dout, retain_graph=True)
+            return dx + dr, dg, db  # the stream's gradient added, as autograd accumulates it
+
+        emit_bytes("residual_layernorm_bwd", shape, bench(bwd), 16 * n)
+
+
+GROUPS = {"attention": attention, "attention_bwd": attention_bwd, "embedding": embedding,
+          "dropout": dropout, "residual_layernorm": residual_layernorm}
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -132,16 +132,6 @@ static oclml_tensor *make(oclml_ctx *ctx, oclml_status *st, int nd, const size_t
     return t;
 }
 
-static oclml_tensor *view(oclml_ctx *ctx, oclml_status *st, const oclml_tensor *t, int nd,
-                          const size_t *shape) {
-    cl_mem buf;
-    size_t off;
-    oclml_tensor *v = NULL;
-    if (!*st) *st = oclml_tensor_buffer(t, &buf, &off);
-    if (!*st) *st = oclml_tensor_wrap(ctx, buf, off, nd, shape, &v);
-    return v;
-}
-
 static oclml_status init_params(gpt_model *m) {
     const gpt_config *c = &m->c;
     size_t n;
@@ -239,7 +229,7 @@ static oclml_status make_activations(gpt_model *m) {
                    : i >= A_PRE ? make(ctx, &st, 2, n4c)
                                 : make(ctx, &st, 2, nc);
         }
-        for (int j = 0; j < 4; j++) m->flat[l][j] = view(ctx, &st, a[A_Q + j], 2, nc);
+        for (int j = 0; j < 4; j++) m->flat[l][j] = train_view(ctx, &st, a[A_Q + j], 2, nc);
     }
     oclml_tensor **t = m->t;
     t[G_IDS] = make(ctx, &st, 1, rows);
@@ -255,8 +245,8 @@ static oclml_status make_activations(gpt_model *m) {
     for (int i = G_DH; i <= G_DO; i++) t[i] = make(ctx, &st, 2, nc);
     for (int i = G_DQ; i <= G_DV; i++) t[i] = make(ctx, &st, 4, bthd);
     t[G_DACT] = make(ctx, &st, 2, n4c);
-    for (int j = 0; j < 3; j++) m->flat_d[j] = view(ctx, &st, t[G_DQ + j], 2, nc);
-    m->flat_d[3] = view(ctx, &st, t[G_DO], 4, bthd);
+    for (int j = 0; j < 3; j++) m->flat_d[j] = train_view(ctx, &st, t[G_DQ + j], 2, nc);
+    m->flat_d[3] = train_view(ctx, &st, t[G_DO], 4, bthd);
     return st;
 }
 

@@ -31,6 +31,18 @@ static inline void train_fill(train_rng *r, float *x, size_t n, float bound) {
     for (size_t i = 0; i < n; i++) x[i] = train_uniform(r) * bound;
 }
 
+/* A tensor of another shape over t's elements (a reshape); NULL after a failure (*st set), and
+ * nothing done once *st holds one. */
+static inline oclml_tensor *train_view(oclml_ctx *ctx, oclml_status *st, const oclml_tensor *t,
+                                       int nd, const size_t *shape) {
+    cl_mem buf;
+    size_t off;
+    oclml_tensor *v = NULL;
+    if (!*st) *st = oclml_tensor_buffer(t, &buf, &off);
+    if (!*st) *st = oclml_tensor_wrap(ctx, buf, off, nd, shape, &v);
+    return v;
+}
+
 /* A failed call ends the example with status 3 (1: it ran, but the loss did not behave). */
 #define TRAIN_CHECK(expr)                                                                          \
     do {                                                                                           \

@@ -23,17 +23,6 @@ static oclml_tensor *make(oclml_ctx *ctx, oclml_status *st, int nd, const size_t
     return t;
 }
 
-/* A tensor of another shape over t's elements (a reshape); NULL after a failure. */
-static oclml_tensor *view(oclml_ctx *ctx, oclml_status *st, const oclml_tensor *t, int nd,
-                          const size_t *shape) {
-    cl_mem buf;
-    size_t off;
-    oclml_tensor *v = NULL;
-    if (!*st) *st = oclml_tensor_buffer(t, &buf, &off);
-    if (!*st) *st = oclml_tensor_wrap(ctx, buf, off, nd, shape, &v);
-    return v;
-}
-
 /* Writes PyTorch's default init (U(+-1/sqrt(fan_in))) into an arena parameter of n elements. */
 static oclml_status init_param(train_rng *rng, oclml_tensor *p, size_t n, size_t fan_in) {
     float *v = malloc(n * sizeof *v);
@@ -244,8 +233,8 @@ oclml_status train_cnn_create(oclml_ctx *ctx, size_t N, size_t side, int n_conv,
                 make(ctx, &st, 4, k == CONV_POOL || k == CONV_DPOOL ? half : full, NULL);
     }
     /* The last pooled output and its gradient, flattened for the head (views). */
-    m->t[CNN_FLAT] = view(ctx, &st, m->layer[n_conv - 1][CONV_POOL], 2, fs);
-    m->t[CNN_DFLAT] = view(ctx, &st, m->layer[n_conv - 1][CONV_DPOOL], 2, fs);
+    m->t[CNN_FLAT] = train_view(ctx, &st, m->layer[n_conv - 1][CONV_POOL], 2, fs);
+    m->t[CNN_DFLAT] = train_view(ctx, &st, m->layer[n_conv - 1][CONV_DPOOL], 2, fs);
     oclml_conv2d_params_init(&m->conv);
     for (int i = 0; i < 2; i++) m->conv.pad_before[i] = m->conv.pad_after[i] = 2;
     oclml_pool2d_params_init(&m->pool);

@@ -105,10 +105,11 @@ struct gpt_model {
     size_t n_tokens, head_dim, n_params;
     oclml_arena *arena;
     oclml_optim *opt;
-    oclml_tensor **p, **g;                  /* arena views, P_/per-layer order */
-    oclml_tensor *(*act)[A_PER_LAYER];      /* per layer */
-    oclml_tensor *(*flat)[4];               /* per layer: [N, C] views of q, k, v, o */
-    oclml_tensor *t[G_TENSORS], *flat_d[4]; /* [N, C] views of dq, dk, dv, do */
+    oclml_tensor **p, **g;             /* arena views, P_/per-layer order */
+    oclml_tensor *(*act)[A_PER_LAYER]; /* per layer */
+    oclml_tensor *(*flat)[4];          /* per layer: [N, C] views of q, k, v, o */
+    oclml_tensor *t[G_TENSORS],
+        *flat_d[4]; /* [N, C] views of dq, dk, dv; a [B, T, H, Dh] view of do */
     oclml_attention_params att;
     oclml_tensor *empty;
     size_t step;

@@ -69,6 +69,15 @@ oclml_status oclml__check_shape(const oclml_ctx *ctx, const oclml_tensor *t, con
     return oclml__check_dims(ctx, t, name, nd, want);
 }
 
+oclml_status oclml__check_apart(const oclml_ctx *ctx, const oclml_tensor *out, const char *out_name,
+                                const oclml_tensor *in, const char *in_name, bool in_place_ok) {
+    if (!oclml__overlap(out, in)) return OCLML_SUCCESS;
+    if (in_place_ok && out->mem == in->mem && out->offset_bytes == in->offset_bytes)
+        return OCLML_SUCCESS;
+    return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "%s overlaps %s%s", out_name, in_name,
+                       in_place_ok ? " other than in place" : "");
+}
+
 bool oclml__overlap(const oclml_tensor *a, const oclml_tensor *b) {
     if (!a || !b || a->mem != b->mem) return false;
     size_t a0 = a->offset_bytes, a1 = a0 + a->numel * sizeof(float);

@@ -287,6 +287,11 @@ oclml_status oclml__check_dims(const oclml_ctx *ctx, const oclml_tensor *t, cons
                                int nd, const size_t *want);
 /* Whether two tensors share any element (NULLs share none). */
 bool oclml__overlap(const oclml_tensor *a, const oclml_tensor *b);
+/* Fails (OCLML_ERR_INVALID_ARGUMENT, naming both) when output out overlaps in, except, where
+ * in_place_ok, when out is in itself (the same buffer and offset: element-for-element kernels
+ * may write over what they read). NULLs pass. */
+oclml_status oclml__check_apart(const oclml_ctx *ctx, const oclml_tensor *out, const char *out_name,
+                                const oclml_tensor *in, const char *in_name, bool in_place_ok);
 
 /* ---- device capabilities (device.c) ---- */
 void oclml__device_probe(oclml_ctx *ctx);

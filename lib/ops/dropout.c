@@ -34,17 +34,6 @@ float oclml__dropout_scale(const oclml_dropout_params *d) {
     return d && d->p < 1.0f ? 1.0f / (1.0f - d->p) : 0.0f;
 }
 
-/* out may be in (or base) itself, element for element, but no other overlap: work-items read
- * and write their own elements only. */
-static oclml_status check_alias(oclml_ctx *ctx, const oclml_tensor *out, const char *on,
-                                const oclml_tensor *in, const char *in_name) {
-    if (oclml__overlap(out, in) &&
-        !(out->mem == in->mem && oclml__elem_offset(out) == oclml__elem_offset(in)))
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "%s overlaps %s other than in place",
-                           on, in_name);
-    return OCLML_SUCCESS;
-}
-
 /* out = base + dropout(in) (base NULL: none). */
 static oclml_status run(oclml_ctx *ctx, const oclml_dropout_params *d, const oclml_tensor *in,
                         const oclml_tensor *base, oclml_tensor *out) {
@@ -70,7 +59,7 @@ oclml_status oclml_dropout(oclml_ctx *ctx, const oclml_dropout_params *params,
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, params);
     if (!st) st = oclml__check_same_shape(ctx, x, "x", y, "y");
-    if (!st) st = check_alias(ctx, y, "y", x, "x");
+    if (!st) st = oclml__check_apart(ctx, y, "y", x, "x", true);
     return st ? st : run(ctx, params, x, NULL, y);
 }
 
@@ -79,7 +68,7 @@ oclml_status oclml_dropout_backward(oclml_ctx *ctx, const oclml_dropout_params *
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, params);
     if (!st) st = oclml__check_same_shape(ctx, dy, "dy", dx, "dx");
-    if (!st) st = check_alias(ctx, dx, "dx", dy, "dy");
+    if (!st) st = oclml__check_apart(ctx, dx, "dx", dy, "dy", true);
     return st ? st : run(ctx, params, dy, NULL, dx);
 }
 
@@ -89,8 +78,9 @@ oclml_status oclml_dropout_add(oclml_ctx *ctx, const oclml_dropout_params *param
     if (!st) st = oclml__check_dropout(ctx, params);
     if (!st) st = oclml__check_same_shape(ctx, x, "x", y, "y");
     if (!st) st = oclml__check_same_shape(ctx, x, "x", r, "r");
-    if (!st) st = check_alias(ctx, r, "r", x, "x");
-    if (!st) st = check_alias(ctx, r, "r", y, "y");
+    /* r may be x or y itself: each work-item reads and writes its own elements only. */
+    if (!st) st = oclml__check_apart(ctx, r, "r", x, "x", true);
+    if (!st) st = oclml__check_apart(ctx, r, "r", y, "y", true);
     return st ? st : run(ctx, params, y, x, r);
 }
 

@@ -410,23 +410,6 @@ oclml_status oclml_rmsnorm_backward(oclml_ctx *ctx, const oclml_tensor *x,
 
 /* ---- the fused residual + norm ---- */
 
-/* t may be u itself (in place) but no other overlap. */
-static oclml_status no_partial_overlap(oclml_ctx *ctx, const oclml_tensor *t, const char *tn,
-                                       const oclml_tensor *u, const char *un) {
-    if (t && u && oclml__overlap(t, u) &&
-        !(t->mem == u->mem && oclml__elem_offset(t) == oclml__elem_offset(u)))
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "%s overlaps %s other than in place",
-                           tn, un);
-    return OCLML_SUCCESS;
-}
-
-static oclml_status no_overlap(oclml_ctx *ctx, const oclml_tensor *t, const char *tn,
-                               const oclml_tensor *u, const char *un) {
-    if (t && u && oclml__overlap(t, u))
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "%s overlaps %s", tn, un);
-    return OCLML_SUCCESS;
-}
-
 /* The forward's own arguments (the norm's are checked by forward_attempt): r may be x. */
 static oclml_status check_residual_forward(oclml_ctx *ctx, const norm_call *c) {
     oclml_status st = oclml__check_ctx(ctx);
@@ -434,14 +417,14 @@ static oclml_status check_residual_forward(oclml_ctx *ctx, const norm_call *c) {
     if (!st) st = oclml__check_same_shape(ctx, c->x, "x", c->branch, "y");
     if (!st) st = oclml__check_same_shape(ctx, c->x, "x", c->r, "r");
     if (!st) st = oclml__check_same_shape(ctx, c->x, "x", c->y, "out");
-    if (!st) st = no_partial_overlap(ctx, c->r, "r", c->x, "x");
-    if (!st) st = no_overlap(ctx, c->r, "r", c->branch, "y");
+    if (!st) st = oclml__check_apart(ctx, c->r, "r", c->x, "x", true);
+    if (!st) st = oclml__check_apart(ctx, c->r, "r", c->branch, "y", false);
     const oclml_tensor *outs[] = {c->y, c->out_mean, c->out_rstd};
     const char *names[] = {"out", "mean", "rstd"};
     for (int i = 0; i < 3 && !st; i++) {
-        st = no_overlap(ctx, outs[i], names[i], c->x, "x");
-        if (!st) st = no_overlap(ctx, outs[i], names[i], c->branch, "y");
-        if (!st) st = no_overlap(ctx, outs[i], names[i], c->r, "r");
+        st = oclml__check_apart(ctx, outs[i], names[i], c->x, "x", false);
+        if (!st) st = oclml__check_apart(ctx, outs[i], names[i], c->branch, "y", false);
+        if (!st) st = oclml__check_apart(ctx, outs[i], names[i], c->r, "r", false);
     }
     return st;
 }
@@ -452,14 +435,14 @@ static oclml_status check_residual_backward(oclml_ctx *ctx, const norm_call *c) 
     if (!st && c->drop) st = oclml__check_dropout(ctx, c->drop);
     if (!st && c->dr) st = oclml__check_same_shape(ctx, c->x, "r", c->dr, "dr");
     if (!st && c->dbranch) st = oclml__check_same_shape(ctx, c->x, "r", c->dbranch, "dy");
-    if (!st && c->dx) st = no_partial_overlap(ctx, c->dx, "dx", c->dr, "dr");
+    if (!st && c->dx) st = oclml__check_apart(ctx, c->dx, "dx", c->dr, "dr", true);
     const oclml_tensor *ins[] = {c->x, c->dy, c->dr, c->gamma, c->mean, c->rstd};
     const char *names[] = {"r", "dout", "dr", "gamma", "mean", "rstd"};
     for (int i = 0; i < 6 && !st; i++) {
-        if (i != 2) st = no_overlap(ctx, c->dx, "dx", ins[i], names[i]);
-        if (!st) st = no_overlap(ctx, c->dbranch, "dy", ins[i], names[i]);
+        if (i != 2) st = oclml__check_apart(ctx, c->dx, "dx", ins[i], names[i], false);
+        if (!st) st = oclml__check_apart(ctx, c->dbranch, "dy", ins[i], names[i], false);
     }
-    if (!st) st = no_overlap(ctx, c->dbranch, "dy", c->dx, "dx");
+    if (!st) st = oclml__check_apart(ctx, c->dbranch, "dy", c->dx, "dx", false);
     return st;
 }
 

@@ -183,6 +183,7 @@ START_TEST(device_memory_counted) {
     ck_assert_uint_eq(now, base);
     ck_assert_uint_ge(peak, base + (4u << 20) + 4);
     ASSERT_STATUS(oclml_ctx_memory(NULL, &now, NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_ctx_reset_peak_memory(NULL), OCLML_ERR_NULL_POINTER);
 }
 END_TEST
 

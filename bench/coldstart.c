@@ -293,6 +293,32 @@ static oclml_status run_linear_backward(op_case *c) {
                : c->st;
 }
 
+/* The same layer with dropout 0.1 after its GELU. */
+static oclml_dropout_params linear_drop(void) {
+    oclml_dropout_params d;
+    oclml_dropout_params_init(&d);
+    d.p = 0.1f;
+    return d;
+}
+
+static oclml_status run_linear_dropout(op_case *c) {
+    oclml_tensor *x = input(c, 0, &LIN_X, -1, 1), *w = input(c, 1, &LIN_W, -0.1f, 0.1f),
+                 *b = input(c, 2, &LIN_B, -1, 1), *y = output(c, 3, &LIN_Y),
+                 *pre = output(c, 4, &LIN_Y);
+    const oclml_dropout_params d = linear_drop();
+    return ready(c) ? oclml_linear_dropout(c->ctx, OCLML_ACT_GELU_ERF, &d, x, w, b, y, pre) : c->st;
+}
+
+static oclml_status run_linear_dropout_backward(op_case *c) {
+    oclml_tensor *x = input(c, 0, &LIN_X, -1, 1), *w = input(c, 1, &LIN_W, -0.1f, 0.1f),
+                 *pre = input(c, 2, &LIN_Y, -1, 1), *dy = input(c, 3, &LIN_Y, -1, 1),
+                 *dx = output(c, 4, &LIN_X), *dw = output(c, 5, &LIN_W), *db = output(c, 6, &LIN_B);
+    const oclml_dropout_params d = linear_drop();
+    return ready(c) ? oclml_linear_dropout_backward(c->ctx, OCLML_ACT_GELU_ERF, &d, x, w, pre, dy,
+                                                    dx, dw, db, 0)
+                    : c->st;
+}
+
 /* A 3x3 convolution of 8 images 16 -> 32 channels at 16x16, and 2x2 pooling of its output. */
 static const shape CONV_X = {4, {8, 16, 16, 16}}, CONV_W = {4, {32, 16, 3, 3}}, CONV_B = {1, {32}},
                    CONV_Y = {4, {8, 32, 16, 16}}, CONV_WT = {4, {16, 32, 3, 3}},

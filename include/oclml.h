@@ -655,6 +655,24 @@ OCLML_API oclml_status oclml_dropout_add(oclml_ctx *ctx, const oclml_dropout_par
                                          const oclml_tensor *x, const oclml_tensor *y,
                                          oclml_tensor *r);
 
+/* A linear layer with dropout after its activation in the product's epilogue: y =
+ * dropout(act(x W^T + b)), y's mask the one oclml_dropout(params) gives a tensor of y's shape, so
+ * the call equals oclml_linear then oclml_dropout on y, bit for bit (p = 0: oclml_linear). pre
+ * (NULL or y's shape) receives x W^T + b. Arguments and errors as oclml_linear's, and NULL or bad
+ * params as oclml_dropout's. */
+OCLML_API oclml_status oclml_linear_dropout(oclml_ctx *ctx, oclml_activation act,
+                                            const oclml_dropout_params *params,
+                                            const oclml_tensor *x, const oclml_tensor *w,
+                                            const oclml_tensor *b, oclml_tensor *y,
+                                            oclml_tensor *pre);
+/* Its gradients given dy, the mask regenerated from the same params: as oclml_linear_backward,
+ * except that the derivative of every activation but NONE reads the pre-activation pre (y is
+ * scaled or zeroed by the mask), so the forward must have written pre. */
+OCLML_API oclml_status oclml_linear_dropout_backward(
+    oclml_ctx *ctx, oclml_activation act, const oclml_dropout_params *params, const oclml_tensor *x,
+    const oclml_tensor *w, const oclml_tensor *pre, const oclml_tensor *dy, oclml_tensor *dx,
+    oclml_tensor *dw, oclml_tensor *db, int accumulate);
+
 /* ---------------------------------------------------------------------------------------------
  * The fused residual + norm of a pre-norm transformer block: the residual add (with dropout on
  * the branch) and the next norm in one pass over the rows, writing the new residual stream and

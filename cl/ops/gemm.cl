@@ -33,6 +33,7 @@
  * may also run the first blocks of that order alone, as one row of work-groups in dimension 0
  * (the host's last-wave split, lib/ops/gemm_plan.c). */
 #include "activation.h"
+#include "philox.h"
 #ifndef MMA_EMULATE
 #define MMA_EMULATE 0 /* 1: the tensor-core kernel on a portable m16n8k8 (tests without them) */
 #endif
@@ -67,6 +68,9 @@
 #include "mma.h"
 #ifndef HAS_BIAS
 #define HAS_BIAS 0
+#endif
+#ifndef HAS_DROPOUT
+#define HAS_DROPOUT 0 /* 1: dropout after the activation (a linear layer's, philox.h's rule) */
 #endif
 #ifndef HAS_PRE
 #define HAS_PRE 0
@@ -386,6 +390,26 @@ OCLML_INLINE void store_chunk(__local float *t, float4 v, uint c, uint tile_rows
 #define BAND_PASS
 #endif
 
+/* Dropout in the epilogue: element (r, c) of C is element drop_base + r drop_ld + c of the
+ * output that oclml_dropout would mask with the same (seed, offset), so the fused product equals
+ * the product then oclml_dropout, bit for bit. y * 0 keeps NaN, as oclml_dropout does. */
+#if HAS_DROPOUT
+#define DROP_ARGS                                                                           \
+    , float drop_p, float drop_scale, uint drop_seed_lo, uint drop_seed_hi, ulong drop_offset, \
+        ulong drop_base, uint drop_ld
+#define DROP_PASS , drop_p, drop_scale, drop_seed_lo, drop_seed_hi, drop_offset, drop_base, drop_ld
+OCLML_INLINE float drop_apply(float y, uint r, uint c DROP_ARGS) {
+    const float u = dropout_uniform(drop_base + (ulong)r * drop_ld + c,
+                                    (uint2)(drop_seed_lo, drop_seed_hi), drop_offset);
+    return y * (u >= drop_p ? drop_scale : 0.0f);
+}
+#define DROP_APPLY(y, r, c) drop_apply((y), (r), (c)DROP_PASS)
+#else
+#define DROP_ARGS
+#define DROP_PASS
+#define DROP_APPLY(y, r, c) (y)
+#endif
+
 /* The work-group's block after the swizzle, and its batch entry and K range: its K split's, and
  * with A_BANDED none past its last row's band. */
 typedef struct block_pos {
@@ -456,7 +480,7 @@ OCLML_INLINE void epilogue_store(__global float *C, uint ldc, __global float *pr
         _Pragma("unroll") for (uint j_ = 0; j_ < (COLS); j_++) {                               \
             z_[j_] = epilogue_value(C, ldc, bias, M, N, ROW(i_, j_), COL(i_, j_), ACC(i_, j_), \
                                     alpha, beta, with_beta);                                   \
-            y_[j_] = act_apply(z_[j_]);                                                        \
+            y_[j_] = DROP_APPLY(act_apply(z_[j_]), ROW(i_, j_), COL(i_, j_));                  \
         }                                                                                      \
         _Pragma("unroll") for (uint j_ = 0; j_ < (COLS); j_++)                                 \
             epilogue_store(C, ldc, pre, ldp, M, N, ROW(i_, j_), COL(i_, j_), z_[j_], y_[j_]);  \
@@ -473,7 +497,7 @@ OCLML_INLINE void epilogue_store(__global float *C, uint ldc, __global float *pr
         ulong b_off, uint ldb, ulong b_stride, __global float *C, ulong c_off, uint ldc,          \
         ulong c_stride, uint M, uint N, uint K, float alpha, float beta,                          \
         __global const float *bias, ulong bias_off, __global float *pre, ulong pre_off, uint ldp, \
-        ulong pre_stride, uint ksplit, uint kchunk GATHER_ARGS BAND_ARG
+        ulong pre_stride, uint ksplit, uint kchunk GATHER_ARGS BAND_ARG DROP_ARGS
 
 /* bias and pre move only where they exist (they are NULL otherwise). */
 #if HAS_BIAS
@@ -760,7 +784,8 @@ __kernel void oclml_gemm_finish(__global const float *W, ulong w_off, uint ldw, 
                                 ulong w_stride, uint splits, __global float *C, ulong c_off,
                                 uint ldc, ulong c_stride, uint M, uint N, float alpha, float beta,
                                 __global const float *bias, ulong bias_off, __global float *pre,
-                                ulong pre_off, uint ldp, ulong pre_stride, uint batch) {
+                                ulong pre_off, uint ldp, ulong pre_stride,
+                                uint batch DROP_ARGS) {
     const uint c = get_global_id(0);
     if (c >= N) return;
 #if HAS_BIAS
@@ -781,7 +806,7 @@ __kernel void oclml_gemm_finish(__global const float *W, ulong w_off, uint ldw, 
             __global float *cz = C + c_off + z * c_stride;
             const float v =
                 epilogue_value(cz, ldc, bias, M, N, r, c, sum, alpha, beta, beta != 0.0f);
-            epilogue_store(cz, ldc, pz, ldp, M, N, r, c, v, act_apply(v));
+            epilogue_store(cz, ldc, pz, ldp, M, N, r, c, v, DROP_APPLY(act_apply(v), r, c));
         }
 }
 #endif

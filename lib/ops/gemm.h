@@ -52,6 +52,10 @@ typedef struct oclml__gemm_desc {
      * kernels read a block of rows only up to its last row's band (CLBlast reads the zeros). */
     bool a_lower;
     long a_band;
+    /* Dropout after the activation (NULL or p = 0: none; batch 1): element (r, c) of C is
+     * element drop_base + r drop_ld + c of the tensor oclml_dropout would mask. */
+    const oclml_dropout_params *drop;
+    size_t drop_base, drop_ld;
 } oclml__gemm_desc;
 
 /* A plain dense m x n x k product (no transposes, bias or epilogue; alpha 1), as planners and

@@ -423,16 +423,46 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     choose_tail(ctx, d, p);
 }
 
+static bool has_dropout(const oclml__gemm_desc *d) { return d->drop && d->drop->p > 0.0f; }
+
 static bool has_epilogue(const oclml__gemm_desc *d) {
-    return d->bias || d->pre.mem || d->act != OCLML_ACT_NONE;
+    return d->bias || d->pre.mem || d->act != OCLML_ACT_NONE || has_dropout(d);
 }
 
 /* The epilogue's defines; none for split partials, which the finishing kernel completes. */
 static int epilogue_defines(char *out, size_t len, const oclml__gemm_desc *d) {
     const char *act = oclml__act_define(d->act);
-    return snprintf(out, len, "-DHAS_BIAS=%d -DHAS_PRE=%d%s%s",
+    return snprintf(out, len, "-DHAS_BIAS=%d -DHAS_PRE=%d%s%s%s",
                     d->bias ? (d->bias_per_row ? 2 : 1) : 0, d->pre.mem != NULL, act ? " " : "",
-                    act ? act : "");
+                    act ? act : "", has_dropout(d) ? " -DHAS_DROPOUT=1" : "");
+}
+
+/* The epilogue's dropout arguments (DROP_ARGS in cl/ops/gemm.cl), appended at args[n]; returns
+ * the new count. The values live in *v, which must outlast the launch call. */
+typedef struct drop_values {
+    float p, scale;
+    cl_uint seed_lo, seed_hi, ld;
+    cl_ulong offset, base;
+} drop_values;
+
+static unsigned add_drop_args(const oclml__gemm_desc *d, drop_values *v, oclml__arg *args,
+                              unsigned n) {
+    if (!has_dropout(d)) return n;
+    *v = (drop_values){.p = d->drop->p,
+                       .scale = oclml__dropout_scale(d->drop),
+                       .seed_lo = (cl_uint)d->drop->seed,
+                       .seed_hi = (cl_uint)(d->drop->seed >> 32),
+                       .ld = (cl_uint)d->drop_ld,
+                       .offset = d->drop->offset,
+                       .base = d->drop_base};
+    args[n++] = OCLML_ARG(v->p);
+    args[n++] = OCLML_ARG(v->scale);
+    args[n++] = OCLML_ARG(v->seed_lo);
+    args[n++] = OCLML_ARG(v->seed_hi);
+    args[n++] = OCLML_ARG(v->offset);
+    args[n++] = OCLML_ARG(v->base);
+    args[n++] = OCLML_ARG(v->ld);
+    return n;
 }
 
 /* Whether the own kernels take d's A as lower-banded (A_BANDED in cl/ops/gemm.cl): a band that
@@ -501,13 +531,16 @@ static oclml_status run_finish(oclml_ctx *ctx, const oclml__gemm_desc *d, const 
                          OCLML_ARG(ldc),   OCLML_ARG(c_st),  OCLML_ARG(M),    OCLML_ARG(N),
                          OCLML_ARG(alpha), OCLML_ARG(beta),  OCLML_ARG(bias), OCLML_ARG(b_off),
                          OCLML_ARG(pm),    OCLML_ARG(p_off), OCLML_ARG(ldp),  OCLML_ARG(p_st),
-                         OCLML_ARG(B)};
+                         OCLML_ARG(B),     {0, NULL},        {0, NULL},       {0, NULL},
+                         {0, NULL},        {0, NULL},        {0, NULL},       {0, NULL}};
+    drop_values dv;
+    const unsigned n = add_drop_args(d, &dv, args, 21);
     size_t lx = ctx->caps.max_work_group_size >= 64 ? 64 : ctx->caps.max_work_group_size;
     /* Rows and batch entries beyond the grid's 65535 groups a dimension loop in the kernel. */
     size_t local[3] = {lx, 1, 1},
            global[3] = {ceil_div(d->n, lx) * lx, d->m < GRID_YZ_MAX ? d->m : GRID_YZ_MAX,
                         d->batch < GRID_YZ_MAX ? d->batch : GRID_YZ_MAX};
-    return oclml__launch(ctx, k, args, 21, 3, global, local, NULL);
+    return oclml__launch(ctx, k, args, n, 3, global, local, NULL);
 }
 
 /* One launch of a tiled kernel writing c (d's C, or a split workspace): every block, or the
@@ -541,7 +574,7 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
         segs[0] = x->a_seg;
         segs[1] = x->b_seg;
     }
-    oclml__arg args[41] = {
+    oclml__arg args[48] = {
         OCLML_ARG(am), OCLML_ARG(a_off), OCLML_ARG(lda), OCLML_ARG(a_st), OCLML_ARG(bm),
         OCLML_ARG(b_off), OCLML_ARG(ldb), OCLML_ARG(b_st), OCLML_ARG(cm), OCLML_ARG(c_off),
         OCLML_ARG(ldc), OCLML_ARG(c_st), OCLML_ARG(M), OCLML_ARG(N), OCLML_ARG(K), OCLML_ARG(alpha),
@@ -561,6 +594,8 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
     }
     unsigned n = d->gather_b ? 40 : 25;
     if (banded(d)) args[n++] = OCLML_ARG(band); /* BAND_ARG, after the others */
+    drop_values dv;
+    if (!split) n = add_drop_args(d, &dv, args, n); /* DROP_ARGS, last */
     return oclml__launch(ctx, k, args, n, 3, global, local, NULL);
 }
 
@@ -588,6 +623,7 @@ static oclml__gemm_desc sub_product(const oclml__gemm_desc *d, size_t r0, size_t
     t.c.offset += r0 * d->c.ld + c0;
     if (d->pre.mem) t.pre.offset += r0 * d->pre.ld + c0;
     if (d->bias) t.bias_offset += d->bias_per_row ? r0 : c0;
+    t.drop_base += r0 * d->drop_ld + c0;
     t.a_band += (long)r0; /* row r of the part is row r0 + r of d */
     return t;
 }

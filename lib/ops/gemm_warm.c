@@ -63,6 +63,14 @@ static void every_epilogue_and_operand(oclml_ctx *ctx, const char *op, oclml__wa
                                               .c = {NULL, 0, 576, 0},
                                               .gather_b = &segmented};
     oclml__gemm_warm_desc(ctx, op, "B gathered and segmented", &weight_gradient, list);
+    /* A linear layer's dropout after ReLU (oclml_linear_dropout), one size. */
+    static const oclml_dropout_params drop = {sizeof drop, 0.5f, 0, 0};
+    oclml__gemm_desc dropped = oclml__gemm_desc_dense(1024, 1024, 1024);
+    dropped.trans_b = true, dropped.b.ld = dropped.k;
+    dropped.bias = PLACEHOLDER_BUFFER, dropped.act = OCLML_ACT_RELU;
+    dropped.pre = (oclml__matrix){PLACEHOLDER_BUFFER, 0, dropped.n, 0};
+    dropped.drop = &drop, dropped.drop_ld = dropped.n;
+    oclml__gemm_warm_desc(ctx, op, "pre-activation, bias, ReLU, dropout", &dropped, list);
 }
 
 /* Prewarm: the kernels that square products and linear layers (weights transposed, with and

@@ -95,12 +95,17 @@ static oclml__matrix mat(const oclml_tensor *t, size_t ld) {
     return (oclml__matrix){t->mem, oclml__elem_offset(t), ld, 0};
 }
 
-oclml_status oclml_linear(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
-                          const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y,
-                          oclml_tensor *pre) {
+/* Dropout params that drop anything (NULL otherwise: p = 0 is the plain layer, bit for bit). */
+static const oclml_dropout_params *active(const oclml_dropout_params *drop) {
+    return drop && drop->p > 0.0f ? drop : NULL;
+}
+
+static oclml_status linear_forward(oclml_ctx *ctx, oclml_activation act,
+                                   const oclml_dropout_params *drop, const oclml_tensor *x,
+                                   const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y,
+                                   oclml_tensor *pre) {
     size_t rows, in, out;
-    oclml_status st = oclml__check_ctx(ctx);
-    if (!st) st = oclml__check_act(ctx, act);
+    oclml_status st = oclml__check_act(ctx, act);
     if (!st) st = check_x_w(ctx, x, w, &rows, &in, &out);
     if (!st) st = check_bias(ctx, b, "b", out);
     if (!st) st = check_like(ctx, y, "y", x, out, "out");
@@ -125,16 +130,43 @@ oclml_status oclml_linear(oclml_ctx *ctx, oclml_activation act, const oclml_tens
                           .c = mat(y, out),
                           .bias = b ? b->mem : NULL,
                           .bias_offset = b ? oclml__elem_offset(b) : 0,
-                          .act = act};
+                          .act = act,
+                          .drop = active(drop),
+                          .drop_ld = out};
     if (pre) d.pre = mat(pre, out);
     return oclml__gemm(ctx, &d);
 }
 
+oclml_status oclml_linear(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
+                          const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y,
+                          oclml_tensor *pre) {
+    oclml_status st = oclml__check_ctx(ctx);
+    return st ? st : linear_forward(ctx, act, NULL, x, w, b, y, pre);
+}
+
+oclml_status oclml_linear_dropout(oclml_ctx *ctx, oclml_activation act,
+                                  const oclml_dropout_params *drop, const oclml_tensor *x,
+                                  const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y,
+                                  oclml_tensor *pre) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = oclml__check_dropout(ctx, drop);
+    return st ? st : linear_forward(ctx, act, drop, x, w, b, y, pre);
+}
+
 /* ---- backward ---- */
 
-static oclml__program_spec dz_spec(oclml_activation act) {
-    return (oclml__program_spec){FILE_CL, oclml__act_define(act),
-                                 "oclml_linear_dz oclml_linear_db_finish", 0};
+/* The dZ pass's program: the activation's derivative, with or without dropout's mask. */
+typedef struct dz_program {
+    char defines[64];
+    oclml__program_spec spec;
+} dz_program;
+
+static void dz_program_of(oclml_activation act, bool dropout, dz_program *g) {
+    const char *a = oclml__act_define(act);
+    snprintf(g->defines, sizeof g->defines, "%s%s", a ? a : "",
+             dropout ? (a ? " -DHAS_DROPOUT=1" : "-DHAS_DROPOUT=1") : "");
+    g->spec = (oclml__program_spec){FILE_CL, g->defines[0] ? g->defines : NULL,
+                                    "oclml_linear_dz oclml_linear_db_finish", 0};
 }
 
 /* The dZ pass's grid: work-groups of up to 256 columns, and slices of rows enough to give every
@@ -156,14 +188,16 @@ static void dz_grid(const oclml_ctx *ctx, size_t rows, size_t cols, size_t *loca
     *slices = (rows + *rps - 1) / *rps;
 }
 
-/* dZ (into dz when flags has LIN_WRITE_DZ) and db (when db is not NULL). */
-static oclml_status dz_pass(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *saved,
-                            const oclml_tensor *dy, cl_mem dz, size_t rows, size_t cols,
-                            oclml_tensor *db, bool accumulate) {
-    oclml__program_spec spec = dz_spec(act);
+/* dZ (into dz when flags has LIN_WRITE_DZ) and db (when db is not NULL); drop: the forward's
+ * dropout (NULL: none). */
+static oclml_status dz_pass(oclml_ctx *ctx, oclml_activation act, const oclml_dropout_params *drop,
+                            const oclml_tensor *saved, const oclml_tensor *dy, cl_mem dz,
+                            size_t rows, size_t cols, oclml_tensor *db, bool accumulate) {
+    dz_program g;
+    dz_program_of(act, drop != NULL, &g);
     cl_kernel kdz, kfin = NULL;
-    oclml_status st = oclml__kernel(ctx, &spec, "oclml_linear_dz", &kdz);
-    if (!st && db) st = oclml__kernel(ctx, &spec, "oclml_linear_db_finish", &kfin);
+    oclml_status st = oclml__kernel(ctx, &g.spec, "oclml_linear_dz", &kdz);
+    if (!st && db) st = oclml__kernel(ctx, &g.spec, "oclml_linear_db_finish", &kfin);
     if (st) return st;
     size_t local, col_groups, slices, rps;
     dz_grid(ctx, rows, cols, &local, &col_groups, &slices, &rps);
@@ -173,11 +207,17 @@ static oclml_status dz_pass(oclml_ctx *ctx, oclml_activation act, const oclml_te
     cl_ulong dy_off = oclml__elem_offset(dy), s_off = oclml__opt_offset(saved), dz_off = 0,
              urows = rows, urps = rps;
     cl_uint ucols = (cl_uint)cols, flags = (dz ? LIN_WRITE_DZ : 0) | (db ? LIN_WANT_DB : 0);
-    oclml__arg args[] = {OCLML_ARG(dym),   OCLML_ARG(dy_off), OCLML_ARG(sm),   OCLML_ARG(s_off),
-                         OCLML_ARG(dz),    OCLML_ARG(dz_off), OCLML_ARG(part), OCLML_ARG(urows),
-                         OCLML_ARG(ucols), OCLML_ARG(urps),   OCLML_ARG(flags)};
+    float drop_p = drop ? drop->p : 0.0f, drop_scale = oclml__dropout_scale(drop);
+    cl_uint seed_lo = drop ? (cl_uint)drop->seed : 0,
+            seed_hi = drop ? (cl_uint)(drop->seed >> 32) : 0;
+    cl_ulong drop_offset = drop ? drop->offset : 0;
+    oclml__arg args[] = {
+        OCLML_ARG(dym),        OCLML_ARG(dy_off),  OCLML_ARG(sm),      OCLML_ARG(s_off),
+        OCLML_ARG(dz),         OCLML_ARG(dz_off),  OCLML_ARG(part),    OCLML_ARG(urows),
+        OCLML_ARG(ucols),      OCLML_ARG(urps),    OCLML_ARG(flags),   OCLML_ARG(drop_p),
+        OCLML_ARG(drop_scale), OCLML_ARG(seed_lo), OCLML_ARG(seed_hi), OCLML_ARG(drop_offset)};
     size_t global[2] = {col_groups * local, slices}, lsize[2] = {local, 1};
-    st = oclml__launch(ctx, kdz, args, 11, 2, global, lsize, NULL);
+    st = oclml__launch(ctx, kdz, args, 16, 2, global, lsize, NULL);
     if (!st && db) {
         cl_mem dbm = db->mem;
         cl_ulong db_off = oclml__elem_offset(db);
@@ -191,7 +231,8 @@ static oclml_status dz_pass(oclml_ctx *ctx, oclml_activation act, const oclml_te
     return st;
 }
 
-static oclml_status check_backward(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
+static oclml_status check_backward(oclml_ctx *ctx, oclml_activation act,
+                                   const oclml_dropout_params *drop, const oclml_tensor *x,
                                    const oclml_tensor *w, const oclml_tensor *saved,
                                    const oclml_tensor *dy, const oclml_tensor *dx,
                                    const oclml_tensor *dw, const oclml_tensor *db, size_t *rows,
@@ -204,7 +245,7 @@ static oclml_status check_backward(oclml_ctx *ctx, oclml_activation act, const o
     if (!saved && act != OCLML_ACT_NONE)
         return oclml__fail(
             ctx, OCLML_ERR_NULL_POINTER, "saved is NULL: the %s derivative reads the forward's %s",
-            oclml__act_name(act), reads_pre(act) ? "pre-activation (pre)" : "output (y)");
+            oclml__act_name(act), reads_pre(act) || drop ? "pre-activation (pre)" : "output (y)");
     if (saved) st = check_like(ctx, saved, "saved", x, *out, "out");
     if (!st && dx) st = check_like(ctx, dx, "dx", x, *in, "in");
     if (!st && dw) st = oclml__check_shape(ctx, dw, "dw", 2, *out, *in, 0);
@@ -219,18 +260,19 @@ static oclml_status check_backward(oclml_ctx *ctx, oclml_activation act, const o
     return st;
 }
 
-static oclml_status linear_backward_run(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
+static oclml_status linear_backward_run(oclml_ctx *ctx, oclml_activation act,
+                                        const oclml_dropout_params *drop, const oclml_tensor *x,
                                         const oclml_tensor *w, const oclml_tensor *saved,
                                         const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
                                         oclml_tensor *db, int accumulate) {
     size_t rows, in, out;
-    oclml_status st = check_backward(ctx, act, x, w, saved, dy, dx, dw, db, &rows, &in, &out);
+    oclml_status st = check_backward(ctx, act, drop, x, w, saved, dy, dx, dw, db, &rows, &in, &out);
     if (st || (!dx && !dw && !db)) return st;
     /* dZ: dy itself without an activation, else a scratch matrix written by the dZ pass (which
      * also makes db's partials); db alone of a plain layer is the same pass, writing no dZ. */
     oclml__matrix dz = mat(dy, out);
     cl_mem dz_mem = NULL;
-    bool need_dz = act != OCLML_ACT_NONE && (dx || dw);
+    bool need_dz = (act != OCLML_ACT_NONE || drop) && (dx || dw);
     if (need_dz) {
         size_t bytes;
         if (!oclml__mul_ok(rows, out, &bytes) || !oclml__mul_ok(bytes, sizeof(float), &bytes))
@@ -240,8 +282,8 @@ static oclml_status linear_backward_run(oclml_ctx *ctx, oclml_activation act, co
         dz = (oclml__matrix){dz_mem, 0, out, 0};
     }
     if (need_dz || db)
-        st = dz_pass(ctx, act, act == OCLML_ACT_NONE ? NULL : saved, dy, dz_mem, rows, out, db,
-                     accumulate != 0);
+        st = dz_pass(ctx, act, drop, act == OCLML_ACT_NONE ? NULL : saved, dy, dz_mem, rows, out,
+                     db, accumulate != 0);
     if (!st && dx) {
         /* dx [rows x in] = dZ [rows x out] W [out x in]. */
         oclml__gemm_desc d = {.m = rows,
@@ -275,12 +317,15 @@ static oclml_status linear_backward_run(oclml_ctx *ctx, oclml_activation act, co
     return st;
 }
 
-oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
-                                   const oclml_tensor *w, const oclml_tensor *saved,
-                                   const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
-                                   oclml_tensor *db, int accumulate) {
+static oclml_status linear_backward(oclml_ctx *ctx, oclml_activation act,
+                                    const oclml_dropout_params *drop, const oclml_tensor *x,
+                                    const oclml_tensor *w, const oclml_tensor *saved,
+                                    const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
+                                    oclml_tensor *db, int accumulate) {
     uint64_t key = oclml__rehearsal_key(0, "linear_backward", 15);
     key = oclml__rehearsal_key(key, &act, sizeof act);
+    const int dropping = drop != NULL; /* the programs differ, not the values */
+    key = oclml__rehearsal_key(key, &dropping, sizeof dropping);
     key = oclml__rehearsal_key(key, &accumulate, sizeof accumulate);
     key = oclml__rehearsal_key_tensor(key, x);
     key = oclml__rehearsal_key_tensor(key, w);
@@ -290,15 +335,44 @@ oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation act, const o
     key = oclml__rehearsal_key_tensor(key, dw);
     key = oclml__rehearsal_key_tensor(key, db);
     OCLML__REHEARSED(ctx, key,
-                     linear_backward_run(ctx, act, x, w, saved, dy, dx, dw, db, accumulate));
+                     linear_backward_run(ctx, act, drop, x, w, saved, dy, dx, dw, db, accumulate));
+}
+
+oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation act, const oclml_tensor *x,
+                                   const oclml_tensor *w, const oclml_tensor *saved,
+                                   const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
+                                   oclml_tensor *db, int accumulate) {
+    return linear_backward(ctx, act, NULL, x, w, saved, dy, dx, dw, db, accumulate);
+}
+
+oclml_status oclml_linear_dropout_backward(oclml_ctx *ctx, oclml_activation act,
+                                           const oclml_dropout_params *drop, const oclml_tensor *x,
+                                           const oclml_tensor *w, const oclml_tensor *pre,
+                                           const oclml_tensor *dy, oclml_tensor *dx,
+                                           oclml_tensor *dw, oclml_tensor *db, int accumulate) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = oclml__check_dropout(ctx, drop);
+    return st ? st : linear_backward(ctx, act, active(drop), x, w, pre, dy, dx, dw, db, accumulate);
 }
 
 /* Prewarm: the products' kernels (the GEMM's warm list: square and linear-shaped products with
- * and without the GELU epilogue) and, for the backward, the dZ pass of every activation. */
+ * and without the GELU epilogue; with dropout, a linear-shaped product with GELU and dropout)
+ * and, for the backward, the dZ pass of every activation. */
 void oclml__linear_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
-    oclml__gemm_warm(ctx, op, list);
+    const bool dropout = strstr(op, "dropout") != NULL;
+    if (dropout) {
+        static const oclml_dropout_params drop = {sizeof drop, 0.1f, 0, 0};
+        oclml__gemm_desc d = oclml__gemm_desc_dense(8192, 4096, 1024);
+        d.trans_b = true, d.b.ld = d.k;
+        d.act = OCLML_ACT_GELU_TANH, d.drop = &drop, d.drop_ld = d.n;
+        oclml__gemm_warm_desc(ctx, op, "8192x4096x1024 gelu dropout", &d, list);
+    } else {
+        oclml__gemm_warm(ctx, op, list);
+    }
     if (!strstr(op, "backward")) return;
-    for (unsigned a = 0; a < OCLML__N_ACTS; a++)
-        oclml__warm_add(list, op, oclml__act_name((oclml_activation)a),
-                        dz_spec((oclml_activation)a));
+    for (unsigned a = 0; a < OCLML__N_ACTS; a++) {
+        dz_program g;
+        dz_program_of((oclml_activation)a, dropout, &g);
+        oclml__warm_add(list, op, oclml__act_name((oclml_activation)a), g.spec);
+    }
 }

@@ -1,8 +1,11 @@
 /* oclml-bench attention: the peer's shapes and names (torch_peers.py `attention`,
  * `attention_bwd`): "attention" forward at 4 B H Lq Lk D flops (half where causal, as PyTorch
  * counts), "attention_fwd_bwd" forward then backward at 3.5 times that, and "attention_decode"
- * (one query row against a long cache) at the bytes of K and V. The error beside each forward is
- * the relative L2 error of sampled output rows against a double-precision reference. */
+ * (one query row against a long cache) at the bytes of K and V; "attention_dropout" and
+ * "attention_dropout_fwd_bwd" the same at GPT-2 small's shape, causal, with dropout 0.1 on the
+ * probabilities (scripts/torch_peers_extra.py `attention_dropout` times SDPA's dropout_p). The
+ * error beside each forward without dropout is the relative L2 error of sampled output rows
+ * against a double-precision reference. */
 #include "bench.h"
 
 #include <math.h>
@@ -22,6 +25,8 @@ static const att_bench SHAPES[] = {{8, 16, 16, 1024, 64},
                                    {2, 32, 8, 4096, 128},
                                    {4, 16, 16, 2048, 256}};
 static const att_bench QUICK[] = {{1, 2, 2, 128, 64}, {1, 4, 2, 96, 32}};
+/* Dropout on the probabilities: GPT-2 small's attention (B8, 12 heads, 1024 positions, 64). */
+static const att_bench DROPOUT = {8, 12, 12, 1024, 64}, QUICK_DROPOUT = {1, 2, 2, 128, 64};
 static const size_t DECODE_KEYS[] = {4096, 32768}, QUICK_DECODE_KEYS[] = {512};
 
 typedef struct att_case {
@@ -115,14 +120,19 @@ static double sampled_error(const att_case *c, const att_bench *s, size_t LQ, si
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-/* One shape: forward and forward+backward, causal and not (decode: the forward alone). */
-static int bench_shape(bench_env *env, const att_bench *s, size_t LQ, size_t LK,
+/* One shape: forward and forward+backward, causal and not (decode: the forward alone; with
+ * dropout drop_p on the probabilities, causal alone). */
+static int bench_shape(bench_env *env, const att_bench *s, size_t LQ, size_t LK, float drop_p,
                        const float *block) {
     const bool decode = LQ == 1;
     size_t qs[4] = {s->B, s->H, LQ, s->D}, ks[4] = {s->B, s->HKV, LK, s->D},
            ls[3] = {s->B, s->H, LQ};
     att_case c = {.ctx = env->ctx};
     oclml_attention_params_init(&c.p);
+    oclml_dropout_params drop;
+    oclml_dropout_params_init(&drop);
+    drop.p = drop_p;
+    if (drop_p > 0) c.p.dropout = &drop;
     oclml_tensor **qlike[] = {&c.q, &c.o, &c.dout, &c.dq}, **klike[] = {&c.k, &c.v, &c.dk, &c.dv};
     oclml_status st = OCLML_SUCCESS;
     for (int i = 0; i < (decode ? 2 : 4) && !st; i++) {
@@ -137,7 +147,7 @@ static int bench_shape(bench_env *env, const att_bench *s, size_t LQ, size_t LK,
     int rc = st ? bench_fail(env, st, "attention setup") : 0;
     char shape[96], plan[256] = "", fwd_plan[160] = "", bwd_plan[160] = "";
     const double pairs = (double)s->B * s->H * LQ * LK * s->D;
-    for (int causal = 1; causal >= (decode ? 1 : 0) && !rc; causal--) {
+    for (int causal = 1; causal >= (decode || drop_p > 0 ? 1 : 0) && !rc; causal--) {
         c.p.causal = decode   ? OCLML_CAUSAL_NONE
                      : causal ? OCLML_CAUSAL_TOP_LEFT
                               : OCLML_CAUSAL_NONE;
@@ -158,19 +168,22 @@ static int bench_shape(bench_env *env, const att_bench *s, size_t LQ, size_t LK,
             snprintf(shape, sizeof shape, "B%zu,H%zu,Hkv%zu,L%zu,D%zu,causal=%d", s->B, s->H,
                      s->HKV, LQ, s->D, causal);
         const double flops = 4 * pairs / (c.p.causal ? 2 : 1);
-        bench_result r = {.op = decode ? "attention_decode" : "attention",
+        bench_result r = {.op = decode       ? "attention_decode"
+                                : drop_p > 0 ? "attention_dropout"
+                                             : "attention",
                           .shape = shape,
                           .variant = fwd_plan,
                           .flops = decode ? 0 : flops,
                           .bytes = decode ? 2.0 * s->B * s->HKV * LK * s->D * sizeof(float) : 0};
         if ((rc = bench_time(env, fwd, &c, &r.t))) break;
         int failed = 0;
-        r.max_rel_err =
-            sampled_error(&c, s, LQ, LK, c.p.causal != OCLML_CAUSAL_NONE, block, &failed);
+        r.max_rel_err = drop_p > 0 ? -1
+                                   : sampled_error(&c, s, LQ, LK, c.p.causal != OCLML_CAUSAL_NONE,
+                                                   block, &failed);
         if (failed) rc = bench_fail(env, OCLML_ERR_OUT_OF_MEMORY, "attention check");
         if (!rc) bench_report(env, &r);
         if (decode || rc) continue;
-        bench_result rb = {.op = "attention_fwd_bwd",
+        bench_result rb = {.op = drop_p > 0 ? "attention_dropout_fwd_bwd" : "attention_fwd_bwd",
                            .shape = shape,
                            .variant = bwd_plan,
                            .flops = 3.5 * flops,
@@ -191,12 +204,14 @@ int bench_attention(bench_env *env) {
     size_t n = env->quick ? sizeof QUICK / sizeof QUICK[0] : sizeof SHAPES / sizeof SHAPES[0];
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++)
-        rc = bench_shape(env, &list[i], list[i].L, list[i].L, block);
+        rc = bench_shape(env, &list[i], list[i].L, list[i].L, 0.0f, block);
+    const att_bench *drop = env->quick ? &QUICK_DROPOUT : &DROPOUT;
+    if (!rc) rc = bench_shape(env, drop, drop->L, drop->L, 0.1f, block);
     const att_bench dec =
         env->quick ? (att_bench){2, 4, 4, 0, 64} : (att_bench){16, 32, 32, 0, 128};
     const size_t *keys = env->quick ? QUICK_DECODE_KEYS : DECODE_KEYS;
     size_t nkeys = env->quick ? 1 : 2;
-    for (size_t i = 0; i < nkeys && !rc; i++) rc = bench_shape(env, &dec, 1, keys[i], block);
+    for (size_t i = 0; i < nkeys && !rc; i++) rc = bench_shape(env, &dec, 1, keys[i], 0.0f, block);
     free(block);
     return rc;
 }

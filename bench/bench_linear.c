@@ -4,7 +4,11 @@
  * nn.Linear makes them: x and dy uniform in [-1, 1), W and b in +-1/sqrt(in). The error beside
  * each figure is the max over sampled entries of |out - ref| / (the entry's rounding scale: the
  * sum of the absolute terms of its product), against a double-precision reference: y for the
- * forward; dx, dw and db for the backward (dw and db overwritten each run, not accumulated). */
+ * forward; dx, dw and db for the backward (dw and db overwritten each run, not accumulated).
+ * Layers of 1024 rows or more also run with dropout 0.1 after the GELU ("linear_dropout",
+ * "linear_dropout_fwd_bwd", shape ...,gelu,dropout=0.1; scripts/torch_peers_extra.py
+ * `linear_dropout` times F.dropout(F.gelu(F.linear(...))) on them), unchecked: their masks are
+ * check_linear_dropout's. */
 #include "bench.h"
 
 #include <math.h>
@@ -15,6 +19,7 @@
 typedef struct lin_args {
     oclml_ctx *ctx;
     oclml_tensor *x, *w, *b, *y, *pre, *dy, *dx, *dw, *db;
+    oclml_dropout_params drop;
 } lin_args;
 
 static oclml_status fwd_run(void *user) {
@@ -34,6 +39,21 @@ static oclml_status fwd_bwd_run(void *user) {
     if (!st)
         st = oclml_linear_backward(a->ctx, OCLML_ACT_GELU_ERF, a->x, a->w, a->pre, a->dy, a->dx,
                                    a->dw, a->db, 0);
+    return st;
+}
+
+static oclml_status dropout_fwd_run(void *user) {
+    lin_args *a = user;
+    return oclml_linear_dropout(a->ctx, OCLML_ACT_GELU_ERF, &a->drop, a->x, a->w, a->b, a->y,
+                                a->pre);
+}
+
+static oclml_status dropout_fwd_bwd_run(void *user) {
+    lin_args *a = user;
+    oclml_status st = dropout_fwd_run(a);
+    if (!st)
+        st = oclml_linear_dropout_backward(a->ctx, OCLML_ACT_GELU_ERF, &a->drop, a->x, a->w, a->pre,
+                                           a->dy, a->dx, a->dw, a->db, 0);
     return st;
 }
 
@@ -213,6 +233,30 @@ static int bench_shape(bench_env *env, size_t m, size_t k, size_t n) {
             r.max_rel_err = bwd_error(&h, dx, dw, db);
             bench_report(env, &r);
         }
+    }
+    if (!rc && m >= 1024) {
+        char dshape[128];
+        snprintf(dshape, sizeof dshape, "M%zu,in%zu,out%zu,gelu,dropout=0.1", m, k, n);
+        oclml_dropout_params_init(&a.drop);
+        a.drop.p = 0.1f;
+        snprintf(variant, sizeof variant, "x W^T: %s; bias+gelu+dropout %s", fplan,
+                 !strncmp(fplan, "own", 3) && strstr(fplan, " 1 K split")
+                     ? "fused"
+                     : "in the epilogue kernel");
+        bench_result r = {.op = "linear_dropout",
+                          .shape = dshape,
+                          .variant = variant,
+                          .flops = 2.0 * m * n * k,
+                          .max_rel_err = -1};
+        rc = bench_time(env, dropout_fwd_run, &a, &r.t);
+        if (!rc) bench_report(env, &r);
+        bench_result rb = {.op = "linear_dropout_fwd_bwd",
+                           .shape = dshape,
+                           .variant = "the same; backward: dZ with the mask regenerated",
+                           .flops = 6.0 * m * n * k,
+                           .max_rel_err = -1};
+        if (!rc) rc = bench_time(env, dropout_fwd_bwd_run, &a, &rb.t);
+        if (!rc) bench_report(env, &rb);
     }
     oclml_tensor *all[] = {a.x, a.w, a.b, a.dy, a.y, a.pre, a.dx, a.dw, a.db};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

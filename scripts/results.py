@@ -22,10 +22,12 @@ RESULTS = os.path.join(ROOT, "bench", "results")
 SUITES = {
     "copy": "copy",
     "gemm": "gemm", "gemm_batched": "gemm", "linear": "linear", "linear_fwd_bwd": "linear",
+    "linear_dropout": "linear", "linear_dropout_fwd_bwd": "linear",
     "conv2d": "conv", "conv2d_fwd_bwd": "conv", "conv2d_bwd_data": "conv",
     "conv2d_bwd_weight": "conv", "maxpool2d": "conv", "maxpool2d_bwd": "conv",
     "silu_maxpool2d": "conv", "silu_maxpool2d_bwd": "conv",
     "attention": "attention", "attention_fwd_bwd": "attention", "attention_decode": "attention",
+    "attention_dropout": "attention", "attention_dropout_fwd_bwd": "attention",
     "train_step": "train",
     "dropout": "transformer", "dropout_bwd": "transformer", "dropout_add": "transformer",
     "embedding": "transformer", "embedding_bwd": "transformer", "embedding_bwd_acc": "transformer",

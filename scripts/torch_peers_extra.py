@@ -96,6 +96,42 @@ def attention_bwd():
                  3.5 * attn_flops(B, H, Lq, Lk, Dh, causal))
 
 
+def attention_dropout(B=8, H=12, L=1024, Dh=64, p=0.1):
+    """SDPA with dropout on the probabilities at GPT-2 small's attention, causal."""
+    q = torch.randn(B, H, L, Dh, device=DEV, requires_grad=True)
+    k = torch.randn(B, H, L, Dh, device=DEV, requires_grad=True)
+    v = torch.randn(B, H, L, Dh, device=DEV, requires_grad=True)
+    do = torch.randn(B, H, L, Dh, device=DEV)
+    shape = shape_name(B, H, H, L, Dh, True)
+    flops = attn_flops(B, H, L, L, Dh, True)
+    with torch.no_grad():
+        emit("attention_dropout", shape,
+             bench(lambda: F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)),
+             flops)
+
+    def step():
+        F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True).backward(do)
+    emit("attention_dropout_fwd_bwd", shape, bench(step, reps=20), 3.5 * flops)
+
+
+def linear_dropout(shapes=((8192, 1024, 4096), (8192, 4096, 1024)), p=0.1):
+    """F.dropout(F.gelu(F.linear(x, w, b)), p): forward, and forward + backward (dx, dw, db)."""
+    for M, K, N in shapes:
+        x = torch.rand(M, K, device=DEV) * 2 - 1
+        w = ((torch.rand(N, K, device=DEV) * 2 - 1) / K ** 0.5).requires_grad_()
+        b = ((torch.rand(N, device=DEV) * 2 - 1) / K ** 0.5).requires_grad_()
+        x.requires_grad_()
+        dy = torch.rand(M, N, device=DEV) * 2 - 1
+        shape = f"M{M},in{K},out{N},gelu,dropout={p}"
+        with torch.no_grad():
+            emit("linear_dropout", shape,
+                 bench(lambda: F.dropout(F.gelu(F.linear(x, w, b)), p)), 2 * M * N * K)
+
+        def step():
+            F.dropout(F.gelu(F.linear(x, w, b)), p).backward(dy)
+        emit("linear_dropout_fwd_bwd", shape, bench(step, reps=20), 6 * M * N * K)
+
+
 def embedding(N=8192, V=50257, D=768):
     shape = f"gpt2 N{N} V{V} D{D}"
     ids = torch.randint(0, V, (N,), device=DEV)
@@ -152,7 +188,9 @@ def residual_layernorm(shapes=((8192, 768), (4096, 1024), (16384, 8192))):
         emit_bytes("residual_layernorm_bwd", shape, bench(bwd), 16 * n)
 
 
-GROUPS = {"attention": attention, "attention_bwd": attention_bwd, "embedding": embedding,
+GROUPS = {"attention": attention, "attention_bwd": attention_bwd,
+          "attention_dropout": attention_dropout, "linear_dropout": linear_dropout,
+          "embedding": embedding,
           "dropout": dropout, "residual_layernorm": residual_layernorm}
 
 if __name__ == "__main__":

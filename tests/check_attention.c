@@ -3,8 +3,9 @@
  * layouts, key lengths and broadcast masks; the emulated tensor-core forward; the gradients also
  * by central finite differences of the library's own forward; bit-for-bit repeatable backward;
  * rows that see no key; the NaN policy (padding past the key length is never read); scores that
- * would overflow an unshifted exp; decoding, and key splits forced; bad arguments and aliased
- * gradients touching nothing.
+ * would overflow an unshifted exp; decoding, and key splits forced; dropout on the probabilities
+ * (the reference with the host's mask, finite differences, p = 0, repeats); bad arguments and
+ * aliased gradients touching nothing.
  *
  * Kernel variants are compiled per head dim, layout and mask/key-length combination (seconds
  * each on PoCL), so the cases share four: D 16 BHLD plain, D 64 BLHD with mask and key lengths,
@@ -14,6 +15,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,7 +121,7 @@ static void att_make(att_data *d, const att_case *c) {
     }
     d->ra = (ref_attention_args){B,         H,        Hkv,   Lq,    Lk,    D,    c->layout == BLHD,
                                  c->causal, c->scale, c->wl, c->wr, d->kl, d->m, mb,
-                                 mh};
+                                 mh,        0,        0,     0};
     snprintf(d->name, sizeof d->name,
              "B%zu H%zu/%zu Lq%zu Lk%zu D%zu %s causal %d window %ld,%ld scale %g mask %s%s", B, H,
              Hkv, Lq, Lk, D, c->layout == BLHD ? "BLHD" : "BHLD", c->causal, c->wl, c->wr,
@@ -407,6 +409,18 @@ START_TEST(optional_outputs) {
 }
 END_TEST
 
+/* Dropout p on the probabilities of case d, in its params and its reference alike (drop must
+ * outlive d's use). */
+static void att_dropout(att_data *d, oclml_dropout_params *drop, float p, uint64_t seed,
+                        uint64_t offset) {
+    ASSERT_OK(oclml_dropout_params_init(drop));
+    drop->p = p, drop->seed = seed, drop->offset = offset;
+    d->p.dropout = drop;
+    d->ra.drop_p = p, d->ra.drop_seed = seed, d->ra.drop_offset = offset;
+    const size_t n = strlen(d->name);
+    snprintf(d->name + n, sizeof d->name - n, " dropout %g", (double)p);
+}
+
 /* ---- finite differences of the library's forward ---- */
 
 /* L = sum(o * g) in double from the library's o (g is dO, so dL/dx is the backward's output). */
@@ -424,9 +438,11 @@ static double loss_of(att_data *d) {
  * each of q, k, v and the mask against the backward's gradients (of order 1e-2 .. 1e-1). fp32
  * rounding of the loss over 2h and the h^2 term leave up to 1e-4 absolute (PoCL, 10 seeds); a
  * wrong gradient is off by a good part of its own size. */
-static void fd_case(const att_case *c) {
+static void fd_case(const att_case *c, float drop_p) {
     att_data d;
     att_make(&d, c);
+    oclml_dropout_params drop;
+    if (drop_p > 0) att_dropout(&d, &drop, drop_p, 0xfeedull, 5);
     att_backward(&d);
     float *host[4] = {d.q, d.k, d.v, d.m};
     oclml_tensor *in[4] = {d.Q, d.K, d.V, d.M}, *grad[4] = {d.DQ, d.DK, d.DV, d.DM};
@@ -470,7 +486,103 @@ START_TEST(backward_by_finite_differences) {
                             : "attention.mma=2");
     const att_case c0 = {2, 4, 2, 9, 13, 64, BLHD, NONE, -1, -1, 0, MB1, 1};
     const att_case c1 = {1, 4, 2, 9, 13, 16, BHLD, BR, 4, -1, 0.5f, NOMASK, 0};
-    fd_case(_i % 2 ? &c1 : &c0);
+    fd_case(_i % 2 ? &c1 : &c0, 0.0f);
+}
+END_TEST
+
+/* ---- dropout on the probabilities ---- */
+
+/* Forward and backward against the reference with the host's mask: GQA causal at head dim 16
+ * (BHLD); head dim 64 BLHD with a mask broadcast over the batch (dmask) and key lengths, with the
+ * tensor cores asked for (attention.mma = 2), which dropout leaves for the FMA kernels. */
+START_TEST(dropout_matches_reference) {
+    if (_i) test_retune("attention.mma=2");
+    att_data d;
+    att_make(&d, &CASES[_i ? 8 : 1]);
+    oclml_dropout_params drop;
+    att_dropout(&d, &drop, _i ? 0.5f : 0.3f, 1234567ull + (uint64_t)_i, (uint64_t)_i * 3);
+    att_check_forward(&d);
+    att_check_backward(&d);
+    att_free(&d);
+}
+END_TEST
+
+/* The gradients by central differences of the library's forward, the mask fixed by its
+ * params: GQA, a broadcast mask and key lengths (BLHD); causal bottom-right with a window. */
+START_TEST(dropout_by_finite_differences) {
+    const att_case c0 = {2, 4, 2, 9, 13, 64, BLHD, NONE, -1, -1, 0, MB1, 1};
+    const att_case c1 = {1, 4, 2, 9, 13, 16, BHLD, BR, 4, -1, 0.5f, NOMASK, 0};
+    fd_case(_i ? &c1 : &c0, 0.25f);
+}
+END_TEST
+
+/* p = 0 is no dropout bit for bit (o, lse, dq, dk, dv); the same params twice give the same bits,
+ * another offset other bits; params of the size before the dropout field run without it; the plan
+ * names the FMA kernels where the tensor cores were asked for; p outside [0, 1] is refused
+ * before anything is written. */
+START_TEST(dropout_edges) {
+    test_retune("attention.mma=2");
+    const att_case c = {1, 2, 1, 33, 40, 16, BHLD, TL, -1, -1, 0, NOMASK, 0};
+    att_data d;
+    att_make(&d, &c);
+    oclml_tensor *out[5] = {d.O, d.LSE, d.DQ, d.DK, d.DV};
+    const size_t n[5] = {d.nq, d.nl, d.nq, d.nk, d.nk};
+    float *plain[5], *got[5];
+    att_backward(&d);
+    for (int i = 0; i < 5; i++) plain[i] = read_all(out[i], n[i]);
+    oclml_dropout_params drop;
+    att_dropout(&d, &drop, 0.0f, 9, 0);
+    att_backward(&d);
+    for (int i = 0; i < 5; i++) {
+        got[i] = read_all(out[i], n[i]);
+        ck_assert_msg(memcmp(plain[i], got[i], n[i] * sizeof(float)) == 0,
+                      "p = 0: output %d differs from no dropout", i);
+        free(got[i]);
+    }
+    drop.p = 0.4f;
+    char plan[512];
+    ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, plan, sizeof plan));
+    ck_assert_msg(strstr(plan, "FMA") && !strstr(plan, "tensor cores"), "dropout planned onto: %s",
+                  plan);
+    for (int run = 0; run < 3; run++) {
+        drop.offset = run == 2 ? 1 : 0;
+        att_backward(&d);
+        for (int i = 0; i < 5; i++) {
+            got[i] = read_all(out[i], n[i]);
+            const bool same = memcmp(plain[i], got[i], n[i] * sizeof(float)) == 0;
+            if (run == 1)
+                ck_assert_msg(same, "output %d differs between two runs with the same params", i);
+            if (run == 2 && i != 1)
+                ck_assert_msg(!same, "output %d the same under another offset", i);
+            free(plain[i]);
+            plain[i] = got[i];
+        }
+    }
+    /* The last run's o (offset 1) against the reference; lse the undropped one. */
+    d.ra.drop_p = drop.p, d.ra.drop_offset = drop.offset;
+    double *ro = test_doubles(d.nq), *rl = test_doubles(d.nl);
+    ref_attention(&d.ra, d.q, d.k, d.v, ro, rl);
+    check_out(&d, "lse", d.LSE, rl, NULL, d.nl);
+    check_out(&d, "o", d.O, ro, NULL, d.nq);
+    free(ro);
+    free(rl);
+    /* Params built before the dropout field: run as without dropout. */
+    oclml_attention_params old = d.p;
+    old.struct_size = offsetof(oclml_attention_params, dropout);
+    old.dropout = NULL;
+    ASSERT_OK(oclml_attention(T, &old, d.Q, d.K, d.V, d.O, d.LSE));
+    drop.p = 1.5f;
+    poison(d.O, d.nq);
+    ASSERT_STATUS(oclml_attention(T, &d.p, d.Q, d.K, d.V, d.O, d.LSE), OCLML_ERR_INVALID_ARGUMENT);
+    test_assert_untouched(d.O, d.nq);
+    drop.p = NAN;
+    poison(d.DQ, d.nq);
+    ASSERT_STATUS(
+        oclml_attention_backward(T, &d.p, d.Q, d.K, d.V, d.O, d.LSE, d.G, d.DQ, NULL, NULL, NULL),
+        OCLML_ERR_INVALID_ARGUMENT);
+    test_assert_untouched(d.DQ, d.nq);
+    for (int i = 0; i < 5; i++) free(plain[i]);
+    att_free(&d);
 }
 END_TEST
 
@@ -1201,6 +1313,9 @@ int main(void) {
     /* The warps paired at head dims where they are no default: swept. */
     tcase_add_loop_test(tc, backward_by_finite_differences, 0, test_tier(4, 6));
     tcase_add_loop_test(tc, backward_repeatable_bit_for_bit, 0, test_tier(2, 3));
+    tcase_add_loop_test(tc, dropout_matches_reference, 0, 2);
+    tcase_add_loop_test(tc, dropout_by_finite_differences, 0, 2);
+    tcase_add_test(tc, dropout_edges);
     tcase_add_loop_test(tc, rows_that_see_nothing, 0, 2);
     tcase_add_loop_test(tc, empty_rows_stay_zero_beside_infinity, 0, 3);
     tcase_add_loop_test(tc, nan_in_query_row, 0, 3);

@@ -31,7 +31,8 @@
  * Variant defines: HEAD_DIM, the work-group's TX x TY work-items, each with RQ rows x RK keys
  * of the score tile (BQ = TY RQ, BK = TX RK), DC head-dim columns a staged chunk of the score
  * products, JC rows a staged chunk of the accumulating products, LAYOUT_BLHD (tensors [batch,
- * length, heads, dim] instead of [batch, heads, length, dim]), HAS_MASK, HAS_KEYLEN. */
+ * length, heads, dim] instead of [batch, heads, length, dim]), HAS_MASK, HAS_KEYLEN, HAS_DROPOUT
+ * (dropout on the probabilities, below). */
 #include "common.h"
 
 /* Defaults for a build without the host's defines (the clang lint of tests/cl_pedantic.sh). */
@@ -51,6 +52,31 @@
 #define STAGE_FLOATS (DC * (BQ + BK + 2))
 #define P_LD (BK + 1)
 #include "attention.h"
+
+/* Dropout on the probabilities: O = (P m) V with m = keep / (1 - p) by philox.h's rule at P's
+ * element (stat, j), stat = (b H + h) LQ + i its row of the log-sum-exp: P as a [B, H, LQ, LK]
+ * tensor whatever the layout, so oclml_dropout over an explicit P draws the same mask. The
+ * softmax's sum l is over the undropped P. The backward: dV = (P m)^T dO, dP = m (dO V^T), dS =
+ * P (dP - delta), delta = rowsum(dO O) as without dropout (sum_j P m dO.V = dO.O). */
+#ifndef HAS_DROPOUT
+#define HAS_DROPOUT 0
+#endif
+#if HAS_DROPOUT
+#include "philox.h"
+#define DROP_ARGS \
+    , float drop_p, float drop_scale, uint drop_seed_lo, uint drop_seed_hi, ulong drop_offset
+#define DROP_PASS , drop_p, drop_scale, drop_seed_lo, drop_seed_hi, drop_offset
+OCLML_INLINE float drop_factor(ulong stat, int j, uint LK DROP_ARGS) {
+    const float u = dropout_uniform(stat * LK + (ulong)j, (uint2)(drop_seed_lo, drop_seed_hi),
+                                    drop_offset);
+    return u >= drop_p ? drop_scale : 0.0f;
+}
+#define DROPPED(p, stat, j) ((p)*drop_factor((stat), (j), LK DROP_PASS))
+#else
+#define DROP_ARGS
+#define DROP_PASS
+#define DROPPED(p, stat, j) (p)
+#endif
 
 /* s[a][c] = A row (ty + a TY) . B row (tx + c TX) over the head dimension, staged through local
  * memory DC columns at a time. A's rows at a + arows[r] (NO_ROW: zeros); B's rows at b + j
@@ -145,7 +171,7 @@ oclml_attention_fwd(__global const float *q, ulong q_off, __global const float *
                     __global float *lse, ulong lse_off, uint has_lse, __global const float *mask,
                     ulong mask_off, __global const float *keylen, ulong keylen_off,
                     __global float *part, ulong rows_all, uint splits, uint blocks_per_split,
-                    ATT_GEOM) {
+                    ATT_GEOM DROP_ARGS) {
     ATT_LOCALS
     __local float ps[BQ * P_LD], red[BQ * TX];
     const uint lid = get_local_id(0), tx = lid % TX, ty = lid / TX;
@@ -203,7 +229,7 @@ oclml_attention_fwd(__global const float *q, ulong q_off, __global const float *
             for (uint w = 0; w < RK; w++) {
                 const float p = exp(s[u][w] - base);
                 l[u] += p;
-                ps[r * P_LD + tx + w * TX] = p;
+                ps[r * P_LD + tx + w * TX] = DROPPED(p, rows_stat[r], kb + (int)(tx + w * TX));
             }
         }
         ACC_TILE(RQ, acc, ps, P_LD, 1, BK, v + kb * kstride, (__local const ulong *)0, kstride, nk,
@@ -299,7 +325,8 @@ __kernel void oclml_attention_dq_empty(__global const float *lse, ulong lse_off,
  * score - lse) (0 where masked or the row sees nothing), dS = P (dP - delta). */
 OCLML_INLINE void probabilities(float s[RQ][RK], float dp[RQ][RK], row_table rows,
                                 __global const float *lse, __global const float *delta, int kb,
-                                int klen, __global const float *mask, ulong mask_off, ATT_GEOM) {
+                                int klen, __global const float *mask, ulong mask_off,
+                                ATT_GEOM DROP_ARGS) {
     const uint lid = get_local_id(0), tx = lid % TX, ty = lid / TX;
 #pragma unroll
     for (uint u = 0; u < RQ; u++) {
@@ -313,10 +340,15 @@ OCLML_INLINE void probabilities(float s[RQ][RK], float dp[RQ][RK], row_table row
                                          wl, wr, scale, mask, mask_off, rows.mask[r]);
             const bool seen = x != -INFINITY && row_lse != -INFINITY;
             const float p = seen ? exp(x - row_lse) : 0.0f;
-            s[u][w] = p;
+#if HAS_DROPOUT
+            const float f = drop_factor(stat, kb + (int)(tx + w * TX), LK DROP_PASS);
+#else
+            const float f = 1.0f;
+#endif
+            s[u][w] = p * f;
             /* A masked position's gradient is 0 whatever dO V^T holds there; a seen one whose P
              * underflowed to 0 still carries a NaN of dP or delta (a NaN in dO reaches dK). */
-            dp[u][w] = seen ? p * (dp[u][w] - row_delta) : 0.0f;
+            dp[u][w] = seen ? p * (dp[u][w] * f - row_delta) : 0.0f;
         }
     }
     (void)B;
@@ -333,7 +365,7 @@ OCLML_INLINE void probabilities(float s[RQ][RK], float dp[RQ][RK], row_table row
 #define KR (BK / TY)
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_dkdv(BWD_ARGS, __global float *dk, ulong dk_off, __global float *dv, ulong dv_off,
-                     ATT_GEOM) {
+                     ATT_GEOM DROP_ARGS) {
     ATT_LOCALS
     __local float ps[BQ * P_LD], ds[BQ * P_LD];
     const uint lid = get_local_id(0), tx = lid % TX, ty = lid / TX;
@@ -365,7 +397,7 @@ oclml_attention_dkdv(BWD_ARGS, __global float *dk, ulong dk_off, __global float 
         score_tile(s, q, rows_qkv, k, kstride, nk, stage);
         score_tile(dp, dout, rows_qkv, v, kstride, nk, stage);
         probabilities(s, dp, rows, lse, delta, kb, klen, mask, mask_off, B, H, HKV, LQ, LK, scale,
-                      shift, wl, wr, mask_bstride, mask_hstride);
+                      shift, wl, wr, mask_bstride, mask_hstride DROP_PASS);
 #pragma unroll
         for (uint u = 0; u < RQ; u++)
 #pragma unroll
@@ -386,7 +418,7 @@ oclml_attention_dkdv(BWD_ARGS, __global float *dk, ulong dk_off, __global float 
 #if OCLML_WANT(oclml_attention_dq)
 /* Grid: (row blocks x NT, B HKV). dQ = scale sum dS K over the block's key blocks. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
-oclml_attention_dq(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
+oclml_attention_dq(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM DROP_ARGS) {
     ATT_LOCALS
     __local float ds[BQ * P_LD];
     const uint lid = get_local_id(0), tx = lid % TX, ty = lid / TX;
@@ -412,7 +444,7 @@ oclml_attention_dq(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
         score_tile(s, q, rows_qkv, k + kb * kstride, kstride, nk, stage);
         score_tile(dp, dout, rows_qkv, v + kb * kstride, kstride, nk, stage);
         probabilities(s, dp, rows, lse, delta, kb, klen, mask, mask_off, B, H, HKV, LQ, LK, scale,
-                      shift, wl, wr, mask_bstride, mask_hstride);
+                      shift, wl, wr, mask_bstride, mask_hstride DROP_PASS);
 #pragma unroll
         for (uint u = 0; u < RQ; u++)
 #pragma unroll
@@ -439,7 +471,7 @@ oclml_attention_dq(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
  * mask has size 1 there). Rows of a block: queries i of one head. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_dmask(BWD_ARGS, __global float *dmask, ulong dmask_off, uint mask_b, uint mask_h,
-                      ATT_GEOM) {
+                      ATT_GEOM DROP_ARGS) {
     ATT_LOCALS
     const uint lid = get_local_id(0), tx = lid % TX, ty = lid / TX;
     const int kb = (int)(get_group_id(0) * BK);
@@ -467,7 +499,7 @@ oclml_attention_dmask(BWD_ARGS, __global float *dmask, ulong dmask_off, uint mas
             score_tile(s, q, rows_qkv, k + k_off + kbase + kb * kstride, kstride, nk, stage);
             score_tile(dp, dout, rows_qkv, v + v_off + kbase + kb * kstride, kstride, nk, stage);
             probabilities(s, dp, rows, lse, delta, kb, klen, mask, mask_off, B, H, HKV, LQ, LK,
-                          scale, shift, wl, wr, mask_bstride, mask_hstride);
+                          scale, shift, wl, wr, mask_bstride, mask_hstride DROP_PASS);
 #pragma unroll
             for (uint u = 0; u < RQ; u++)
 #pragma unroll

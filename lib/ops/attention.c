@@ -7,6 +7,7 @@
 #include "ops/ops.h"
 
 #include <math.h>
+#include <stddef.h>
 
 #define MAX_HEAD_DIM 256
 
@@ -17,8 +18,11 @@ void oclml_attention_params_init(oclml_attention_params *p) {
 
 /* ---- argument checks ---- */
 
+/* The size of the params before the dropout field: callers built against it get no dropout. */
+#define PARAMS_SIZE_NO_DROPOUT offsetof(oclml_attention_params, dropout)
+
 static oclml_status check_params(oclml_ctx *ctx, const oclml_attention_params *p) {
-    if (p->struct_size != sizeof *p)
+    if (p->struct_size != sizeof *p && p->struct_size != PARAMS_SIZE_NO_DROPOUT)
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "attention params struct_size is %zu, this library's is %zu (call "
                            "oclml_attention_params_init)",
@@ -35,7 +39,13 @@ static oclml_status check_params(oclml_ctx *ctx, const oclml_attention_params *p
         p->window_right > INT32_MAX)
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "attention windows must be -1 (open) or 0 to 2^31 - 1");
+    if (p->struct_size == sizeof *p && p->dropout) return oclml__check_dropout(ctx, p->dropout);
     return OCLML_SUCCESS;
+}
+
+/* The params' dropout where it drops anything, else NULL. */
+static const oclml_dropout_params *dropout_of(const oclml_attention_params *p) {
+    return p->struct_size == sizeof *p && p->dropout && p->dropout->p > 0.0f ? p->dropout : NULL;
 }
 
 /* (batch, heads, length, dim) of a 4-D tensor in the params' layout. */
@@ -131,6 +141,7 @@ static oclml_status begin_call(oclml_ctx *ctx, const oclml_attention_params **pa
     s->blhd = (*params)->layout == OCLML_ATTENTION_BLHD;
     s->mask = (*params)->mask != NULL;
     s->keylen = (*params)->key_lengths != NULL;
+    s->dropout = dropout_of(*params) != NULL;
     return OCLML_SUCCESS;
 }
 
@@ -157,6 +168,10 @@ typedef struct att_call {
     cl_ulong mask_bstride, mask_hstride;
     cl_mem mask, keylen;
     cl_ulong mask_off, keylen_off;
+    /* dropout on the probabilities (DROP_ARGS in cl/ops/attention.cl), where s.dropout */
+    float drop_p, drop_scale;
+    cl_uint drop_seed_lo, drop_seed_hi;
+    cl_ulong drop_offset;
 } att_call;
 
 /* dout: the backward's (NULL in the forward); the rows' alignment goes into the shape. */
@@ -179,10 +194,17 @@ static att_call call_of(oclml_ctx *ctx, const oclml_attention_params *p, oclml__
     c.mask_off = p->mask ? oclml__elem_offset(p->mask) : 0;
     c.keylen = p->key_lengths ? p->key_lengths->mem : NULL;
     c.keylen_off = p->key_lengths ? oclml__elem_offset(p->key_lengths) : 0;
+    const oclml_dropout_params *d = dropout_of(p);
+    if (d) {
+        c.drop_p = d->p, c.drop_scale = oclml__dropout_scale(d);
+        c.drop_seed_lo = (cl_uint)d->seed, c.drop_seed_hi = (cl_uint)(d->seed >> 32);
+        c.drop_offset = d->offset;
+    }
     return c;
 }
 
-/* Appends the geometry arguments (ATT_GEOM) to args. */
+/* Appends the geometry arguments (ATT_GEOM) to args, and with dropout its arguments (DROP_ARGS,
+ * which only the FMA kernels that take ATT_GEOM declare: dropout plans no other). */
 static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
     const oclml__arg g[] = {OCLML_ARG(c->B),           OCLML_ARG(c->H),
                             OCLML_ARG(c->HKV),         OCLML_ARG(c->LQ),
@@ -191,6 +213,12 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
                             OCLML_ARG(c->wr),          OCLML_ARG(c->mask_bstride),
                             OCLML_ARG(c->mask_hstride)};
     for (unsigned i = 0; i < sizeof g / sizeof g[0]; i++) args[n++] = g[i];
+    if (c->s.dropout) {
+        const oclml__arg d[] = {OCLML_ARG(c->drop_p), OCLML_ARG(c->drop_scale),
+                                OCLML_ARG(c->drop_seed_lo), OCLML_ARG(c->drop_seed_hi),
+                                OCLML_ARG(c->drop_offset)};
+        for (unsigned i = 0; i < sizeof d / sizeof d[0]; i++) args[n++] = d[i];
+    }
     return n;
 }
 
@@ -245,7 +273,7 @@ static oclml_status forward(const att_call *c, const oclml_tensor *q, const oclm
     if (splits > 1 &&
         (st = oclml__scratch_get(c->ctx, splits * rows_all * (c->s.D + 1) * sizeof(float), &part)))
         return st;
-    oclml__arg a[32];
+    oclml__arg a[40];
     unsigned n = 0;
     a[n++] = OCLML_ARG(q->mem), a[n++] = OCLML_ARG(q_off), a[n++] = OCLML_ARG(k->mem),
     a[n++] = OCLML_ARG(k_off), a[n++] = OCLML_ARG(v->mem), a[n++] = OCLML_ARG(v_off),
@@ -277,6 +305,8 @@ static uint64_t attention_params_key(uint64_t key, const oclml_attention_params 
     key = oclml__rehearsal_key(key, &p->window_left, sizeof p->window_left);
     key = oclml__rehearsal_key(key, &p->window_right, sizeof p->window_right);
     key = oclml__rehearsal_key_tensor(key, p->key_lengths);
+    const int dropping = p->struct_size == sizeof *p && p->dropout && p->dropout->p > 0.0f;
+    key = oclml__rehearsal_key(key, &dropping, sizeof dropping);
     return oclml__rehearsal_key_tensor(key, p->mask);
 }
 

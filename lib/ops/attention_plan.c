@@ -119,11 +119,12 @@ static bool mma_wide(oclml_ctx *ctx, oclml__att_kernel kind, size_t D) {
 
 /* 0 (FMA kernels), 1 (tensor cores) or 2 (emulated) for a kernel (ATT_FWD_MMA, ATT_DKDV_MMA or
  * ATT_DQ_MMA: the forward, the backward's two); a device whose work-groups or local memory cannot
- * hold the tile takes the FMA kernels. */
+ * hold the tile takes the FMA kernels, and so does dropout on the probabilities, which only they
+ * apply. */
 static int mma_mode(oclml_ctx *ctx, const oclml__att_shape *s, oclml__att_kernel kind) {
     const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_MMA, 0);
     const size_t most = mma_wide(ctx, kind, s->D) ? 256 : 128;
-    if (!mode || s->D % 8 || s->D > most || s->H / s->HKV * s->LQ <= DECODE_ROWS ||
+    if (!mode || s->dropout || s->D % 8 || s->D > most || s->H / s->HKV * s->LQ <= DECODE_ROWS ||
         ctx->caps.max_work_group_size < 32 * MMA_WARPS ||
         mma_local_floats(ctx, kind, s->D, s->by_position, mode == 2, false) * 4 >
             ctx->caps.local_mem_bytes)
@@ -366,8 +367,8 @@ static void plan_fma(oclml_ctx *ctx, const oclml__att_shape *s, oclml__att_kerne
     *k = (oclml__att_kernel_plan){.kind = kind, .tile = t, .fits = tile_fits(ctx, kind, t, s->D)};
     snprintf(k->defines, sizeof k->defines,
              "-DHEAD_DIM=%zu -DTX=%u -DTY=%u -DRQ=%u -DRK=%u -DDC=%d -DJC=%u -DLAYOUT_BLHD=%d "
-             "-DHAS_MASK=%d -DHAS_KEYLEN=%d",
-             s->D, t.tx, t.ty, t.rq, t.rk, DC, t.jc, s->blhd, s->mask, s->keylen);
+             "-DHAS_MASK=%d -DHAS_KEYLEN=%d -DHAS_DROPOUT=%d",
+             s->D, t.tx, t.ty, t.rq, t.rk, DC, t.jc, s->blhd, s->mask, s->keylen, s->dropout);
 }
 
 /* A tensor-core kernel in mode 1 or 2 (mma_mode has checked that its tile fits the device).

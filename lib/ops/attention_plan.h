@@ -18,6 +18,7 @@ typedef struct oclml__att_shape {
     bool mask, keylen;     /* an additive mask, key lengths */
     bool kv_vec;           /* K's and V's rows float4-aligned (the asynchronous copies) */
     bool qd_vec;           /* Q's and dO's rows float4-aligned (the dK/dV kernel's copies) */
+    bool dropout;          /* dropout on the probabilities (the FMA kernels' HAS_DROPOUT) */
 } oclml__att_shape;
 
 typedef enum oclml__att_kernel {

@@ -38,6 +38,15 @@ int ref_attention_visible(const ref_attention_args *a, size_t b, size_t i, size_
     return 1;
 }
 
+/* The dropout factor of P's element (b, h, i, j): 1 without dropout, else 1 / (1 - p) where kept
+ * and 0 where dropped. */
+static double drop_factor(const ref_attention_args *a, size_t b, size_t h, size_t i, size_t j) {
+    if (!(a->drop_p > 0)) return 1.0;
+    const uint64_t e = (((uint64_t)b * a->H + h) * a->Lq + i) * a->Lk + j;
+    return ref_dropout_keep(a->drop_seed, a->drop_offset, e, a->drop_p) ? 1.0 / (1.0 - a->drop_p)
+                                                                        : 0.0;
+}
+
 /* The scores of row (b, h, i) into s[Lk] (-inf where invisible); returns the row's
  * log-sum-exp (-inf: no key seen, NaN: a NaN score). */
 static double row_scores(const ref_attention_args *a, const float *q, const float *k, size_t b,
@@ -82,7 +91,7 @@ void ref_attention(const ref_attention_args *a, const float *q, const float *k, 
                 if (!isfinite(l)) continue;
                 for (size_t j = 0; j < a->Lk; j++) {
                     if (s[j] == -INFINITY) continue;
-                    const double p = exp(s[j] - l);
+                    const double p = exp(s[j] - l) * drop_factor(a, b, h, i, j);
                     const float *vr = v + at(a, b, h / G, j, a->Hkv, a->Lk);
                     for (size_t c = 0; c < D; c++) orow[c] += p * vr[c];
                 }
@@ -115,7 +124,7 @@ void ref_attention_backward(const ref_attention_args *a, const float *q, const f
                 for (size_t c = 0; c < D; c++) o[c] = 0;
                 for (size_t j = 0; j < Lk; j++) {
                     if (s[j] == -INFINITY) continue;
-                    const double p = exp(s[j] - l);
+                    const double p = exp(s[j] - l) * drop_factor(a, b, h, i, j);
                     const float *vr = v + at(a, b, h / G, j, a->Hkv, Lk);
                     for (size_t c = 0; c < D; c++) o[c] += p * vr[c];
                 }
@@ -125,7 +134,7 @@ void ref_attention_backward(const ref_attention_args *a, const float *q, const f
                 }
                 for (size_t j = 0; j < Lk; j++) {
                     if (s[j] == -INFINITY) continue;
-                    const double p = exp(s[j] - l);
+                    const double p = exp(s[j] - l), f = drop_factor(a, b, h, i, j);
                     const size_t ko = at(a, b, h / G, j, a->Hkv, Lk);
                     const float *kr = k + ko, *vr = v + ko;
                     double dp = 0, adp = 0;
@@ -133,14 +142,15 @@ void ref_attention_backward(const ref_attention_args *a, const float *q, const f
                         dp += (double)gr[c] * vr[c];
                         adp += fabs((double)gr[c] * vr[c]);
                     }
-                    const double ds = p * (dp - delta), ads = p * (adp + adelta);
+                    /* With dropout dP = m (dO V^T) and dV sums the dropped P: dO's row times P m. */
+                    const double ds = p * (f * dp - delta), ads = p * (f * adp + adelta);
                     for (size_t c = 0; c < D; c++) {
                         if (dq) dq[qo + c] += scale * ds * kr[c];
                         if (sq) sq[qo + c] += scale * ads * fabs(kr[c]);
                         if (dk) dk[ko + c] += scale * ds * qr[c];
                         if (sk) sk[ko + c] += scale * ads * fabs(qr[c]);
-                        if (dv) dv[ko + c] += p * gr[c];
-                        if (sv) sv[ko + c] += p * fabs(gr[c]);
+                        if (dv) dv[ko + c] += p * f * gr[c];
+                        if (sv) sv[ko + c] += p * f * fabs(gr[c]);
                     }
                     if (dmask) dmask[mrow + j] += ds;
                     if (smask) smask[mrow + j] += ads;

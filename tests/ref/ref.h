@@ -84,7 +84,8 @@ void ref_history_encode(const float *loss, const float *gnorm, size_t len, doubl
 /* Attention (oclml_attention) by its definition. q [B, H, Lq, D], k and v [B, Hkv, Lk, D] (blhd:
  * length and heads swapped); scale 0: 1 / sqrt(D); causal 0 none, 1 top-left, 2 bottom-right;
  * wl, wr -1: open; key_lengths NULL or [B]; mask NULL or [mask_b, mask_h, Lq, Lk] (mask_b 1 or B,
- * mask_h 1 or H). */
+ * mask_h 1 or H); drop_p > 0: dropout on the probabilities, P's element (b, h, i, j) kept as
+ * ref_dropout_keep keeps element ((b H + h) Lq + i) Lk + j under (drop_seed, drop_offset). */
 typedef struct ref_attention_args {
     size_t B, H, Hkv, Lq, Lk, D;
     int blhd, causal;
@@ -92,6 +93,8 @@ typedef struct ref_attention_args {
     long wl, wr;
     const float *key_lengths, *mask;
     size_t mask_b, mask_h;
+    double drop_p;
+    uint64_t drop_seed, drop_offset;
 } ref_attention_args;
 /* The scale in use, whether key j is visible to query i of batch entry b, and the offset of
  * row (b, h, i) of the mask. */

@@ -179,6 +179,16 @@ static void check_out(const att_data *d, const char *what, const oclml_tensor *t
     free(got);
 }
 
+/* lse against the reference, each judged against 1 + |lse| (a log-sum-exp near 0 is a
+ * difference of its maximum score and a log of order 1, not a small number to be relatively
+ * exact). */
+static void check_lse(const att_data *d, const double *ref) {
+    double *scale = test_doubles(d->nl);
+    for (size_t i = 0; i < d->nl; i++) scale[i] = 1 + (isfinite(ref[i]) ? fabs(ref[i]) : 0);
+    check_out(d, "lse", d->LSE, ref, scale, d->nl);
+    free(scale);
+}
+
 /* o and lse against the reference (every element written: test_assert_close fails on NaN where
  * the reference is finite, and on a mismatched -inf). */
 static void att_check_forward(att_data *d) {
@@ -186,7 +196,7 @@ static void att_check_forward(att_data *d) {
     double *ro = test_doubles(d->nq), *rl = test_doubles(d->nl);
     ref_attention(&d->ra, d->q, d->k, d->v, ro, rl);
     check_out(d, "o", d->O, ro, NULL, d->nq);
-    check_out(d, "lse", d->LSE, rl, NULL, d->nl);
+    check_lse(d, rl);
     free(ro);
     free(rl);
 }
@@ -562,7 +572,7 @@ START_TEST(dropout_edges) {
     d.ra.drop_p = drop.p, d.ra.drop_offset = drop.offset;
     double *ro = test_doubles(d.nq), *rl = test_doubles(d.nl);
     ref_attention(&d.ra, d.q, d.k, d.v, ro, rl);
-    check_out(&d, "lse", d.LSE, rl, NULL, d.nl);
+    check_lse(&d, rl);
     check_out(&d, "o", d.O, ro, NULL, d.nq);
     free(ro);
     free(rl);
@@ -760,6 +770,38 @@ START_TEST(nan_in_query_row) {
     }
     free(o);
     free(l);
+    att_free(&d);
+}
+END_TEST
+
+/* Scores of order 1e3 whose softmax is one-hot: query i and key i % Lk share a spike of 40 in
+ * head-dim column i % D (with Lk <= D, one key a row), every other entry in [-1, 1), so each row
+ * scores its key near 1600 and the others within about 100: P is exactly 1 and 0 in fp32, O =
+ * V of the row's key, and exactly dV_j = the sum of dO over the rows of key j, dQ = dK = 0 (within
+ * the rounding of dP - delta, which the reference's scales bound). A backward whose scores
+ * differ from the forward's in their last bits (2^-21 of 1600 is 8e-4) gives P = exp(S - lse)
+ * off 1 by that much, and dV with it (PyTorch's fp32 SDPA stays within 1e-8). Loop: head dim 16
+ * and 64 on the default kernels (tensor cores where the device has them), then the tensor-core
+ * kernels emulated, then with their warps paired. */
+START_TEST(large_scores_backward) {
+    static const char *const tuning[3] = {
+        "", "attention.mma=2", "attention.mma=2,attention.dkdv_pairs=1,attention.dq_pairs=1"};
+    test_retune(tuning[_i / 2]);
+    const size_t D = _i % 2 ? 64 : 16;
+    const att_case c = {1, 2, 2, 2 * D + 1, D, D, BHLD, NONE, -1, -1, 1.0f, NOMASK, 0};
+    att_data d;
+    att_make(&d, &c);
+    const size_t Lq = c.Lq, Lk = c.Lk;
+    test_random(d.q, d.nq, -1, 1);
+    test_random(d.k, d.nk, -1, 1);
+    for (size_t h = 0; h < 2; h++) {
+        for (size_t i = 0; i < Lq; i++) d.q[(h * Lq + i) * D + i % Lk] = 40.0f;
+        for (size_t j = 0; j < Lk; j++) d.k[(h * Lk + j) * D + j] = 40.0f;
+    }
+    att_upload(&d);
+    snprintf(d.name + strlen(d.name), sizeof d.name - strlen(d.name),
+             " one-hot scores near 1600%s%s", tuning[_i / 2][0] ? ", " : "", tuning[_i / 2]);
+    att_check_backward(&d);
     att_free(&d);
 }
 END_TEST
@@ -1322,6 +1364,7 @@ int main(void) {
     tcase_add_loop_test(tc, nan_in_do_reaches_underflowed_keys, 0, test_tier(2, 3));
     tcase_add_loop_test(tc, nan_padding_never_read, 0, 5);
     tcase_add_test(tc, large_scores_do_not_overflow);
+    tcase_add_loop_test(tc, large_scores_backward, 0, 6);
     /* A window past every key is clamped to none on the host, for every kernel alike: the open
      * left window and the tensor cores' runs swept. */
     tcase_add_loop_test(tc, huge_windows_are_open, 0, test_tier(1, 4));

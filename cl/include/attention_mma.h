@@ -144,9 +144,10 @@ OCLML_INLINE void load_a(float a[DPART][4], __global const float *src, const ulo
  * over every column tile in turn, each of a's values split once: read one at a time before the
  * product that takes it, each read's latency stands in the way (with accumulate_product's reads
  * batched too, the forward runs 8-10% faster on the H100: bench/DECISIONS.md, "Reads batched
- * before the products"). */
+ * before the products"). swap: a holds the forward's staged operand and blk its fragments' (dK/dV's
+ * S^T = K Q^T), so the two small 3xTF32 terms go in the forward's order (the same bits). */
 OCLML_INLINE void score_product(float s[KTILES][4], float a[DPART][4], __local const float *blk,
-                                uint gid, uint tig EMU_PARAMS) {
+                                bool swap, uint gid, uint tig EMU_PARAMS) {
 #pragma unroll
     for (uint nt = 0; nt < KTILES; nt++)
 #pragma unroll
@@ -173,8 +174,13 @@ OCLML_INLINE void score_product(float s[KTILES][4], float a[DPART][4], __local c
                 uint bh[2], bl[2];
                 tf32_split(b[kk][nt][0], &bh[0], &bl[0]);
                 tf32_split(b[kk][nt][1], &bh[1], &bl[1]);
-                MMA(t[nt], al[0], al[1], al[2], al[3], bh[0], bh[1]);
-                MMA(t[nt], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+                if (swap) {
+                    MMA(t[nt], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+                    MMA(t[nt], al[0], al[1], al[2], al[3], bh[0], bh[1]);
+                } else {
+                    MMA(t[nt], al[0], al[1], al[2], al[3], bh[0], bh[1]);
+                    MMA(t[nt], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+                }
                 MMA(t[nt], ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
             }
         }
@@ -492,11 +498,13 @@ OCLML_INLINE uint2 group_of(bool block_major) {
  *   columns 4 gid) on 32 banks.
  * The accumulators then hold rows 2 tig, 2 tig + 1 (+ 8) of the warp's 16 (query rows; dK/dV's
  * keys), whose row statistics the work-items of rows gid hold (shuffles bring them).
- * A score product's quarter-warp reads rows gid and gid + 1. The forward's K serves only score
- * products: its rows are HEAD_DIM + 16 floats apart (VEC_K_LD) and a work-item's columns 4 tig
- * (16 floats a row side by side). dQ's K serves both kinds of product, on K_LD: its score
- * products spread a work-item's columns 8 tig apart instead (vec_col's `spread`), so that the
- * two rows' float4s still fall on 32 banks; dK/dV's staged Q and dO serve both kinds too. */
+ * A score product's quarter-warp reads rows gid and gid + 1, K_LD floats apart: the score
+ * products spread a work-item's columns 8 tig apart (vec_col's `spread`), so that the two rows'
+ * float4s fall on 32 banks. Every kernel's scores take the same order, the forward's, dQ's and
+ * dK/dV's (whose S^T = K Q^T swaps the operands: `swap` issues its two small 3xTF32 terms in the
+ * forward's order), so the backward recomputes the forward's scores bit for bit: P = exp(S -
+ * lse) is then exactly the forward's, which scores of order 1e3 need (a last-bit difference
+ * there is 1e-3 in P). */
 /* The head-dim columns a warp holds: all of them, or its part where warps share the head dim
  * (the paired forward and the dK/dV kernel's fours above head dim 128); the helpers take
  * pointers to its first. */
@@ -504,7 +512,6 @@ OCLML_INLINE uint2 group_of(bool block_major) {
 #if VEC_COLS % 32 || !ASYNC_KV
 #error "float4 fragments: head-dim parts that are multiples of 32, ASYNC_KV"
 #endif
-#define VEC_K_LD (HEAD_DIM + 16)
 
 /* The first head-dim column of a work-item's float4 in 16-column step pair c (see above). */
 OCLML_INLINE uint vec_col(uint c, uint tig, bool spread) {
@@ -545,9 +552,10 @@ OCLML_INLINE void load_vec_rows(float f[VEC_COLS / 16][2][4], __global const flo
 /* s = F X^T for a warp's 16 rows (fragment floats f, as load_vec_rows gives them) against the
  * BN staged rows of xs, the float4 of column tile nt at 16-column step pair c at xs + AT(nt, c);
  * CHUNK_STEPS 8-deep steps summed from zero at a time (the tensor cores' rounding toward zero:
- * score_product), a chunk's staged values read before its products. Declares nothing outside its
- * own block. */
-#define VEC_SCORE_PRODUCT(s, f, xs, AT)                                                        \
+ * score_product), a chunk's staged values read before its products; SWAP: F is the staged
+ * operand of the forward's product and X its fragments' (dK/dV's S^T), whose small terms are then
+ * issued in the forward's order (see above). Declares nothing outside its own block. */
+#define VEC_SCORE_PRODUCT(s, f, xs, AT, SWAP)                                                  \
     do {                                                                                       \
         _Pragma("unroll") for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] = 0.0f;        \
         MMA_UNROLL for (uint c0 = 0; c0 < VEC_COLS / 16; c0 += CHUNK_STEPS / 2) {              \
@@ -566,11 +574,21 @@ OCLML_INLINE void load_vec_rows(float f[VEC_COLS / 16][2][4], __global const flo
                 MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {                              \
                     uint4 xh, xl;                                                              \
                     split4(xf[c][nt], &xh, &xl);                                               \
-                    MMA(t[nt], fl[0][0], fl[1][0], fl[0][1], fl[1][1], xh.x, xh.y);            \
-                    MMA(t[nt], fh[0][0], fh[1][0], fh[0][1], fh[1][1], xl.x, xl.y);            \
+                    if (SWAP) {                                                                \
+                        MMA(t[nt], fh[0][0], fh[1][0], fh[0][1], fh[1][1], xl.x, xl.y);        \
+                        MMA(t[nt], fl[0][0], fl[1][0], fl[0][1], fl[1][1], xh.x, xh.y);        \
+                    } else {                                                                   \
+                        MMA(t[nt], fl[0][0], fl[1][0], fl[0][1], fl[1][1], xh.x, xh.y);        \
+                        MMA(t[nt], fh[0][0], fh[1][0], fh[0][1], fh[1][1], xl.x, xl.y);        \
+                    }                                                                          \
                     MMA(t[nt], fh[0][0], fh[1][0], fh[0][1], fh[1][1], xh.x, xh.y);            \
-                    MMA(t[nt], fl[0][2], fl[1][2], fl[0][3], fl[1][3], xh.z, xh.w);            \
-                    MMA(t[nt], fh[0][2], fh[1][2], fh[0][3], fh[1][3], xl.z, xl.w);            \
+                    if (SWAP) {                                                                \
+                        MMA(t[nt], fh[0][2], fh[1][2], fh[0][3], fh[1][3], xl.z, xl.w);        \
+                        MMA(t[nt], fl[0][2], fl[1][2], fl[0][3], fl[1][3], xh.z, xh.w);        \
+                    } else {                                                                   \
+                        MMA(t[nt], fl[0][2], fl[1][2], fl[0][3], fl[1][3], xh.z, xh.w);        \
+                        MMA(t[nt], fh[0][2], fh[1][2], fh[0][3], fh[1][3], xl.z, xl.w);        \
+                    }                                                                          \
                     MMA(t[nt], fh[0][2], fh[1][2], fh[0][3], fh[1][3], xh.z, xh.w);            \
                 }                                                                              \
             }                                                                                  \
@@ -617,9 +635,9 @@ OCLML_INLINE void load_vec_rows(float f[VEC_COLS / 16][2][4], __global const flo
  * apart; spread: vec_col's layout), VEC_SCORE_PRODUCT's product. */
 #define VEC_ROW_AT(nt, c) (nt * 8 + gid) * ld + vec_col(c, tig, spread)
 OCLML_INLINE void vec_score_product(float s[KTILES][4], const float f[VEC_COLS / 16][2][4],
-                                    __local const float *xs, uint ld, bool spread, uint gid,
-                                    uint tig EMU_PARAMS) {
-    VEC_SCORE_PRODUCT(s, f, xs, VEC_ROW_AT);
+                                    __local const float *xs, uint ld, bool spread, bool swap,
+                                    uint gid, uint tig EMU_PARAMS) {
+    VEC_SCORE_PRODUCT(s, f, xs, VEC_ROW_AT, swap);
 }
 #undef VEC_ROW_AT
 

@@ -82,8 +82,8 @@ oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
     for (int kb = jlo / BN * BN; kb < jhi; kb += BN) {
         KV_NEXT(kb, jhi)
         float s[KTILES][4], dp[KTILES][4];
-        score_product(s, qa, ks + col0, gid, tig EMU_ARGS);
-        score_product(dp, da, vs + col0, gid, tig EMU_ARGS);
+        score_product(s, qa, ks + col0, false, gid, tig EMU_ARGS);
+        score_product(dp, da, vs + col0, false, gid, tig EMU_ARGS);
 #if DQ_PAIRS /* KV_NEXT's barrier keeps the next block's parts after these reads */
         put_part(s, parts[warp][0], lane);
         put_part(dp, parts[warp][1], lane);
@@ -132,8 +132,8 @@ oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
     for (int kb = jlo / BN * BN; kb < jhi; kb += BN) {
         KV_NEXT(kb, jhi)
         float s[KTILES][4], dp[KTILES][4];
-        vec_score_product(s, qf, ks, K_LD, true, gid, tig EMU_ARGS);
-        vec_score_product(dp, df, vs, K_LD, true, gid, tig EMU_ARGS);
+        vec_score_product(s, qf, ks, K_LD, true, false, gid, tig EMU_ARGS);
+        vec_score_product(dp, df, vs, K_LD, true, false, gid, tig EMU_ARGS);
         DQ_SCORE_GRADS
         uint dsh[KTILES][2][2], dsl[KTILES][2][2];
         to_b_fragments(dp, dsh, dsl);
@@ -361,10 +361,11 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
             __local float *pt = p_tiles[part / BN % 2][pair];
             float t[KTILES][4]; /* S^T, then P (P warps); dP^T, then dS (dS warps) */
 #if VEC_FRAGMENTS
-            vec_score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD + col0, K_LD, true, gid,
-                              tig EMU_ARGS);
+            vec_score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD + col0, K_LD, true, true,
+                              gid, tig EMU_ARGS);
 #else
-            score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD + col0, gid, tig EMU_ARGS);
+            score_product(t, xa, (p_warp ? qs : ds_rows) + part * K_LD + col0, true, gid,
+                          tig EMU_ARGS);
 #endif
 #if HEAD_SPLIT > 1 /* the next part's writes come after the P tiles' barrier */
             put_part(t, parts[warp], lane);
@@ -416,11 +417,11 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
 #else
             float s[KTILES][4], dp[KTILES][4];
 #if VEC_FRAGMENTS
-            vec_score_product(s, ka, qs + part * K_LD, K_LD, true, gid, tig EMU_ARGS);
-            vec_score_product(dp, va, ds_rows + part * K_LD, K_LD, true, gid, tig EMU_ARGS);
+            vec_score_product(s, ka, qs + part * K_LD, K_LD, true, true, gid, tig EMU_ARGS);
+            vec_score_product(dp, va, ds_rows + part * K_LD, K_LD, true, true, gid, tig EMU_ARGS);
 #else
-            score_product(s, ka, qs + part * K_LD, gid, tig EMU_ARGS);
-            score_product(dp, va, ds_rows + part * K_LD, gid, tig EMU_ARGS);
+            score_product(s, ka, qs + part * K_LD, true, gid, tig EMU_ARGS);
+            score_product(dp, va, ds_rows + part * K_LD, true, gid, tig EMU_ARGS);
 #endif
 #pragma unroll
             for (uint nt = 0; nt < KTILES; nt++)

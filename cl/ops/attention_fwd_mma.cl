@@ -114,7 +114,7 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         if (WARP_SKIPS(kb, warp_jlo, warp_jhi)) continue;
 #endif
         float s[KTILES][4];
-        score_product(s, qa, ks + col0, gid, tig EMU_ARGS);
+        score_product(s, qa, ks + col0, false, gid, tig EMU_ARGS);
 #if FWD_PAIRS /* KV_NEXT's barrier keeps the next block's parts after these reads */
         put_part(s, parts[warp], lane);
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -175,8 +175,7 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #error "the unpaired float4 forward: warps on the whole head dim"
 #endif
 /* The forward with every fragment value of K and V read as part of a float4 (VEC_FRAGMENTS in
- * attention_mma.h, whose layout it follows: vec_col(c, tig, false) and VEC_K_LD for K, K_LD for
- * V). Its two products are VEC_SCORE_PRODUCT and VEC_ACCUMULATE expanded here, not the inline
+ * attention_mma.h, whose layout it follows: vec_col(c, tig, true) and K_LD for K and V). Its two products are VEC_SCORE_PRODUCT and VEC_ACCUMULATE expanded here, not the inline
  * functions the dQ kernel calls: compiled as functions, the same instructions are scheduled
  * otherwise, and the forward runs 2-2.5% slower on the H100 (bench/DECISIONS.md, "dQ and dK/dV
  * read"). O^T's query rows take their softmax factors from the work-items of rows gid: four
@@ -187,16 +186,16 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
  * barriers a block). */
 /* K's float4 of column tile nt at step pair c, V's of key kt 8 + 2 tig at columns u 32 + 4 gid,
  * in this warp's part of the head dim (from col0). */
-#define FWD_K_AT(nt, c) (nt * 8 + gid) * VEC_K_LD + col0 + (c)*16 + 4 * tig
+#define FWD_K_AT(nt, c) (nt * 8 + gid) * K_LD + col0 + vec_col(c, tig, true)
 #define FWD_V_AT(kt, u) (kt * 8 + 2 * tig) * K_LD + col0 + u * 32 + 4 * gid
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #if FWD_PAIRS
-    __local float ks[BN * VEC_K_LD] __attribute__((aligned(16))),
+    __local float ks[BN * K_LD] __attribute__((aligned(16))),
         vs[BN * K_LD] __attribute__((aligned(16)));
     __local float parts[WARPS][KTILES * 4 * 32]; /* each warp's part of S */
 #else
-    __local float ks_all[2][BN * VEC_K_LD] __attribute__((aligned(16))),
+    __local float ks_all[2][BN * K_LD] __attribute__((aligned(16))),
         vs_all[2][BN * K_LD] __attribute__((aligned(16)));
     uint kv_buf = 0;
 #endif
@@ -218,12 +217,13 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         for (uint c = 0; c < VEC_COLS / 16; c++)
 #pragma unroll
             for (uint x = 0; x < 4; x++)
-                qf[c][h][x] = row != NO_ROW ? q[q_off + row + col0 + c * 16 + 4 * tig + x] : 0.0f;
+                qf[c][h][x] =
+                    row != NO_ROW ? q[q_off + row + col0 + vec_col(c, tig, true) + x] : 0.0f;
     }
 #pragma unroll
     for (uint x = 0; x < OT_TILES * 8; x++) acc[x / 8][x / 4 % 2][x % 4] = 0.0f;
 #if FWD_PAIRS
-    if (first < end) copy_block(ks, VEC_K_LD, k, kstride, first, (uint)klen);
+    if (first < end) copy_block(ks, K_LD, k, kstride, first, (uint)klen);
     cp_async_commit();
     for (int kb = first; kb < end; kb += BN) {
         /* This block's K landed and shown; its V into the one V buffer (every warp is past the
@@ -234,7 +234,7 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         cp_async_commit();
 #else
     if (first < end) {
-        copy_block(ks_all[0], VEC_K_LD, k, kstride, first, (uint)klen);
+        copy_block(ks_all[0], K_LD, k, kstride, first, (uint)klen);
         copy_block(vs_all[0], K_LD, v, kstride, first, (uint)klen);
     }
     cp_async_commit();
@@ -244,7 +244,7 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         cp_async_wait(0);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (kb + BN < end) {
-            copy_block(ks_all[kv_buf ^ 1u], VEC_K_LD, k, kstride, kb + BN, (uint)klen);
+            copy_block(ks_all[kv_buf ^ 1u], K_LD, k, kstride, kb + BN, (uint)klen);
             copy_block(vs_all[kv_buf ^ 1u], K_LD, v, kstride, kb + BN, (uint)klen);
         }
         cp_async_commit();
@@ -252,14 +252,14 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         kv_buf ^= 1u;
         if (WARP_SKIPS(kb, warp_jlo, warp_jhi)) continue;
 #endif
-        /* S = Q K^T (K's rows VEC_K_LD floats apart, this warp's part of the head dim) */
+        /* S = Q K^T (K's rows K_LD floats apart, this warp's part of the head dim) */
         float s[KTILES][4];
-        VEC_SCORE_PRODUCT(s, qf, ks, FWD_K_AT);
+        VEC_SCORE_PRODUCT(s, qf, ks, FWD_K_AT, false);
 #if FWD_PAIRS
         /* The pair's S; then the next K into the one K buffer (every warp is past its reads). */
         put_part(s, parts[warp], lane);
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (kb + BN < end) copy_block(ks, VEC_K_LD, k, kstride, kb + BN, (uint)klen);
+        if (kb + BN < end) copy_block(ks, K_LD, k, kstride, kb + BN, (uint)klen);
         cp_async_commit();
         sum_parts(s, parts[pair], WARPS / HEAD_SPLIT * KTILES * 4 * 32, lane);
         const bool whole = false; /* warp_all_lo/hi are the unpaired warps' rows */

@@ -251,9 +251,8 @@ static size_t mma_local_floats(oclml_ctx *ctx, oclml__att_kernel kind, size_t D,
                  kv = async && !split_kv(ctx, kind, D) ? 2 : 1;
     /* Each sharing warp's part of S (and of dP) */
     const size_t parts = head_split(ctx, kind, D) > 1 ? warps * bn * 16 : 0;
-    if (kind == ATT_FWD_MMA) /* K's rows 12 floats longer where the float4 forward may run */
-        return kv * bn * (2 * (D + 4) + (vec_shape(ctx, kind, D) ? 12 : 0)) +
-               mma_block(ctx, kind, D, pos) * 7 + parts + extra;
+    if (kind == ATT_FWD_MMA)
+        return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D, pos) * 7 + parts + extra;
     if (kind == ATT_DQ_MMA)
         return kv * 2 * bn * (D + 4) + mma_block(ctx, kind, D, pos) * 7 + 2 * parts + extra;
     /* P tiles: 2 x groups x KTILES x 128 floats */

@@ -70,7 +70,10 @@
 #define HAS_BIAS 0
 #endif
 #ifndef HAS_DROPOUT
-#define HAS_DROPOUT 0 /* 1: dropout after the activation (a linear layer's, philox.h's rule) */
+/* 1: dropout after the activation (a linear layer's, philox.h's rule); 2: the same where every
+ * even column's element has an even index in the masked tensor (drop_base and drop_ld even), so
+ * that the tensor-core tiles' column pairs share one Philox draw */
+#define HAS_DROPOUT 0
 #endif
 #ifndef HAS_PRE
 #define HAS_PRE 0
@@ -394,7 +397,7 @@ OCLML_INLINE void store_chunk(__local float *t, float4 v, uint c, uint tile_rows
  * output that oclml_dropout would mask with the same (seed, offset), so the fused product equals
  * the product then oclml_dropout, bit for bit. y * 0 keeps NaN, as oclml_dropout does. */
 #if HAS_DROPOUT
-#define DROP_ARGS                                                                           \
+#define DROP_ARGS                                                                              \
     , float drop_p, float drop_scale, uint drop_seed_lo, uint drop_seed_hi, ulong drop_offset, \
         ulong drop_base, uint drop_ld
 #define DROP_PASS , drop_p, drop_scale, drop_seed_lo, drop_seed_hi, drop_offset, drop_base, drop_ld
@@ -404,10 +407,31 @@ OCLML_INLINE float drop_apply(float y, uint r, uint c DROP_ARGS) {
     return y * (u >= drop_p ? drop_scale : 0.0f);
 }
 #define DROP_APPLY(y, r, c) drop_apply((y), (r), (c)DROP_PASS)
+/* Elements (r, c) and (r, c + 1), c even, of a HAS_DROPOUT 2 tile: both words of one draw. */
+#define DROP_PAIR(y0, y1, r, c)                                                          \
+    do {                                                                                 \
+        const ulong i_d = drop_base + (ulong)(r)*drop_ld + (c);                          \
+        const float4 u_d =                                                               \
+            dropout_uniforms(i_d / 4, (uint2)(drop_seed_lo, drop_seed_hi), drop_offset); \
+        const bool upper_d = (i_d & 2u) != 0;                                            \
+        (y0) *= (upper_d ? u_d.z : u_d.x) >= drop_p ? drop_scale : 0.0f;                 \
+        (y1) *= (upper_d ? u_d.w : u_d.y) >= drop_p ? drop_scale : 0.0f;                 \
+    } while (0)
+/* Dropout on a block's COLS values y: in pairs where the layout puts element j + 1 right of
+ * element j (PAIRS, the tensor-core tiles) and HAS_DROPOUT is 2, else one draw an element. */
+#define DROP_BLOCK(y, COLS, ROW, COL, PAIRS)                           \
+    if ((PAIRS) && HAS_DROPOUT == 2) {                                 \
+        _Pragma("unroll") for (uint j_ = 0; j_ < (COLS); j_ += 2)      \
+            DROP_PAIR(y[j_], y[j_ + 1], ROW(i_, j_), COL(i_, j_));     \
+    } else {                                                           \
+        _Pragma("unroll") for (uint j_ = 0; j_ < (COLS); j_++) y[j_] = \
+            DROP_APPLY(y[j_], ROW(i_, j_), COL(i_, j_));               \
+    }
 #else
 #define DROP_ARGS
 #define DROP_PASS
 #define DROP_APPLY(y, r, c) (y)
+#define DROP_BLOCK(y, COLS, ROW, COL, PAIRS)
 #endif
 
 /* The work-group's block after the swizzle, and its batch entry and K range: its K split's, and
@@ -472,24 +496,26 @@ OCLML_INLINE void epilogue_store(__global float *C, uint ldc, __global float *pr
 }
 
 /* A work-item's tile epilogue, ROWS row blocks of COLS elements: each block's values and
- * activations as straight-line code, then its stores; beta tested once. ROW(i, j), COL(i, j)
- * and ACC(i, j) give element j of block i (C, bias, pre and the sizes in scope). */
-#define TILE_EPILOGUE_BLOCKS(ROWS, COLS, ROW, COL, ACC, with_beta)                             \
+ * activations as straight-line code, then its dropout, then its stores; beta tested once.
+ * ROW(i, j), COL(i, j) and ACC(i, j) give element j of block i (C, bias, pre and the sizes in
+ * scope); PAIRS: element 2 j + 1 is right of element 2 j. */
+#define TILE_EPILOGUE_BLOCKS(ROWS, COLS, ROW, COL, ACC, with_beta, PAIRS)                      \
     _Pragma("unroll") for (uint i_ = 0; i_ < (ROWS); i_++) {                                   \
         float z_[COLS], y_[COLS];                                                              \
         _Pragma("unroll") for (uint j_ = 0; j_ < (COLS); j_++) {                               \
             z_[j_] = epilogue_value(C, ldc, bias, M, N, ROW(i_, j_), COL(i_, j_), ACC(i_, j_), \
                                     alpha, beta, with_beta);                                   \
-            y_[j_] = DROP_APPLY(act_apply(z_[j_]), ROW(i_, j_), COL(i_, j_));                  \
+            y_[j_] = act_apply(z_[j_]);                                                        \
         }                                                                                      \
+        DROP_BLOCK(y_, COLS, ROW, COL, PAIRS)                                                  \
         _Pragma("unroll") for (uint j_ = 0; j_ < (COLS); j_++)                                 \
             epilogue_store(C, ldc, pre, ldp, M, N, ROW(i_, j_), COL(i_, j_), z_[j_], y_[j_]);  \
     }
-#define TILE_EPILOGUE(ROWS, COLS, ROW, COL, ACC)               \
-    if (beta != 0.0f) {                                        \
-        TILE_EPILOGUE_BLOCKS(ROWS, COLS, ROW, COL, ACC, true)  \
-    } else {                                                   \
-        TILE_EPILOGUE_BLOCKS(ROWS, COLS, ROW, COL, ACC, false) \
+#define TILE_EPILOGUE(ROWS, COLS, ROW, COL, ACC, PAIRS)               \
+    if (beta != 0.0f) {                                               \
+        TILE_EPILOGUE_BLOCKS(ROWS, COLS, ROW, COL, ACC, true, PAIRS)  \
+    } else {                                                          \
+        TILE_EPILOGUE_BLOCKS(ROWS, COLS, ROW, COL, ACC, false, PAIRS) \
     }
 
 #define GEMM_ARGS                                                                                 \
@@ -740,7 +766,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_m
                         recompute_nan(A, lda, B, ldb, r, c, p.kbegin, p.kend GATHER_PASS);
             }
     }
-    TILE_EPILOGUE(MT, NT * 4, MMA_ROW, MMA_COL, MMA_ACC)
+    TILE_EPILOGUE(MT, NT * 4, MMA_ROW, MMA_COL, MMA_ACC, 1)
 }
 #endif
 
@@ -772,7 +798,7 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_f
 #define FMA_ROW(i, j) (p.r0 + ty + (i)*TY)
 #define FMA_COL(i, j) (p.c0 + tx + (j)*TX)
 #define FMA_ACC(i, j) acc[i][j]
-    TILE_EPILOGUE(RM, RN, FMA_ROW, FMA_COL, FMA_ACC)
+    TILE_EPILOGUE(RM, RN, FMA_ROW, FMA_COL, FMA_ACC, 0)
 }
 #endif
 
@@ -784,8 +810,7 @@ __kernel void oclml_gemm_finish(__global const float *W, ulong w_off, uint ldw, 
                                 ulong w_stride, uint splits, __global float *C, ulong c_off,
                                 uint ldc, ulong c_stride, uint M, uint N, float alpha, float beta,
                                 __global const float *bias, ulong bias_off, __global float *pre,
-                                ulong pre_off, uint ldp, ulong pre_stride,
-                                uint batch DROP_ARGS) {
+                                ulong pre_off, uint ldp, ulong pre_stride, uint batch DROP_ARGS) {
     const uint c = get_global_id(0);
     if (c >= N) return;
 #if HAS_BIAS

@@ -432,9 +432,14 @@ static bool has_epilogue(const oclml__gemm_desc *d) {
 /* The epilogue's defines; none for split partials, which the finishing kernel completes. */
 static int epilogue_defines(char *out, size_t len, const oclml__gemm_desc *d) {
     const char *act = oclml__act_define(d->act);
+    /* Dropout's column pairs share a draw where the masked indices of even columns are even. */
+    const int drop = !has_dropout(d) ? 0 : d->drop_ld % 2 == 0 && d->drop_base % 2 == 0 ? 2 : 1;
     return snprintf(out, len, "-DHAS_BIAS=%d -DHAS_PRE=%d%s%s%s",
                     d->bias ? (d->bias_per_row ? 2 : 1) : 0, d->pre.mem != NULL, act ? " " : "",
-                    act ? act : "", has_dropout(d) ? " -DHAS_DROPOUT=1" : "");
+                    act ? act : "",
+                    drop == 2 ? " -DHAS_DROPOUT=2"
+                    : drop    ? " -DHAS_DROPOUT=1"
+                              : "");
 }
 
 /* The epilogue's dropout arguments (DROP_ARGS in cl/ops/gemm.cl), appended at args[n]; returns

@@ -19,6 +19,32 @@
 
 #define NO_ROW ((ulong)-1)
 
+/* Dropout on the probabilities (HAS_DROPOUT): O = (P m) V with m = keep / (1 - p) by philox.h's
+ * rule at P's element (stat, j), stat = (b H + h) LQ + i its row of the log-sum-exp: P as a
+ * [B, H, LQ, LK] tensor whatever the layout, so oclml_dropout over an explicit P draws the same
+ * mask. The softmax's sum is over the undropped P. The backward: dV = (P m)^T dO, dP = m (dO
+ * V^T), dS = P (dP - delta), delta = rowsum(dO O) as without dropout (sum_j P m dO.V = dO.O).
+ * Kernels that take ATT_GEOM take DROP_ARGS after it; DROP_FACTOR(stat, j) is m, 1 without. */
+#ifndef HAS_DROPOUT
+#define HAS_DROPOUT 0
+#endif
+#if HAS_DROPOUT
+#include "philox.h"
+#define DROP_ARGS \
+    , float drop_p, float drop_scale, uint drop_seed_lo, uint drop_seed_hi, ulong drop_offset
+#define DROP_PASS , drop_p, drop_scale, drop_seed_lo, drop_seed_hi, drop_offset
+OCLML_INLINE float drop_factor(ulong stat, int j, uint LK DROP_ARGS) {
+    const float u =
+        dropout_uniform(stat * LK + (ulong)j, (uint2)(drop_seed_lo, drop_seed_hi), drop_offset);
+    return u >= drop_p ? drop_scale : 0.0f;
+}
+#define DROP_FACTOR(stat, j) drop_factor((stat), (j), LK DROP_PASS)
+#else
+#define DROP_ARGS
+#define DROP_PASS
+#define DROP_FACTOR(stat, j) 1.0f
+#endif
+
 #define ATT_GEOM                                                                        \
     uint B, uint H, uint HKV, uint LQ, uint LK, float scale, int shift, int wl, int wr, \
         ulong mask_bstride, ulong mask_hstride

@@ -53,31 +53,6 @@
 #define P_LD (BK + 1)
 #include "attention.h"
 
-/* Dropout on the probabilities: O = (P m) V with m = keep / (1 - p) by philox.h's rule at P's
- * element (stat, j), stat = (b H + h) LQ + i its row of the log-sum-exp: P as a [B, H, LQ, LK]
- * tensor whatever the layout, so oclml_dropout over an explicit P draws the same mask. The
- * softmax's sum l is over the undropped P. The backward: dV = (P m)^T dO, dP = m (dO V^T), dS =
- * P (dP - delta), delta = rowsum(dO O) as without dropout (sum_j P m dO.V = dO.O). */
-#ifndef HAS_DROPOUT
-#define HAS_DROPOUT 0
-#endif
-#if HAS_DROPOUT
-#include "philox.h"
-#define DROP_ARGS \
-    , float drop_p, float drop_scale, uint drop_seed_lo, uint drop_seed_hi, ulong drop_offset
-#define DROP_PASS , drop_p, drop_scale, drop_seed_lo, drop_seed_hi, drop_offset
-OCLML_INLINE float drop_factor(ulong stat, int j, uint LK DROP_ARGS) {
-    const float u = dropout_uniform(stat * LK + (ulong)j, (uint2)(drop_seed_lo, drop_seed_hi),
-                                    drop_offset);
-    return u >= drop_p ? drop_scale : 0.0f;
-}
-#define DROPPED(p, stat, j) ((p)*drop_factor((stat), (j), LK DROP_PASS))
-#else
-#define DROP_ARGS
-#define DROP_PASS
-#define DROPPED(p, stat, j) (p)
-#endif
-
 /* s[a][c] = A row (ty + a TY) . B row (tx + c TX) over the head dimension, staged through local
  * memory DC columns at a time. A's rows at a + arows[r] (NO_ROW: zeros); B's rows at b + j
  * bstride for j < nb (zeros past it). */
@@ -229,7 +204,7 @@ oclml_attention_fwd(__global const float *q, ulong q_off, __global const float *
             for (uint w = 0; w < RK; w++) {
                 const float p = exp(s[u][w] - base);
                 l[u] += p;
-                ps[r * P_LD + tx + w * TX] = DROPPED(p, rows_stat[r], kb + (int)(tx + w * TX));
+                ps[r * P_LD + tx + w * TX] = p * DROP_FACTOR(rows_stat[r], kb + (int)(tx + w * TX));
             }
         }
         ACC_TILE(RQ, acc, ps, P_LD, 1, BK, v + kb * kstride, (__local const ulong *)0, kstride, nk,
@@ -340,11 +315,7 @@ OCLML_INLINE void probabilities(float s[RQ][RK], float dp[RQ][RK], row_table row
                                          wl, wr, scale, mask, mask_off, rows.mask[r]);
             const bool seen = x != -INFINITY && row_lse != -INFINITY;
             const float p = seen ? exp(x - row_lse) : 0.0f;
-#if HAS_DROPOUT
-            const float f = drop_factor(stat, kb + (int)(tx + w * TX), LK DROP_PASS);
-#else
-            const float f = 1.0f;
-#endif
+            const float f = DROP_FACTOR(stat, kb + (int)(tx + w * TX));
             s[u][w] = p * f;
             /* A masked position's gradient is 0 whatever dO V^T holds there; a seen one whose P
              * underflowed to 0 still carries a NaN of dP or delta (a NaN in dO reaches dK). */

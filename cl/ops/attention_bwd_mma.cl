@@ -25,12 +25,13 @@ OCLML_INLINE float score_grad(float p, float dp, float row_delta) {
 }
 
 /* P and dS of a score tile whose rows are `prow` (tile rows: query rows) or whose columns are
- * (dK/dV: the tile's rows are keys), in place of the score and dP. */
+ * (dK/dV: the tile's rows are keys), in place of the score and dP; f: the dropout factor m (1
+ * without), dS = P (m dP - delta), P left undropped. */
 OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse, float row_delta,
-                               int klen, int shift, int wl, int wr, float scale,
+                               float f, int klen, int shift, int wl, int wr, float scale,
                                __global const float *mask, ulong mask_off, ulong mrow) {
     *p = probability(*p, i, j, row_lse, klen, shift, wl, wr, scale, mask, mask_off, mrow);
-    *dp = score_grad(*p, *dp, row_delta);
+    *dp = score_grad(*p, *dp * f, row_delta);
 }
 
 #if OCLML_WANT(oclml_attention_dq_mma)
@@ -48,8 +49,9 @@ OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse,
     _Pragma("unroll") for (uint nt = 0; nt < KTILES; nt++)                                         \
         _Pragma("unroll") for (uint x = 0; x < 4; x++) {                                           \
         const uint row = r[x / 2];                                                                 \
-        softmax_grad(&s[nt][x], &dp[nt][x], rows_i[row], kb + (int)(nt * 8 + 2 * tig + x % 2),     \
-                     row_lse[x / 2], row_delta[x / 2], klen, shift, wl, wr, scale, mask, mask_off, \
+        const int key = kb + (int)(nt * 8 + 2 * tig + x % 2);                                      \
+        softmax_grad(&s[nt][x], &dp[nt][x], rows_i[row], key, row_lse[x / 2], row_delta[x / 2],    \
+                     DROP_FACTOR(rows_stat[row], key), klen, shift, wl, wr, scale, mask, mask_off, \
                      rows_mask[row]);                                                              \
     }
 #endif
@@ -62,7 +64,7 @@ OCLML_INLINE void softmax_grad(float *p, float *dp, int i, int j, float row_lse,
  * memory and both add them in the same order (low half first), so both hold the same P and dS,
  * and each adds dS K into its half of dQ. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
-oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
+oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM DROP_ARGS) {
     KV_BUFFERS
 #if DQ_PAIRS
     __local float parts[WARPS][2][KTILES * 4 * 32]; /* each warp's part of S and of dP */
@@ -116,7 +118,7 @@ oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
  * vec_accumulate; the output rows of dQ^T take their emptiness from the work-items of rows gid.
  * Grid and order as in the kernel above. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
-oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM) {
+oclml_attention_dq_mma(BWD_ARGS, __global float *dq, ulong dq_off, ATT_GEOM DROP_ARGS) {
     KV_BUFFERS
     MMA_LOCALS
     ROW_BLOCK_SETUP
@@ -252,7 +254,7 @@ OCLML_INLINE void put_key_grads(__global float *dst, float f, const float acc[OT
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global float *dv,
                          ulong dv_off, __global float *ds, ulong ds_ld, uint bh0, uint band_rows,
-                         ATT_GEOM) {
+                         ATT_GEOM DROP_ARGS) {
     /* 16-byte aligned: the asynchronous copies' destinations (a misaligned one faults). */
     __local float qs[BQ * K_LD] __attribute__((aligned(16))),
         ds_rows[BQ * K_LD] __attribute__((aligned(16))), lse_s[BQ], delta_s[BQ];
@@ -396,9 +398,10 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
 #pragma unroll
                 for (uint x = 0; x < 4; x++) {
                     const uint row = part + nt * 8 + 2 * tig + x % 2;
+                    const float f = DROP_FACTOR(rows_stat[row], key[x / 2]);
                     const float g =
-                        score_grad(pt[(nt * 4 + x) * 32 + lane], t[nt][x], delta_s[row]);
-                    t[nt][x] = p_warp ? t[nt][x] : g;
+                        score_grad(pt[(nt * 4 + x) * 32 + lane], t[nt][x] * f, delta_s[row]);
+                    t[nt][x] = p_warp ? t[nt][x] * f : g; /* dV takes the dropped P */
                 }
 #if DS_OUT
             if (role == HEAD_SPLIT) put_ds(ds, ds_ld, R0, part, key, t, n_rows, LK, tig);
@@ -428,9 +431,11 @@ oclml_attention_dkdv_mma(BWD_ARGS, __global float *dk, ulong dk_off, __global fl
 #pragma unroll
                 for (uint x = 0; x < 4; x++) {
                     const uint row = part + nt * 8 + 2 * tig + x % 2;
+                    const float f = DROP_FACTOR(rows_stat[row], key[x / 2]);
                     softmax_grad(&s[nt][x], &dp[nt][x], rows_i[row], key[x / 2], lse_s[row],
-                                 delta_s[row], klen, shift, wl, wr, scale, mask, mask_off,
+                                 delta_s[row], f, klen, shift, wl, wr, scale, mask, mask_off,
                                  rows_mask[row]);
+                    s[nt][x] *= f; /* dV takes the dropped P */
                 }
 #if DS_OUT
             put_ds(ds, ds_ld, R0, part, key, dp, n_rows, LK, tig);

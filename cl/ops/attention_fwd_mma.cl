@@ -67,12 +67,23 @@ OCLML_INLINE void softmax_block(float s[KTILES][4], float m[2], float l[2], floa
         }
 }
 
+/* Dropout on P (attention.h), after the softmax's sums took it undropped: key kb + nt 8 + 2 tig
+ * + x % 2 of row r[x / 2]. */
+#if HAS_DROPOUT
+#define DROP_SCORES(s, r, kb)                                      \
+    _Pragma("unroll") for (uint nt = 0; nt < KTILES; nt++)         \
+        _Pragma("unroll") for (uint x = 0; x < 4; x++) s[nt][x] *= \
+        DROP_FACTOR(rows_stat[r[x / 2]], kb + (int)(nt * 8 + 2 * tig + x % 2))
+#else
+#define DROP_SCORES(s, r, kb)
+#endif
+
 #define FWD_MMA_ARGS                                                                               \
     __global const float *q, ulong q_off, __global const float *k, ulong k_off,                    \
         __global const float *v, ulong v_off, __global float *o, ulong o_off, __global float *lse, \
         ulong lse_off, uint has_lse, __global const float *mask, ulong mask_off,                   \
         __global const float *keylen, ulong keylen_off, __global float *part, ulong rows_all,      \
-        uint splits, uint blocks_per_split, ATT_GEOM
+        uint splits, uint blocks_per_split, ATT_GEOM DROP_ARGS
 
 /* A forward work-group's batch and key head, key split and row block (R0, its row tables filled),
  * K and V moved to its key head, and the key blocks [first, end) it takes. */
@@ -127,6 +138,7 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         float alpha[2];
         softmax_block(s, m, l, alpha, r, rows_i, rows_mask, kb, false, klen, shift, wl, wr, scale,
                       mask, mask_off, lane, tig EMU_ARGS);
+        DROP_SCORES(s, r, kb);
 #pragma unroll
         for (uint nt = 0; nt < DPART; nt++)
 #pragma unroll
@@ -269,6 +281,7 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
         float alpha[2];
         softmax_block(s, m, l, alpha, r, rows_i, rows_mask, kb, whole, klen, shift, wl, wr, scale,
                       mask, mask_off, lane, tig EMU_ARGS);
+        DROP_SCORES(s, r, kb);
         /* O^T's query rows nq 8 + 2 tig + e take the factor of the work-items of row
          * gid = 2 tig + e. */
 #pragma unroll

@@ -119,12 +119,11 @@ static bool mma_wide(oclml_ctx *ctx, oclml__att_kernel kind, size_t D) {
 
 /* 0 (FMA kernels), 1 (tensor cores) or 2 (emulated) for a kernel (ATT_FWD_MMA, ATT_DKDV_MMA or
  * ATT_DQ_MMA: the forward, the backward's two); a device whose work-groups or local memory cannot
- * hold the tile takes the FMA kernels, and so does dropout on the probabilities, which only they
- * apply. */
+ * hold the tile takes the FMA kernels. */
 static int mma_mode(oclml_ctx *ctx, const oclml__att_shape *s, oclml__att_kernel kind) {
     const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_MMA, 0);
     const size_t most = mma_wide(ctx, kind, s->D) ? 256 : 128;
-    if (!mode || s->dropout || s->D % 8 || s->D > most || s->H / s->HKV * s->LQ <= DECODE_ROWS ||
+    if (!mode || s->D % 8 || s->D > most || s->H / s->HKV * s->LQ <= DECODE_ROWS ||
         ctx->caps.max_work_group_size < 32 * MMA_WARPS ||
         mma_local_floats(ctx, kind, s->D, s->by_position, mode == 2, false) * 4 >
             ctx->caps.local_mem_bytes)
@@ -393,12 +392,13 @@ static void plan_mma(oclml_ctx *ctx, const oclml__att_shape *s, oclml__att_kerne
     snprintf(k->defines, sizeof k->defines,
              "-DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
              "-DHAS_KEYLEN=%d -DASYNC_KV=%d -DDKDV_PAIRS=%d -DDQ_PAIRS=%d -DFWD_PAIRS=%d "
-             "-DSPLIT_KV=%d -DHEAD_SPLIT=%u -DBQ=%zu -DACC_BATCH=%u -DVEC_FRAGMENTS=%d -DDS_OUT=%d",
+             "-DSPLIT_KV=%d -DHEAD_SPLIT=%u -DBQ=%zu -DACC_BATCH=%u -DVEC_FRAGMENTS=%d -DDS_OUT=%d "
+             "-DHAS_DROPOUT=%d",
              D, k->columns, k->warps, mode == 2, s->blhd, s->mask, s->keylen, k->async,
              k->paired && kind == ATT_DKDV_MMA, k->paired && kind == ATT_DQ_MMA,
              k->paired && kind == ATT_FWD_MMA, k->async && split_kv(ctx, kind, D), k->head_split,
              kind == ATT_DKDV_MMA ? dkdv_rows(D) : (size_t)k->block, k->col_batch, k->vec,
-             ds_out && kind == ATT_DKDV_MMA);
+             ds_out && kind == ATT_DKDV_MMA, s->dropout);
 }
 
 void oclml__att_plan_forward(oclml_ctx *ctx, const oclml__att_shape *s,

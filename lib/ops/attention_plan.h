@@ -18,7 +18,7 @@ typedef struct oclml__att_shape {
     bool mask, keylen;     /* an additive mask, key lengths */
     bool kv_vec;           /* K's and V's rows float4-aligned (the asynchronous copies) */
     bool qd_vec;           /* Q's and dO's rows float4-aligned (the dK/dV kernel's copies) */
-    bool dropout;          /* dropout on the probabilities (the FMA kernels' HAS_DROPOUT) */
+    bool dropout;          /* dropout on the probabilities (the kernels' HAS_DROPOUT) */
 } oclml__att_shape;
 
 typedef enum oclml__att_kernel {
@@ -58,7 +58,7 @@ typedef struct oclml__att_kernel_plan {
      * read together; warps in pairs, staging by asynchronous copies, float4 fragment reads. */
     unsigned warps, columns, block, head_split, col_batch;
     bool paired, async, vec;
-    char defines[256];
+    char defines[320];
 } oclml__att_kernel_plan;
 
 /* The program of k (its file, defines and kernel; the defines point into k). */

@@ -96,6 +96,7 @@ enum {
     G_DK,
     G_DV,
     G_DACT, /* [N, 4C] */
+    G_DBRANCH, /* [N, C] a residual branch's gradient where dropout makes it differ from the stream's */
     G_TENSORS
 };
 
@@ -111,6 +112,8 @@ struct gpt_model {
     oclml_tensor *t[G_TENSORS],
         *flat_d[4]; /* [N, C] views of dq, dk, dv; a [B, T, H, Dh] view of do */
     oclml_attention_params att;
+    oclml_dropout_params drops[3]; /* this step's, by site (drop_at) */
+    bool training;                 /* in gpt_step: dropout applies */
     oclml_tensor *empty;
     size_t step;
     float *host_tokens; /* inputs, positions, targets of a batch */
@@ -246,6 +249,7 @@ static oclml_status make_activations(gpt_model *m) {
     for (int i = G_DH; i <= G_DO; i++) t[i] = make(ctx, &st, 2, nc);
     for (int i = G_DQ; i <= G_DV; i++) t[i] = make(ctx, &st, 4, bthd);
     t[G_DACT] = make(ctx, &st, 2, n4c);
+    if (m->c.dropout > 0) t[G_DBRANCH] = make(ctx, &st, 2, nc);
     for (int j = 0; j < 3; j++) m->flat_d[j] = train_view(ctx, &st, t[G_DQ + j], 2, nc);
     m->flat_d[3] = train_view(ctx, &st, t[G_DO], 4, bthd);
     return st;
@@ -254,6 +258,7 @@ static oclml_status make_activations(gpt_model *m) {
 oclml_status gpt_create(oclml_ctx *ctx, const gpt_config *cfg, gpt_model **out) {
     if (!ctx || !cfg || !out || !cfg->vocab || !cfg->layers || !cfg->heads || !cfg->batch ||
         !cfg->seq || cfg->width % cfg->heads || cfg->seq > cfg->context ||
+        !(cfg->dropout >= 0 && cfg->dropout < 1) ||
         cfg->vocab > (1u << 24)) /* ids travel as floats */
         return OCLML_ERR_INVALID_ARGUMENT;
     gpt_model *m = calloc(1, sizeof *m);
@@ -269,6 +274,7 @@ oclml_status gpt_create(oclml_ctx *ctx, const gpt_config *cfg, gpt_model **out) 
     oclml_attention_params_init(&m->att);
     m->att.causal = OCLML_CAUSAL_TOP_LEFT;
     m->att.layout = OCLML_ATTENTION_BLHD;
+    for (int k = 0; k < 3; k++) oclml_dropout_params_init(&m->drops[k]);
     if (!st) { /* positions 0 .. T - 1 in every sequence */
         float *pos = m->host_tokens + m->n_tokens;
         for (size_t n = 0; n < m->n_tokens; n++) pos[n] = (float)(n % cfg->seq);
@@ -320,6 +326,36 @@ oclml_status gpt_set_batch(gpt_model *m, const uint32_t *tokens) {
     return st;
 }
 
+/* ---- dropout ---- */
+
+/* Dropout sites of a layer: attention's probabilities, its residual branch, the MLP's. */
+enum { D_ATT_P, D_ATT_RES, D_MLP_RES };
+
+/* The params of site k of layer l in this step, NULL where dropout is off (p = 0, or not
+ * training). The key mixes the seed and the step; each site's counters start 2^40 apart (more
+ * than any tensor here draws), so every mask of a run is distinct and the backward regenerates
+ * its forward's. */
+static const oclml_dropout_params *drop_at(gpt_model *m, size_t l, int k) {
+    if (!m->training || !(m->c.dropout > 0)) return NULL;
+    oclml_dropout_params *d = &m->drops[k];
+    d->p = m->c.dropout;
+    d->seed = m->c.seed * 0x9E3779B97F4A7C15ull + m->step;
+    d->offset = (uint64_t)(3 * l + (size_t)k) << 40;
+    return d;
+}
+
+/* Attention's params with layer l's dropout on the probabilities (or none). */
+static const oclml_attention_params *attention_of(gpt_model *m, size_t l) {
+    m->att.dropout = drop_at(m, l, D_ATT_P);
+    return &m->att;
+}
+
+/* Where a residual branch's gradient goes: its own buffer where dropout makes it differ from
+ * the stream's, else the stream's (G_DRES, no copy). */
+static oclml_tensor *branch_grad(gpt_model *m) {
+    return m->training && m->c.dropout > 0 ? m->t[G_DBRANCH] : m->t[G_DRES];
+}
+
 /* ---- forward ---- */
 
 /* Embeddings and the first block's first norm: r = tok + pos. */
@@ -341,12 +377,12 @@ static oclml_status forward_attention(gpt_model *m, size_t l) {
     for (int j = 0; j < 3; j++)
         TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_H1], m->p[matrix(l, M_Q + j)],
                          m->p[vector(m, l, V_BQ + j)], f[j], NULL));
-    TRY(oclml_attention(ctx, &m->att, a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE]));
+    TRY(oclml_attention(ctx, attention_of(m, l), a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE]));
     TRY(oclml_linear(ctx, OCLML_ACT_NONE, f[3], m->p[matrix(l, M_O)], m->p[vector(m, l, V_BO)],
                      m->t[G_ATT_OUT], NULL));
-    TRY(oclml_residual_layernorm(ctx, NULL, a[A_RES], m->t[G_ATT_OUT], m->p[vector(m, l, V_LN2G)],
-                                 m->p[vector(m, l, V_LN2B)], 1e-5f, a[A_MID], a[A_H2], a[A_MEAN2],
-                                 a[A_RSTD2]));
+    TRY(oclml_residual_layernorm(ctx, drop_at(m, l, D_ATT_RES), a[A_RES], m->t[G_ATT_OUT],
+                                 m->p[vector(m, l, V_LN2G)], m->p[vector(m, l, V_LN2B)], 1e-5f,
+                                 a[A_MID], a[A_H2], a[A_MEAN2], a[A_RSTD2]));
     return st;
 }
 
@@ -360,13 +396,13 @@ static oclml_status forward_mlp(gpt_model *m, size_t l) {
                      m->p[vector(m, l, V_BPROJ)], t[G_MLP_OUT], NULL));
     if (l + 1 < m->c.layers) {
         oclml_tensor **n = m->act[l + 1];
-        TRY(oclml_residual_layernorm(ctx, NULL, a[A_MID], t[G_MLP_OUT],
+        TRY(oclml_residual_layernorm(ctx, drop_at(m, l, D_MLP_RES), a[A_MID], t[G_MLP_OUT],
                                      m->p[vector(m, l + 1, V_LN1G)], m->p[vector(m, l + 1, V_LN1B)],
                                      1e-5f, n[A_RES], n[A_H1], n[A_MEAN1], n[A_RSTD1]));
     } else {
-        TRY(oclml_residual_layernorm(ctx, NULL, a[A_MID], t[G_MLP_OUT], m->p[final_norm(m, 0)],
-                                     m->p[final_norm(m, 1)], 1e-5f, t[G_RESF], t[G_HF], t[G_MEANF],
-                                     t[G_RSTDF]));
+        TRY(oclml_residual_layernorm(ctx, drop_at(m, l, D_MLP_RES), a[A_MID], t[G_MLP_OUT],
+                                     m->p[final_norm(m, 0)], m->p[final_norm(m, 1)], 1e-5f,
+                                     t[G_RESF], t[G_HF], t[G_MEANF], t[G_RSTDF]));
     }
     return st;
 }
@@ -383,7 +419,7 @@ static oclml_status loss_and_gradient(gpt_model *m) {
                                t[G_LOGITS]);
 }
 
-oclml_status gpt_forward(gpt_model *m) {
+static oclml_status forward(gpt_model *m) {
     oclml_status st = forward_embedding(m);
     for (size_t l = 0; l < m->c.layers; l++) {
         TRY(forward_attention(m, l));
@@ -391,6 +427,11 @@ oclml_status gpt_forward(gpt_model *m) {
     }
     TRY(forward_head(m));
     return st;
+}
+
+oclml_status gpt_forward(gpt_model *m) {
+    m->training = false;
+    return forward(m);
 }
 
 /* ---- backward ---- */
@@ -402,39 +443,43 @@ static oclml_status backward_head(gpt_model *m) {
     oclml_tensor **t = m->t;
     oclml_status st = oclml_linear_backward(ctx, OCLML_ACT_NONE, t[G_HF], m->p[P_WTE], NULL,
                                             t[G_LOGITS], t[G_DH], m->g[P_WTE], NULL, 0);
-    TRY(oclml_residual_layernorm_backward(ctx, NULL, t[G_RESF], m->p[final_norm(m, 0)], t[G_MEANF],
-                                          t[G_RSTDF], t[G_DH], NULL, t[G_DRES], NULL,
+    oclml_tensor *branch = branch_grad(m);
+    TRY(oclml_residual_layernorm_backward(ctx, drop_at(m, m->c.layers - 1, D_MLP_RES), t[G_RESF],
+                                          m->p[final_norm(m, 0)], t[G_MEANF], t[G_RSTDF], t[G_DH],
+                                          NULL, t[G_DRES], branch == t[G_DRES] ? NULL : branch,
                                           m->g[final_norm(m, 0)], m->g[final_norm(m, 1)]));
     return st;
 }
 
-/* G_DRES holds the gradient of the block's output stream (and of its MLP branch); on return,
- * that of the stream between attention and the MLP (and of attention's branch). */
+/* G_DRES holds the gradient of the block's output stream and branch_grad that of its MLP branch;
+ * on return, those of the stream between attention and the MLP and of attention's branch. */
 static oclml_status backward_mlp(gpt_model *m, size_t l) {
     oclml_ctx *ctx = m->ctx;
-    oclml_tensor **a = m->act[l], **t = m->t;
-    oclml_status st = oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_ACT], m->p[matrix(l, M_PROJ)],
-                                            NULL, t[G_DRES], t[G_DACT], m->g[matrix(l, M_PROJ)],
-                                            m->g[vector(m, l, V_BPROJ)], 0);
+    oclml_tensor **a = m->act[l], **t = m->t, *branch = branch_grad(m);
+    oclml_status st =
+        oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_ACT], m->p[matrix(l, M_PROJ)], NULL, branch,
+                              t[G_DACT], m->g[matrix(l, M_PROJ)], m->g[vector(m, l, V_BPROJ)], 0);
     TRY(oclml_linear_backward(ctx, OCLML_ACT_GELU_TANH, a[A_H2], m->p[matrix(l, M_FC)], a[A_PRE],
                               t[G_DACT], t[G_DH], m->g[matrix(l, M_FC)], m->g[vector(m, l, V_BFC)],
                               0));
     TRY(oclml_residual_layernorm_backward(
-        ctx, NULL, a[A_MID], m->p[vector(m, l, V_LN2G)], a[A_MEAN2], a[A_RSTD2], t[G_DH], t[G_DRES],
-        t[G_DRES], NULL, m->g[vector(m, l, V_LN2G)], m->g[vector(m, l, V_LN2B)]));
+        ctx, drop_at(m, l, D_ATT_RES), a[A_MID], m->p[vector(m, l, V_LN2G)], a[A_MEAN2], a[A_RSTD2],
+        t[G_DH], t[G_DRES], t[G_DRES], branch == t[G_DRES] ? NULL : branch,
+        m->g[vector(m, l, V_LN2G)], m->g[vector(m, l, V_LN2B)]));
     return st;
 }
 
-/* Then attention's half: on return G_DRES holds the gradient of the block's input stream (and
- * of the previous block's MLP branch). */
+/* Then attention's half: on return G_DRES holds the gradient of the block's input stream and
+ * branch_grad that of the previous block's MLP branch. */
 static oclml_status backward_attention(gpt_model *m, size_t l) {
     oclml_ctx *ctx = m->ctx;
-    oclml_tensor **a = m->act[l], **t = m->t, **f = m->flat[l], **fd = m->flat_d;
+    oclml_tensor **a = m->act[l], **t = m->t, **f = m->flat[l], **fd = m->flat_d,
+                 *branch = branch_grad(m);
     oclml_status st = OCLML_SUCCESS;
-    TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, f[3], m->p[matrix(l, M_O)], NULL, t[G_DRES],
+    TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, f[3], m->p[matrix(l, M_O)], NULL, branch,
                               t[G_DO], m->g[matrix(l, M_O)], m->g[vector(m, l, V_BO)], 0));
-    TRY(oclml_attention_backward(ctx, &m->att, a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE], fd[3],
-                                 t[G_DQ], t[G_DK], t[G_DV], NULL));
+    TRY(oclml_attention_backward(ctx, attention_of(m, l), a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE],
+                                 fd[3], t[G_DQ], t[G_DK], t[G_DV], NULL));
     /* dh1 = dq Wq + dk Wk + dv Wv: the first product writes it, the others add to it. */
     for (int j = 0; j < 3; j++) {
         TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_H1], m->p[matrix(l, M_Q + j)], NULL,
@@ -444,9 +489,12 @@ static oclml_status backward_attention(gpt_model *m, size_t l) {
             TRY(oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, fd[j],
                            m->p[matrix(l, M_Q + j)], 1.0f, t[G_DH]));
     }
+    /* The previous block's MLP branch entered this norm (the embeddings' sum, undropped, the
+     * first block's). */
+    const oclml_dropout_params *drop = l ? drop_at(m, l - 1, D_MLP_RES) : NULL;
     TRY(oclml_residual_layernorm_backward(
-        ctx, NULL, a[A_RES], m->p[vector(m, l, V_LN1G)], a[A_MEAN1], a[A_RSTD1], t[G_DH], t[G_DRES],
-        t[G_DRES], NULL, m->g[vector(m, l, V_LN1G)], m->g[vector(m, l, V_LN1B)]));
+        ctx, drop, a[A_RES], m->p[vector(m, l, V_LN1G)], a[A_MEAN1], a[A_RSTD1], t[G_DH], t[G_DRES],
+        t[G_DRES], drop ? branch : NULL, m->g[vector(m, l, V_LN1G)], m->g[vector(m, l, V_LN1B)]));
     return st;
 }
 
@@ -484,7 +532,8 @@ static oclml_status optimizer_step(gpt_model *m) {
 }
 
 oclml_status gpt_step(gpt_model *m) {
-    oclml_status st = gpt_forward(m);
+    m->training = true;
+    oclml_status st = forward(m);
     TRY(loss_and_gradient(m));
     TRY(backward(m));
     TRY(optimizer_step(m));
@@ -495,6 +544,7 @@ oclml_status gpt_step_phases(gpt_model *m, double ms[GPT_PHASES]) {
     oclml_ctx *ctx = m->ctx;
     oclml_status st = OCLML_SUCCESS;
     for (int i = 0; i < GPT_PHASES; i++) ms[i] = 0;
+    m->training = true;
 #define PHASE(i, call)                              \
     do {                                            \
         double phase_ms = 0;                        \

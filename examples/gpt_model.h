@@ -2,8 +2,10 @@
  * pre-norm blocks (fused residual + layernorm, causal attention in the BLHD layout, a GELU-tanh
  * MLP), a final layernorm and an LM head tied to the token embedding; cross-entropy, AdamW
  * (weight decay on matrices only, nanoGPT's betas), clipping by the global norm, a cosine
- * learning rate after a linear warm-up. Parameters live in one arena, activations in buffers
- * made once: a step allocates nothing. Used by examples/train_gpt and `oclml-bench train`. */
+ * learning rate after a linear warm-up; dropout (off by default) on attention's probabilities and
+ * on both residual branches, as nanoGPT places it (not on the embeddings' sum, which the first
+ * fused norm adds). Parameters live in one arena, activations in buffers made once: a step
+ * allocates nothing. Used by examples/train_gpt and `oclml-bench train`. */
 #ifndef OCLML_GPT_MODEL_H
 #define OCLML_GPT_MODEL_H
 
@@ -24,7 +26,8 @@ typedef struct gpt_config {
     size_t warmup;  /* steps of linear warm-up */
     size_t steps;   /* the schedule's length: the cosine reaches min_lr there */
     float weight_decay, grad_clip;
-    uint64_t seed; /* initial weights */
+    float dropout; /* p of every dropout site in training steps (0: none) */
+    uint64_t seed; /* initial weights, and with the step the dropout masks */
 } gpt_config;
 
 /* GPT-2 small (124M) at batch 8 x 1024, nanoGPT's optimizer settings. */
@@ -44,7 +47,7 @@ oclml_status gpt_set_batch(gpt_model *m, const uint32_t *tokens);
 /* One training step on the batch set last: forward, loss, backward, learning rate of the
  * schedule at this step, the optimizer step. Enqueued, no wait. */
 oclml_status gpt_step(gpt_model *m);
-/* The forward alone (logits of the batch set last, no loss). */
+/* The forward alone, without dropout (logits of the batch set last, no loss). */
 oclml_status gpt_forward(gpt_model *m);
 /* The last step's mean loss (waits for it). */
 oclml_status gpt_loss(gpt_model *m, float *loss);

@@ -3,9 +3,10 @@
  *
  * Sizes: --small (GPT-2 small, 124M, batch 8 x 1024, for GPUs) or --tiny (2 layers, width 64,
  * batch 4 x 32: the default, minutes on PoCL), each overridable (--layers, --width, --heads,
- * --batch, --seq, --vocab, --lr, --warmup). Data: --data FILE trains a byte-level model
- * (vocabulary 256) on random windows of the file; without it, random tokens of the vocabulary
- * (the benchmark's data). --fixed repeats the first batch every step (examples/train_gpt_golden.py
+ * --batch, --seq, --vocab, --lr, --warmup); --dropout P drops attention's probabilities and
+ * both residual branches in training steps (off by default). Data: --data FILE trains a
+ * byte-level model (vocabulary 256) on random windows of the file; without it, random tokens of
+ * the vocabulary (the benchmark's data). --fixed repeats the first batch every step (examples/train_gpt_golden.py
  * trains PyTorch on the same batch from the same weights; --golden FILE compares the curves).
  *   usage: train_gpt [--tiny|--small] [--data FILE] [--steps N] [--fixed] [--golden FILE]
  *                    [--sample N] [--save FILE] [--load FILE] [--every K] [options above]
@@ -121,7 +122,7 @@ static int usage(const char *argv0) {
             "usage: %s [--tiny|--small] [--data FILE] [--steps N] [--fixed] [--golden FILE]\n"
             "          [--sample N] [--save FILE] [--load FILE] [--every K] [--layers L]\n"
             "          [--width C] [--heads H] [--batch B] [--seq T] [--vocab V] [--lr X]\n"
-            "          [--warmup N]\n",
+            "          [--warmup N] [--dropout P]\n",
             argv0);
     return 2;
 }
@@ -170,6 +171,8 @@ static int parse(int argc, char **argv, options *o) {
             o->c.lr = (float)atof(v), o->c.min_lr = o->c.lr / 10;
         else if (!strcmp(a, "--warmup"))
             o->c.warmup = (size_t)atol(v);
+        else if (!strcmp(a, "--dropout"))
+            o->c.dropout = (float)atof(v);
         else
             return usage(argv[0]);
     }

@@ -225,7 +225,8 @@ START_TEST(gpt_matches_pytorch) {
     int n;
     ck_assert_int_eq(run_example("train_gpt", NULL, args, got, 20, &n), 0);
     ck_assert_int_eq(n, 20);
-    ck_assert_msg(fabs(got[0] - log(256.0)) < 0.1, "initial loss %g, about ln 256 expected", got[0]);
+    ck_assert_msg(fabs(got[0] - log(256.0)) < 0.1, "initial loss %g, about ln 256 expected",
+                  got[0]);
 }
 END_TEST
 
@@ -264,6 +265,32 @@ START_TEST(gpt_checkpoint_resumes) {
 }
 END_TEST
 
+/* Dropout (--dropout): two runs give the same losses bit for bit, and the loss falls; another
+ * run without it other losses; and a p so small that nothing drops the undropped run's losses,
+ * although the residual branches' gradients then take buffers of their own, which must carry
+ * what the stream's carried. */
+START_TEST(gpt_dropout) {
+    double a[4], b[4], none[4], tiny[4];
+    int n;
+    const char *base = "--tiny --fixed --steps 4";
+    char args[256];
+    snprintf(args, sizeof args, "%s --dropout 0.2", base);
+    ck_assert_int_le(run_example("train_gpt", NULL, args, a, 4, &n), 1);
+    ck_assert_int_eq(n, 4);
+    ck_assert_int_le(run_example("train_gpt", NULL, args, b, 4, &n), 1);
+    ck_assert_int_le(run_example("train_gpt", NULL, base, none, 4, &n), 1);
+    snprintf(args, sizeof args, "%s --dropout 0.000001", base);
+    ck_assert_int_le(run_example("train_gpt", NULL, args, tiny, 4, &n), 1);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(a[i] == b[i], "step %d: %.9g then %.9g with the same masks", i, a[i], b[i]);
+        ck_assert_msg(fabs(tiny[i] - none[i]) <= 1e-6 * fabs(none[i]),
+                      "step %d: %.9g with p = 1e-6, %.9g without dropout", i, tiny[i], none[i]);
+    }
+    ck_assert_msg(a[3] != none[3], "dropout 0.2 left the losses as they were (%.9g)", a[3]);
+    ck_assert_msg(a[3] < a[0], "loss %g -> %g with dropout: it should fall", a[0], a[3]);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -275,6 +302,7 @@ int main(void) {
     tcase_add_test(tc, gpt_matches_pytorch);
     tcase_add_test(tc, gpt_learns_text);
     tcase_add_test(tc, gpt_checkpoint_resumes);
+    tcase_add_test(tc, gpt_dropout);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

@@ -10,6 +10,11 @@
 #include "common.h"
 #include "philox.h"
 
+/* base + in m rounded twice, never fused into one fma: the fused residual + norm computes r so
+ * (norm.cl's res_add), and oclml_dropout_add's r must equal it bit for bit (NVIDIA's compiler
+ * contracted it here otherwise). */
+#pragma OPENCL FP_CONTRACT OFF
+
 #if OCLML_WANT(oclml_dropout)
 __kernel void oclml_dropout(__global const float *in, ulong io, __global const float *base,
                             ulong bo, __global float *out, ulong oo, ulong n, float p, float scale,

@@ -21,11 +21,12 @@
  * as it was, its accumulation not begun). Those that can, with what a failure may leave
  * written, in this order (each output whole before the next is touched unless it says "in
  * part"; an accumulating output has had its addition):
- * - linear_backward: db, then dx, then dw.
- * - linear where CLBlast runs the product (oclml_gemm_plan says so) and a bias or an activation
- *   follows in an epilogue kernel: y holding x W^T alone, pre not written.
- * - gemm and linear where the last wave of blocks runs as a product of its own (oclml_gemm_plan:
- *   "last wave's ... blocks"): c (y and pre) in part.
+ * - linear_backward, linear_dropout_backward: db, then dx, then dw.
+ * - linear and linear_dropout where CLBlast runs the product (oclml_gemm_plan says so) and a
+ *   bias, an activation or dropout follows in an epilogue kernel: y holding x W^T alone, pre not
+ *   written.
+ * - gemm, linear and linear_dropout where the last wave of blocks runs as a product of its own
+ *   (oclml_gemm_plan: "last wave's ... blocks"): c (y and pre) in part.
  * - conv2d, conv_transpose2d: y in part (image chunks and groups).
  * - conv2d_backward, conv_transpose2d_backward: dx in part, then dw in part, then db.
  * - attention_backward: dk and dv, then dq, then dmask; where dQ comes as a GEMM on dS

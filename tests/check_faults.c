@@ -199,26 +199,42 @@ static void destroy_all(oclml_tensor **t, size_t n) {
 typedef struct linear_args {
     oclml_activation act;
     oclml_tensor *x, *w, *b, *saved, *dy, *dx, *dw, *db, *y, *pre;
+    const oclml_dropout_params *drop; /* NULL: the plain layer; else its _dropout twin */
 } linear_args;
 
 static oclml_status run_linear_backward(const void *p) {
     const linear_args *a = p;
+    if (a->drop)
+        return oclml_linear_dropout_backward(T, a->act, a->drop, a->x, a->w, a->saved, a->dy, a->dx,
+                                             a->dw, a->db, 0);
     return oclml_linear_backward(T, a->act, a->x, a->w, a->saved, a->dy, a->dx, a->dw, a->db, 0);
 }
 
 static oclml_status run_linear(const void *p) {
     const linear_args *a = p;
+    if (a->drop) return oclml_linear_dropout(T, a->act, a->drop, a->x, a->w, a->b, a->y, a->pre);
     return oclml_linear(T, a->act, a->x, a->w, a->b, a->y, a->pre);
+}
+
+/* Dropout 0.5 for the layers' _dropout twins. */
+static oclml_dropout_params half_dropout(void) {
+    oclml_dropout_params d;
+    ASSERT_OK(oclml_dropout_params_init(&d));
+    d.p = 0.5f;
+    d.seed = 11;
+    return d;
 }
 
 /* linear_backward: db (the dZ pass's sums), then dx, then dw, each written whole; with db alone
  * (the dZ pass into scratch, then its sums) nothing. With and without an activation, on the
- * default products and on liboclml's own (gemm.own=1). */
+ * default products and on liboclml's own (gemm.own=1); loop 2: linear_dropout_backward. */
 START_TEST(linear_backward_outputs_in_order) {
-    if (_i) test_retune("gemm.own=1");
+    if (_i == 1) test_retune("gemm.own=1");
+    const oclml_dropout_params drop = half_dropout();
     const size_t xs[2] = {5, 6}, ws[2] = {7, 6}, ys[2] = {5, 7}, bs[1] = {7};
     for (int act = 0; act < 2; act++) {
-        linear_args a = {.act = act ? OCLML_ACT_GELU_ERF : OCLML_ACT_NONE,
+        linear_args a = {.drop = _i == 2 ? &drop : NULL,
+                         .act = act ? OCLML_ACT_GELU_ERF : OCLML_ACT_NONE,
                          .x = rand_tensor(2, xs, -1, 1),
                          .w = rand_tensor(2, ws, -1, 1),
                          .saved = rand_tensor(2, ys, -2, 2),
@@ -247,8 +263,9 @@ END_TEST
 
 /* linear where the product runs before a separate epilogue kernel (CLBlast's product, as on
  * PoCL by default): a failing epilogue leaves y holding x W^T, without the bias and the
- * activation, and pre untouched. */
+ * activation, and pre untouched. Loop 1: linear_dropout, whose epilogue drops too. */
 START_TEST(linear_epilogue_after_product) {
+    const oclml_dropout_params drop = half_dropout();
     const size_t xs[2] = {5, 6}, ws[2] = {7, 6}, ys[2] = {5, 7}, bs[1] = {7};
     char plan[200];
     ASSERT_OK(oclml_gemm_plan(T, OCLML_NO_TRANS, OCLML_TRANS, 5, 7, 6, 1, plan, sizeof plan));
@@ -261,8 +278,12 @@ START_TEST(linear_epilogue_after_product) {
                      .w = rand_tensor(2, ws, -1, 1),
                      .b = rand_tensor(1, bs, -1, 1),
                      .y = test_tensor(2, ys),
-                     .pre = test_tensor(2, ys)};
-    fault_case c = {.op = "linear (product, then epilogue)", .run = run_linear, .arg = &a};
+                     .pre = test_tensor(2, ys),
+                     .drop = _i ? &drop : NULL};
+    fault_case c = {.op = _i ? "linear_dropout (product, then epilogue)"
+                             : "linear (product, then epilogue)",
+                    .run = run_linear,
+                    .arg = &a};
     add_out(&c, "y", a.y, 0, true, NULL);
     add_out(&c, "pre", a.pre, 0, true, NULL);
     const int launches = check_faults(&c, 2);
@@ -847,8 +868,8 @@ int main(void) {
     Suite *s = suite_create("faults");
     TCase *tc = tcase_create("faults");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
-    tcase_add_loop_test(tc, linear_backward_outputs_in_order, 0, 2);
-    tcase_add_test(tc, linear_epilogue_after_product);
+    tcase_add_loop_test(tc, linear_backward_outputs_in_order, 0, 3);
+    tcase_add_loop_test(tc, linear_epilogue_after_product, 0, 2);
     tcase_add_test(tc, gemm_last_wave_in_part);
     tcase_add_loop_test(tc, conv_outputs_in_order, 0, 2);
     tcase_add_test(tc, attention_backward_outputs_in_order);

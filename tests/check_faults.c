@@ -243,9 +243,12 @@ START_TEST(linear_backward_outputs_in_order) {
                          .dw = test_tensor(2, ws),
                          .db = test_tensor(1, bs)};
         oclml_tensor *all[] = {a.x, a.w, a.saved, a.dy, a.dx, a.dw, a.db};
-        fault_case c = {.op = act ? "linear_backward gelu" : "linear_backward",
-                        .run = run_linear_backward,
-                        .arg = &a};
+        fault_case c = {
+            .op = _i == 2 ? (act ? "linear_dropout_backward gelu" : "linear_dropout_backward")
+                  : act   ? "linear_backward gelu"
+                          : "linear_backward",
+            .run = run_linear_backward,
+            .arg = &a};
         add_out(&c, "db", a.db, 0, false, NULL);
         add_out(&c, "dx", a.dx, 1, false, NULL);
         add_out(&c, "dw", a.dw, 2, false, NULL);
@@ -261,10 +264,11 @@ START_TEST(linear_backward_outputs_in_order) {
 }
 END_TEST
 
-/* linear where the product runs before a separate epilogue kernel (CLBlast's product, as on
- * PoCL by default): a failing epilogue leaves y holding x W^T, without the bias and the
+/* linear where the product runs before a separate epilogue kernel (CLBlast's product, asked for
+ * with gemm.own=0): a failing epilogue leaves y holding x W^T, without the bias and the
  * activation, and pre untouched. Loop 1: linear_dropout, whose epilogue drops too. */
 START_TEST(linear_epilogue_after_product) {
+    test_retune("gemm.own=0");
     const oclml_dropout_params drop = half_dropout();
     const size_t xs[2] = {5, 6}, ws[2] = {7, 6}, ys[2] = {5, 7}, bs[1] = {7};
     char plan[200];

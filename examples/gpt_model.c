@@ -95,8 +95,9 @@ enum {
     G_DQ,   /* [B, T, H, Dh] */
     G_DK,
     G_DV,
-    G_DACT, /* [N, 4C] */
-    G_DBRANCH, /* [N, C] a residual branch's gradient where dropout makes it differ from the stream's */
+    G_DACT,    /* [N, 4C] */
+    G_DBRANCH, /* [N, C] a residual branch's gradient, where dropout sets it apart from the
+                  stream's */
     G_TENSORS
 };
 

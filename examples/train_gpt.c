@@ -6,8 +6,9 @@
  * --batch, --seq, --vocab, --lr, --warmup); --dropout P drops attention's probabilities and
  * both residual branches in training steps (off by default). Data: --data FILE trains a
  * byte-level model (vocabulary 256) on random windows of the file; without it, random tokens of
- * the vocabulary (the benchmark's data). --fixed repeats the first batch every step (examples/train_gpt_golden.py
- * trains PyTorch on the same batch from the same weights; --golden FILE compares the curves).
+ * the vocabulary (the benchmark's data). --fixed repeats the first batch every step
+ * (examples/train_gpt_golden.py trains PyTorch on the same batch from the same weights; --golden
+ * FILE compares the curves).
  *   usage: train_gpt [--tiny|--small] [--data FILE] [--steps N] [--fixed] [--golden FILE]
  *                    [--sample N] [--save FILE] [--load FILE] [--every K] [options above]
  * Exit status: 0 when the loss fell (the last five steps' mean under the first step's) and matched

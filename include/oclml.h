@@ -1167,8 +1167,9 @@ typedef struct oclml_attention_params {
     /* NULL (default) or p = 0: none; else dropout on the probabilities, O = dropout(P) V, with
      * P's element (b, h, i, j) masked as oclml_dropout masks element ((b H + h) Lq + i) Lk + j
      * of a [B, H, Lq, Lk] tensor (either layout); the backward must be given the same params.
-     * The softmax's log-sum-exp is the undropped one. Params of the size before this field
-     * (struct_size) are taken as without dropout. */
+     * The softmax's log-sum-exp is the undropped one. Params whose struct_size is the size
+     * before this field (filled by hand from an older header) run without dropout, the field
+     * unread. */
     const oclml_dropout_params *dropout;
 } oclml_attention_params;
 /* Sets the defaults above (no masking, BHLD, scale 1 / sqrt(dim)). */

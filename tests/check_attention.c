@@ -586,11 +586,20 @@ START_TEST(dropout_edges) {
     check_out(&d, "o", d.O, ro, NULL, d.nq);
     free(ro);
     free(rl);
-    /* Params built before the dropout field: run as without dropout. */
-    oclml_attention_params old = d.p;
+    /* Params of the size before the dropout field: the field is not read (here it points at
+     * p = 0.4), o is the undropped one bit for bit. */
+    oclml_attention_params old = d.p, none = d.p;
     old.struct_size = offsetof(oclml_attention_params, dropout);
-    old.dropout = NULL;
+    none.dropout = NULL;
+    ASSERT_OK(oclml_attention(T, &none, d.Q, d.K, d.V, d.O, d.LSE));
+    float *undropped = read_all(d.O, d.nq);
+    poison(d.O, d.nq);
     ASSERT_OK(oclml_attention(T, &old, d.Q, d.K, d.V, d.O, d.LSE));
+    float *got_old = read_all(d.O, d.nq);
+    ck_assert_msg(memcmp(undropped, got_old, d.nq * sizeof(float)) == 0,
+                  "params of the old size read the dropout field");
+    free(undropped);
+    free(got_old);
     drop.p = 1.5f;
     poison(d.O, d.nq);
     ASSERT_STATUS(oclml_attention(T, &d.p, d.Q, d.K, d.V, d.O, d.LSE), OCLML_ERR_INVALID_ARGUMENT);

@@ -290,6 +290,38 @@ START_TEST(backward_every_activation) {
 }
 END_TEST
 
+/* At p = 0 the backward of every activation equals oclml_linear_backward's (which reads the
+ * output y for ReLU, tanh and sigmoid) given pre: the derivative reads pre whatever p is. */
+START_TEST(backward_at_p0_matches_linear) {
+    test_retune(PATHS[_i / 7]);
+    const int act = _i % 7;
+    layer L = layer_new(act, 19, 23, 17);
+    const oclml_dropout_params d = drop_of(0.0f, 5, 0);
+    oclml_tensor *Y = test_tensor(2, L.yshape), *P = test_tensor(2, L.yshape),
+                 *DX = test_tensor(2, L.xshape), *DX2 = test_tensor(2, L.xshape);
+    ASSERT_OK(oclml_linear_dropout(T, act, &d, L.X, L.W, L.B, Y, P));
+    ASSERT_OK(oclml_linear_dropout_backward(T, act, &d, L.X, L.W, P, L.DY, DX, NULL, NULL, 0));
+    const bool reads_pre =
+        act == OCLML_ACT_GELU_ERF || act == OCLML_ACT_GELU_TANH || act == OCLML_ACT_SILU;
+    ASSERT_OK(oclml_linear_backward(T, act, L.X, L.W, reads_pre ? P : Y, L.DY, DX2, NULL, NULL, 0));
+    const size_t n = L.rows * L.in;
+    float *a = test_floats(n), *b = test_floats(n);
+    double *ref = test_doubles(n);
+    test_read(DX, a, n);
+    test_read(DX2, b, n);
+    for (size_t i = 0; i < n; i++) ref[i] = b[i];
+    char what[64];
+    snprintf(what, sizeof what, "act %d: dx at p = 0 against linear_backward's", act);
+    test_assert_close(what, a, ref, n, 1e-6);
+    oclml_tensor *t[] = {Y, P, DX, DX2};
+    for (int i = 0; i < 4; i++) oclml_tensor_destroy(t[i]);
+    free(a);
+    free(b);
+    free(ref);
+    layer_free(&L);
+}
+END_TEST
+
 /* L = sum dy dropout(act(x W^T + b)) in double, the mask fixed by the params. */
 static double loss(const layer *L, const oclml_dropout_params *d, const float *x, const float *w,
                    const float *b) {
@@ -445,6 +477,7 @@ int main(void) {
     tcase_add_loop_test(tc, forward_last_wave_split, 0, 2);
     tcase_add_loop_test(tc, edge_probabilities_and_repeats, 0, N_PATHS);
     tcase_add_loop_test(tc, backward_every_activation, 0, N_PATHS * 7);
+    tcase_add_loop_test(tc, backward_at_p0_matches_linear, 0, N_PATHS * 7);
     tcase_add_loop_test(tc, backward_finite_differences, 0, N_PATHS);
     tcase_add_loop_test(tc, nan_in_nan_out, 0, N_PATHS);
     tcase_add_test(tc, bad_input_touches_nothing);

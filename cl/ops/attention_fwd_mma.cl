@@ -187,7 +187,8 @@ oclml_attention_fwd_mma(FWD_MMA_ARGS) {
 #error "the unpaired float4 forward: warps on the whole head dim"
 #endif
 /* The forward with every fragment value of K and V read as part of a float4 (VEC_FRAGMENTS in
- * attention_mma.h, whose layout it follows: vec_col(c, tig, true) and K_LD for K and V). Its two products are VEC_SCORE_PRODUCT and VEC_ACCUMULATE expanded here, not the inline
+ * attention_mma.h, whose layout it follows: vec_col(c, tig, true) and K_LD for K and V). Its
+ * two products are VEC_SCORE_PRODUCT and VEC_ACCUMULATE expanded here, not the inline
  * functions the dQ kernel calls: compiled as functions, the same instructions are scheduled
  * otherwise, and the forward runs 2-2.5% slower on the H100 (bench/DECISIONS.md, "dQ and dK/dV
  * read"). O^T's query rows take their softmax factors from the work-items of rows gid: four

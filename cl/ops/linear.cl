@@ -12,7 +12,8 @@
  * does not depend on timing (no atomics), so two runs agree bit for bit.
  *
  * Variants: the activation by -DACT_<NAME>=1 (as the GEMM epilogue, activation.h; none: dZ = dy,
- * used for db alone); -DHAS_DROPOUT=1 for a layer with dropout after its activation. Runtime flags: LIN_WRITE_DZ (store dZ), LIN_WANT_DB (store the partials).
+ * used for db alone); -DHAS_DROPOUT=1 for a layer with dropout after its activation. Runtime
+ * flags: LIN_WRITE_DZ (store dZ), LIN_WANT_DB (store the partials).
  * The derivative reads `saved`: the pre-activation z for GELU and SiLU, the output y for ReLU,
  * tanh and sigmoid, PyTorch's output-based forms:
  *   relu: dy (y > 0)   tanh: dy (1 - y^2) = dy (1 - y)(1 + y)   sigmoid: dy y (1 - y)

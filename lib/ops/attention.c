@@ -204,7 +204,7 @@ static att_call call_of(oclml_ctx *ctx, const oclml_attention_params *p, oclml__
 }
 
 /* Appends the geometry arguments (ATT_GEOM) to args, and with dropout its arguments (DROP_ARGS,
- * which only the FMA kernels that take ATT_GEOM declare: dropout plans no other). */
+ * which every kernel that takes ATT_GEOM declares after it where HAS_DROPOUT is set). */
 static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
     const oclml__arg g[] = {OCLML_ARG(c->B),           OCLML_ARG(c->H),
                             OCLML_ARG(c->HKV),         OCLML_ARG(c->LQ),

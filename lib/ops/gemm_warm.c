@@ -63,7 +63,8 @@ static void every_epilogue_and_operand(oclml_ctx *ctx, const char *op, oclml__wa
                                               .c = {NULL, 0, 576, 0},
                                               .gather_b = &segmented};
     oclml__gemm_warm_desc(ctx, op, "B gathered and segmented", &weight_gradient, list);
-    /* A linear layer's dropout after ReLU (oclml_linear_dropout), one size. */
+    /* For the kernels' checks, one size of oclml_linear_dropout's epilogue form: dropout after
+     * ReLU with a bias and the pre-activation (its own warm list names a GELU product). */
     static const oclml_dropout_params drop = {sizeof drop, 0.5f, 0, 0};
     oclml__gemm_desc dropped = oclml__gemm_desc_dense(1024, 1024, 1024);
     dropped.trans_b = true, dropped.b.ld = dropped.k;

@@ -352,24 +352,31 @@ oclml_status oclml_linear_dropout_backward(oclml_ctx *ctx, oclml_activation act,
                                            oclml_tensor *dw, oclml_tensor *db, int accumulate) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, drop);
-    return st ? st : linear_backward(ctx, act, active(drop), x, w, pre, dy, dx, dw, db, accumulate);
+    /* The derivative reads pre whatever p is: the output-based forms (ReLU, tanh, sigmoid) take
+     * the dropout program even at p = 0, where every element is kept at scale 1 (the same bits
+     * as no mask); the others read pre anyway and skip the draws there. */
+    const bool output_form = act != OCLML_ACT_NONE && !reads_pre(act);
+    return st ? st
+              : linear_backward(ctx, act, output_form ? drop : active(drop), x, w, pre, dy, dx, dw,
+                                db, accumulate);
 }
 
 /* Prewarm: the products' kernels (the GEMM's warm list: square and linear-shaped products with
- * and without the GELU epilogue; with dropout, a linear-shaped product with GELU and dropout)
- * and, for the backward, the dZ pass of every activation. */
+ * and without the GELU epilogue; the forward with dropout, a linear-shaped product with GELU and
+ * dropout in place of that list: its backward's products are the list's) and, for the backward,
+ * the dZ pass of every activation. */
 void oclml__linear_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
-    const bool dropout = strstr(op, "dropout") != NULL;
-    if (dropout) {
+    const bool dropout = strstr(op, "dropout") != NULL, backward = strstr(op, "backward") != NULL;
+    if (dropout && !backward) {
         static const oclml_dropout_params drop = {sizeof drop, 0.1f, 0, 0};
         oclml__gemm_desc d = oclml__gemm_desc_dense(8192, 4096, 1024);
         d.trans_b = true, d.b.ld = d.k;
-        d.act = OCLML_ACT_GELU_TANH, d.drop = &drop, d.drop_ld = d.n;
+        d.act = OCLML_ACT_GELU_ERF, d.drop = &drop, d.drop_ld = d.n;
         oclml__gemm_warm_desc(ctx, op, "8192x4096x1024 gelu dropout", &d, list);
     } else {
         oclml__gemm_warm(ctx, op, list);
     }
-    if (!strstr(op, "backward")) return;
+    if (!backward) return;
     for (unsigned a = 0; a < OCLML__N_ACTS; a++) {
         dz_program g;
         dz_program_of((oclml_activation)a, dropout, &g);

@@ -1374,7 +1374,9 @@ int main(void) {
     /* The warps paired at head dims where they are no default: swept. */
     tcase_add_loop_test(tc, backward_by_finite_differences, 0, test_tier(4, 6));
     tcase_add_loop_test(tc, backward_repeatable_bit_for_bit, 0, test_tier(2, 3));
-    tcase_add_loop_test(tc, dropout_matches_reference, 0, test_tier(3, 5));
+    /* Dropout: the FMA kernels and the float4 tensor-core kernels (emulated); the sweep adds the
+     * dQ GEMM, the pairs and the fours. */
+    tcase_add_loop_test(tc, dropout_matches_reference, 0, test_tier(2, 5));
     tcase_add_loop_test(tc, dropout_by_finite_differences, 0, 2);
     tcase_add_test(tc, dropout_edges);
     tcase_add_loop_test(tc, rows_that_see_nothing, 0, 2);
@@ -1383,7 +1385,8 @@ int main(void) {
     tcase_add_loop_test(tc, nan_in_do_reaches_underflowed_keys, 0, test_tier(2, 3));
     tcase_add_loop_test(tc, nan_padding_never_read, 0, 5);
     tcase_add_test(tc, large_scores_do_not_overflow);
-    tcase_add_loop_test(tc, large_scores_backward, 0, 6);
+    /* Large scores on the default kernels (a GPU's tensor cores); the emulated ones swept. */
+    tcase_add_loop_test(tc, large_scores_backward, 0, test_tier(2, 6));
     /* A window past every key is clamped to none on the host, for every kernel alike: the open
      * left window and the tensor cores' runs swept. */
     tcase_add_loop_test(tc, huge_windows_are_open, 0, test_tier(1, 4));

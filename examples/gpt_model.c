@@ -98,6 +98,7 @@ enum {
     G_DACT,    /* [N, 4C] */
     G_DBRANCH, /* [N, C] a residual branch's gradient, where dropout sets it apart from the
                   stream's */
+    G_QKV,     /* [N, 3C] the fused Q, K, V projection's output, then its gradient */
     G_TENSORS
 };
 
@@ -110,6 +111,10 @@ struct gpt_model {
     oclml_tensor **p, **g;             /* arena views, P_/per-layer order */
     oclml_tensor *(*act)[A_PER_LAYER]; /* per layer */
     oclml_tensor *(*flat)[4];          /* per layer: [N, C] views of q, k, v, o */
+    /* Per layer, where the arena holds Wq, Wk, Wv (and their biases) back to back: [3C, C] and
+     * [3C] views of the weights and of their gradients, for Q, K and V as one product; NULL
+     * otherwise (three products). */
+    oclml_tensor *(*qkv)[4];
     oclml_tensor *t[G_TENSORS],
         *flat_d[4]; /* [N, C] views of dq, dk, dv; a [B, T, H, Dh] view of do */
     oclml_attention_params att;
@@ -173,6 +178,48 @@ static oclml_status init_params(gpt_model *m) {
     return st;
 }
 
+static void destroy_all(oclml_tensor **t, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (t[i]) oclml_tensor_destroy(t[i]);
+}
+
+/* A view of arena tensors first .. first + count - 1 as one tensor of shape (nd, shape), where
+ * they lie back to back (each's offset the last's plus its elements); NULL where they do not.
+ * grads: of their gradients. */
+static oclml_tensor *arena_span(gpt_model *m, oclml_status *st, size_t first, size_t count,
+                                bool grads, int nd, const size_t *shape) {
+    size_t base, n;
+    if (*st || oclml_arena_offset(m->arena, first, &base) || oclml_tensor_numel(m->p[first], &n))
+        return NULL;
+    for (size_t k = 1; k < count; k++) {
+        size_t at;
+        if (oclml_arena_offset(m->arena, first + k, &at) || at != base + k * n) return NULL;
+    }
+    return train_view(m->ctx, st, grads ? m->g[first] : m->p[first], nd, shape);
+}
+
+/* Q, K and V's weights and biases as one [3C, C] matrix and [3C] vector (and their gradients),
+ * layer by layer, where the arena lays them out so: one product of 3C columns instead of three of
+ * C, which run at a lower rate (the step's GEMMs are what bounds it). */
+static oclml_status make_qkv_views(gpt_model *m) {
+    const size_t C = m->c.width, L = m->c.layers, w[2] = {3 * C, C}, b[1] = {3 * C};
+    oclml_status st = OCLML_SUCCESS;
+    m->qkv = calloc(L, sizeof *m->qkv);
+    if (!m->qkv) return OCLML_ERR_OUT_OF_MEMORY;
+    for (size_t l = 0; l < L && !st; l++) {
+        oclml_tensor **v = m->qkv[l];
+        v[0] = arena_span(m, &st, matrix(l, M_Q), 3, false, 2, w);
+        v[1] = arena_span(m, &st, vector(m, l, V_BQ), 3, false, 1, b);
+        v[2] = arena_span(m, &st, matrix(l, M_Q), 3, true, 2, w);
+        v[3] = arena_span(m, &st, vector(m, l, V_BQ), 3, true, 1, b);
+        if (!v[0] || !v[1] || !v[2] || !v[3]) { /* three products for this layer */
+            destroy_all(v, 4);
+            memset(v, 0, sizeof m->qkv[l]);
+        }
+    }
+    return st;
+}
+
 static oclml_status make_arena(gpt_model *m) {
     const gpt_config *c = &m->c;
     size_t C = c->width, L = c->layers, total = P_MATRICES + L * (M_PER_LAYER + V_PER_LAYER) + 2;
@@ -201,6 +248,7 @@ static oclml_status make_arena(gpt_model *m) {
     }
     TRY(oclml_arena_info(m->arena, NULL, &m->n_params, NULL));
     TRY(init_params(m));
+    TRY(make_qkv_views(m));
     oclml_optim_config oc;
     TRY(oclml_optim_config_init(&oc, OCLML_OPTIM_ADAMW));
     oc.lr = c->lr;
@@ -251,6 +299,8 @@ static oclml_status make_activations(gpt_model *m) {
     for (int i = G_DQ; i <= G_DV; i++) t[i] = make(ctx, &st, 4, bthd);
     t[G_DACT] = make(ctx, &st, 2, n4c);
     if (m->c.dropout > 0) t[G_DBRANCH] = make(ctx, &st, 2, nc);
+    const size_t n3c[2] = {N, 3 * C};
+    t[G_QKV] = make(ctx, &st, 2, n3c);
     for (int j = 0; j < 3; j++) m->flat_d[j] = train_view(ctx, &st, t[G_DQ + j], 2, nc);
     m->flat_d[3] = train_view(ctx, &st, t[G_DO], 4, bthd);
     return st;
@@ -289,23 +339,20 @@ oclml_status gpt_create(oclml_ctx *ctx, const gpt_config *cfg, gpt_model **out) 
     return OCLML_SUCCESS;
 }
 
-static void destroy_all(oclml_tensor **t, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (t[i]) oclml_tensor_destroy(t[i]);
-}
-
 void gpt_destroy(gpt_model *m) {
     if (!m) return;
     for (size_t l = 0; m->act && l < m->c.layers; l++) {
         destroy_all(m->flat[l], 4);
         destroy_all(m->act[l], A_PER_LAYER);
     }
+    for (size_t l = 0; m->qkv && l < m->c.layers; l++) destroy_all(m->qkv[l], 4);
     destroy_all(m->flat_d, 4);
     destroy_all(m->t, G_TENSORS);
     if (m->opt) oclml_optim_destroy(m->opt);
     if (m->arena) oclml_arena_destroy(m->arena);
     free(m->act);
     free(m->flat);
+    free(m->qkv);
     free(m->p);
     free(m->g);
     free(m->host_tokens);
@@ -375,9 +422,15 @@ static oclml_status forward_attention(gpt_model *m, size_t l) {
     oclml_ctx *ctx = m->ctx;
     oclml_tensor **a = m->act[l], **f = m->flat[l];
     oclml_status st = OCLML_SUCCESS;
-    for (int j = 0; j < 3; j++)
-        TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_H1], m->p[matrix(l, M_Q + j)],
-                         m->p[vector(m, l, V_BQ + j)], f[j], NULL));
+    if (m->qkv[l][0]) { /* one product of 3C columns, split into q, k and v */
+        TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_H1], m->qkv[l][0], m->qkv[l][1], m->t[G_QKV],
+                         NULL));
+        TRY(oclml_split(ctx, m->t[G_QKV], 1, f, 3));
+    } else {
+        for (int j = 0; j < 3; j++)
+            TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_H1], m->p[matrix(l, M_Q + j)],
+                             m->p[vector(m, l, V_BQ + j)], f[j], NULL));
+    }
     TRY(oclml_attention(ctx, attention_of(m, l), a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE]));
     TRY(oclml_linear(ctx, OCLML_ACT_NONE, f[3], m->p[matrix(l, M_O)], m->p[vector(m, l, V_BO)],
                      m->t[G_ATT_OUT], NULL));
@@ -481,14 +534,20 @@ static oclml_status backward_attention(gpt_model *m, size_t l) {
                               t[G_DO], m->g[matrix(l, M_O)], m->g[vector(m, l, V_BO)], 0));
     TRY(oclml_attention_backward(ctx, attention_of(m, l), a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE],
                                  fd[3], t[G_DQ], t[G_DK], t[G_DV], NULL));
-    /* dh1 = dq Wq + dk Wk + dv Wv: the first product writes it, the others add to it. */
-    for (int j = 0; j < 3; j++) {
-        TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_H1], m->p[matrix(l, M_Q + j)], NULL,
-                                  fd[j], j ? NULL : t[G_DH], m->g[matrix(l, M_Q + j)],
-                                  m->g[vector(m, l, V_BQ + j)], 0));
-        if (j)
-            TRY(oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, fd[j],
-                           m->p[matrix(l, M_Q + j)], 1.0f, t[G_DH]));
+    if (m->qkv[l][0]) { /* [dq dk dv] as one [N, 3C] gradient of the fused product */
+        TRY(oclml_concat(ctx, (const oclml_tensor *const *)fd, 3, 1, t[G_QKV]));
+        TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_H1], m->qkv[l][0], NULL, t[G_QKV],
+                                  t[G_DH], m->qkv[l][2], m->qkv[l][3], 0));
+    } else {
+        /* dh1 = dq Wq + dk Wk + dv Wv: the first product writes it, the others add to it. */
+        for (int j = 0; j < 3; j++) {
+            TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_H1], m->p[matrix(l, M_Q + j)], NULL,
+                                      fd[j], j ? NULL : t[G_DH], m->g[matrix(l, M_Q + j)],
+                                      m->g[vector(m, l, V_BQ + j)], 0));
+            if (j)
+                TRY(oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, fd[j],
+                               m->p[matrix(l, M_Q + j)], 1.0f, t[G_DH]));
+        }
     }
     /* The previous block's MLP branch entered this norm (the embeddings' sum, undropped, the
      * first block's). */

@@ -98,7 +98,7 @@ enum {
     G_DACT,    /* [N, 4C] */
     G_DBRANCH, /* [N, C] a residual branch's gradient, where dropout sets it apart from the
                   stream's */
-    G_QKV,     /* [N, 3C] the fused Q, K, V projection's output, then its gradient */
+    G_QKV,     /* [N, 3C] [dq dk dv], the Q, K, V projection's gradient as one matrix */
     G_TENSORS
 };
 
@@ -112,8 +112,8 @@ struct gpt_model {
     oclml_tensor *(*act)[A_PER_LAYER]; /* per layer */
     oclml_tensor *(*flat)[4];          /* per layer: [N, C] views of q, k, v, o */
     /* Per layer, where the arena holds Wq, Wk, Wv (and their biases) back to back: [3C, C] and
-     * [3C] views of the weights and of their gradients, for Q, K and V as one product; NULL
-     * otherwise (three products). */
+     * [3C] views of the weights and of their gradients, for Q, K and V's backward as one
+     * product; NULL otherwise (three). */
     oclml_tensor *(*qkv)[4];
     oclml_tensor *t[G_TENSORS],
         *flat_d[4]; /* [N, C] views of dq, dk, dv; a [B, T, H, Dh] view of do */
@@ -199,8 +199,8 @@ static oclml_tensor *arena_span(gpt_model *m, oclml_status *st, size_t first, si
 }
 
 /* Q, K and V's weights and biases as one [3C, C] matrix and [3C] vector (and their gradients),
- * layer by layer, where the arena lays them out so: one product of 3C columns instead of three of
- * C, which run at a lower rate (the step's GEMMs are what bounds it). */
+ * layer by layer, where the arena lays them out so: their backward as one product of 3C columns
+ * on [dq dk dv] instead of three products and two accumulating GEMMs. */
 static oclml_status make_qkv_views(gpt_model *m) {
     const size_t C = m->c.width, L = m->c.layers, w[2] = {3 * C, C}, b[1] = {3 * C};
     oclml_status st = OCLML_SUCCESS;
@@ -422,15 +422,11 @@ static oclml_status forward_attention(gpt_model *m, size_t l) {
     oclml_ctx *ctx = m->ctx;
     oclml_tensor **a = m->act[l], **f = m->flat[l];
     oclml_status st = OCLML_SUCCESS;
-    if (m->qkv[l][0]) { /* one product of 3C columns, split into q, k and v */
-        TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_H1], m->qkv[l][0], m->qkv[l][1], m->t[G_QKV],
-                         NULL));
-        TRY(oclml_split(ctx, m->t[G_QKV], 1, f, 3));
-    } else {
-        for (int j = 0; j < 3; j++)
-            TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_H1], m->p[matrix(l, M_Q + j)],
-                             m->p[vector(m, l, V_BQ + j)], f[j], NULL));
-    }
+    /* Three products of C columns: one of 3C and a split into q, k and v ran the step's
+     * attention halves 2.5 ms slower on the H200 (bench/DECISIONS.md). */
+    for (int j = 0; j < 3; j++)
+        TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_H1], m->p[matrix(l, M_Q + j)],
+                         m->p[vector(m, l, V_BQ + j)], f[j], NULL));
     TRY(oclml_attention(ctx, attention_of(m, l), a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE]));
     TRY(oclml_linear(ctx, OCLML_ACT_NONE, f[3], m->p[matrix(l, M_O)], m->p[vector(m, l, V_BO)],
                      m->t[G_ATT_OUT], NULL));

@@ -9,15 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static oclml_dropout_params params(float p, uint64_t seed, uint64_t offset) {
-    oclml_dropout_params d;
-    ASSERT_OK(oclml_dropout_params_init(&d));
-    d.p = p;
-    d.seed = seed;
-    d.offset = offset;
-    return d;
-}
-
 static oclml_tensor *random_tensor(size_t n, float *host) {
     test_random(host, n, -2, 2);
     const size_t shape[1] = {n};
@@ -60,7 +51,7 @@ START_TEST(mask_and_values_match_the_rule) {
             for (int oi = 0; oi < 5; oi++) {
                 if (n > 100000 && oi != pi) continue; /* the big size: one offset per p */
                 const oclml_dropout_params d =
-                    params(ps[pi], 0x1234567890abcdefull + (uint64_t)si, offsets[oi]);
+                    test_dropout_params(ps[pi], 0x1234567890abcdefull + (uint64_t)si, offsets[oi]);
                 ASSERT_OK(oclml_dropout(T, &d, tx, ty));
                 test_read(ty, y, n);
                 assert_dropout("dropout", &d, x, NULL, y, n);
@@ -93,7 +84,7 @@ START_TEST(unaligned_tensor_offsets) {
         ASSERT_OK(oclml_tensor_wrap(T, mx, s * sizeof(float), 1, shape, &tx));
         ASSERT_OK(oclml_tensor_wrap(T, my, (4 - s) * sizeof(float), 1, shape, &ty));
         ASSERT_OK(oclml_tensor_wrap(T, mr, (s + 2) * sizeof(float), 1, shape, &tr));
-        const oclml_dropout_params d = params(0.3f, 11 + s, 3 * s);
+        const oclml_dropout_params d = test_dropout_params(0.3f, 11 + s, 3 * s);
         ASSERT_OK(oclml_dropout(T, &d, tx, ty));
         test_read(ty, y, n);
         assert_dropout("unaligned dropout", &d, x, NULL, y, n);
@@ -133,7 +124,7 @@ START_TEST(fraction_kept) {
     oclml_tensor *x = test_tensor_from(1, shape, ones), *ty = test_tensor(1, shape);
     const float ps[] = {0.1f, 0.5f, 0.9f};
     for (int k = 0; k < 3; k++) {
-        const oclml_dropout_params d = params(ps[k], 99 + (uint64_t)k, 0);
+        const oclml_dropout_params d = test_dropout_params(ps[k], 99 + (uint64_t)k, 0);
         ASSERT_OK(oclml_dropout(T, &d, x, ty));
         test_read(ty, y, n);
         size_t kept = 0;
@@ -162,7 +153,7 @@ START_TEST(backward_add_repeat_and_in_place) {
     oclml_tensor *tx = test_tensor_from(2, shape, x), *ty = test_tensor_from(2, shape, y),
                  *tg = test_tensor_from(2, shape, g), *out = test_tensor(2, shape),
                  *out2 = test_tensor(2, shape);
-    oclml_dropout_params d = params(0.3f, 5, 77);
+    oclml_dropout_params d = test_dropout_params(0.3f, 5, 77);
     const float scale = 1.0f / (1.0f - d.p);
     ASSERT_OK(oclml_dropout(T, &d, ty, out));
     test_read(out, a, n);
@@ -219,7 +210,7 @@ END_TEST
  * backward and the residual add's branch. */
 START_TEST(nan_stays_nan) {
     const size_t n = 64, shape[1] = {n};
-    const oclml_dropout_params d = params(0.5f, 3, 0);
+    const oclml_dropout_params d = test_dropout_params(0.5f, 3, 0);
     size_t kept = n, dropped = n;
     for (size_t i = 0; i < n && (kept == n || dropped == n); i++) {
         if (ref_dropout_keep(d.seed, d.offset, i, d.p))
@@ -261,7 +252,7 @@ static void assert_error(oclml_status got, oclml_status want, const char *text) 
 START_TEST(bad_input_touches_nothing) {
     const size_t shape[1] = {10}, other[1] = {11}, part[1] = {6};
     oclml_tensor *x = test_tensor(1, shape), *y = test_tensor(1, shape), *z = test_tensor(1, other);
-    oclml_dropout_params d = params(0.5f, 1, 0);
+    oclml_dropout_params d = test_dropout_params(0.5f, 1, 0);
     assert_error(oclml_dropout(T, NULL, x, y), OCLML_ERR_NULL_POINTER, "params are NULL");
     assert_error(oclml_dropout_backward(T, NULL, x, y), OCLML_ERR_NULL_POINTER, "params are NULL");
     assert_error(oclml_dropout_add(T, NULL, x, x, y), OCLML_ERR_NULL_POINTER, "params are NULL");

@@ -217,13 +217,7 @@ static oclml_status run_linear(const void *p) {
 }
 
 /* Dropout 0.5 for the layers' _dropout twins. */
-static oclml_dropout_params half_dropout(void) {
-    oclml_dropout_params d;
-    ASSERT_OK(oclml_dropout_params_init(&d));
-    d.p = 0.5f;
-    d.seed = 11;
-    return d;
-}
+static oclml_dropout_params half_dropout(void) { return test_dropout_params(0.5f, 11, 0); }
 
 /* linear_backward: db (the dZ pass's sums), then dx, then dw, each written whole; with db alone
  * (the dZ pass into scratch, then its sums) nothing. With and without an activation, on the

@@ -17,15 +17,6 @@ static const char *const PATHS[] = {"gemm.own=0", "gemm.own=1"};
 static const int ACTS[] = {OCLML_ACT_NONE, OCLML_ACT_RELU, OCLML_ACT_GELU_TANH, OCLML_ACT_SIGMOID};
 #define N_ACTS 4
 
-static oclml_dropout_params drop_of(float p, uint64_t seed, uint64_t offset) {
-    oclml_dropout_params d;
-    ASSERT_OK(oclml_dropout_params_init(&d));
-    d.p = p;
-    d.seed = seed;
-    d.offset = offset;
-    return d;
-}
-
 typedef struct layer {
     int act;
     size_t rows, in, out, xshape[2], yshape[2], wshape[2];
@@ -147,7 +138,7 @@ static void forward_check(layer *L, const oclml_dropout_params *d) {
 START_TEST(forward_matches_linear_then_dropout) {
     test_retune(PATHS[_i / N_ACTS]);
     layer L = layer_new(ACTS[_i % N_ACTS], 37, 61, 29);
-    const oclml_dropout_params d = drop_of(0.3f, 0x1234abcd5678ull + (uint64_t)_i, 7);
+    const oclml_dropout_params d = test_dropout_params(0.3f, 0x1234abcd5678ull + (uint64_t)_i, 7);
     forward_check(&L, &d);
     layer_free(&L);
 }
@@ -165,7 +156,7 @@ START_TEST(forward_last_wave_split) {
                 "gemm.tail_splits=2");
     layer L = layer_new(OCLML_ACT_RELU, 32 * (units == 2 ? 3 : 2) - 5, 117,
                         32 * (units + 1) - (_i ? 4 : 3));
-    const oclml_dropout_params d = drop_of(0.5f, 99, 3);
+    const oclml_dropout_params d = test_dropout_params(0.5f, 99, 3);
     forward_check(&L, &d);
     layer_free(&L);
 }
@@ -179,7 +170,7 @@ START_TEST(edge_probabilities_and_repeats) {
     const size_t ny = L.rows * L.out;
     oclml_tensor *Y = test_tensor(2, L.yshape), *Y2 = test_tensor(2, L.yshape);
     float *a = test_floats(ny), *b = test_floats(ny);
-    oclml_dropout_params d = drop_of(0.0f, 5, 0);
+    oclml_dropout_params d = test_dropout_params(0.0f, 5, 0);
     ASSERT_OK(oclml_linear_dropout(T, L.act, &d, L.X, L.W, L.B, Y, NULL));
     ASSERT_OK(oclml_linear(T, L.act, L.X, L.W, L.B, Y2, NULL));
     test_read(Y, a, ny);
@@ -284,7 +275,7 @@ static void backward_check(layer *L, const oclml_dropout_params *d, int accumula
 START_TEST(backward_every_activation) {
     test_retune(PATHS[_i / 7]);
     layer L = layer_new(_i % 7, 37, 61, 29);
-    const oclml_dropout_params d = drop_of(0.2f, 77 + (uint64_t)_i, 11);
+    const oclml_dropout_params d = test_dropout_params(0.2f, 77 + (uint64_t)_i, 11);
     backward_check(&L, &d, _i % 2);
     layer_free(&L);
 }
@@ -296,7 +287,7 @@ START_TEST(backward_at_p0_matches_linear) {
     test_retune(PATHS[_i / 7]);
     const int act = _i % 7;
     layer L = layer_new(act, 19, 23, 17);
-    const oclml_dropout_params d = drop_of(0.0f, 5, 0);
+    const oclml_dropout_params d = test_dropout_params(0.0f, 5, 0);
     oclml_tensor *Y = test_tensor(2, L.yshape), *P = test_tensor(2, L.yshape),
                  *DX = test_tensor(2, L.xshape), *DX2 = test_tensor(2, L.xshape);
     ASSERT_OK(oclml_linear_dropout(T, act, &d, L.X, L.W, L.B, Y, P));
@@ -338,7 +329,7 @@ START_TEST(backward_finite_differences) {
     test_retune(PATHS[_i]);
     const int act = _i ? OCLML_ACT_SIGMOID : OCLML_ACT_GELU_ERF;
     layer L = layer_new(act, 9, 13, 11);
-    const oclml_dropout_params d = drop_of(0.4f, 4242, 0);
+    const oclml_dropout_params d = test_dropout_params(0.4f, 4242, 0);
     oclml_tensor *Y = test_tensor(2, L.yshape), *P = test_tensor(2, L.yshape),
                  *DX = test_tensor(2, L.xshape), *DW = test_tensor(2, L.wshape),
                  *DB = test_tensor(1, &L.out);
@@ -386,7 +377,7 @@ START_TEST(nan_in_nan_out) {
     oclml_tensor *X = test_tensor_from(2, L.xshape, L.x), *DY = test_tensor_from(2, L.yshape, L.dy);
     oclml_tensor *Y = test_tensor(2, L.yshape), *P = test_tensor(2, L.yshape),
                  *DX = test_tensor(2, L.xshape), *DB = test_tensor(1, &L.out);
-    const oclml_dropout_params d = drop_of(0.5f, 1, 0);
+    const oclml_dropout_params d = test_dropout_params(0.5f, 1, 0);
     float *y = test_floats(L.rows * L.out), *dx = test_floats(L.rows * L.in),
           *db = test_floats(L.out);
     ASSERT_OK(oclml_linear_dropout(T, L.act, &d, X, L.W, L.B, Y, P));
@@ -420,7 +411,7 @@ START_TEST(bad_input_touches_nothing) {
     const size_t ny = L.rows * L.out, nx = L.rows * L.in;
     oclml_tensor *Y = test_tensor(2, L.yshape), *P = test_tensor(2, L.yshape),
                  *DX = test_tensor(2, L.xshape);
-    const oclml_dropout_params good = drop_of(0.5f, 1, 0);
+    const oclml_dropout_params good = test_dropout_params(0.5f, 1, 0);
     oclml_dropout_params d = good;
     ASSERT_STATUS(oclml_linear_dropout(T, L.act, NULL, L.X, L.W, L.B, Y, P),
                   OCLML_ERR_NULL_POINTER);

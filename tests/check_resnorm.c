@@ -42,12 +42,7 @@ static const res_case CASES[] = {{0, 1, 1, 0.0f, 0, true, true, false},
 #define N_QUICK 8
 
 static oclml_dropout_params drop_of(const res_case *c) {
-    oclml_dropout_params d;
-    ASSERT_OK(oclml_dropout_params_init(&d));
-    d.p = c->p;
-    d.seed = 0xfeedfacecafebeefull;
-    d.offset = c->offset;
-    return d;
+    return test_dropout_params(c->p, 0xfeedfacecafebeefull, c->offset);
 }
 
 static float mask_of(const oclml_dropout_params *d, size_t i) {

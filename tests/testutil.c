@@ -56,6 +56,15 @@ unsigned test_seed(void) {
     return seed_value;
 }
 
+oclml_dropout_params test_dropout_params(float p, uint64_t seed, uint64_t offset) {
+    oclml_dropout_params d;
+    ASSERT_OK(oclml_dropout_params_init(&d));
+    d.p = p;
+    d.seed = seed;
+    d.offset = offset;
+    return d;
+}
+
 void test_random(float *x, size_t n, float lo, float hi) {
     test_seed();
     for (size_t i = 0; i < n; i++) {

@@ -36,6 +36,8 @@ int test_tier(int quick, int all);
 unsigned test_seed(void);
 /* Uniform values in [lo, hi) from a per-call stream of the run's seed. */
 void test_random(float *x, size_t n, float lo, float hi);
+/* Dropout params (initialised, then p, seed and offset set). */
+oclml_dropout_params test_dropout_params(float p, uint64_t seed, uint64_t offset);
 
 float *test_floats(size_t n);                             /* malloc'd, NaN-filled */
 double *test_doubles(size_t n);                           /* malloc'd */

@@ -549,6 +549,21 @@ OCLML_INLINE void load_vec_rows(float f[VEC_COLS / 16][2][4], __global const flo
  * offsets the user gives as a macro of the loop indices: no parentheses are added around it, so
  * an offset written as `xs + row * ld + col0 + ...` keeps its own order of additions. */
 
+/* t += F X^T of one 8-deep step by 3xTF32 (fh, fl: F's split fragments in scope; j: the step's
+ * first fragment column, 0 or 2; x: X's split k slots), the small terms first, in the forward's
+ * order where SWAP says F is the staged operand of the forward's product. */
+#define VEC_SPLIT_PRODUCTS(t, j, xh0, xh1, xl0, xl1, SWAP)                    \
+    do {                                                                      \
+        if (SWAP) {                                                           \
+            MMA(t, fh[0][j], fh[1][j], fh[0][j + 1], fh[1][j + 1], xl0, xl1); \
+            MMA(t, fl[0][j], fl[1][j], fl[0][j + 1], fl[1][j + 1], xh0, xh1); \
+        } else {                                                              \
+            MMA(t, fl[0][j], fl[1][j], fl[0][j + 1], fl[1][j + 1], xh0, xh1); \
+            MMA(t, fh[0][j], fh[1][j], fh[0][j + 1], fh[1][j + 1], xl0, xl1); \
+        }                                                                     \
+        MMA(t, fh[0][j], fh[1][j], fh[0][j + 1], fh[1][j + 1], xh0, xh1);     \
+    } while (0)
+
 /* s = F X^T for a warp's 16 rows (fragment floats f, as load_vec_rows gives them) against the
  * BN staged rows of xs, the float4 of column tile nt at 16-column step pair c at xs + AT(nt, c);
  * CHUNK_STEPS 8-deep steps summed from zero at a time (the tensor cores' rounding toward zero:
@@ -574,22 +589,8 @@ OCLML_INLINE void load_vec_rows(float f[VEC_COLS / 16][2][4], __global const flo
                 MMA_UNROLL for (uint nt = 0; nt < KTILES; nt++) {                              \
                     uint4 xh, xl;                                                              \
                     split4(xf[c][nt], &xh, &xl);                                               \
-                    if (SWAP) {                                                                \
-                        MMA(t[nt], fh[0][0], fh[1][0], fh[0][1], fh[1][1], xl.x, xl.y);        \
-                        MMA(t[nt], fl[0][0], fl[1][0], fl[0][1], fl[1][1], xh.x, xh.y);        \
-                    } else {                                                                   \
-                        MMA(t[nt], fl[0][0], fl[1][0], fl[0][1], fl[1][1], xh.x, xh.y);        \
-                        MMA(t[nt], fh[0][0], fh[1][0], fh[0][1], fh[1][1], xl.x, xl.y);        \
-                    }                                                                          \
-                    MMA(t[nt], fh[0][0], fh[1][0], fh[0][1], fh[1][1], xh.x, xh.y);            \
-                    if (SWAP) {                                                                \
-                        MMA(t[nt], fh[0][2], fh[1][2], fh[0][3], fh[1][3], xl.z, xl.w);        \
-                        MMA(t[nt], fl[0][2], fl[1][2], fl[0][3], fl[1][3], xh.z, xh.w);        \
-                    } else {                                                                   \
-                        MMA(t[nt], fl[0][2], fl[1][2], fl[0][3], fl[1][3], xh.z, xh.w);        \
-                        MMA(t[nt], fh[0][2], fh[1][2], fh[0][3], fh[1][3], xl.z, xl.w);        \
-                    }                                                                          \
-                    MMA(t[nt], fh[0][2], fh[1][2], fh[0][3], fh[1][3], xh.z, xh.w);            \
+                    VEC_SPLIT_PRODUCTS(t[nt], 0, xh.x, xh.y, xl.x, xl.y, SWAP);                \
+                    VEC_SPLIT_PRODUCTS(t[nt], 2, xh.z, xh.w, xl.z, xl.w, SWAP);                \
                 }                                                                              \
             }                                                                                  \
             _Pragma("unroll") for (uint x = 0; x < KTILES * 4; x++) s[x / 4][x % 4] +=         \

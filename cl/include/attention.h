@@ -33,12 +33,9 @@
 #define DROP_ARGS \
     , float drop_p, float drop_scale, uint drop_seed_lo, uint drop_seed_hi, ulong drop_offset
 #define DROP_PASS , drop_p, drop_scale, drop_seed_lo, drop_seed_hi, drop_offset
-OCLML_INLINE float drop_factor(ulong stat, int j, uint LK DROP_ARGS) {
-    const float u =
-        dropout_uniform(stat * LK + (ulong)j, (uint2)(drop_seed_lo, drop_seed_hi), drop_offset);
-    return u >= drop_p ? drop_scale : 0.0f;
-}
-#define DROP_FACTOR(stat, j) drop_factor((stat), (j), LK DROP_PASS)
+#define DROP_FACTOR(stat, j)                                                                   \
+    drop_mult((stat)*LK + (ulong)(j), drop_p, drop_scale, (uint2)(drop_seed_lo, drop_seed_hi), \
+              drop_offset)
 #else
 #define DROP_ARGS
 #define DROP_PASS

@@ -41,4 +41,17 @@ inline float dropout_uniform(ulong i, uint2 seed, ulong offset) {
     return k == 0 ? u.x : k == 1 ? u.y : k == 2 ? u.z : u.w;
 }
 
+/* Dropout's multiplier of element i under p with the kept elements' scale 1 / (1 - p): scale
+ * where kept, 0 where dropped, 1 without dropout (p 0, no draw: x + y exactly). Every op that
+ * drops multiplies by it (or by drop_mult4's), so that their masks and scales agree. */
+inline float drop_mult(ulong i, float p, float scale, uint2 seed, ulong offset) {
+    return p > 0.0f ? (dropout_uniform(i, seed, offset) >= p ? scale : 0.0f) : 1.0f;
+}
+/* The multipliers of elements 4 j .. 4 j + 3: one Philox draw for the four. */
+inline float4 drop_mult4(ulong j, float p, float scale, uint2 seed, ulong offset) {
+    if (!(p > 0.0f)) return (float4)(1.0f);
+    const float4 u = dropout_uniforms(j, seed, offset);
+    return (float4)(u.x >= p ? scale : 0.0f, u.y >= p ? scale : 0.0f, u.z >= p ? scale : 0.0f,
+                    u.w >= p ? scale : 0.0f);
+}
 #endif

@@ -22,11 +22,7 @@ __kernel void oclml_dropout(__global const float *in, ulong io, __global const f
     const uint2 seed = (uint2)(seed_lo, seed_hi);
     const ulong groups = (n + 3) / 4;
     for (ulong j = get_global_id(0); j < groups; j += get_global_size(0)) {
-        float4 m = (float4)(scale);
-        if (p > 0.0f && p < 1.0f) {
-            const float4 u = dropout_uniforms(j, seed, offset);
-            m = select((float4)(0.0f), m, u >= (float4)(p));
-        }
+        const float4 m = p < 1.0f ? drop_mult4(j, p, scale, seed, offset) : (float4)(scale);
         const ulong e = 4 * j;
         if (e + 4 <= n) {
             float4 v = vload4(0, in + io + e) * m;

@@ -402,20 +402,19 @@ OCLML_INLINE void store_chunk(__local float *t, float4 v, uint c, uint tile_rows
         ulong drop_base, uint drop_ld
 #define DROP_PASS , drop_p, drop_scale, drop_seed_lo, drop_seed_hi, drop_offset, drop_base, drop_ld
 OCLML_INLINE float drop_apply(float y, uint r, uint c DROP_ARGS) {
-    const float u = dropout_uniform(drop_base + (ulong)r * drop_ld + c,
-                                    (uint2)(drop_seed_lo, drop_seed_hi), drop_offset);
-    return y * (u >= drop_p ? drop_scale : 0.0f);
+    return y * drop_mult(drop_base + (ulong)r * drop_ld + c, drop_p, drop_scale,
+                         (uint2)(drop_seed_lo, drop_seed_hi), drop_offset);
 }
 #define DROP_APPLY(y, r, c) drop_apply((y), (r), (c)DROP_PASS)
 /* Elements (r, c) and (r, c + 1), c even, of a HAS_DROPOUT 2 tile: both words of one draw. */
 #define DROP_PAIR(y0, y1, r, c)                                                          \
     do {                                                                                 \
         const ulong i_d = drop_base + (ulong)(r)*drop_ld + (c);                          \
-        const float4 u_d =                                                               \
-            dropout_uniforms(i_d / 4, (uint2)(drop_seed_lo, drop_seed_hi), drop_offset); \
+        const float4 m_d = drop_mult4(i_d / 4, drop_p, drop_scale,                       \
+                                      (uint2)(drop_seed_lo, drop_seed_hi), drop_offset); \
         const bool upper_d = (i_d & 2u) != 0;                                            \
-        (y0) *= (upper_d ? u_d.z : u_d.x) >= drop_p ? drop_scale : 0.0f;                 \
-        (y1) *= (upper_d ? u_d.w : u_d.y) >= drop_p ? drop_scale : 0.0f;                 \
+        (y0) *= upper_d ? m_d.z : m_d.x;                                                 \
+        (y1) *= upper_d ? m_d.w : m_d.y;                                                 \
     } while (0)
 /* Dropout on a block's COLS values y: in pairs where the layout puts element j + 1 right of
  * element j (PAIRS, the tensor-core tiles) and HAS_DROPOUT is 2, else one draw an element. */

@@ -68,8 +68,9 @@ __kernel void oclml_linear_dz(__global const float *dy, ulong dy_off, __global c
     for (ulong r = r0; r < r1; r++) {
         const ulong i = r * cols + c;
 #if HAS_DROPOUT
-        const float u = dropout_uniform(i, (uint2)(drop_seed_lo, drop_seed_hi), drop_offset);
-        const float g = dy[dy_off + i] * (u >= drop_p ? drop_scale : 0.0f);
+        const float g =
+            dy[dy_off + i] *
+            drop_mult(i, drop_p, drop_scale, (uint2)(drop_seed_lo, drop_seed_hi), drop_offset);
 #else
         const float g = dy[dy_off + i];
 #endif

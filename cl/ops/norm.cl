@@ -11,12 +11,6 @@
 #include "norm_abi.h"
 #include "philox.h"
 
-/* Dropout's multiplier of element i: scale where kept, 0 where dropped, 1 without dropout (p 0:
- * x + y exactly). */
-inline float drop_mult(ulong i, float p, float scale, uint2 seed, ulong offset) {
-    return p > 0.0f ? (dropout_uniform(i, seed, offset) >= p ? scale : 0.0f) : 1.0f;
-}
-
 /* x + y m as oclml_dropout_add computes it: the product rounded before the add (contraction
  * into an fma off: compilers contract across inlined statements), so that r matches the unfused
  * op bit for bit. */
@@ -24,14 +18,6 @@ inline float res_add(float x, float y, float m) {
 #pragma OPENCL FP_CONTRACT OFF
     const float t = y * m;
     return x + t;
-}
-
-/* The multipliers of elements 4 j .. 4 j + 3: one Philox draw for the four. */
-inline float4 drop_mult4(ulong j, float p, float scale, uint2 seed, ulong offset) {
-    if (!(p > 0.0f)) return (float4)(1.0f);
-    const float4 u = dropout_uniforms(j, seed, offset);
-    return (float4)(u.x >= p ? scale : 0.0f, u.y >= p ? scale : 0.0f, u.z >= p ? scale : 0.0f,
-                    u.w >= p ? scale : 0.0f);
 }
 
 /* The fused residual's dropout arguments. */

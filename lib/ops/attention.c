@@ -168,10 +168,7 @@ typedef struct att_call {
     cl_ulong mask_bstride, mask_hstride;
     cl_mem mask, keylen;
     cl_ulong mask_off, keylen_off;
-    /* dropout on the probabilities (DROP_ARGS in cl/ops/attention.cl), where s.dropout */
-    float drop_p, drop_scale;
-    cl_uint drop_seed_lo, drop_seed_hi;
-    cl_ulong drop_offset;
+    oclml__drop_args drop; /* dropout on the probabilities (DROP_ARGS), where s.dropout */
 } att_call;
 
 /* dout: the backward's (NULL in the forward); the rows' alignment goes into the shape. */
@@ -194,12 +191,7 @@ static att_call call_of(oclml_ctx *ctx, const oclml_attention_params *p, oclml__
     c.mask_off = p->mask ? oclml__elem_offset(p->mask) : 0;
     c.keylen = p->key_lengths ? p->key_lengths->mem : NULL;
     c.keylen_off = p->key_lengths ? oclml__elem_offset(p->key_lengths) : 0;
-    const oclml_dropout_params *d = dropout_of(p);
-    if (d) {
-        c.drop_p = d->p, c.drop_scale = oclml__dropout_scale(d);
-        c.drop_seed_lo = (cl_uint)d->seed, c.drop_seed_hi = (cl_uint)(d->seed >> 32);
-        c.drop_offset = d->offset;
-    }
+    c.drop = oclml__drop_args_of(dropout_of(p));
     return c;
 }
 
@@ -214,9 +206,7 @@ static unsigned geom_args(const att_call *c, oclml__arg *args, unsigned n) {
                             OCLML_ARG(c->mask_hstride)};
     for (unsigned i = 0; i < sizeof g / sizeof g[0]; i++) args[n++] = g[i];
     if (c->s.dropout) {
-        const oclml__arg d[] = {OCLML_ARG(c->drop_p), OCLML_ARG(c->drop_scale),
-                                OCLML_ARG(c->drop_seed_lo), OCLML_ARG(c->drop_seed_hi),
-                                OCLML_ARG(c->drop_offset)};
+        const oclml__arg d[] = {OCLML__DROP_ARG_LIST(c->drop)};
         for (unsigned i = 0; i < sizeof d / sizeof d[0]; i++) args[n++] = d[i];
     }
     return n;

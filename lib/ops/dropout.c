@@ -34,6 +34,14 @@ float oclml__dropout_scale(const oclml_dropout_params *d) {
     return d && d->p < 1.0f ? 1.0f / (1.0f - d->p) : 0.0f;
 }
 
+oclml__drop_args oclml__drop_args_of(const oclml_dropout_params *d) {
+    oclml__drop_args a = {0.0f, 1.0f, 0, 0, 0};
+    if (d && d->p > 0.0f)
+        a = (oclml__drop_args){d->p, oclml__dropout_scale(d), (cl_uint)d->seed,
+                               (cl_uint)(d->seed >> 32), d->offset};
+    return a;
+}
+
 /* out = base + dropout(in) (base NULL: none). */
 static oclml_status run(oclml_ctx *ctx, const oclml_dropout_params *d, const oclml_tensor *in,
                         const oclml_tensor *base, oclml_tensor *out) {
@@ -41,14 +49,13 @@ static oclml_status run(oclml_ctx *ctx, const oclml_dropout_params *d, const ocl
     oclml_status st = oclml__kernel(ctx, &DROPOUT, "oclml_dropout", &k);
     if (st) return st;
     cl_ulong io = oclml__elem_offset(in), bo = oclml__opt_offset(base),
-             oo = oclml__elem_offset(out), n = in->numel, offset = d->offset;
+             oo = oclml__elem_offset(out), n = in->numel;
     cl_mem bm = oclml__opt_mem(base);
-    float p = d->p, scale = oclml__dropout_scale(d);
-    cl_uint lo = (cl_uint)d->seed, hi = (cl_uint)(d->seed >> 32), has_base = base != NULL;
-    oclml__arg args[] = {OCLML_ARG(in->mem),  OCLML_ARG(io), OCLML_ARG(bm), OCLML_ARG(bo),
-                         OCLML_ARG(out->mem), OCLML_ARG(oo), OCLML_ARG(n),  OCLML_ARG(p),
-                         OCLML_ARG(scale),    OCLML_ARG(lo), OCLML_ARG(hi), OCLML_ARG(offset),
-                         OCLML_ARG(has_base)};
+    const oclml__drop_args a = oclml__drop_args_of(d);
+    cl_uint has_base = base != NULL;
+    oclml__arg args[] = {OCLML_ARG(in->mem), OCLML_ARG(io),           OCLML_ARG(bm),
+                         OCLML_ARG(bo),      OCLML_ARG(out->mem),     OCLML_ARG(oo),
+                         OCLML_ARG(n),       OCLML__DROP_ARG_LIST(a), OCLML_ARG(has_base)};
     size_t global, local;
     oclml__grid_1d(ctx, (in->numel + 3) / 4, &global, &local);
     return oclml__launch(ctx, k, args, 13, 1, &global, &local, NULL);

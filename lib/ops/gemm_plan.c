@@ -445,28 +445,17 @@ static int epilogue_defines(char *out, size_t len, const oclml__gemm_desc *d) {
 /* The epilogue's dropout arguments (DROP_ARGS in cl/ops/gemm.cl), appended at args[n]; returns
  * the new count. The values live in *v, which must outlast the launch call. */
 typedef struct drop_values {
-    float p, scale;
-    cl_uint seed_lo, seed_hi, ld;
-    cl_ulong offset, base;
+    oclml__drop_args a;
+    cl_ulong base;
+    cl_uint ld;
 } drop_values;
 
 static unsigned add_drop_args(const oclml__gemm_desc *d, drop_values *v, oclml__arg *args,
                               unsigned n) {
     if (!has_dropout(d)) return n;
-    *v = (drop_values){.p = d->drop->p,
-                       .scale = oclml__dropout_scale(d->drop),
-                       .seed_lo = (cl_uint)d->drop->seed,
-                       .seed_hi = (cl_uint)(d->drop->seed >> 32),
-                       .ld = (cl_uint)d->drop_ld,
-                       .offset = d->drop->offset,
-                       .base = d->drop_base};
-    args[n++] = OCLML_ARG(v->p);
-    args[n++] = OCLML_ARG(v->scale);
-    args[n++] = OCLML_ARG(v->seed_lo);
-    args[n++] = OCLML_ARG(v->seed_hi);
-    args[n++] = OCLML_ARG(v->offset);
-    args[n++] = OCLML_ARG(v->base);
-    args[n++] = OCLML_ARG(v->ld);
+    *v = (drop_values){oclml__drop_args_of(d->drop), d->drop_base, (cl_uint)d->drop_ld};
+    const oclml__arg more[] = {OCLML__DROP_ARG_LIST(v->a), OCLML_ARG(v->base), OCLML_ARG(v->ld)};
+    for (unsigned i = 0; i < sizeof more / sizeof more[0]; i++) args[n++] = more[i];
     return n;
 }
 

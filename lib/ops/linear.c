@@ -207,15 +207,11 @@ static oclml_status dz_pass(oclml_ctx *ctx, oclml_activation act, const oclml_dr
     cl_ulong dy_off = oclml__elem_offset(dy), s_off = oclml__opt_offset(saved), dz_off = 0,
              urows = rows, urps = rps;
     cl_uint ucols = (cl_uint)cols, flags = (dz ? LIN_WRITE_DZ : 0) | (db ? LIN_WANT_DB : 0);
-    float drop_p = drop ? drop->p : 0.0f, drop_scale = oclml__dropout_scale(drop);
-    cl_uint seed_lo = drop ? (cl_uint)drop->seed : 0,
-            seed_hi = drop ? (cl_uint)(drop->seed >> 32) : 0;
-    cl_ulong drop_offset = drop ? drop->offset : 0;
-    oclml__arg args[] = {
-        OCLML_ARG(dym),        OCLML_ARG(dy_off),  OCLML_ARG(sm),      OCLML_ARG(s_off),
-        OCLML_ARG(dz),         OCLML_ARG(dz_off),  OCLML_ARG(part),    OCLML_ARG(urows),
-        OCLML_ARG(ucols),      OCLML_ARG(urps),    OCLML_ARG(flags),   OCLML_ARG(drop_p),
-        OCLML_ARG(drop_scale), OCLML_ARG(seed_lo), OCLML_ARG(seed_hi), OCLML_ARG(drop_offset)};
+    const oclml__drop_args da = oclml__drop_args_of(drop);
+    oclml__arg args[] = {OCLML_ARG(dym),   OCLML_ARG(dy_off), OCLML_ARG(sm),
+                         OCLML_ARG(s_off), OCLML_ARG(dz),     OCLML_ARG(dz_off),
+                         OCLML_ARG(part),  OCLML_ARG(urows),  OCLML_ARG(ucols),
+                         OCLML_ARG(urps),  OCLML_ARG(flags),  OCLML__DROP_ARG_LIST(da)};
     size_t global[2] = {col_groups * local, slices}, lsize[2] = {local, 1};
     st = oclml__launch(ctx, kdz, args, 16, 2, global, lsize, NULL);
     if (!st && db) {

@@ -107,21 +107,6 @@ typedef struct norm_call {
     oclml_tensor *r, *dbranch;
 } norm_call;
 
-/* The dropout arguments of the fused residual's kernels (p 0 without dropout). */
-typedef struct drop_args {
-    float p, scale;
-    cl_uint seed_lo, seed_hi;
-    cl_ulong offset;
-} drop_args;
-
-static drop_args drop_args_of(const oclml_dropout_params *d) {
-    drop_args a = {0.0f, 1.0f, 0, 0, 0};
-    if (d && d->p > 0.0f)
-        a = (drop_args){d->p, oclml__dropout_scale(d), (cl_uint)d->seed, (cl_uint)(d->seed >> 32),
-                        d->offset};
-    return a;
-}
-
 static oclml_status residual_forward(oclml_ctx *ctx, const void *call, const oclml__row_family *f,
                                      const oclml__row_plan *p, bool *replan);
 
@@ -177,11 +162,10 @@ static oclml_status residual_long_forward(oclml_ctx *ctx, const norm_call *c,
     if (st) return st;
     cl_ulong xo = oclml__elem_offset(c->x), bro = oclml__elem_offset(c->branch),
              rro = oclml__elem_offset(c->r);
-    drop_args d = drop_args_of(c->drop);
-    oclml__arg a1[] = {OCLML_ARG(c->x->mem), OCLML_ARG(xo),        OCLML_ARG(c->branch->mem),
-                       OCLML_ARG(bro),       OCLML_ARG(c->r->mem), OCLML_ARG(rro),
-                       OCLML_ARG(d.p),       OCLML_ARG(d.scale),   OCLML_ARG(d.seed_lo),
-                       OCLML_ARG(d.seed_hi), OCLML_ARG(d.offset),  OCLML_ARG(part)};
+    const oclml__drop_args d = oclml__drop_args_of(c->drop);
+    oclml__arg a1[] = {OCLML_ARG(c->x->mem),    OCLML_ARG(xo),        OCLML_ARG(c->branch->mem),
+                       OCLML_ARG(bro),          OCLML_ARG(c->r->mem), OCLML_ARG(rro),
+                       OCLML__DROP_ARG_LIST(d), OCLML_ARG(part)};
     st = oclml__row_launch_long(ctx, f, false, p, a1, 12);
     norm_args[14] = OCLML_ARG(part);
     if (!st) st = oclml__row_launch_long(ctx, f, true, p, norm_args, 15);
@@ -198,16 +182,15 @@ static oclml_status residual_forward(oclml_ctx *ctx, const void *call, const ocl
     opt_arg g = opt(gamma), b = opt(beta), m = opt(c->out_mean), r = opt(c->out_rstd);
     cl_ulong xo = oclml__elem_offset(c->x), bro = oclml__elem_offset(c->branch),
              rro = oclml__elem_offset(c->r), yo = oclml__elem_offset(c->y);
-    drop_args d = drop_args_of(c->drop);
+    const oclml__drop_args d = oclml__drop_args_of(c->drop);
     float eps = c->eps;
-    oclml__arg args[] = {OCLML_ARG(c->x->mem), OCLML_ARG(xo),        OCLML_ARG(c->branch->mem),
-                         OCLML_ARG(bro),       OCLML_ARG(c->r->mem), OCLML_ARG(rro),
-                         OCLML_ARG(d.p),       OCLML_ARG(d.scale),   OCLML_ARG(d.seed_lo),
-                         OCLML_ARG(d.seed_hi), OCLML_ARG(d.offset),  OCLML_ARG(g.mem),
-                         OCLML_ARG(g.off),     OCLML_ARG(b.mem),     OCLML_ARG(b.off),
-                         OCLML_ARG(c->y->mem), OCLML_ARG(yo),        OCLML_ARG(m.mem),
-                         OCLML_ARG(m.off),     OCLML_ARG(r.mem),     OCLML_ARG(r.off),
-                         OCLML_ARG(flags),     OCLML_ARG(eps)};
+    oclml__arg args[] = {OCLML_ARG(c->x->mem),    OCLML_ARG(xo),        OCLML_ARG(c->branch->mem),
+                         OCLML_ARG(bro),          OCLML_ARG(c->r->mem), OCLML_ARG(rro),
+                         OCLML__DROP_ARG_LIST(d), OCLML_ARG(g.mem),     OCLML_ARG(g.off),
+                         OCLML_ARG(b.mem),        OCLML_ARG(b.off),     OCLML_ARG(c->y->mem),
+                         OCLML_ARG(yo),           OCLML_ARG(m.mem),     OCLML_ARG(m.off),
+                         OCLML_ARG(r.mem),        OCLML_ARG(r.off),     OCLML_ARG(flags),
+                         OCLML_ARG(eps)};
     if (p->long_rows) {
         /* The finish kernel's: the norm's over r. */
         oclml__arg fin[] = {OCLML_ARG(c->r->mem), OCLML_ARG(rro),   OCLML_ARG(g.mem),
@@ -323,15 +306,14 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
     cl_ulong xo = oclml__elem_offset(x), go = oclml__elem_offset(dy), dxo = oclml__elem_offset(dx);
     /* The fused residual's ten more: dr, the branch's gradient, and the dropout. */
     opt_arg dr = opt(c->dr), dyb = opt(c->dbranch);
-    drop_args d = drop_args_of(c->drop);
+    const oclml__drop_args d = oclml__drop_args_of(c->drop);
     cl_uint rflags = (c->dr ? HAS_DR : 0) | (c->dbranch ? WANT_DY : 0);
     oclml__arg args[] = {
-        OCLML_ARG(x->mem),    OCLML_ARG(xo),        OCLML_ARG(g.mem),    OCLML_ARG(g.off),
-        OCLML_ARG(m.mem),     OCLML_ARG(m.off),     OCLML_ARG(r.mem),    OCLML_ARG(r.off),
-        OCLML_ARG(dy->mem),   OCLML_ARG(go),        OCLML_ARG(dx->mem),  OCLML_ARG(dxo),
-        OCLML_ARG(flags),     OCLML_ARG(dr.mem),    OCLML_ARG(dr.off),   OCLML_ARG(dyb.mem),
-        OCLML_ARG(dyb.off),   OCLML_ARG(rflags),    OCLML_ARG(d.p),      OCLML_ARG(d.scale),
-        OCLML_ARG(d.seed_lo), OCLML_ARG(d.seed_hi), OCLML_ARG(d.offset), {0, NULL}};
+        OCLML_ARG(x->mem),  OCLML_ARG(xo),     OCLML_ARG(g.mem),        OCLML_ARG(g.off),
+        OCLML_ARG(m.mem),   OCLML_ARG(m.off),  OCLML_ARG(r.mem),        OCLML_ARG(r.off),
+        OCLML_ARG(dy->mem), OCLML_ARG(go),     OCLML_ARG(dx->mem),      OCLML_ARG(dxo),
+        OCLML_ARG(flags),   OCLML_ARG(dr.mem), OCLML_ARG(dr.off),       OCLML_ARG(dyb.mem),
+        OCLML_ARG(dyb.off), OCLML_ARG(rflags), OCLML__DROP_ARG_LIST(d), {0, NULL}};
     const unsigned nargs = c->residual ? 23 : 13;
     const oclml_tensor *res_all[] = {c->dr, c->dbranch};
     const bool vec4 = vec4_all(all, 4) && vec4_all(res_all, 2);

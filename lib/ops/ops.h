@@ -64,15 +64,26 @@ oclml_status oclml__check_act(oclml_ctx *ctx, oclml_activation act);
  * for a scale). */
 oclml_status oclml__check_dropout(oclml_ctx *ctx, const oclml_dropout_params *d);
 float oclml__dropout_scale(const oclml_dropout_params *d);
+/* A dropout's kernel arguments, in the order every kernel that drops takes them (philox.h's
+ * drop_mult: p 0 is no dropout, scale 1): NULL or p = 0 params give p 0, scale 1. */
+typedef struct oclml__drop_args {
+    float p, scale;
+    cl_uint seed_lo, seed_hi;
+    cl_ulong offset;
+} oclml__drop_args;
+oclml__drop_args oclml__drop_args_of(const oclml_dropout_params *d);
+/* Its five kernel arguments as oclml__arg initialisers (a must outlive the launch). */
+#define OCLML__DROP_ARG_LIST(a)                                                             \
+    OCLML_ARG((a).p), OCLML_ARG((a).scale), OCLML_ARG((a).seed_lo), OCLML_ARG((a).seed_hi), \
+        OCLML_ARG((a).offset)
 const char *oclml__act_define(oclml_activation act);
 const char *oclml__act_name(oclml_activation act);
 
 typedef void oclml__warm_fn(oclml_ctx *ctx, const char *op, oclml__warm_list *list);
 oclml__warm_fn oclml__memory_warm, oclml__elementwise_warm, oclml__dropout_warm,
-    oclml__embedding_warm, oclml__reduce_warm,
-    oclml__probe_warm, oclml__softmax_warm, oclml__norm_warm, oclml__gru_warm, oclml__rssm_warm,
-    oclml__history_warm, oclml__gemm_warm, oclml__linear_warm, oclml__axis_warm, oclml__layout_warm,
-    oclml__loss_warm;
+    oclml__embedding_warm, oclml__reduce_warm, oclml__probe_warm, oclml__softmax_warm,
+    oclml__norm_warm, oclml__gru_warm, oclml__rssm_warm, oclml__history_warm, oclml__gemm_warm,
+    oclml__linear_warm, oclml__axis_warm, oclml__layout_warm, oclml__loss_warm;
 
 oclml__warm_fn oclml__conv_warm, oclml__pool_warm;
 oclml__warm_fn oclml__optim_warm;

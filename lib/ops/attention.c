@@ -45,7 +45,7 @@ static oclml_status check_params(oclml_ctx *ctx, const oclml_attention_params *p
 
 /* The params' dropout where it drops anything, else NULL. */
 static const oclml_dropout_params *dropout_of(const oclml_attention_params *p) {
-    return p->struct_size == sizeof *p && p->dropout && p->dropout->p > 0.0f ? p->dropout : NULL;
+    return p->struct_size == sizeof *p ? oclml__dropout_active(p->dropout) : NULL;
 }
 
 /* (batch, heads, length, dim) of a 4-D tensor in the params' layout. */
@@ -295,7 +295,7 @@ static uint64_t attention_params_key(uint64_t key, const oclml_attention_params 
     key = oclml__rehearsal_key(key, &p->window_left, sizeof p->window_left);
     key = oclml__rehearsal_key(key, &p->window_right, sizeof p->window_right);
     key = oclml__rehearsal_key_tensor(key, p->key_lengths);
-    const int dropping = p->struct_size == sizeof *p && p->dropout && p->dropout->p > 0.0f;
+    const int dropping = dropout_of(p) != NULL;
     key = oclml__rehearsal_key(key, &dropping, sizeof dropping);
     return oclml__rehearsal_key_tensor(key, p->mask);
 }

@@ -34,9 +34,13 @@ float oclml__dropout_scale(const oclml_dropout_params *d) {
     return d && d->p < 1.0f ? 1.0f / (1.0f - d->p) : 0.0f;
 }
 
+const oclml_dropout_params *oclml__dropout_active(const oclml_dropout_params *d) {
+    return d && d->p > 0.0f ? d : NULL;
+}
+
 oclml__drop_args oclml__drop_args_of(const oclml_dropout_params *d) {
     oclml__drop_args a = {0.0f, 1.0f, 0, 0, 0};
-    if (d && d->p > 0.0f)
+    if (oclml__dropout_active(d))
         a = (oclml__drop_args){d->p, oclml__dropout_scale(d), (cl_uint)d->seed,
                                (cl_uint)(d->seed >> 32), d->offset};
     return a;

@@ -423,7 +423,7 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     choose_tail(ctx, d, p);
 }
 
-static bool has_dropout(const oclml__gemm_desc *d) { return d->drop && d->drop->p > 0.0f; }
+static bool has_dropout(const oclml__gemm_desc *d) { return oclml__dropout_active(d->drop); }
 
 static bool has_epilogue(const oclml__gemm_desc *d) {
     return d->bias || d->pre.mem || d->act != OCLML_ACT_NONE || has_dropout(d);

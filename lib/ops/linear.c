@@ -95,11 +95,6 @@ static oclml__matrix mat(const oclml_tensor *t, size_t ld) {
     return (oclml__matrix){t->mem, oclml__elem_offset(t), ld, 0};
 }
 
-/* Dropout params that drop anything (NULL otherwise: p = 0 is the plain layer, bit for bit). */
-static const oclml_dropout_params *active(const oclml_dropout_params *drop) {
-    return drop && drop->p > 0.0f ? drop : NULL;
-}
-
 static oclml_status linear_forward(oclml_ctx *ctx, oclml_activation act,
                                    const oclml_dropout_params *drop, const oclml_tensor *x,
                                    const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y,
@@ -131,7 +126,7 @@ static oclml_status linear_forward(oclml_ctx *ctx, oclml_activation act,
                           .bias = b ? b->mem : NULL,
                           .bias_offset = b ? oclml__elem_offset(b) : 0,
                           .act = act,
-                          .drop = active(drop),
+                          .drop = oclml__dropout_active(drop),
                           .drop_ld = out};
     if (pre) d.pre = mat(pre, out);
     return oclml__gemm(ctx, &d);
@@ -353,8 +348,8 @@ oclml_status oclml_linear_dropout_backward(oclml_ctx *ctx, oclml_activation act,
      * as no mask); the others read pre anyway and skip the draws there. */
     const bool output_form = act != OCLML_ACT_NONE && !reads_pre(act);
     return st ? st
-              : linear_backward(ctx, act, output_form ? drop : active(drop), x, w, pre, dy, dx, dw,
-                                db, accumulate);
+              : linear_backward(ctx, act, output_form ? drop : oclml__dropout_active(drop), x, w,
+                                pre, dy, dx, dw, db, accumulate);
 }
 
 /* Prewarm: the products' kernels (the GEMM's warm list: square and linear-shaped products with

@@ -64,6 +64,8 @@ oclml_status oclml__check_act(oclml_ctx *ctx, oclml_activation act);
  * for a scale). */
 oclml_status oclml__check_dropout(oclml_ctx *ctx, const oclml_dropout_params *d);
 float oclml__dropout_scale(const oclml_dropout_params *d);
+/* d where it drops anything (p > 0), else NULL: p = 0 is no dropout, bit for bit. */
+const oclml_dropout_params *oclml__dropout_active(const oclml_dropout_params *d);
 /* A dropout's kernel arguments, in the order every kernel that drops takes them (philox.h's
  * drop_mult: p 0 is no dropout, scale 1): NULL or p = 0 params give p 0, scale 1. */
 typedef struct oclml__drop_args {

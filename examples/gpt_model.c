@@ -398,10 +398,16 @@ static const oclml_attention_params *attention_of(gpt_model *m, size_t l) {
     return &m->att;
 }
 
-/* Where a residual branch's gradient goes: its own buffer where dropout makes it differ from
- * the stream's, else the stream's (G_DRES, no copy). */
+/* A residual branch's gradient in a buffer of its own, where dropout makes it differ from the
+ * stream's; NULL where it is the stream's (a norm's backward then writes no dy). */
+static oclml_tensor *branch_own(gpt_model *m) {
+    return m->training && m->c.dropout > 0 ? m->t[G_DBRANCH] : NULL;
+}
+
+/* Where a residual branch's gradient is read: its own buffer, or the stream's (G_DRES). */
 static oclml_tensor *branch_grad(gpt_model *m) {
-    return m->training && m->c.dropout > 0 ? m->t[G_DBRANCH] : m->t[G_DRES];
+    oclml_tensor *own = branch_own(m);
+    return own ? own : m->t[G_DRES];
 }
 
 /* ---- forward ---- */
@@ -493,11 +499,10 @@ static oclml_status backward_head(gpt_model *m) {
     oclml_tensor **t = m->t;
     oclml_status st = oclml_linear_backward(ctx, OCLML_ACT_NONE, t[G_HF], m->p[P_WTE], NULL,
                                             t[G_LOGITS], t[G_DH], m->g[P_WTE], NULL, 0);
-    oclml_tensor *branch = branch_grad(m);
     TRY(oclml_residual_layernorm_backward(ctx, drop_at(m, m->c.layers - 1, D_MLP_RES), t[G_RESF],
                                           m->p[final_norm(m, 0)], t[G_MEANF], t[G_RSTDF], t[G_DH],
-                                          NULL, t[G_DRES], branch == t[G_DRES] ? NULL : branch,
-                                          m->g[final_norm(m, 0)], m->g[final_norm(m, 1)]));
+                                          NULL, t[G_DRES], branch_own(m), m->g[final_norm(m, 0)],
+                                          m->g[final_norm(m, 1)]));
     return st;
 }
 
@@ -512,10 +517,10 @@ static oclml_status backward_mlp(gpt_model *m, size_t l) {
     TRY(oclml_linear_backward(ctx, OCLML_ACT_GELU_TANH, a[A_H2], m->p[matrix(l, M_FC)], a[A_PRE],
                               t[G_DACT], t[G_DH], m->g[matrix(l, M_FC)], m->g[vector(m, l, V_BFC)],
                               0));
-    TRY(oclml_residual_layernorm_backward(
-        ctx, drop_at(m, l, D_ATT_RES), a[A_MID], m->p[vector(m, l, V_LN2G)], a[A_MEAN2], a[A_RSTD2],
-        t[G_DH], t[G_DRES], t[G_DRES], branch == t[G_DRES] ? NULL : branch,
-        m->g[vector(m, l, V_LN2G)], m->g[vector(m, l, V_LN2B)]));
+    TRY(oclml_residual_layernorm_backward(ctx, drop_at(m, l, D_ATT_RES), a[A_MID],
+                                          m->p[vector(m, l, V_LN2G)], a[A_MEAN2], a[A_RSTD2],
+                                          t[G_DH], t[G_DRES], t[G_DRES], branch_own(m),
+                                          m->g[vector(m, l, V_LN2G)], m->g[vector(m, l, V_LN2B)]));
     return st;
 }
 

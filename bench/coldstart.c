@@ -52,11 +52,12 @@ static float uniform01(unsigned *state) {
     return (float)(*state >> 8) / 16777216.0f;
 }
 
-/* The tensor in slot i, made while preparing: uniform values in [lo, hi) when fill is set (lo ==
- * hi gives a constant), else uninitialised (an output). */
-static oclml_tensor *make(op_case *c, int i, const shape *s, int fill, float lo, float hi) {
+/* The tensor of dtype in slot i, made while preparing: uniform values in [lo, hi) when fill is
+ * set (lo == hi gives a constant), else uninitialised (an output). */
+static oclml_tensor *make_of(op_case *c, int i, const shape *s, oclml_dtype dtype, int fill,
+                             float lo, float hi) {
     if (!c->preparing || c->st || c->slot[i]) return c->slot[i];
-    c->st = oclml_tensor_create(c->ctx, s->nd, s->d, &c->slot[i]);
+    c->st = oclml_tensor_create_dtype(c->ctx, dtype, s->nd, s->d, &c->slot[i]);
     if (c->st || !fill) return c->slot[i];
     size_t n = 1;
     for (int d = 0; d < s->nd; d++) n *= s->d[d];
@@ -69,6 +70,10 @@ static oclml_tensor *make(op_case *c, int i, const shape *s, int fill, float lo,
     c->st = oclml_tensor_write(c->slot[i], v, n); /* blocking: not part of any timed call */
     free(v);
     return c->slot[i];
+}
+
+static oclml_tensor *make(op_case *c, int i, const shape *s, int fill, float lo, float hi) {
+    return make_of(c, i, s, OCLML_FLOAT32, fill, lo, hi);
 }
 
 static oclml_tensor *input(op_case *c, int i, const shape *s, float lo, float hi) {
@@ -92,6 +97,12 @@ static oclml_status run_fill(op_case *c) {
 static oclml_status run_copy(op_case *c) {
     oclml_tensor *x = input(c, 0, &ELEMS, -1, 1), *y = output(c, 1, &ELEMS);
     return ready(c) ? oclml_copy(c->ctx, x, y) : c->st;
+}
+
+static oclml_status run_cast(op_case *c) {
+    oclml_tensor *x = input(c, 0, &ELEMS, -1, 1),
+                 *y = make_of(c, 1, &ELEMS, OCLML_BFLOAT16, 0, 0, 0);
+    return ready(c) ? oclml_cast(c->ctx, x, y) : c->st;
 }
 
 static oclml_status run_unary(op_case *c) {

@@ -7,7 +7,9 @@
  *   output was touched. The library never prints, exits or aborts.
  * - Ops enqueue on the context's in-order queue and return at once; oclml_ctx_finish() waits,
  *   tensor reads block.
- * - Storage and accumulation are fp32; tensors are row-major with up to 4 dimensions.
+ * - Tensors are row-major with up to 4 dimensions, of a dtype chosen at creation: fp32 (the
+ *   default), bf16 or fp16. Accumulation is fp32 everywhere. Ops take fp32 tensors unless their
+ *   comment lists other dtypes; any other dtype is refused (OCLML_ERR_DTYPE).
  *
  * NaN/Inf policy: a NaN input gives NaN in every output element that depends on it (the math
  * propagates it; no kernel filters NaN). Infinities follow IEEE arithmetic except where an op
@@ -91,7 +93,8 @@ extern "C" {
     X(OCLML_ERR_IO, -7013, "file input/output failed")                                     \
     X(OCLML_ERR_UNSUPPORTED, -7014, "not supported on this device")                        \
     X(OCLML_ERR_CONTEXT_MISMATCH, -7015, "tensors belong to different contexts")           \
-    X(OCLML_ERR_INVALID_CONFIG, -7016, "invalid op configuration")
+    X(OCLML_ERR_INVALID_CONFIG, -7016, "invalid op configuration")                         \
+    X(OCLML_ERR_DTYPE, -7017, "a tensor's dtype is not one the op takes")
 
 typedef enum oclml_status {
 #define OCLML_STATUS_ENUM_(name, value, text) name = value,
@@ -326,24 +329,52 @@ OCLML_API oclml_status oclml_ctx_reset_peak_memory(oclml_ctx *ctx);
 OCLML_API oclml_status oclml_ctx_trim_scratch(oclml_ctx *ctx);
 
 /* ---------------------------------------------------------------------------------------------
- * Tensors: fp32, row-major, 1 to 4 dimensions, every dimension >= 1.
+ * Tensors: row-major, 1 to 4 dimensions, every dimension >= 1, of one dtype.
  * ------------------------------------------------------------------------------------------- */
 #define OCLML_MAX_DIMS 4
 
-/* Allocates an uninitialised device tensor. */
+/* Element types. bf16 is the top 16 bits of an fp32 (8 exponent bits, 7 fraction bits), fp16 is
+ * IEEE binary16 (5 and 10); both are stored as 16-bit words. Conversions to them round to
+ * nearest, ties to even; NaN stays NaN (quiet), values past the type's range become infinities. */
+typedef enum oclml_dtype {
+    OCLML_FLOAT32 = 0,
+    OCLML_BFLOAT16 = 1,
+    OCLML_FLOAT16 = 2,
+} oclml_dtype;
+
+/* Bytes an element of dtype takes (4 or 2); 0 for a value that is no dtype. */
+OCLML_API size_t oclml_dtype_size(oclml_dtype dtype);
+/* "fp32", "bf16", "fp16"; "?" for a value that is no dtype. */
+OCLML_API const char *oclml_dtype_name(oclml_dtype dtype);
+
+/* Allocates an uninitialised fp32 device tensor. */
 OCLML_API oclml_status oclml_tensor_create(oclml_ctx *ctx, int ndim, const size_t *shape,
                                            oclml_tensor **tensor);
+/* Allocates an uninitialised device tensor of the given dtype. */
+OCLML_API oclml_status oclml_tensor_create_dtype(oclml_ctx *ctx, oclml_dtype dtype, int ndim,
+                                                 const size_t *shape, oclml_tensor **tensor);
 
-/* Wraps an existing buffer starting offset_bytes into it (a multiple of 4). The caller keeps
- * ownership of the buffer; the tensor retains it until destroyed. */
+/* Wraps an existing buffer as an fp32 tensor starting offset_bytes into it (a multiple of 4).
+ * The caller keeps ownership of the buffer; the tensor retains it until destroyed. */
 OCLML_API oclml_status oclml_tensor_wrap(oclml_ctx *ctx, cl_mem buffer, size_t offset_bytes,
                                          int ndim, const size_t *shape, oclml_tensor **tensor);
+/* The same for a tensor of the given dtype (offset_bytes a multiple of its element size). */
+OCLML_API oclml_status oclml_tensor_wrap_dtype(oclml_ctx *ctx, oclml_dtype dtype, cl_mem buffer,
+                                               size_t offset_bytes, int ndim, const size_t *shape,
+                                               oclml_tensor **tensor);
 
 OCLML_API oclml_status oclml_tensor_destroy(oclml_tensor *tensor);
 
-/* Blocking copies between host memory and the tensor; count must equal the element count. */
+/* Blocking copies between host floats and the tensor, converted to and from its dtype on the
+ * host (oclml_dtype's rounding); count must equal the element count. */
 OCLML_API oclml_status oclml_tensor_write(oclml_tensor *tensor, const float *src, size_t count);
 OCLML_API oclml_status oclml_tensor_read(const oclml_tensor *tensor, float *dst, size_t count);
+/* Blocking copies of the raw elements (count elements of the tensor's size: 16-bit words for
+ * bf16 and fp16), unconverted. */
+OCLML_API oclml_status oclml_tensor_write_raw(oclml_tensor *tensor, const void *src, size_t count);
+OCLML_API oclml_status oclml_tensor_read_raw(const oclml_tensor *tensor, void *dst, size_t count);
+/* The tensor's dtype. */
+OCLML_API oclml_status oclml_tensor_dtype(const oclml_tensor *tensor, oclml_dtype *dtype);
 
 /* Shape, element count and the underlying buffer (borrowed) with the tensor's byte offset. */
 OCLML_API oclml_status oclml_tensor_shape(const oclml_tensor *tensor, int *ndim,
@@ -356,10 +387,13 @@ OCLML_API oclml_status oclml_tensor_buffer(const oclml_tensor *tensor, cl_mem *b
  * Memory ops (cl/ops/memory.cl).
  * ------------------------------------------------------------------------------------------- */
 
-/* dst[i] = value for every element. */
+/* dst[i] = value for every element (value rounded to dst's dtype; every dtype). */
 OCLML_API oclml_status oclml_fill(oclml_ctx *ctx, oclml_tensor *dst, float value);
-/* dst = src; both must have the same element count. */
+/* dst = src; both must have the same element count and the same dtype (every dtype). */
 OCLML_API oclml_status oclml_copy(oclml_ctx *ctx, const oclml_tensor *src, oclml_tensor *dst);
+/* dst = src converted to dst's dtype (any dtype to any, oclml_dtype's rounding); both must have
+ * the same element count and must not overlap. */
+OCLML_API oclml_status oclml_cast(oclml_ctx *ctx, const oclml_tensor *src, oclml_tensor *dst);
 
 /* ---------------------------------------------------------------------------------------------
  * GEMM and linear layers. Each product runs on the kernel the planner picks for the shape and

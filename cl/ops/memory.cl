@@ -1,6 +1,6 @@
-/* Memory ops: fill and copy. Work-items stride over the range in float4 steps (vload4/vstore4
- * need only float alignment, so any tensor offset works); the last n % 4 elements are done one
- * per work-item. */
+/* Memory ops: fill, copy and cast. On fp32 tensors work-items stride over the range in float4
+ * steps (vload4/vstore4 need only float alignment, so any tensor offset works); the last n % 4
+ * elements are done one per work-item. */
 #include "common.h"
 
 #if OCLML_WANT(oclml_fill)
@@ -23,5 +23,36 @@ __kernel void oclml_copy(__global const float *src, ulong src_off, __global floa
     for (ulong i = get_global_id(0); i < n4; i += get_global_size(0)) vstore4(vload4(i, s), i, d);
     const ulong tail = 4 * n4 + get_global_id(0);
     if (tail < n) d[tail] = s[tail];
+}
+#endif
+
+/* The 16-bit dtypes: fill with a value's bits (rounded on the host), copy raw words, and the
+ * conversion between any two dtypes (SRC_DT, DST_DT: dtype.h's numbers), one element a
+ * work-item step: these are bandwidth-bound, and 16-bit words at any offset rule out wider
+ * vectors unless aligned. */
+#if OCLML_WANT(oclml_fill16)
+__kernel void oclml_fill16(__global ushort *dst, ulong dst_off, ulong n, ushort bits) {
+    __global ushort *d = OCLML_AT(dst, dst_off);
+    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) d[i] = bits;
+}
+#endif
+
+#if OCLML_WANT(oclml_copy16)
+__kernel void oclml_copy16(__global const ushort *src, ulong src_off, __global ushort *dst,
+                           ulong dst_off, ulong n) {
+    __global const ushort *s = OCLML_AT(src, src_off);
+    __global ushort *d = OCLML_AT(dst, dst_off);
+    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) d[i] = s[i];
+}
+#endif
+
+#if OCLML_WANT(oclml_cast)
+#include "dtype.h"
+__kernel void oclml_cast(__global const DT_ELEM(SRC_DT) *src, ulong src_off,
+                         __global DT_ELEM(DST_DT) *dst, ulong dst_off, ulong n) {
+    __global const DT_ELEM(SRC_DT) *s = OCLML_AT(src, src_off);
+    __global DT_ELEM(DST_DT) *d = OCLML_AT(dst, dst_off);
+    for (ulong i = get_global_id(0); i < n; i += get_global_size(0))
+        DT_STORE(DST_DT, d, i, DT_LOAD(SRC_DT, s, i));
 }
 #endif

@@ -10,12 +10,26 @@ oclml_status oclml__check_ctx(const oclml_ctx *ctx) {
     return OCLML_SUCCESS;
 }
 
-oclml_status oclml__check_tensor(const oclml_ctx *ctx, const oclml_tensor *t, const char *name) {
+oclml_status oclml__check_tensor_of(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                                    unsigned dtypes) {
     if (!t) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "tensor argument '%s' is NULL", name);
     if (t->ctx != ctx)
         return oclml__fail(ctx, OCLML_ERR_CONTEXT_MISMATCH,
                            "tensor '%s' belongs to another context", name);
+    if (!(dtypes >> t->dtype & 1u)) {
+        char took[32] = "";
+        for (int d = OCLML_FLOAT32, n = 0; d <= OCLML_FLOAT16; d++)
+            if (dtypes >> d & 1u)
+                n += snprintf(took + n, sizeof took - (size_t)n, "%s%s", n ? ", " : "",
+                              oclml_dtype_name((oclml_dtype)d));
+        return oclml__fail(ctx, OCLML_ERR_DTYPE, "tensor '%s' is %s; this op takes %s", name,
+                           oclml_dtype_name(t->dtype), took);
+    }
     return OCLML_SUCCESS;
+}
+
+oclml_status oclml__check_tensor(const oclml_ctx *ctx, const oclml_tensor *t, const char *name) {
+    return oclml__check_tensor_of(ctx, t, name, 1u << OCLML_FLOAT32);
 }
 
 oclml_status oclml__check_matrix_view(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
@@ -80,7 +94,7 @@ oclml_status oclml__check_apart(const oclml_ctx *ctx, const oclml_tensor *out, c
 
 bool oclml__overlap(const oclml_tensor *a, const oclml_tensor *b) {
     if (!a || !b || a->mem != b->mem) return false;
-    size_t a0 = a->offset_bytes, a1 = a0 + a->numel * sizeof(float);
-    size_t b0 = b->offset_bytes, b1 = b0 + b->numel * sizeof(float);
+    size_t a0 = a->offset_bytes, a1 = a0 + a->numel * a->elem_bytes;
+    size_t b0 = b->offset_bytes, b1 = b0 + b->numel * b->elem_bytes;
     return a0 < b1 && b0 < a1;
 }

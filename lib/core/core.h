@@ -220,7 +220,18 @@ struct oclml_tensor {
     size_t shape[OCLML_MAX_DIMS];
     size_t numel;
     size_t owned_bytes; /* its buffer's size when the tensor created it (freed with it), else 0 */
+    oclml_dtype dtype;
+    size_t elem_bytes; /* oclml_dtype_size(dtype) */
 };
+
+/* ---- dtypes (dtype.c): the host's conversions, oclml_dtype's rounding ---- */
+uint16_t oclml__bf16_of(float f);
+uint16_t oclml__fp16_of(float f);
+float oclml__float_of_bf16(uint16_t h);
+float oclml__float_of_fp16(uint16_t h);
+/* n floats to n elements of dtype, and back. */
+void oclml__to_dtype(oclml_dtype dtype, const float *src, void *dst, size_t n);
+void oclml__from_dtype(oclml_dtype dtype, const void *src, float *dst, size_t n);
 
 /* ---- errors and logging (status.c) ---- */
 
@@ -267,8 +278,13 @@ int oclml__dir_path(const char *path, char *out, size_t len);
 
 /* ---- argument checks (check.c) ---- */
 oclml_status oclml__check_ctx(const oclml_ctx *ctx);
-/* Checks a tensor argument: not NULL, same context. name appears in the error text. */
+/* Checks a tensor argument: not NULL, same context, fp32. name appears in the error text. */
 oclml_status oclml__check_tensor(const oclml_ctx *ctx, const oclml_tensor *t, const char *name);
+/* The same for an op that takes other dtypes: dtypes is a mask of the ones it takes
+ * (OCLML__DTYPES_ALL, or bits 1u << dtype). */
+#define OCLML__DTYPES_ALL ((1u << OCLML_FLOAT32) | (1u << OCLML_BFLOAT16) | (1u << OCLML_FLOAT16))
+oclml_status oclml__check_tensor_of(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
+                                    unsigned dtypes);
 /* Checks that a tensor is 2-D or more and returns (rows, cols) with cols the last dimension. */
 oclml_status oclml__check_matrix_view(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,
                                       size_t *rows, size_t *cols);
@@ -462,7 +478,7 @@ void oclml__scratch_free_all(oclml_ctx *ctx, bool only_unused);
 
 /* Element offset of a tensor within its buffer (kernels take element offsets). */
 static inline cl_ulong oclml__elem_offset(const oclml_tensor *t) {
-    return (cl_ulong)(t->offset_bytes / sizeof(float));
+    return (cl_ulong)(t->offset_bytes / t->elem_bytes);
 }
 
 /* An optional tensor as kernel arguments: its buffer and element offset, or NULL and 0 (the

@@ -134,6 +134,8 @@ static oclml_tensor view2(oclml_ctx *ctx, cl_mem m, size_t r, size_t c) {
     t.shape[0] = r;
     t.shape[1] = c;
     t.numel = r * c;
+    t.dtype = OCLML_FLOAT32;
+    t.elem_bytes = sizeof(float);
     return t;
 }
 

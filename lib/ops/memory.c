@@ -1,38 +1,98 @@
-/* Memory ops: fill and copy (cl/ops/memory.cl). */
+/* Memory ops: fill, copy and cast (cl/ops/memory.cl). */
 #include "ops/ops.h"
+
+#include <stdio.h>
+
+/* Launches one of memory.cl's grid-stride kernels over n elements. */
+static oclml_status run(oclml_ctx *ctx, const char *kernel, const char *defines, size_t items,
+                        oclml__arg *args, unsigned nargs) {
+    cl_kernel k;
+    oclml__program_spec spec = {"memory.cl", defines, kernel, 0};
+    oclml_status st = oclml__kernel(ctx, &spec, kernel, &k);
+    if (st) return st;
+    size_t global, local;
+    oclml__grid_1d(ctx, items, &global, &local);
+    return oclml__launch(ctx, k, args, nargs, 1, &global, &local, NULL);
+}
 
 oclml_status oclml_fill(oclml_ctx *ctx, oclml_tensor *dst, float value) {
     oclml_status st = oclml__check_ctx(ctx);
-    if (!st) st = oclml__check_tensor(ctx, dst, "dst");
-    if (st) return st;
-    cl_kernel k;
-    st = oclml__simple_kernel(ctx, "memory.cl", "oclml_fill", &k);
+    if (!st) st = oclml__check_tensor_of(ctx, dst, "dst", OCLML__DTYPES_ALL);
     if (st) return st;
     cl_ulong off = oclml__elem_offset(dst), n = dst->numel;
-    size_t global, local;
-    oclml__grid_1d(ctx, (dst->numel + 3) / 4, &global, &local);
-    oclml__arg args[] = {OCLML_ARG(dst->mem), OCLML_ARG(off), OCLML_ARG(n), OCLML_ARG(value)};
-    return oclml__launch(ctx, k, args, 4, 1, &global, &local, NULL);
+    if (dst->dtype == OCLML_FLOAT32) {
+        oclml__arg args[] = {OCLML_ARG(dst->mem), OCLML_ARG(off), OCLML_ARG(n), OCLML_ARG(value)};
+        return run(ctx, "oclml_fill", NULL, (dst->numel + 3) / 4, args, 4);
+    }
+    cl_ushort bits;
+    oclml__to_dtype(dst->dtype, &value, &bits, 1);
+    oclml__arg args[] = {OCLML_ARG(dst->mem), OCLML_ARG(off), OCLML_ARG(n), OCLML_ARG(bits)};
+    return run(ctx, "oclml_fill16", NULL, dst->numel, args, 4);
+}
+
+/* Checks src and dst of a copy or a cast: any dtypes, the same element count; *same_dtype
+ * demanded for a copy. */
+static oclml_status check_pair(oclml_ctx *ctx, const oclml_tensor *src, const oclml_tensor *dst,
+                               bool same_dtype) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = oclml__check_tensor_of(ctx, src, "src", OCLML__DTYPES_ALL);
+    if (!st) st = oclml__check_tensor_of(ctx, dst, "dst", OCLML__DTYPES_ALL);
+    if (st) return st;
+    if (dst->numel != src->numel)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "tensor 'dst' has %zu elements, %zu expected", dst->numel, src->numel);
+    if (same_dtype && dst->dtype != src->dtype)
+        return oclml__fail(ctx, OCLML_ERR_DTYPE, "copy of %s into %s: oclml_cast converts",
+                           oclml_dtype_name(src->dtype), oclml_dtype_name(dst->dtype));
+    return OCLML_SUCCESS;
 }
 
 oclml_status oclml_copy(oclml_ctx *ctx, const oclml_tensor *src, oclml_tensor *dst) {
-    oclml_status st = oclml__check_ctx(ctx);
-    if (!st) st = oclml__check_tensor(ctx, src, "src");
-    if (!st) st = oclml__check_numel(ctx, dst, "dst", src ? src->numel : 0);
-    if (st) return st;
-    cl_kernel k;
-    st = oclml__simple_kernel(ctx, "memory.cl", "oclml_copy", &k);
+    oclml_status st = check_pair(ctx, src, dst, true);
     if (st) return st;
     cl_ulong soff = oclml__elem_offset(src), doff = oclml__elem_offset(dst), n = src->numel;
-    size_t global, local;
-    oclml__grid_1d(ctx, (src->numel + 3) / 4, &global, &local);
     oclml__arg args[] = {OCLML_ARG(src->mem), OCLML_ARG(soff), OCLML_ARG(dst->mem), OCLML_ARG(doff),
                          OCLML_ARG(n)};
-    return oclml__launch(ctx, k, args, 5, 1, &global, &local, NULL);
+    if (src->dtype == OCLML_FLOAT32) return run(ctx, "oclml_copy", NULL, (n + 3) / 4, args, 5);
+    return run(ctx, "oclml_copy16", NULL, n, args, 5);
 }
 
+static void cast_defines(oclml_dtype from, oclml_dtype to, char *text, size_t len) {
+    snprintf(text, len, "-DSRC_DT=%d -DDST_DT=%d", (int)from, (int)to);
+}
+
+oclml_status oclml_cast(oclml_ctx *ctx, const oclml_tensor *src, oclml_tensor *dst) {
+    oclml_status st = check_pair(ctx, src, dst, false);
+    if (!st) st = oclml__check_apart(ctx, dst, "dst", src, "src", false);
+    if (st) return st;
+    char defines[64];
+    cast_defines(src->dtype, dst->dtype, defines, sizeof defines);
+    cl_ulong soff = oclml__elem_offset(src), doff = oclml__elem_offset(dst), n = src->numel;
+    oclml__arg args[] = {OCLML_ARG(src->mem), OCLML_ARG(soff), OCLML_ARG(dst->mem), OCLML_ARG(doff),
+                         OCLML_ARG(n)};
+    return run(ctx, "oclml_cast", defines, n, args, 5);
+}
+
+/* fill and copy: the fp32 kernel and the 16-bit one; cast: the conversions a mixed-precision
+ * step runs (fp32 to and from bf16 and fp16). */
 void oclml__memory_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
-    const char *kernel = !strcmp(op, "fill") ? "oclml_fill" : "oclml_copy";
-    oclml__warm_add(list, op, kernel, (oclml__program_spec){"memory.cl", NULL, kernel, 0});
+    static const char *const fill[] = {"oclml_fill", "oclml_fill16"}, *const copy[] = {
+                                                                          "oclml_copy",
+                                                                          "oclml_copy16"};
+    if (strcmp(op, "cast")) {
+        for (int i = 0; i < 2; i++) {
+            const char *kernel = !strcmp(op, "fill") ? fill[i] : copy[i];
+            oclml__warm_add(list, op, kernel, (oclml__program_spec){"memory.cl", NULL, kernel, 0});
+        }
+        return;
+    }
+    char defines[4][64];
+    for (int i = 0; i < 4; i++) {
+        const oclml_dtype low = i % 2 ? OCLML_FLOAT16 : OCLML_BFLOAT16;
+        cast_defines(i < 2 ? OCLML_FLOAT32 : low, i < 2 ? low : OCLML_FLOAT32, defines[i],
+                     sizeof defines[i]);
+        oclml__warm_add(list, op, defines[i],
+                        (oclml__program_spec){"memory.cl", defines[i], "oclml_cast", 0});
+    }
     (void)ctx;
 }

@@ -39,6 +39,8 @@ static const bench_cmd commands[] = {
     {"optim", bench_optim, "Adam and AdamW steps on 16M and 64M flat parameters and 200 tensors"},
     {"attention", bench_attention,
      "attention forward and forward+backward (causal and not, GQA), decode: peer shapes"},
+    {"bf16", bench_lp,
+     "mixed precision: bf16 and fp16 GEMM on the tensor cores (sizes MxNxK), peer shapes"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

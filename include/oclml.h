@@ -412,13 +412,19 @@ OCLML_API oclml_status oclml_ctx_set_math_mode(oclml_ctx *ctx, oclml_math_mode m
 OCLML_API oclml_status oclml_ctx_math_mode(oclml_ctx *ctx, oclml_math_mode *mode);
 
 /* C = alpha * op(A) * op(B) + beta * C, with A, B, C 2-D: op(A) [M x K], op(B) [K x N], C [M x N].
- * With beta == 0, C need not be initialised (NaN in C does not propagate). */
+ * With beta == 0, C need not be initialised (NaN in C does not propagate). C must not overlap A
+ * or B.
+ * dtypes: A and B one dtype, C any: fp32 operands as described above; bf16 or fp16 operands
+ * multiply on the 16-bit tensor cores where the device has them (m16n8k16), elsewhere as fp32
+ * (every product of two 16-bit values is exact in fp32); either way the sums are fp32, rounded
+ * once to C's dtype. */
 OCLML_API oclml_status oclml_gemm(oclml_ctx *ctx, oclml_transpose trans_a, oclml_transpose trans_b,
                                   float alpha, const oclml_tensor *a, const oclml_tensor *b,
                                   float beta, oclml_tensor *c);
 
 /* Strided batched GEMM over 3-D tensors [batch x rows x cols]: C[i] = alpha op(A[i]) op(B[i]) +
- * beta C[i]. A or B may be 2-D, then the same matrix serves every batch entry. */
+ * beta C[i]. A or B may be 2-D, then the same matrix serves every batch entry. dtypes as
+ * oclml_gemm's. */
 OCLML_API oclml_status oclml_gemm_batched(oclml_ctx *ctx, oclml_transpose trans_a,
                                           oclml_transpose trans_b, float alpha,
                                           const oclml_tensor *a, const oclml_tensor *b, float beta,
@@ -429,6 +435,11 @@ OCLML_API oclml_status oclml_gemm_batched(oclml_ctx *ctx, oclml_transpose trans_
 OCLML_API oclml_status oclml_gemm_plan(oclml_ctx *ctx, oclml_transpose trans_a,
                                        oclml_transpose trans_b, size_t m, size_t n, size_t k,
                                        size_t batch, char *text, size_t len);
+/* The same for operands of dtype ab and C of dtype c. */
+OCLML_API oclml_status oclml_gemm_plan_dtype(oclml_ctx *ctx, oclml_transpose trans_a,
+                                             oclml_transpose trans_b, size_t m, size_t n, size_t k,
+                                             size_t batch, oclml_dtype ab, oclml_dtype c,
+                                             char *text, size_t len);
 
 /* The activations a linear layer fuses into its product's epilogue. */
 typedef enum oclml_activation {

@@ -9,6 +9,10 @@
  *                    load reads the counter, and reads after it see what arrivals before wrote
  *   mma_tf32         d += a * b on TF32 tensor cores (m16n8k8), where the op defines
  *                    OCLML_WANT_MMA_TF32 (it does so only where the capability is present)
+ *   mma_16bit        d += a * b on bf16 or fp16 tensor cores (m16n8k16, fp32 accumulation),
+ *                    where the op defines OCLML_WANT_MMA_16BIT as 1 (bf16) or 2 (fp16), with
+ *   ldmatrix_x4      four 8 x 8 tiles of 16-bit words from local memory into the fragments of
+ *                    the warp (each work-item gives one tile row's address; _trans transposes)
  *   cp_async16       where the op defines OCLML_WANT_CP_ASYNC (hosts do so only on devices with
  *                    the tensor cores above, sm_80 on): 16 bytes from global to local memory
  *                    without passing through registers, `bytes` of them read and the rest
@@ -78,6 +82,42 @@ inline void mma_tf32(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint
     d[1] = d1;
     d[2] = d2;
     d[3] = d3;
+}
+#endif
+
+#if OCLML_PTX && defined(OCLML_WANT_MMA_16BIT)
+#if OCLML_WANT_MMA_16BIT == 1
+#define OCLML_MMA_16BIT_TYPE "bf16"
+#else
+#define OCLML_MMA_16BIT_TYPE "f16"
+#endif
+/* d += a * b, a four words (8 elements) of the A fragment, b two of the B fragment (PTX
+ * m16n8k16, sm_80 on, the same devices as TF32's). */
+inline void mma_16bit(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+    float d0, d1, d2, d3;
+    asm("mma.sync.aligned.m16n8k16.row.col.f32." OCLML_MMA_16BIT_TYPE "." OCLML_MMA_16BIT_TYPE
+        ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+        : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(d[0]), "f"(d[1]), "f"(d[2]),
+          "f"(d[3]));
+    d[0] = d0;
+    d[1] = d1;
+    d[2] = d2;
+    d[3] = d3;
+}
+
+/* Volatile with a memory clobber: the reads must stay after the barrier that shows the tile. */
+inline void ldmatrix_x4(uint *r, __local const ushort *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((uint)(size_t)row)
+                 : "memory");
+}
+inline void ldmatrix_x4_trans(uint *r, __local const ushort *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((uint)(size_t)row)
+                 : "memory");
 }
 #endif
 

@@ -16,10 +16,13 @@ static oclml_status check_gemm(oclml_ctx *ctx, oclml_transpose ta, oclml_transpo
                                const oclml_tensor *a, const oclml_tensor *b, const oclml_tensor *c,
                                int max_dims, size_t *m, size_t *n, size_t *k) {
     oclml_status st = oclml__check_ctx(ctx);
-    if (!st) st = oclml__check_tensor(ctx, a, "a");
-    if (!st) st = oclml__check_tensor(ctx, b, "b");
-    if (!st) st = oclml__check_tensor(ctx, c, "c");
+    if (!st) st = oclml__check_tensor_of(ctx, a, "a", OCLML__DTYPES_ALL);
+    if (!st) st = oclml__check_tensor_of(ctx, b, "b", OCLML__DTYPES_ALL);
+    if (!st) st = oclml__check_tensor_of(ctx, c, "c", OCLML__DTYPES_ALL);
     if (st) return st;
+    if (a->dtype != b->dtype)
+        return oclml__fail(ctx, OCLML_ERR_DTYPE, "gemm operands a (%s) and b (%s) differ in dtype",
+                           oclml_dtype_name(a->dtype), oclml_dtype_name(b->dtype));
     if (!trans_ok(ta) || !trans_ok(tb))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "transpose flags must be OCLML_NO_TRANS or OCLML_TRANS");
@@ -39,11 +42,20 @@ static oclml_status check_gemm(oclml_ctx *ctx, oclml_transpose ta, oclml_transpo
             ctx, OCLML_ERR_INVALID_SHAPE,
             "gemm shapes do not chain: op(a) is %zux%zu, op(b) is %zux%zu, c is %zux%zu", *m, ka,
             kb, *n, mc, nc);
-    if (c == a || c == b || (c->mem == a->mem && oclml__elem_offset(c) == oclml__elem_offset(a)) ||
-        (c->mem == b->mem && oclml__elem_offset(c) == oclml__elem_offset(b)))
-        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "gemm output c aliases an input");
+    if (oclml__overlap(c, a) || oclml__overlap(c, b))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "gemm output c overlaps an input");
     *k = ka;
     return OCLML_SUCCESS;
+}
+
+/* The operands' dtypes and matrices. */
+static void set_operands(oclml__gemm_desc *d, const oclml_tensor *a, const oclml_tensor *b,
+                         const oclml_tensor *c) {
+    d->a = oclml__matrix_of(a);
+    d->b = oclml__matrix_of(b);
+    d->c = oclml__matrix_of(c);
+    d->ab_dtype = a->dtype;
+    d->c_dtype = c->dtype;
 }
 
 static oclml__gemm_desc desc_of(oclml_transpose ta, oclml_transpose tb, size_t m, size_t n,
@@ -65,9 +77,7 @@ oclml_status oclml_gemm(oclml_ctx *ctx, oclml_transpose ta, oclml_transpose tb, 
     oclml_status st = check_gemm(ctx, ta, tb, a, b, c, 2, &m, &n, &k);
     if (st) return st;
     oclml__gemm_desc d = desc_of(ta, tb, m, n, k, 1, alpha, beta);
-    d.a = oclml__matrix_of(a);
-    d.b = oclml__matrix_of(b);
-    d.c = oclml__matrix_of(c);
+    set_operands(&d, a, b, c);
     return oclml__gemm(ctx, &d);
 }
 
@@ -87,14 +97,19 @@ oclml_status oclml_gemm_batched(oclml_ctx *ctx, oclml_transpose ta, oclml_transp
                            batch);
     /* A 2-D operand is shared by every batch entry: stride 0 (oclml__matrix_of). */
     oclml__gemm_desc d = desc_of(ta, tb, m, n, k, batch, alpha, beta);
-    d.a = oclml__matrix_of(a);
-    d.b = oclml__matrix_of(b);
-    d.c = oclml__matrix_of(c);
+    set_operands(&d, a, b, c);
     return oclml__gemm(ctx, &d);
 }
 
 oclml_status oclml_gemm_plan(oclml_ctx *ctx, oclml_transpose ta, oclml_transpose tb, size_t m,
                              size_t n, size_t k, size_t batch, char *text, size_t len) {
+    return oclml_gemm_plan_dtype(ctx, ta, tb, m, n, k, batch, OCLML_FLOAT32, OCLML_FLOAT32, text,
+                                 len);
+}
+
+oclml_status oclml_gemm_plan_dtype(oclml_ctx *ctx, oclml_transpose ta, oclml_transpose tb, size_t m,
+                                   size_t n, size_t k, size_t batch, oclml_dtype ab, oclml_dtype c,
+                                   char *text, size_t len) {
     oclml_status st = oclml__check_ctx(ctx);
     if (st) return st;
     if (!text || len == 0)
@@ -104,7 +119,12 @@ oclml_status oclml_gemm_plan(oclml_ctx *ctx, oclml_transpose ta, oclml_transpose
                            "transpose flags must be OCLML_NO_TRANS or OCLML_TRANS");
     if (!m || !n || !k || !batch)
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "m, n, k and batch must be >= 1");
+    if (!oclml_dtype_size(ab) || !oclml_dtype_size(c))
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "dtype %d or %d is no dtype", (int)ab,
+                           (int)c);
     oclml__gemm_desc d = desc_of(ta, tb, m, n, k, batch, 1.0f, 0.0f);
+    d.ab_dtype = ab;
+    d.c_dtype = c;
     /* Dense operands at offset 0, as a tensor of that shape would be. */
     d.a = (oclml__matrix){NULL, 0, ta ? m : k, batch > 1 ? m * k : 0};
     d.b = (oclml__matrix){NULL, 0, tb ? k : n, batch > 1 ? k * n : 0};

@@ -56,6 +56,9 @@ typedef struct oclml__gemm_desc {
      * element drop_base + r drop_ld + c of the tensor oclml_dropout would mask. */
     const oclml_dropout_params *drop;
     size_t drop_base, drop_ld;
+    /* Element types: A and B (one dtype), C. Products with either 16-bit run in gemm_lp.c,
+     * which takes alpha and beta and no other epilogue. */
+    oclml_dtype ab_dtype, c_dtype;
 } oclml__gemm_desc;
 
 /* A plain dense m x n x k product (no transposes, bias or epilogue; alpha 1), as planners and
@@ -107,6 +110,13 @@ void oclml__clblast_unlock(void);
 /* Whether the Xgemm parameters liboclml applied for the device have GEMMK 1 (false where none
  * were applied: CLBlast's own); the caller holds the CLBlast lock (clblast_params.c). */
 bool oclml__clblast_gemmk1(cl_device_id device);
+
+/* The 16-bit path (gemm_lp.c): the tensor-core kernel cl/ops/gemm_lp.cl where the device has
+ * the instruction and the operands suit it, else the operands converted to fp32 and the fp32
+ * planner's product, converted back. */
+oclml_status oclml__gemm_lp(oclml_ctx *ctx, const oclml__gemm_desc *d);
+void oclml__gemm_lp_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len);
+void oclml__gemm_lp_warm(oclml_ctx *ctx, const char *op, struct oclml__warm_list *list);
 
 /* A contiguous row-major tensor's last two dimensions as a matrix (batch stride rows * cols when
  * it has three dimensions, else 0). */

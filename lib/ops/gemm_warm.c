@@ -95,4 +95,5 @@ void oclml__gemm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
         oclml__gemm_warm_desc(ctx, op, what, &d, list);
     }
     if (list->every_shape) every_epilogue_and_operand(ctx, op, list);
+    oclml__gemm_lp_warm(ctx, op, list);
 }

@@ -61,16 +61,22 @@ static void cast_defines(oclml_dtype from, oclml_dtype to, char *text, size_t le
     snprintf(text, len, "-DSRC_DT=%d -DDST_DT=%d", (int)from, (int)to);
 }
 
+oclml_status oclml__cast_raw(oclml_ctx *ctx, oclml_dtype from, cl_mem src, size_t src_off,
+                             oclml_dtype to, cl_mem dst, size_t dst_off, size_t n) {
+    char defines[64];
+    cast_defines(from, to, defines, sizeof defines);
+    cl_ulong soff = src_off, doff = dst_off, count = n;
+    oclml__arg args[] = {OCLML_ARG(src), OCLML_ARG(soff), OCLML_ARG(dst), OCLML_ARG(doff),
+                         OCLML_ARG(count)};
+    return run(ctx, "oclml_cast", defines, n, args, 5);
+}
+
 oclml_status oclml_cast(oclml_ctx *ctx, const oclml_tensor *src, oclml_tensor *dst) {
     oclml_status st = check_pair(ctx, src, dst, false);
     if (!st) st = oclml__check_apart(ctx, dst, "dst", src, "src", false);
     if (st) return st;
-    char defines[64];
-    cast_defines(src->dtype, dst->dtype, defines, sizeof defines);
-    cl_ulong soff = oclml__elem_offset(src), doff = oclml__elem_offset(dst), n = src->numel;
-    oclml__arg args[] = {OCLML_ARG(src->mem), OCLML_ARG(soff), OCLML_ARG(dst->mem), OCLML_ARG(doff),
-                         OCLML_ARG(n)};
-    return run(ctx, "oclml_cast", defines, n, args, 5);
+    return oclml__cast_raw(ctx, src->dtype, src->mem, oclml__elem_offset(src), dst->dtype, dst->mem,
+                           oclml__elem_offset(dst), src->numel);
 }
 
 /* fill and copy: the fp32 kernel and the 16-bit one; cast: the conversions a mixed-precision

@@ -50,6 +50,11 @@ void oclml__warm_add(oclml__warm_list *list, const char *op, const char *variant
  * an error. */
 oclml_status oclml__warm_collect(oclml_ctx *ctx, const char *ops, oclml__warm_list *list);
 
+/* Converts n elements at (src, src_off) of dtype from to (dst, dst_off) of dtype to, offsets in
+ * elements (oclml_cast's kernel, for ops converting their operands internally). */
+oclml_status oclml__cast_raw(oclml_ctx *ctx, oclml_dtype from, cl_mem src, size_t src_off,
+                             oclml_dtype to, cl_mem dst, size_t dst_off, size_t n);
+
 /* Row lengths whose variants row ops prewarm: the register variants and the long-row path. */
 #define OCLML__WARM_ROW_LENGTHS 9
 extern const size_t oclml__warm_row_lengths[OCLML__WARM_ROW_LENGTHS];

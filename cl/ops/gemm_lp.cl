@@ -1,0 +1,242 @@
+/* GEMM on 16-bit operands: C = alpha op(A) op(B) + beta C for strided batches, A and B bf16 or
+ * fp16 (AB_DT, dtype.h's numbers), C fp32, bf16 or fp16 (C_DT), products on the tensor cores'
+ * m16n8k16 instruction (ptx.h's mma_16bit) with fp32 accumulation. With MMA_EMULATE the
+ * instruction and the fragment loads are done in portable code with the same layouts, so that
+ * the suite checks this kernel on any device.
+ *
+ * A work-group owns a BM x BN block of C, WARPS_M x WARPS_N warps each a (BM / WARPS_M) x
+ * (BN / WARPS_N) part of it, and walks K in tiles of BK = 32 through STAGES local buffers filled
+ * by asynchronous 16-byte copies (ptx.h's cp_async16), STAGES - 1 tiles ahead. Each operand is
+ * staged as it lies in global memory: K-contiguous ([rows][BK], A not transposed, B transposed:
+ * PyTorch's weights) or row-contiguous ([BK][rows]); the fragments come out of either by
+ * ldmatrix, transposing for the second. The buffers are unpadded and swizzled by 16-byte chunk
+ * (kc_at, rc_at below) so that the eight rows an ldmatrix reads fall in eight bank groups.
+ *
+ * The host guarantees: each operand's contiguous extent, leading dimension, offset and batch
+ * stride multiples of 8 elements (16-byte copies that never straddle an edge); M, N, K < 2^31.
+ * Copies past M, N or K read zeros; stores past M or N are skipped.
+ *
+ * Grid: dimension 0 blocks (in groups of GROUP_M block rows, so that blocks running together
+ * share A and B in the L2 cache) x work-group size, dimension 1 batch entries. */
+#include "dtype.h"
+#ifndef MMA_EMULATE
+#define MMA_EMULATE 0
+#endif
+#if !MMA_EMULATE
+#define OCLML_WANT_MMA_16BIT AB_DT
+#endif
+#define OCLML_WANT_CP_ASYNC 1
+#define OCLML_CP_ASYNC_PORTABLE MMA_EMULATE
+#include "ptx.h"
+
+#ifndef TRANS_A
+#define TRANS_A 0
+#endif
+#ifndef TRANS_B
+#define TRANS_B 0
+#endif
+#ifndef C_DT
+#define C_DT 0
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+#define BK 32
+#define WM (BM / WARPS_M) /* a warp's rows */
+#define WN (BN / WARPS_N) /* a warp's columns */
+#define MT (WM / 16)      /* its m16 tiles */
+#define NT (WN / 8)       /* its n8 tiles (even: ldmatrix loads them in pairs) */
+#define THREADS (32 * WARPS_M * WARPS_N)
+#define A_KC (!TRANS_A) /* A staged K-contiguous */
+#define B_KC (TRANS_B)
+
+/* Element (row, k) of a K-contiguous tile [rows][BK]: chunk k / 8 of the row's four, swizzled
+ * by row / 2, so rows 0..7 of a chunk column hit distinct 16-byte bank groups. */
+inline uint kc_at(uint row, uint k) {
+    return row * BK + ((((k >> 3) ^ (row >> 1)) & 3u) << 3) + (k & 7u);
+}
+/* Element (k, col) of a row-contiguous tile [BK][cols] (cols >= 64): chunk col / 8 swizzled by
+ * k % 8, so eight consecutive k of a chunk column hit distinct bank groups. */
+inline uint rc_at(uint k, uint col, uint cols) {
+    return k * cols + ((((col >> 3) ^ k) & 7u) | ((col >> 3) & ~7u)) * 8u + (col & 7u);
+}
+
+/* Copies tile t of K (BK deep) of an operand into its stage: rows r0.. of `rows` (BM or BN), the
+ * operand K-contiguous or not; zeros past the edges. */
+OCLML_INLINE void stage_tile(__local ushort *dst, __global const ushort *src, uint ld, uint r0,
+                             uint rows_total, uint K, uint k0, uint rows, bool kc) {
+    const uint chunks = rows * BK / 8;
+    for (uint c = get_local_id(0); c < chunks; c += THREADS) {
+        uint row, k, at;
+        if (kc) {
+            row = c / (BK / 8), k = c % (BK / 8) * 8;
+            at = kc_at(row, k);
+        } else {
+            k = c / (rows / 8), row = c % (rows / 8) * 8;
+            at = rc_at(k, row, rows);
+        }
+        const bool in = r0 + row < rows_total && k0 + k < K;
+        const ulong from = kc ? (ulong)(r0 + row) * ld + k0 + k : (ulong)(k0 + k) * ld + r0 + row;
+        cp_async16((__local float *)(dst + at), (__global const float *)(src + (in ? from : 0)),
+                   in ? 16u : 0u);
+    }
+}
+
+#if MMA_EMULATE
+/* The m16n8k16 instruction and ldmatrix in portable code (gid = lane / 4, tig = lane % 4): A's
+ * words a0..a3 hold A[gid][2 tig, +1], A[gid + 8][2 tig, +1], A[gid][2 tig + 8, +9],
+ * A[gid + 8][2 tig + 8, +9]; B's b0, b1 hold B[2 tig, +1][gid], B[2 tig + 8, +9][gid] (lower index
+ * in the low half); d[i] is D[gid + 8 (i / 2)][2 tig + i % 2]. The warp's work-items exchange
+ * their fragments through xchg, so every work-item of the work-group calls it together. */
+#define XCHG_FLOATS (16 * 16 + 16 * 8)
+inline float lp_lo(uint w) {
+#if AB_DT == 1
+    return as_float(w << 16);
+#else
+    const ushort h = (ushort)w;
+    return vload_half(0, (const half *)&h);
+#endif
+}
+inline float lp_hi(uint w) { return lp_lo(w >> 16); }
+
+OCLML_INLINE void mma_emulated(float *d, const uint *a, const uint *b, __local float *xchg,
+                               uint gid, uint tig) {
+    __local float *xa = xchg, *xb = xchg + 16 * 16;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint q = 0; q < 4; q++) {
+        const uint r = gid + 8 * (q & 1), k = 2 * tig + 8 * (q >> 1);
+        xa[r * 16 + k] = lp_lo(a[q]);
+        xa[r * 16 + k + 1] = lp_hi(a[q]);
+    }
+    for (uint q = 0; q < 2; q++) {
+        const uint k = 2 * tig + 8 * q;
+        xb[k * 8 + gid] = lp_lo(b[q]);
+        xb[(k + 1) * 8 + gid] = lp_hi(b[q]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint i = 0; i < 4; i++) {
+        const uint r = gid + 8 * (i / 2), c = 2 * tig + i % 2;
+        float sum = d[i];
+        for (uint k = 0; k < 16; k++) sum = fma(xa[r * 16 + k], xb[k * 8 + c], sum);
+        d[i] = sum;
+    }
+}
+#define MMA16(d, a, b) mma_emulated(d, a, b, xchg, gid, tig)
+
+/* Element (row, k) of an operand's stage, as the fragments index it. */
+inline uint stage_word(__local const ushort *s, uint row, uint k, uint rows, bool kc) {
+    const uint i0 = kc ? kc_at(row, k) : rc_at(k, row, rows),
+               i1 = kc ? kc_at(row, k + 1) : rc_at(k + 1, row, rows);
+    return (uint)s[i0] | (uint)s[i1] << 16;
+}
+/* A's fragment of the m16 tile at row r0, k0 (a0..a3 above). */
+inline void load_a(uint *a, __local const ushort *s, uint r0, uint k0, uint gid, uint tig) {
+    for (uint q = 0; q < 4; q++)
+        a[q] = stage_word(s, r0 + gid + 8 * (q & 1), k0 + 2 * tig + 8 * (q >> 1), BM, A_KC);
+}
+/* B's fragments of the two n8 tiles at column c0, k0: b[0..1] the first, b[2..3] the second. */
+inline void load_b2(uint *b, __local const ushort *s, uint c0, uint k0, uint gid, uint tig) {
+    for (uint q = 0; q < 4; q++)
+        b[q] = stage_word(s, c0 + gid + 8 * (q >> 1), k0 + 2 * tig + 8 * (q & 1), BN, B_KC);
+}
+#else
+#define MMA16(d, a, b) mma_16bit(d, a[0], a[1], a[2], a[3], b[0], b[1])
+/* ldmatrix: work-item l gives the row of 8x8 tile l / 8 it names, so that the four tiles come
+ * out in fragment order (see the emulation's layout above). */
+inline void load_a(uint *a, __local const ushort *s, uint r0, uint k0, uint gid, uint tig) {
+    const uint l = gid * 4 + tig;
+#if A_KC
+    ldmatrix_x4(a, s + kc_at(r0 + (l & 15u), k0 + (l >> 4) * 8));
+#else
+    ldmatrix_x4_trans(a, s + rc_at(k0 + (l >> 4) * 8 + (l & 7u), r0 + (l >> 3 & 1u) * 8, BM));
+#endif
+}
+inline void load_b2(uint *b, __local const ushort *s, uint c0, uint k0, uint gid, uint tig) {
+    const uint l = gid * 4 + tig;
+#if B_KC
+    ldmatrix_x4(b, s + kc_at(c0 + (l >> 4) * 8 + (l & 7u), k0 + (l >> 3 & 1u) * 8));
+#else
+    ldmatrix_x4_trans(b, s + rc_at(k0 + (l >> 3 & 1u) * 8 + (l & 7u), c0 + (l >> 4) * 8, BN));
+#endif
+}
+#endif
+
+__kernel __attribute__((reqd_work_group_size(THREADS, 1, 1))) void oclml_gemm_lp(
+    uint M, uint N, uint K, float alpha, float beta, __global const ushort *A, ulong a_off,
+    uint lda, ulong a_stride, __global const ushort *B, ulong b_off, uint ldb, ulong b_stride,
+    __global DT_ELEM(C_DT) *C, ulong c_off, uint ldc, ulong c_stride) {
+    __local ushort sa[STAGES][BM * BK], sb[STAGES][BN * BK];
+#if MMA_EMULATE
+    __local float xchg_all[WARPS_M * WARPS_N][XCHG_FLOATS];
+#endif
+    const uint lid = get_local_id(0), warp = lid / 32, lane = lid % 32, gid = lane / 4,
+               tig = lane % 4;
+#if MMA_EMULATE
+    __local float *xchg = xchg_all[warp];
+#endif
+    /* Block order: GROUP_M block rows at a time, down each column of blocks. */
+    const uint bm_n = (M + BM - 1) / BM, bn_n = (N + BN - 1) / BN, block = get_group_id(0);
+    const uint group = block / (GROUP_M * bn_n), first = group * GROUP_M,
+               rows_in = min(bm_n - first, (uint)GROUP_M), in_group = block % (GROUP_M * bn_n);
+    const uint m0 = (first + in_group % rows_in) * BM, n0 = in_group / rows_in * BN;
+    const ulong batch = get_group_id(1);
+    __global const ushort *a = A + a_off + batch * a_stride, *b = B + b_off + batch * b_stride;
+    __global DT_ELEM(C_DT) *c = C + c_off + batch * c_stride;
+
+    const uint wm0 = warp / WARPS_N * WM, wn0 = warp % WARPS_N * WN;
+    float acc[MT][NT][4];
+    for (uint i = 0; i < MT; i++)
+        for (uint j = 0; j < NT; j++)
+            for (uint q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
+
+    const uint tiles = (K + BK - 1) / BK;
+    for (uint s = 0; s < STAGES - 1; s++) {
+        if (s < tiles) {
+            stage_tile(sa[s], a, lda, m0, M, K, s * BK, BM, A_KC);
+            stage_tile(sb[s], b, ldb, n0, N, K, s * BK, BN, B_KC);
+        }
+        cp_async_commit();
+    }
+    for (uint t = 0; t < tiles; t++) {
+        cp_async_wait(STAGES - 2);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* The stage refilled now was read in the previous step, which every warp has left. */
+        const uint next = t + STAGES - 1;
+        if (next < tiles) {
+            stage_tile(sa[next % STAGES], a, lda, m0, M, K, next * BK, BM, A_KC);
+            stage_tile(sb[next % STAGES], b, ldb, n0, N, K, next * BK, BN, B_KC);
+        }
+        cp_async_commit();
+        __local const ushort *ta = sa[t % STAGES], *tb = sb[t % STAGES];
+#pragma unroll
+        for (uint k0 = 0; k0 < BK; k0 += 16) {
+            uint af[MT][4], bf[NT / 2][4];
+#pragma unroll
+            for (uint i = 0; i < MT; i++) load_a(af[i], ta, wm0 + 16 * i, k0, gid, tig);
+#pragma unroll
+            for (uint j = 0; j < NT / 2; j++) load_b2(bf[j], tb, wn0 + 16 * j, k0, gid, tig);
+#pragma unroll
+            for (uint i = 0; i < MT; i++)
+#pragma unroll
+                for (uint j = 0; j < NT; j++) MMA16(acc[i][j], af[i], (bf[j / 2] + 2 * (j % 2)));
+        }
+    }
+
+    /* Epilogue: alpha acc + beta C (C not read where beta is 0: it may hold NaN), rounded to
+     * C's dtype. */
+#pragma unroll
+    for (uint i = 0; i < MT; i++)
+#pragma unroll
+        for (uint j = 0; j < NT; j++)
+#pragma unroll
+            for (uint q = 0; q < 4; q++) {
+                const uint r = m0 + wm0 + 16 * i + gid + 8 * (q / 2),
+                           col = n0 + wn0 + 8 * j + 2 * tig + q % 2;
+                if (r < M && col < N) {
+                    const ulong at = (ulong)r * ldc + col;
+                    float v = alpha * acc[i][j][q];
+                    if (beta != 0.0f) v = fma(beta, DT_LOAD(C_DT, c, at), v);
+                    DT_STORE(C_DT, c, at, v);
+                }
+            }
+}

@@ -1,0 +1,184 @@
+/* Products on 16-bit operands (bf16, fp16): the tensor-core kernel cl/ops/gemm_lp.cl, or, on
+ * devices without the instruction and for operands it cannot stage (a contiguous extent, leading
+ * dimension, offset or batch stride that is not a multiple of 8), the operands converted to fp32
+ * in scratch, the fp32 planner's product, and C converted back. Both accumulate in fp32 over
+ * products of the 16-bit values, which are exact in fp32. */
+#include "ops/gemm.h"
+#include "ops/ops.h"
+
+#include <limits.h>
+#include <stdio.h>
+
+typedef enum lp_path { LP_CONVERT, LP_MMA, LP_EMULATED } lp_path;
+
+typedef struct lp_plan {
+    lp_path path;
+    unsigned bm, bn, warps_m, warps_n, stages;
+} lp_plan;
+
+static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/* A staged operand: its contiguous extent, ld, offset and stride multiples of 8 elements (the
+ * kernel's 16-byte copies). */
+static bool stages_ok(const oclml__matrix *x, size_t extent) {
+    return extent % 8 == 0 && x->ld % 8 == 0 && x->offset % 8 == 0 && x->stride % 8 == 0 &&
+           x->ld <= UINT_MAX;
+}
+
+static bool kernel_takes(const oclml__gemm_desc *d) {
+    const size_t most = UINT_MAX - 1024;
+    return d->m <= most && d->n <= most && d->k <= most && d->c.ld <= UINT_MAX &&
+           d->batch <= 65535 && stages_ok(&d->a, d->trans_a ? d->m : d->k) &&
+           stages_ok(&d->b, d->trans_b ? d->k : d->n);
+}
+
+/* The tuning key gemm.lp_mma: -1 auto (the tensor cores where the device has them), 0 the fp32
+ * conversion, 1 the tensor cores, 2 the kernel with the instruction emulated (tests). The tile
+ * from gemm.lp_tile: block rows, columns, warps along rows, along columns, stages; by default
+ * 128 x 128 in 2 x 4 warps of 64 x 32 and three stages: 48 KiB of local memory, the most NVIDIA's
+ * OpenCL gives a work-group. */
+static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p) {
+    const long mode = oclml__tune(ctx, OCLML__TUNE_GEMM_LP_MMA, 0);
+    const bool hw = ctx->caps.is_gpu && oclml__caps_mma(ctx);
+    *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3};
+    if (oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 0)) {
+        p->bm = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 0);
+        p->bn = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 1);
+        p->warps_m = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 2);
+        p->warps_n = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 3);
+        p->stages = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 4);
+    }
+    const bool tile_ok = p->bm >= 64 && p->bn >= 64 && p->warps_m && p->warps_n &&
+                         p->bm % (16 * p->warps_m) == 0 && p->bn % (16 * p->warps_n) == 0 &&
+                         p->stages >= 2 && p->stages <= 8 &&
+                         32 * p->warps_m * p->warps_n <= ctx->caps.max_work_group_size;
+    const size_t local = (size_t)p->stages * (p->bm + p->bn) * 32 * 2 +
+                         (mode == 2 && !hw ? (size_t)p->warps_m * p->warps_n * 384 * 4 : 0);
+    if (d->ab_dtype == OCLML_FLOAT32 || !tile_ok || local > ctx->caps.local_mem_bytes ||
+        !kernel_takes(d))
+        return;
+    if (mode == 2 && !hw)
+        p->path = LP_EMULATED;
+    else if (mode && hw)
+        p->path = LP_MMA;
+}
+
+typedef struct lp_program {
+    char defines[320];
+    oclml__program_spec spec;
+} lp_program;
+
+static void program_of(const lp_plan *p, const oclml__gemm_desc *d, lp_program *g) {
+    snprintf(g->defines, sizeof g->defines,
+             "-DAB_DT=%d -DC_DT=%d -DTRANS_A=%d -DTRANS_B=%d -DBM=%u -DBN=%u -DWARPS_M=%u "
+             "-DWARPS_N=%u -DSTAGES=%u -DMMA_EMULATE=%d",
+             (int)d->ab_dtype, (int)d->c_dtype, d->trans_a, d->trans_b, p->bm, p->bn, p->warps_m,
+             p->warps_n, p->stages, p->path == LP_EMULATED);
+    g->spec = (oclml__program_spec){"gemm_lp.cl", g->defines, "oclml_gemm_lp", 255};
+}
+
+static oclml_status run_kernel(oclml_ctx *ctx, const oclml__gemm_desc *d, const lp_plan *p) {
+    lp_program g;
+    program_of(p, d, &g);
+    cl_kernel k;
+    oclml_status st = oclml__kernel(ctx, &g.spec, "oclml_gemm_lp", &k);
+    if (st) return st;
+    cl_uint M = (cl_uint)d->m, N = (cl_uint)d->n, K = (cl_uint)d->k, lda = (cl_uint)d->a.ld,
+            ldb = (cl_uint)d->b.ld, ldc = (cl_uint)d->c.ld;
+    cl_ulong a_off = d->a.offset, a_st = d->a.stride, b_off = d->b.offset, b_st = d->b.stride,
+             c_off = d->c.offset, c_st = d->c.stride;
+    float alpha = d->alpha, beta = d->beta;
+    oclml__arg args[] = {OCLML_ARG(M),    OCLML_ARG(N),        OCLML_ARG(K),     OCLML_ARG(alpha),
+                         OCLML_ARG(beta), OCLML_ARG(d->a.mem), OCLML_ARG(a_off), OCLML_ARG(lda),
+                         OCLML_ARG(a_st), OCLML_ARG(d->b.mem), OCLML_ARG(b_off), OCLML_ARG(ldb),
+                         OCLML_ARG(b_st), OCLML_ARG(d->c.mem), OCLML_ARG(c_off), OCLML_ARG(ldc),
+                         OCLML_ARG(c_st)};
+    const size_t threads = 32 * p->warps_m * p->warps_n;
+    size_t local[2] = {threads, 1};
+    size_t global[2] = {ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) * threads, d->batch};
+    return oclml__launch(ctx, k, args, sizeof args / sizeof args[0], 2, global, local, NULL);
+}
+
+/* Elements a matrix spans in its buffer (its batch entries and the gaps between rows). */
+static size_t span_of(const oclml__matrix *x, size_t rows, size_t cols, size_t batch) {
+    return (batch - 1) * x->stride + (rows - 1) * x->ld + cols;
+}
+
+/* An operand of dtype dt as fp32 in scratch (the same layout from offset 0), or as it is. */
+static oclml_status to_fp32(oclml_ctx *ctx, oclml_dtype dt, const oclml__matrix *x, size_t rows,
+                            size_t cols, size_t batch, oclml__matrix *out, cl_mem *scratch) {
+    *out = *x;
+    *scratch = NULL;
+    if (dt == OCLML_FLOAT32) return OCLML_SUCCESS;
+    const size_t n = span_of(x, rows, cols, batch);
+    oclml_status st = oclml__scratch_get(ctx, n * sizeof(float), scratch);
+    if (!st) st = oclml__cast_raw(ctx, dt, x->mem, x->offset, OCLML_FLOAT32, *scratch, 0, n);
+    out->mem = *scratch;
+    out->offset = 0;
+    return st;
+}
+
+static oclml_status run_converted(oclml_ctx *ctx, const oclml__gemm_desc *d) {
+    oclml__gemm_desc f = *d;
+    f.ab_dtype = f.c_dtype = OCLML_FLOAT32;
+    cl_mem sa = NULL, sb = NULL, sc = NULL;
+    const size_t a_rows = d->trans_a ? d->k : d->m, a_cols = d->trans_a ? d->m : d->k,
+                 b_rows = d->trans_b ? d->n : d->k, b_cols = d->trans_b ? d->k : d->n,
+                 a_batch = d->a.stride ? d->batch : 1, b_batch = d->b.stride ? d->batch : 1;
+    oclml_status st = to_fp32(ctx, d->ab_dtype, &d->a, a_rows, a_cols, a_batch, &f.a, &sa);
+    if (!st) st = to_fp32(ctx, d->ab_dtype, &d->b, b_rows, b_cols, b_batch, &f.b, &sb);
+    /* C whole (its old values where beta reads them): converting back then rewrites every
+     * element of the span as it was or as the product made it. */
+    if (!st) st = to_fp32(ctx, d->c_dtype, &d->c, d->m, d->n, d->batch, &f.c, &sc);
+    if (!st) st = oclml__gemm(ctx, &f);
+    if (!st && sc)
+        st = oclml__cast_raw(ctx, OCLML_FLOAT32, sc, 0, d->c_dtype, d->c.mem, d->c.offset,
+                             span_of(&d->c, d->m, d->n, d->batch));
+    if (sa) oclml__scratch_put(ctx, sa);
+    if (sb) oclml__scratch_put(ctx, sb);
+    if (sc) oclml__scratch_put(ctx, sc);
+    return st;
+}
+
+oclml_status oclml__gemm_lp(oclml_ctx *ctx, const oclml__gemm_desc *d) {
+    lp_plan p;
+    make_plan(ctx, d, &p);
+    return p.path == LP_CONVERT ? run_converted(ctx, d) : run_kernel(ctx, d, &p);
+}
+
+void oclml__gemm_lp_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len) {
+    lp_plan p;
+    make_plan(ctx, d, &p);
+    if (p.path == LP_CONVERT) {
+        oclml__gemm_desc f = *d;
+        f.ab_dtype = f.c_dtype = OCLML_FLOAT32;
+        char inner[256];
+        oclml__gemm_describe(ctx, &f, inner, sizeof inner);
+        snprintf(text, len, "%s operands converted to fp32: %s", oclml_dtype_name(d->ab_dtype),
+                 inner);
+        return;
+    }
+    snprintf(text, len, "%s tensor cores%s (m16n8k16), tile %ux%u, %ux%u warps, %u stages, C %s",
+             oclml_dtype_name(d->ab_dtype), p.path == LP_EMULATED ? " emulated" : "", p.bm, p.bn,
+             p.warps_m, p.warps_n, p.stages, oclml_dtype_name(d->c_dtype));
+}
+
+/* The common 16-bit products: bf16 and fp16 operands, C of their dtype or fp32, PyTorch's
+ * layouts (plain, the weight transposed, the input transposed). */
+void oclml__gemm_lp_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
+    for (int dt = OCLML_BFLOAT16; dt <= OCLML_FLOAT16; dt++)
+        for (int c = 0; c < 2; c++)
+            for (int t = 0; t < 3; t++) {
+                oclml__gemm_desc d = oclml__gemm_desc_dense(4096, 4096, 4096);
+                d.ab_dtype = (oclml_dtype)dt;
+                d.c_dtype = c ? OCLML_FLOAT32 : (oclml_dtype)dt;
+                d.trans_a = t == 2;
+                d.trans_b = t == 1;
+                lp_plan p;
+                make_plan(ctx, &d, &p);
+                if (p.path == LP_CONVERT) continue;
+                lp_program g;
+                program_of(&p, &d, &g);
+                oclml__warm_add(list, op, g.defines, g.spec);
+            }
+}

@@ -4,10 +4,10 @@
  * conversion fallback for operands the kernel cannot stage, and the refusals.
  *
  * Reference (NUMERICS.md, low precision): a double product of the inputs as their dtype holds
- * them (read back as floats); each element within u_c |ref| + 8 sqrt(K) 2^-24 sum_k |a b|, u_c
- * the unit roundoff of C's dtype (2^-8 bf16, 2^-11 fp16, 2^-24 fp32): one rounding to C, and
- * fp32 accumulation. */
+ * them (read back as floats); each element within tolerance.h's product bound, u that of C's
+ * dtype. */
 #include "testutil.h"
+#include "tolerance.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@ typedef struct lp_case {
 } lp_case;
 
 static double unit_roundoff(oclml_dtype dt) {
-    return dt == OCLML_BFLOAT16 ? 0x1p-8 : dt == OCLML_FLOAT16 ? 0x1p-11 : 0x1p-24;
+    return dt == OCLML_BFLOAT16 ? TOL_U_BF16 : dt == OCLML_FLOAT16 ? TOL_U_FP16 : TOL_U_FP32;
 }
 
 static oclml_tensor *make(oclml_dtype dt, size_t batch, size_t r, size_t c, const float *v) {
@@ -70,7 +70,7 @@ static void run_case(const lp_case *c, long nan_at) {
         ASSERT_OK(oclml_gemm(T, ta, tb, c->alpha, A, Bt, c->beta, C));
     float *got = test_floats(nc);
     test_read(C, got, nc);
-    const double uc = unit_roundoff(c->c), acc = 8 * sqrt((double)c->k) * 0x1p-24;
+    const double uc = unit_roundoff(c->c), acc = TOL_LP_PRODUCT_C * sqrt((double)c->k) * TOL_U_FP32;
     for (size_t e = 0; e < B; e++)
         for (size_t i = 0; i < c->m; i++)
             for (size_t j = 0; j < c->n; j++) {

@@ -11,4 +11,14 @@
 #define TOL_REDUCTION 1e-5 /* long reductions */
 #define TOL_GEMM 1e-4      /* GEMM and long recurrences */
 
+/* Low precision (NUMERICS.md): against a double reference from the inputs as their dtype holds
+ * them, bounds in the output dtype's unit roundoff u. A product's element (fp32 accumulation
+ * over K terms) within u |ref| + TOL_LP_PRODUCT_C sqrt(K) 2^-24 sum_k |a_k b_k|: one rounding to
+ * the output, and the accumulation's sqrt(K) growth with room for the tensor cores' summation
+ * order. Elementwise and row ops with fp32 math inside: u |ref| per element. */
+#define TOL_U_BF16 0x1p-8
+#define TOL_U_FP16 0x1p-11
+#define TOL_U_FP32 0x1p-24
+#define TOL_LP_PRODUCT_C 8.0
+
 #endif

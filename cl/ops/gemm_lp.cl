@@ -1,5 +1,6 @@
-/* GEMM on 16-bit operands: C = alpha op(A) op(B) + beta C for strided batches, A and B bf16 or
- * fp16 (AB_DT, dtype.h's numbers), C fp32, bf16 or fp16 (C_DT), products on the tensor cores'
+/* GEMM on 16-bit operands: C = act(alpha op(A) op(B) + beta C + bias), then dropout, for strided
+ * batches, A and B bf16 or fp16 (AB_DT, dtype.h's numbers), C, the bias (HAS_BIAS, BIAS_DT) and
+ * the pre-activation (HAS_PRE, PRE_DT) fp32, bf16 or fp16, products on the tensor cores'
  * m16n8k16 instruction (ptx.h's mma_16bit) with fp32 accumulation. With MMA_EMULATE the
  * instruction and the fragment loads are done in portable code with the same layouts, so that
  * the suite checks this kernel on any device.
@@ -18,7 +19,9 @@
  *
  * Grid: dimension 0 blocks (in groups of GROUP_M block rows, so that blocks running together
  * share A and B in the L2 cache) x work-group size, dimension 1 batch entries. */
+#include "activation.h"
 #include "dtype.h"
+#include "philox.h"
 #ifndef MMA_EMULATE
 #define MMA_EMULATE 0
 #endif
@@ -40,6 +43,21 @@
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8
+#endif
+#ifndef HAS_BIAS
+#define HAS_BIAS 0
+#endif
+#ifndef BIAS_DT
+#define BIAS_DT 0
+#endif
+#ifndef HAS_PRE
+#define HAS_PRE 0
+#endif
+#ifndef PRE_DT
+#define PRE_DT 0
+#endif
+#ifndef HAS_DROPOUT
+#define HAS_DROPOUT 0 /* 1: dropout after the activation, gemm_epilogue.h's rule */
 #endif
 #define BK 32
 #define WM (BM / WARPS_M) /* a warp's rows */
@@ -164,7 +182,10 @@ inline void load_b2(uint *b, __local const ushort *s, uint c0, uint k0, uint gid
 __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1))) void oclml_gemm_lp(
     uint M, uint N, uint K, float alpha, float beta, __global const ushort *A, ulong a_off,
     uint lda, ulong a_stride, __global const ushort *B, ulong b_off, uint ldb, ulong b_stride,
-    __global DT_ELEM(C_DT) *C, ulong c_off, uint ldc, ulong c_stride) {
+    __global DT_ELEM(C_DT) *C, ulong c_off, uint ldc, ulong c_stride,
+    __global const DT_ELEM(BIAS_DT) *bias, ulong bias_off, __global DT_ELEM(PRE_DT) *pre,
+    ulong pre_off, uint ldp, ulong pre_stride, float drop_p, float drop_scale, uint drop_seed_lo, uint drop_seed_hi,
+    ulong drop_offset, ulong drop_base, uint drop_ld) {
     __local ushort sa[STAGES][BM * BK], sb[STAGES][BN * BK];
 #if MMA_EMULATE
     __local float xchg_all[WARPS_M * WARPS_N][XCHG_FLOATS];
@@ -222,8 +243,8 @@ __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1))) void oclml_gemm_lp
         }
     }
 
-    /* Epilogue: alpha acc + beta C (C not read where beta is 0: it may hold NaN), rounded to
-     * C's dtype. */
+    /* Epilogue: z = alpha acc + beta C + bias (C not read where beta is 0: it may hold NaN), pre
+     * = z, C = dropout(act(z)), each rounded once to its dtype. */
 #pragma unroll
     for (uint i = 0; i < MT; i++)
 #pragma unroll
@@ -236,6 +257,17 @@ __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1))) void oclml_gemm_lp
                     const ulong at = (ulong)r * ldc + col;
                     float v = alpha * acc[i][j][q];
                     if (beta != 0.0f) v = fma(beta, DT_LOAD(C_DT, c, at), v);
+#if HAS_BIAS
+                    v += DT_LOAD(BIAS_DT, bias + bias_off, col);
+#endif
+#if HAS_PRE
+                    DT_STORE(PRE_DT, pre + pre_off + batch * pre_stride, (ulong)r * ldp + col, v);
+#endif
+                    v = act_apply(v);
+#if HAS_DROPOUT
+                    v *= drop_mult(drop_base + (ulong)r * drop_ld + col, drop_p, drop_scale,
+                                   (uint2)(drop_seed_lo, drop_seed_hi), drop_offset);
+#endif
                     DT_STORE(C_DT, c, at, v);
                 }
             }

@@ -56,9 +56,9 @@ typedef struct oclml__gemm_desc {
      * element drop_base + r drop_ld + c of the tensor oclml_dropout would mask. */
     const oclml_dropout_params *drop;
     size_t drop_base, drop_ld;
-    /* Element types: A and B (one dtype), C. Products with either 16-bit run in gemm_lp.c,
-     * which takes alpha and beta and no other epilogue. */
-    oclml_dtype ab_dtype, c_dtype;
+    /* Element types: A and B (one dtype), C, the bias and pre. Products with any of them
+     * 16-bit run in gemm_lp.c (no gathered B, band or per-row bias there). */
+    oclml_dtype ab_dtype, c_dtype, bias_dtype, pre_dtype;
 } oclml__gemm_desc;
 
 /* A plain dense m x n x k product (no transposes, bias or epilogue; alpha 1), as planners and
@@ -115,6 +115,10 @@ bool oclml__clblast_gemmk1(cl_device_id device);
  * the instruction and the operands suit it, else the operands converted to fp32 and the fp32
  * planner's product, converted back. */
 oclml_status oclml__gemm_lp(oclml_ctx *ctx, const oclml__gemm_desc *d);
+static inline bool oclml__gemm_is_lp(const oclml__gemm_desc *d) {
+    return d->ab_dtype != OCLML_FLOAT32 || d->c_dtype != OCLML_FLOAT32 ||
+           d->bias_dtype != OCLML_FLOAT32 || d->pre_dtype != OCLML_FLOAT32;
+}
 void oclml__gemm_lp_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len);
 void oclml__gemm_lp_warm(oclml_ctx *ctx, const char *op, struct oclml__warm_list *list);
 

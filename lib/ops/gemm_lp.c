@@ -27,8 +27,9 @@ static bool stages_ok(const oclml__matrix *x, size_t extent) {
 
 static bool kernel_takes(const oclml__gemm_desc *d) {
     const size_t most = UINT_MAX - 1024;
-    return d->m <= most && d->n <= most && d->k <= most && d->c.ld <= UINT_MAX &&
-           d->batch <= 65535 && stages_ok(&d->a, d->trans_a ? d->m : d->k) &&
+    return !d->gather_b && !d->a_lower && !d->bias_per_row && d->pre.ld <= UINT_MAX &&
+           d->drop_ld <= UINT_MAX && d->m <= most && d->n <= most && d->k <= most &&
+           d->c.ld <= UINT_MAX && d->batch <= 65535 && stages_ok(&d->a, d->trans_a ? d->m : d->k) &&
            stages_ok(&d->b, d->trans_b ? d->k : d->n);
 }
 
@@ -64,16 +65,20 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p) {
 }
 
 typedef struct lp_program {
-    char defines[320];
+    char defines[384];
     oclml__program_spec spec;
 } lp_program;
 
 static void program_of(const lp_plan *p, const oclml__gemm_desc *d, lp_program *g) {
+    const char *act = oclml__act_define(d->act);
     snprintf(g->defines, sizeof g->defines,
              "-DAB_DT=%d -DC_DT=%d -DTRANS_A=%d -DTRANS_B=%d -DBM=%u -DBN=%u -DWARPS_M=%u "
-             "-DWARPS_N=%u -DSTAGES=%u -DMMA_EMULATE=%d",
+             "-DWARPS_N=%u -DSTAGES=%u -DMMA_EMULATE=%d -DHAS_BIAS=%d -DBIAS_DT=%d -DHAS_PRE=%d "
+             "-DPRE_DT=%d -DHAS_DROPOUT=%d%s%s",
              (int)d->ab_dtype, (int)d->c_dtype, d->trans_a, d->trans_b, p->bm, p->bn, p->warps_m,
-             p->warps_n, p->stages, p->path == LP_EMULATED);
+             p->warps_n, p->stages, p->path == LP_EMULATED, d->bias != NULL, (int)d->bias_dtype,
+             d->pre.mem != NULL, (int)d->pre_dtype, oclml__dropout_active(d->drop) != NULL,
+             act ? " " : "", act ? act : "");
     g->spec = (oclml__program_spec){"gemm_lp.cl", g->defines, "oclml_gemm_lp", 255};
 }
 
@@ -88,11 +93,18 @@ static oclml_status run_kernel(oclml_ctx *ctx, const oclml__gemm_desc *d, const 
     cl_ulong a_off = d->a.offset, a_st = d->a.stride, b_off = d->b.offset, b_st = d->b.stride,
              c_off = d->c.offset, c_st = d->c.stride;
     float alpha = d->alpha, beta = d->beta;
-    oclml__arg args[] = {OCLML_ARG(M),    OCLML_ARG(N),        OCLML_ARG(K),     OCLML_ARG(alpha),
-                         OCLML_ARG(beta), OCLML_ARG(d->a.mem), OCLML_ARG(a_off), OCLML_ARG(lda),
-                         OCLML_ARG(a_st), OCLML_ARG(d->b.mem), OCLML_ARG(b_off), OCLML_ARG(ldb),
-                         OCLML_ARG(b_st), OCLML_ARG(d->c.mem), OCLML_ARG(c_off), OCLML_ARG(ldc),
-                         OCLML_ARG(c_st)};
+    cl_ulong bias_off = d->bias_offset, p_off = d->pre.offset, p_st = d->pre.stride,
+             drop_base = d->drop_base;
+    cl_uint ldp = (cl_uint)d->pre.ld, drop_ld = (cl_uint)d->drop_ld;
+    const oclml__drop_args da = oclml__drop_args_of(oclml__dropout_active(d->drop));
+    oclml__arg args[] = {
+        OCLML_ARG(M),         OCLML_ARG(N),        OCLML_ARG(K),        OCLML_ARG(alpha),
+        OCLML_ARG(beta),      OCLML_ARG(d->a.mem), OCLML_ARG(a_off),    OCLML_ARG(lda),
+        OCLML_ARG(a_st),      OCLML_ARG(d->b.mem), OCLML_ARG(b_off),    OCLML_ARG(ldb),
+        OCLML_ARG(b_st),      OCLML_ARG(d->c.mem), OCLML_ARG(c_off),    OCLML_ARG(ldc),
+        OCLML_ARG(c_st),      OCLML_ARG(d->bias),  OCLML_ARG(bias_off), OCLML_ARG(d->pre.mem),
+        OCLML_ARG(p_off),     OCLML_ARG(ldp),      OCLML_ARG(p_st),     OCLML__DROP_ARG_LIST(da),
+        OCLML_ARG(drop_base), OCLML_ARG(drop_ld)};
     const size_t threads = 32 * p->warps_m * p->warps_n;
     size_t local[2] = {threads, 1};
     size_t global[2] = {ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) * threads, d->batch};
@@ -120,8 +132,8 @@ static oclml_status to_fp32(oclml_ctx *ctx, oclml_dtype dt, const oclml__matrix 
 
 static oclml_status run_converted(oclml_ctx *ctx, const oclml__gemm_desc *d) {
     oclml__gemm_desc f = *d;
-    f.ab_dtype = f.c_dtype = OCLML_FLOAT32;
-    cl_mem sa = NULL, sb = NULL, sc = NULL;
+    f.ab_dtype = f.c_dtype = f.bias_dtype = f.pre_dtype = OCLML_FLOAT32;
+    cl_mem sa = NULL, sb = NULL, sc = NULL, sbias = NULL, spre = NULL;
     const size_t a_rows = d->trans_a ? d->k : d->m, a_cols = d->trans_a ? d->m : d->k,
                  b_rows = d->trans_b ? d->n : d->k, b_cols = d->trans_b ? d->k : d->n,
                  a_batch = d->a.stride ? d->batch : 1, b_batch = d->b.stride ? d->batch : 1;
@@ -130,13 +142,25 @@ static oclml_status run_converted(oclml_ctx *ctx, const oclml__gemm_desc *d) {
     /* C whole (its old values where beta reads them): converting back then rewrites every
      * element of the span as it was or as the product made it. */
     if (!st) st = to_fp32(ctx, d->c_dtype, &d->c, d->m, d->n, d->batch, &f.c, &sc);
+    if (!st && d->bias) {
+        const oclml__matrix bias = {d->bias, d->bias_offset, 0, 0};
+        oclml__matrix fb;
+        st = to_fp32(ctx, d->bias_dtype, &bias, 1, d->bias_per_row ? d->m : d->n, 1, &fb, &sbias);
+        f.bias = fb.mem;
+        f.bias_offset = fb.offset;
+    }
+    if (!st && d->pre.mem)
+        st = to_fp32(ctx, d->pre_dtype, &d->pre, d->m, d->n, d->batch, &f.pre, &spre);
     if (!st) st = oclml__gemm(ctx, &f);
     if (!st && sc)
         st = oclml__cast_raw(ctx, OCLML_FLOAT32, sc, 0, d->c_dtype, d->c.mem, d->c.offset,
                              span_of(&d->c, d->m, d->n, d->batch));
-    if (sa) oclml__scratch_put(ctx, sa);
-    if (sb) oclml__scratch_put(ctx, sb);
-    if (sc) oclml__scratch_put(ctx, sc);
+    if (!st && spre)
+        st = oclml__cast_raw(ctx, OCLML_FLOAT32, spre, 0, d->pre_dtype, d->pre.mem, d->pre.offset,
+                             span_of(&d->pre, d->m, d->n, d->batch));
+    const cl_mem scratch[5] = {sa, sb, sc, sbias, spre};
+    for (int i = 0; i < 5; i++)
+        if (scratch[i]) oclml__scratch_put(ctx, scratch[i]);
     return st;
 }
 
@@ -151,7 +175,7 @@ void oclml__gemm_lp_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *te
     make_plan(ctx, d, &p);
     if (p.path == LP_CONVERT) {
         oclml__gemm_desc f = *d;
-        f.ab_dtype = f.c_dtype = OCLML_FLOAT32;
+        f.ab_dtype = f.c_dtype = f.bias_dtype = f.pre_dtype = OCLML_FLOAT32;
         char inner[256];
         oclml__gemm_describe(ctx, &f, inner, sizeof inner);
         snprintf(text, len, "%s operands converted to fp32: %s", oclml_dtype_name(d->ab_dtype),

@@ -662,7 +662,7 @@ bool oclml__gemm_can_gather(const oclml__gemm_desc *d) {
 }
 
 oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d) {
-    if (d->ab_dtype != OCLML_FLOAT32 || d->c_dtype != OCLML_FLOAT32) return oclml__gemm_lp(ctx, d);
+    if (oclml__gemm_is_lp(d)) return oclml__gemm_lp(ctx, d);
     gemm_plan p;
     make_plan(ctx, d, &p);
     if (p.path != PATH_CLBLAST) return run_own(ctx, d, &p);
@@ -694,7 +694,7 @@ static const char *stages_text(const gemm_plan *p, char *text, size_t len) {
 }
 
 void oclml__gemm_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len) {
-    if (d->ab_dtype != OCLML_FLOAT32 || d->c_dtype != OCLML_FLOAT32) {
+    if (oclml__gemm_is_lp(d)) {
         oclml__gemm_lp_describe(ctx, d, text, len);
         return;
     }

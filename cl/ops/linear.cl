@@ -12,7 +12,9 @@
  * does not depend on timing (no atomics), so two runs agree bit for bit.
  *
  * Variants: the activation by -DACT_<NAME>=1 (as the GEMM epilogue, activation.h; none: dZ = dy,
- * used for db alone); -DHAS_DROPOUT=1 for a layer with dropout after its activation. Runtime
+ * used for db alone); -DHAS_DROPOUT=1 for a layer with dropout after its activation; the dtypes
+ * of dy, saved, dZ and db (DY_DT, SAVED_DT, DZ_DT, DB_DT: dtype.h's; fp32 by default), the math
+ * in fp32 and db summed from dZ before its rounding. Runtime
  * flags: LIN_WRITE_DZ (store dZ), LIN_WANT_DB (store the partials).
  * The derivative reads `saved`: the pre-activation z for GELU and SiLU, the output y for ReLU,
  * tanh and sigmoid, PyTorch's output-based forms:
@@ -20,7 +22,21 @@
  * NaN in dy or saved gives NaN in dZ (ReLU: NaN in y gives NaN; dy where y <= 0 is dropped, as
  * PyTorch drops it). */
 #include "activation.h"
+#include "dtype.h"
 #include "philox.h"
+
+#ifndef DY_DT
+#define DY_DT 0
+#endif
+#ifndef SAVED_DT
+#define SAVED_DT 0
+#endif
+#ifndef DZ_DT
+#define DZ_DT 0
+#endif
+#ifndef DB_DT
+#define DB_DT 0
+#endif
 
 #define LIN_WRITE_DZ 1u
 #define LIN_WANT_DB 2u
@@ -55,8 +71,9 @@
 #endif
 
 #if OCLML_WANT(oclml_linear_dz)
-__kernel void oclml_linear_dz(__global const float *dy, ulong dy_off, __global const float *saved,
-                              ulong s_off, __global float *dz, ulong dz_off, __global float *part,
+__kernel void oclml_linear_dz(__global const DT_ELEM(DY_DT) *dy, ulong dy_off,
+                              __global const DT_ELEM(SAVED_DT) *saved, ulong s_off,
+                              __global DT_ELEM(DZ_DT) *dz, ulong dz_off, __global float *part,
                               ulong rows, uint cols, ulong rps, uint flags, float drop_p,
                               float drop_scale, uint drop_seed_lo, uint drop_seed_hi,
                               ulong drop_offset) {
@@ -69,18 +86,18 @@ __kernel void oclml_linear_dz(__global const float *dy, ulong dy_off, __global c
         const ulong i = r * cols + c;
 #if HAS_DROPOUT
         const float g =
-            dy[dy_off + i] *
+            DT_LOAD(DY_DT, dy + dy_off, i) *
             drop_mult(i, drop_p, drop_scale, (uint2)(drop_seed_lo, drop_seed_hi), drop_offset);
 #else
-        const float g = dy[dy_off + i];
+        const float g = DT_LOAD(DY_DT, dy + dy_off, i);
 #endif
 #if defined(ACT_NONE)
         const float v = g;
 #else
-        const float s = saved[s_off + i];
+        const float s = DT_LOAD(SAVED_DT, saved + s_off, i);
         const float v = saved_grad(g, s);
 #endif
-        if (flags & LIN_WRITE_DZ) dz[dz_off + i] = v;
+        if (flags & LIN_WRITE_DZ) DT_STORE(DZ_DT, dz + dz_off, i, v);
         sum += v;
     }
     if (flags & LIN_WANT_DB) part[get_global_id(1) * cols + c] = sum;
@@ -89,11 +106,12 @@ __kernel void oclml_linear_dz(__global const float *dy, ulong dy_off, __global c
 
 #if OCLML_WANT(oclml_linear_db_finish)
 __kernel void oclml_linear_db_finish(__global const float *part, uint slices, uint cols,
-                                     __global float *db, ulong db_off, uint accumulate) {
+                                     __global DT_ELEM(DB_DT) *db, ulong db_off, uint accumulate) {
     const uint c = get_global_id(0);
     if (c >= cols) return;
     float sum = 0.0f;
     for (uint s = 0; s < slices; s++) sum += part[(ulong)s * cols + c];
-    db[db_off + c] = accumulate ? db[db_off + c] + sum : sum;
+    __global DT_ELEM(DB_DT) *d = db + db_off;
+    DT_STORE(DB_DT, d, c, accumulate ? DT_LOAD(DB_DT, d, c) + sum : sum);
 }
 #endif

@@ -1,7 +1,12 @@
 /* Linear layers in PyTorch's layout: y = act(x W^T + b) as one product with the bias and the
  * activation in its epilogue (oclml__gemm, gemm_plan.c), and the backward: dZ = dy act'(saved)
  * with db's column sums fused into the same pass (cl/ops/linear.cl), then dx = dZ W and
- * dw = dZ^T x on the GEMM. */
+ * dw = dZ^T x on the GEMM.
+ *
+ * dtypes: with x and w fp32 every tensor is fp32. With x and w bf16 (or fp16) the products run on
+ * that dtype (gemm_lp.c) and each other tensor may be of any dtype, rounded once where written:
+ * a mixed-precision step keeps y and dx in bf16 and dw, db in fp32. The backward's dZ is then of
+ * x's dtype, so that both its products are 16-bit too (as autocast's are). */
 #include "ops/gemm.h"
 #include "ops/ops.h"
 
@@ -38,10 +43,15 @@ static void shape_text(const oclml_tensor *t, char *out, size_t len) {
     if (n > 0 && (size_t)n < len) snprintf(out + n, len - (size_t)n, "]");
 }
 
+/* The dtypes a layer's other tensors may have: fp32 with fp32 x, any with 16-bit x. */
+static unsigned dtypes_with(const oclml_tensor *x) {
+    return x->dtype == OCLML_FLOAT32 ? 1u << OCLML_FLOAT32 : OCLML__DTYPES_ALL;
+}
+
 /* Checks that t has x's shape with `last` as its last dimension. */
 static oclml_status check_like(oclml_ctx *ctx, const oclml_tensor *t, const char *name,
                                const oclml_tensor *x, size_t last, const char *last_name) {
-    oclml_status st = oclml__check_tensor(ctx, t, name);
+    oclml_status st = oclml__check_tensor_of(ctx, t, name, dtypes_with(x));
     if (st) return st;
     bool ok = t->ndim == x->ndim && t->shape[t->ndim - 1] == last;
     for (int i = 0; ok && i < x->ndim - 1; i++) ok = t->shape[i] == x->shape[i];
@@ -57,9 +67,12 @@ static oclml_status check_like(oclml_ctx *ctx, const oclml_tensor *t, const char
 /* w [out x in] and x [... x in]: the layer's sizes, rows = x's elements / in. */
 static oclml_status check_x_w(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *w,
                               size_t *rows, size_t *in, size_t *out) {
-    oclml_status st = oclml__check_tensor(ctx, x, "x");
-    if (!st) st = oclml__check_tensor(ctx, w, "w");
+    oclml_status st = oclml__check_tensor_of(ctx, x, "x", OCLML__DTYPES_ALL);
+    if (!st) st = oclml__check_tensor_of(ctx, w, "w", OCLML__DTYPES_ALL);
     if (st) return st;
+    if (x->dtype != w->dtype)
+        return oclml__fail(ctx, OCLML_ERR_DTYPE, "x (%s) and w (%s) differ in dtype",
+                           oclml_dtype_name(x->dtype), oclml_dtype_name(w->dtype));
     if (w->ndim != 2)
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
                            "w must be [out x in] (2 dimensions), it has %d", w->ndim);
@@ -81,14 +94,18 @@ static oclml_status check_x_w(oclml_ctx *ctx, const oclml_tensor *x, const oclml
 }
 
 static oclml_status check_bias(oclml_ctx *ctx, const oclml_tensor *b, const char *name,
-                               size_t out) {
+                               const oclml_tensor *x, size_t out) {
     if (!b) return OCLML_SUCCESS;
-    oclml_status st = oclml__check_numel(ctx, b, name, out);
-    if (st == OCLML_ERR_INVALID_SHAPE)
-        oclml__fail(ctx, st, "%s must have out = %zu elements (w's rows), it has %zu", name, out,
-                    b->numel);
-    return st;
+    oclml_status st = oclml__check_tensor_of(ctx, b, name, dtypes_with(x));
+    if (st) return st;
+    if (b->numel != out)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
+                           "%s must have out = %zu elements (w's rows), it has %zu", name, out,
+                           b->numel);
+    return OCLML_SUCCESS;
 }
+
+static oclml_dtype dtype_or_fp32(const oclml_tensor *t) { return t ? t->dtype : OCLML_FLOAT32; }
 
 /* A dense row-major [rows x ld] tensor as a matrix. */
 static oclml__matrix mat(const oclml_tensor *t, size_t ld) {
@@ -102,7 +119,7 @@ static oclml_status linear_forward(oclml_ctx *ctx, oclml_activation act,
     size_t rows, in, out;
     oclml_status st = oclml__check_act(ctx, act);
     if (!st) st = check_x_w(ctx, x, w, &rows, &in, &out);
-    if (!st) st = check_bias(ctx, b, "b", out);
+    if (!st) st = check_bias(ctx, b, "b", x, out);
     if (!st) st = check_like(ctx, y, "y", x, out, "out");
     if (!st && pre) st = check_like(ctx, pre, "pre", x, out, "out");
     if (st) return st;
@@ -127,7 +144,11 @@ static oclml_status linear_forward(oclml_ctx *ctx, oclml_activation act,
                           .bias_offset = b ? oclml__elem_offset(b) : 0,
                           .act = act,
                           .drop = oclml__dropout_active(drop),
-                          .drop_ld = out};
+                          .drop_ld = out,
+                          .ab_dtype = x->dtype,
+                          .c_dtype = y->dtype,
+                          .bias_dtype = dtype_or_fp32(b),
+                          .pre_dtype = dtype_or_fp32(pre)};
     if (pre) d.pre = mat(pre, out);
     return oclml__gemm(ctx, &d);
 }
@@ -152,14 +173,20 @@ oclml_status oclml_linear_dropout(oclml_ctx *ctx, oclml_activation act,
 
 /* The dZ pass's program: the activation's derivative, with or without dropout's mask. */
 typedef struct dz_program {
-    char defines[64];
+    char defines[160];
     oclml__program_spec spec;
 } dz_program;
 
-static void dz_program_of(oclml_activation act, bool dropout, dz_program *g) {
+/* dt: the dtypes of dy, saved, dZ and db (all fp32: no defines). */
+static void dz_program_of(oclml_activation act, bool dropout, const oclml_dtype dt[4],
+                          dz_program *g) {
     const char *a = oclml__act_define(act);
-    snprintf(g->defines, sizeof g->defines, "%s%s", a ? a : "",
-             dropout ? (a ? " -DHAS_DROPOUT=1" : "-DHAS_DROPOUT=1") : "");
+    int n = snprintf(g->defines, sizeof g->defines, "%s%s", a ? a : "",
+                     dropout ? (a ? " -DHAS_DROPOUT=1" : "-DHAS_DROPOUT=1") : "");
+    if (dt[0] || dt[1] || dt[2] || dt[3])
+        snprintf(g->defines + n, sizeof g->defines - (size_t)n,
+                 "%s-DDY_DT=%d -DSAVED_DT=%d -DDZ_DT=%d -DDB_DT=%d", n ? " " : "", (int)dt[0],
+                 (int)dt[1], (int)dt[2], (int)dt[3]);
     g->spec = (oclml__program_spec){FILE_CL, g->defines[0] ? g->defines : NULL,
                                     "oclml_linear_dz oclml_linear_db_finish", 0};
 }
@@ -187,9 +214,11 @@ static void dz_grid(const oclml_ctx *ctx, size_t rows, size_t cols, size_t *loca
  * dropout (NULL: none). */
 static oclml_status dz_pass(oclml_ctx *ctx, oclml_activation act, const oclml_dropout_params *drop,
                             const oclml_tensor *saved, const oclml_tensor *dy, cl_mem dz,
-                            size_t rows, size_t cols, oclml_tensor *db, bool accumulate) {
+                            oclml_dtype dz_dtype, size_t rows, size_t cols, oclml_tensor *db,
+                            bool accumulate) {
     dz_program g;
-    dz_program_of(act, drop != NULL, &g);
+    const oclml_dtype dt[4] = {dy->dtype, dtype_or_fp32(saved), dz_dtype, dtype_or_fp32(db)};
+    dz_program_of(act, drop != NULL, dt, &g);
     cl_kernel kdz, kfin = NULL;
     oclml_status st = oclml__kernel(ctx, &g.spec, "oclml_linear_dz", &kdz);
     if (!st && db) st = oclml__kernel(ctx, &g.spec, "oclml_linear_db_finish", &kfin);
@@ -239,8 +268,10 @@ static oclml_status check_backward(oclml_ctx *ctx, oclml_activation act,
             oclml__act_name(act), reads_pre(act) || drop ? "pre-activation (pre)" : "output (y)");
     if (saved) st = check_like(ctx, saved, "saved", x, *out, "out");
     if (!st && dx) st = check_like(ctx, dx, "dx", x, *in, "in");
-    if (!st && dw) st = oclml__check_shape(ctx, dw, "dw", 2, *out, *in, 0);
-    if (!st) st = check_bias(ctx, db, "db", *out);
+    if (!st && dw) st = oclml__check_tensor_of(ctx, dw, "dw", dtypes_with(x));
+    if (!st && dw && (dw->ndim != 2 || dw->shape[0] != *out || dw->shape[1] != *in))
+        st = oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "dw must be [%zu x %zu]", *out, *in);
+    if (!st) st = check_bias(ctx, db, "db", x, *out);
     if (st) return st;
     const oclml_tensor *others[] = {x, w, saved, dy, dx, dw, db};
     const char *const names[] = {"x", "w", "saved", "dy", "dx", "dw", "db"};
@@ -263,18 +294,19 @@ static oclml_status linear_backward_run(oclml_ctx *ctx, oclml_activation act,
      * also makes db's partials); db alone of a plain layer is the same pass, writing no dZ. */
     oclml__matrix dz = mat(dy, out);
     cl_mem dz_mem = NULL;
-    bool need_dz = (act != OCLML_ACT_NONE || drop) && (dx || dw);
+    /* dy serves as dZ where it is dZ already and of the products' dtype. */
+    bool need_dz = (act != OCLML_ACT_NONE || drop || dy->dtype != x->dtype) && (dx || dw);
     if (need_dz) {
         size_t bytes;
-        if (!oclml__mul_ok(rows, out, &bytes) || !oclml__mul_ok(bytes, sizeof(float), &bytes))
+        if (!oclml__mul_ok(rows, out, &bytes) || !oclml__mul_ok(bytes, x->elem_bytes, &bytes))
             return oclml__fail(ctx, OCLML_ERR_SIZE_OVERFLOW, "dZ of %zu x %zu overflows", rows,
                                out);
         if ((st = oclml__scratch_get(ctx, bytes, &dz_mem))) return st;
         dz = (oclml__matrix){dz_mem, 0, out, 0};
     }
     if (need_dz || db)
-        st = dz_pass(ctx, act, drop, act == OCLML_ACT_NONE ? NULL : saved, dy, dz_mem, rows, out,
-                     db, accumulate != 0);
+        st = dz_pass(ctx, act, drop, act == OCLML_ACT_NONE ? NULL : saved, dy, dz_mem, x->dtype,
+                     rows, out, db, accumulate != 0);
     if (!st && dx) {
         /* dx [rows x in] = dZ [rows x out] W [out x in]. */
         oclml__gemm_desc d = {.m = rows,
@@ -286,7 +318,9 @@ static oclml_status linear_backward_run(oclml_ctx *ctx, oclml_activation act,
                               .a = dz,
                               .b = mat(w, in),
                               .c = mat(dx, in),
-                              .act = OCLML_ACT_NONE};
+                              .act = OCLML_ACT_NONE,
+                              .ab_dtype = x->dtype,
+                              .c_dtype = dx->dtype};
         st = oclml__gemm(ctx, &d);
     }
     if (!st && dw) {
@@ -301,7 +335,9 @@ static oclml_status linear_backward_run(oclml_ctx *ctx, oclml_activation act,
                               .a = dz,
                               .b = mat(x, in),
                               .c = mat(dw, in),
-                              .act = OCLML_ACT_NONE};
+                              .act = OCLML_ACT_NONE,
+                              .ab_dtype = x->dtype,
+                              .c_dtype = dw->dtype};
         st = oclml__gemm(ctx, &d);
     }
     if (dz_mem) oclml__scratch_put(ctx, dz_mem);
@@ -368,9 +404,10 @@ void oclml__linear_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) 
         oclml__gemm_warm(ctx, op, list);
     }
     if (!backward) return;
+    const oclml_dtype fp32[4] = {OCLML_FLOAT32, OCLML_FLOAT32, OCLML_FLOAT32, OCLML_FLOAT32};
     for (unsigned a = 0; a < OCLML__N_ACTS; a++) {
         dz_program g;
-        dz_program_of((oclml_activation)a, dropout, &g);
+        dz_program_of((oclml_activation)a, dropout, fp32, &g);
         oclml__warm_add(list, op, oclml__act_name((oclml_activation)a), g.spec);
     }
 }

@@ -1111,6 +1111,17 @@ OCLML_API oclml_status oclml_arena_info(const oclml_arena *arena, size_t *n_tens
 OCLML_API oclml_status oclml_arena_offset(const oclml_arena *arena, size_t i, size_t *offset);
 /* Every gradient = 0 (one launch). */
 OCLML_API oclml_status oclml_arena_zero_grad(oclml_arena *arena);
+/* Mixed precision: gives the arena a copy of its parameters in dtype (bf16 or fp16), filled
+ * from them now (rounded), with a view per tensor. Each optimizer step over the arena then
+ * writes every parameter it updates to the copy too, in the same launch: the forward reads the
+ * copies, the fp32 parameters stay the master weights (and the gradients fp32: the linear
+ * layers write dw and db in fp32 from 16-bit products). After writing parameters other than by
+ * a step (loading a checkpoint), oclml_arena_copy_sync rounds them into the copy again. An
+ * arena has one copy at most; it lives until oclml_arena_destroy. */
+OCLML_API oclml_status oclml_arena_copy_create(oclml_arena *arena, oclml_dtype dtype);
+/* View of tensor i's copy (borrowed: owned by the arena). */
+OCLML_API oclml_status oclml_arena_copy(const oclml_arena *arena, size_t i, oclml_tensor **copy);
+OCLML_API oclml_status oclml_arena_copy_sync(oclml_arena *arena);
 
 typedef enum oclml_optim_kind {
     OCLML_OPTIM_SGD,

@@ -19,11 +19,38 @@
  *                     min(1, max_norm / (norm + 1e-6)) in the same pass.
  *
  * Variants: -DOPT_KIND=OPT_SGD|OPT_ADAM|OPT_LAPROP, -DOPT_AMSGRAD=1, -DOPT_MOMENTUM=1 (SGD with a
- * momentum buffer in s1). Adam: s1 exp_avg, s2 exp_avg_sq, s3 max_exp_avg_sq; LaProp likewise.
+ * momentum buffer in s1); -DCOPY_DT=1 or 2 (dtype.h's bf16, fp16) where the arena keeps a 16-bit
+ * copy of its parameters: the step writes each updated parameter to it too, rounded (mixed
+ * precision: the forward reads the copy, the fp32 parameters stay the master weights). Adam: s1 exp_avg, s2 exp_avg_sq, s3 max_exp_avg_sq; LaProp likewise.
  * NaN propagates through every formula (the amsgrad maximum included) unless the step is
  * skipped. */
 #include "common.h"
+#include "dtype.h"
 #include "optim_abi.h"
+
+#ifndef COPY_DT
+#define COPY_DT 0
+#endif
+/* p[k] = v, and the 16-bit copy's four elements where the arena has one. */
+#if COPY_DT == 1
+#define SET_P(k, v)                                                                   \
+    do {                                                                              \
+        const float4 v_ = (v);                                                        \
+        p[k] = v_;                                                                    \
+        vstore4((ushort4)(bf16_from_float(v_.x), bf16_from_float(v_.y),               \
+                          bf16_from_float(v_.z), bf16_from_float(v_.w)),              \
+                k, copy);                                                             \
+    } while (0)
+#elif COPY_DT == 2
+#define SET_P(k, v)                                                                   \
+    do {                                                                              \
+        const float4 v_ = (v);                                                        \
+        p[k] = v_;                                                                    \
+        vstore_half4_rte(v_, k, (__global half *)copy);                               \
+    } while (0)
+#else
+#define SET_P(k, v) (p[k] = (v))
+#endif
 
 #ifndef OPT_KIND
 #define OPT_KIND OPT_ADAM
@@ -125,7 +152,7 @@ __kernel void oclml_optim_step(__global float4 *restrict p, __global const float
                                __global uint *blk, uint q, __global const float *part, uint nparts,
                                float beta1, float beta2, float eps, float wd_group, ulong decay4,
                                float momentum, float dampening, float max_norm, uint flags,
-                               __local float *red) {
+                               __local float *red, __global ushort *restrict copy) {
     const uint lid = get_local_id(0), L = get_local_size(0);
     __global const uint *b = blk + q * OPT_BLOCK;
     const float lr = as_float(b[OPT_LR]), scale = as_float(b[OPT_GRAD_SCALE]);
@@ -184,7 +211,7 @@ __kernel void oclml_optim_step(__global float4 *restrict p, __global const float
         s1[i] = buf;
         gr = nesterov ? gr + momentum * buf : buf;
 #endif
-        p[k] = pv - lr * gr;
+        SET_P(k, pv - lr * gr);
 #elif OPT_KIND == OPT_ADAM
         if (decoupled)
             pv *= 1.0f - lr * wd;
@@ -198,7 +225,7 @@ __kernel void oclml_optim_step(__global float4 *restrict p, __global const float
         v = max_nan(s3[i], v);
         s3[i] = v;
 #endif
-        p[k] = pv - step_size * (m / (sqrt(v) / bc2_sqrt + eps));
+        SET_P(k, pv - step_size * (m / (sqrt(v) / bc2_sqrt + eps)));
 #else /* LaProp (timm's LaProp: the moment of normalised gradients carries the lr) */
         float4 v = beta2 * s2[i] + (1.0f - beta2) * gr * gr;
         s2[i] = v;
@@ -210,7 +237,7 @@ __kernel void oclml_optim_step(__global float4 *restrict p, __global const float
         s1[i] = m;
         pv -= step_size * m;
         if (wd != 0.0f) pv -= (lr * wd) * pv;
-        p[k] = pv;
+        SET_P(k, pv);
 #endif
     }
 }

@@ -21,7 +21,8 @@ struct oclml_arena {
     size_t *off, *len, *row; /* per tensor: element offset, elements, elements of a unit */
     oclml_tensor **params, **grads;
     oclml_tensor *pflat, *gflat;
-    atomic_size_t optimizers; /* alive over this arena: while any is, it must stay */
+    oclml_tensor **copies, *cflat; /* the 16-bit copy of the parameters (NULL: none) */
+    atomic_size_t optimizers;      /* alive over this arena: while any is, it must stay */
 };
 
 struct oclml_optim {
@@ -60,8 +61,12 @@ oclml_status oclml_arena_destroy(oclml_arena *a) {
         if (a->params && a->params[i]) oclml_tensor_destroy(a->params[i]);
         if (a->grads && a->grads[i]) oclml_tensor_destroy(a->grads[i]);
     }
+    for (size_t i = 0; a->copies && i < a->n; i++)
+        if (a->copies[i]) oclml_tensor_destroy(a->copies[i]);
     if (a->pflat) oclml_tensor_destroy(a->pflat);
     if (a->gflat) oclml_tensor_destroy(a->gflat);
+    if (a->cflat) oclml_tensor_destroy(a->cflat);
+    free(a->copies);
     free(a->params);
     free(a->grads);
     free(a->off);
@@ -188,6 +193,59 @@ oclml_status oclml_arena_offset(const oclml_arena *a, size_t i, size_t *offset) 
                            "tensor %zu of an arena of %zu tensors", i, a->n);
     *offset = a->off[i];
     return OCLML_SUCCESS;
+}
+
+oclml_status oclml_arena_copy_create(oclml_arena *a, oclml_dtype dtype) {
+    oclml_status st = check_arena(a);
+    if (st) return st;
+    if (dtype != OCLML_BFLOAT16 && dtype != OCLML_FLOAT16)
+        return oclml__fail(a->ctx, OCLML_ERR_DTYPE, "a parameter copy is bf16 or fp16, not %s",
+                           oclml_dtype_name(dtype));
+    if (a->cflat)
+        return oclml__fail(a->ctx, OCLML_ERR_INVALID_ARGUMENT, "the arena has a %s copy already",
+                           oclml_dtype_name(a->cflat->dtype));
+    oclml_tensor **views = calloc(a->n, sizeof *views), *flat = NULL;
+    if (!views) return oclml__fail(a->ctx, OCLML_ERR_OUT_OF_MEMORY, "out of host memory");
+    st = oclml_tensor_create_dtype(a->ctx, dtype, 1, &a->padded, &flat);
+    for (size_t i = 0; !st && i < a->n; i++) {
+        const oclml_tensor *p = a->params[i];
+        st = oclml_tensor_wrap_dtype(a->ctx, dtype, flat->mem, a->off[i] * flat->elem_bytes,
+                                     p->ndim, p->shape, &views[i]);
+    }
+    if (!st) st = oclml_cast(a->ctx, a->pflat, flat);
+    if (st) {
+        for (size_t i = 0; i < a->n; i++)
+            if (views[i]) oclml_tensor_destroy(views[i]);
+        free(views);
+        if (flat) oclml_tensor_destroy(flat);
+        return st;
+    }
+    a->copies = views;
+    a->cflat = flat;
+    return OCLML_SUCCESS;
+}
+
+oclml_status oclml_arena_copy(const oclml_arena *a, size_t i, oclml_tensor **copy) {
+    oclml_status st = check_arena(a);
+    if (st) return st;
+    if (!copy) return oclml__fail(a->ctx, OCLML_ERR_NULL_POINTER, "out-pointer is NULL");
+    if (!a->cflat)
+        return oclml__fail(a->ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "the arena has no parameter copy (oclml_arena_copy_create)");
+    if (i >= a->n)
+        return oclml__fail(a->ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "tensor %zu of an arena of %zu tensors", i, a->n);
+    *copy = a->copies[i];
+    return OCLML_SUCCESS;
+}
+
+oclml_status oclml_arena_copy_sync(oclml_arena *a) {
+    oclml_status st = check_arena(a);
+    if (st) return st;
+    if (!a->cflat)
+        return oclml__fail(a->ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "the arena has no parameter copy (oclml_arena_copy_create)");
+    return oclml_cast(a->ctx, a->pflat, a->cflat);
 }
 
 oclml_status oclml_arena_zero_grad(oclml_arena *a) {
@@ -383,7 +441,10 @@ oclml_status oclml_optim_create(oclml_ctx *ctx, oclml_arena *arena,
 }
 
 static oclml_status step_kernel(oclml_optim *o, cl_kernel *k) {
-    oclml__program_spec spec = {FILE_CL, o->defines, "oclml_optim_step", 0};
+    char defines[128];
+    const oclml_tensor *copy = o->arena->cflat;
+    snprintf(defines, sizeof defines, "%s -DCOPY_DT=%d", o->defines, copy ? (int)copy->dtype : 0);
+    oclml__program_spec spec = {FILE_CL, copy ? defines : o->defines, "oclml_optim_step", 0};
     return oclml__kernel(o->ctx, &spec, "oclml_optim_step", k);
 }
 
@@ -444,14 +505,16 @@ oclml_status oclml_optim_step(oclml_optim *o) {
     float b1 = c->beta1, b2 = c->beta2, eps = c->eps, wd = c->weight_decay, mom = c->momentum,
           damp = c->dampening, max_norm = c->max_grad_norm;
     cl_ulong decay4 = o->decay4;
+    cl_mem copy = o->arena->cflat ? o->arena->cflat->mem : NULL;
     oclml__arg a[] = {OCLML_ARG(pm),       OCLML_ARG(gm),     OCLML_ARG(s1),
                       OCLML_ARG(s2),       OCLML_ARG(s3),     OCLML_ARG(off4),
                       OCLML_ARG(n4),       OCLML_ARG(o->blk), OCLML_ARG(q),
                       OCLML_ARG(o->part),  OCLML_ARG(nparts), OCLML_ARG(b1),
                       OCLML_ARG(b2),       OCLML_ARG(eps),    OCLML_ARG(wd),
                       OCLML_ARG(decay4),   OCLML_ARG(mom),    OCLML_ARG(damp),
-                      OCLML_ARG(max_norm), OCLML_ARG(flags),  OCLML_LOCAL(local * sizeof(float))};
-    st = oclml__launch(ctx, ks, a, 21, 1, &global, &local, NULL);
+                      OCLML_ARG(max_norm), OCLML_ARG(flags),  OCLML_LOCAL(local * sizeof(float)),
+                      OCLML_ARG(copy)};
+    st = oclml__launch(ctx, ks, a, 22, 1, &global, &local, NULL);
     if (st) {
         /* The check pass may have set the flag: clear it, so that a later step is not skipped. */
         if (kc) {
@@ -544,7 +607,8 @@ void oclml__optim_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     static const struct {
         const char *variant, *defines;
     } V[] = {{"adam, adamw", "-DOPT_KIND=1 -DOPT_AMSGRAD=0 -DOPT_MOMENTUM=0"},
-             {"sgd momentum", "-DOPT_KIND=0 -DOPT_AMSGRAD=0 -DOPT_MOMENTUM=1"}};
+             {"sgd momentum", "-DOPT_KIND=0 -DOPT_AMSGRAD=0 -DOPT_MOMENTUM=1"},
+             {"adamw, bf16 copy", "-DOPT_KIND=1 -DOPT_AMSGRAD=0 -DOPT_MOMENTUM=0 -DCOPY_DT=1"}};
     for (size_t i = 0; i < sizeof V / sizeof V[0]; i++)
         oclml__warm_add(list, op, V[i].variant,
                         (oclml__program_spec){FILE_CL, V[i].defines, "oclml_optim_step", 0});

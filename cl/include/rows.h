@@ -5,6 +5,7 @@
 #ifndef OCLML_ROWS_H
 #define OCLML_ROWS_H
 #include "common.h"
+#include "dtype.h"
 #include "rows_abi.h"
 
 #ifndef ROW_ITEMS
@@ -49,22 +50,26 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
     return r;
 }
 
-/* v[ITEMS*VEC] <- the lane's elements of row p (cols long); missing elements get `fill`. */
-#define ROW_LOAD1(v, p, ITEMS, lane, G, cols, ok, fill)   \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {               \
-        const uint c_ = i_ * (G) + (lane);                \
-        v[i_] = ((ok) && c_ < (cols)) ? (p)[c_] : (fill); \
+/* v[ITEMS*VEC] <- the lane's elements of row p (cols long) of dtype dt (dtype.h), as floats;
+ * missing elements get `fill`. ROW_LOAD1 and ROW_LOAD4 are the fp32 ones. */
+#define ROW_LOAD1_DT(dt, v, p, ITEMS, lane, G, cols, ok, fill)        \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                           \
+        const uint c_ = i_ * (G) + (lane);                            \
+        v[i_] = ((ok) && c_ < (cols)) ? DT_LOAD(dt, p, c_) : (fill); \
     }
-#define ROW_LOAD4(v, p, ITEMS, lane, G, cols, ok, fill)                                      \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                  \
-        const uint c_ = i_ * (G) + (lane);                                                   \
-        const float4 q_ =                                                                    \
-            ((ok) && c_ < (cols) / 4) ? ((__global const float4 *)(p))[c_] : (float4)(fill); \
-        v[4 * i_] = q_.x;                                                                    \
-        v[4 * i_ + 1] = q_.y;                                                                \
-        v[4 * i_ + 2] = q_.z;                                                                \
-        v[4 * i_ + 3] = q_.w;                                                                \
+#define ROW_LOAD4_DT(dt, v, p, ITEMS, lane, G, cols, ok, fill)                                \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                   \
+        const uint c_ = i_ * (G) + (lane);                                                    \
+        const float4 q_ = ((ok) && c_ < (cols) / 4) ? DT_LOAD4(dt, p, c_) : (float4)(fill); \
+        v[4 * i_] = q_.x;                                                                     \
+        v[4 * i_ + 1] = q_.y;                                                                 \
+        v[4 * i_ + 2] = q_.z;                                                                 \
+        v[4 * i_ + 3] = q_.w;                                                                 \
     }
+#define ROW_LOAD1(v, p, ITEMS, lane, G, cols, ok, fill) \
+    ROW_LOAD1_DT(0, v, p, ITEMS, lane, G, cols, ok, fill)
+#define ROW_LOAD4(v, p, ITEMS, lane, G, cols, ok, fill) \
+    ROW_LOAD4_DT(0, v, p, ITEMS, lane, G, cols, ok, fill)
 /* The row column of register element k (of ROW_FLOATS) of lane `lane`, as ROW_LOAD lays them. */
 #if ROW_VEC == 4
 #define ROW_COL(k, lane, G) (((((k) >> 2) * (G) + (lane)) << 2) + ((k)&3))
@@ -72,19 +77,21 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
 #define ROW_COL(k, lane, G) ((k) * (G) + (lane))
 #endif
 
-/* Row p <- v (only existing elements). */
-#define ROW_STORE1(v, p, ITEMS, lane, G, cols, ok) \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {        \
-        const uint c_ = i_ * (G) + (lane);         \
-        if ((ok) && c_ < (cols)) (p)[c_] = v[i_];  \
+/* Row p <- v (only existing elements), rounded to dtype dt. */
+#define ROW_STORE1_DT(dt, v, p, ITEMS, lane, G, cols, ok)    \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                  \
+        const uint c_ = i_ * (G) + (lane);                   \
+        if ((ok) && c_ < (cols)) DT_STORE(dt, p, c_, v[i_]); \
     }
-#define ROW_STORE4(v, p, ITEMS, lane, G, cols, ok)                                \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                       \
-        const uint c_ = i_ * (G) + (lane);                                        \
-        if ((ok) && c_ < (cols) / 4)                                              \
-            ((__global float4 *)(p))[c_] =                                        \
-                (float4)(v[4 * i_], v[4 * i_ + 1], v[4 * i_ + 2], v[4 * i_ + 3]); \
+#define ROW_STORE4_DT(dt, v, p, ITEMS, lane, G, cols, ok)                                  \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                \
+        const uint c_ = i_ * (G) + (lane);                                                 \
+        if ((ok) && c_ < (cols) / 4)                                                       \
+            DT_STORE4(dt, p, c_,                                                           \
+                      (float4)(v[4 * i_], v[4 * i_ + 1], v[4 * i_ + 2], v[4 * i_ + 3])); \
     }
+#define ROW_STORE1(v, p, ITEMS, lane, G, cols, ok) ROW_STORE1_DT(0, v, p, ITEMS, lane, G, cols, ok)
+#define ROW_STORE4(v, p, ITEMS, lane, G, cols, ok) ROW_STORE4_DT(0, v, p, ITEMS, lane, G, cols, ok)
 /* Whether element k of v[] (k < ITEMS*VEC) is a real element of the row. */
 #define ROW_VALID1(k, lane, G, cols) (((k) * (G) + (lane)) < (cols))
 #define ROW_VALID4(k, lane, G, cols) (((((k) >> 2) * (G) + (lane)) << 2) + ((k)&3) < (cols))
@@ -100,10 +107,14 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
 #if ROW_VEC == 4
 #define ROW_LOAD ROW_LOAD4
 #define ROW_STORE ROW_STORE4
+#define ROW_LOAD_DT ROW_LOAD4_DT
+#define ROW_STORE_DT ROW_STORE4_DT
 #define ROW_VALID ROW_VALID4
 #else
 #define ROW_LOAD ROW_LOAD1
 #define ROW_STORE ROW_STORE1
+#define ROW_LOAD_DT ROW_LOAD1_DT
+#define ROW_STORE_DT ROW_STORE1_DT
 #define ROW_VALID ROW_VALID1
 #endif
 
@@ -125,6 +136,15 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
             const uint c_ = get_group_id(0) * get_local_size(0) * OCLML_LONG_ITEMS + \
                             get_local_id(0) + j_ * get_local_size(0);                \
             (v)[j_] = c_ < cols ? (line)[c_] : (fill);                               \
+        }                                                                            \
+    } while (0)
+/* The same from a line of dtype dt. */
+#define CHUNK_LOAD_DT(dt, v, line, fill)                                             \
+    do {                                                                             \
+        _Pragma("unroll") for (uint j_ = 0; j_ < OCLML_LONG_ITEMS; j_++) {           \
+            const uint c_ = get_group_id(0) * get_local_size(0) * OCLML_LONG_ITEMS + \
+                            get_local_id(0) + j_ * get_local_size(0);                \
+            (v)[j_] = c_ < cols ? DT_LOAD(dt, line, c_) : (fill);                    \
         }                                                                            \
     } while (0)
 /* The same where `present` (an optional operand's flag), else fill everywhere (line may be

@@ -20,5 +20,8 @@
 #define TOL_U_FP16 0x1p-11
 #define TOL_U_FP32 0x1p-24
 #define TOL_LP_PRODUCT_C 8.0
+/* fp16 rounds values below 2^-14 to multiples of 2^-24 (subnormals): an absolute half step more
+ * wherever an fp16 output can be that small. */
+#define TOL_ABS_FP16 0x1p-25
 
 #endif

@@ -24,14 +24,15 @@ typedef struct oclml__row_family {
 
 typedef struct oclml__row_plan {
     size_t rows, cols;
-    bool long_rows;      /* chunked multi-pass path */
-    unsigned G;          /* work-items per row (power of two) */
-    unsigned items, vec; /* register path: ITEMS vectors of VEC floats per work-item */
-    size_t local;        /* work-group size */
-    size_t global[2];    /* launch size; long path is 2-D (chunks x rows) */
-    unsigned nchunks;    /* long path */
-    char variant[96];    /* readable, for benchmarks and prewarm */
-    char defines[48];    /* the register path's -D options */
+    bool long_rows;         /* chunked multi-pass path */
+    unsigned G;             /* work-items per row (power of two) */
+    unsigned items, vec;    /* register path: ITEMS vectors of VEC floats per work-item */
+    size_t local;           /* work-group size */
+    size_t global[2];       /* launch size; long path is 2-D (chunks x rows) */
+    unsigned nchunks;       /* long path */
+    char variant[96];       /* readable, for benchmarks and prewarm */
+    char defines[160];      /* the register path's -D options */
+    char long_defines[112]; /* the long path's (the dtypes only) */
 } oclml__row_plan;
 
 /* Validates rows/cols against the kernels' 32-bit indexing and picks the variant within the
@@ -39,6 +40,14 @@ typedef struct oclml__row_plan {
  * element offset are multiples of 4. */
 oclml_status oclml__row_plan_for(oclml_ctx *ctx, const oclml__row_family *f, size_t rows,
                                  size_t cols, bool vec4_ok, oclml__row_plan *plan);
+
+/* Adds the op's dtype defines ("-DX_DT=1 -DY_DT=1", dtype.h's numbers) to the plan's programs;
+ * an op with every tensor fp32 adds none, so its programs stay the fp32 ones. */
+void oclml__row_plan_dtypes(oclml__row_plan *p, const char *dtype_defines);
+/* "-D<NAME>_DT=<dtype>" for each tensor of n (names[i], ts[i]; NULL tensors skipped) into out,
+ * or "" where every one is fp32. */
+void oclml__dtype_defines(char *out, size_t len, unsigned n, const char *const *names,
+                          const oclml_tensor *const *ts);
 
 /* The program a plan runs: the register kernel's variant, or the long path's pair. */
 oclml__program_spec oclml__row_spec(const oclml__row_family *f, const oclml__row_plan *p);

@@ -1,4 +1,5 @@
-/* Softmax and log-softmax along the last axis, forward and backward (cl/ops/softmax.cl). */
+/* Softmax and log-softmax along the last axis, forward and backward (cl/ops/softmax.cl), on
+ * tensors of any dtype each (fp32 math inside, each output rounded once). */
 #include "ops/ops.h"
 #include "ops/rows.h"
 
@@ -25,26 +26,41 @@ static const oclml__row_family *family(bool log, bool backward) {
     return backward ? (log ? &LOG_BWD : &BWD) : (log ? &LOG_FWD : &FWD);
 }
 
+/* The shapes as the fp32 checks see them, the dtypes apart: any. */
 static oclml_status check(oclml_ctx *ctx, const softmax_call *c, size_t *rows, size_t *cols) {
     oclml_status st = oclml__check_ctx(ctx);
-    if (!st)
-        st = oclml__check_same_shape(ctx, c->a, c->backward ? "y" : "x", c->out,
-                                     c->backward ? "dx" : "y");
-    if (!st && c->backward) st = oclml__check_same_shape(ctx, c->a, "y", c->b, "dy");
-    if (!st) st = oclml__check_matrix_view(ctx, c->a, "x", rows, cols);
-    return st;
+    if (!st) st = oclml__check_tensor_of(ctx, c->a, c->backward ? "y" : "x", OCLML__DTYPES_ALL);
+    if (!st) st = oclml__check_tensor_of(ctx, c->out, c->backward ? "dx" : "y", OCLML__DTYPES_ALL);
+    if (!st && c->backward) st = oclml__check_tensor_of(ctx, c->b, "dy", OCLML__DTYPES_ALL);
+    if (st) return st;
+    bool same = c->a->ndim == c->out->ndim && (!c->backward || c->a->ndim == c->b->ndim);
+    for (int i = 0; same && i < c->a->ndim; i++)
+        same = c->a->shape[i] == c->out->shape[i] &&
+               (!c->backward || c->a->shape[i] == c->b->shape[i]);
+    if (!same)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must have the same shape",
+                           c->backward ? "y, dy and dx" : "x and y");
+    *cols = c->a->shape[c->a->ndim - 1];
+    *rows = c->a->numel / *cols;
+    return OCLML_SUCCESS;
 }
 
 static oclml_status attempt(oclml_ctx *ctx, const void *call, bool *replan) {
     const softmax_call *c = call;
     const oclml__row_family *f = family(c->log, c->backward);
-    size_t rows, cols;
+    size_t rows = 0, cols = 0;
     oclml_status st = check(ctx, c, &rows, &cols);
     if (st) return st;
     bool vec4 = oclml__vec4_offset(c->a) && oclml__vec4_offset(c->b) && oclml__vec4_offset(c->out);
     oclml__row_plan p;
     st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &p);
     if (st) return st;
+    char dt[96];
+    const char *const fwd_names[] = {"X", "Y"}, *const bwd_names[] = {"Y", "DY", "DX"};
+    const oclml_tensor *const fwd[] = {c->a, c->out}, *const bwd[] = {c->a, c->b, c->out};
+    oclml__dtype_defines(dt, sizeof dt, c->backward ? 3 : 2, c->backward ? bwd_names : fwd_names,
+                         c->backward ? bwd : fwd);
+    oclml__row_plan_dtypes(&p, dt);
     const oclml_tensor *a = c->a, *b = c->b ? c->b : c->a;
     cl_ulong ao = oclml__elem_offset(a), bo = oclml__elem_offset(b),
              oo = oclml__elem_offset(c->out);

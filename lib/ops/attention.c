@@ -2,6 +2,7 @@
  * attention_bwd_mma.cl on tensor cores): argument checks, then the plan (attention_plan.c: which
  * kernels, their tiles, the key split of the decode path, the backward's dQ from its own kernel
  * or as a GEMM on dS), then the launches. */
+#include "ops/attention_lp.h"
 #include "ops/attention_plan.h"
 #include "ops/gemm.h"
 #include "ops/ops.h"
@@ -324,6 +325,8 @@ static oclml_status attention_run(oclml_ctx *ctx, const oclml_attention_params *
 oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *params,
                              const oclml_tensor *q, const oclml_tensor *k, const oclml_tensor *v,
                              oclml_tensor *o, oclml_tensor *lse) {
+    const oclml_tensor *const lp[] = {q, k, v, o, lse};
+    if (oclml__attention_is_lp(5, lp)) return oclml__attention_lp(ctx, params, q, k, v, o, lse);
     uint64_t key = oclml__rehearsal_key(0, "attention", 9);
     key = attention_params_key(key, params);
     key = oclml__rehearsal_key_tensor(key, q);
@@ -337,6 +340,9 @@ oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *param
 oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *params,
                                   const oclml_tensor *q, const oclml_tensor *k,
                                   const oclml_tensor *v, char *text, size_t len) {
+    const oclml_tensor *const lp[] = {q, k, v};
+    if (oclml__attention_is_lp(3, lp))
+        return oclml__attention_plan_lp(ctx, params, q, k, v, text, len);
     oclml_status st = oclml__check_ctx(ctx);
     if (!st && (!text || len == 0))
         st = oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "text buffer is NULL or empty");
@@ -586,6 +592,9 @@ oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_para
                                       const oclml_tensor *lse, const oclml_tensor *dout,
                                       oclml_tensor *dq, oclml_tensor *dk, oclml_tensor *dv,
                                       oclml_tensor *dmask) {
+    const oclml_tensor *const lp[] = {q, k, v, o, lse, dout, dq, dk, dv};
+    if (oclml__attention_is_lp(9, lp))
+        return oclml__attention_backward_lp(ctx, params, q, k, v, o, lse, dout, dq, dk, dv, dmask);
     uint64_t key = oclml__rehearsal_key(0, "attention_backward", 18);
     key = attention_params_key(key, params);
     key = oclml__rehearsal_key_tensor(key, q);

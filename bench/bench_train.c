@@ -101,7 +101,8 @@ int bench_train(bench_env *env) {
     size_t B = env->quick ? 128 : 4096;
     size_t dims[4] = {1024, 4096, 4096, 1024}, quick_dims[4] = {64, 256, 256, 64};
     train_mlp *mlp;
-    oclml_status st = train_mlp_create(env->ctx, B, env->quick ? quick_dims : dims, &mlp);
+    oclml_status st =
+        train_mlp_create(env->ctx, B, env->quick ? quick_dims : dims, OCLML_FLOAT32, &mlp);
     if (st) return bench_fail(env, st, "MLP setup");
     char shape[96];
     const size_t *d = env->quick ? quick_dims : dims;

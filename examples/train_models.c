@@ -9,18 +9,24 @@
         if (st == OCLML_SUCCESS) st = (expr); \
     } while (0)
 
-/* A tensor of the given shape (uninitialised, or from host data); NULL after a failure. */
-static oclml_tensor *make(oclml_ctx *ctx, oclml_status *st, int nd, const size_t *shape,
-                          const float *data) {
+/* A tensor of the given shape and dtype (uninitialised, or from host data, rounded to the
+ * dtype); NULL after a failure. */
+static oclml_tensor *make_of(oclml_ctx *ctx, oclml_status *st, oclml_dtype dtype, int nd,
+                             const size_t *shape, const float *data) {
     oclml_tensor *t = NULL;
     if (*st) return NULL;
-    *st = oclml_tensor_create(ctx, nd, shape, &t);
+    *st = oclml_tensor_create_dtype(ctx, dtype, nd, shape, &t);
     if (!*st && data) {
         size_t n = 1;
         for (int i = 0; i < nd; i++) n *= shape[i];
         *st = oclml_tensor_write(t, data, n);
     }
     return t;
+}
+
+static oclml_tensor *make(oclml_ctx *ctx, oclml_status *st, int nd, const size_t *shape,
+                          const float *data) {
+    return make_of(ctx, st, OCLML_FLOAT32, nd, shape, data);
 }
 
 /* Writes PyTorch's default init (U(+-1/sqrt(fan_in))) into an arena parameter of n elements. */
@@ -59,11 +65,12 @@ struct train_mlp {
     oclml_ctx *ctx;
     oclml_arena *arena;
     oclml_optim *opt;
-    oclml_tensor *w[3], *b[3], *dw[3], *db[3]; /* arena views */
+    oclml_tensor *w[3], *b[3], *dw[3], *db[3]; /* arena views (mixed precision: the copies) */
     oclml_tensor *t[MLP_TENSORS];
 };
 
-oclml_status train_mlp_create(oclml_ctx *ctx, size_t B, const size_t dims[4], train_mlp **out) {
+oclml_status train_mlp_create(oclml_ctx *ctx, size_t B, const size_t dims[4], oclml_dtype dtype,
+                              train_mlp **out) {
     train_mlp *m = calloc(1, sizeof *m);
     if (!m) return OCLML_ERR_OUT_OF_MEMORY;
     m->ctx = ctx;
@@ -83,6 +90,14 @@ oclml_status train_mlp_create(oclml_ctx *ctx, size_t B, const size_t dims[4], tr
         TRY(init_param(&rng, m->w[l], dims[l] * dims[l + 1], dims[l]));
         TRY(init_param(&rng, m->b[l], dims[l + 1], dims[l]));
     }
+    /* Mixed precision: the layers read the 16-bit copies, made from the initial weights. */
+    if (dtype != OCLML_FLOAT32) {
+        TRY(oclml_arena_copy_create(m->arena, dtype));
+        for (int l = 0; l < 3 && !st; l++) {
+            TRY(oclml_arena_copy(m->arena, 2 * (size_t)l, &m->w[l]));
+            TRY(oclml_arena_copy(m->arena, 2 * (size_t)l + 1, &m->b[l]));
+        }
+    }
     /* Data: x uniform in [-1, 1), target tanh(x T) with T uniform in [-0.25, 0.25), computed on
      * the device (train_golden.py computes it with torch on the CPU: the same to ~1e-7). */
     size_t I = dims[0], H = dims[1], O = dims[3];
@@ -93,19 +108,21 @@ oclml_status train_mlp_create(oclml_ctx *ctx, size_t B, const size_t dims[4], tr
         train_fill(&rng, teacher, I * O, 0.25f);
     }
     size_t xs[2] = {B, I}, hs[2] = {B, H}, os[2] = {B, O}, ts[2] = {I, O}, one[1] = {1};
-    m->t[MLP_X] = make(ctx, &st, 2, xs, x);
+    m->t[MLP_X] = make_of(ctx, &st, dtype, 2, xs, x);
     m->t[MLP_T] = make(ctx, &st, 2, os, NULL);
-    for (int i = MLP_Z1; i <= MLP_A2; i++) m->t[i] = make(ctx, &st, 2, hs, NULL);
+    for (int i = MLP_Z1; i <= MLP_A2; i++) m->t[i] = make_of(ctx, &st, dtype, 2, hs, NULL);
     m->t[MLP_Y] = make(ctx, &st, 2, os, NULL);
     m->t[MLP_DY] = make(ctx, &st, 2, os, NULL);
-    m->t[MLP_DA2] = make(ctx, &st, 2, hs, NULL);
-    m->t[MLP_DA1] = make(ctx, &st, 2, hs, NULL);
+    m->t[MLP_DA2] = make_of(ctx, &st, dtype, 2, hs, NULL);
+    m->t[MLP_DA1] = make_of(ctx, &st, dtype, 2, hs, NULL);
     m->t[MLP_LOSS] = make(ctx, &st, 1, one, NULL);
-    oclml_tensor *tt = make(ctx, &st, 2, ts, teacher);
-    TRY(oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, m->t[MLP_X], tt, 0.0f, m->t[MLP_T]));
+    /* The target from the fp32 data, whatever the training dtype. */
+    oclml_tensor *tt = make(ctx, &st, 2, ts, teacher), *x32 = make(ctx, &st, 2, xs, x);
+    TRY(oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, x32, tt, 0.0f, m->t[MLP_T]));
     TRY(oclml_unary(ctx, OCLML_TANH, m->t[MLP_T], m->t[MLP_T]));
     TRY(oclml_ctx_finish(ctx));
     if (tt) oclml_tensor_destroy(tt);
+    if (x32) oclml_tensor_destroy(x32);
     free(x);
     free(teacher);
     oclml_optim_config cfg;

@@ -9,9 +9,13 @@
 #include <stddef.h>
 
 /* MLP dims[0] -> dims[1] -> dims[2] -> dims[3], GELU between layers, MSE against tanh(x T) of a
- * random teacher T, full batch, AdamW (torch's defaults). */
+ * random teacher T, full batch, AdamW (torch's defaults). dtype OCLML_FLOAT32 trains in fp32;
+ * bf16 or fp16 in mixed precision as autocast does: the inputs, hidden activations and their
+ * gradients in that dtype, the products on its tensor cores, reading the arena's 16-bit copy of
+ * the parameters (oclml_arena_copy_create), which AdamW keeps in step with the fp32 master
+ * weights; the output, the loss and the parameters' gradients fp32. */
 typedef struct train_mlp train_mlp;
-oclml_status train_mlp_create(oclml_ctx *ctx, size_t batch, const size_t dims[4],
+oclml_status train_mlp_create(oclml_ctx *ctx, size_t batch, const size_t dims[4], oclml_dtype dtype,
                               train_mlp **model);
 oclml_status train_mlp_step(train_mlp *m);
 /* The loss of the last step (waits for it). */

@@ -184,6 +184,32 @@ START_TEST(mlp_matches_double_trainer) {
 }
 END_TEST
 
+/* The MLP in mixed precision (--bf16, --fp16: activations and products in 16 bits, fp32 master
+ * weights through the arena's copy) follows the double trainer's fp32 curve within the dtype's
+ * band, and is not the fp32 run: somewhere it differs by more than fp32 rounding. */
+START_TEST(mlp_mixed_precision) {
+    double got[20], want[20];
+    int n;
+    const char *flag = _i ? "--fp16" : "--bf16";
+    const double band = _i ? 4e-3 : 2e-2;
+    char args[160];
+    snprintf(args, sizeof args, "--steps 20 --batch 48 --in 16 --hidden 64 --out 16 %s", flag);
+    int rc = run_example("train_mlp", NULL, args, got, 20, &n);
+    ck_assert_int_eq(n, 20);
+    ck_assert_msg(rc == 0 || rc == 1, "train_mlp %s exited %d", flag, rc);
+    mlp_reference(48, 16, 64, 16, 20, want);
+    double most = 0;
+    for (int s = 0; s < 20; s++) {
+        const double rel = fabs(got[s] - want[s]) / want[s];
+        ck_assert_msg(rel <= band, "%s step %d: loss %.7g, double trainer %.7g", flag, s, got[s],
+                      want[s]);
+        most = fmax(most, rel);
+    }
+    ck_assert_msg(most > 1e-6, "%s: the curve is the fp32 one (%.2g at most)", flag, most);
+    ck_assert_msg(got[19] < got[0], "%s: loss %g -> %g", flag, got[0], got[19]);
+}
+END_TEST
+
 START_TEST(cnn_trains) {
     double got[50];
     int n;
@@ -301,6 +327,7 @@ int main(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
     tcase_add_test(tc, mlp_matches_double_trainer);
+    tcase_add_loop_test(tc, mlp_mixed_precision, 0, 2);
     tcase_add_test(tc, cnn_trains);
     /* The CNN's implicit GEMMs on FMA tiles, a pairing no device takes by default (a GPU's run
      * on its tensor cores, check_conv's quick tier): swept. */

@@ -1,7 +1,8 @@
 /* Mixed precision on the peer's shapes (torch_peers.py bf16): bf16 and fp16 GEMM, A [M x K]
  * times B [K x N] into C of the operands' dtype, as `A @ B` runs in PyTorch: squares 2048 to
- * 8192 and GPT-2's products (MLP up, MLP down, the LM head). Shapes carry the dtype as the peer
- * prints them ("4096x4096x4096 bf16"). The error is the max over sampled entries of |c - ref| /
+ * 8192 and GPT-2's products (MLP up, MLP down, the LM head); then in bf16 the linear layer with
+ * GELU (tanh), attention forward and forward+backward and softmax. Shapes carry the dtype as the
+ * peer prints them ("4096x4096x4096 bf16"). The error is the max over sampled entries of |c - ref| /
  * sum |a_ip b_pj|, ref the double product of the operands as their dtype holds them. */
 #include "bench.h"
 
@@ -79,6 +80,153 @@ static int bench_gemm_shape(bench_env *env, oclml_dtype dt, size_t m, size_t n, 
     return rc;
 }
 
+/* A bf16 tensor of the shape, uniform in [-scale, scale) (NULL after a failure: *st says). */
+static oclml_tensor *bf16_input(bench_env *env, oclml_status *st, int nd, const size_t *shape,
+                                float scale, unsigned seed) {
+    size_t n = 1;
+    for (int i = 0; i < nd; i++) n *= shape[i];
+    oclml_tensor *t = NULL;
+    if (*st) return NULL;
+    float *v = malloc(n * sizeof *v);
+    if (!v) {
+        *st = OCLML_ERR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    bench_random(v, n, seed);
+    for (size_t i = 0; i < n; i++) v[i] *= scale;
+    *st = oclml_tensor_create_dtype(env->ctx, OCLML_BFLOAT16, nd, shape, &t);
+    if (!*st) *st = oclml_tensor_write(t, v, n);
+    free(v);
+    return t;
+}
+
+static void destroy_all(oclml_tensor **t, int n) {
+    for (int i = 0; i < n; i++)
+        if (t[i]) oclml_tensor_destroy(t[i]);
+}
+
+typedef struct lin_args {
+    oclml_ctx *ctx;
+    oclml_tensor *x, *w, *b, *y;
+} lin_args;
+
+static oclml_status lin_run(void *user) {
+    lin_args *a = user;
+    return oclml_linear(a->ctx, OCLML_ACT_GELU_TANH, a->x, a->w, a->b, a->y, NULL);
+}
+
+/* y = gelu_tanh(x W^T + b), every tensor bf16: the peer's F.gelu(lin(x), approximate="tanh"). */
+static int bench_linear_bf16(bench_env *env, size_t M, size_t I, size_t O) {
+    oclml_status st = OCLML_SUCCESS;
+    const size_t xs[2] = {M, I}, ws[2] = {O, I}, ys[2] = {M, O};
+    oclml_tensor *t[4] = {bf16_input(env, &st, 2, xs, 1.0f, 2),
+                          bf16_input(env, &st, 2, ws, 1.0f / sqrtf((float)I), 3),
+                          bf16_input(env, &st, 1, &O, 1.0f / sqrtf((float)I), 4),
+                          bf16_input(env, &st, 2, ys, 1.0f, 5)};
+    int rc = st ? bench_fail(env, st, "linear setup") : 0;
+    char shape[96], plan[200] = "";
+    snprintf(shape, sizeof shape, "M%zu,in%zu,out%zu,gelu bf16", M, I, O);
+    oclml_gemm_plan_dtype(env->ctx, OCLML_NO_TRANS, OCLML_TRANS, M, O, I, 1, OCLML_BFLOAT16,
+                          OCLML_BFLOAT16, plan, sizeof plan);
+    bench_result r = {.op = "linear", .shape = shape, .variant = plan, .max_rel_err = -1};
+    lin_args a = {env->ctx, t[0], t[1], t[2], t[3]};
+    if (!rc) rc = bench_time(env, lin_run, &a, &r.t);
+    if (!rc) {
+        r.flops = 2.0 * (double)M * I * O;
+        bench_report(env, &r);
+    }
+    destroy_all(t, 4);
+    return rc;
+}
+
+typedef struct att_args {
+    oclml_ctx *ctx;
+    oclml_attention_params p;
+    oclml_tensor *q, *k, *v, *o, *lse, *dout, *dq, *dk, *dv;
+} att_args;
+
+static oclml_status att_fwd(void *user) {
+    att_args *a = user;
+    return oclml_attention(a->ctx, &a->p, a->q, a->k, a->v, a->o, a->lse);
+}
+
+static oclml_status att_fwd_bwd(void *user) {
+    att_args *a = user;
+    oclml_status st = att_fwd(a);
+    if (!st)
+        st = oclml_attention_backward(a->ctx, &a->p, a->q, a->k, a->v, a->o, a->lse, a->dout, a->dq,
+                                      a->dk, a->dv, NULL);
+    return st;
+}
+
+/* SDPA's shapes in bf16 (q, k, v, o and the gradients bf16, lse fp32), forward and
+ * forward+backward, flops as the peer counts them (4 B H L^2 D, halved when causal; the
+ * backward 2.5 times the forward's). */
+static int bench_attention_bf16(bench_env *env, size_t B, size_t H, size_t L, size_t D,
+                                int causal) {
+    oclml_status st = OCLML_SUCCESS;
+    const size_t qs[4] = {B, H, L, D}, ls[3] = {B, H, L};
+    oclml_tensor *t[9] = {bf16_input(env, &st, 4, qs, 1.0f, 6),
+                          bf16_input(env, &st, 4, qs, 1.0f, 7),
+                          bf16_input(env, &st, 4, qs, 1.0f, 8),
+                          bf16_input(env, &st, 4, qs, 1.0f, 9),
+                          NULL,
+                          bf16_input(env, &st, 4, qs, 1.0f, 10),
+                          bf16_input(env, &st, 4, qs, 1.0f, 11),
+                          bf16_input(env, &st, 4, qs, 1.0f, 12),
+                          bf16_input(env, &st, 4, qs, 1.0f, 13)};
+    if (!st) st = oclml_tensor_create(env->ctx, 3, ls, &t[4]);
+    int rc = st ? bench_fail(env, st, "attention setup") : 0;
+    att_args a = {env->ctx, {0}, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8]};
+    oclml_attention_params_init(&a.p);
+    a.p.causal = causal ? OCLML_CAUSAL_TOP_LEFT : OCLML_CAUSAL_NONE;
+    char shape[96], plan[512] = "";
+    snprintf(shape, sizeof shape, "B%zu,H%zu,Hkv%zu,L%zu,D%zu,causal=%d bf16", B, H, H, L, D,
+             causal);
+    if (!rc) oclml_attention_plan(env->ctx, &a.p, a.q, a.k, a.v, plan, sizeof plan);
+    const double flops = 4.0 * B * H * L * L * D / (causal ? 2 : 1);
+    for (int bwd = 0; bwd < 2 && !rc; bwd++) {
+        bench_result r = {.op = bwd ? "attention_fwd_bwd" : "attention",
+                          .shape = shape,
+                          .variant = plan,
+                          .max_rel_err = -1,
+                          .flops = bwd ? 3.5 * flops : flops};
+        rc = bench_time(env, bwd ? att_fwd_bwd : att_fwd, &a, &r.t);
+        if (!rc) bench_report(env, &r);
+    }
+    destroy_all(t, 9);
+    return rc;
+}
+
+typedef struct sm_args {
+    oclml_ctx *ctx;
+    oclml_tensor *x, *y;
+} sm_args;
+
+static oclml_status sm_run(void *user) {
+    sm_args *a = user;
+    return oclml_softmax(a->ctx, a->x, a->y);
+}
+
+/* Softmax over rows, x and y bf16 (bytes as the peer counts them: 4 a element). */
+static int bench_softmax_bf16(bench_env *env, size_t R, size_t C) {
+    oclml_status st = OCLML_SUCCESS;
+    const size_t s[2] = {R, C};
+    oclml_tensor *t[2] = {bf16_input(env, &st, 2, s, 4.0f, 14), bf16_input(env, &st, 2, s, 1, 15)};
+    int rc = st ? bench_fail(env, st, "softmax setup") : 0;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%zux%zu bf16", R, C);
+    bench_result r = {.op = "softmax", .shape = shape, .variant = "", .max_rel_err = -1};
+    sm_args a = {env->ctx, t[0], t[1]};
+    if (!rc) rc = bench_time(env, sm_run, &a, &r.t);
+    if (!rc) {
+        r.bytes = 4.0 * R * C;
+        bench_report(env, &r);
+    }
+    destroy_all(t, 2);
+    return rc;
+}
+
 int bench_lp(bench_env *env) {
     const char *defaults = env->quick ? "256x256x256,512x384x128"
                                       : "2048x2048x2048,4096x4096x4096,8192x8192x8192,"
@@ -90,5 +238,22 @@ int bench_lp(bench_env *env) {
         for (int i = 0; i < n && !rc; i++)
             rc = bench_gemm_shape(env, d ? OCLML_FLOAT16 : OCLML_BFLOAT16, (size_t)v[3 * i],
                                   (size_t)v[3 * i + 1], (size_t)v[3 * i + 2]);
+    if (env->sizes) return rc; /* --sizes: the GEMMs alone */
+    static const size_t lin[3][3] = {{8192, 768, 3072}, {8192, 3072, 768}, {8192, 768, 2304}},
+                        lin_quick[1][3] = {{256, 64, 128}};
+    for (int i = 0; i < (env->quick ? 1 : 3) && !rc; i++) {
+        const size_t *l = env->quick ? lin_quick[i] : lin[i];
+        rc = bench_linear_bf16(env, l[0], l[1], l[2]);
+    }
+    static const size_t att[4][5] = {
+        {4, 16, 4096, 128, 0}, {4, 16, 4096, 128, 1}, {8, 12, 1024, 64, 1}, {4, 16, 4096, 64, 1}};
+    for (int i = 0; i < (env->quick ? 1 : 4) && !rc; i++)
+        rc = env->quick ? bench_attention_bf16(env, 1, 2, 64, 16, 1)
+                        : bench_attention_bf16(env, att[i][0], att[i][1], att[i][2], att[i][3],
+                                               (int)att[i][4]);
+    static const size_t rows[3][2] = {{16384, 8192}, {65536, 1024}, {8192, 768}};
+    for (int i = 0; i < (env->quick ? 1 : 3) && !rc; i++)
+        rc = env->quick ? bench_softmax_bf16(env, 64, 1000)
+                        : bench_softmax_bf16(env, rows[i][0], rows[i][1]);
     return rc;
 }

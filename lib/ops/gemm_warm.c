@@ -95,5 +95,7 @@ void oclml__gemm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
         oclml__gemm_warm_desc(ctx, op, what, &d, list);
     }
     if (list->every_shape) every_epilogue_and_operand(ctx, op, list);
-    oclml__gemm_lp_warm(ctx, op, list);
+    /* The GEMM ops' 16-bit products; a 16-bit linear layer's epilogue programs build on first
+     * use. */
+    if (!strncmp(op, "gemm", 4)) oclml__gemm_lp_warm(ctx, op, list);
 }

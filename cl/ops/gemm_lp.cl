@@ -22,8 +22,33 @@
 #include "activation.h"
 #include "dtype.h"
 #include "philox.h"
+#ifndef AB_DT
+#define AB_DT 1
+#endif
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef WARPS_M
+#define WARPS_M 2
+#endif
+#ifndef WARPS_N
+#define WARPS_N 4
+#endif
+#ifndef STAGES
+#define STAGES 3
+#endif
+#ifndef OCLML_PTX
+#define OCLML_PTX 0
+#endif
 #ifndef MMA_EMULATE
 #define MMA_EMULATE 0
+#endif
+#if !OCLML_PTX /* the instructions exist only as inline PTX: elsewhere the emulation */
+#undef MMA_EMULATE
+#define MMA_EMULATE 1
 #endif
 #if !MMA_EMULATE
 #define OCLML_WANT_MMA_16BIT AB_DT

@@ -48,6 +48,12 @@ __kernel void oclml_copy16(__global const ushort *src, ulong src_off, __global u
 
 #if OCLML_WANT(oclml_cast)
 #include "dtype.h"
+#ifndef SRC_DT
+#define SRC_DT 0
+#endif
+#ifndef DST_DT
+#define DST_DT 0
+#endif
 __kernel void oclml_cast(__global const DT_ELEM(SRC_DT) *src, ulong src_off,
                          __global DT_ELEM(DST_DT) *dst, ulong dst_off, ulong n) {
     __global const DT_ELEM(SRC_DT) *s = OCLML_AT(src, src_off);

@@ -62,6 +62,21 @@ static oclml_status check_all(oclml_ctx *ctx, unsigned n, const oclml_tensor *co
     return st;
 }
 
+/* The tensors that stay fp32 (lse, dmask, the params' mask and key lengths; NULLs skipped),
+ * refused before any conversion is enqueued (the fp32 op checks their shapes). */
+static oclml_status check_fp32(oclml_ctx *ctx, const oclml_attention_params *params,
+                               const oclml_tensor *lse, const oclml_tensor *dmask) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st && lse) st = oclml__check_tensor(ctx, lse, "lse");
+    if (!st && dmask) st = oclml__check_tensor(ctx, dmask, "dmask");
+    /* The params' tables where its struct_size has them (the fp32 op refuses bad sizes). */
+    if (st || !params || params->struct_size < offsetof(oclml_attention_params, dropout)) return st;
+    if (params->mask) st = oclml__check_tensor(ctx, params->mask, "mask");
+    if (!st && params->key_lengths)
+        st = oclml__check_tensor(ctx, params->key_lengths, "key_lengths");
+    return st;
+}
+
 /* Makes the stand-ins of n tensors (those whose bit is set in `inputs` filled from them), runs
  * `run` on them, on success rounds back those whose bit is set in `outputs`, and frees them. */
 typedef oclml_status (*lp_run_fn)(oclml_ctx *ctx, const void *call, oclml_tensor *const *views);
@@ -95,11 +110,8 @@ oclml_status oclml__attention_lp(oclml_ctx *ctx, const oclml_attention_params *p
                                  const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse) {
     const oclml_tensor *const ts[] = {q, k, v, o, lse};
     const char *const names[] = {"q", "k", "v", "o", "lse"};
-    if (lse && lse->dtype != OCLML_FLOAT32) {
-        oclml_status st = oclml__check_ctx(ctx);
-        return st ? st : oclml__check_tensor(ctx, lse, "lse"); /* lse stays fp32 */
-    }
-    return with_stand_ins(ctx, 5, 0x7u, 0x8u, ts, names, forward_fp32, params);
+    oclml_status st = check_fp32(ctx, params, lse, NULL);
+    return st ? st : with_stand_ins(ctx, 5, 0x7u, 0x8u, ts, names, forward_fp32, params);
 }
 
 typedef struct backward_call {
@@ -122,10 +134,8 @@ oclml_status oclml__attention_backward_lp(oclml_ctx *ctx, const oclml_attention_
     const oclml_tensor *const ts[] = {q, k, v, o, lse, dout, dq, dk, dv};
     const char *const names[] = {"q", "k", "v", "o", "lse", "dout", "dq", "dk", "dv"};
     const backward_call c = {params, dmask};
-    if (lse && lse->dtype != OCLML_FLOAT32) {
-        oclml_status st = oclml__check_ctx(ctx);
-        return st ? st : oclml__check_tensor(ctx, lse, "lse");
-    }
+    oclml_status st = check_fp32(ctx, params, lse, dmask);
+    if (st) return st;
     return with_stand_ins(ctx, 9, 0x3fu, 0x1c0u, ts, names, backward_fp32, &c);
 }
 

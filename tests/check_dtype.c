@@ -1,7 +1,7 @@
 /* Tensor dtypes: the host's conversions against known bit patterns, the device's casts against
- * the host's (fp16 against a second implementation: the device's vstore_half/vload_half), every
- * 16-bit pattern through each conversion, fill, copy and cast on 16-bit tensors, wrapped views,
- * and the refusals: bad dtypes, misaligned offsets, dtype mismatches, fp32-only ops. */
+ * the host's, every 16-bit pattern through each conversion against its fields' value (ldexp),
+ * fill, copy and cast on 16-bit tensors, wrapped views, and the refusals: bad dtypes, misaligned
+ * offsets, dtype mismatches, fp32-only ops. */
 #include "testutil.h"
 
 #include <math.h>

@@ -136,8 +136,7 @@ inline float lp_lo(uint w) {
 #if AB_DT == 1
     return as_float(w << 16);
 #else
-    const ushort h = (ushort)w;
-    return vload_half(0, (const half *)&h);
+    return fp16_to_float((ushort)w);
 #endif
 }
 inline float lp_hi(uint w) { return lp_lo(w >> 16); }

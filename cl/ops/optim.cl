@@ -46,7 +46,7 @@
     do {                                                                              \
         const float4 v_ = (v);                                                        \
         p[k] = v_;                                                                    \
-        vstore_half4_rte(v_, k, (__global half *)copy);                               \
+        ((__global ushort4 *)copy)[k] = fp16x4_from_float4(v_);                       \
     } while (0)
 #else
 #define SET_P(k, v) (p[k] = (v))

@@ -117,7 +117,7 @@ int bench_train(bench_env *env) {
     int n_conv = env->quick ? 2 : 4;
     train_cnn *cnn;
     st = train_cnn_create(env->ctx, images, side, n_conv, env->quick ? quick_ch : channels, 10,
-                          &cnn);
+                          OCLML_FLOAT32, &cnn);
     if (st) return bench_fail(env, st, "CNN setup");
     if (env->quick)
         snprintf(shape, sizeof shape, "cnn B%zu %zux%zux3 k5 8-16 maxpool silu xent adamw", images,

@@ -7,7 +7,9 @@
  * Data: random 16x16 RGB images labelled by a fixed random linear teacher (argmax of its 10
  * outputs, in double). Weights and data come from train_common.h's generator, which
  * examples/train_golden.py reproduces, so PyTorch trains from exactly the same start.
- *   usage: train_cnn [--steps N] [--images N] [--golden FILE]
+ * --bf16 or --fp16 trains in mixed precision (train_models.h; golden: autocast's curve, within
+ * 2e-2 relative).
+ *   usage: train_cnn [--steps N] [--images N] [--bf16|--fp16] [--golden FILE]
  * Exit status: 0 when the loss fell below 80% of its start (and matched the golden file within
  * 1e-3 relative when one is given), 1 otherwise, 3 when a call failed. */
 #include "train_common.h"
@@ -17,6 +19,7 @@ int main(int argc, char **argv) {
     int steps = 50;
     size_t N = 128;
     const char *golden = NULL;
+    oclml_dtype dtype = OCLML_FLOAT32;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (v && !strcmp(a, "--steps"))
@@ -25,8 +28,12 @@ int main(int argc, char **argv) {
             N = (size_t)atol(v);
         else if (v && !strcmp(a, "--golden"))
             golden = v;
-        else {
-            fprintf(stderr, "usage: %s [--steps N] [--images N] [--golden FILE]\n", argv[0]);
+        else if (!strcmp(a, "--bf16") || !strcmp(a, "--fp16")) {
+            dtype = a[2] == 'b' ? OCLML_BFLOAT16 : OCLML_FLOAT16;
+            i--; /* a flag: no value */
+        } else {
+            fprintf(stderr, "usage: %s [--steps N] [--images N] [--bf16|--fp16] [--golden FILE]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -39,7 +46,7 @@ int main(int argc, char **argv) {
     }
     const size_t channels[2] = {8, 16};
     train_cnn *m;
-    TRAIN_CHECK(train_cnn_create(ctx, N, 16, 2, channels, 10, &m));
+    TRAIN_CHECK(train_cnn_create(ctx, N, 16, 2, channels, 10, dtype, &m));
     float *curve = malloc((size_t)steps * sizeof *curve);
     for (int s = 0; s < steps; s++) {
         TRAIN_CHECK(train_cnn_step(m));
@@ -48,7 +55,9 @@ int main(int argc, char **argv) {
     }
     int rc = curve[steps - 1] < 0.8f * curve[0] ? 0 : 1;
     if (rc) fprintf(stderr, "the loss did not fall below 80%% of its start\n");
-    if (golden) rc |= train_compare_golden(golden, curve, steps, 1e-3) ? 1 : 0;
+    if (golden)
+        rc |= train_compare_golden(golden, curve, steps, dtype == OCLML_FLOAT32 ? 1e-3 : 2e-2) ? 1
+                                                                                               : 0;
     train_cnn_destroy(m);
     oclml_ctx_destroy(ctx);
     free(curve);

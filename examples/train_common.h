@@ -37,9 +37,11 @@ static inline oclml_tensor *train_view(oclml_ctx *ctx, oclml_status *st, const o
                                        int nd, const size_t *shape) {
     cl_mem buf;
     size_t off;
+    oclml_dtype dt;
     oclml_tensor *v = NULL;
     if (!*st) *st = oclml_tensor_buffer(t, &buf, &off);
-    if (!*st) *st = oclml_tensor_wrap(ctx, buf, off, nd, shape, &v);
+    if (!*st) *st = oclml_tensor_dtype(t, &dt);
+    if (!*st) *st = oclml_tensor_wrap_dtype(ctx, dt, buf, off, nd, shape, &v);
     return v;
 }
 

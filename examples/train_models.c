@@ -178,7 +178,8 @@ struct train_cnn {
     int n_conv;
     oclml_arena *arena;
     oclml_optim *opt;
-    oclml_tensor *p[2 * TRAIN_CNN_MAX_CONV + 2], *g[2 * TRAIN_CNN_MAX_CONV + 2]; /* arena views */
+    /* arena views: the parameters the layers read (mixed precision: the copies), the gradients */
+    oclml_tensor *p[2 * TRAIN_CNN_MAX_CONV + 2], *g[2 * TRAIN_CNN_MAX_CONV + 2];
     oclml_tensor *layer[TRAIN_CNN_MAX_CONV][CONV_TENSORS];
     oclml_tensor *t[CNN_TENSORS];
     oclml_conv2d_params conv;
@@ -186,7 +187,8 @@ struct train_cnn {
 };
 
 oclml_status train_cnn_create(oclml_ctx *ctx, size_t N, size_t side, int n_conv,
-                              const size_t *channels, size_t classes, train_cnn **out) {
+                              const size_t *channels, size_t classes, oclml_dtype dtype,
+                              train_cnn **out) {
     if (n_conv < 1 || n_conv > TRAIN_CNN_MAX_CONV || side % ((size_t)1 << n_conv))
         return OCLML_ERR_INVALID_ARGUMENT;
     train_cnn *m = calloc(1, sizeof *m);
@@ -214,6 +216,10 @@ oclml_status train_cnn_create(oclml_ctx *ctx, size_t N, size_t side, int n_conv,
         for (int d = 0; d < shapes[i].ndim; d++) n *= shapes[i].shape[d];
         TRY(init_param(&rng, m->p[i], n, fan_in));
     }
+    if (dtype != OCLML_FLOAT32) {
+        TRY(oclml_arena_copy_create(m->arena, dtype));
+        for (size_t i = 0; i < n_params; i++) TRY(oclml_arena_copy(m->arena, i, &m->p[i]));
+    }
     /* Images uniform in [-1, 1); labels: argmax of a random teacher's outputs, in double. */
     size_t npix = 3 * side * side;
     float *img = malloc(N * npix * sizeof *img),
@@ -234,7 +240,7 @@ oclml_status train_cnn_create(oclml_ctx *ctx, size_t N, size_t side, int n_conv,
     }
     size_t xs[4] = {N, 3, side, side}, ls[2] = {N, classes}, ns[1] = {N}, one[1] = {1},
            fs[2] = {N, flat};
-    m->t[CNN_X] = make(ctx, &st, 4, xs, img);
+    m->t[CNN_X] = make_of(ctx, &st, dtype, 4, xs, img);
     m->t[CNN_LABELS] = make(ctx, &st, 1, ns, labels);
     m->t[CNN_LOGITS] = make(ctx, &st, 2, ls, NULL);
     m->t[CNN_DLOGITS] = make(ctx, &st, 2, ls, NULL);
@@ -247,7 +253,7 @@ oclml_status train_cnn_create(oclml_ctx *ctx, size_t N, size_t side, int n_conv,
                half[4] = {N, ch[l + 1], sides[l + 1], sides[l + 1]};
         for (int k = 0; k < CONV_TENSORS; k++)
             m->layer[l][k] =
-                make(ctx, &st, 4, k == CONV_POOL || k == CONV_DPOOL ? half : full, NULL);
+                make_of(ctx, &st, dtype, 4, k == CONV_POOL || k == CONV_DPOOL ? half : full, NULL);
     }
     /* The last pooled output and its gradient, flattened for the head (views). */
     m->t[CNN_FLAT] = train_view(ctx, &st, m->layer[n_conv - 1][CONV_POOL], 2, fs);

@@ -24,11 +24,14 @@ void train_mlp_destroy(train_mlp *m);
 
 /* CNN on side x side RGB images: n_conv layers of 5x5 "same" convolution to channels[i], SiLU
  * and 2x2 max-pool, then a linear head to `classes`, cross-entropy against labels from a random
- * linear teacher (argmax, in double), AdamW (torch's defaults). */
+ * linear teacher (argmax, in double), AdamW (torch's defaults). dtype as the MLP's: in 16 bits
+ * the images, feature maps and their gradients, the convolutions and the head reading the
+ * arena's 16-bit copy; logits, loss and the parameters' gradients fp32. */
 #define TRAIN_CNN_MAX_CONV 4
 typedef struct train_cnn train_cnn;
 oclml_status train_cnn_create(oclml_ctx *ctx, size_t images, size_t side, int n_conv,
-                              const size_t *channels, size_t classes, train_cnn **model);
+                              const size_t *channels, size_t classes, oclml_dtype dtype,
+                              train_cnn **model);
 oclml_status train_cnn_step(train_cnn *m);
 oclml_status train_cnn_loss(train_cnn *m, float *loss);
 void train_cnn_destroy(train_cnn *m);

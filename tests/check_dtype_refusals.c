@@ -6,8 +6,8 @@
  * checked; in the sweep tier the call with none replaced then succeeds, so the shapes are valid.
  * Arguments an op takes in 16 bits (attention's q, k, v, o and their gradients) are never
  * replaced, and attention runs a second time with them 16-bit (its stand-in path); softmax,
- * fill, copy, cast and gemm take every dtype and are not here, nor are the optimizers, whose
- * tensors are the arena's own. */
+ * fill, copy, cast, gemm, convolution and pooling take every dtype and are not here, nor are the
+ * optimizers, whose tensors are the arena's own. */
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -26,18 +26,6 @@ typedef struct op_case {
 } op_case;
 
 static oclml_dropout_params drop(void) { return test_dropout_params(0.25f, 7, 0); }
-
-static oclml_pool2d_params pool(void) {
-    oclml_pool2d_params p;
-    oclml_pool2d_params_init(&p);
-    return p;
-}
-
-static oclml_conv2d_params conv(void) {
-    oclml_conv2d_params p;
-    oclml_conv2d_params_init(&p);
-    return p;
-}
 
 static oclml_loss_params loss(const oclml_tensor *weight, const oclml_tensor *pos_weight) {
     oclml_loss_params p;
@@ -168,53 +156,6 @@ static oclml_status kl(oclml_tensor *const *t) {
     return oclml_kl_div_logits(T, NULL, t[0], t[1], t[2], t[3], t[4], t[5]);
 }
 
-static oclml_status conv2d(oclml_tensor *const *t) {
-    const oclml_conv2d_params p = conv();
-    return oclml_conv2d(T, &p, t[0], t[1], t[2], t[3]);
-}
-static oclml_status conv2d_plan(oclml_tensor *const *t) {
-    const oclml_conv2d_params p = conv();
-    char text[512];
-    return oclml_conv2d_plan(T, &p, t[0], t[1], text, sizeof text);
-}
-static oclml_status conv2d_bwd(oclml_tensor *const *t) {
-    const oclml_conv2d_params p = conv();
-    return oclml_conv2d_backward(T, &p, t[0], t[1], t[2], t[3], t[4], t[5], 0);
-}
-static oclml_status conv_t2d(oclml_tensor *const *t) {
-    const oclml_conv2d_params p = conv();
-    return oclml_conv_transpose2d(T, &p, t[0], t[1], t[2], t[3]);
-}
-static oclml_status conv_t2d_bwd(oclml_tensor *const *t) {
-    const oclml_conv2d_params p = conv();
-    return oclml_conv_transpose2d_backward(T, &p, t[0], t[1], t[2], t[3], t[4], t[5], 0);
-}
-
-static oclml_status max_pool(oclml_tensor *const *t) {
-    const oclml_pool2d_params p = pool();
-    return oclml_max_pool2d(T, &p, t[0], t[1]);
-}
-static oclml_status max_pool_bwd(oclml_tensor *const *t) {
-    const oclml_pool2d_params p = pool();
-    return oclml_max_pool2d_backward(T, &p, t[0], t[1], t[2]);
-}
-static oclml_status act_max_pool(oclml_tensor *const *t) {
-    const oclml_pool2d_params p = pool();
-    return oclml_act_max_pool2d(T, &p, OCLML_ACT_SILU, t[0], t[1]);
-}
-static oclml_status act_max_pool_bwd(oclml_tensor *const *t) {
-    const oclml_pool2d_params p = pool();
-    return oclml_act_max_pool2d_backward(T, &p, OCLML_ACT_SILU, t[0], t[1], t[2]);
-}
-static oclml_status avg_pool(oclml_tensor *const *t) {
-    const oclml_pool2d_params p = pool();
-    return oclml_avg_pool2d(T, &p, t[0], t[1]);
-}
-static oclml_status avg_pool_bwd(oclml_tensor *const *t) {
-    const oclml_pool2d_params p = pool();
-    return oclml_avg_pool2d_backward(T, &p, t[0], t[1]);
-}
-
 static oclml_status gru_step(oclml_tensor *const *t) {
     return oclml_gru_step(T, OCLML_GRU_CHO, t[0], t[1], t[2], t[3], t[4], t[5], t[6]);
 }
@@ -321,17 +262,6 @@ static const op_case CASES[] = {
     /* logits, target, dloss, loss, dlogits, params.pos_weight */
     {"bce_with_logits (pos_weight)", bce, "2x4 2x4 1 1 2x4 4", 0, 0},
     {"kl_div_logits", kl, "2x4 2x4 1 1 2x4 2x4", 0, 0},
-    {"conv2d", conv2d, "1x2x4x4 3x2x3x3 3 1x3x2x2", 0, 0},
-    {"conv2d_plan", conv2d_plan, "1x2x4x4 3x2x3x3", 0, 0},
-    {"conv2d_backward", conv2d_bwd, "1x2x4x4 3x2x3x3 1x3x2x2 1x2x4x4 3x2x3x3 3", 0, 0},
-    {"conv_transpose2d", conv_t2d, "1x2x2x2 2x3x3x3 3 1x3x4x4", 0, 0},
-    {"conv_transpose2d_backward", conv_t2d_bwd, "1x2x2x2 2x3x3x3 1x3x4x4 1x2x2x2 2x3x3x3 3", 0, 0},
-    {"max_pool2d", max_pool, "1x1x4x4 1x1x2x2", 0, 0},
-    {"max_pool2d_backward", max_pool_bwd, "1x1x4x4 1x1x2x2 1x1x4x4", 0, 0},
-    {"act_max_pool2d", act_max_pool, "1x1x4x4 1x1x2x2", 0, 0},
-    {"act_max_pool2d_backward", act_max_pool_bwd, "1x1x4x4 1x1x2x2 1x1x4x4", 0, 0},
-    {"avg_pool2d", avg_pool, "1x1x4x4 1x1x2x2", 0, 0},
-    {"avg_pool2d_backward", avg_pool_bwd, "1x1x2x2 1x1x4x4", 0, 0},
     /* x, h, w_ih, w_hh, b_ih, b_hh, h_new */
     {"gru_step (CHO)", gru_step, "2x3 2x2 6x3 6x2 6 6 2x2", 0, 0},
     /* ... dh_new, dx, dh, dw_ih, dw_hh, db_ih, db_hh */

@@ -210,6 +210,31 @@ START_TEST(mlp_mixed_precision) {
 }
 END_TEST
 
+/* The CNN in mixed precision (convolutions and pooling on 16-bit feature maps, fp32 logits and
+ * master weights) follows the fp32 run's curve within the dtype's band, and is not it. */
+START_TEST(cnn_mixed_precision) {
+    double got[30], want[30];
+    int n, m;
+    const char *flag = _i ? "--fp16" : "--bf16";
+    char args[96];
+    snprintf(args, sizeof args, "--steps 30 --images 64 %s", flag);
+    int rc = run_example("train_cnn", NULL, args, got, 30, &n);
+    ck_assert_msg(rc == 0 || rc == 1, "train_cnn %s exited %d", flag, rc);
+    rc = run_example("train_cnn", NULL, "--steps 30 --images 64", want, 30, &m);
+    ck_assert_int_eq(n, 30);
+    ck_assert_int_eq(m, 30);
+    double most = 0;
+    for (int s = 0; s < 30; s++) {
+        const double rel = fabs(got[s] - want[s]) / want[s];
+        ck_assert_msg(rel <= (_i ? 4e-3 : 2e-2), "%s step %d: loss %.7g, fp32 %.7g", flag, s,
+                      got[s], want[s]);
+        most = fmax(most, rel);
+    }
+    ck_assert_msg(most > 1e-6, "%s: the curve is the fp32 one", flag);
+    ck_assert_msg(got[29] < got[0], "%s: loss %g -> %g", flag, got[0], got[29]);
+}
+END_TEST
+
 START_TEST(cnn_trains) {
     double got[50];
     int n;
@@ -328,6 +353,7 @@ int main(void) {
     TCase *tc = tcase_create("train");
     tcase_add_test(tc, mlp_matches_double_trainer);
     tcase_add_loop_test(tc, mlp_mixed_precision, 0, 2);
+    tcase_add_loop_test(tc, cnn_mixed_precision, 0, 2);
     tcase_add_test(tc, cnn_trains);
     /* The CNN's implicit GEMMs on FMA tiles, a pairing no device takes by default (a GPU's run
      * on its tensor cores, check_conv's quick tier): swept. */

@@ -4,6 +4,7 @@
  * or as a GEMM on dS), then the launches. */
 #include "ops/attention_lp.h"
 #include "ops/attention_plan.h"
+#include "ops/stand_in.h"
 #include "ops/gemm.h"
 #include "ops/ops.h"
 
@@ -326,7 +327,7 @@ oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *param
                              const oclml_tensor *q, const oclml_tensor *k, const oclml_tensor *v,
                              oclml_tensor *o, oclml_tensor *lse) {
     const oclml_tensor *const lp[] = {q, k, v, o, lse};
-    if (oclml__attention_is_lp(5, lp)) return oclml__attention_lp(ctx, params, q, k, v, o, lse);
+    if (oclml__any_16bit(5, lp)) return oclml__attention_lp(ctx, params, q, k, v, o, lse);
     uint64_t key = oclml__rehearsal_key(0, "attention", 9);
     key = attention_params_key(key, params);
     key = oclml__rehearsal_key_tensor(key, q);
@@ -341,8 +342,7 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
                                   const oclml_tensor *q, const oclml_tensor *k,
                                   const oclml_tensor *v, char *text, size_t len) {
     const oclml_tensor *const lp[] = {q, k, v};
-    if (oclml__attention_is_lp(3, lp))
-        return oclml__attention_plan_lp(ctx, params, q, k, v, text, len);
+    if (oclml__any_16bit(3, lp)) return oclml__attention_plan_lp(ctx, params, q, k, v, text, len);
     oclml_status st = oclml__check_ctx(ctx);
     if (!st && (!text || len == 0))
         st = oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "text buffer is NULL or empty");
@@ -593,7 +593,7 @@ oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_para
                                       oclml_tensor *dq, oclml_tensor *dk, oclml_tensor *dv,
                                       oclml_tensor *dmask) {
     const oclml_tensor *const lp[] = {q, k, v, o, lse, dout, dq, dk, dv};
-    if (oclml__attention_is_lp(9, lp))
+    if (oclml__any_16bit(9, lp))
         return oclml__attention_backward_lp(ctx, params, q, k, v, o, lse, dout, dq, dk, dv, dmask);
     uint64_t key = oclml__rehearsal_key(0, "attention_backward", 18);
     key = attention_params_key(key, params);

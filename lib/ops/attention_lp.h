@@ -5,8 +5,6 @@
 
 #include "core/core.h"
 
-/* Whether any of the n tensors (NULLs skipped) is not fp32. */
-bool oclml__attention_is_lp(unsigned n, const oclml_tensor *const *ts);
 oclml_status oclml__attention_lp(oclml_ctx *ctx, const oclml_attention_params *params,
                                  const oclml_tensor *q, const oclml_tensor *k,
                                  const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse);

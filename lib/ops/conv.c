@@ -8,6 +8,7 @@
  * keep the column workspace within CHUNK_BYTES. Where the GEMM runs on tensor cores the forward
  * unfolds nothing: the product gathers its columns from the input as it loads them
  * (oclml__gather, implicit im2col). */
+#include "ops/stand_in.h"
 #include "ops/conv.h"
 #include "ops/ops.h"
 
@@ -440,8 +441,44 @@ static oclml_status conv2d_run(oclml_ctx *ctx, const oclml_conv2d_params *p, con
     return st ? st : conv_forward(ctx, &s, x, w, b, y);
 }
 
+/* ---- 16-bit tensors: through fp32 stand-ins (stand_in.h; a convolution's work outgrows its
+ * tensors' traffic, so the conversions cost little beside it) ---- */
+
+typedef struct conv_lp_call {
+    const oclml_conv2d_params *p;
+    bool transpose;
+    int accumulate;
+    char *text;
+    size_t len;
+} conv_lp_call;
+
+static oclml_status conv_forward_fp32(oclml_ctx *ctx, const void *call, oclml_tensor *const *v) {
+    const conv_lp_call *c = call;
+    return (c->transpose ? oclml_conv_transpose2d : oclml_conv2d)(ctx, c->p, v[0], v[1], v[2],
+                                                                  v[3]);
+}
+
+static oclml_status conv_backward_fp32(oclml_ctx *ctx, const void *call, oclml_tensor *const *v) {
+    const conv_lp_call *c = call;
+    return (c->transpose ? oclml_conv_transpose2d_backward : oclml_conv2d_backward)(
+        ctx, c->p, v[0], v[1], v[2], v[3], v[4], v[5], c->accumulate);
+}
+
+static oclml_status conv_plan_fp32(oclml_ctx *ctx, const void *call, oclml_tensor *const *v) {
+    const conv_lp_call *c = call;
+    return oclml_conv2d_plan(ctx, c->p, v[0], v[1], c->text, c->len);
+}
+
+static const char *const CONV_FWD_NAMES[] = {"x", "w", "b", "y"}, *const CONV_BWD_NAMES[] = {
+                                                                      "x",  "w",  "dy",
+                                                                      "dx", "dw", "db"};
+
 oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *p, const oclml_tensor *x,
                           const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
+    const oclml_tensor *const ts[] = {x, w, b, y};
+    const conv_lp_call lp = {p, false, 0, NULL, 0};
+    if (oclml__any_16bit(4, ts))
+        return oclml__via_fp32(ctx, 4, 0x7u, 0x8u, ts, CONV_FWD_NAMES, conv_forward_fp32, &lp);
     uint64_t key = conv_key("conv2d", p);
     key = oclml__rehearsal_key_tensor(key, x);
     key = oclml__rehearsal_key_tensor(key, w);
@@ -452,6 +489,10 @@ oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *p, const oc
 
 oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, const oclml_tensor *x,
                                const oclml_tensor *w, char *text, size_t len) {
+    const oclml_tensor *const ts[] = {x, w};
+    const conv_lp_call lp = {p, false, 0, text, len};
+    if (oclml__any_16bit(2, ts))
+        return oclml__via_fp32(ctx, 2, 0, 0, ts, CONV_FWD_NAMES, conv_plan_fp32, &lp);
     oclml_status st = oclml__check_ctx(ctx);
     if (!st && (!text || len == 0))
         st = oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "text buffer is NULL or empty");
@@ -520,6 +561,11 @@ oclml_status oclml_conv2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *p,
                                    const oclml_tensor *x, const oclml_tensor *w,
                                    const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
                                    oclml_tensor *db, int accumulate) {
+    const oclml_tensor *const ts[] = {x, w, dy, dx, dw, db};
+    const conv_lp_call lp = {p, false, accumulate, NULL, 0};
+    if (oclml__any_16bit(6, ts))
+        return oclml__via_fp32(ctx, 6, accumulate ? 0x37u : 0x7u, 0x38u, ts, CONV_BWD_NAMES,
+                               conv_backward_fp32, &lp);
     uint64_t key = conv_key("conv2d_backward", p);
     key = oclml__rehearsal_key(key, &accumulate, sizeof accumulate);
     key = oclml__rehearsal_key_tensor(key, x);
@@ -588,6 +634,10 @@ static oclml_status conv_transpose2d_run(oclml_ctx *ctx, const oclml_conv2d_para
 oclml_status oclml_conv_transpose2d(oclml_ctx *ctx, const oclml_conv2d_params *p,
                                     const oclml_tensor *x, const oclml_tensor *w,
                                     const oclml_tensor *b, oclml_tensor *y) {
+    const oclml_tensor *const ts[] = {x, w, b, y};
+    const conv_lp_call lp = {p, true, 0, NULL, 0};
+    if (oclml__any_16bit(4, ts))
+        return oclml__via_fp32(ctx, 4, 0x7u, 0x8u, ts, CONV_FWD_NAMES, conv_forward_fp32, &lp);
     uint64_t key = conv_key("conv_transpose2d", p);
     key = oclml__rehearsal_key_tensor(key, x);
     key = oclml__rehearsal_key_tensor(key, w);
@@ -620,6 +670,11 @@ oclml_status oclml_conv_transpose2d_backward(oclml_ctx *ctx, const oclml_conv2d_
                                              const oclml_tensor *x, const oclml_tensor *w,
                                              const oclml_tensor *dy, oclml_tensor *dx,
                                              oclml_tensor *dw, oclml_tensor *db, int accumulate) {
+    const oclml_tensor *const ts[] = {x, w, dy, dx, dw, db};
+    const conv_lp_call lp = {p, true, accumulate, NULL, 0};
+    if (oclml__any_16bit(6, ts))
+        return oclml__via_fp32(ctx, 6, accumulate ? 0x37u : 0x7u, 0x38u, ts, CONV_BWD_NAMES,
+                               conv_backward_fp32, &lp);
     uint64_t key = conv_key("conv_transpose2d_backward", p);
     key = oclml__rehearsal_key(key, &accumulate, sizeof accumulate);
     key = oclml__rehearsal_key_tensor(key, x);

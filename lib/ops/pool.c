@@ -3,6 +3,7 @@
  * ceil_mode, count_include_pad; the max gradient goes to each window's first maximum, or its
  * last NaN, as PyTorch's kernels do. The max-pool also comes with an activation fused before it
  * (oclml_act_max_pool2d: a convolution's activation and pooling in one pass each way). */
+#include "ops/stand_in.h"
 #include "ops/ops.h"
 
 #include <stdio.h>
@@ -184,36 +185,88 @@ static oclml_status max_backward(oclml_ctx *ctx, const oclml_pool2d_params *p, o
     return launch(ctx, &spec, t, 3, &s, 0, false, s.planes * s.H * s.W, DEFAULT_GROUP);
 }
 
+/* ---- 16-bit tensors: through fp32 stand-ins (stand_in.h) until pooling has 16-bit kernels ---- */
+
+typedef struct pool_lp_call {
+    const oclml_pool2d_params *p;
+    oclml_activation act;
+    int kind; /* 0 max, 1 max backward, 2 avg, 3 avg backward */
+} pool_lp_call;
+
+static oclml_status pool_fp32(oclml_ctx *ctx, const void *call, oclml_tensor *const *v) {
+    const pool_lp_call *c = call;
+    switch (c->kind) {
+    case 0:
+        return oclml_act_max_pool2d(ctx, c->p, c->act, v[0], v[1]);
+    case 1:
+        return oclml_act_max_pool2d_backward(ctx, c->p, c->act, v[0], v[1], v[2]);
+    case 2:
+        return oclml_avg_pool2d(ctx, c->p, v[0], v[1]);
+    default:
+        return oclml_avg_pool2d_backward(ctx, c->p, v[0], v[1]);
+    }
+}
+
+/* The call on stand-ins where any of its n tensors (inputs first, the output last) is 16-bit;
+ * *handled false (and nothing done) where all are fp32. */
+static oclml_status pool_lp(oclml_ctx *ctx, const pool_lp_call *c, unsigned n,
+                            const oclml_tensor *const *ts, const char *const *names,
+                            bool *handled) {
+    *handled = oclml__any_16bit(n, ts);
+    if (!*handled) return OCLML_SUCCESS;
+    return oclml__via_fp32(ctx, n, (1u << (n - 1)) - 1u, 1u << (n - 1), ts, names, pool_fp32, c);
+}
+
+static const char *const FWD_NAMES[] = {"x", "y"}, *const BWD_NAMES[] = {"x", "dy", "dx"},
+                         *const AVG_BWD_NAMES[] = {"dy", "dx"};
+
 oclml_status oclml_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
                               oclml_tensor *y) {
-    return pool_forward(ctx, p, OCLML_ACT_NONE, x, y, false);
+    return oclml_act_max_pool2d(ctx, p, OCLML_ACT_NONE, x, y);
 }
 
 oclml_status oclml_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,
                                        const oclml_tensor *x, const oclml_tensor *dy,
                                        oclml_tensor *dx) {
-    return max_backward(ctx, p, OCLML_ACT_NONE, x, dy, dx);
+    return oclml_act_max_pool2d_backward(ctx, p, OCLML_ACT_NONE, x, dy, dx);
 }
 
 oclml_status oclml_act_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p,
                                   oclml_activation act, const oclml_tensor *x, oclml_tensor *y) {
-    return pool_forward(ctx, p, act, x, y, false);
+    const oclml_tensor *const ts[] = {x, y};
+    const pool_lp_call c = {p, act, 0};
+    bool lp;
+    oclml_status st = pool_lp(ctx, &c, 2, ts, FWD_NAMES, &lp);
+    return lp ? st : pool_forward(ctx, p, act, x, y, false);
 }
 
 oclml_status oclml_act_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,
                                            oclml_activation act, const oclml_tensor *x,
                                            const oclml_tensor *dy, oclml_tensor *dx) {
-    return max_backward(ctx, p, act, x, dy, dx);
+    const oclml_tensor *const ts[] = {x, dy, dx};
+    const pool_lp_call c = {p, act, 1};
+    bool lp;
+    oclml_status st = pool_lp(ctx, &c, 3, ts, BWD_NAMES, &lp);
+    return lp ? st : max_backward(ctx, p, act, x, dy, dx);
 }
 
 oclml_status oclml_avg_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
                               oclml_tensor *y) {
-    return pool_forward(ctx, p, OCLML_ACT_NONE, x, y, true);
+    const oclml_tensor *const ts[] = {x, y};
+    const pool_lp_call c = {p, OCLML_ACT_NONE, 2};
+    bool lp;
+    oclml_status st = pool_lp(ctx, &c, 2, ts, FWD_NAMES, &lp);
+    return lp ? st : pool_forward(ctx, p, OCLML_ACT_NONE, x, y, true);
 }
 
 oclml_status oclml_avg_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,
                                        const oclml_tensor *dy, oclml_tensor *dx) {
-    oclml_status st = oclml__check_ctx(ctx);
+    const oclml_tensor *const ts[] = {dy, dx};
+    const pool_lp_call c = {p, OCLML_ACT_NONE, 3};
+    bool lp;
+    oclml_status st = pool_lp(ctx, &c, 2, ts, AVG_BWD_NAMES, &lp);
+    if (lp) return st;
+    st = oclml__check_ctx(ctx);
     pool_shape s;
     /* The geometry comes from dx (the input's shape); dy must be the output's. */
     if (!st) st = pool_shape_of(ctx, p, dx, "dx", &s);

@@ -71,6 +71,8 @@ enum {
     A_H2,
     A_PRE, /* the MLP's pre-activation [N, 4C] */
     A_ACT, /* GELU of it */
+    A_H1L, /* mixed precision: the norms' outputs in 16 bits, the products' inputs (else NULL) */
+    A_H2L,
     A_PER_LAYER
 };
 
@@ -99,6 +101,7 @@ enum {
     G_DBRANCH, /* [N, C] a residual branch's gradient, where dropout sets it apart from the
                   stream's */
     G_QKV,     /* [N, 3C] [dq dk dv], the Q, K, V projection's gradient as one matrix */
+    G_HFL,     /* mixed precision: the final norm's output in 16 bits (else NULL) */
     G_TENSORS
 };
 
@@ -108,7 +111,8 @@ struct gpt_model {
     size_t n_tokens, head_dim, n_params;
     oclml_arena *arena;
     oclml_optim *opt;
-    oclml_tensor **p, **g;             /* arena views, P_/per-layer order */
+    oclml_tensor **p, **g; /* arena views, P_/per-layer order */
+    oclml_tensor **w;      /* the weights the products read: p, or (mixed precision) the copies */
     oclml_tensor *(*act)[A_PER_LAYER]; /* per layer */
     oclml_tensor *(*flat)[4];          /* per layer: [N, C] views of q, k, v, o */
     /* Per layer, where the arena holds Wq, Wk, Wv (and their biases) back to back: [3C, C] and
@@ -136,10 +140,28 @@ static size_t vector(const gpt_model *m, size_t l, int j) {
 /* The final norm's gamma and beta come after every layer's vectors. */
 static size_t final_norm(const gpt_model *m, int beta) { return vector(m, m->c.layers, beta); }
 
-static oclml_tensor *make(oclml_ctx *ctx, oclml_status *st, int nd, const size_t *shape) {
+static oclml_tensor *make_of(oclml_ctx *ctx, oclml_status *st, oclml_dtype dt, int nd,
+                             const size_t *shape) {
     oclml_tensor *t = NULL;
-    if (!*st) *st = oclml_tensor_create(ctx, nd, shape, &t);
+    if (!*st) *st = oclml_tensor_create_dtype(ctx, dt, nd, shape, &t);
     return t;
+}
+
+static oclml_tensor *make(oclml_ctx *ctx, oclml_status *st, int nd, const size_t *shape) {
+    return make_of(ctx, st, OCLML_FLOAT32, nd, shape);
+}
+
+static bool mixed(const gpt_model *m) { return m->c.dtype != OCLML_FLOAT32; }
+
+/* A norm's output as the products read it: itself, or its 16-bit copy made after the norm. */
+static oclml_tensor *product_input(const gpt_model *m, oclml_tensor *h, oclml_tensor *h16) {
+    return mixed(m) ? h16 : h;
+}
+
+/* The 16-bit copy of a norm's output, in mixed precision (the norms run in fp32 there, as
+ * autocast runs them). */
+static oclml_status to_product_input(const gpt_model *m, oclml_tensor *h, oclml_tensor *h16) {
+    return mixed(m) ? oclml_cast(m->ctx, h, h16) : OCLML_SUCCESS;
 }
 
 static oclml_status init_params(gpt_model *m) {
@@ -195,7 +217,7 @@ static oclml_tensor *arena_span(gpt_model *m, oclml_status *st, size_t first, si
         size_t at;
         if (oclml_arena_offset(m->arena, first + k, &at) || at != base + k * n) return NULL;
     }
-    return train_view(m->ctx, st, grads ? m->g[first] : m->p[first], nd, shape);
+    return train_view(m->ctx, st, grads ? m->g[first] : m->w[first], nd, shape);
 }
 
 /* Q, K and V's weights and biases as one [3C, C] matrix and [3C] vector (and their gradients),
@@ -226,7 +248,8 @@ static oclml_status make_arena(gpt_model *m) {
     oclml_arena_shape *s = calloc(total, sizeof *s);
     m->p = calloc(total, sizeof *m->p);
     m->g = calloc(total, sizeof *m->g);
-    if (!s || !m->p || !m->g) {
+    m->w = calloc(total, sizeof *m->w);
+    if (!s || !m->p || !m->g || !m->w) {
         free(s);
         return OCLML_ERR_OUT_OF_MEMORY;
     }
@@ -248,6 +271,13 @@ static oclml_status make_arena(gpt_model *m) {
     }
     TRY(oclml_arena_info(m->arena, NULL, &m->n_params, NULL));
     TRY(init_params(m));
+    if (!st && mixed(m)) TRY(oclml_arena_copy_create(m->arena, c->dtype));
+    for (size_t i = 0; i < total && !st; i++) {
+        if (mixed(m))
+            st = oclml_arena_copy(m->arena, i, &m->w[i]);
+        else
+            m->w[i] = m->p[i];
+    }
     TRY(make_qkv_views(m));
     oclml_optim_config oc;
     TRY(oclml_optim_config_init(&oc, OCLML_OPTIM_ADAMW));
@@ -271,16 +301,19 @@ static oclml_status make_activations(gpt_model *m) {
     m->act = calloc(L, sizeof *m->act);
     m->flat = calloc(L, sizeof *m->flat);
     if (!m->act || !m->flat) return OCLML_ERR_OUT_OF_MEMORY;
+    /* Mixed precision: what the products and attention read and write in 16 bits. */
+    const oclml_dtype lp = c->dtype;
     for (size_t l = 0; l < L; l++) {
         oclml_tensor **a = m->act[l];
         for (int i = 0; i < A_PER_LAYER; i++) {
             bool stat = i == A_MEAN1 || i == A_RSTD1 || i == A_MEAN2 || i == A_RSTD2;
             bool head = i == A_Q || i == A_K || i == A_V || i == A_O;
-            a[i] = i == A_LSE   ? make(ctx, &st, 3, bht)
-                   : stat       ? make(ctx, &st, 1, rows)
-                   : head       ? make(ctx, &st, 4, bthd)
-                   : i >= A_PRE ? make(ctx, &st, 2, n4c)
-                                : make(ctx, &st, 2, nc);
+            a[i] = i == A_LSE                 ? make(ctx, &st, 3, bht)
+                   : stat                     ? make(ctx, &st, 1, rows)
+                   : head                     ? make_of(ctx, &st, lp, 4, bthd)
+                   : i == A_PRE || i == A_ACT ? make_of(ctx, &st, lp, 2, n4c)
+                   : i == A_H1L || i == A_H2L ? (mixed(m) ? make_of(ctx, &st, lp, 2, nc) : NULL)
+                                              : make(ctx, &st, 2, nc);
         }
         for (int j = 0; j < 4; j++) m->flat[l][j] = train_view(ctx, &st, a[A_Q + j], 2, nc);
     }
@@ -295,12 +328,14 @@ static oclml_status make_activations(gpt_model *m) {
     t[G_HF] = make(ctx, &st, 2, nc);
     t[G_LOGITS] = make(ctx, &st, 2, nv);
     t[G_LOSS] = make(ctx, &st, 1, one);
-    for (int i = G_DH; i <= G_DO; i++) t[i] = make(ctx, &st, 2, nc);
-    for (int i = G_DQ; i <= G_DV; i++) t[i] = make(ctx, &st, 4, bthd);
-    t[G_DACT] = make(ctx, &st, 2, n4c);
+    for (int i = G_DH; i <= G_DRES; i++) t[i] = make(ctx, &st, 2, nc);
+    t[G_DO] = make_of(ctx, &st, lp, 2, nc);
+    for (int i = G_DQ; i <= G_DV; i++) t[i] = make_of(ctx, &st, lp, 4, bthd);
+    t[G_DACT] = make_of(ctx, &st, lp, 2, n4c);
+    if (mixed(m)) t[G_HFL] = make_of(ctx, &st, lp, 2, nc);
     if (m->c.dropout > 0) t[G_DBRANCH] = make(ctx, &st, 2, nc);
     const size_t n3c[2] = {N, 3 * C};
-    t[G_QKV] = make(ctx, &st, 2, n3c);
+    t[G_QKV] = make_of(ctx, &st, lp, 2, n3c);
     for (int j = 0; j < 3; j++) m->flat_d[j] = train_view(ctx, &st, t[G_DQ + j], 2, nc);
     m->flat_d[3] = train_view(ctx, &st, t[G_DO], 4, bthd);
     return st;
@@ -310,7 +345,8 @@ oclml_status gpt_create(oclml_ctx *ctx, const gpt_config *cfg, gpt_model **out) 
     if (!ctx || !cfg || !out || !cfg->vocab || !cfg->layers || !cfg->heads || !cfg->batch ||
         !cfg->seq || cfg->width % cfg->heads || cfg->seq > cfg->context ||
         !(cfg->dropout >= 0 && cfg->dropout < 1) ||
-        cfg->vocab > (1u << 24)) /* ids travel as floats */
+        cfg->vocab > (1u << 24) || /* ids travel as floats */
+        !oclml_dtype_size(cfg->dtype))
         return OCLML_ERR_INVALID_ARGUMENT;
     gpt_model *m = calloc(1, sizeof *m);
     if (!m) return OCLML_ERR_OUT_OF_MEMORY;
@@ -355,6 +391,7 @@ void gpt_destroy(gpt_model *m) {
     free(m->qkv);
     free(m->p);
     free(m->g);
+    free(m->w);
     free(m->host_tokens);
     free(m);
 }
@@ -421,6 +458,7 @@ static oclml_status forward_embedding(gpt_model *m) {
     TRY(oclml_residual_layernorm(ctx, NULL, t[G_TOK], t[G_POSE], m->p[vector(m, 0, V_LN1G)],
                                  m->p[vector(m, 0, V_LN1B)], 1e-5f, a[A_RES], a[A_H1], a[A_MEAN1],
                                  a[A_RSTD1]));
+    TRY(to_product_input(m, a[A_H1], a[A_H1L]));
     return st;
 }
 
@@ -431,14 +469,15 @@ static oclml_status forward_attention(gpt_model *m, size_t l) {
     /* Three products of C columns: one of 3C and a split into q, k and v ran the step's
      * attention halves 2.5 ms slower on the H200 (bench/DECISIONS.md). */
     for (int j = 0; j < 3; j++)
-        TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_H1], m->p[matrix(l, M_Q + j)],
-                         m->p[vector(m, l, V_BQ + j)], f[j], NULL));
+        TRY(oclml_linear(ctx, OCLML_ACT_NONE, product_input(m, a[A_H1], a[A_H1L]),
+                         m->w[matrix(l, M_Q + j)], m->w[vector(m, l, V_BQ + j)], f[j], NULL));
     TRY(oclml_attention(ctx, attention_of(m, l), a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE]));
-    TRY(oclml_linear(ctx, OCLML_ACT_NONE, f[3], m->p[matrix(l, M_O)], m->p[vector(m, l, V_BO)],
+    TRY(oclml_linear(ctx, OCLML_ACT_NONE, f[3], m->w[matrix(l, M_O)], m->w[vector(m, l, V_BO)],
                      m->t[G_ATT_OUT], NULL));
     TRY(oclml_residual_layernorm(ctx, drop_at(m, l, D_ATT_RES), a[A_RES], m->t[G_ATT_OUT],
                                  m->p[vector(m, l, V_LN2G)], m->p[vector(m, l, V_LN2B)], 1e-5f,
                                  a[A_MID], a[A_H2], a[A_MEAN2], a[A_RSTD2]));
+    TRY(to_product_input(m, a[A_H2], a[A_H2L]));
     return st;
 }
 
@@ -446,27 +485,30 @@ static oclml_status forward_attention(gpt_model *m, size_t l) {
 static oclml_status forward_mlp(gpt_model *m, size_t l) {
     oclml_ctx *ctx = m->ctx;
     oclml_tensor **a = m->act[l], **t = m->t;
-    oclml_status st = oclml_linear(ctx, OCLML_ACT_GELU_TANH, a[A_H2], m->p[matrix(l, M_FC)],
-                                   m->p[vector(m, l, V_BFC)], a[A_ACT], a[A_PRE]);
-    TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_ACT], m->p[matrix(l, M_PROJ)],
-                     m->p[vector(m, l, V_BPROJ)], t[G_MLP_OUT], NULL));
+    oclml_status st =
+        oclml_linear(ctx, OCLML_ACT_GELU_TANH, product_input(m, a[A_H2], a[A_H2L]),
+                     m->w[matrix(l, M_FC)], m->w[vector(m, l, V_BFC)], a[A_ACT], a[A_PRE]);
+    TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_ACT], m->w[matrix(l, M_PROJ)],
+                     m->w[vector(m, l, V_BPROJ)], t[G_MLP_OUT], NULL));
     if (l + 1 < m->c.layers) {
         oclml_tensor **n = m->act[l + 1];
         TRY(oclml_residual_layernorm(ctx, drop_at(m, l, D_MLP_RES), a[A_MID], t[G_MLP_OUT],
                                      m->p[vector(m, l + 1, V_LN1G)], m->p[vector(m, l + 1, V_LN1B)],
                                      1e-5f, n[A_RES], n[A_H1], n[A_MEAN1], n[A_RSTD1]));
+        TRY(to_product_input(m, n[A_H1], n[A_H1L]));
     } else {
         TRY(oclml_residual_layernorm(ctx, drop_at(m, l, D_MLP_RES), a[A_MID], t[G_MLP_OUT],
                                      m->p[final_norm(m, 0)], m->p[final_norm(m, 1)], 1e-5f,
                                      t[G_RESF], t[G_HF], t[G_MEANF], t[G_RSTDF]));
+        TRY(to_product_input(m, t[G_HF], t[G_HFL]));
     }
     return st;
 }
 
 /* Logits through the tied head (x wte^T). */
 static oclml_status forward_head(gpt_model *m) {
-    return oclml_linear(m->ctx, OCLML_ACT_NONE, m->t[G_HF], m->p[P_WTE], NULL, m->t[G_LOGITS],
-                        NULL);
+    return oclml_linear(m->ctx, OCLML_ACT_NONE, product_input(m, m->t[G_HF], m->t[G_HFL]),
+                        m->w[P_WTE], NULL, m->t[G_LOGITS], NULL);
 }
 
 static oclml_status loss_and_gradient(gpt_model *m) {
@@ -497,8 +539,9 @@ oclml_status gpt_forward(gpt_model *m) {
 static oclml_status backward_head(gpt_model *m) {
     oclml_ctx *ctx = m->ctx;
     oclml_tensor **t = m->t;
-    oclml_status st = oclml_linear_backward(ctx, OCLML_ACT_NONE, t[G_HF], m->p[P_WTE], NULL,
-                                            t[G_LOGITS], t[G_DH], m->g[P_WTE], NULL, 0);
+    oclml_status st =
+        oclml_linear_backward(ctx, OCLML_ACT_NONE, product_input(m, t[G_HF], t[G_HFL]), m->w[P_WTE],
+                              NULL, t[G_LOGITS], t[G_DH], m->g[P_WTE], NULL, 0);
     TRY(oclml_residual_layernorm_backward(ctx, drop_at(m, m->c.layers - 1, D_MLP_RES), t[G_RESF],
                                           m->p[final_norm(m, 0)], t[G_MEANF], t[G_RSTDF], t[G_DH],
                                           NULL, t[G_DRES], branch_own(m), m->g[final_norm(m, 0)],
@@ -512,11 +555,11 @@ static oclml_status backward_mlp(gpt_model *m, size_t l) {
     oclml_ctx *ctx = m->ctx;
     oclml_tensor **a = m->act[l], **t = m->t, *branch = branch_grad(m);
     oclml_status st =
-        oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_ACT], m->p[matrix(l, M_PROJ)], NULL, branch,
+        oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_ACT], m->w[matrix(l, M_PROJ)], NULL, branch,
                               t[G_DACT], m->g[matrix(l, M_PROJ)], m->g[vector(m, l, V_BPROJ)], 0);
-    TRY(oclml_linear_backward(ctx, OCLML_ACT_GELU_TANH, a[A_H2], m->p[matrix(l, M_FC)], a[A_PRE],
-                              t[G_DACT], t[G_DH], m->g[matrix(l, M_FC)], m->g[vector(m, l, V_BFC)],
-                              0));
+    TRY(oclml_linear_backward(ctx, OCLML_ACT_GELU_TANH, product_input(m, a[A_H2], a[A_H2L]),
+                              m->w[matrix(l, M_FC)], a[A_PRE], t[G_DACT], t[G_DH],
+                              m->g[matrix(l, M_FC)], m->g[vector(m, l, V_BFC)], 0));
     TRY(oclml_residual_layernorm_backward(ctx, drop_at(m, l, D_ATT_RES), a[A_MID],
                                           m->p[vector(m, l, V_LN2G)], a[A_MEAN2], a[A_RSTD2],
                                           t[G_DH], t[G_DRES], t[G_DRES], branch_own(m),
@@ -531,23 +574,26 @@ static oclml_status backward_attention(gpt_model *m, size_t l) {
     oclml_tensor **a = m->act[l], **t = m->t, **f = m->flat[l], **fd = m->flat_d,
                  *branch = branch_grad(m);
     oclml_status st = OCLML_SUCCESS;
-    TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, f[3], m->p[matrix(l, M_O)], NULL, branch,
+    TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, f[3], m->w[matrix(l, M_O)], NULL, branch,
                               t[G_DO], m->g[matrix(l, M_O)], m->g[vector(m, l, V_BO)], 0));
     TRY(oclml_attention_backward(ctx, attention_of(m, l), a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE],
                                  fd[3], t[G_DQ], t[G_DK], t[G_DV], NULL));
-    if (m->qkv[l][0]) { /* [dq dk dv] as one [N, 3C] gradient of the fused product */
+    oclml_tensor *h1 = product_input(m, a[A_H1], a[A_H1L]);
+    /* [dq dk dv] as one [N, 3C] gradient of the fused product (concat takes fp32: mixed
+     * precision takes the three products). */
+    if (m->qkv[l][0] && !mixed(m)) {
         TRY(oclml_concat(ctx, (const oclml_tensor *const *)fd, 3, 1, t[G_QKV]));
-        TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_H1], m->qkv[l][0], NULL, t[G_QKV],
-                                  t[G_DH], m->qkv[l][2], m->qkv[l][3], 0));
+        TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, h1, m->qkv[l][0], NULL, t[G_QKV], t[G_DH],
+                                  m->qkv[l][2], m->qkv[l][3], 0));
     } else {
         /* dh1 = dq Wq + dk Wk + dv Wv: the first product writes it, the others add to it. */
         for (int j = 0; j < 3; j++) {
-            TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_H1], m->p[matrix(l, M_Q + j)], NULL,
+            TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, h1, m->w[matrix(l, M_Q + j)], NULL,
                                       fd[j], j ? NULL : t[G_DH], m->g[matrix(l, M_Q + j)],
                                       m->g[vector(m, l, V_BQ + j)], 0));
             if (j)
                 TRY(oclml_gemm(ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, fd[j],
-                               m->p[matrix(l, M_Q + j)], 1.0f, t[G_DH]));
+                               m->w[matrix(l, M_Q + j)], 1.0f, t[G_DH]));
         }
     }
     /* The previous block's MLP branch entered this norm (the embeddings' sum, undropped, the
@@ -717,6 +763,7 @@ oclml_status gpt_load(gpt_model *m, const char *path) {
         m->step = h.step;
         st = oclml_optim_set_step(m->opt, (uint32_t)h.step);
     }
+    if (!st && mixed(m)) st = oclml_arena_copy_sync(m->arena); /* the copy of the loaded weights */
     if (f) fclose(f);
     free(v);
     return st;

@@ -28,6 +28,11 @@ typedef struct gpt_config {
     float weight_decay, grad_clip;
     float dropout; /* p of every dropout site in training steps (0: none) */
     uint64_t seed; /* initial weights, and with the step the dropout masks */
+    /* OCLML_FLOAT32, or mixed precision as autocast splits it: the products (Q, K, V, the
+     * projections, the MLP, the head) and attention on bf16 (fp16) activations and the arena's
+     * 16-bit copy of the weights; the residual stream, the norms, the embeddings, the logits and
+     * loss, and every parameter gradient fp32 (AdamW's master weights). */
+    oclml_dtype dtype;
 } gpt_config;
 
 /* GPT-2 small (124M) at batch 8 x 1024, nanoGPT's optimizer settings. */

@@ -348,6 +348,28 @@ START_TEST(gpt_dropout) {
 }
 END_TEST
 
+/* GPT in mixed precision (--bf16, --fp16: the products and attention on 16-bit activations and
+ * the arena's copy of the weights; norms, residual stream, logits and master weights fp32)
+ * follows the fp32 curve within the dtype's band, is not it, and learns; and so with dropout. */
+START_TEST(gpt_mixed_precision) {
+    double lp[4], fp32[4];
+    const char *flag = _i ? "--fp16 --dropout 0.1" : "--bf16";
+    char args[160];
+    snprintf(args, sizeof args, "--tiny --fixed --steps 4 %s", flag);
+    gpt_run(args, lp);
+    gpt_run(_i ? "--tiny --fixed --steps 4 --dropout 0.1" : "--tiny --fixed --steps 4", fp32);
+    double most = 0;
+    for (int s = 0; s < 4; s++) {
+        const double rel = fabs(lp[s] - fp32[s]) / fp32[s];
+        ck_assert_msg(rel <= (_i ? 4e-3 : 2e-2), "%s step %d: loss %.9g, fp32 %.9g", flag, s, lp[s],
+                      fp32[s]);
+        most = fmax(most, rel);
+    }
+    ck_assert_msg(most > 1e-8, "%s: the curve is the fp32 one", flag);
+    ck_assert_msg(lp[3] < lp[0], "%s: loss %g -> %g", flag, lp[0], lp[3]);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -362,6 +384,7 @@ int main(void) {
     tcase_add_test(tc, gpt_learns_text);
     tcase_add_test(tc, gpt_checkpoint_resumes);
     tcase_add_test(tc, gpt_dropout);
+    tcase_add_loop_test(tc, gpt_mixed_precision, 0, 2);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

@@ -41,10 +41,12 @@ static oclml_status gpt_step_fn(void *m) { return gpt_step(m); }
 static oclml_status gpt_loss_fn(void *m, float *l) { return gpt_loss(m, l); }
 
 /* GPT-2 small at batch 8 x 1024 on random tokens (torch_peers.py gpt2's data), or the tiny model
- * with --quick: the step's time, tokens/s, the device memory the library held at its peak, and
- * where the step's kernel time goes (profiled once, after the timed steps). */
-static int bench_gpt(bench_env *env) {
+ * with --quick, in fp32 or mixed precision (dtype bf16: the peer's autocast): the step's time,
+ * tokens/s, the device memory the library held at its peak, and where the step's kernel time
+ * goes (profiled once, after the timed steps). */
+static int bench_gpt(bench_env *env, oclml_dtype dtype) {
     gpt_config c = env->quick ? gpt_config_tiny() : gpt_config_small();
+    c.dtype = dtype;
     size_t before;
     oclml_status st = oclml_ctx_memory(env->ctx, &before, NULL);
     if (!st) st = oclml_ctx_reset_peak_memory(env->ctx);
@@ -62,8 +64,8 @@ static int bench_gpt(bench_env *env) {
     free(tok);
     if (st) return bench_fail(env, st, "GPT batch");
     char shape[96];
-    snprintf(shape, sizeof shape, "%s B%zu T%zu fp32", env->quick ? "gpt-tiny" : "gpt2-small",
-             c.batch, c.seq);
+    snprintf(shape, sizeof shape, "%s B%zu T%zu %s", env->quick ? "gpt-tiny" : "gpt2-small",
+             c.batch, c.seq, oclml_dtype_name(dtype));
     float first = NAN, last = NAN;
     st = gpt_step(m);
     if (!st) st = gpt_loss(m, &first);
@@ -126,5 +128,6 @@ int bench_train(bench_env *env) {
         snprintf(shape, sizeof shape, "cnn B256 64x64x3 k5 32-64-128-256 maxpool silu xent adamw");
     rc = time_steps(env, shape, cnn_step, cnn, cnn_loss);
     train_cnn_destroy(cnn);
-    return rc ? rc : bench_gpt(env);
+    if (!rc) rc = bench_gpt(env, OCLML_FLOAT32);
+    return rc ? rc : bench_gpt(env, OCLML_BFLOAT16);
 }

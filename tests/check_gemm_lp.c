@@ -165,6 +165,19 @@ START_TEST(unaligned_falls_back) {
 }
 END_TEST
 
+/* A tile the stages cannot swizzle (96 rows: not a multiple of 64) is refused for the
+ * conversion, and the product stays right. */
+START_TEST(unswizzlable_tile_refused) {
+    test_retune("gemm.lp_mma=2,gemm.lp_tile=96:96:2:2:2");
+    char plan[256];
+    ASSERT_OK(oclml_gemm_plan_dtype(T, OCLML_TRANS, OCLML_NO_TRANS, 136, 136, 72, 1, OCLML_BFLOAT16,
+                                    OCLML_FLOAT32, plan, sizeof plan));
+    ck_assert_msg(strstr(plan, "converted to fp32") != NULL, "%s", plan);
+    const lp_case c = {OCLML_BFLOAT16, OCLML_FLOAT32, 1, 0, 136, 136, 72, 0, 0, 1.0f, 0.0f};
+    run_case(&c, -1);
+}
+END_TEST
+
 /* A NaN in A gives NaN across its row of C and nowhere else, on both paths. */
 START_TEST(nan_propagates) {
     test_retune(_i ? "gemm.lp_mma=2" : "gemm.lp_mma=0");
@@ -206,6 +219,7 @@ int main(void) {
     tcase_add_loop_test(tc, kernel_batched, 0, test_tier(1, 2));
     tcase_add_loop_test(tc, converted_matches_reference, 0, test_tier(8, 8));
     tcase_add_test(tc, unaligned_falls_back);
+    tcase_add_test(tc, unswizzlable_tile_refused);
     tcase_add_loop_test(tc, nan_propagates, 0, 2);
     tcase_add_test(tc, refusals_touch_nothing);
     suite_add_tcase(s, tc);

@@ -98,8 +98,9 @@
 inline uint kc_at(uint row, uint k) {
     return row * BK + ((((k >> 3) ^ (row >> 1)) & 3u) << 3) + (k & 7u);
 }
-/* Element (k, col) of a row-contiguous tile [BK][cols] (cols >= 64): chunk col / 8 swizzled by
- * k % 8, so eight consecutive k of a chunk column hit distinct bank groups. */
+/* Element (k, col) of a row-contiguous tile [BK][cols] (cols a multiple of 64: the swizzle
+ * permutes chunks within whole groups of eight): chunk col / 8 swizzled by k % 8, so eight
+ * consecutive k of a chunk column hit distinct bank groups. */
 inline uint rc_at(uint k, uint col, uint cols) {
     return k * cols + ((((col >> 3) ^ k) & 7u) | ((col >> 3) & ~7u)) * 8u + (col & 7u);
 }
@@ -203,14 +204,18 @@ inline void load_b2(uint *b, __local const ushort *s, uint c0, uint k0, uint gid
 }
 #endif
 
-__kernel __attribute__((reqd_work_group_size(THREADS, 1, 1))) void oclml_gemm_lp(
-    uint M, uint N, uint K, float alpha, float beta, __global const ushort *A, ulong a_off,
-    uint lda, ulong a_stride, __global const ushort *B, ulong b_off, uint ldb, ulong b_stride,
-    __global DT_ELEM(C_DT) *C, ulong c_off, uint ldc, ulong c_stride,
-    __global const DT_ELEM(BIAS_DT) *bias, ulong bias_off, __global DT_ELEM(PRE_DT) *pre,
-    ulong pre_off, uint ldp, ulong pre_stride, float drop_p, float drop_scale, uint drop_seed_lo, uint drop_seed_hi,
-    ulong drop_offset, ulong drop_base, uint drop_ld) {
-    __local ushort sa[STAGES][BM * BK], sb[STAGES][BN * BK];
+__kernel __attribute__((reqd_work_group_size(THREADS, 1, 1))) void
+oclml_gemm_lp(uint M, uint N, uint K, float alpha, float beta, __global const ushort *A,
+              ulong a_off, uint lda, ulong a_stride, __global const ushort *B, ulong b_off,
+              uint ldb, ulong b_stride, __global DT_ELEM(C_DT) * C, ulong c_off, uint ldc,
+              ulong c_stride, __global const DT_ELEM(BIAS_DT) * bias, ulong bias_off,
+              __global DT_ELEM(PRE_DT) * pre, ulong pre_off, uint ldp, ulong pre_stride,
+              float drop_p, float drop_scale, uint drop_seed_lo, uint drop_seed_hi,
+              ulong drop_offset, ulong drop_base, uint drop_ld) {
+    /* 16-byte aligned: cp.async and ldmatrix move 16 bytes, and PTX aligns an array only to its
+     * element's size. */
+    __local ushort sa[STAGES][BM * BK] __attribute__((aligned(16))),
+        sb[STAGES][BN * BK] __attribute__((aligned(16)));
 #if MMA_EMULATE
     __local float xchg_all[WARPS_M * WARPS_N][XCHG_FLOATS];
 #endif

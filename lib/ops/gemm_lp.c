@@ -49,9 +49,10 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p) {
         p->warps_n = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 3);
         p->stages = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 4);
     }
-    const bool tile_ok = p->bm >= 64 && p->bn >= 64 && p->warps_m && p->warps_n &&
-                         p->bm % (16 * p->warps_m) == 0 && p->bn % (16 * p->warps_n) == 0 &&
-                         p->stages >= 2 && p->stages <= 8 &&
+    /* Multiples of 64: the row-contiguous stages swizzle chunks in groups of eight. */
+    const bool tile_ok = p->bm % 64 == 0 && p->bn % 64 == 0 && p->bm && p->bn && p->warps_m &&
+                         p->warps_n && p->bm % (16 * p->warps_m) == 0 &&
+                         p->bn % (16 * p->warps_n) == 0 && p->stages >= 2 && p->stages <= 8 &&
                          32 * p->warps_m * p->warps_n <= ctx->caps.max_work_group_size;
     const size_t local = (size_t)p->stages * (p->bm + p->bn) * 32 * 2 +
                          (mode == 2 && !hw ? (size_t)p->warps_m * p->warps_n * 384 * 4 : 0);

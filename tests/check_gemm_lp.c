@@ -133,10 +133,11 @@ START_TEST(kernel_matches_reference) {
 }
 END_TEST
 
-/* Batches on the kernel: B shared (2-D) or one per entry, a tile smaller than the default. */
+/* Batches on the kernel: B shared (2-D) or one per entry, a tile smaller than the default (the
+ * first the program of kernel_case(2): PoCL compiles each emulated program for seconds). */
 START_TEST(kernel_batched) {
     test_retune(_i ? "gemm.lp_mma=2,gemm.lp_tile=64:64:2:2:2" : "gemm.lp_mma=2");
-    const lp_case c = {OCLML_BFLOAT16, OCLML_BFLOAT16, 0, 1, 40, 64, 72, 3, !_i, 1.0f, 0.0f};
+    const lp_case c = {OCLML_FLOAT16, OCLML_FLOAT16, 0, 1, 40, 64, 72, 3, !_i, 1.0f, 0.0f};
     run_case(&c, -1);
 }
 END_TEST
@@ -181,7 +182,7 @@ END_TEST
 /* A NaN in A gives NaN across its row of C and nowhere else, on both paths. */
 START_TEST(nan_propagates) {
     test_retune(_i ? "gemm.lp_mma=2" : "gemm.lp_mma=0");
-    const lp_case c = {OCLML_BFLOAT16, OCLML_FLOAT32, 0, 0, 64, 72, 40, 0, 0, 1.0f, 0.0f};
+    const lp_case c = {OCLML_BFLOAT16, OCLML_BFLOAT16, 0, 0, 64, 72, 40, 0, 0, 1.0f, 0.0f};
     run_case(&c, 5 * 40 + 17);
 }
 END_TEST

@@ -188,8 +188,8 @@ int main(void) {
     Suite *s = suite_create("linear_lp");
     TCase *tc = tcase_create("linear_lp");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
-    tcase_add_loop_test(tc, forward_matches_reference, 0, test_tier(4, 8));
-    tcase_add_loop_test(tc, backward_matches_reference, 0, 4);
+    tcase_add_loop_test(tc, forward_matches_reference, 0, test_tier(2, 8));
+    tcase_add_loop_test(tc, backward_matches_reference, 0, test_tier(2, 4));
     tcase_add_loop_test(tc, dropout_masks_as_fp32, 0, 2);
     tcase_add_test(tc, refusals_touch_nothing);
     suite_add_tcase(s, tc);

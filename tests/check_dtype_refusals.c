@@ -6,8 +6,8 @@
  * checked; in the sweep tier the call with none replaced then succeeds, so the shapes are valid.
  * Arguments an op takes in 16 bits (attention's q, k, v, o and their gradients) are never
  * replaced, and attention runs a second time with them 16-bit (its stand-in path); softmax,
- * fill, copy, cast, gemm, convolution and pooling take every dtype and are not here, nor are the
- * optimizers, whose tensors are the arena's own. */
+ * fill, copy, cast, gemm, the elementwise ops, convolution and pooling take every dtype and are
+ * not here, nor are the optimizers, whose tensors are the arena's own. */
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -45,21 +45,6 @@ static oclml_attention_params attn(const oclml_tensor *mask, const oclml_tensor 
 }
 
 /* ---- the calls ---- */
-
-static oclml_status unary(oclml_tensor *const *t) { return oclml_unary(T, OCLML_SILU, t[0], t[1]); }
-static oclml_status unary_bwd(oclml_tensor *const *t) {
-    return oclml_unary_backward(T, OCLML_SILU, t[0], t[1], t[2]);
-}
-static oclml_status pow_fwd(oclml_tensor *const *t) { return oclml_pow(T, t[0], 2.0f, t[1]); }
-static oclml_status pow_bwd(oclml_tensor *const *t) {
-    return oclml_pow_backward(T, t[0], 2.0f, t[1], t[2]);
-}
-static oclml_status binary(oclml_tensor *const *t) {
-    return oclml_binary(T, OCLML_MUL, t[0], t[1], t[2]);
-}
-static oclml_status binary_scalar(oclml_tensor *const *t) {
-    return oclml_binary_scalar(T, OCLML_ADD, t[0], 1.0f, t[1]);
-}
 
 static oclml_status dropout(oclml_tensor *const *t) {
     const oclml_dropout_params d = drop();
@@ -224,12 +209,6 @@ static oclml_status linear_dropout_bwd(oclml_tensor *const *t) {
 #define ATT_BWD "1x1x2x4 1x1x3x4 1x1x3x4 1x1x2x4 1x1x2 1x1x2x4 1x1x2x4 1x1x3x4 1x1x3x4 2x3 2x3 1"
 
 static const op_case CASES[] = {
-    {"unary", unary, "2x4 2x4", 0, 0},
-    {"unary_backward", unary_bwd, "2x4 2x4 2x4", 0, 0},
-    {"pow", pow_fwd, "2x4 2x4", 0, 0},
-    {"pow_backward", pow_bwd, "2x4 2x4 2x4", 0, 0},
-    {"binary (broadcast row)", binary, "2x4 4 2x4", 0, 0},
-    {"binary_scalar", binary_scalar, "2x4 2x4", 0, 0},
     {"dropout", dropout, "2x4 2x4", 0, 0},
     {"dropout_backward", dropout_bwd, "2x4 2x4", 0, 0},
     {"dropout_add", dropout_add, "2x4 2x4 2x4", 0, 0},

@@ -22,9 +22,7 @@ OCLML_INLINE ushort bf16_from_float(float f) {
     return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-OCLML_INLINE float4 bf16x4_to_float4(ushort4 h) {
-    return as_float4(convert_uint4(h) << 16);
-}
+OCLML_INLINE float4 bf16x4_to_float4(ushort4 h) { return as_float4(convert_uint4(h) << 16); }
 
 OCLML_INLINE ushort4 bf16x4_from_float4(float4 f) {
     return (ushort4)(bf16_from_float(f.x), bf16_from_float(f.y), bf16_from_float(f.z),
@@ -48,8 +46,7 @@ OCLML_INLINE ushort fp16_from_float(float f) {
 }
 
 OCLML_INLINE float4 fp16x4_to_float4(ushort4 h) {
-    return (float4)(fp16_to_float(h.x), fp16_to_float(h.y), fp16_to_float(h.z),
-                    fp16_to_float(h.w));
+    return (float4)(fp16_to_float(h.x), fp16_to_float(h.y), fp16_to_float(h.z), fp16_to_float(h.w));
 }
 
 OCLML_INLINE ushort4 fp16x4_from_float4(float4 f) {
@@ -85,6 +82,19 @@ OCLML_INLINE uint bf16x2_from_float(float lo, float hi) {
 #define DT_STORE_2(p, i, v) ((p)[i] = fp16_from_float(v))
 #define DT_STORE_(dt, p, i, v) DT_STORE_##dt(p, i, v)
 #define DT_STORE(dt, p, i, v) DT_STORE_(dt, p, i, v)
+
+/* The same four at any element alignment (vload4 and vstore4: ops whose tensors may start
+ * anywhere). */
+#define DT_VLOAD4_0(p, i) vload4((i), (p))
+#define DT_VLOAD4_1(p, i) bf16x4_to_float4(vload4((i), (p)))
+#define DT_VLOAD4_2(p, i) fp16x4_to_float4(vload4((i), (p)))
+#define DT_VLOAD4_(dt, p, i) DT_VLOAD4_##dt(p, i)
+#define DT_VLOAD4(dt, p, i) DT_VLOAD4_(dt, p, i)
+#define DT_VSTORE4_0(p, i, v) vstore4((v), (i), (p))
+#define DT_VSTORE4_1(p, i, v) vstore4(bf16x4_from_float4(v), (i), (p))
+#define DT_VSTORE4_2(p, i, v) vstore4(fp16x4_from_float4(v), (i), (p))
+#define DT_VSTORE4_(dt, p, i, v) DT_VSTORE4_##dt(p, i, v)
+#define DT_VSTORE4(dt, p, i, v) DT_VSTORE4_(dt, p, i, v)
 
 #define DT_STORE4_0(p, i, v) (((__global float4 *)(p))[i] = (v))
 #define DT_STORE4_1(p, i, v) (((__global ushort4 *)(p))[i] = bf16x4_from_float4(v))

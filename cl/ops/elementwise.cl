@@ -4,8 +4,28 @@
  * NaN in gives NaN out (relu, max and min included); +-1e4 never overflows sigmoid, tanh, gelu
  * or silu.
  * Variants: the host picks the function with -DUNARY=NAME (U_NAME and its derivative D_NAME below)
- * or -DBINARY=NAME (B_NAME), and the kernel shape by the kernels it wants. */
+ * or -DBINARY=NAME (B_NAME), and the kernel shape by the kernels it wants; the tensors' dtypes by
+ * X_DT (x, or a), B_DT (b), G_DT (dy) and Y_DT (y, or dx), dtype.h's numbers, fp32 by default:
+ * the math in fp32, each output rounded once. */
 #include "activation.h"
+#include "dtype.h"
+
+#ifndef X_DT
+#define X_DT 0
+#endif
+#ifndef B_DT
+#define B_DT 0
+#endif
+#ifndef G_DT
+#define G_DT 0
+#endif
+#ifndef Y_DT
+#define Y_DT 0
+#endif
+#define XT DT_ELEM(X_DT)
+#define BT DT_ELEM(B_DT)
+#define GT DT_ELEM(G_DT)
+#define YT DT_ELEM(Y_DT)
 
 /* y = f(x); p is the op's scalar parameter (pow's exponent). */
 #define U_NEG(x, p) (-(x))
@@ -77,24 +97,27 @@
 #define BINARY ADD
 #endif
 
-#define OCLML_UNARY(F, D)                                                                     \
-    __kernel void oclml_unary(__global const float *x, ulong xo, __global float *y, ulong yo, \
-                              ulong n, float p) {                                             \
-        __global const float *xs = x + xo;                                                    \
-        __global float *ys = y + yo;                                                          \
-        STRIDE_LOOPS(vstore4(MAP4(F, vload4(i, xs), p), i, ys);, ys[i] = F(xs[i], p);)        \
+#define OCLML_UNARY(F, D)                                                                        \
+    __kernel void oclml_unary(__global const XT *x, ulong xo, __global YT *y, ulong yo, ulong n, \
+                              float p) {                                                         \
+        __global const XT *xs = x + xo;                                                          \
+        __global YT *ys = y + yo;                                                                \
+        STRIDE_LOOPS(DT_VSTORE4(Y_DT, ys, i, MAP4(F, DT_VLOAD4(X_DT, xs, i), p));                \
+                     , DT_STORE(Y_DT, ys, i, F(DT_LOAD(X_DT, xs, i), p));)                       \
     }
 #if OCLML_WANT(oclml_unary)
 OCLML_UNARY(EW_CAT(U_, UNARY), EW_CAT(D_, UNARY))
 #endif
 
-#define OCLML_UNARY_BWD(F, D)                                                                  \
-    __kernel void oclml_unary_bwd(__global const float *x, ulong xo, __global const float *dy, \
-                                  ulong go, __global float *dx, ulong dxo, ulong n, float p) { \
-        __global const float *xs = x + xo, *gs = dy + go;                                      \
-        __global float *ds = dx + dxo;                                                         \
-        STRIDE_LOOPS(vstore4(MAP4_3(D, vload4(i, xs), vload4(i, gs), p), i, ds);               \
-                     , ds[i] = D(xs[i], gs[i], p);)                                            \
+#define OCLML_UNARY_BWD(F, D)                                                                      \
+    __kernel void oclml_unary_bwd(__global const XT *x, ulong xo, __global const GT *dy, ulong go, \
+                                  __global YT *dx, ulong dxo, ulong n, float p) {                  \
+        __global const XT *xs = x + xo;                                                            \
+        __global const GT *gs = dy + go;                                                           \
+        __global YT *ds = dx + dxo;                                                                \
+        STRIDE_LOOPS(                                                                              \
+            DT_VSTORE4(Y_DT, ds, i, MAP4_3(D, DT_VLOAD4(X_DT, xs, i), DT_VLOAD4(G_DT, gs, i), p)); \
+            , DT_STORE(Y_DT, ds, i, D(DT_LOAD(X_DT, xs, i), DT_LOAD(G_DT, gs, i), p));)            \
     }
 #if OCLML_WANT(oclml_unary_bwd)
 OCLML_UNARY_BWD(EW_CAT(U_, UNARY), EW_CAT(D_, UNARY))
@@ -103,59 +126,64 @@ OCLML_UNARY_BWD(EW_CAT(U_, UNARY), EW_CAT(D_, UNARY))
 /* y = a op b for same-shape b; a op s for a scalar; a op b[col] for a row vector b of `cols`
  * elements broadcast over rows (the column advances by a fixed step per stride, so no 64-bit
  * division runs per element). */
-#define OCLML_BINARY(F)                                                                    \
-    __kernel void oclml_binary(__global const float *a, ulong ao, __global const float *b, \
-                               ulong bo, __global float *y, ulong yo, ulong n) {           \
-        __global const float *as = a + ao, *bs = b + bo;                                   \
-        __global float *ys = y + yo;                                                       \
-        STRIDE_LOOPS(vstore4(MAP4_2(F, vload4(i, as), vload4(i, bs)), i, ys);              \
-                     , ys[i] = F(as[i], bs[i]);)                                           \
+#define OCLML_BINARY(F)                                                                         \
+    __kernel void oclml_binary(__global const XT *a, ulong ao, __global const BT *b, ulong bo,  \
+                               __global YT *y, ulong yo, ulong n) {                             \
+        __global const XT *as = a + ao;                                                         \
+        __global const BT *bs = b + bo;                                                         \
+        __global YT *ys = y + yo;                                                               \
+        STRIDE_LOOPS(                                                                           \
+            DT_VSTORE4(Y_DT, ys, i, MAP4_2(F, DT_VLOAD4(X_DT, as, i), DT_VLOAD4(B_DT, bs, i))); \
+            , DT_STORE(Y_DT, ys, i, F(DT_LOAD(X_DT, as, i), DT_LOAD(B_DT, bs, i)));)            \
     }
 #if OCLML_WANT(oclml_binary)
 OCLML_BINARY(EW_CAT(B_, BINARY))
 #endif
 
-#define OCLML_BINARY_SCALAR(F)                                                            \
-    __kernel void oclml_binary_scalar(__global const float *a, ulong ao, float s,         \
-                                      __global float *y, ulong yo, ulong n) {             \
-        __global const float *as = a + ao;                                                \
-        __global float *ys = y + yo;                                                      \
-        const float4 s4 = (float4)(s);                                                    \
-        STRIDE_LOOPS(vstore4(MAP4_2(F, vload4(i, as), s4), i, ys);, ys[i] = F(as[i], s);) \
+#define OCLML_BINARY_SCALAR(F)                                                                 \
+    __kernel void oclml_binary_scalar(__global const XT *a, ulong ao, float s, __global YT *y, \
+                                      ulong yo, ulong n) {                                     \
+        __global const XT *as = a + ao;                                                        \
+        __global YT *ys = y + yo;                                                              \
+        const float4 s4 = (float4)(s);                                                         \
+        STRIDE_LOOPS(DT_VSTORE4(Y_DT, ys, i, MAP4_2(F, DT_VLOAD4(X_DT, as, i), s4));           \
+                     , DT_STORE(Y_DT, ys, i, F(DT_LOAD(X_DT, as, i), s));)                     \
     }
 #if OCLML_WANT(oclml_binary_scalar)
 OCLML_BINARY_SCALAR(EW_CAT(B_, BINARY))
 #endif
 
-#define OCLML_BINARY_ROW(F)                                                                     \
-    __kernel void oclml_binary_row(__global const float *a, ulong ao, __global const float *b,  \
-                                   ulong bo, __global float *y, ulong yo, ulong n, uint cols) { \
-        __global const float *as = a + ao, *bs = b + bo;                                        \
-        __global float *ys = y + yo;                                                            \
-        const uint step = (uint)(get_global_size(0) % cols);                                    \
-        uint c = (uint)(get_global_id(0) % cols);                                               \
-        for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {                      \
-            ys[i] = F(as[i], bs[c]);                                                            \
-            c += step;                                                                          \
-            if (c >= cols) c -= cols;                                                           \
-        }                                                                                       \
+#define OCLML_BINARY_ROW(F)                                                                        \
+    __kernel void oclml_binary_row(__global const XT *a, ulong ao, __global const BT *b, ulong bo, \
+                                   __global YT *y, ulong yo, ulong n, uint cols) {                 \
+        __global const XT *as = a + ao;                                                            \
+        __global const BT *bs = b + bo;                                                            \
+        __global YT *ys = y + yo;                                                                  \
+        const uint step = (uint)(get_global_size(0) % cols);                                       \
+        uint c = (uint)(get_global_id(0) % cols);                                                  \
+        for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {                         \
+            DT_STORE(Y_DT, ys, i, F(DT_LOAD(X_DT, as, i), DT_LOAD(B_DT, bs, c)));                  \
+            c += step;                                                                             \
+            if (c >= cols) c -= cols;                                                              \
+        }                                                                                          \
     }
 #if OCLML_WANT(oclml_binary_row)
 OCLML_BINARY_ROW(EW_CAT(B_, BINARY))
 #endif
 
-#define OCLML_BINARY_ROW4(F)                                                                     \
-    __kernel void oclml_binary_row4(__global const float *a, ulong ao, __global const float *b,  \
-                                    ulong bo, __global float *y, ulong yo, ulong n, uint cols) { \
-        __global const float *as = a + ao, *bs = b + bo;                                         \
-        __global float *ys = y + yo;                                                             \
-        const uint c4 = cols / 4, step = (uint)(get_global_size(0) % c4);                        \
-        uint c = (uint)(get_global_id(0) % c4);                                                  \
-        for (ulong i = get_global_id(0); i < n / 4; i += get_global_size(0)) {                   \
-            vstore4(MAP4_2(F, vload4(i, as), vload4(c, bs)), i, ys);                             \
-            c += step;                                                                           \
-            if (c >= c4) c -= c4;                                                                \
-        }                                                                                        \
+#define OCLML_BINARY_ROW4(F)                                                                    \
+    __kernel void oclml_binary_row4(__global const XT *a, ulong ao, __global const BT *b,       \
+                                    ulong bo, __global YT *y, ulong yo, ulong n, uint cols) {   \
+        __global const XT *as = a + ao;                                                         \
+        __global const BT *bs = b + bo;                                                         \
+        __global YT *ys = y + yo;                                                               \
+        const uint c4 = cols / 4, step = (uint)(get_global_size(0) % c4);                       \
+        uint c = (uint)(get_global_id(0) % c4);                                                 \
+        for (ulong i = get_global_id(0); i < n / 4; i += get_global_size(0)) {                  \
+            DT_VSTORE4(Y_DT, ys, i, MAP4_2(F, DT_VLOAD4(X_DT, as, i), DT_VLOAD4(B_DT, bs, c))); \
+            c += step;                                                                          \
+            if (c >= c4) c -= c4;                                                               \
+        }                                                                                       \
     }
 /* Rows of a multiple of 4 columns: float4 groups never straddle rows. */
 #if OCLML_WANT(oclml_binary_row4)

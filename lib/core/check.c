@@ -43,8 +43,13 @@ oclml_status oclml__check_matrix_view(const oclml_ctx *ctx, const oclml_tensor *
 
 oclml_status oclml__check_same_shape(const oclml_ctx *ctx, const oclml_tensor *a, const char *an,
                                      const oclml_tensor *b, const char *bn) {
-    oclml_status st = oclml__check_tensor(ctx, a, an);
-    if (!st) st = oclml__check_tensor(ctx, b, bn);
+    return oclml__check_same_shape_of(ctx, a, an, b, bn, 1u << OCLML_FLOAT32);
+}
+
+oclml_status oclml__check_same_shape_of(const oclml_ctx *ctx, const oclml_tensor *a, const char *an,
+                                        const oclml_tensor *b, const char *bn, unsigned dtypes) {
+    oclml_status st = oclml__check_tensor_of(ctx, a, an, dtypes);
+    if (!st) st = oclml__check_tensor_of(ctx, b, bn, dtypes);
     if (st) return st;
     bool same = a->ndim == b->ndim;
     for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];

@@ -291,6 +291,9 @@ oclml_status oclml__check_matrix_view(const oclml_ctx *ctx, const oclml_tensor *
 /* Checks that two tensors have the same shape. */
 oclml_status oclml__check_same_shape(const oclml_ctx *ctx, const oclml_tensor *a, const char *an,
                                      const oclml_tensor *b, const char *bn);
+/* The same for an op that takes the dtypes of the mask (oclml__check_tensor_of's). */
+oclml_status oclml__check_same_shape_of(const oclml_ctx *ctx, const oclml_tensor *a, const char *an,
+                                        const oclml_tensor *b, const char *bn, unsigned dtypes);
 /* Checks that a tensor has exactly nd (1 to 3) dimensions of sizes a, b, c (unused ones
  * ignored). */
 oclml_status oclml__check_shape(const oclml_ctx *ctx, const oclml_tensor *t, const char *name,

@@ -1,5 +1,5 @@
 /* Elementwise ops: unary functions and their backward, binary ops with a tensor, a scalar or a
- * broadcast row (cl/ops/elementwise.cl). */
+ * broadcast row (cl/ops/elementwise.cl), each tensor of any dtype (fp32 math, one rounding). */
 #include "ops/ops.h"
 
 #include <stdio.h>
@@ -21,21 +21,32 @@ static const char *const BINARY_NAMES[] = {
 #define N_UNARY (sizeof UNARY_NAMES / sizeof UNARY_NAMES[0])
 #define N_BINARY (sizeof BINARY_NAMES / sizeof BINARY_NAMES[0])
 
-/* The program of one kernel shape (kernel) for one function: -DUNARY=RELU or -DBINARY=ADD. */
+/* The program of one kernel shape (kernel) for one function: -DUNARY=RELU or -DBINARY=ADD, and
+ * the tensors' dtypes where any is not fp32 (X_DT: x or a, B_DT: b, G_DT: dy, Y_DT: y or dx;
+ * NULL tensors: fp32). */
 typedef struct ew_variant {
-    char defines[48];
+    char defines[128];
     oclml__program_spec spec;
 } ew_variant;
 
-static void variant(ew_variant *v, const char *kernel, bool unary, const char *fn) {
-    snprintf(v->defines, sizeof v->defines, "-D%s=%s", unary ? "UNARY" : "BINARY", fn);
+static void variant(ew_variant *v, const char *kernel, bool unary, const char *fn,
+                    const oclml_tensor *x, const oclml_tensor *b, const oclml_tensor *g,
+                    const oclml_tensor *y) {
+    const oclml_dtype dt[4] = {x ? x->dtype : OCLML_FLOAT32, b ? b->dtype : OCLML_FLOAT32,
+                               g ? g->dtype : OCLML_FLOAT32, y ? y->dtype : OCLML_FLOAT32};
+    int n = snprintf(v->defines, sizeof v->defines, "-D%s=%s", unary ? "UNARY" : "BINARY", fn);
+    if (dt[0] || dt[1] || dt[2] || dt[3])
+        snprintf(v->defines + n, sizeof v->defines - (size_t)n,
+                 " -DX_DT=%d -DB_DT=%d -DG_DT=%d -DY_DT=%d", (int)dt[0], (int)dt[1], (int)dt[2],
+                 (int)dt[3]);
     v->spec = (oclml__program_spec){FILE_CL, v->defines, kernel, 0};
 }
 
 static oclml_status kernel_for(oclml_ctx *ctx, const char *kernel, bool unary, const char *fn,
-                               cl_kernel *k) {
+                               const oclml_tensor *x, const oclml_tensor *b, const oclml_tensor *g,
+                               const oclml_tensor *y, cl_kernel *k) {
     ew_variant v;
-    variant(&v, kernel, unary, fn);
+    variant(&v, kernel, unary, fn, x, b, g, y);
     return oclml__kernel(ctx, &v.spec, kernel, k);
 }
 
@@ -52,11 +63,12 @@ static oclml_status unary(oclml_ctx *ctx, oclml_unary_op op, float p, const oclm
     if (st) return st;
     if ((unsigned)op >= N_UNARY || !UNARY_NAMES[op])
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "unknown unary op %d", (int)op);
-    st = oclml__check_same_shape(ctx, x, "x", out, backward ? "dx" : "y");
-    if (!st && backward) st = oclml__check_same_shape(ctx, x, "x", dy, "dy");
+    st = oclml__check_same_shape_of(ctx, x, "x", out, backward ? "dx" : "y", OCLML__DTYPES_ALL);
+    if (!st && backward) st = oclml__check_same_shape_of(ctx, x, "x", dy, "dy", OCLML__DTYPES_ALL);
     if (st) return st;
     cl_kernel k;
-    st = kernel_for(ctx, backward ? "oclml_unary_bwd" : "oclml_unary", true, UNARY_NAMES[op], &k);
+    st = kernel_for(ctx, backward ? "oclml_unary_bwd" : "oclml_unary", true, UNARY_NAMES[op], x,
+                    NULL, backward ? dy : NULL, out, &k);
     if (st) return st;
     cl_ulong xo = oclml__elem_offset(x), oo = oclml__elem_offset(out), n = x->numel;
     if (!backward) {
@@ -105,8 +117,8 @@ oclml_status oclml_binary(oclml_ctx *ctx, oclml_binary_op op, const oclml_tensor
                           const oclml_tensor *b, oclml_tensor *y) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = check_binary_op(ctx, op);
-    if (!st) st = oclml__check_same_shape(ctx, a, "a", y, "y");
-    if (!st) st = oclml__check_tensor(ctx, b, "b");
+    if (!st) st = oclml__check_same_shape_of(ctx, a, "a", y, "y", OCLML__DTYPES_ALL);
+    if (!st) st = oclml__check_tensor_of(ctx, b, "b", OCLML__DTYPES_ALL);
     if (st) return st;
     size_t cols = a->shape[a->ndim - 1];
     bool same = b->numel == a->numel;
@@ -124,7 +136,7 @@ oclml_status oclml_binary(oclml_ctx *ctx, oclml_binary_op op, const oclml_tensor
                          : cols % 4 ? "oclml_binary_row"
                                     : "oclml_binary_row4";
     cl_kernel k;
-    st = kernel_for(ctx, kernel, false, BINARY_NAMES[op], &k);
+    st = kernel_for(ctx, kernel, false, BINARY_NAMES[op], a, b, NULL, y, &k);
     if (st) return st;
     cl_ulong ao = oclml__elem_offset(a), bo = oclml__elem_offset(b), yo = oclml__elem_offset(y),
              n = a->numel;
@@ -143,10 +155,10 @@ oclml_status oclml_binary_scalar(oclml_ctx *ctx, oclml_binary_op op, const oclml
                                  oclml_tensor *y) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = check_binary_op(ctx, op);
-    if (!st) st = oclml__check_same_shape(ctx, a, "a", y, "y");
+    if (!st) st = oclml__check_same_shape_of(ctx, a, "a", y, "y", OCLML__DTYPES_ALL);
     if (st) return st;
     cl_kernel k;
-    st = kernel_for(ctx, "oclml_binary_scalar", false, BINARY_NAMES[op], &k);
+    st = kernel_for(ctx, "oclml_binary_scalar", false, BINARY_NAMES[op], a, NULL, NULL, y, &k);
     if (st) return st;
     cl_ulong ao = oclml__elem_offset(a), yo = oclml__elem_offset(y), n = a->numel;
     oclml__arg args[] = {OCLML_ARG(a->mem), OCLML_ARG(ao), OCLML_ARG(s),
@@ -162,7 +174,8 @@ void oclml__elementwise_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *l
         bool pow = !strncmp(op, "pow", 3);
         for (size_t i = 0; i < N_UNARY; i++) {
             if ((i == OCLML_POW) != pow) continue;
-            variant(&v, backward ? "oclml_unary_bwd" : "oclml_unary", true, UNARY_NAMES[i]);
+            variant(&v, backward ? "oclml_unary_bwd" : "oclml_unary", true, UNARY_NAMES[i], NULL,
+                    NULL, NULL, NULL);
             oclml__warm_add(list, op, UNARY_NAMES[i], v.spec);
         }
         return;
@@ -171,7 +184,8 @@ void oclml__elementwise_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *l
     bool scalar = strstr(op, "scalar") != NULL;
     for (size_t i = 0; i < N_BINARY; i++)
         for (size_t s = 0; s < (scalar ? 1 : 3); s++) {
-            variant(&v, scalar ? "oclml_binary_scalar" : shapes[s], false, BINARY_NAMES[i]);
+            variant(&v, scalar ? "oclml_binary_scalar" : shapes[s], false, BINARY_NAMES[i], NULL,
+                    NULL, NULL, NULL);
             oclml__warm_add(list, op, BINARY_NAMES[i], v.spec);
         }
     (void)ctx;

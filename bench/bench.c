@@ -1,6 +1,7 @@
 /* Benchmark harness: timing, limits, reporting. */
 #include "bench.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,4 +135,22 @@ void bench_random(float *x, size_t n, unsigned seed) {
         state = state * 6364136223846793005ull + 1442695040888963407ull;
         x[i] = (float)((double)(state >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
     }
+}
+
+double bench_gemm_error(const float *a, const float *b, const float *c, size_t m, size_t n,
+                        size_t k) {
+    double worst = 0;
+    unsigned long long s = 12345;
+    for (int t = 0; t < 64; t++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        const size_t i = (size_t)(s >> 33) % m, j = (size_t)(s >> 13) % n;
+        double want = 0, scale = 0;
+        for (size_t p = 0; p < k; p++) {
+            const double x = (double)a[i * k + p] * b[p * n + j];
+            want += x;
+            scale += fabs(x);
+        }
+        worst = fmax(worst, fabs(c[i * n + j] - want) / (scale > 0 ? scale : 1));
+    }
+    return worst;
 }

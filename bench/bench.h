@@ -50,6 +50,11 @@ int bench_sizes(const bench_env *env, const char *defaults, long *out, int max);
  * returns how many, stopping at the first malformed one. */
 int bench_shapes(const char *s, int dims, long *out, int max);
 
+/* A row-major product's error: the max over 64 sampled entries of C = A B ([m x k] times
+ * [k x n]) of |c - ref| / sum_p |a_ip b_pj|, ref in double. */
+double bench_gemm_error(const float *a, const float *b, const float *c, size_t m, size_t n,
+                        size_t k);
+
 /* Fills with uniform values in [-1, 1) from a fixed seed. */
 void bench_random(float *x, size_t n, unsigned seed);
 

@@ -20,24 +20,6 @@ static oclml_status lp_run(void *user) {
     return oclml_gemm(g->ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, g->a, g->b, 0.0f, g->c);
 }
 
-static double sampled_error(const float *a, const float *b, const float *c, size_t m, size_t n,
-                            size_t k) {
-    double worst = 0;
-    unsigned long long s = 12345;
-    for (int t = 0; t < 64; t++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        const size_t i = (size_t)(s >> 33) % m, j = (size_t)(s >> 13) % n;
-        double want = 0, scale = 0;
-        for (size_t p = 0; p < k; p++) {
-            const double x = (double)a[i * k + p] * b[p * n + j];
-            want += x;
-            scale += fabs(x);
-        }
-        worst = fmax(worst, fabs(c[i * n + j] - want) / (scale > 0 ? scale : 1));
-    }
-    return worst;
-}
-
 static int bench_gemm_shape(bench_env *env, oclml_dtype dt, size_t m, size_t n, size_t k) {
     const size_t na = m * k, nb = k * n, nc = m * n;
     const size_t ash[2] = {m, k}, bsh[2] = {k, n}, csh[2] = {m, n};
@@ -68,7 +50,7 @@ static int bench_gemm_shape(bench_env *env, oclml_dtype dt, size_t m, size_t n, 
     if (!rc && (st = oclml_tensor_read(pc, c, nc))) rc = bench_fail(env, st, "download");
     if (!rc) {
         r.flops = 2.0 * (double)m * n * k;
-        r.max_rel_err = sampled_error(a, b, c, m, n, k);
+        r.max_rel_err = bench_gemm_error(a, b, c, m, n, k);
         bench_report(env, &r);
     }
     if (pa) oclml_tensor_destroy(pa);

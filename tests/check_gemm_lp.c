@@ -153,29 +153,26 @@ START_TEST(converted_matches_reference) {
 }
 END_TEST
 
-/* An operand the kernel cannot stage (K = 29, not a multiple of 8) falls back to the
- * conversion under gemm.lp_mma=2 too, and says so. */
-START_TEST(unaligned_falls_back) {
-    test_retune("gemm.lp_mma=2");
-    char plan[256];
-    ASSERT_OK(oclml_gemm_plan_dtype(T, OCLML_NO_TRANS, OCLML_TRANS, 64, 64, 29, 1, OCLML_FLOAT16,
-                                    OCLML_FLOAT16, plan, sizeof plan));
-    ck_assert_msg(strstr(plan, "converted to fp32") != NULL, "%s", plan);
-    const lp_case c = {OCLML_FLOAT16, OCLML_FLOAT16, 0, 1, 64, 64, 29, 0, 0, 1.0f, 0.0f};
-    run_case(&c, -1);
-}
-END_TEST
+/* Products the kernel must not take fall back to the conversion even under gemm.lp_mma=2, the
+ * plan says so, and the result is right: an operand it cannot stage (K = 29, not a multiple of
+ * 8), and a forced tile the stages cannot swizzle (96 rows: not a multiple of 64). */
+static const struct {
+    const char *tuning;
+    lp_case c;
+} FALLBACKS[] = {
+    {"gemm.lp_mma=2", {OCLML_FLOAT16, OCLML_FLOAT16, 0, 1, 64, 64, 29, 0, 0, 1.0f, 0.0f}},
+    {"gemm.lp_mma=2,gemm.lp_tile=96:96:2:2:2",
+     {OCLML_BFLOAT16, OCLML_FLOAT32, 1, 0, 136, 136, 72, 0, 0, 1.0f, 0.0f}}};
 
-/* A tile the stages cannot swizzle (96 rows: not a multiple of 64) is refused for the
- * conversion, and the product stays right. */
-START_TEST(unswizzlable_tile_refused) {
-    test_retune("gemm.lp_mma=2,gemm.lp_tile=96:96:2:2:2");
+START_TEST(falls_back_to_conversion) {
+    test_retune(FALLBACKS[_i].tuning);
+    const lp_case *c = &FALLBACKS[_i].c;
     char plan[256];
-    ASSERT_OK(oclml_gemm_plan_dtype(T, OCLML_TRANS, OCLML_NO_TRANS, 136, 136, 72, 1, OCLML_BFLOAT16,
-                                    OCLML_FLOAT32, plan, sizeof plan));
+    ASSERT_OK(oclml_gemm_plan_dtype(T, c->ta ? OCLML_TRANS : OCLML_NO_TRANS,
+                                    c->tb ? OCLML_TRANS : OCLML_NO_TRANS, c->m, c->n, c->k, 1,
+                                    c->ab, c->c, plan, sizeof plan));
     ck_assert_msg(strstr(plan, "converted to fp32") != NULL, "%s", plan);
-    const lp_case c = {OCLML_BFLOAT16, OCLML_FLOAT32, 1, 0, 136, 136, 72, 0, 0, 1.0f, 0.0f};
-    run_case(&c, -1);
+    run_case(c, -1);
 }
 END_TEST
 
@@ -219,8 +216,7 @@ int main(void) {
     tcase_add_loop_test(tc, kernel_matches_reference, 0, test_tier(4, 16));
     tcase_add_loop_test(tc, kernel_batched, 0, test_tier(1, 2));
     tcase_add_loop_test(tc, converted_matches_reference, 0, test_tier(8, 8));
-    tcase_add_test(tc, unaligned_falls_back);
-    tcase_add_test(tc, unswizzlable_tile_refused);
+    tcase_add_loop_test(tc, falls_back_to_conversion, 0, 2);
     tcase_add_loop_test(tc, nan_propagates, 0, 2);
     tcase_add_test(tc, refusals_touch_nothing);
     suite_add_tcase(s, tc);

@@ -566,8 +566,8 @@ START_TEST(dropout_edges) {
     ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, undropped_plan, sizeof undropped_plan));
     drop.p = 0.4f;
     ASSERT_OK(oclml_attention_plan(T, &d.p, d.Q, d.K, d.V, plan, sizeof plan));
-    ck_assert_msg(!strcmp(plan, undropped_plan), "dropout changed the plan: %s, undropped %s",
-                  plan, undropped_plan);
+    ck_assert_msg(!strcmp(plan, undropped_plan), "dropout changed the plan: %s, undropped %s", plan,
+                  undropped_plan);
     for (int run = 0; run < 3; run++) {
         drop.offset = run == 2 ? 1 : 0;
         att_backward(&d);

@@ -96,11 +96,12 @@ inline void mma_tf32(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint
 inline void mma_16bit(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
     float d0, d1, d2, d3;
     /* volatile: a .sync.aligned instruction must not be moved under a divergent branch */
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." OCLML_MMA_16BIT_TYPE "." OCLML_MMA_16BIT_TYPE
-        ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
-        : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(d[0]), "f"(d[1]), "f"(d[2]),
-          "f"(d[3]));
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." OCLML_MMA_16BIT_TYPE
+                 "." OCLML_MMA_16BIT_TYPE
+                 ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+                 : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(d[0]), "f"(d[1]),
+                   "f"(d[2]), "f"(d[3]));
     d[0] = d0;
     d[1] = d1;
     d[2] = d2;

@@ -52,19 +52,19 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
 
 /* v[ITEMS*VEC] <- the lane's elements of row p (cols long) of dtype dt (dtype.h), as floats;
  * missing elements get `fill`. ROW_LOAD1 and ROW_LOAD4 are the fp32 ones. */
-#define ROW_LOAD1_DT(dt, v, p, ITEMS, lane, G, cols, ok, fill)        \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {                           \
-        const uint c_ = i_ * (G) + (lane);                            \
+#define ROW_LOAD1_DT(dt, v, p, ITEMS, lane, G, cols, ok, fill)       \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                          \
+        const uint c_ = i_ * (G) + (lane);                           \
         v[i_] = ((ok) && c_ < (cols)) ? DT_LOAD(dt, p, c_) : (fill); \
     }
-#define ROW_LOAD4_DT(dt, v, p, ITEMS, lane, G, cols, ok, fill)                                \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                   \
-        const uint c_ = i_ * (G) + (lane);                                                    \
+#define ROW_LOAD4_DT(dt, v, p, ITEMS, lane, G, cols, ok, fill)                              \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                 \
+        const uint c_ = i_ * (G) + (lane);                                                  \
         const float4 q_ = ((ok) && c_ < (cols) / 4) ? DT_LOAD4(dt, p, c_) : (float4)(fill); \
-        v[4 * i_] = q_.x;                                                                     \
-        v[4 * i_ + 1] = q_.y;                                                                 \
-        v[4 * i_ + 2] = q_.z;                                                                 \
-        v[4 * i_ + 3] = q_.w;                                                                 \
+        v[4 * i_] = q_.x;                                                                   \
+        v[4 * i_ + 1] = q_.y;                                                               \
+        v[4 * i_ + 2] = q_.z;                                                               \
+        v[4 * i_ + 3] = q_.w;                                                               \
     }
 #define ROW_LOAD1(v, p, ITEMS, lane, G, cols, ok, fill) \
     ROW_LOAD1_DT(0, v, p, ITEMS, lane, G, cols, ok, fill)
@@ -83,11 +83,11 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
         const uint c_ = i_ * (G) + (lane);                   \
         if ((ok) && c_ < (cols)) DT_STORE(dt, p, c_, v[i_]); \
     }
-#define ROW_STORE4_DT(dt, v, p, ITEMS, lane, G, cols, ok)                                  \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                \
-        const uint c_ = i_ * (G) + (lane);                                                 \
-        if ((ok) && c_ < (cols) / 4)                                                       \
-            DT_STORE4(dt, p, c_,                                                           \
+#define ROW_STORE4_DT(dt, v, p, ITEMS, lane, G, cols, ok)                                \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                              \
+        const uint c_ = i_ * (G) + (lane);                                               \
+        if ((ok) && c_ < (cols) / 4)                                                     \
+            DT_STORE4(dt, p, c_,                                                         \
                       (float4)(v[4 * i_], v[4 * i_ + 1], v[4 * i_ + 2], v[4 * i_ + 3])); \
     }
 #define ROW_STORE1(v, p, ITEMS, lane, G, cols, ok) ROW_STORE1_DT(0, v, p, ITEMS, lane, G, cols, ok)

@@ -71,9 +71,9 @@
 #endif
 
 #if OCLML_WANT(oclml_linear_dz)
-__kernel void oclml_linear_dz(__global const DT_ELEM(DY_DT) *dy, ulong dy_off,
-                              __global const DT_ELEM(SAVED_DT) *saved, ulong s_off,
-                              __global DT_ELEM(DZ_DT) *dz, ulong dz_off, __global float *part,
+__kernel void oclml_linear_dz(__global const DT_ELEM(DY_DT) * dy, ulong dy_off,
+                              __global const DT_ELEM(SAVED_DT) * saved, ulong s_off,
+                              __global DT_ELEM(DZ_DT) * dz, ulong dz_off, __global float *part,
                               ulong rows, uint cols, ulong rps, uint flags, float drop_p,
                               float drop_scale, uint drop_seed_lo, uint drop_seed_hi,
                               ulong drop_offset) {
@@ -106,7 +106,7 @@ __kernel void oclml_linear_dz(__global const DT_ELEM(DY_DT) *dy, ulong dy_off,
 
 #if OCLML_WANT(oclml_linear_db_finish)
 __kernel void oclml_linear_db_finish(__global const float *part, uint slices, uint cols,
-                                     __global DT_ELEM(DB_DT) *db, ulong db_off, uint accumulate) {
+                                     __global DT_ELEM(DB_DT) * db, ulong db_off, uint accumulate) {
     const uint c = get_global_id(0);
     if (c >= cols) return;
     float sum = 0.0f;

@@ -54,8 +54,8 @@ __kernel void oclml_copy16(__global const ushort *src, ulong src_off, __global u
 #ifndef DST_DT
 #define DST_DT 0
 #endif
-__kernel void oclml_cast(__global const DT_ELEM(SRC_DT) *src, ulong src_off,
-                         __global DT_ELEM(DST_DT) *dst, ulong dst_off, ulong n) {
+__kernel void oclml_cast(__global const DT_ELEM(SRC_DT) * src, ulong src_off,
+                         __global DT_ELEM(DST_DT) * dst, ulong dst_off, ulong n) {
     __global const DT_ELEM(SRC_DT) *s = OCLML_AT(src, src_off);
     __global DT_ELEM(DST_DT) *d = OCLML_AT(dst, dst_off);
     for (ulong i = get_global_id(0); i < n; i += get_global_size(0))

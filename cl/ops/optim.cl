@@ -33,20 +33,20 @@
 #endif
 /* p[k] = v, and the 16-bit copy's four elements where the arena has one. */
 #if COPY_DT == 1
-#define SET_P(k, v)                                                                   \
-    do {                                                                              \
-        const float4 v_ = (v);                                                        \
-        p[k] = v_;                                                                    \
-        vstore4((ushort4)(bf16_from_float(v_.x), bf16_from_float(v_.y),               \
-                          bf16_from_float(v_.z), bf16_from_float(v_.w)),              \
-                k, copy);                                                             \
+#define SET_P(k, v)                                                                            \
+    do {                                                                                       \
+        const float4 v_ = (v);                                                                 \
+        p[k] = v_;                                                                             \
+        vstore4((ushort4)(bf16_from_float(v_.x), bf16_from_float(v_.y), bf16_from_float(v_.z), \
+                          bf16_from_float(v_.w)),                                              \
+                k, copy);                                                                      \
     } while (0)
 #elif COPY_DT == 2
-#define SET_P(k, v)                                                                   \
-    do {                                                                              \
-        const float4 v_ = (v);                                                        \
-        p[k] = v_;                                                                    \
-        ((__global ushort4 *)copy)[k] = fp16x4_from_float4(v_);                       \
+#define SET_P(k, v)                                             \
+    do {                                                        \
+        const float4 v_ = (v);                                  \
+        p[k] = v_;                                              \
+        ((__global ushort4 *)copy)[k] = fp16x4_from_float4(v_); \
     } while (0)
 #else
 #define SET_P(k, v) (p[k] = (v))

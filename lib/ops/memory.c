@@ -83,8 +83,9 @@ oclml_status oclml_cast(oclml_ctx *ctx, const oclml_tensor *src, oclml_tensor *d
  * every program); cast: the conversions a mixed-precision step runs (fp32 to and from bf16 and
  * fp16). */
 void oclml__memory_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
-    static const char *const fill[] = {"oclml_fill", "oclml_fill16"},
-                             *const copy[] = {"oclml_copy", "oclml_copy16"};
+    static const char *const fill[] = {"oclml_fill", "oclml_fill16"}, *const copy[] = {
+                                                                          "oclml_copy",
+                                                                          "oclml_copy16"};
     if (strcmp(op, "cast")) {
         for (int i = 0; i < (list->every_shape ? 2 : 1); i++) {
             const char *kernel = !strcmp(op, "fill") ? fill[i] : copy[i];

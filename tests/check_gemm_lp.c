@@ -128,7 +128,14 @@ START_TEST(kernel_matches_reference) {
     ASSERT_OK(oclml_gemm_plan_dtype(T, c.ta ? OCLML_TRANS : OCLML_NO_TRANS,
                                     c.tb ? OCLML_TRANS : OCLML_NO_TRANS, c.m, c.n, c.k, 1, c.ab,
                                     c.c, plan, sizeof plan));
-    ck_assert_msg(strstr(plan, "tensor cores") && !strstr(plan, "converted"), "%s", plan);
+    /* The kernel meant, where the device's work-groups hold its 8 warps (CI also runs the suite
+     * with work-groups of 16: there the conversion). */
+    oclml_device_info info;
+    ASSERT_OK(oclml_ctx_device_info(T, &info));
+    if (info.max_work_group_size >= 256)
+        ck_assert_msg(strstr(plan, "tensor cores") && !strstr(plan, "converted"), "%s", plan);
+    else
+        ck_assert_msg(strstr(plan, "converted") != NULL, "%s", plan);
     run_case(&c, -1);
 }
 END_TEST

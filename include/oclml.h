@@ -889,7 +889,10 @@ OCLML_API void oclml_loss_params_init(oclml_loss_params *params);
  * inf, as PyTorch's log_softmax). A class index that is
  * neither ignore_index nor an integer in [0, C) makes its row's loss and gradients NaN (PyTorch
  * raises an error there). A class with target probability 0 adds nothing to the loss even where
- * its logit is -inf. */
+ * its logit is -inf.
+ * dtypes: logits and dlogits fp32, bf16 or fp16 each (dlogits in place: logits' dtype); the math
+ * is fp32 (each logit read as a float) and each dlogit rounded once to its dtype. target,
+ * params.weight, dloss and loss are fp32. */
 OCLML_API oclml_status oclml_cross_entropy(oclml_ctx *ctx, const oclml_loss_params *params,
                                            const oclml_tensor *logits, const oclml_tensor *target,
                                            const oclml_tensor *dloss, oclml_tensor *loss,

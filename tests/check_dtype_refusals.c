@@ -234,8 +234,10 @@ static const op_case CASES[] = {
     {"split", split, "2x4 2x1 2x3", 0, 0},
     {"embedding", embedding, "3 5x4 3x4", 0, 0},
     {"embedding_backward", embedding_bwd, "3 3x4 5x4", 0, 0},
-    /* logits, target, dloss, loss, dlogits, params.weight */
-    {"cross_entropy (class weights)", cross_entropy, "2x4 2 1 1 2x4 4", 0, 0},
+    /* logits, target, dloss, loss, dlogits, params.weight: logits and dlogits any dtype; then
+     * with them bf16 */
+    {"cross_entropy (class weights)", cross_entropy, "2x4 2 1 1 2x4 4", 0x11u, 0},
+    {"cross_entropy (bf16 logits, dlogits)", cross_entropy, "2x4 2 1 1 2x4 4", 0x11u, 0x11u},
     {"mse_loss", mse, "2x4 2x4 1 1 2x4", 0, 0},
     {"huber_loss", huber, "2x4 2x4 1 1 2x4", 0, 0},
     /* logits, target, dloss, loss, dlogits, params.pos_weight */

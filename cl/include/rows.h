@@ -158,4 +158,14 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
         }                                                                                     \
     } while (0)
 
+/* The same from a line of dtype dt. */
+#define CHUNK_LOAD_IF_DT(present, dt, v, line, fill)                                          \
+    do {                                                                                      \
+        if (present) {                                                                        \
+            CHUNK_LOAD_DT(dt, v, line, fill);                                                 \
+        } else {                                                                              \
+            _Pragma("unroll") for (uint j_ = 0; j_ < OCLML_LONG_ITEMS; j_++)(v)[j_] = (fill); \
+        }                                                                                     \
+    } while (0)
+
 #endif

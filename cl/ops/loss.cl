@@ -18,7 +18,12 @@
  *
  * Per-row (per-element) losses are reduced by oclml_loss_finish, one work-group summing in a
  * fixed order: results are deterministic. The gradient factor g = dloss (or 1), divided by the
- * mean's count. Flags and partial layouts: loss_abi.h. */
+ * mean's count. Flags and partial layouts: loss_abi.h.
+ *
+ * Cross-entropy's logits and dlogits have the dtypes X_DT and DX_DT (dtype.h's numbers, fp32 by
+ * default): each logit is read as a float, the math is fp32, each dlogit rounded once to its
+ * dtype. Targets, class weights, dloss, the losses and every partial stay fp32; the other losses
+ * are fp32 only. */
 #include "rows.h"
 #include "online_softmax.h"
 #include "loss_abi.h"
@@ -26,6 +31,14 @@
 #ifndef XENT_PROBS
 #define XENT_PROBS 0
 #endif
+#ifndef X_DT
+#define X_DT 0
+#endif
+#ifndef DX_DT
+#define DX_DT 0
+#endif
+#define XT DT_ELEM(X_DT)
+#define DXT DT_ELEM(DX_DT)
 
 /* Sums of two values over a segment of G work-items; red holds 2 x the work-group size. */
 inline float2 seg_sum2(float2 v, __local float *red, uint lid, uint G) {
@@ -81,10 +94,10 @@ inline bool target_valid(float tv, uint cols) {
 
 /* The arguments every cross-entropy kernel that writes the loss and dlogits takes first (the
  * register, hybrid and chunked-finish paths; the host passes them in this order). */
-#define XENT_ARGS                                                                                 \
-    __global const float *x, ulong xoff, __global const float *t, ulong toff, __global float *lr, \
-        ulong lroff, __global float *dx, ulong dxoff, __global const float *dloss, ulong dloff,   \
-        __global const float *cnt, __global const float *cw, ulong cwoff, uint flags,             \
+#define XENT_ARGS                                                                              \
+    __global const XT *x, ulong xoff, __global const float *t, ulong toff, __global float *lr, \
+        ulong lroff, __global DXT *dx, ulong dxoff, __global const float *dloss, ulong dloff,  \
+        __global const float *cnt, __global const float *cw, ulong cwoff, uint flags,          \
         float ignore, float eps, float n_div
 
 /* ======================== cross-entropy, register path ======================== */
@@ -97,7 +110,7 @@ __kernel void oclml_xent_rows(XENT_ARGS, uint rows, uint cols, uint G, __local f
     const float ueps = eps / (float)cols;
     const bool weighted = (flags & OCLML_LOSSF_WEIGHT) != 0;
     float v[ROW_FLOATS];
-    ROW_LOAD(v, x + xoff + base, ROW_ITEMS, lane, G, cols, ok, -INFINITY)
+    ROW_LOAD_DT(X_DT, v, x + xoff + base, ROW_ITEMS, lane, G, cols, ok, -INFINITY)
 #if XENT_PROBS
     float w[ROW_FLOATS];
     ROW_LOAD(w, t + toff + base, ROW_ITEMS, lane, G, cols, ok, 0.0f)
@@ -114,7 +127,7 @@ __kernel void oclml_xent_rows(XENT_ARGS, uint rows, uint cols, uint G, __local f
     const bool ignored = tv == ignore, valid = target_valid(tv, cols);
     const uint ti = valid ? (uint)tv : 0u;
     /* Read before the reductions' barriers: dx may be x itself. */
-    const float xt = (ok && valid) ? x[xoff + base + ti] : NAN;
+    const float xt = (ok && valid) ? DT_LOAD(X_DT, x + xoff, base + ti) : NAN;
     const float wt = (ok && valid && weighted) ? cw[cwoff + ti] : 1.0f;
     const bool smooth_w = weighted && eps > 0.0f, sum_t = smooth_w;
 #endif
@@ -168,7 +181,7 @@ __kernel void oclml_xent_rows(XENT_ARGS, uint rows, uint cols, uint G, __local f
         v[k] = ignored ? 0.0f : (valid ? g * d : NAN);
 #endif
     }
-    ROW_STORE(v, dx + dxoff + base, ROW_ITEMS, lane, G, cols, true)
+    ROW_STORE_DT(DX_DT, v, dx + dxoff + base, ROW_ITEMS, lane, G, cols, true)
 }
 #endif
 
@@ -192,7 +205,7 @@ __kernel void oclml_xent_hybrid(XENT_ARGS, __local float *spill, uint rows, uint
     const ulong base = row * cols;
     const float ueps = eps / (float)cols;
     const bool weighted = (flags & OCLML_LOSSF_WEIGHT) != 0, smooth_w = weighted && eps > 0.0f;
-    __global const float *xr = x + xoff + base;
+    __global const XT *xr = x + xoff + base;
     /* The local-memory part first, its loads all in flight together (a loop bounded at run time
      * would issue them one round trip at a time), then the registers' part. */
     float m = -INFINITY;
@@ -201,7 +214,7 @@ __kernel void oclml_xent_hybrid(XENT_ARGS, __local float *spill, uint rows, uint
 #pragma unroll
         for (uint i = 0; i < HYB_SPILL; i++) {
             const uint j = lid + i * G;
-            sv[i] = j < S ? xr[R + j] : -INFINITY;
+            sv[i] = j < S ? DT_LOAD(X_DT, xr, R + j) : -INFINITY;
         }
 #pragma unroll
         for (uint i = 0; i < HYB_SPILL; i++) {
@@ -214,12 +227,12 @@ __kernel void oclml_xent_hybrid(XENT_ARGS, __local float *spill, uint rows, uint
 #pragma unroll
     for (uint i = 0; i < HYB_ITEMS; i++) {
         const uint c = i * G + lid;
-        v[i] = c < cols ? xr[c] : -INFINITY;
+        v[i] = c < cols ? DT_LOAD(X_DT, xr, c) : -INFINITY;
     }
     const float tv = t[toff + row];
     const bool ignored = tv == ignore, valid = target_valid(tv, cols);
     const uint ti = valid ? (uint)tv : 0u;
-    const float xt = valid ? xr[ti] : NAN; /* before the barriers: dx may be x */
+    const float xt = valid ? DT_LOAD(X_DT, xr, ti) : NAN; /* before the barriers: dx may be x */
     const float wt = (valid && weighted) ? cw[cwoff + ti] : 1.0f;
     for (uint i = 0; i < HYB_ITEMS; i++) m = fmax(m, v[i]);
     m = seg_max(m, red, lid, G);
@@ -253,19 +266,19 @@ __kernel void oclml_xent_hybrid(XENT_ARGS, __local float *spill, uint rows, uint
     if (!(flags & OCLML_LOSSF_WANT_DX)) return;
     const float g = grad_factor(flags, dloss, dloff, row, cnt, n_div), inv_s = 1.0f / s;
     const float coef = (1.0f - eps) * wt + ueps * tt, hit = (1.0f - eps) * wt;
-    __global float *dr = dx + dxoff + base;
+    __global DXT *dr = dx + dxoff + base;
     for (uint i = 0; i < HYB_ITEMS; i++) {
         const uint c = i * G + lid;
         if (c >= cols) break;
         const float wk = smooth_w ? cw[cwoff + c] : 1.0f;
         const float d = masked_exp(v[i], m) * inv_s * coef - (c == ti ? hit : 0.0f) - ueps * wk;
-        dr[c] = ignored ? 0.0f : (valid ? g * d : NAN);
+        DT_STORE(DX_DT, dr, c, ignored ? 0.0f : (valid ? g * d : NAN));
     }
     for (uint j = lid; j < S; j += G) {
         const uint c = R + j;
         const float wk = smooth_w ? cw[cwoff + c] : 1.0f;
         const float d = masked_exp(spill[j], m) * inv_s * coef - (c == ti ? hit : 0.0f) - ueps * wk;
-        dr[c] = ignored ? 0.0f : (valid ? g * d : NAN);
+        DT_STORE(DX_DT, dr, c, ignored ? 0.0f : (valid ? g * d : NAN));
     }
 }
 #endif
@@ -304,15 +317,15 @@ inline float4 xent_group(float4 r, __local float *red, uint lid, uint L) {
 /* part[(row * nch + chunk) * 4 ..] = the chunk's (max, sum of exp, sum w (max - x), sum w) with
  * w = t' (times the class weight) for probabilities, the class weight (or 1) for indices;
  * part[rows * nch * 4 + row] = x[target] (class indices: the finish pass may overwrite x). */
-__kernel void oclml_xent_part(__global const float *x, ulong xoff, __global const float *t,
-                              ulong toff, __global float *part, __global const float *cw,
-                              ulong cwoff, uint flags, float ignore, float eps, uint rows,
-                              uint cols, uint nch, __local float *red) {
+__kernel void oclml_xent_part(__global const XT *x, ulong xoff, __global const float *t, ulong toff,
+                              __global float *part, __global const float *cw, ulong cwoff,
+                              uint flags, float ignore, float eps, uint rows, uint cols, uint nch,
+                              __local float *red) {
     const bool probs = (flags & OCLML_LOSSF_PROBS) != 0,
                weighted = (flags & OCLML_LOSSF_WEIGHT) != 0;
     const float ueps = eps / (float)cols;
     float xv[OCLML_LONG_ITEMS];
-    CHUNK_LOAD(xv, x + xoff + get_global_id(1) * cols, -INFINITY);
+    CHUNK_LOAD_DT(X_DT, xv, x + xoff + get_global_id(1) * cols, -INFINITY);
     /* The work-item's max first, then its sums against it: straight-line passes over the
      * registers. Merged element by element (xent_merge), each new max was a branch, on which
      * the work-items of a warp diverged. fmax skips NaN here; exp(NaN - m) carries it into s. */
@@ -333,7 +346,7 @@ __kernel void oclml_xent_part(__global const float *x, ulong xoff, __global cons
     if (!probs && chunk == 0 && lid == 0) {
         const float tv = t[toff + row];
         part[(ulong)rows * nch * 4 + row] =
-            target_valid(tv, cols) ? x[xoff + row * cols + (uint)tv] : NAN;
+            target_valid(tv, cols) ? DT_LOAD(X_DT, x + xoff, row * cols + (uint)tv) : NAN;
     }
 }
 #endif
@@ -351,7 +364,7 @@ __kernel void oclml_xent_finish(XENT_ARGS, __global const float *part, uint rows
      * row's partials and its reductions (they are not used before them). */
     const bool want_dx = (flags & OCLML_LOSSF_WANT_DX) != 0;
     float xv[OCLML_LONG_ITEMS];
-    CHUNK_LOAD_IF(want_dx, xv, x + xoff + r0 * cols, 0.0f);
+    CHUNK_LOAD_IF_DT(want_dx, X_DT, xv, x + xoff + r0 * cols, 0.0f);
     float4 r = (float4)(-INFINITY, 0.0f, 0.0f, 0.0f);
     for (uint c = get_local_id(0); c < nch; c += get_local_size(0))
         xent_merge(&r, vload4(r0 * nch + c, part));
@@ -386,7 +399,7 @@ __kernel void oclml_xent_finish(XENT_ARGS, __global const float *part, uint rows
         else
             d = ignored ? 0.0f
                         : (valid ? g * (p * coef - (c == ti ? hit : 0.0f) - ueps * wc) : NAN);
-        dx[dxoff + i] = d;
+        DT_STORE(DX_DT, dx + dxoff, i, d);
     }
 }
 #endif

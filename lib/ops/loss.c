@@ -2,7 +2,9 @@
  * divergence between categorical logits (both on the row-op layout of rows.c: one read of a row
  * held in registers, chunked for long rows), and the pointwise MSE, Huber and BCE-with-logits.
  * Each computes the loss and the gradients in the same launch; reductions are deterministic
- * (per-row or per-group partials summed by one work-group in a fixed order). */
+ * (per-row or per-group partials summed by one work-group in a fixed order). Cross-entropy's
+ * logits and dlogits may be of any dtype (fp32 math inside, dlogits rounded once); everything
+ * else is fp32. */
 #include "ops/ops.h"
 #include "ops/rows.h"
 
@@ -87,9 +89,11 @@ static oclml_status check_loss_out(oclml_ctx *ctx, const oclml_loss_params *p,
     return OCLML_SUCCESS;
 }
 
-/* Whether two tensors are the same elements (an in-place gradient). */
+/* Whether two tensors are the same elements (an in-place gradient), of one dtype: a 16-bit
+ * gradient over fp32 logits would write elements other work-items still read. */
 static bool same_region(const oclml_tensor *a, const oclml_tensor *b) {
-    return a && b && a->mem == b->mem && a->offset_bytes == b->offset_bytes && a->numel == b->numel;
+    return a && b && a->mem == b->mem && a->offset_bytes == b->offset_bytes &&
+           a->numel == b->numel && a->dtype == b->dtype;
 }
 
 /* Outputs may not overlap inputs or each other, except a gradient that is exactly its own input
@@ -180,11 +184,14 @@ typedef struct xent_call {
     oclml_tensor *loss, *dlogits;
 } xent_call;
 
+/* logits and dlogits of any dtype; target, weight, dloss and loss fp32. */
 static oclml_status xent_check(oclml_ctx *ctx, const xent_call *c, size_t *rows, size_t *cols) {
     const oclml_loss_params *p = c->p;
     oclml_status st = check_params(ctx, p);
-    if (!st) st = rows_cols(ctx, c->logits, "logits", rows, cols);
+    if (!st) st = oclml__check_tensor_of(ctx, c->logits, "logits", OCLML__DTYPES_ALL);
     if (st) return st;
+    *cols = c->logits->shape[c->logits->ndim - 1];
+    *rows = c->logits->numel / *cols;
     if (!(p->label_smoothing >= 0.0f && p->label_smoothing <= 1.0f))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "params.label_smoothing is %g, must be in [0, 1]",
@@ -197,9 +204,12 @@ static oclml_status xent_check(oclml_ctx *ctx, const xent_call *c, size_t *rows,
     if (!p->probabilities && *cols >= (1u << 24))
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE,
                            "%zu classes: class indices are floats, exact below 2^24", *cols);
-    if (p->probabilities)
-        st = oclml__check_same_shape(ctx, c->logits, "logits", c->target, "target");
-    else
+    if (p->probabilities) {
+        st = oclml__check_tensor(ctx, c->target, "target");
+        if (!st)
+            st = oclml__check_same_shape_of(ctx, c->logits, "logits", c->target, "target",
+                                            OCLML__DTYPES_ALL);
+    } else
         st = oclml__check_numel(ctx, c->target, "target", *rows);
     if (st) {
         if (st == OCLML_ERR_INVALID_SHAPE && !p->probabilities)
@@ -219,7 +229,8 @@ static oclml_status xent_check(oclml_ctx *ctx, const xent_call *c, size_t *rows,
     }
     st = check_loss_out(ctx, p, c->loss, "loss", *rows, "one per row");
     if (!st && c->dlogits)
-        st = oclml__check_same_shape(ctx, c->logits, "logits", c->dlogits, "dlogits");
+        st = oclml__check_same_shape_of(ctx, c->logits, "logits", c->dlogits, "dlogits",
+                                        OCLML__DTYPES_ALL);
     if (!st) st = check_dloss(ctx, p, c->dloss, *rows);
     if (st) return st;
     const oclml_tensor *outs[] = {c->loss, c->dlogits}, *own[] = {NULL, c->logits};
@@ -305,6 +316,12 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
     oclml__row_plan hplan;
     size_t spill = 0;
     const bool hybrid = !probs && takes_hybrid(ctx, &plan, rows, cols, &hplan, &spill);
+    char dt[48];
+    const char *const dt_names[] = {"X", "DX"};
+    const oclml_tensor *const dt_tensors[] = {c->logits, c->dlogits};
+    oclml__dtype_defines(dt, sizeof dt, 2, dt_names, dt_tensors);
+    oclml__row_plan_dtypes(&plan, dt);
+    if (hybrid) oclml__row_plan_dtypes(&hplan, dt);
     oclml__log(ctx, OCLML_LOG_DEBUG, "cross_entropy %zu x %zu: %s", rows, cols,
                hybrid ? hplan.variant : plan.variant);
 

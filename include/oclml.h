@@ -823,7 +823,8 @@ OCLML_API oclml_status oclml_split(oclml_ctx *ctx, const oclml_tensor *x, int ax
  * of any shape holding integer ids in [0, V) as floats (as class indices are); table [V x D]; y
  * has N x D elements and last dimension D ([N x D], or ids' shape + [D]). An id that is not an
  * integer in [0, V) (NaN included) gives a row of NaN. y may not overlap ids or the table; V at
- * most 2^24 (every id exact as a float). One launch. */
+ * most 2^24 (every id exact as a float). One launch. dtypes: table and y fp32, bf16 or fp16
+ * each (y the table's value rounded once to y's dtype); ids fp32. */
 OCLML_API oclml_status oclml_embedding(oclml_ctx *ctx, const oclml_tensor *ids,
                                        const oclml_tensor *table, oclml_tensor *y);
 /* Its backward: dtable[v, :] = (accumulate ? dtable[v, :] : 0) + the sum of dy[n, :] over the n
@@ -832,7 +833,9 @@ OCLML_API oclml_status oclml_embedding(oclml_ctx *ctx, const oclml_tensor *ids,
  * 0 overwrites it (rows no id names become 0). Invalid ids contribute nothing. ids and dy as
  * the forward's ids and y; dtable [V x D] may not overlap ids or dy. Six launches: five sort
  * the tokens by id in scratch memory, the last writes every row of dtable, so a failure part
- * way leaves dtable as it was. */
+ * way leaves dtable as it was. dtypes: dy and dtable fp32, bf16 or fp16 each; the sums are fp32
+ * (from dtable's value as its dtype holds it where accumulating), rounded once to dtable's dtype;
+ * ids fp32. */
 OCLML_API oclml_status oclml_embedding_backward(oclml_ctx *ctx, const oclml_tensor *ids,
                                                 const oclml_tensor *dy, oclml_tensor *dtable,
                                                 int accumulate);

@@ -232,8 +232,9 @@ static const op_case CASES[] = {
     {"transpose_axes", transpose_axes, "2x3 3x2", 0, 0},
     {"concat", concat, "2x1 2x3 2x4", 0, 0},
     {"split", split, "2x4 2x1 2x3", 0, 0},
-    {"embedding", embedding, "3 5x4 3x4", 0, 0},
-    {"embedding_backward", embedding_bwd, "3 3x4 5x4", 0, 0},
+    /* ids fp32; table and y, dy and dtable any dtype */
+    {"embedding", embedding, "3 5x4 3x4", 0x6u, 0},
+    {"embedding_backward", embedding_bwd, "3 3x4 5x4", 0x6u, 0},
     /* logits, target, dloss, loss, dlogits, params.weight: logits and dlogits any dtype; then
      * with them bf16 */
     {"cross_entropy (class weights)", cross_entropy, "2x4 2 1 1 2x4 4", 0x11u, 0},

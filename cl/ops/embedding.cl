@@ -13,11 +13,26 @@
  *   sum:     dtable[v, c] = (accumulate ? dtable[v, c] : 0) + dy[sorted[i], c] over v's segment.
  * An invalid id (slot UINT_MAX) takes part in nothing. Cost: linear in N * D + V * D except rank,
  * which reads a token's whole segment: the sum of the squared segment lengths, N^2 at worst (every
- * token one id), in parallel over the tokens; text's most frequent ids keep it far below N * D. */
-#include "common.h"
+ * token one id), in parallel over the tokens; text's most frequent ids keep it far below N * D.
+ * dtypes (dtype.h's numbers, fp32 by default): TABLE_DT and Y_DT forward, DY_DT and DTABLE_DT
+ * backward; every element is read as a float, the sums are fp32 (dtable's old value included),
+ * each output element rounded once. ids are fp32 always. */
+#include "dtype.h"
 
 #ifndef EMB_VEC
 #define EMB_VEC 1
+#endif
+#ifndef TABLE_DT
+#define TABLE_DT 0
+#endif
+#ifndef Y_DT
+#define Y_DT 0
+#endif
+#ifndef DY_DT
+#define DY_DT 0
+#endif
+#ifndef DTABLE_DT
+#define DTABLE_DT 0
 #endif
 
 #define NO_SLOT 0xFFFFFFFFu
@@ -29,18 +44,20 @@ inline uint id_of(__global const float *ids, ulong io, uint n, uint V) {
 }
 
 #if OCLML_WANT(oclml_embedding_fwd)
-__kernel void oclml_embedding_fwd(__global const float *ids, ulong io, __global const float *table,
-                                  ulong to, __global float *y, ulong yo, uint N, uint V, uint D) {
+__kernel void oclml_embedding_fwd(__global const float *ids, ulong io,
+                                  __global const DT_ELEM(TABLE_DT) * table, ulong to,
+                                  __global DT_ELEM(Y_DT) * y, ulong yo, uint N, uint V, uint D) {
     const uint W = D / EMB_VEC; /* vectors a row */
     const ulong total = (ulong)N * W;
     for (ulong e = get_global_id(0); e < total; e += get_global_size(0)) {
         const uint n = (uint)(e / W), c = (uint)(e % W), id = id_of(ids, io, n, V);
 #if EMB_VEC == 4
-        const float4 v =
-            id < V ? vload4(c, table + to + (ulong)id * D) : (float4)(NAN, NAN, NAN, NAN);
-        vstore4(v, c, y + yo + (ulong)n * D);
+        const float4 v = id < V ? DT_VLOAD4(TABLE_DT, table + to + (ulong)id * D, c)
+                                : (float4)(NAN, NAN, NAN, NAN);
+        DT_VSTORE4(Y_DT, y + yo + (ulong)n * D, c, v);
 #else
-        y[yo + (ulong)n * D + c] = id < V ? table[to + (ulong)id * D + c] : NAN;
+        DT_STORE(Y_DT, y + yo, (ulong)n * D + c,
+                 id < V ? DT_LOAD(TABLE_DT, table + to, (ulong)id * D + c) : NAN);
 #endif
     }
 }
@@ -124,20 +141,21 @@ __kernel void oclml_embedding_rank(__global const float *ids, ulong io, uint N, 
 /* Grid: (column vectors, rows v); the slices of a grid past 65535 groups along v arrive with a
  * global offset, so v is the global id. */
 #if OCLML_WANT(oclml_embedding_sum)
-__kernel void oclml_embedding_sum(__global const float *dy, ulong dyo, __global float *dtable,
-                                  ulong dto, __global const uint *sorted,
-                                  __global const uint *offsets, uint V, uint D, uint accumulate) {
+__kernel void oclml_embedding_sum(__global const DT_ELEM(DY_DT) * dy, ulong dyo,
+                                  __global DT_ELEM(DTABLE_DT) * dtable, ulong dto,
+                                  __global const uint *sorted, __global const uint *offsets, uint V,
+                                  uint D, uint accumulate) {
     const uint c = get_global_id(0), v = get_global_id(1);
     if (c >= D / EMB_VEC || v >= V) return;
     const uint lo = offsets[v], hi = offsets[v + 1];
 #if EMB_VEC == 4
-    float4 acc = accumulate ? vload4(c, dtable + dto + (ulong)v * D) : (float4)(0.0f);
-    for (uint i = lo; i < hi; i++) acc += vload4(c, dy + dyo + (ulong)sorted[i] * D);
-    vstore4(acc, c, dtable + dto + (ulong)v * D);
+    float4 acc = accumulate ? DT_VLOAD4(DTABLE_DT, dtable + dto + (ulong)v * D, c) : (float4)(0.0f);
+    for (uint i = lo; i < hi; i++) acc += DT_VLOAD4(DY_DT, dy + dyo + (ulong)sorted[i] * D, c);
+    DT_VSTORE4(DTABLE_DT, dtable + dto + (ulong)v * D, c, acc);
 #else
-    float acc = accumulate ? dtable[dto + (ulong)v * D + c] : 0.0f;
-    for (uint i = lo; i < hi; i++) acc += dy[dyo + (ulong)sorted[i] * D + c];
-    dtable[dto + (ulong)v * D + c] = acc;
+    float acc = accumulate ? DT_LOAD(DTABLE_DT, dtable + dto, (ulong)v * D + c) : 0.0f;
+    for (uint i = lo; i < hi; i++) acc += DT_LOAD(DY_DT, dy + dyo, (ulong)sorted[i] * D + c);
+    DT_STORE(DTABLE_DT, dtable + dto, (ulong)v * D + c, acc);
 #endif
 }
 #endif

@@ -1,6 +1,9 @@
-/* Embedding lookup and its deterministic backward (cl/ops/embedding.cl). */
+/* Embedding lookup and its deterministic backward (cl/ops/embedding.cl). The table, y, dy and
+ * dtable may be of any dtype each (fp32 math, each output rounded once); ids are fp32. */
 #include "ops/ops.h"
+#include "ops/rows.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define FILE_CL "embedding.cl"
@@ -14,13 +17,33 @@ static const oclml__program_spec FWD[2] = {{FILE_CL, "-DEMB_VEC=1", "oclml_embed
 static const oclml__program_spec BWD[2] = {{FILE_CL, "-DEMB_VEC=1", BACKWARD_KERNELS, 0},
                                            {FILE_CL, "-DEMB_VEC=4", BACKWARD_KERNELS, 0}};
 
-/* The table [V x D] and the rows tensor (y or dy: N x D elements, last dimension D). */
+/* A program of spec (the fp32 one) for the tensors' dtypes: the same program where both are
+ * fp32, else its defines with "-D<NAME>_DT=<dtype>" for each. */
+typedef struct emb_program {
+    char defines[96];
+    oclml__program_spec spec;
+} emb_program;
+
+static void program_for(emb_program *p, const oclml__program_spec *spec, const char *an,
+                        const oclml_tensor *a, const char *bn, const oclml_tensor *b) {
+    char dt[64];
+    const char *const names[] = {an, bn};
+    const oclml_tensor *const ts[] = {a, b};
+    oclml__dtype_defines(dt, sizeof dt, 2, names, ts);
+    p->spec = *spec;
+    if (!dt[0]) return;
+    snprintf(p->defines, sizeof p->defines, "%s %s", spec->defines, dt);
+    p->spec.defines = p->defines;
+}
+
+/* The table [V x D] and the rows tensor (y or dy: N x D elements, last dimension D), of any
+ * dtype; ids fp32. */
 static oclml_status check_shapes(oclml_ctx *ctx, const oclml_tensor *ids, const oclml_tensor *table,
                                  const char *tn, const oclml_tensor *rows, const char *rn,
                                  size_t *N, size_t *V, size_t *D) {
     oclml_status st = oclml__check_tensor(ctx, ids, "ids");
-    if (!st) st = oclml__check_tensor(ctx, table, tn);
-    if (!st) st = oclml__check_tensor(ctx, rows, rn);
+    if (!st) st = oclml__check_tensor_of(ctx, table, tn, OCLML__DTYPES_ALL);
+    if (!st) st = oclml__check_tensor_of(ctx, rows, rn, OCLML__DTYPES_ALL);
     if (st) return st;
     if (table->ndim != 2)
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "%s must be [V x D]", tn);
@@ -52,8 +75,10 @@ oclml_status oclml_embedding(oclml_ctx *ctx, const oclml_tensor *ids, const oclm
         st = oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "y overlaps ids or the table");
     if (st) return st;
     const bool v4 = vec4(D, table, y);
+    emb_program prog;
+    program_for(&prog, &FWD[v4], "TABLE", table, "Y", y);
     cl_kernel k;
-    st = oclml__kernel(ctx, &FWD[v4], "oclml_embedding_fwd", &k);
+    st = oclml__kernel(ctx, &prog.spec, "oclml_embedding_fwd", &k);
     if (st) return st;
     cl_ulong io = oclml__elem_offset(ids), to = oclml__elem_offset(table),
              yo = oclml__elem_offset(y);
@@ -132,7 +157,9 @@ oclml_status oclml_embedding_backward(oclml_ctx *ctx, const oclml_tensor *ids,
                                (N ? N : 1) * 4};
     cl_mem s[S_N] = {NULL};
     for (int i = 0; i < S_N && !st; i++) st = oclml__scratch_get(ctx, bytes[i], &s[i]);
-    if (!st) st = backward_launches(ctx, &BWD[v4], ids, dy, dtable, s, N, V, D, v4, accumulate);
+    emb_program prog;
+    program_for(&prog, &BWD[v4], "DY", dy, "DTABLE", dtable);
+    if (!st) st = backward_launches(ctx, &prog.spec, ids, dy, dtable, s, N, V, D, v4, accumulate);
     for (int i = 0; i < S_N; i++)
         if (s[i]) oclml__scratch_put(ctx, s[i]);
     return st;

@@ -686,9 +686,13 @@ OCLML_API oclml_status oclml_dropout_params_init(oclml_dropout_params *params);
 /* Counters a call over n elements uses: ceil(n / 4). */
 OCLML_API uint64_t oclml_dropout_counters(size_t n);
 /* y = x * keep / (1 - p): a dropped element is x * 0 (NaN stays NaN, as PyTorch's); p = 1 gives
- * x * 0 everywhere. y may be x itself (in place), no other overlap. NULL params:
- * OCLML_ERR_NULL_POINTER; p outside [0, 1] or NaN, or struct_size not sizeof:
- * OCLML_ERR_INVALID_ARGUMENT. One launch. */
+ * x * 0 everywhere. y may be x itself (in place: the same start and element size), no other
+ * overlap. NULL params: OCLML_ERR_NULL_POINTER; p outside [0, 1] or NaN, or struct_size not
+ * sizeof: OCLML_ERR_INVALID_ARGUMENT. One launch.
+ * dtypes (this op, its backward and oclml_dropout_add): every tensor fp32, bf16 or fp16, each its
+ * own; the math is fp32 and the output rounded once to its dtype. keep depends on (seed, offset)
+ * and the element's index alone, so a 16-bit call drops exactly the elements the fp32 call
+ * drops. */
 OCLML_API oclml_status oclml_dropout(oclml_ctx *ctx, const oclml_dropout_params *params,
                                      const oclml_tensor *x, oclml_tensor *y);
 /* dx = dy * keep / (1 - p), the forward's mask regenerated from the same params; dx may be dy. */

@@ -3,12 +3,26 @@
  * base is absent (0) for oclml_dropout and its backward, x for the residual add x + dropout(y).
  * A dropped NaN stays NaN (NaN * 0), as PyTorch's multiply by the mask.
  * Work-items stride over groups of four elements, one Philox draw a group (its four words are the
- * four elements'); vload4/vstore4 need only float alignment, so any tensor offset works, and out
+ * four elements'); vload4/vstore4 need only element alignment, so any tensor offset works, and out
  * may alias in or base (each element is read and written by one work-item). At p = 0 every
  * uniform is >= p and at p = 1 none is, so those skip the draws: m is the scale (1, or 0), the
- * same bits the rule gives, and dropout switched off costs a copy (an add). */
-#include "common.h"
+ * same bits the rule gives, and dropout switched off costs a copy (an add).
+ * dtypes (dtype.h's numbers, fp32 by default): IN_DT, BASE_DT, OUT_DT. Each element is read as a
+ * float, the math is fp32 and out rounded once; the mask depends on the element's index alone,
+ * so every dtype drops the elements fp32 drops. out may alias in or base only of its own element
+ * size (the host's check). */
+#include "dtype.h"
 #include "philox.h"
+
+#ifndef IN_DT
+#define IN_DT 0
+#endif
+#ifndef BASE_DT
+#define BASE_DT 0
+#endif
+#ifndef OUT_DT
+#define OUT_DT 0
+#endif
 
 /* base + in m rounded twice, never fused into one fma: the fused residual + norm computes r so
  * (norm.cl's res_add), and oclml_dropout_add's r must equal it bit for bit (NVIDIA's compiler
@@ -16,8 +30,9 @@
 #pragma OPENCL FP_CONTRACT OFF
 
 #if OCLML_WANT(oclml_dropout)
-__kernel void oclml_dropout(__global const float *in, ulong io, __global const float *base,
-                            ulong bo, __global float *out, ulong oo, ulong n, float p, float scale,
+__kernel void oclml_dropout(__global const DT_ELEM(IN_DT) * in, ulong io,
+                            __global const DT_ELEM(BASE_DT) * base, ulong bo,
+                            __global DT_ELEM(OUT_DT) * out, ulong oo, ulong n, float p, float scale,
                             uint seed_lo, uint seed_hi, ulong offset, uint has_base) {
     const uint2 seed = (uint2)(seed_lo, seed_hi);
     const ulong groups = (n + 3) / 4;
@@ -25,15 +40,15 @@ __kernel void oclml_dropout(__global const float *in, ulong io, __global const f
         const float4 m = p < 1.0f ? drop_mult4(j, p, scale, seed, offset) : (float4)(scale);
         const ulong e = 4 * j;
         if (e + 4 <= n) {
-            float4 v = vload4(0, in + io + e) * m;
-            if (has_base) v += vload4(0, base + bo + e);
-            vstore4(v, 0, out + oo + e);
+            float4 v = DT_VLOAD4(IN_DT, in + io + e, 0) * m;
+            if (has_base) v += DT_VLOAD4(BASE_DT, base + bo + e, 0);
+            DT_VSTORE4(OUT_DT, out + oo + e, 0, v);
         } else {
             const float ms[4] = {m.x, m.y, m.z, m.w};
             for (ulong k = e; k < n; k++) {
-                float v = in[io + k] * ms[k - e];
-                if (has_base) v += base[bo + k];
-                out[oo + k] = v;
+                float v = DT_LOAD(IN_DT, in + io, k) * ms[k - e];
+                if (has_base) v += DT_LOAD(BASE_DT, base + bo, k);
+                DT_STORE(OUT_DT, out + oo, k, v);
             }
         }
     }

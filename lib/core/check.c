@@ -91,7 +91,8 @@ oclml_status oclml__check_shape(const oclml_ctx *ctx, const oclml_tensor *t, con
 oclml_status oclml__check_apart(const oclml_ctx *ctx, const oclml_tensor *out, const char *out_name,
                                 const oclml_tensor *in, const char *in_name, bool in_place_ok) {
     if (!oclml__overlap(out, in)) return OCLML_SUCCESS;
-    if (in_place_ok && out->mem == in->mem && out->offset_bytes == in->offset_bytes)
+    if (in_place_ok && out->mem == in->mem && out->offset_bytes == in->offset_bytes &&
+        out->elem_bytes == in->elem_bytes)
         return OCLML_SUCCESS;
     return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "%s overlaps %s%s", out_name, in_name,
                        in_place_ok ? " other than in place" : "");

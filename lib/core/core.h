@@ -307,8 +307,9 @@ oclml_status oclml__check_dims(const oclml_ctx *ctx, const oclml_tensor *t, cons
 /* Whether two tensors share any element (NULLs share none). */
 bool oclml__overlap(const oclml_tensor *a, const oclml_tensor *b);
 /* Fails (OCLML_ERR_INVALID_ARGUMENT, naming both) when output out overlaps in, except, where
- * in_place_ok, when out is in itself (the same buffer and offset: element-for-element kernels
- * may write over what they read). NULLs pass. */
+ * in_place_ok, when out is in itself (the same buffer, offset and element size: element-for-
+ * element kernels may write over what they read; elements of another size lie across other
+ * work-items' elements). NULLs pass. */
 oclml_status oclml__check_apart(const oclml_ctx *ctx, const oclml_tensor *out, const char *out_name,
                                 const oclml_tensor *in, const char *in_name, bool in_place_ok);
 

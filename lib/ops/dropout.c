@@ -1,8 +1,11 @@
 /* Dropout, its backward and the residual add with dropout (cl/ops/dropout.cl): one kernel, the
- * mask regenerated from (seed, offset) wherever it is needed. */
+ * mask regenerated from (seed, offset) wherever it is needed. Each tensor may be of any dtype
+ * (fp32 math, the output rounded once, the mask fp32's). */
 #include "ops/ops.h"
+#include "ops/rows.h"
 
 #include <math.h>
+#include <stdio.h>
 
 #define FILE_CL "dropout.cl"
 
@@ -49,8 +52,15 @@ oclml__drop_args oclml__drop_args_of(const oclml_dropout_params *d) {
 /* out = base + dropout(in) (base NULL: none). */
 static oclml_status run(oclml_ctx *ctx, const oclml_dropout_params *d, const oclml_tensor *in,
                         const oclml_tensor *base, oclml_tensor *out) {
+    /* The fp32 program where every tensor is fp32, else its dtypes defined. */
+    char dt[64];
+    const char *const names[] = {"IN", "BASE", "OUT"};
+    const oclml_tensor *const ts[] = {in, base, out};
+    oclml__dtype_defines(dt, sizeof dt, 3, names, ts);
+    oclml__program_spec spec = DROPOUT;
+    if (dt[0]) spec.defines = dt;
     cl_kernel k;
-    oclml_status st = oclml__kernel(ctx, &DROPOUT, "oclml_dropout", &k);
+    oclml_status st = oclml__kernel(ctx, &spec, "oclml_dropout", &k);
     if (st) return st;
     cl_ulong io = oclml__elem_offset(in), bo = oclml__opt_offset(base),
              oo = oclml__elem_offset(out), n = in->numel;
@@ -69,7 +79,7 @@ oclml_status oclml_dropout(oclml_ctx *ctx, const oclml_dropout_params *params,
                            const oclml_tensor *x, oclml_tensor *y) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, params);
-    if (!st) st = oclml__check_same_shape(ctx, x, "x", y, "y");
+    if (!st) st = oclml__check_same_shape_of(ctx, x, "x", y, "y", OCLML__DTYPES_ALL);
     if (!st) st = oclml__check_apart(ctx, y, "y", x, "x", true);
     return st ? st : run(ctx, params, x, NULL, y);
 }
@@ -78,7 +88,7 @@ oclml_status oclml_dropout_backward(oclml_ctx *ctx, const oclml_dropout_params *
                                     const oclml_tensor *dy, oclml_tensor *dx) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, params);
-    if (!st) st = oclml__check_same_shape(ctx, dy, "dy", dx, "dx");
+    if (!st) st = oclml__check_same_shape_of(ctx, dy, "dy", dx, "dx", OCLML__DTYPES_ALL);
     if (!st) st = oclml__check_apart(ctx, dx, "dx", dy, "dy", true);
     return st ? st : run(ctx, params, dy, NULL, dx);
 }
@@ -87,8 +97,8 @@ oclml_status oclml_dropout_add(oclml_ctx *ctx, const oclml_dropout_params *param
                                const oclml_tensor *x, const oclml_tensor *y, oclml_tensor *r) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, params);
-    if (!st) st = oclml__check_same_shape(ctx, x, "x", y, "y");
-    if (!st) st = oclml__check_same_shape(ctx, x, "x", r, "r");
+    if (!st) st = oclml__check_same_shape_of(ctx, x, "x", y, "y", OCLML__DTYPES_ALL);
+    if (!st) st = oclml__check_same_shape_of(ctx, x, "x", r, "r", OCLML__DTYPES_ALL);
     /* r may be x or y itself: each work-item reads and writes its own elements only. */
     if (!st) st = oclml__check_apart(ctx, r, "r", x, "x", true);
     if (!st) st = oclml__check_apart(ctx, r, "r", y, "y", true);

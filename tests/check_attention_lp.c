@@ -13,28 +13,13 @@
 
 #include "ref/ref.h"
 
-static double u_of(oclml_dtype dt) {
-    return dt == OCLML_BFLOAT16 ? TOL_U_BF16 : dt == OCLML_FLOAT16 ? TOL_U_FP16 : TOL_U_FP32;
-}
-
-static oclml_tensor *lp_tensor(oclml_dtype dt, const size_t *shape, float lo, float hi,
-                               float **held) {
-    const size_t n = shape[0] * shape[1] * shape[2] * shape[3];
-    oclml_tensor *t;
-    ASSERT_OK(oclml_tensor_create_dtype(T, dt, 4, shape, &t));
-    *held = test_floats(n);
-    if (lo < hi) test_random(*held, n, lo, hi);
-    ASSERT_OK(oclml_tensor_write(t, *held, n));
-    test_read(t, *held, n);
-    return t;
-}
-
 /* Within u of dt on the value, and the fp32 op's error plus extra_u (the rounding of an input
  * that the reference holds exactly: the backward's o) on the terms' magnitude. */
 static void check_out(const char *what, oclml_dtype dt, const float *got, const double *ref,
                       const double *scale, double extra_u, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        const double tol = u_of(dt) * fabs(ref[i]) + (2e-5 + extra_u) * (scale ? scale[i] : 1.0) +
+        const double tol = test_unit_roundoff(dt) * fabs(ref[i]) +
+                           (2e-5 + extra_u) * (scale ? scale[i] : 1.0) +
                            (dt == OCLML_FLOAT16 ? TOL_ABS_FP16 : 0);
         ck_assert_msg(fabs(got[i] - ref[i]) <= tol, "%s (%s) [%zu] = %.8g, want %.8g (tol %.2g)",
                       what, oclml_dtype_name(dt), i, got[i], ref[i], tol);
@@ -47,9 +32,11 @@ START_TEST(forward_and_backward_match_reference) {
     const size_t B = 1, H = 4, Hkv = _i ? 2 : 4, Lq = 33, Lk = 40, D = 16;
     const size_t qs[4] = {B, H, Lq, D}, ks[4] = {B, Hkv, Lk, D}, ls[3] = {B, H, Lq};
     float *q, *k, *v, *o, *dout;
-    oclml_tensor *Q = lp_tensor(in, qs, -1, 1, &q), *K = lp_tensor(in, ks, -1, 1, &k),
-                 *V = lp_tensor(in, ks, -1, 1, &v), *O = lp_tensor(out, qs, 0, 0, &o),
-                 *DO = lp_tensor(in, qs, -1, 1, &dout), *L = test_tensor(3, ls);
+    oclml_tensor *Q = test_tensor_held(in, 4, qs, -1, 1, &q),
+                 *K = test_tensor_held(in, 4, ks, -1, 1, &k),
+                 *V = test_tensor_held(in, 4, ks, -1, 1, &v),
+                 *O = test_tensor_held(out, 4, qs, 0, 0, &o),
+                 *DO = test_tensor_held(in, 4, qs, -1, 1, &dout), *L = test_tensor(3, ls);
     oclml_attention_params p;
     oclml_attention_params_init(&p);
     p.causal = _i ? OCLML_CAUSAL_NONE : OCLML_CAUSAL_BOTTOM_RIGHT;
@@ -73,22 +60,20 @@ START_TEST(forward_and_backward_match_reference) {
     check_out("o", out, o, ro, NULL, 0, nq);
     /* The backward, from the o the forward wrote; dq and dv in the output dtype, dk in the
      * input one. */
-    float *unused[3];
-    oclml_tensor *DQ = lp_tensor(out, qs, 0, 0, &unused[0]),
-                 *DK = lp_tensor(in, ks, 0, 0, &unused[1]),
-                 *DV = lp_tensor(out, ks, 0, 0, &unused[2]);
-    for (int i = 0; i < 3; i++) free(unused[i]);
+    oclml_tensor *DQ = test_tensor_held(out, 4, qs, 0, 0, NULL),
+                 *DK = test_tensor_held(in, 4, ks, 0, 0, NULL),
+                 *DV = test_tensor_held(out, 4, ks, 0, 0, NULL);
     ASSERT_OK(oclml_attention_backward(T, &p, Q, K, V, O, L, DO, DQ, DK, DV, NULL));
     double *rq = test_doubles(nq), *rk = test_doubles(nk), *rv = test_doubles(nk),
            *sq = test_doubles(nq), *sk = test_doubles(nk), *sv = test_doubles(nk);
     ref_attention_backward(&ra, q, k, v, dout, rq, rk, rv, NULL, sq, sk, sv, NULL);
     float *g = test_floats(nq > nk ? nq : nk);
     test_read(DQ, g, nq);
-    check_out("dq", out, g, rq, sq, u_of(out), nq);
+    check_out("dq", out, g, rq, sq, test_unit_roundoff(out), nq);
     test_read(DK, g, nk);
-    check_out("dk", in, g, rk, sk, u_of(out), nk);
+    check_out("dk", in, g, rk, sk, test_unit_roundoff(out), nk);
     test_read(DV, g, nk);
-    check_out("dv", out, g, rv, sv, u_of(out), nk);
+    check_out("dv", out, g, rv, sv, test_unit_roundoff(out), nk);
     free(q), free(k), free(v), free(o), free(dout), free(g);
     free(ro), free(rl), free(rq), free(rk), free(rv), free(sq), free(sk), free(sv);
     oclml_tensor *all[] = {Q, K, V, O, DO, L, DQ, DK, DV};
@@ -100,7 +85,8 @@ END_TEST
 START_TEST(lse_in_16_bits_refused) {
     const size_t qs[4] = {1, 2, 8, 8}, ls[3] = {1, 2, 8};
     float *q, *o;
-    oclml_tensor *Q = lp_tensor(OCLML_BFLOAT16, qs, -1, 1, &q), *O = test_tensor(4, qs), *L;
+    oclml_tensor *Q = test_tensor_held(OCLML_BFLOAT16, 4, qs, -1, 1, &q), *O = test_tensor(4, qs),
+                 *L;
     ASSERT_OK(oclml_tensor_create_dtype(T, OCLML_BFLOAT16, 3, ls, &L));
     oclml_attention_params p;
     oclml_attention_params_init(&p);

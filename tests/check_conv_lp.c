@@ -28,27 +28,6 @@ static void pair_of(oclml_dtype dt, int nd, const size_t *shape, float lo, float
     free(v);
 }
 
-/* out (of its dtype) equals ref (fp32) rounded to that dtype, bit for bit. */
-static void check_rounded(const char *what, const oclml_tensor *out, const oclml_tensor *ref) {
-    size_t n;
-    oclml_dtype dt;
-    ASSERT_OK(oclml_tensor_numel(out, &n));
-    ASSERT_OK(oclml_tensor_dtype(out, &dt));
-    float *want = test_floats(n), *got = test_floats(n);
-    test_read(ref, want, n);
-    oclml_tensor *r;
-    ASSERT_OK(oclml_tensor_create_dtype(T, dt, 1, &n, &r));
-    ASSERT_OK(oclml_tensor_write(r, want, n)); /* the host's rounding */
-    test_read(r, want, n);
-    test_read(out, got, n);
-    for (size_t i = 0; i < n; i++)
-        ck_assert_msg(
-            !memcmp(&got[i], &want[i], sizeof got[i]) || (isnan(got[i]) && isnan(want[i])),
-            "%s (%s) [%zu] = %a, want %a", what, oclml_dtype_name(dt), i, got[i], want[i]);
-    oclml_tensor_destroy(r);
-    free(want), free(got);
-}
-
 /* i: conv2d bf16 (y bf16), fp16 (y fp32), conv_transpose2d bf16; forward and backward with dw
  * accumulated in 16 bits on odd i. */
 START_TEST(conv_is_fp32_rounded) {
@@ -81,7 +60,7 @@ START_TEST(conv_is_fp32_rounded) {
         ASSERT_OK(oclml_conv2d(T, &p, x, w, b, y));
         ASSERT_OK(oclml_conv2d(T, &p, x32, w32, b32, y32));
     }
-    check_rounded("y", y, y32);
+    test_assert_rounded("y", y, y32);
     const int acc = _i % 2;
     if (transpose) {
         ASSERT_OK(oclml_conv_transpose2d_backward(T, &p, x, w, dy, dx, dw, db, acc));
@@ -90,9 +69,9 @@ START_TEST(conv_is_fp32_rounded) {
         ASSERT_OK(oclml_conv2d_backward(T, &p, x, w, dy, dx, dw, db, acc));
         ASSERT_OK(oclml_conv2d_backward(T, &p, x32, w32, dy32, dx32, dw32, db32, acc));
     }
-    check_rounded("dx", dx, dx32);
-    check_rounded("dw", dw, dw32);
-    if (!acc) check_rounded("db", db, db32); /* accumulated: db starts NaN-poisoned in both */
+    test_assert_rounded("dx", dx, dx32);
+    test_assert_rounded("dw", dw, dw32);
+    if (!acc) test_assert_rounded("db", db, db32); /* accumulated: db starts NaN-poisoned in both */
     oclml_tensor *all[] = {x, x32, w, w32, b, b32, dy, dy32, dw, dw32, y, y32, dx, dx32, db, db32};
     for (int i = 0; i < 16; i++) oclml_tensor_destroy(all[i]);
 }
@@ -113,16 +92,16 @@ START_TEST(pool_is_fp32_rounded) {
     ASSERT_OK(oclml_tensor_create_dtype(T, dt, 4, xs, &dx));
     ASSERT_OK(oclml_act_max_pool2d(T, &p, OCLML_ACT_SILU, x, y));
     ASSERT_OK(oclml_act_max_pool2d(T, &p, OCLML_ACT_SILU, x32, y32));
-    check_rounded("act_max_pool2d", y, y32);
+    test_assert_rounded("act_max_pool2d", y, y32);
     ASSERT_OK(oclml_act_max_pool2d_backward(T, &p, OCLML_ACT_SILU, x, dy, dx));
     ASSERT_OK(oclml_act_max_pool2d_backward(T, &p, OCLML_ACT_SILU, x32, dy32, dx32));
-    check_rounded("act_max_pool2d_backward", dx, dx32);
+    test_assert_rounded("act_max_pool2d_backward", dx, dx32);
     ASSERT_OK(oclml_avg_pool2d(T, &p, x, y));
     ASSERT_OK(oclml_avg_pool2d(T, &p, x32, y32));
-    check_rounded("avg_pool2d", y, y32);
+    test_assert_rounded("avg_pool2d", y, y32);
     ASSERT_OK(oclml_avg_pool2d_backward(T, &p, dy, dx));
     ASSERT_OK(oclml_avg_pool2d_backward(T, &p, dy32, dx32));
-    check_rounded("avg_pool2d_backward", dx, dx32);
+    test_assert_rounded("avg_pool2d_backward", dx, dx32);
     oclml_tensor *all[] = {x, x32, dy, dy32, y, y32, dx, dx32};
     for (int i = 0; i < 8; i++) oclml_tensor_destroy(all[i]);
 }

@@ -19,42 +19,6 @@
 enum { DROPOUT, BACKWARD, ADD };
 static const char *const OPS[] = {"dropout", "dropout_backward", "dropout_add"};
 
-static double u_of(oclml_dtype dt) {
-    return dt == OCLML_BFLOAT16 ? TOL_U_BF16 : dt == OCLML_FLOAT16 ? TOL_U_FP16 : TOL_U_FP32;
-}
-
-/* A tensor of n elements of dtype dt, `skip` elements into a buffer of its own (*owner, a
- * wrapped view where skip > 0, else NULL), NaN-poisoned. */
-static oclml_tensor *lp_view(oclml_dtype dt, size_t n, size_t skip, oclml_tensor **owner) {
-    const size_t shape[1] = {n}, whole[1] = {n + skip};
-    oclml_tensor *t;
-    *owner = NULL;
-    if (!skip) {
-        ASSERT_OK(oclml_tensor_create_dtype(T, dt, 1, shape, &t));
-    } else {
-        ASSERT_OK(oclml_tensor_create_dtype(T, dt, 1, whole, owner));
-        cl_mem mem;
-        size_t off;
-        ASSERT_OK(oclml_tensor_buffer(*owner, &mem, &off));
-        ASSERT_OK(
-            oclml_tensor_wrap_dtype(T, dt, mem, off + skip * oclml_dtype_size(dt), 1, shape, &t));
-    }
-    float *nan = test_floats(n);
-    ASSERT_OK(oclml_tensor_write(t, nan, n));
-    free(nan);
-    return t;
-}
-
-/* v[] as dtype dt holds it (the host's rounding, the device's too). */
-static void round_to(oclml_dtype dt, float *v, size_t n) {
-    const size_t shape[1] = {n};
-    oclml_tensor *t;
-    ASSERT_OK(oclml_tensor_create_dtype(T, dt, 1, shape, &t));
-    ASSERT_OK(oclml_tensor_write(t, v, n));
-    test_read(t, v, n);
-    oclml_tensor_destroy(t);
-}
-
 static oclml_status call(int op, const oclml_dropout_params *d, oclml_tensor *in,
                          oclml_tensor *base, oclml_tensor *out) {
     return op == DROPOUT    ? oclml_dropout(T, d, in, out)
@@ -103,15 +67,17 @@ START_TEST(matches_fp32_op_rounded) {
     test_random(in, n, -2, 2);
     test_random(base, n, -2, 2);
     in[5] = in[6] = NAN;
-    round_to(c->in, in, n);
-    round_to(c->base, base, n);
-    oclml_tensor *own[3], *IN = lp_view(c->in, n, c->skip_in, &own[0]),
-                          *BASE = c->op == ADD ? lp_view(c->base, n, 0, &own[1]) : NULL;
+    test_round_to(c->in, in, n);
+    test_round_to(c->base, base, n);
+    oclml_tensor *own[3],
+        *IN = test_tensor_at(c->in, 1, (size_t[]){n}, c->skip_in, &own[0]),
+        *BASE = c->op == ADD ? test_tensor_at(c->base, 1, (size_t[]){n}, 0, &own[1]) : NULL;
     own[1] = c->op == ADD ? own[1] : NULL;
     ASSERT_OK(oclml_tensor_write(IN, in, n));
     if (BASE) ASSERT_OK(oclml_tensor_write(BASE, base, n));
-    oclml_tensor *OUT =
-        c->in_place ? (c->op == ADD ? BASE : IN) : lp_view(c->out, n, c->skip_out, &own[2]);
+    oclml_tensor *OUT = c->in_place
+                            ? (c->op == ADD ? BASE : IN)
+                            : test_tensor_at(c->out, 1, (size_t[]){n}, c->skip_out, &own[2]);
     if (c->in_place) own[2] = NULL;
     /* The fp32 op on the held values. */
     oclml_tensor *IN32 = test_tensor_from(1, shape, in), *BASE32 = test_tensor_from(1, shape, base),
@@ -122,8 +88,8 @@ START_TEST(matches_fp32_op_rounded) {
     test_read(OUT, got, n);
     float *rounded = malloc(n * sizeof *rounded);
     memcpy(rounded, want, n * sizeof *want);
-    round_to(out_dt, rounded, n);
-    const double u = u_of(out_dt);
+    test_round_to(out_dt, rounded, n);
+    const double u = test_unit_roundoff(out_dt);
     size_t dropped = 0;
     for (size_t i = 0; i < n; i++) {
         const bool keep =
@@ -158,11 +124,12 @@ END_TEST
 START_TEST(refusals_touch_nothing) {
     const oclml_dropout_params d = test_dropout_params(0.5f, 3, 0);
     const size_t n = 16, shape[1] = {n};
-    oclml_tensor *own, *X = lp_view(BF, n, 0, &own), *Y = lp_view(F32, n + 1, 0, &own),
-                       *R = lp_view(FP, n, 0, &own);
+    oclml_tensor *own, *X = test_tensor_at(BF, 1, (size_t[]){n}, 0, &own),
+                       *Y = test_tensor_at(F32, 1, (size_t[]){n + 1}, 0, &own),
+                       *R = test_tensor_at(FP, 1, (size_t[]){n}, 0, &own);
     float *x = test_floats(n), *back = test_floats(n);
     test_random(x, n, -1, 1);
-    round_to(BF, x, n);
+    test_round_to(BF, x, n);
     ASSERT_OK(oclml_tensor_write(X, x, n));
     ASSERT_STATUS(oclml_dropout(T, &d, X, Y), OCLML_ERR_INVALID_SHAPE);
     test_assert_untouched(Y, n + 1);

@@ -29,44 +29,11 @@ static float *make_ids(size_t N, size_t V) {
 
 static bool valid_id(float f, size_t V) { return f >= 0 && f < (float)V && f == floorf(f); }
 
-/* A [rows x cols] tensor of dtype dt, `skip` elements into a buffer of its own (a wrapped view
- * where skip > 0; *owner the buffer's tensor, else NULL), NaN-poisoned. */
-static oclml_tensor *lp_tensor_at(oclml_dtype dt, size_t rows, size_t cols, size_t skip,
-                                  oclml_tensor **owner) {
-    const size_t shape[2] = {rows, cols}, whole[1] = {rows * cols + skip};
-    oclml_tensor *t;
-    *owner = NULL;
-    if (!skip) {
-        ASSERT_OK(oclml_tensor_create_dtype(T, dt, 2, shape, &t));
-    } else {
-        ASSERT_OK(oclml_tensor_create_dtype(T, dt, 1, whole, owner));
-        cl_mem mem;
-        size_t off;
-        ASSERT_OK(oclml_tensor_buffer(*owner, &mem, &off));
-        ASSERT_OK(
-            oclml_tensor_wrap_dtype(T, dt, mem, off + skip * oclml_dtype_size(dt), 2, shape, &t));
-    }
-    float *nan = test_floats(rows * cols);
-    ASSERT_OK(oclml_tensor_write(t, nan, rows * cols));
-    free(nan);
-    return t;
-}
-
-/* v[] as dtype dt holds it (the host's rounding, the device's too). */
-static void round_to(oclml_dtype dt, float *v, size_t n) {
-    const size_t shape[1] = {n};
-    oclml_tensor *t;
-    ASSERT_OK(oclml_tensor_create_dtype(T, dt, 1, shape, &t));
-    ASSERT_OK(oclml_tensor_write(t, v, n));
-    test_read(t, v, n);
-    oclml_tensor_destroy(t);
-}
-
 /* Writes random values in [-1, 1) to t, returning them as its dtype holds them. */
 static float *fill_random(oclml_tensor *t, oclml_dtype dt, size_t n) {
     float *v = test_floats(n);
     test_random(v, n, -1, 1);
-    round_to(dt, v, n);
+    test_round_to(dt, v, n);
     ASSERT_OK(oclml_tensor_write(t, v, n));
     return v;
 }
@@ -98,17 +65,17 @@ START_TEST(forward_and_backward_bit_for_bit) {
              oclml_dtype_name(c->table), oclml_dtype_name(c->y));
     float *ids = make_ids(N, V);
     oclml_tensor *own[4], *ID = test_tensor_from(1, ids_shape, ids),
-                          *TB = lp_tensor_at(c->table, V, D, c->skip, &own[0]),
-                          *Y = lp_tensor_at(c->y, N, D, c->skip, &own[1]),
-                          *DY = lp_tensor_at(c->dy, N, D, c->skip, &own[2]),
-                          *DT = lp_tensor_at(c->dtable, V, D, c->skip, &own[3]);
+                          *TB = test_tensor_at(c->table, 2, (size_t[]){V, D}, c->skip, &own[0]),
+                          *Y = test_tensor_at(c->y, 2, (size_t[]){N, D}, c->skip, &own[1]),
+                          *DY = test_tensor_at(c->dy, 2, (size_t[]){N, D}, c->skip, &own[2]),
+                          *DT = test_tensor_at(c->dtable, 2, (size_t[]){V, D}, c->skip, &own[3]);
     float *table = fill_random(TB, c->table, V * D), *want = test_floats(N * D),
           *got = test_floats(N * D > V * D ? N * D : V * D);
     ASSERT_OK(oclml_embedding(T, ID, TB, Y));
     for (size_t n = 0; n < N; n++)
         for (size_t j = 0; j < D; j++)
             want[n * D + j] = valid_id(ids[n], V) ? table[(size_t)ids[n] * D + j] : NAN;
-    round_to(c->y, want, N * D);
+    test_round_to(c->y, want, N * D);
     test_read(Y, got, N * D);
     assert_bits(what, got, want, N * D);
 
@@ -126,7 +93,7 @@ START_TEST(forward_and_backward_bit_for_bit) {
                     if (valid_id(ids[n], V) && (size_t)ids[n] == v) s += dy[n * D + j];
                 acc[v * D + j] = s;
             }
-        round_to(c->dtable, acc, V * D);
+        test_round_to(c->dtable, acc, V * D);
         test_read(DT, got, V * D);
         assert_bits(what, got, acc, V * D);
         free(start);
@@ -144,9 +111,11 @@ START_TEST(refusals_touch_nothing) {
     const size_t N = 4, V = 5, D = 8, ids_shape[1] = {N};
     float ids[4] = {0, 1, 2, 3};
     oclml_tensor *own, *ID = test_tensor_from(1, ids_shape, ids);
-    oclml_tensor *TB = lp_tensor_at(BF, V, D, 0, &own), *Y = lp_tensor_at(BF, N, D + 1, 0, &own),
-                 *Y2 = lp_tensor_at(FP, N, D, 0, &own), *IDB = lp_tensor_at(BF, 1, N, 0, &own),
-                 *DT = lp_tensor_at(FP, V, D, 0, &own);
+    oclml_tensor *TB = test_tensor_at(BF, 2, (size_t[]){V, D}, 0, &own),
+                 *Y = test_tensor_at(BF, 2, (size_t[]){N, D + 1}, 0, &own),
+                 *Y2 = test_tensor_at(FP, 2, (size_t[]){N, D}, 0, &own),
+                 *IDB = test_tensor_at(BF, 2, (size_t[]){1, N}, 0, &own),
+                 *DT = test_tensor_at(FP, 2, (size_t[]){V, D}, 0, &own);
     free(fill_random(TB, BF, V * D));
     ASSERT_STATUS(oclml_embedding(T, ID, TB, Y), OCLML_ERR_INVALID_SHAPE);
     test_assert_untouched(Y, N * (D + 1));

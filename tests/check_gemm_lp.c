@@ -21,10 +21,6 @@ typedef struct lp_case {
     float alpha, beta;
 } lp_case;
 
-static double unit_roundoff(oclml_dtype dt) {
-    return dt == OCLML_BFLOAT16 ? TOL_U_BF16 : dt == OCLML_FLOAT16 ? TOL_U_FP16 : TOL_U_FP32;
-}
-
 static oclml_tensor *make(oclml_dtype dt, size_t batch, size_t r, size_t c, const float *v) {
     const size_t shape[3] = {batch, r, c};
     oclml_tensor *t;
@@ -70,7 +66,8 @@ static void run_case(const lp_case *c, long nan_at) {
         ASSERT_OK(oclml_gemm(T, ta, tb, c->alpha, A, Bt, c->beta, C));
     float *got = test_floats(nc);
     test_read(C, got, nc);
-    const double uc = unit_roundoff(c->c), acc = TOL_LP_PRODUCT_C * sqrt((double)c->k) * TOL_U_FP32;
+    const double uc = test_unit_roundoff(c->c),
+                 acc = TOL_LP_PRODUCT_C * sqrt((double)c->k) * TOL_U_FP32;
     for (size_t e = 0; e < B; e++)
         for (size_t i = 0; i < c->m; i++)
             for (size_t j = 0; j < c->n; j++) {

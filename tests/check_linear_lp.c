@@ -12,35 +12,6 @@
 
 static const char *const PATHS[2] = {"gemm.lp_mma=0", "gemm.lp_mma=2"};
 
-static double u_of(oclml_dtype dt) {
-    return dt == OCLML_BFLOAT16 ? TOL_U_BF16 : dt == OCLML_FLOAT16 ? TOL_U_FP16 : TOL_U_FP32;
-}
-
-/* A tensor of dtype dt with random values in [lo, hi), returned as the dtype holds them. */
-static oclml_tensor *lp_input(oclml_dtype dt, int nd, const size_t *shape, float lo, float hi,
-                              float **held) {
-    size_t n = 1;
-    for (int i = 0; i < nd; i++) n *= shape[i];
-    oclml_tensor *t;
-    ASSERT_OK(oclml_tensor_create_dtype(T, dt, nd, shape, &t));
-    *held = test_floats(n);
-    test_random(*held, n, lo, hi);
-    ASSERT_OK(oclml_tensor_write(t, *held, n));
-    test_read(t, *held, n);
-    return t;
-}
-
-static oclml_tensor *lp_output(oclml_dtype dt, int nd, const size_t *shape) {
-    size_t n = 1;
-    for (int i = 0; i < nd; i++) n *= shape[i];
-    oclml_tensor *t;
-    ASSERT_OK(oclml_tensor_create_dtype(T, dt, nd, shape, &t));
-    float *nan = test_floats(n);
-    ASSERT_OK(oclml_tensor_write(t, nan, n));
-    free(nan);
-    return t;
-}
-
 static void check_elem(const char *what, size_t i, float got, double want, double tol) {
     ck_assert_msg(fabs(got - want) <= tol, "%s[%zu] = %.9g, want %.9g (tol %.3g)", what, i, got,
                   want, tol);
@@ -57,14 +28,16 @@ START_TEST(forward_matches_reference) {
     const oclml_activation act = _i / 4 ? OCLML_ACT_RELU : OCLML_ACT_GELU_TANH;
     const size_t xs[2] = {ROWS, IN}, ws[2] = {OUT, IN}, ys[2] = {ROWS, OUT}, bs = OUT;
     float *x, *w, *b;
-    oclml_tensor *X = lp_input(dt, 2, xs, -1, 1, &x), *W = lp_input(dt, 2, ws, -1, 1, &w),
-                 *B = lp_input(dt, 1, &bs, -1, 1, &b), *Y = lp_output(dt, 2, ys),
-                 *P = lp_output(dt, 2, ys);
+    oclml_tensor *X = test_tensor_held(dt, 2, xs, -1, 1, &x),
+                 *W = test_tensor_held(dt, 2, ws, -1, 1, &w),
+                 *B = test_tensor_held(dt, 1, &bs, -1, 1, &b),
+                 *Y = test_tensor_held(dt, 2, ys, 0, 0, NULL),
+                 *P = test_tensor_held(dt, 2, ys, 0, 0, NULL);
     ASSERT_OK(oclml_linear(T, act, X, W, B, Y, P));
     float *y = test_floats(ROWS * OUT), *pre = test_floats(ROWS * OUT);
     test_read(Y, y, ROWS * OUT);
     test_read(P, pre, ROWS * OUT);
-    const double u = u_of(dt), acc = TOL_LP_PRODUCT_C * sqrt((double)IN) * TOL_U_FP32;
+    const double u = test_unit_roundoff(dt), acc = TOL_LP_PRODUCT_C * sqrt((double)IN) * TOL_U_FP32;
     for (size_t r = 0; r < ROWS; r++)
         for (size_t o = 0; o < OUT; o++) {
             double z = b[o], mag = fabs(b[o]);
@@ -93,9 +66,12 @@ START_TEST(backward_matches_reference) {
     const oclml_activation act = OCLML_ACT_GELU_TANH;
     const size_t xs[2] = {ROWS, IN}, ws[2] = {OUT, IN}, ys[2] = {ROWS, OUT}, bs = OUT;
     float *x, *w, *dy, *s, *dw0;
-    oclml_tensor *X = lp_input(dt, 2, xs, -1, 1, &x), *W = lp_input(dt, 2, ws, -1, 1, &w),
-                 *DY = lp_input(dt, 2, ys, -1, 1, &dy), *S = lp_input(dt, 2, ys, -2, 2, &s),
-                 *DX = lp_output(dt, 2, xs), *DW = lp_input(OCLML_FLOAT32, 2, ws, -1, 1, &dw0),
+    oclml_tensor *X = test_tensor_held(dt, 2, xs, -1, 1, &x),
+                 *W = test_tensor_held(dt, 2, ws, -1, 1, &w),
+                 *DY = test_tensor_held(dt, 2, ys, -1, 1, &dy),
+                 *S = test_tensor_held(dt, 2, ys, -2, 2, &s),
+                 *DX = test_tensor_held(dt, 2, xs, 0, 0, NULL),
+                 *DW = test_tensor_held(OCLML_FLOAT32, 2, ws, -1, 1, &dw0),
                  *DB = test_tensor(1, &bs);
     ASSERT_OK(oclml_linear_backward(T, act, X, W, S, DY, DX, DW, DB, accumulate));
     float *dx = test_floats(ROWS * IN), *dw = test_floats(OUT * IN), *db = test_floats(OUT);
@@ -104,7 +80,7 @@ START_TEST(backward_matches_reference) {
     test_read(DB, db, OUT);
     double *dz = test_doubles(ROWS * OUT);
     for (size_t i = 0; i < ROWS * OUT; i++) dz[i] = dy[i] * test_act_grad(act, s[i]);
-    const double u = u_of(dt), acc = TOL_LP_PRODUCT_C * TOL_U_FP32;
+    const double u = test_unit_roundoff(dt), acc = TOL_LP_PRODUCT_C * TOL_U_FP32;
     for (size_t r = 0; r < ROWS; r++)
         for (size_t k = 0; k < IN; k++) {
             double v = 0, mag = 0;
@@ -142,10 +118,10 @@ START_TEST(dropout_masks_as_fp32) {
     test_retune(PATHS[_i]);
     const size_t xs[2] = {ROWS, IN}, ws[2] = {OUT, IN}, ys[2] = {ROWS, OUT}, bs = OUT;
     float *x, *w, *b;
-    oclml_tensor *X = lp_input(OCLML_BFLOAT16, 2, xs, -1, 1, &x),
-                 *W = lp_input(OCLML_BFLOAT16, 2, ws, -1, 1, &w),
-                 *B = lp_input(OCLML_BFLOAT16, 1, &bs, -1, 1, &b),
-                 *Y = lp_output(OCLML_BFLOAT16, 2, ys);
+    oclml_tensor *X = test_tensor_held(OCLML_BFLOAT16, 2, xs, -1, 1, &x),
+                 *W = test_tensor_held(OCLML_BFLOAT16, 2, ws, -1, 1, &w),
+                 *B = test_tensor_held(OCLML_BFLOAT16, 1, &bs, -1, 1, &b),
+                 *Y = test_tensor_held(OCLML_BFLOAT16, 2, ys, 0, 0, NULL);
     oclml_tensor *X32 = test_tensor_from(2, xs, x), *W32 = test_tensor_from(2, ws, w),
                  *B32 = test_tensor_from(1, &bs, b), *Y32 = test_tensor(2, ys);
     oclml_dropout_params drop = test_dropout_params(0.3f, 77, 5);

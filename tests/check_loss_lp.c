@@ -18,27 +18,6 @@
 #define FP OCLML_FLOAT16
 #define F32 OCLML_FLOAT32
 
-static double u_of(oclml_dtype dt) {
-    return dt == OCLML_BFLOAT16 ? TOL_U_BF16 : dt == OCLML_FLOAT16 ? TOL_U_FP16 : TOL_U_FP32;
-}
-
-static double abs_of(oclml_dtype dt) { return dt == OCLML_FLOAT16 ? TOL_ABS_FP16 : 0; }
-
-/* A tensor of dtype dt holding held[] (random in [lo, hi) as the dtype rounds them; NaN-poisoned
- * where lo >= hi). */
-static oclml_tensor *lp_tensor(oclml_dtype dt, int ndim, const size_t *shape, float lo, float hi,
-                               float **held) {
-    size_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    oclml_tensor *t;
-    ASSERT_OK(oclml_tensor_create_dtype(T, dt, ndim, shape, &t));
-    *held = test_floats(n);
-    if (lo < hi) test_random(*held, n, lo, hi);
-    ASSERT_OK(oclml_tensor_write(t, *held, n));
-    test_read(t, *held, n);
-    return t;
-}
-
 typedef struct xent_case {
     size_t rows, cols;
     int probs;
@@ -82,15 +61,15 @@ START_TEST(cross_entropy_matches_reference) {
                       "%s: %s", c->tuning, v);
     }
     float *x, *dx, *dl, *cw, *t = test_floats(nt);
-    oclml_tensor *X = lp_tensor(c->x, 2, shape, -8, 8, &x);
+    oclml_tensor *X = test_tensor_held(c->x, 2, shape, -8, 8, &x);
     if (nan_row) x[cols + 3] = NAN; /* row 1 */
     ASSERT_OK(oclml_tensor_write(X, x, n));
-    oclml_tensor *DX = c->in_place ? X : lp_tensor(c->dx, 2, shape, 0, 0, &dx);
+    oclml_tensor *DX = c->in_place ? X : test_tensor_held(c->dx, 2, shape, 0, 0, &dx);
     if (c->in_place) dx = test_floats(n);
     float *loss;
-    oclml_tensor *DL = lp_tensor(F32, 1, &nl, 0.5f, 2, &dl),
-                 *L = lp_tensor(F32, 1, &nl, 0, 0, &loss),
-                 *CW = lp_tensor(F32, 1, &cols, 0.2f, 2, &cw);
+    oclml_tensor *DL = test_tensor_held(F32, 1, &nl, 0.5f, 2, &dl),
+                 *L = test_tensor_held(F32, 1, &nl, 0, 0, &loss),
+                 *CW = test_tensor_held(F32, 1, &cols, 0.2f, 2, &cw);
     /* Class indices (every fifth row from row 2 ignored) or probability rows. */
     test_random(t, nt, 0, c->probs ? 1 : (float)cols);
     for (size_t r = 0; r < rows; r++) {
@@ -139,7 +118,8 @@ START_TEST(cross_entropy_matches_reference) {
     }
     /* Each dlogit: u |ref| for its one rounding, plus the fp32 math's error (relative to the
      * element, and to the row's largest entry where a target's term cancels). */
-    const double u = u_of(c->in_place ? c->x : c->dx), a = abs_of(c->in_place ? c->x : c->dx);
+    const double u = test_unit_roundoff(c->in_place ? c->x : c->dx),
+                 a = test_abs_floor(c->in_place ? c->x : c->dx);
     for (size_t r = 0; r < rows; r++) {
         const double *want = rdx + r * cols;
         const float *got = dx + r * cols;
@@ -171,9 +151,10 @@ END_TEST
 START_TEST(loss_alone_matches) {
     const size_t rows = 5, cols = 37, shape[2] = {rows, cols};
     float *x, *t = test_floats(rows), *l1, *l2, *dx;
-    oclml_tensor *X = lp_tensor(BF, 2, shape, -6, 6, &x), *DX = lp_tensor(BF, 2, shape, 0, 0, &dx);
-    oclml_tensor *L1 = lp_tensor(F32, 1, &rows, 0, 0, &l1),
-                 *L2 = lp_tensor(F32, 1, &rows, 0, 0, &l2);
+    oclml_tensor *X = test_tensor_held(BF, 2, shape, -6, 6, &x),
+                 *DX = test_tensor_held(BF, 2, shape, 0, 0, &dx);
+    oclml_tensor *L1 = test_tensor_held(F32, 1, &rows, 0, 0, &l1),
+                 *L2 = test_tensor_held(F32, 1, &rows, 0, 0, &l2);
     test_random(t, rows, 0, (float)cols);
     for (size_t r = 0; r < rows; r++) t[r] = floorf(t[r]);
     oclml_tensor *TT = test_tensor_from(1, &rows, t);
@@ -199,9 +180,11 @@ START_TEST(refusals_touch_nothing) {
     const size_t rows = 4, cols = 8, shape[2] = {rows, cols}, bad[2] = {rows, 9};
     float *x, *dx, *l, *t = test_floats(rows), *tb;
     for (size_t r = 0; r < rows; r++) t[r] = (float)r;
-    oclml_tensor *X = lp_tensor(BF, 2, shape, -1, 1, &x), *DX = lp_tensor(BF, 2, bad, 0, 0, &dx),
-                 *L = lp_tensor(F32, 1, &rows, 0, 0, &l), *TT = test_tensor_from(1, &rows, t),
-                 *TB = lp_tensor(BF, 1, &rows, 0, 0, &tb);
+    oclml_tensor *X = test_tensor_held(BF, 2, shape, -1, 1, &x),
+                 *DX = test_tensor_held(BF, 2, bad, 0, 0, &dx),
+                 *L = test_tensor_held(F32, 1, &rows, 0, 0, &l),
+                 *TT = test_tensor_from(1, &rows, t),
+                 *TB = test_tensor_held(BF, 1, &rows, 0, 0, &tb);
     oclml_loss_params p;
     oclml_loss_params_init(&p);
     p.reduction = NONE;

@@ -9,24 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double u_of(oclml_dtype dt) {
-    return dt == OCLML_BFLOAT16 ? TOL_U_BF16 : dt == OCLML_FLOAT16 ? TOL_U_FP16 : TOL_U_FP32;
-}
-
-static double abs_of(oclml_dtype dt) { return dt == OCLML_FLOAT16 ? TOL_ABS_FP16 : 0; }
-
-static oclml_tensor *lp_tensor(oclml_dtype dt, size_t rows, size_t cols, float lo, float hi,
-                               float **held) {
-    const size_t shape[2] = {rows, cols}, n = rows * cols;
-    oclml_tensor *t;
-    ASSERT_OK(oclml_tensor_create_dtype(T, dt, 2, shape, &t));
-    *held = test_floats(n);
-    if (lo < hi) test_random(*held, n, lo, hi);
-    ASSERT_OK(oclml_tensor_write(t, *held, n));
-    test_read(t, *held, n);
-    return t;
-}
-
 typedef struct sm_case {
     size_t rows, cols;
     oclml_dtype in, out;
@@ -44,13 +26,13 @@ START_TEST(forward_matches_reference) {
     const sm_case *c = &CASES[_i / 2];
     const bool log_sm = _i % 2;
     float *x, *y;
-    oclml_tensor *X = lp_tensor(c->in, c->rows, c->cols, -8, 8, &x),
-                 *Y = lp_tensor(c->out, c->rows, c->cols, 0, 0, &y);
+    oclml_tensor *X = test_tensor_held(c->in, 2, (size_t[]){c->rows, c->cols}, -8, 8, &x),
+                 *Y = test_tensor_held(c->out, 2, (size_t[]){c->rows, c->cols}, 0, 0, &y);
     x[3] = NAN; /* row 0 all NaN */
     ASSERT_OK(oclml_tensor_write(X, x, c->rows * c->cols));
     ASSERT_OK((log_sm ? oclml_log_softmax : oclml_softmax)(T, X, Y));
     test_read(Y, y, c->rows * c->cols);
-    const double u = u_of(c->out);
+    const double u = test_unit_roundoff(c->out);
     for (size_t r = 0; r < c->rows; r++) {
         const float *xr = x + r * c->cols, *yr = y + r * c->cols;
         double m = -INFINITY, s = 0;
@@ -62,8 +44,8 @@ START_TEST(forward_matches_reference) {
                 continue;
             }
             const double want = log_sm ? xr[j] - m - log(s) : exp(xr[j] - m) / s;
-            const double tol =
-                u * fabs(want) + abs_of(c->out) + (log_sm ? 4e-6 * (1 + fabs(xr[j] - m)) : 1e-7);
+            const double tol = u * fabs(want) + test_abs_floor(c->out) +
+                               (log_sm ? 4e-6 * (1 + fabs(xr[j] - m)) : 1e-7);
             ck_assert_msg(fabs(yr[j] - want) <= tol,
                           "%s %zux%zu %s -> %s [%zu,%zu] = %.8g, want %.8g (tol %.2g)",
                           log_sm ? "log_softmax" : "softmax", c->rows, c->cols,
@@ -82,12 +64,13 @@ START_TEST(backward_matches_reference) {
     const sm_case *c = &CASES[_i / 2];
     const bool log_sm = _i % 2;
     float *y, *dy, *dx;
-    oclml_tensor *Y = lp_tensor(c->in, c->rows, c->cols, log_sm ? -9 : 0, log_sm ? -1 : 0.01f, &y),
-                 *DY = lp_tensor(c->in, c->rows, c->cols, -1, 1, &dy),
-                 *DX = lp_tensor(c->out, c->rows, c->cols, 0, 0, &dx);
+    oclml_tensor *Y = test_tensor_held(c->in, 2, (size_t[]){c->rows, c->cols}, log_sm ? -9 : 0,
+                                       log_sm ? -1 : 0.01f, &y),
+                 *DY = test_tensor_held(c->in, 2, (size_t[]){c->rows, c->cols}, -1, 1, &dy),
+                 *DX = test_tensor_held(c->out, 2, (size_t[]){c->rows, c->cols}, 0, 0, &dx);
     ASSERT_OK((log_sm ? oclml_log_softmax_backward : oclml_softmax_backward)(T, Y, DY, DX));
     test_read(DX, dx, c->rows * c->cols);
-    const double u = u_of(c->out);
+    const double u = test_unit_roundoff(c->out);
     for (size_t r = 0; r < c->rows; r++) {
         const float *yr = y + r * c->cols, *gr = dy + r * c->cols, *dr = dx + r * c->cols;
         double s = 0, mag = 0;
@@ -98,8 +81,8 @@ START_TEST(backward_matches_reference) {
         for (size_t j = 0; j < c->cols; j++) {
             const double e = log_sm ? exp(yr[j]) : yr[j];
             const double want = log_sm ? gr[j] - e * s : e * (gr[j] - s);
-            const double tol =
-                u * fabs(want) + abs_of(c->out) + 1e-6 * fabs(e) * (fabs(gr[j]) + mag) + 1e-30;
+            const double tol = u * fabs(want) + test_abs_floor(c->out) +
+                               1e-6 * fabs(e) * (fabs(gr[j]) + mag) + 1e-30;
             ck_assert_msg(fabs(dr[j] - want) <= tol,
                           "%s backward %zux%zu [%zu,%zu] = %.8g, want %.8g",
                           log_sm ? "log_softmax" : "softmax", c->rows, c->cols, r, j, dr[j], want);
@@ -113,8 +96,8 @@ END_TEST
 /* Mismatched shapes are refused whatever the dtypes; nothing is written. */
 START_TEST(refusals_touch_nothing) {
     float *x, *y;
-    oclml_tensor *X = lp_tensor(OCLML_BFLOAT16, 4, 8, -1, 1, &x),
-                 *Y = lp_tensor(OCLML_FLOAT32, 4, 9, 0, 0, &y);
+    oclml_tensor *X = test_tensor_held(OCLML_BFLOAT16, 2, (size_t[]){4, 8}, -1, 1, &x),
+                 *Y = test_tensor_held(OCLML_FLOAT32, 2, (size_t[]){4, 9}, 0, 0, &y);
     ASSERT_STATUS(oclml_softmax(T, X, Y), OCLML_ERR_INVALID_SHAPE);
     test_assert_untouched(Y, 36);
     free(x), free(y);

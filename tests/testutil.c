@@ -109,6 +109,63 @@ void test_read(const oclml_tensor *t, float *out, size_t n) {
     ASSERT_OK(oclml_tensor_read(t, out, n));
 }
 
+double test_unit_roundoff(oclml_dtype dt) {
+    return dt == OCLML_BFLOAT16 ? TOL_U_BF16 : dt == OCLML_FLOAT16 ? TOL_U_FP16 : TOL_U_FP32;
+}
+
+double test_abs_floor(oclml_dtype dt) { return dt == OCLML_FLOAT16 ? TOL_ABS_FP16 : 0; }
+
+static size_t numel_of(int ndim, const size_t *shape) {
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+oclml_tensor *test_tensor_held(oclml_dtype dt, int ndim, const size_t *shape, float lo, float hi,
+                               float **held) {
+    const size_t n = numel_of(ndim, shape);
+    oclml_tensor *t;
+    ASSERT_OK(oclml_tensor_create_dtype(T, dt, ndim, shape, &t));
+    float *v = test_floats(n);
+    if (lo < hi) test_random(v, n, lo, hi);
+    ASSERT_OK(oclml_tensor_write(t, v, n));
+    test_read(t, v, n);
+    if (held)
+        *held = v;
+    else
+        free(v);
+    return t;
+}
+
+oclml_tensor *test_tensor_at(oclml_dtype dt, int ndim, const size_t *shape, size_t skip,
+                             oclml_tensor **owner) {
+    const size_t n = numel_of(ndim, shape), whole = n + skip;
+    oclml_tensor *t;
+    *owner = NULL;
+    if (!skip) {
+        ASSERT_OK(oclml_tensor_create_dtype(T, dt, ndim, shape, &t));
+    } else {
+        ASSERT_OK(oclml_tensor_create_dtype(T, dt, 1, &whole, owner));
+        cl_mem mem;
+        size_t off;
+        ASSERT_OK(oclml_tensor_buffer(*owner, &mem, &off));
+        ASSERT_OK(oclml_tensor_wrap_dtype(T, dt, mem, off + skip * oclml_dtype_size(dt), ndim,
+                                          shape, &t));
+    }
+    float *nan = test_floats(n);
+    ASSERT_OK(oclml_tensor_write(t, nan, n));
+    free(nan);
+    return t;
+}
+
+void test_round_to(oclml_dtype dt, float *v, size_t n) {
+    oclml_tensor *t;
+    ASSERT_OK(oclml_tensor_create_dtype(T, dt, 1, &n, &t));
+    ASSERT_OK(oclml_tensor_write(t, v, n));
+    test_read(t, v, n);
+    oclml_tensor_destroy(t);
+}
+
 void test_assert_close_scaled(const char *what, const float *out, const double *ref,
                               const double *scale, size_t n, double tol) {
     double num = 0, den = 0, maxscale = 0, maxerr = 0;
@@ -312,4 +369,21 @@ void test_gemm_case(int ta, int tb, size_t m, size_t n, size_t k, float alpha, f
     free(c);
     free(out);
     free(ref);
+}
+
+void test_assert_rounded(const char *what, const oclml_tensor *out, const oclml_tensor *ref) {
+    size_t n;
+    oclml_dtype dt;
+    ASSERT_OK(oclml_tensor_numel(out, &n));
+    ASSERT_OK(oclml_tensor_dtype(out, &dt));
+    float *want = test_floats(n), *got = test_floats(n);
+    test_read(ref, want, n);
+    test_round_to(dt, want, n);
+    test_read(out, got, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(isnan(want[i]) ? isnan(got[i]) : !memcmp(&got[i], &want[i], sizeof got[i]),
+                      "%s (%s) [%zu] = %a, want %a", what, oclml_dtype_name(dt), i, got[i],
+                      want[i]);
+    free(want);
+    free(got);
 }

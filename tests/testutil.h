@@ -44,6 +44,24 @@ double *test_doubles(size_t n);                           /* malloc'd */
 oclml_tensor *test_tensor(int ndim, const size_t *shape); /* NaN-poisoned */
 oclml_tensor *test_tensor_from(int ndim, const size_t *shape, const float *data);
 void test_read(const oclml_tensor *t, float *out, size_t n);
+
+/* Low precision (tolerance.h): the unit roundoff of dtype's values, and the absolute floor its
+ * outputs need (fp16's subnormal step; 0 for the others). */
+double test_unit_roundoff(oclml_dtype dt);
+double test_abs_floor(oclml_dtype dt);
+/* A tensor of dtype dt with uniform values in [lo, hi), or NaN-poisoned where lo >= hi; *held
+ * (may be NULL) receives its values as the dtype holds them (malloc'd). */
+oclml_tensor *test_tensor_held(oclml_dtype dt, int ndim, const size_t *shape, float lo, float hi,
+                               float **held);
+/* A NaN-poisoned tensor of dtype dt, `skip` elements into a buffer of its own: a wrapped view
+ * of *owner where skip > 0 (destroy both), else a tensor of its own and *owner NULL. */
+oclml_tensor *test_tensor_at(oclml_dtype dt, int ndim, const size_t *shape, size_t skip,
+                             oclml_tensor **owner);
+/* v[] rounded as dtype dt holds it (the host's conversion, which the device's matches). */
+void test_round_to(oclml_dtype dt, float *v, size_t n);
+/* Asserts that out is, bit for bit, the fp32 tensor ref rounded to out's dtype (NaN where ref is
+ * NaN): a 16-bit op that runs the fp32 one's arithmetic. */
+void test_assert_rounded(const char *what, const oclml_tensor *out, const oclml_tensor *ref);
 /* oclml_gemm on T (ta, tb: transposes) with fresh random A, B and, where beta != 0, C, checked
  * against the double reference within TOL_GEMM. */
 void test_gemm_case(int ta, int tb, size_t m, size_t n, size_t k, float alpha, float beta);

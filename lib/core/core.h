@@ -232,6 +232,14 @@ float oclml__float_of_fp16(uint16_t h);
 /* n floats to n elements of dtype, and back. */
 void oclml__to_dtype(oclml_dtype dtype, const float *src, void *dst, size_t n);
 void oclml__from_dtype(oclml_dtype dtype, const void *src, float *dst, size_t n);
+#define OCLML__MOST_DTYPE_DEFINES 8 /* tensors a kernel's dtype defines name at most */
+/* A kernel's dtype defines, "-D<NAME>_DT=<dtype>" for each of n (names[i], dts[i]; dtype.h's
+ * numbers), into out; "" where every one is fp32, so that fp32 programs keep their defines. */
+void oclml__dtype_defines_of(char *out, size_t len, unsigned n, const char *const *names,
+                             const oclml_dtype *dts);
+/* The same for tensors (NULL ones: fp32). */
+void oclml__dtype_defines(char *out, size_t len, unsigned n, const char *const *names,
+                          const oclml_tensor *const *ts);
 
 /* ---- errors and logging (status.c) ---- */
 

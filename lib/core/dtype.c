@@ -3,6 +3,7 @@
  * the device: to nearest, ties to even; NaN stays a quiet NaN of the same sign. */
 #include "core/core.h"
 
+#include <stdio.h>
 #include <string.h>
 
 size_t oclml_dtype_size(oclml_dtype dtype) {
@@ -89,4 +90,23 @@ void oclml__from_dtype(oclml_dtype dtype, const void *src, float *dst, size_t n)
         for (size_t i = 0; i < n; i++) dst[i] = oclml__float_of_bf16(h[i]);
     else
         for (size_t i = 0; i < n; i++) dst[i] = oclml__float_of_fp16(h[i]);
+}
+
+void oclml__dtype_defines_of(char *out, size_t len, unsigned n, const char *const *names,
+                             const oclml_dtype *dts) {
+    bool any = false;
+    for (unsigned i = 0; i < n; i++) any |= dts[i] != OCLML_FLOAT32;
+    out[0] = '\0';
+    for (size_t at = 0, i = 0; any && i < n && at < len; i++)
+        at += (size_t)snprintf(out + at, len - at, "%s-D%s_DT=%d", at ? " " : "", names[i],
+                               (int)dts[i]);
+}
+
+void oclml__dtype_defines(char *out, size_t len, unsigned n, const char *const *names,
+                          const oclml_tensor *const *ts) {
+    oclml_dtype dts[OCLML__MOST_DTYPE_DEFINES];
+    for (unsigned i = 0; i < n && i < OCLML__MOST_DTYPE_DEFINES; i++)
+        dts[i] = ts[i] ? ts[i]->dtype : OCLML_FLOAT32;
+    oclml__dtype_defines_of(out, len, n < OCLML__MOST_DTYPE_DEFINES ? n : OCLML__MOST_DTYPE_DEFINES,
+                            names, dts);
 }

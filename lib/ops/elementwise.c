@@ -32,13 +32,12 @@ typedef struct ew_variant {
 static void variant(ew_variant *v, const char *kernel, bool unary, const char *fn,
                     const oclml_tensor *x, const oclml_tensor *b, const oclml_tensor *g,
                     const oclml_tensor *y) {
-    const oclml_dtype dt[4] = {x ? x->dtype : OCLML_FLOAT32, b ? b->dtype : OCLML_FLOAT32,
-                               g ? g->dtype : OCLML_FLOAT32, y ? y->dtype : OCLML_FLOAT32};
-    int n = snprintf(v->defines, sizeof v->defines, "-D%s=%s", unary ? "UNARY" : "BINARY", fn);
-    if (dt[0] || dt[1] || dt[2] || dt[3])
-        snprintf(v->defines + n, sizeof v->defines - (size_t)n,
-                 " -DX_DT=%d -DB_DT=%d -DG_DT=%d -DY_DT=%d", (int)dt[0], (int)dt[1], (int)dt[2],
-                 (int)dt[3]);
+    static const char *const names[4] = {"X", "B", "G", "Y"};
+    const oclml_tensor *const ts[4] = {x, b, g, y};
+    char dtypes[96];
+    oclml__dtype_defines(dtypes, sizeof dtypes, 4, names, ts);
+    snprintf(v->defines, sizeof v->defines, "-D%s=%s%s%s", unary ? "UNARY" : "BINARY", fn,
+             dtypes[0] ? " " : "", dtypes);
     v->spec = (oclml__program_spec){FILE_CL, v->defines, kernel, 0};
 }
 

@@ -181,12 +181,12 @@ typedef struct dz_program {
 static void dz_program_of(oclml_activation act, bool dropout, const oclml_dtype dt[4],
                           dz_program *g) {
     const char *a = oclml__act_define(act);
-    int n = snprintf(g->defines, sizeof g->defines, "%s%s", a ? a : "",
-                     dropout ? (a ? " -DHAS_DROPOUT=1" : "-DHAS_DROPOUT=1") : "");
-    if (dt[0] || dt[1] || dt[2] || dt[3])
-        snprintf(g->defines + n, sizeof g->defines - (size_t)n,
-                 "%s-DDY_DT=%d -DSAVED_DT=%d -DDZ_DT=%d -DDB_DT=%d", n ? " " : "", (int)dt[0],
-                 (int)dt[1], (int)dt[2], (int)dt[3]);
+    static const char *const names[4] = {"DY", "SAVED", "DZ", "DB"};
+    char dtypes[96];
+    oclml__dtype_defines_of(dtypes, sizeof dtypes, 4, names, dt);
+    snprintf(g->defines, sizeof g->defines, "%s%s%s%s", a ? a : "",
+             dropout ? (a ? " -DHAS_DROPOUT=1" : "-DHAS_DROPOUT=1") : "",
+             dtypes[0] && (a || dropout) ? " " : "", dtypes);
     g->spec = (oclml__program_spec){FILE_CL, g->defines[0] ? g->defines : NULL,
                                     "oclml_linear_dz oclml_linear_db_finish", 0};
 }

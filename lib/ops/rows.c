@@ -103,17 +103,6 @@ void oclml__row_plan_dtypes(oclml__row_plan *p, const char *dtype_defines) {
     }
 }
 
-void oclml__dtype_defines(char *out, size_t len, unsigned n, const char *const *names,
-                          const oclml_tensor *const *ts) {
-    bool any = false;
-    for (unsigned i = 0; i < n; i++) any |= ts[i] && ts[i]->dtype != OCLML_FLOAT32;
-    out[0] = '\0';
-    for (size_t at = 0, i = 0; any && i < n && at < len; i++)
-        if (ts[i])
-            at += (size_t)snprintf(out + at, len - at, "%s-D%s_DT=%d", at ? " " : "", names[i],
-                                   (int)ts[i]->dtype);
-}
-
 oclml__program_spec oclml__row_spec(const oclml__row_family *f, const oclml__row_plan *p) {
     oclml__program_spec s = {.file = f->file,
                              .kernels = f->long_pair,

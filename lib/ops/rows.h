@@ -44,10 +44,6 @@ oclml_status oclml__row_plan_for(oclml_ctx *ctx, const oclml__row_family *f, siz
 /* Adds the op's dtype defines ("-DX_DT=1 -DY_DT=1", dtype.h's numbers) to the plan's programs;
  * an op with every tensor fp32 adds none, so its programs stay the fp32 ones. */
 void oclml__row_plan_dtypes(oclml__row_plan *p, const char *dtype_defines);
-/* "-D<NAME>_DT=<dtype>" for each tensor of n (names[i], ts[i]; NULL tensors skipped) into out,
- * or "" where every one is fp32. */
-void oclml__dtype_defines(char *out, size_t len, unsigned n, const char *const *names,
-                          const oclml_tensor *const *ts);
 
 /* The program a plan runs: the register kernel's variant, or the long path's pair. */
 oclml__program_spec oclml__row_spec(const oclml__row_family *f, const oclml__row_plan *p);

@@ -267,6 +267,9 @@ START_TEST(refusals_touch_nothing) {
     uint16_t bits[16];
     for (size_t i = 0; i < n; i++) bits[i] = (uint16_t)(0x3c00 + i);
     ASSERT_OK(oclml_tensor_write_raw(h, bits, n));
+    ASSERT_STATUS(oclml_tensor_write_raw(h, bits, n - 1), OCLML_ERR_INVALID_SHAPE);
+    ASSERT_STATUS(oclml_tensor_read_raw(h, NULL, n), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_tensor_dtype(h, NULL), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_copy(T, h, b), OCLML_ERR_DTYPE); /* copy does not convert */
     ASSERT_STATUS(oclml_fill(T, (oclml_tensor *)NULL, 1.0f), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_cast(T, h, h), OCLML_ERR_INVALID_ARGUMENT); /* overlap */

@@ -1,7 +1,8 @@
 /* GEMM on bf16 and fp16 operands, C in either or fp32: on the tensor-core kernel (its instruction
  * emulated here: gemm.lp_mma=2, the layouts the GPU runs) and through the fp32 conversion, every
- * transpose, edges of the tiles, K tails, batches with a shared operand, beta, NaN, the
- * conversion fallback for operands the kernel cannot stage, and the refusals.
+ * transpose, edges of the tiles, K tails, batches with a shared operand, beta, NaN, operands
+ * staged element by element (odd extents), the conversion fallback for tiles the kernel cannot
+ * swizzle, and the refusals.
  *
  * Reference (NUMERICS.md, low precision): a double product of the inputs as their dtype holds
  * them (read back as floats); each element within tolerance.h's product bound, u that of C's
@@ -157,26 +158,36 @@ START_TEST(converted_matches_reference) {
 }
 END_TEST
 
-/* Products the kernel must not take fall back to the conversion even under gemm.lp_mma=2, the
- * plan says so, and the result is right: an operand it cannot stage (K = 29, not a multiple of
- * 8), and a forced tile the stages cannot swizzle (96 rows: not a multiple of 64). */
-static const struct {
-    const char *tuning;
-    lp_case c;
-} FALLBACKS[] = {
-    {"gemm.lp_mma=2", {OCLML_FLOAT16, OCLML_FLOAT16, 0, 1, 64, 64, 29, 0, 0, 1.0f, 0.0f}},
-    {"gemm.lp_mma=2,gemm.lp_tile=96:96:2:2:2",
-     {OCLML_BFLOAT16, OCLML_FLOAT32, 1, 0, 136, 136, 72, 0, 0, 1.0f, 0.0f}}};
-
-START_TEST(falls_back_to_conversion) {
-    test_retune(FALLBACKS[_i].tuning);
-    const lp_case *c = &FALLBACKS[_i].c;
+/* Odd sizes (no extent or leading dimension a multiple of 8) on the kernel: operands staged
+ * element by element, K-contiguous and row-contiguous (the transposes), both dtypes, tails of M,
+ * N and K inside one tile; the plan names them. */
+START_TEST(kernel_stages_unaligned) {
+    test_retune("gemm.lp_mma=2");
+    lp_case c = kernel_case(_i);
+    c.ta = _i % 2, c.tb = _i % 2; /* A and B each K-contiguous once, row-contiguous once */
+    c.m = 37, c.n = 45, c.k = 29;
     char plan[256];
-    ASSERT_OK(oclml_gemm_plan_dtype(T, c->ta ? OCLML_TRANS : OCLML_NO_TRANS,
-                                    c->tb ? OCLML_TRANS : OCLML_NO_TRANS, c->m, c->n, c->k, 1,
-                                    c->ab, c->c, plan, sizeof plan));
+    ASSERT_OK(oclml_gemm_plan_dtype(T, c.ta ? OCLML_TRANS : OCLML_NO_TRANS,
+                                    c.tb ? OCLML_TRANS : OCLML_NO_TRANS, c.m, c.n, c.k, 1, c.ab,
+                                    c.c, plan, sizeof plan));
+    oclml_device_info info;
+    ASSERT_OK(oclml_ctx_device_info(T, &info));
+    if (info.max_work_group_size >= 256)
+        ck_assert_msg(strstr(plan, "A and B staged by element") != NULL, "%s", plan);
+    run_case(&c, -1);
+}
+END_TEST
+
+/* A forced tile the stages cannot swizzle (96 rows: not a multiple of 64) falls back to the
+ * conversion even under gemm.lp_mma=2, the plan says so, and the result is right. */
+START_TEST(falls_back_to_conversion) {
+    test_retune("gemm.lp_mma=2,gemm.lp_tile=96:96:2:2:2");
+    const lp_case c = {OCLML_BFLOAT16, OCLML_FLOAT32, 1, 0, 136, 136, 72, 0, 0, 1.0f, 0.0f};
+    char plan[256];
+    ASSERT_OK(oclml_gemm_plan_dtype(T, OCLML_TRANS, OCLML_NO_TRANS, c.m, c.n, c.k, 1, c.ab, c.c,
+                                    plan, sizeof plan));
     ck_assert_msg(strstr(plan, "converted to fp32") != NULL, "%s", plan);
-    run_case(c, -1);
+    run_case(&c, -1);
 }
 END_TEST
 
@@ -220,7 +231,8 @@ int main(void) {
     tcase_add_loop_test(tc, kernel_matches_reference, 0, test_tier(4, 16));
     tcase_add_loop_test(tc, kernel_batched, 0, test_tier(1, 2));
     tcase_add_loop_test(tc, converted_matches_reference, 0, test_tier(8, 8));
-    tcase_add_loop_test(tc, falls_back_to_conversion, 0, 2);
+    tcase_add_loop_test(tc, kernel_stages_unaligned, 0, test_tier(2, 4));
+    tcase_add_test(tc, falls_back_to_conversion);
     tcase_add_loop_test(tc, nan_propagates, 0, 2);
     tcase_add_test(tc, refusals_touch_nothing);
     suite_add_tcase(s, tc);

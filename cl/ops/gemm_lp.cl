@@ -13,9 +13,11 @@
  * ldmatrix, transposing for the second. The buffers are unpadded and swizzled by 16-byte chunk
  * (kc_at, rc_at below) so that the eight rows an ldmatrix reads fall in eight bank groups.
  *
- * The host guarantees: each operand's contiguous extent, leading dimension, offset and batch
- * stride multiples of 8 elements (16-byte copies that never straddle an edge); M, N, K < 2^31.
- * Copies past M, N or K read zeros; stores past M or N are skipped.
+ * An operand whose contiguous extent, leading dimension, offset and batch stride are multiples of
+ * 8 elements (A_ALIGNED, B_ALIGNED) is copied 16 bytes at a time, each copy inside the operand or
+ * wholly past its edge. Any other (a vocabulary of 50257 as the leading dimension) is staged
+ * element by element through registers into the same layout: slower to load, the same products.
+ * M, N, K < 2^31. Copies past M, N or K read zeros; stores past M or N are skipped.
  *
  * Grid: dimension 0 blocks (in groups of GROUP_M block rows, so that blocks running together
  * share A and B in the L2 cache) x work-group size, dimension 1 batch entries. */
@@ -81,6 +83,12 @@
 #ifndef PRE_DT
 #define PRE_DT 0
 #endif
+#ifndef A_ALIGNED
+#define A_ALIGNED 1
+#endif
+#ifndef B_ALIGNED
+#define B_ALIGNED 1
+#endif
 #ifndef HAS_DROPOUT
 #define HAS_DROPOUT 0 /* 1: dropout after the activation, gemm_epilogue.h's rule */
 #endif
@@ -106,9 +114,10 @@ inline uint rc_at(uint k, uint col, uint cols) {
 }
 
 /* Copies tile t of K (BK deep) of an operand into its stage: rows r0.. of `rows` (BM or BN), the
- * operand K-contiguous or not; zeros past the edges. */
+ * operand K-contiguous or not; zeros past the edges. Aligned operands by cp.async, 16 bytes a
+ * copy; others eight elements each bounds-checked and loaded alone, stored as one 16-byte word. */
 OCLML_INLINE void stage_tile(__local ushort *dst, __global const ushort *src, uint ld, uint r0,
-                             uint rows_total, uint K, uint k0, uint rows, bool kc) {
+                             uint rows_total, uint K, uint k0, uint rows, bool kc, bool aligned) {
     const uint chunks = rows * BK / 8;
     for (uint c = get_local_id(0); c < chunks; c += THREADS) {
         uint row, k, at;
@@ -121,8 +130,20 @@ OCLML_INLINE void stage_tile(__local ushort *dst, __global const ushort *src, ui
         }
         const bool in = r0 + row < rows_total && k0 + k < K;
         const ulong from = kc ? (ulong)(r0 + row) * ld + k0 + k : (ulong)(k0 + k) * ld + r0 + row;
-        cp_async16((__local float *)(dst + at), (__global const float *)(src + (in ? from : 0)),
-                   in ? 16u : 0u);
+        if (aligned) {
+            cp_async16((__local float *)(dst + at),
+                       (__global const float *)(src + (in ? from : 0)), in ? 16u : 0u);
+        } else {
+            /* Along the chunk: k for a K-contiguous operand, rows otherwise. */
+            const uint left = !in ? 0u : kc ? K - (k0 + k) : rows_total - (r0 + row);
+            uint w[4];
+            for (uint e = 0; e < 8; e += 2) {
+                const uint lo = e < left ? src[from + e] : 0u;
+                const uint hi = e + 1 < left ? src[from + e + 1] : 0u;
+                w[e / 2] = lo | hi << 16;
+            }
+            *(__local uint4 *)(dst + at) = (uint4)(w[0], w[1], w[2], w[3]);
+        }
     }
 }
 
@@ -242,8 +263,8 @@ oclml_gemm_lp(uint M, uint N, uint K, float alpha, float beta, __global const us
     const uint tiles = (K + BK - 1) / BK;
     for (uint s = 0; s < STAGES - 1; s++) {
         if (s < tiles) {
-            stage_tile(sa[s], a, lda, m0, M, K, s * BK, BM, A_KC);
-            stage_tile(sb[s], b, ldb, n0, N, K, s * BK, BN, B_KC);
+            stage_tile(sa[s], a, lda, m0, M, K, s * BK, BM, A_KC, A_ALIGNED);
+            stage_tile(sb[s], b, ldb, n0, N, K, s * BK, BN, B_KC, B_ALIGNED);
         }
         cp_async_commit();
     }
@@ -253,8 +274,8 @@ oclml_gemm_lp(uint M, uint N, uint K, float alpha, float beta, __global const us
         /* The stage refilled now was read in the previous step, which every warp has left. */
         const uint next = t + STAGES - 1;
         if (next < tiles) {
-            stage_tile(sa[next % STAGES], a, lda, m0, M, K, next * BK, BM, A_KC);
-            stage_tile(sb[next % STAGES], b, ldb, n0, N, K, next * BK, BN, B_KC);
+            stage_tile(sa[next % STAGES], a, lda, m0, M, K, next * BK, BM, A_KC, A_ALIGNED);
+            stage_tile(sb[next % STAGES], b, ldb, n0, N, K, next * BK, BN, B_KC, B_ALIGNED);
         }
         cp_async_commit();
         __local const ushort *ta = sa[t % STAGES], *tb = sb[t % STAGES];

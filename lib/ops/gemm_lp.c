@@ -1,7 +1,7 @@
-/* Products on 16-bit operands (bf16, fp16): the tensor-core kernel cl/ops/gemm_lp.cl, or, on
- * devices without the instruction and for operands it cannot stage (a contiguous extent, leading
- * dimension, offset or batch stride that is not a multiple of 8), the operands converted to fp32
- * in scratch, the fp32 planner's product, and C converted back. Both accumulate in fp32 over
+/* Products on 16-bit operands (bf16, fp16): the tensor-core kernel cl/ops/gemm_lp.cl (which
+ * stages an operand whose contiguous extent, leading dimension, offset or batch stride is not a
+ * multiple of 8 element by element), or, on devices without the instruction, the operands
+ * converted to fp32 in scratch, the fp32 planner's product, and C converted back. Both accumulate in fp32 over
  * products of the 16-bit values, which are exact in fp32. */
 #include "ops/gemm.h"
 #include "ops/ops.h"
@@ -18,19 +18,23 @@ typedef struct lp_plan {
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
-/* A staged operand: its contiguous extent, ld, offset and stride multiples of 8 elements (the
- * kernel's 16-byte copies). */
-static bool stages_ok(const oclml__matrix *x, size_t extent) {
-    return extent % 8 == 0 && x->ld % 8 == 0 && x->offset % 8 == 0 && x->stride % 8 == 0 &&
-           x->ld <= UINT_MAX;
+/* An operand the kernel copies 16 bytes at a time: its contiguous extent, ld, offset and stride
+ * multiples of 8 elements. Others it stages element by element. */
+static bool aligned(const oclml__matrix *x, size_t extent) {
+    return extent % 8 == 0 && x->ld % 8 == 0 && x->offset % 8 == 0 && x->stride % 8 == 0;
+}
+static bool a_aligned(const oclml__gemm_desc *d) {
+    return aligned(&d->a, d->trans_a ? d->m : d->k);
+}
+static bool b_aligned(const oclml__gemm_desc *d) {
+    return aligned(&d->b, d->trans_b ? d->k : d->n);
 }
 
 static bool kernel_takes(const oclml__gemm_desc *d) {
     const size_t most = UINT_MAX - 1024;
     return !d->gather_b && !d->a_lower && !d->bias_per_row && d->pre.ld <= UINT_MAX &&
            d->drop_ld <= UINT_MAX && d->m <= most && d->n <= most && d->k <= most &&
-           d->c.ld <= UINT_MAX && d->batch <= 65535 && stages_ok(&d->a, d->trans_a ? d->m : d->k) &&
-           stages_ok(&d->b, d->trans_b ? d->k : d->n);
+           d->c.ld <= UINT_MAX && d->batch <= 65535 && d->a.ld <= UINT_MAX && d->b.ld <= UINT_MAX;
 }
 
 /* The tuning key gemm.lp_mma: -1 auto (the tensor cores where the device has them), 0 the fp32
@@ -75,11 +79,11 @@ static void program_of(const lp_plan *p, const oclml__gemm_desc *d, lp_program *
     snprintf(g->defines, sizeof g->defines,
              "-DAB_DT=%d -DC_DT=%d -DTRANS_A=%d -DTRANS_B=%d -DBM=%u -DBN=%u -DWARPS_M=%u "
              "-DWARPS_N=%u -DSTAGES=%u -DMMA_EMULATE=%d -DHAS_BIAS=%d -DBIAS_DT=%d -DHAS_PRE=%d "
-             "-DPRE_DT=%d -DHAS_DROPOUT=%d%s%s",
+             "-DPRE_DT=%d -DHAS_DROPOUT=%d -DA_ALIGNED=%d -DB_ALIGNED=%d%s%s",
              (int)d->ab_dtype, (int)d->c_dtype, d->trans_a, d->trans_b, p->bm, p->bn, p->warps_m,
              p->warps_n, p->stages, p->path == LP_EMULATED, d->bias != NULL, (int)d->bias_dtype,
              d->pre.mem != NULL, (int)d->pre_dtype, oclml__dropout_active(d->drop) != NULL,
-             act ? " " : "", act ? act : "");
+             a_aligned(d), b_aligned(d), act ? " " : "", act ? act : "");
     g->spec = (oclml__program_spec){"gemm_lp.cl", g->defines, "oclml_gemm_lp", 255};
 }
 
@@ -183,9 +187,13 @@ void oclml__gemm_lp_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *te
                  inner);
         return;
     }
-    snprintf(text, len, "%s tensor cores%s (m16n8k16), tile %ux%u, %ux%u warps, %u stages, C %s",
+    const bool a_ok = a_aligned(d), b_ok = b_aligned(d);
+    snprintf(text, len,
+             "%s tensor cores%s (m16n8k16), tile %ux%u, %ux%u warps, %u stages, C %s%s%s%s",
              oclml_dtype_name(d->ab_dtype), p.path == LP_EMULATED ? " emulated" : "", p.bm, p.bn,
-             p.warps_m, p.warps_n, p.stages, oclml_dtype_name(d->c_dtype));
+             p.warps_m, p.warps_n, p.stages, oclml_dtype_name(d->c_dtype),
+             a_ok && b_ok ? "" : ", ", a_ok ? "B" : b_ok ? "A" : "A and B",
+             a_ok && b_ok ? "" : " staged by element");
 }
 
 /* The common 16-bit products: bf16 and fp16 operands, C of their dtype or fp32, PyTorch's

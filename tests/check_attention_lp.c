@@ -13,23 +13,32 @@
 
 #include "ref/ref.h"
 
+/* The products' own rounding beyond fp32's: with the tensor cores, P and dS go in as TF32
+ * (ONE_TF32: the 16-bit inputs are exact there, the values the kernel forms are not). */
+static double op_u;
+
 /* Within u of dt on the value, and the fp32 op's error plus extra_u (the rounding of an input
  * that the reference holds exactly: the backward's o) on the terms' magnitude. */
 static void check_out(const char *what, oclml_dtype dt, const float *got, const double *ref,
                       const double *scale, double extra_u, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const double tol = test_unit_roundoff(dt) * fabs(ref[i]) +
-                           (2e-5 + extra_u) * (scale ? scale[i] : 1.0) +
+                           (2e-5 + extra_u + op_u) * (scale ? scale[i] : 1.0) +
                            (dt == OCLML_FLOAT16 ? TOL_ABS_FP16 : 0);
         ck_assert_msg(fabs(got[i] - ref[i]) <= tol, "%s (%s) [%zu] = %.8g, want %.8g (tol %.2g)",
                       what, oclml_dtype_name(dt), i, got[i], ref[i], tol);
     }
 }
 
-/* i: bf16 in and out (causal), fp16 in with fp32 out (GQA). */
+/* i: bf16 in and out (causal), fp16 in with fp32 out (GQA); 2 and 3 the same on the tensor-core
+ * kernels (emulated here: attention.mma=2), one TF32 product a step. */
 START_TEST(forward_and_backward_match_reference) {
-    const oclml_dtype in = _i ? OCLML_FLOAT16 : OCLML_BFLOAT16, out = _i ? OCLML_FLOAT32 : in;
-    const size_t B = 1, H = 4, Hkv = _i ? 2 : 4, Lq = 33, Lk = 40, D = 16;
+    const bool cores = _i >= 2;
+    if (cores) test_retune("attention.mma=2");
+    op_u = cores ? 0x1p-11 : 0;
+    const int form = _i % 2;
+    const oclml_dtype in = form ? OCLML_FLOAT16 : OCLML_BFLOAT16, out = form ? OCLML_FLOAT32 : in;
+    const size_t B = 1, H = 4, Hkv = form ? 2 : 4, Lq = 33, Lk = 40, D = 16;
     const size_t qs[4] = {B, H, Lq, D}, ks[4] = {B, Hkv, Lk, D}, ls[3] = {B, H, Lq};
     float *q, *k, *v, *o, *dout;
     oclml_tensor *Q = test_tensor_held(in, 4, qs, -1, 1, &q),
@@ -39,10 +48,14 @@ START_TEST(forward_and_backward_match_reference) {
                  *DO = test_tensor_held(in, 4, qs, -1, 1, &dout), *L = test_tensor(3, ls);
     oclml_attention_params p;
     oclml_attention_params_init(&p);
-    p.causal = _i ? OCLML_CAUSAL_NONE : OCLML_CAUSAL_BOTTOM_RIGHT;
+    p.causal = form ? OCLML_CAUSAL_NONE : OCLML_CAUSAL_BOTTOM_RIGHT;
     char plan[512];
     ASSERT_OK(oclml_attention_plan(T, &p, Q, K, V, plan, sizeof plan));
     ck_assert_msg(strstr(plan, "converted to fp32") != NULL, "%s", plan);
+    if (cores)
+        ck_assert_msg(strstr(plan, "forward: TF32 tensor cores (16-bit inputs") &&
+                          !strstr(plan, "3xTF32"),
+                      "%s", plan);
     ASSERT_OK(oclml_attention(T, &p, Q, K, V, O, L));
     const size_t nq = B * H * Lq * D, nk = B * Hkv * Lk * D;
     test_read(O, o, nq);
@@ -102,7 +115,7 @@ int main(void) {
     Suite *s = suite_create("attention_lp");
     TCase *tc = tcase_create("attention_lp");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
-    tcase_add_loop_test(tc, forward_and_backward_match_reference, 0, 2);
+    tcase_add_loop_test(tc, forward_and_backward_match_reference, 0, 4);
     tcase_add_test(tc, lse_in_16_bits_refused);
     suite_add_tcase(s, tc);
     return test_main(s);

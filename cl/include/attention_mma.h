@@ -38,6 +38,20 @@
 #define OCLML_WANT_CP_ASYNC 1
 #define OCLML_CP_ASYNC_PORTABLE MMA_EMULATE /* tests: the copies done at once */
 #endif
+/* ONE_TF32 1: every operand the kernels read is exact in TF32 (bf16 and fp16 inputs: the
+ * 16-bit ops' stand-ins), so one TF32 product serves where 3xTF32 takes three; the products of
+ * fp32 values the kernel forms itself (P, dS) are rounded to TF32 (11 significant bits, finer
+ * than the 16-bit dtypes that attention's inputs came in). MMA_SMALL issues the 3xTF32 small
+ * terms, or nothing. */
+#ifndef ONE_TF32
+#define ONE_TF32 0
+#endif
+#if ONE_TF32
+#define MMA_TF32_ONLY 1
+#define MMA_SMALL(...) ((void)0)
+#else
+#define MMA_SMALL(...) MMA(__VA_ARGS__)
+#endif
 #include "ptx.h"
 #include "mma.h"
 
@@ -175,11 +189,11 @@ OCLML_INLINE void score_product(float s[KTILES][4], float a[DPART][4], __local c
                 tf32_split(b[kk][nt][0], &bh[0], &bl[0]);
                 tf32_split(b[kk][nt][1], &bh[1], &bl[1]);
                 if (swap) {
-                    MMA(t[nt], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
-                    MMA(t[nt], al[0], al[1], al[2], al[3], bh[0], bh[1]);
+                    MMA_SMALL(t[nt], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+                    MMA_SMALL(t[nt], al[0], al[1], al[2], al[3], bh[0], bh[1]);
                 } else {
-                    MMA(t[nt], al[0], al[1], al[2], al[3], bh[0], bh[1]);
-                    MMA(t[nt], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+                    MMA_SMALL(t[nt], al[0], al[1], al[2], al[3], bh[0], bh[1]);
+                    MMA_SMALL(t[nt], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
                 }
                 MMA(t[nt], ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
             }
@@ -229,8 +243,8 @@ OCLML_INLINE void accumulate_product(float acc[DPART][4], uint ah[KTILES][4], ui
                 uint bh[2], bl[2];
                 tf32_split(b[kt][j][0], &bh[0], &bl[0]);
                 tf32_split(b[kt][j][1], &bh[1], &bl[1]);
-                MMA(t[j], al[kt][0], al[kt][1], al[kt][2], al[kt][3], bh[0], bh[1]);
-                MMA(t[j], ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bl[0], bl[1]);
+                MMA_SMALL(t[j], al[kt][0], al[kt][1], al[kt][2], al[kt][3], bh[0], bh[1]);
+                MMA_SMALL(t[j], ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bl[0], bl[1]);
                 MMA(t[j], ah[kt][0], ah[kt][1], ah[kt][2], ah[kt][3], bh[0], bh[1]);
             }
         }
@@ -555,11 +569,11 @@ OCLML_INLINE void load_vec_rows(float f[VEC_COLS / 16][2][4], __global const flo
 #define VEC_SPLIT_PRODUCTS(t, j, xh0, xh1, xl0, xl1, SWAP)                    \
     do {                                                                      \
         if (SWAP) {                                                           \
-            MMA(t, fh[0][j], fh[1][j], fh[0][j + 1], fh[1][j + 1], xl0, xl1); \
-            MMA(t, fl[0][j], fl[1][j], fl[0][j + 1], fl[1][j + 1], xh0, xh1); \
+            MMA_SMALL(t, fh[0][j], fh[1][j], fh[0][j + 1], fh[1][j + 1], xl0, xl1); \
+            MMA_SMALL(t, fl[0][j], fl[1][j], fl[0][j + 1], fl[1][j + 1], xh0, xh1); \
         } else {                                                              \
-            MMA(t, fl[0][j], fl[1][j], fl[0][j + 1], fl[1][j + 1], xh0, xh1); \
-            MMA(t, fh[0][j], fh[1][j], fh[0][j + 1], fh[1][j + 1], xl0, xl1); \
+            MMA_SMALL(t, fl[0][j], fl[1][j], fl[0][j + 1], fl[1][j + 1], xh0, xh1); \
+            MMA_SMALL(t, fh[0][j], fh[1][j], fh[0][j + 1], fh[1][j + 1], xl0, xl1); \
         }                                                                     \
         MMA(t, fh[0][j], fh[1][j], fh[0][j + 1], fh[1][j + 1], xh0, xh1);     \
     } while (0)
@@ -619,11 +633,11 @@ OCLML_INLINE void load_vec_rows(float f[VEC_COLS / 16][2][4], __global const flo
                 split4(xf[kt][1], &h1, &l1);                                                   \
                 MMA_UNROLL for (uint nq = 0; nq < 2; nq++) {                                   \
                     const uint b0 = bh[kt][nq][0], b1 = bh[kt][nq][1];                         \
-                    MMA(t[0][nq], l0.x, l0.y, l1.x, l1.y, b0, b1);                             \
-                    MMA(t[0][nq], h0.x, h0.y, h1.x, h1.y, bl[kt][nq][0], bl[kt][nq][1]);       \
+                    MMA_SMALL(t[0][nq], l0.x, l0.y, l1.x, l1.y, b0, b1);                             \
+                    MMA_SMALL(t[0][nq], h0.x, h0.y, h1.x, h1.y, bl[kt][nq][0], bl[kt][nq][1]);       \
                     MMA(t[0][nq], h0.x, h0.y, h1.x, h1.y, b0, b1);                             \
-                    MMA(t[1][nq], l0.z, l0.w, l1.z, l1.w, b0, b1);                             \
-                    MMA(t[1][nq], h0.z, h0.w, h1.z, h1.w, bl[kt][nq][0], bl[kt][nq][1]);       \
+                    MMA_SMALL(t[1][nq], l0.z, l0.w, l1.z, l1.w, b0, b1);                             \
+                    MMA_SMALL(t[1][nq], h0.z, h0.w, h1.z, h1.w, bl[kt][nq][0], bl[kt][nq][1]);       \
                     MMA(t[1][nq], h0.z, h0.w, h1.z, h1.w, b0, b1);                             \
                 }                                                                              \
             }                                                                                  \

@@ -304,12 +304,14 @@ static uint64_t attention_params_key(uint64_t key, const oclml_attention_params 
 
 static oclml_status attention_run(oclml_ctx *ctx, const oclml_attention_params *params,
                                   const oclml_tensor *q, const oclml_tensor *k,
-                                  const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse) {
+                                  const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse,
+                                  bool one_tf32) {
     oclml_status st = oclml__check_ctx(ctx);
     oclml_attention_params defaults;
     oclml__att_shape s;
     if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, &s);
     if (st) return st;
+    s.one_tf32 = one_tf32;
     st = oclml__check_same_shape(ctx, o, "o", q, "q");
     if (!st && lse) {
         const size_t want[3] = {s.B, s.H, s.LQ};
@@ -323,26 +325,33 @@ static oclml_status attention_run(oclml_ctx *ctx, const oclml_attention_params *
     return forward(&c, q, k, v, o, lse);
 }
 
-oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *params,
-                             const oclml_tensor *q, const oclml_tensor *k, const oclml_tensor *v,
-                             oclml_tensor *o, oclml_tensor *lse) {
-    const oclml_tensor *const lp[] = {q, k, v, o, lse};
-    if (oclml__any_16bit(5, lp)) return oclml__attention_lp(ctx, params, q, k, v, o, lse);
+oclml_status oclml__attention_fp32(oclml_ctx *ctx, const oclml_attention_params *params,
+                                   const oclml_tensor *q, const oclml_tensor *k,
+                                   const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse,
+                                   bool one_tf32) {
     uint64_t key = oclml__rehearsal_key(0, "attention", 9);
+    key = oclml__rehearsal_key(key, &one_tf32, sizeof one_tf32);
     key = attention_params_key(key, params);
     key = oclml__rehearsal_key_tensor(key, q);
     key = oclml__rehearsal_key_tensor(key, k);
     key = oclml__rehearsal_key_tensor(key, v);
     key = oclml__rehearsal_key_tensor(key, o);
     key = oclml__rehearsal_key_tensor(key, lse);
-    OCLML__REHEARSED(ctx, key, attention_run(ctx, params, q, k, v, o, lse));
+    OCLML__REHEARSED(ctx, key, attention_run(ctx, params, q, k, v, o, lse, one_tf32));
 }
 
-oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *params,
-                                  const oclml_tensor *q, const oclml_tensor *k,
-                                  const oclml_tensor *v, char *text, size_t len) {
-    const oclml_tensor *const lp[] = {q, k, v};
-    if (oclml__any_16bit(3, lp)) return oclml__attention_plan_lp(ctx, params, q, k, v, text, len);
+oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *params,
+                             const oclml_tensor *q, const oclml_tensor *k, const oclml_tensor *v,
+                             oclml_tensor *o, oclml_tensor *lse) {
+    const oclml_tensor *const lp[] = {q, k, v, o, lse};
+    if (oclml__any_16bit(5, lp)) return oclml__attention_lp(ctx, params, q, k, v, o, lse);
+    return oclml__attention_fp32(ctx, params, q, k, v, o, lse, false);
+}
+
+oclml_status oclml__attention_plan_fp32(oclml_ctx *ctx, const oclml_attention_params *params,
+                                        const oclml_tensor *q, const oclml_tensor *k,
+                                        const oclml_tensor *v, char *text, size_t len,
+                                        bool one_tf32) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st && (!text || len == 0))
         st = oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "text buffer is NULL or empty");
@@ -350,10 +359,19 @@ oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *
     oclml__att_shape s;
     if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, &s);
     if (st) return st;
+    s.one_tf32 = one_tf32;
     /* dO taken to be laid out as Q, as the forward's output is. */
     const att_call c = call_of(ctx, params, s, q, k, v, q);
     oclml__att_describe(ctx, &c.s, text, len);
     return OCLML_SUCCESS;
+}
+
+oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attention_params *params,
+                                  const oclml_tensor *q, const oclml_tensor *k,
+                                  const oclml_tensor *v, char *text, size_t len) {
+    const oclml_tensor *const lp[] = {q, k, v};
+    if (oclml__any_16bit(3, lp)) return oclml__attention_plan_lp(ctx, params, q, k, v, text, len);
+    return oclml__attention_plan_fp32(ctx, params, q, k, v, text, len, false);
 }
 
 /* ---- backward ---- */
@@ -528,12 +546,13 @@ static oclml_status attention_backward_run(oclml_ctx *ctx, const oclml_attention
                                            const oclml_tensor *v, const oclml_tensor *o,
                                            const oclml_tensor *lse, const oclml_tensor *dout,
                                            oclml_tensor *dq, oclml_tensor *dk, oclml_tensor *dv,
-                                           oclml_tensor *dmask) {
+                                           oclml_tensor *dmask, bool one_tf32) {
     oclml_status st = oclml__check_ctx(ctx);
     oclml_attention_params defaults;
     oclml__att_shape s;
     if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, &s);
     if (st) return st;
+    s.one_tf32 = one_tf32;
     st = oclml__check_same_shape(ctx, o, "o", q, "q");
     if (!st) st = oclml__check_same_shape(ctx, dout, "dout", q, "q");
     if (!st) {
@@ -586,16 +605,14 @@ static oclml_status attention_backward_run(oclml_ctx *ctx, const oclml_attention
     return st;
 }
 
-oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_params *params,
-                                      const oclml_tensor *q, const oclml_tensor *k,
-                                      const oclml_tensor *v, const oclml_tensor *o,
-                                      const oclml_tensor *lse, const oclml_tensor *dout,
-                                      oclml_tensor *dq, oclml_tensor *dk, oclml_tensor *dv,
-                                      oclml_tensor *dmask) {
-    const oclml_tensor *const lp[] = {q, k, v, o, lse, dout, dq, dk, dv};
-    if (oclml__any_16bit(9, lp))
-        return oclml__attention_backward_lp(ctx, params, q, k, v, o, lse, dout, dq, dk, dv, dmask);
+oclml_status oclml__attention_backward_fp32(oclml_ctx *ctx, const oclml_attention_params *params,
+                                            const oclml_tensor *q, const oclml_tensor *k,
+                                            const oclml_tensor *v, const oclml_tensor *o,
+                                            const oclml_tensor *lse, const oclml_tensor *dout,
+                                            oclml_tensor *dq, oclml_tensor *dk, oclml_tensor *dv,
+                                            oclml_tensor *dmask, bool one_tf32) {
     uint64_t key = oclml__rehearsal_key(0, "attention_backward", 18);
+    key = oclml__rehearsal_key(key, &one_tf32, sizeof one_tf32);
     key = attention_params_key(key, params);
     key = oclml__rehearsal_key_tensor(key, q);
     key = oclml__rehearsal_key_tensor(key, k);
@@ -607,6 +624,20 @@ oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_para
     key = oclml__rehearsal_key_tensor(key, dk);
     key = oclml__rehearsal_key_tensor(key, dv);
     key = oclml__rehearsal_key_tensor(key, dmask);
-    OCLML__REHEARSED(ctx, key,
-                     attention_backward_run(ctx, params, q, k, v, o, lse, dout, dq, dk, dv, dmask));
+    OCLML__REHEARSED(
+        ctx, key,
+        attention_backward_run(ctx, params, q, k, v, o, lse, dout, dq, dk, dv, dmask, one_tf32));
+}
+
+oclml_status oclml_attention_backward(oclml_ctx *ctx, const oclml_attention_params *params,
+                                      const oclml_tensor *q, const oclml_tensor *k,
+                                      const oclml_tensor *v, const oclml_tensor *o,
+                                      const oclml_tensor *lse, const oclml_tensor *dout,
+                                      oclml_tensor *dq, oclml_tensor *dk, oclml_tensor *dv,
+                                      oclml_tensor *dmask) {
+    const oclml_tensor *const lp[] = {q, k, v, o, lse, dout, dq, dk, dv};
+    if (oclml__any_16bit(9, lp))
+        return oclml__attention_backward_lp(ctx, params, q, k, v, o, lse, dout, dq, dk, dv, dmask);
+    return oclml__attention_backward_fp32(ctx, params, q, k, v, o, lse, dout, dq, dk, dv, dmask,
+                                          false);
 }

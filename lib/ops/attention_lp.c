@@ -3,7 +3,8 @@
  * op runs on those, and its 16-bit outputs are rounded back: the arithmetic is the fp32 op's,
  * on values the 16-bit inputs hold exactly. Attention is compute-bound (L^2 D work against L D
  * elements moved), so the conversions cost a few percent of the call; they double the 16-bit
- * tensors' memory while it runs. The fp32 op validates every argument before anything is
+ * tensors' memory while it runs. The values being exact in TF32, the tensor-core kernels take
+ * one TF32 product where fp32 inputs take three (ONE_TF32 in attention_mma.h). The fp32 op validates every argument before anything is
  * written, and the outputs are converted back only after it succeeded. */
 #include "ops/attention_lp.h"
 #include "ops/stand_in.h"
@@ -27,9 +28,22 @@ static oclml_status check_fp32(oclml_ctx *ctx, const oclml_attention_params *par
     return st;
 }
 
+/* Whether every operand of the products is 16-bit: their stand-ins then hold values exact in
+ * TF32 (an fp32 operand among them need not). */
+static bool all_16bit(int n, const oclml_tensor *const *ts) {
+    for (int i = 0; i < n; i++)
+        if (ts[i]->dtype == OCLML_FLOAT32) return false;
+    return true;
+}
+
+typedef struct forward_call {
+    const oclml_attention_params *params;
+    bool one_tf32;
+} forward_call;
+
 static oclml_status forward_fp32(oclml_ctx *ctx, const void *call, oclml_tensor *const *v) {
-    const oclml_attention_params *params = call;
-    return oclml_attention(ctx, params, v[0], v[1], v[2], v[3], v[4]);
+    const forward_call *c = call;
+    return oclml__attention_fp32(ctx, c->params, v[0], v[1], v[2], v[3], v[4], c->one_tf32);
 }
 
 oclml_status oclml__attention_lp(oclml_ctx *ctx, const oclml_attention_params *params,
@@ -38,18 +52,22 @@ oclml_status oclml__attention_lp(oclml_ctx *ctx, const oclml_attention_params *p
     const oclml_tensor *const ts[] = {q, k, v, o, lse};
     const char *const names[] = {"q", "k", "v", "o", "lse"};
     oclml_status st = check_fp32(ctx, params, lse, NULL);
-    return st ? st : oclml__via_fp32(ctx, 5, 0x7u, 0x8u, ts, names, forward_fp32, params);
+    if (st) return st;
+    if (!q || !k || !v) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "q, k or v is NULL");
+    const forward_call c = {params, all_16bit(3, ts)};
+    return oclml__via_fp32(ctx, 5, 0x7u, 0x8u, ts, names, forward_fp32, &c);
 }
 
 typedef struct backward_call {
     const oclml_attention_params *params;
     oclml_tensor *dmask;
+    bool one_tf32;
 } backward_call;
 
 static oclml_status backward_fp32(oclml_ctx *ctx, const void *call, oclml_tensor *const *v) {
     const backward_call *c = call;
-    return oclml_attention_backward(ctx, c->params, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7],
-                                    v[8], c->dmask);
+    return oclml__attention_backward_fp32(ctx, c->params, v[0], v[1], v[2], v[3], v[4], v[5], v[6],
+                                          v[7], v[8], c->dmask, c->one_tf32);
 }
 
 oclml_status oclml__attention_backward_lp(oclml_ctx *ctx, const oclml_attention_params *params,
@@ -60,9 +78,12 @@ oclml_status oclml__attention_backward_lp(oclml_ctx *ctx, const oclml_attention_
                                           oclml_tensor *dmask) {
     const oclml_tensor *const ts[] = {q, k, v, o, lse, dout, dq, dk, dv};
     const char *const names[] = {"q", "k", "v", "o", "lse", "dout", "dq", "dk", "dv"};
-    const backward_call c = {params, dmask};
     oclml_status st = check_fp32(ctx, params, lse, dmask);
     if (st) return st;
+    if (!q || !k || !v || !dout)
+        return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "q, k, v or dout is NULL");
+    const oclml_tensor *const operands[] = {q, k, v, dout};
+    const backward_call c = {params, dmask, all_16bit(4, operands)};
     return oclml__via_fp32(ctx, 9, 0x3fu, 0x1c0u, ts, names, backward_fp32, &c);
 }
 
@@ -70,11 +91,13 @@ typedef struct plan_call {
     const oclml_attention_params *params;
     char *text;
     size_t len;
+    bool one_tf32;
 } plan_call;
 
 static oclml_status plan_fp32(oclml_ctx *ctx, const void *call, oclml_tensor *const *v) {
     const plan_call *c = call;
-    return oclml_attention_plan(ctx, c->params, v[0], v[1], v[2], c->text, c->len);
+    return oclml__attention_plan_fp32(ctx, c->params, v[0], v[1], v[2], c->text, c->len,
+                                      c->one_tf32);
 }
 
 oclml_status oclml__attention_plan_lp(oclml_ctx *ctx, const oclml_attention_params *params,
@@ -82,7 +105,8 @@ oclml_status oclml__attention_plan_lp(oclml_ctx *ctx, const oclml_attention_para
                                       const oclml_tensor *v, char *text, size_t len) {
     const oclml_tensor *const ts[] = {q, k, v};
     const char *const names[] = {"q", "k", "v"};
-    plan_call c = {params, text, len};
+    if (!q || !k || !v) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "q, k or v is NULL");
+    plan_call c = {params, text, len, all_16bit(3, ts)};
     if (!text || !len)
         return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "text buffer is NULL or empty");
     /* The stand-ins are neither filled nor stored: the plan reads shapes only. */

@@ -393,12 +393,12 @@ static void plan_mma(oclml_ctx *ctx, const oclml__att_shape *s, oclml__att_kerne
              "-DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMMA_EMULATE=%d -DLAYOUT_BLHD=%d -DHAS_MASK=%d "
              "-DHAS_KEYLEN=%d -DASYNC_KV=%d -DDKDV_PAIRS=%d -DDQ_PAIRS=%d -DFWD_PAIRS=%d "
              "-DSPLIT_KV=%d -DHEAD_SPLIT=%u -DBQ=%zu -DACC_BATCH=%u -DVEC_FRAGMENTS=%d -DDS_OUT=%d "
-             "-DHAS_DROPOUT=%d",
+             "-DHAS_DROPOUT=%d -DONE_TF32=%d",
              D, k->columns, k->warps, mode == 2, s->blhd, s->mask, s->keylen, k->async,
              k->paired && kind == ATT_DKDV_MMA, k->paired && kind == ATT_DQ_MMA,
              k->paired && kind == ATT_FWD_MMA, k->async && split_kv(ctx, kind, D), k->head_split,
              kind == ATT_DKDV_MMA ? dkdv_rows(D) : (size_t)k->block, k->col_batch, k->vec,
-             ds_out && kind == ATT_DKDV_MMA, s->dropout);
+             ds_out && kind == ATT_DKDV_MMA, s->dropout, s->one_tf32);
 }
 
 void oclml__att_plan_forward(oclml_ctx *ctx, const oclml__att_shape *s,
@@ -429,8 +429,11 @@ void oclml__att_plan_backward(oclml_ctx *ctx, const oclml__att_shape *s, bool dq
     plan_fma(ctx, s, ATT_DQ_EMPTY, &p->dq_empty);
 }
 
-static const char *engine_of(int mma) {
-    return mma == 2 ? "3xTF32 tensor cores (emulated)" : "3xTF32 tensor cores";
+static const char *engine_of(int mma, bool one_tf32) {
+    static const char *const names[2][2] = {
+        {"3xTF32 tensor cores", "3xTF32 tensor cores (emulated)"},
+        {"TF32 tensor cores (16-bit inputs)", "TF32 tensor cores (16-bit inputs, emulated)"}};
+    return names[one_tf32][mma == 2];
 }
 
 void oclml__att_describe(oclml_ctx *ctx, const oclml__att_shape *s, char *text, size_t len) {
@@ -441,8 +444,9 @@ void oclml__att_describe(oclml_ctx *ctx, const oclml__att_shape *s, char *text, 
     const oclml__att_kernel_plan *f = &fp.main;
     char fwd[192], bwd[288];
     if (f->mma) {
-        snprintf(fwd, sizeof fwd, "%s, %u rows x %u keys a block%s%s", engine_of(f->mma), f->block,
-                 f->columns, f->paired ? " (warps paired on 16 rows)" : "",
+        snprintf(fwd, sizeof fwd, "%s, %u rows x %u keys a block%s%s",
+                 engine_of(f->mma, s->one_tf32), f->block, f->columns,
+                 f->paired ? " (warps paired on 16 rows)" : "",
                  !f->async ? ""
                  : f->paired /* one K and one V buffer (split_kv) */
                      ? (f->vec ? ", K and V copied ahead in turn, read as float4s"
@@ -464,7 +468,7 @@ void oclml__att_describe(oclml_ctx *ctx, const oclml__att_shape *s, char *text, 
     const oclml__att_kernel_plan *kernels[2] = {kd, kq};
     for (int i = 0; i < 2; i++)
         if (kernels[i]->mma)
-            snprintf(engine[i], sizeof engine[i], "%s", engine_of(kernels[i]->mma));
+            snprintf(engine[i], sizeof engine[i], "%s", engine_of(kernels[i]->mma, s->one_tf32));
         else
             snprintf(engine[i], sizeof engine[i], "FMA tiles %ux%u", kernels[i]->tile.tx,
                      kernels[i]->tile.ty);

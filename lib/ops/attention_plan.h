@@ -19,6 +19,7 @@ typedef struct oclml__att_shape {
     bool kv_vec;           /* K's and V's rows float4-aligned (the asynchronous copies) */
     bool qd_vec;           /* Q's and dO's rows float4-aligned (the dK/dV kernel's copies) */
     bool dropout;          /* dropout on the probabilities (the kernels' HAS_DROPOUT) */
+    bool one_tf32;         /* q, k, v, dO exact in TF32 (16-bit stand-ins): one TF32 product */
 } oclml__att_shape;
 
 typedef enum oclml__att_kernel {

@@ -42,15 +42,15 @@
  * 16-bit ops' stand-ins), so one TF32 product serves where 3xTF32 takes three; the products of
  * fp32 values the kernel forms itself (P, dS) are rounded to TF32 (11 significant bits, finer
  * than the 16-bit dtypes that attention's inputs came in). MMA_SMALL issues the 3xTF32 small
- * terms, or nothing. */
+ * terms, or nothing (OpenCL C has no variadic macros). */
 #ifndef ONE_TF32
 #define ONE_TF32 0
 #endif
 #if ONE_TF32
 #define MMA_TF32_ONLY 1
-#define MMA_SMALL(...) ((void)0)
+#define MMA_SMALL(d, a0, a1, a2, a3, b0, b1) ((void)0)
 #else
-#define MMA_SMALL(...) MMA(__VA_ARGS__)
+#define MMA_SMALL(d, a0, a1, a2, a3, b0, b1) MMA(d, a0, a1, a2, a3, b0, b1)
 #endif
 #include "ptx.h"
 #include "mma.h"

@@ -113,36 +113,69 @@ inline uint rc_at(uint k, uint col, uint cols) {
     return k * cols + ((((col >> 3) ^ k) & 7u) | ((col >> 3) & ~7u)) * 8u + (col & 7u);
 }
 
-/* Copies tile t of K (BK deep) of an operand into its stage: rows r0.. of `rows` (BM or BN), the
- * operand K-contiguous or not; zeros past the edges. Aligned operands by cp.async, 16 bytes a
- * copy; others eight elements each bounds-checked and loaded alone, stored as one 16-byte word. */
-OCLML_INLINE void stage_tile(__local ushort *dst, __global const ushort *src, uint ld, uint r0,
-                             uint rows_total, uint K, uint k0, uint rows, bool kc, bool aligned) {
-    const uint chunks = rows * BK / 8;
-    for (uint c = get_local_id(0); c < chunks; c += THREADS) {
-        uint row, k, at;
-        if (kc) {
-            row = c / (BK / 8), k = c % (BK / 8) * 8;
-            at = kc_at(row, k);
-        } else {
-            k = c / (rows / 8), row = c % (rows / 8) * 8;
-            at = rc_at(k, row, rows);
-        }
-        const bool in = r0 + row < rows_total && k0 + k < K;
-        const ulong from = kc ? (ulong)(r0 + row) * ld + k0 + k : (ulong)(k0 + k) * ld + r0 + row;
+/* A work-item's share of an operand's stages: chunks c = lid + i THREADS (16 bytes, 8 elements
+ * along the operand's contiguous direction) at the same places of every stage and the same rows
+ * of every K tile, so that their stage offsets, global offsets and row bounds are worked out once
+ * (place_of) and each tile's copies only step along K (stage_tile). */
+#define CHUNKS(rows) ((rows) * BK / 8)
+#define PLACES(rows) ((CHUNKS(rows) + THREADS - 1) / THREADS)
+#define A_PLACES PLACES(BM)
+#define B_PLACES PLACES(BN)
+#define NO_PLACE 0xffffffffu
+
+typedef struct stage_place {
+    ulong from;  /* the chunk's first element in tile 0 (kc: row r, column k; else row k) */
+    uint at;     /* its place in a stage (NO_PLACE: the work-item has no chunk i) */
+    uint k;      /* its K offset in a tile */
+    uint left;   /* elements of the operand along the chunk from its start (kc: K - k left to
+                  * stage_tile; else rows past the chunk's first, 0 past the operand's edge) */
+} stage_place;
+
+OCLML_INLINE stage_place place_of(uint c, uint ld, uint r0, uint rows_total, uint rows,
+                                  bool kc) {
+    stage_place p;
+    uint row;
+    if (kc) {
+        row = c / (BK / 8), p.k = c % (BK / 8) * 8;
+        p.at = kc_at(row, p.k);
+        p.from = (ulong)(r0 + row) * ld + p.k;
+    } else {
+        p.k = c / (rows / 8), row = c % (rows / 8) * 8;
+        p.at = rc_at(p.k, row, rows);
+        p.from = (ulong)p.k * ld + r0 + row;
+    }
+    /* kc: the row's presence (any nonzero); the K bound is the tile's. */
+    p.left = r0 + row >= rows_total ? 0u : kc ? 1u : rows_total - (r0 + row);
+    if (c >= CHUNKS(rows)) p.at = NO_PLACE;
+    return p;
+}
+
+/* Copies K tile t of an operand into its stage from the work-item's places; zeros past the
+ * edges. Aligned operands by cp.async, 16 bytes a copy; others eight elements each
+ * bounds-checked and loaded alone, stored as one 16-byte word. */
+OCLML_INLINE void stage_tile(__local ushort *dst, __global const ushort *src, uint ld, uint K,
+                             uint t, const stage_place *places, uint n, bool kc, bool aligned) {
+    const ulong step = kc ? (ulong)t * BK : (ulong)t * BK * ld;
+#pragma unroll
+    for (uint i = 0; i < n; i++) {
+        const stage_place p = places[i];
+        if (p.at == NO_PLACE) continue;
+        const uint k = t * BK + p.k;
+        const bool in = p.left && k < K;
         if (aligned) {
-            cp_async16((__local float *)(dst + at),
-                       (__global const float *)(src + (in ? from : 0)), in ? 16u : 0u);
+            cp_async16((__local float *)(dst + p.at),
+                       (__global const float *)(src + (in ? p.from + step : 0)), in ? 16u : 0u);
         } else {
             /* Along the chunk: k for a K-contiguous operand, rows otherwise. */
-            const uint left = !in ? 0u : kc ? K - (k0 + k) : rows_total - (r0 + row);
+            const uint left = !in ? 0u : kc ? K - k : p.left;
+            const ulong from = p.from + step;
             uint w[4];
             for (uint e = 0; e < 8; e += 2) {
                 const uint lo = e < left ? src[from + e] : 0u;
                 const uint hi = e + 1 < left ? src[from + e + 1] : 0u;
                 w[e / 2] = lo | hi << 16;
             }
-            *(__local uint4 *)(dst + at) = (uint4)(w[0], w[1], w[2], w[3]);
+            *(__local uint4 *)(dst + p.at) = (uint4)(w[0], w[1], w[2], w[3]);
         }
     }
 }
@@ -260,11 +293,16 @@ oclml_gemm_lp(uint M, uint N, uint K, float alpha, float beta, __global const us
         for (uint j = 0; j < NT; j++)
             for (uint q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
 
+    stage_place pa[A_PLACES], pb[B_PLACES];
+#pragma unroll
+    for (uint i = 0; i < A_PLACES; i++) pa[i] = place_of(lid + i * THREADS, lda, m0, M, BM, A_KC);
+#pragma unroll
+    for (uint i = 0; i < B_PLACES; i++) pb[i] = place_of(lid + i * THREADS, ldb, n0, N, BN, B_KC);
     const uint tiles = (K + BK - 1) / BK;
     for (uint s = 0; s < STAGES - 1; s++) {
         if (s < tiles) {
-            stage_tile(sa[s], a, lda, m0, M, K, s * BK, BM, A_KC, A_ALIGNED);
-            stage_tile(sb[s], b, ldb, n0, N, K, s * BK, BN, B_KC, B_ALIGNED);
+            stage_tile(sa[s], a, lda, K, s, pa, A_PLACES, A_KC, A_ALIGNED);
+            stage_tile(sb[s], b, ldb, K, s, pb, B_PLACES, B_KC, B_ALIGNED);
         }
         cp_async_commit();
     }
@@ -274,8 +312,8 @@ oclml_gemm_lp(uint M, uint N, uint K, float alpha, float beta, __global const us
         /* The stage refilled now was read in the previous step, which every warp has left. */
         const uint next = t + STAGES - 1;
         if (next < tiles) {
-            stage_tile(sa[next % STAGES], a, lda, m0, M, K, next * BK, BM, A_KC, A_ALIGNED);
-            stage_tile(sb[next % STAGES], b, ldb, n0, N, K, next * BK, BN, B_KC, B_ALIGNED);
+            stage_tile(sa[next % STAGES], a, lda, K, next, pa, A_PLACES, A_KC, A_ALIGNED);
+            stage_tile(sb[next % STAGES], b, ldb, K, next, pb, B_PLACES, B_KC, B_ALIGNED);
         }
         cp_async_commit();
         __local const ushort *ta = sa[t % STAGES], *tb = sb[t % STAGES];

@@ -595,20 +595,26 @@ OCLML_API oclml_status oclml_log_softmax_backward(oclml_ctx *ctx, const oclml_te
 /* LayerNorm over the last axis: y = (x - mean) * rstd * gamma + beta with the population
  * variance and rstd = 1 / sqrt(var + eps). gamma and beta are [cols] and may be NULL (1 and 0).
  * mean and rstd are [rows] outputs saved for the backward, and may be NULL. The variance is
- * computed two-pass (long rows: Chan's merge), so a row of equal values gives beta exactly. */
+ * computed two-pass (long rows: Chan's merge), so a row of equal values gives beta exactly.
+ * Dtypes (the norms, their backwards and the fused residual + norm below alike): every tensor
+ * any of fp32, bf16 and fp16, each its own, but the saved mean and rstd, fp32; the math is fp32,
+ * each output rounded once to its dtype. An output may be its input in place only in the input's
+ * dtype (an overlap of two dtypes is refused: OCLML_ERR_INVALID_ARGUMENT). */
 OCLML_API oclml_status oclml_layernorm(oclml_ctx *ctx, const oclml_tensor *x,
                                        const oclml_tensor *gamma, const oclml_tensor *beta,
                                        float eps, oclml_tensor *y, oclml_tensor *mean,
                                        oclml_tensor *rstd);
 /* Backward of LayerNorm from x, gamma (NULL: 1), the saved mean and rstd, and dy: dx, and the
  * parameter gradients dgamma = sum over rows of dy * xhat and dbeta = sum of dy ([cols], each
- * may be NULL). */
+ * may be NULL; summed in fp32 and rounded once: fp32 ones for master gradients). Any dtypes as
+ * oclml_layernorm's; mean and rstd fp32. */
 OCLML_API oclml_status oclml_layernorm_backward(oclml_ctx *ctx, const oclml_tensor *x,
                                                 const oclml_tensor *gamma, const oclml_tensor *mean,
                                                 const oclml_tensor *rstd, const oclml_tensor *dy,
                                                 oclml_tensor *dx, oclml_tensor *dgamma,
                                                 oclml_tensor *dbeta);
-/* RMSNorm: y = x * rstd * gamma with rstd = 1 / sqrt(mean(x^2) + eps); rstd may be NULL. */
+/* RMSNorm: y = x * rstd * gamma with rstd = 1 / sqrt(mean(x^2) + eps); rstd may be NULL. Any
+ * dtypes as oclml_layernorm's (rstd fp32), and so its backward. */
 OCLML_API oclml_status oclml_rmsnorm(oclml_ctx *ctx, const oclml_tensor *x,
                                      const oclml_tensor *gamma, float eps, oclml_tensor *y,
                                      oclml_tensor *rstd);
@@ -735,7 +741,9 @@ OCLML_API oclml_status oclml_linear_dropout_backward(
  * axis normalised. r may be x (the stream updated in place); no other overlap. Rows up to the
  * register path's length take one launch; longer ones two (r with the chunks' statistics, then
  * out, mean and rstd from r). NaN in a row of x or y gives NaN in that row of r and out; a dropped
- * NaN of y stays NaN (y * 0, as oclml_dropout's). */
+ * NaN of y stays NaN (y * 0, as oclml_dropout's). Dtypes: x, y, r, out, gamma and beta each any
+ * (mean and rstd fp32), as oclml_layernorm's; r = x + dropout(y) is rounded once to r's dtype and
+ * out normalises r as stored, the r the backward reads; r may be x only in x's dtype. */
 OCLML_API oclml_status oclml_residual_layernorm(oclml_ctx *ctx, const oclml_dropout_params *drop,
                                                 const oclml_tensor *x, const oclml_tensor *y,
                                                 const oclml_tensor *gamma, const oclml_tensor *beta,
@@ -744,10 +752,12 @@ OCLML_API oclml_status oclml_residual_layernorm(oclml_ctx *ctx, const oclml_drop
 /* Its backward from the saved r, gamma (NULL: 1), mean, rstd, dout (out's gradient) and dr (the
  * gradient reaching r from later in the stream; NULL: none): dx = dr + layernorm_backward(dout),
  * the old stream's gradient (dx may be dr); dy = dropout_backward(dx) with the forward's drop, the
- * branch's gradient (NULL: not wanted; without dropout it equals dx); dgamma and dbeta ([cols],
- * each may be NULL), overwritten. One launch with dgamma or dbeta (two: their partial sums'
- * finish), one without; rows past the register path two (the row sums, then dx and dy) and two
- * more for dgamma and dbeta. */
+ * branch's gradient (NULL: not wanted; without dropout, in dx's dtype, it equals dx); dgamma
+ * and dbeta ([cols], each may be NULL), overwritten. One launch with dgamma or dbeta (two: their
+ * partial sums' finish), one without; rows past the register path two (the row sums, then dx and
+ * dy) and two more for dgamma and dbeta. Dtypes: r, gamma, dout, dr, dx, dy, dgamma and dbeta
+ * each any (mean and rstd fp32); dx and dy are each rounded once from the fp32 dx (dy is not dx's
+ * rounded value masked); dx may be dr only in dr's dtype. */
 OCLML_API oclml_status oclml_residual_layernorm_backward(
     oclml_ctx *ctx, const oclml_dropout_params *drop, const oclml_tensor *r,
     const oclml_tensor *gamma, const oclml_tensor *mean, const oclml_tensor *rstd,

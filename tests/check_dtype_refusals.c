@@ -5,10 +5,11 @@
  * NaN-poisoned tensors. One 16-bit tensor and OCLML_ERR_DTYPE means that tensor's dtype was
  * checked; in the sweep tier the call with none replaced then succeeds, so the shapes are valid.
  * Arguments an op takes in 16 bits (attention's q, k, v, o and their gradients, cross-entropy's
- * logits and dlogits, the embedding's table, y, dy and dtable) are never replaced, and attention
- * and cross-entropy run a second time with them 16-bit; softmax, fill, copy, cast, gemm, the
- * elementwise ops, dropout (its backward, dropout_add), convolution and pooling take every dtype
- * and are not here, nor are the optimizers, whose tensors are the arena's own. */
+ * logits and dlogits, the embedding's table, y, dy and dtable; the norms' every tensor but the
+ * saved mean and rstd) are never replaced, and attention, cross-entropy and the norms run a
+ * second time with them 16-bit; softmax, fill, copy, cast, gemm, the elementwise ops, dropout
+ * (its backward, dropout_add), convolution and pooling take every dtype and are not here, nor
+ * are the optimizers, whose tensors are the arena's own. */
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -197,18 +198,33 @@ static oclml_status linear_dropout_bwd(oclml_tensor *const *t) {
 #define ATT_BWD "1x1x2x4 1x1x3x4 1x1x3x4 1x1x2x4 1x1x2 1x1x2x4 1x1x2x4 1x1x3x4 1x1x3x4 2x3 2x3 1"
 
 static const op_case CASES[] = {
-    /* x, gamma, beta, y, mean, rstd */
-    {"layernorm", layernorm, "2x4 4 4 2x4 2 2", 0, 0},
+    /* The norms take any dtype but for the saved statistics (mean, rstd: fp32). x, gamma, beta,
+     * y, mean, rstd */
+    {"layernorm", layernorm, "2x4 4 4 2x4 2 2", 0xfu, 0},
+    {"layernorm (bf16 x, gamma, beta, y)", layernorm, "2x4 4 4 2x4 2 2", 0xfu, 0xfu},
     /* x, gamma, mean, rstd, dy, dx, dgamma, dbeta */
-    {"layernorm_backward", layernorm_bwd, "2x4 4 2 2 2x4 2x4 4 4", 0, 0},
-    {"rmsnorm", rmsnorm, "2x4 4 2x4 2", 0, 0},
-    {"rmsnorm_backward", rmsnorm_bwd, "2x4 4 2 2x4 2x4 4", 0, 0},
+    {"layernorm_backward", layernorm_bwd, "2x4 4 2 2 2x4 2x4 4 4", 0xf3u, 0},
+    {"layernorm_backward (bf16 but mean, rstd)", layernorm_bwd, "2x4 4 2 2 2x4 2x4 4 4", 0xf3u,
+     0xf3u},
+    {"rmsnorm", rmsnorm, "2x4 4 2x4 2", 0x7u, 0},
+    {"rmsnorm (bf16 x, gamma, y)", rmsnorm, "2x4 4 2x4 2", 0x7u, 0x7u},
+    {"rmsnorm_backward", rmsnorm_bwd, "2x4 4 2 2x4 2x4 4", 0x3bu, 0},
+    {"rmsnorm_backward (bf16 but rstd)", rmsnorm_bwd, "2x4 4 2 2x4 2x4 4", 0x3bu, 0x3bu},
     /* x, y, gamma, beta, r, out, mean, rstd */
-    {"residual_layernorm", res_layernorm, "2x4 2x4 4 4 2x4 2x4 2 2", 0, 0},
+    {"residual_layernorm", res_layernorm, "2x4 2x4 4 4 2x4 2x4 2 2", 0x3fu, 0},
+    {"residual_layernorm (bf16 but mean, rstd)", res_layernorm, "2x4 2x4 4 4 2x4 2x4 2 2", 0x3fu,
+     0x3fu},
     /* r, gamma, mean, rstd, dout, dr, dx, dy, dgamma, dbeta */
-    {"residual_layernorm_backward", res_layernorm_bwd, "2x4 4 2 2 2x4 2x4 2x4 2x4 4 4", 0, 0},
-    {"residual_rmsnorm", res_rmsnorm, "2x4 2x4 4 2x4 2x4 2", 0, 0},
-    {"residual_rmsnorm_backward", res_rmsnorm_bwd, "2x4 4 2 2x4 2x4 2x4 2x4 4", 0, 0},
+    {"residual_layernorm_backward", res_layernorm_bwd, "2x4 4 2 2 2x4 2x4 2x4 2x4 4 4", 0x3f3u, 0},
+    {"residual_layernorm_backward (bf16 but mean, rstd)", res_layernorm_bwd,
+     "2x4 4 2 2 2x4 2x4 2x4 2x4 4 4", 0x3f3u, 0x3f3u},
+    /* x, y, gamma, r, out, rstd */
+    {"residual_rmsnorm", res_rmsnorm, "2x4 2x4 4 2x4 2x4 2", 0x1fu, 0},
+    {"residual_rmsnorm (bf16 but rstd)", res_rmsnorm, "2x4 2x4 4 2x4 2x4 2", 0x1fu, 0x1fu},
+    /* r, gamma, rstd, dout, dr, dx, dy, dgamma */
+    {"residual_rmsnorm_backward", res_rmsnorm_bwd, "2x4 4 2 2x4 2x4 2x4 2x4 4", 0xfbu, 0},
+    {"residual_rmsnorm_backward (bf16 but rstd)", res_rmsnorm_bwd, "2x4 4 2 2x4 2x4 2x4 2x4 4",
+     0xfbu, 0xfbu},
     {"reduce_rows", reduce_rows, "2x4 2", 0, 0},
     {"reduce_all", reduce_all, "2x4 1", 0, 0},
     {"reduce_axes", reduce_axes, "2x3x4 2x4", 0, 0},

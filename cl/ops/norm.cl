@@ -6,10 +6,86 @@
  * LayerNorm: y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps), population
  * variance computed two-pass from registers (a row of equal values gives var 0, finite y).
  * RMSNorm: y = x * rstd * gamma, rstd = 1 / sqrt(mean(x^2) + eps).
- * flags: 1 gamma given, 2 beta given, 4 write mean, 8 write rstd (absent ones act as 1 and 0). */
+ * flags: 1 gamma given, 2 beta given, 4 write mean, 8 write rstd (absent ones act as 1 and 0).
+ * The tensors' dtypes (dtype.h's numbers, fp32 by default), each its own: X_DT x (the backward's
+ * x is the forward's normalised input, the fused residual's r), YB_DT the branch y, R_DT r (the
+ * normalised tensor of the long path's second pass: x itself for the plain norms), G_DT gamma,
+ * B_DT beta, Y_DT the output; DY_DT dy (dout), DX_DT dx, DR_DT dr, DYB_DT the branch's gradient,
+ * DG_DT dgamma, DB_DT dbeta. The math is fp32: each input read converted to float, each output
+ * rounded once to its dtype; the saved mean and rstd and the partial sums stay fp32. The fused
+ * residual normalises r as stored (rounded to R_DT), so that its backward, which reads r, sees
+ * the r the statistics were taken of. */
 #include "rows.h"
 #include "norm_abi.h"
 #include "philox.h"
+
+#ifndef X_DT
+#define X_DT 0
+#endif
+#ifndef R_DT
+#define R_DT X_DT
+#endif
+#ifndef YB_DT
+#define YB_DT 0
+#endif
+#ifndef G_DT
+#define G_DT 0
+#endif
+#ifndef B_DT
+#define B_DT 0
+#endif
+#ifndef Y_DT
+#define Y_DT 0
+#endif
+#ifndef DY_DT
+#define DY_DT 0
+#endif
+#ifndef DX_DT
+#define DX_DT 0
+#endif
+#ifndef DR_DT
+#define DR_DT 0
+#endif
+#ifndef DYB_DT
+#define DYB_DT 0
+#endif
+#ifndef DG_DT
+#define DG_DT 0
+#endif
+#ifndef DB_DT
+#define DB_DT 0
+#endif
+#define XT DT_ELEM(X_DT)
+#define RT DT_ELEM(R_DT)
+#define YBT DT_ELEM(YB_DT)
+#define GT DT_ELEM(G_DT)
+#define BT DT_ELEM(B_DT)
+#define YT DT_ELEM(Y_DT)
+#define DYT DT_ELEM(DY_DT)
+#define DXT DT_ELEM(DX_DT)
+#define DRT DT_ELEM(DR_DT)
+#define DYBT DT_ELEM(DYB_DT)
+#define DGT DT_ELEM(DG_DT)
+#define DBT DT_ELEM(DB_DT)
+
+/* v as r's dtype holds it (the value r is stored as). */
+#if R_DT == 1
+#define R_ROUND(v) bf16_to_float(bf16_from_float(v))
+#elif R_DT == 2
+#define R_ROUND(v) fp16_to_float(fp16_from_float(v))
+#else
+#define R_ROUND(v) (v)
+#endif
+
+/* CHUNK_LOAD_IF (rows.h) from a line of dtype dt. */
+#define CHUNK_LOAD_IF_DT(dt, present, v, line, fill)                                          \
+    do {                                                                                      \
+        if (present) {                                                                        \
+            CHUNK_LOAD_DT(dt, v, line, fill);                                                 \
+        } else {                                                                              \
+            _Pragma("unroll") for (uint j_ = 0; j_ < OCLML_LONG_ITEMS; j_++)(v)[j_] = (fill); \
+        }                                                                                     \
+    } while (0)
 
 /* x + y m as oclml_dropout_add computes it: the product rounded before the add (contraction
  * into an fma off: compilers contract across inlined statements), so that r matches the unfused
@@ -47,23 +123,22 @@ inline float res_add(float x, float y, float m) {
     }
 #endif
 
-/* v[k] = v[k] * gamma[col] + beta[col] for the lane's columns, reading gamma and beta as the
- * values are needed so that no second row array occupies registers. */
-#define AFFINE1(v, gamma, beta, flags, ITEMS, lane, G, cols)             \
-    for (uint i_ = 0; i_ < (ITEMS); i_++) {                              \
-        const uint c_ = i_ * (G) + (lane);                               \
-        if (c_ < (cols))                                                 \
-            v[i_] = v[i_] * (((flags)&HAS_GAMMA) ? (gamma)[c_] : 1.0f) + \
-                    (((flags)&HAS_BETA) ? (beta)[c_] : 0.0f);            \
+/* v[k] = v[k] * gamma[col] + beta[col] for the lane's columns (gamma of dtype gdt, beta of bdt),
+ * reading gamma and beta as the values are needed so that no second row array occupies
+ * registers. */
+#define AFFINE1(v, gamma, beta, flags, ITEMS, lane, G, cols, gdt, bdt)               \
+    for (uint i_ = 0; i_ < (ITEMS); i_++) {                                          \
+        const uint c_ = i_ * (G) + (lane);                                           \
+        if (c_ < (cols))                                                             \
+            v[i_] = v[i_] * (((flags)&HAS_GAMMA) ? DT_LOAD(gdt, gamma, c_) : 1.0f) + \
+                    (((flags)&HAS_BETA) ? DT_LOAD(bdt, beta, c_) : 0.0f);            \
     }
-#define AFFINE4(v, gamma, beta, flags, ITEMS, lane, G, cols)                                   \
+#define AFFINE4(v, gamma, beta, flags, ITEMS, lane, G, cols, gdt, bdt)                         \
     for (uint i_ = 0; i_ < (ITEMS); i_++) {                                                    \
         const uint c_ = i_ * (G) + (lane);                                                     \
         if (c_ < (cols) / 4) {                                                                 \
-            const float4 g_ =                                                                  \
-                ((flags)&HAS_GAMMA) ? ((__global const float4 *)(gamma))[c_] : (float4)(1.0f); \
-            const float4 b_ =                                                                  \
-                ((flags)&HAS_BETA) ? ((__global const float4 *)(beta))[c_] : (float4)(0.0f);   \
+            const float4 g_ = ((flags)&HAS_GAMMA) ? DT_LOAD4(gdt, gamma, c_) : (float4)(1.0f); \
+            const float4 b_ = ((flags)&HAS_BETA) ? DT_LOAD4(bdt, beta, c_) : (float4)(0.0f);   \
             v[4 * i_] = v[4 * i_] * g_.x + b_.x;                                               \
             v[4 * i_ + 1] = v[4 * i_ + 1] * g_.y + b_.y;                                       \
             v[4 * i_ + 2] = v[4 * i_ + 2] * g_.z + b_.z;                                       \
@@ -77,10 +152,10 @@ inline float res_add(float x, float y, float m) {
 #define AFFINE AFFINE1
 #endif
 
-#define NORM_FWD_TAIL                                                                      \
-    __global const float *gamma, ulong go, __global const float *beta, ulong bo,           \
-        __global float *y, ulong yo, __global float *mean, ulong mo, __global float *rstd, \
-        ulong ro, uint flags, float eps
+#define NORM_FWD_TAIL                                                                         \
+    __global const GT *gamma, ulong go, __global const BT *beta, ulong bo, __global YT *y,    \
+        ulong yo, __global float *mean, ulong mo, __global float *rstd, ulong ro, uint flags, \
+        float eps
 
 /* Normalises the row in v[] (pivot: its first element, read by every lane) and stores it;
  * AFTER_PIVOT runs once every lane of the work-group has read the pivot (the mean's reduction
@@ -105,8 +180,8 @@ inline float res_add(float x, float y, float m) {
         }                                                                               \
         const float rs = rsqrt(seg_sum(acc, red, lid, G) / (float)cols + eps);          \
         for (uint k = 0; k < ROW_FLOATS; k++) v[k] = (v[k] - mu) * rs;                  \
-        AFFINE(v, gamma + go, beta + bo, flags, ROW_ITEMS, lane, G, cols)               \
-        ROW_STORE(v, y + yo + row * cols, ROW_ITEMS, lane, G, cols, ok)                 \
+        AFFINE(v, gamma + go, beta + bo, flags, ROW_ITEMS, lane, G, cols, G_DT, B_DT)   \
+        ROW_STORE_DT(Y_DT, v, y + yo + row * cols, ROW_ITEMS, lane, G, cols, ok)        \
         if (ok && lane == 0) {                                                          \
             if (flags & SAVE_MEAN) mean[mo + row] = mu;                                 \
             if (flags & SAVE_RSTD) rstd[ro + row] = rs;                                 \
@@ -114,83 +189,86 @@ inline float res_add(float x, float y, float m) {
     }
 
 #define NOTHING
-#define STORE_R ROW_STORE(v, r + rro + row * cols, ROW_ITEMS, lane, G, cols, ok)
+#define STORE_R ROW_STORE_DT(R_DT, v, r + rro + row * cols, ROW_ITEMS, lane, G, cols, ok)
 
-#define NORM_FWD(NAME, RMS)                                                                    \
-    __kernel void NAME(__global const float *x, ulong xo, NORM_FWD_TAIL, uint rows, uint cols, \
-                       uint G, __local float *red) {                                           \
-        ROW_PROLOGUE(G, rows)                                                                  \
-        float v[ROW_FLOATS];                                                                   \
-        ROW_LOAD(v, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                   \
-        NORM_FWD_ROW(RMS, x[xo + row * cols], NOTHING)                                         \
+#define NORM_FWD(NAME, RMS)                                                                 \
+    __kernel void NAME(__global const XT *x, ulong xo, NORM_FWD_TAIL, uint rows, uint cols, \
+                       uint G, __local float *red) {                                        \
+        ROW_PROLOGUE(G, rows)                                                               \
+        float v[ROW_FLOATS];                                                                \
+        ROW_LOAD_DT(X_DT, v, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)       \
+        NORM_FWD_ROW(RMS, DT_LOAD(X_DT, x, xo + row * cols), NOTHING)                       \
     }
 
-/* r = x + dropout(yb) into v[], then the norm, r stored once the pivot is read (r may be x). The
- * pivot is r's first element computed as lane 0 computes it. */
-#define NORM_RES_FWD(NAME, RMS)                                                                \
-    __kernel void NAME(__global const float *x, ulong xo, __global const float *yb, ulong ybo, \
-                       __global float *r, ulong rro, DROP_ARGS, NORM_FWD_TAIL, uint rows,      \
-                       uint cols, uint G, __local float *red) {                                \
-        ROW_PROLOGUE(G, rows)                                                                  \
-        float v[ROW_FLOATS], w[ROW_FLOATS];                                                    \
-        ROW_LOAD(v, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                   \
-        ROW_LOAD(w, yb + ybo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)                 \
-        DROP_FOR(v[k] = res_add(v[k], w[k], m))                                                \
-        NORM_FWD_ROW(RMS,                                                                      \
-                     res_add(x[xo + row * cols], yb[ybo + row * cols],                         \
-                             drop_mult(row *cols, p, scale, (uint2)(seed_lo, seed_hi), doff)), \
-                     STORE_R)                                                                  \
+/* r = x + dropout(yb) into v[] (as r's dtype holds it), then the norm, r stored once the pivot is
+ * read (r may be x). The pivot is r's first element computed as lane 0 computes it. */
+#define NORM_RES_FWD(NAME, RMS)                                                                   \
+    __kernel void NAME(__global const XT *x, ulong xo, __global const YBT *yb, ulong ybo,         \
+                       __global RT *r, ulong rro, DROP_ARGS, NORM_FWD_TAIL, uint rows, uint cols, \
+                       uint G, __local float *red) {                                              \
+        ROW_PROLOGUE(G, rows)                                                                     \
+        float v[ROW_FLOATS], w[ROW_FLOATS];                                                       \
+        ROW_LOAD_DT(X_DT, v, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)             \
+        ROW_LOAD_DT(YB_DT, w, yb + ybo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)          \
+        DROP_FOR(v[k] = R_ROUND(res_add(v[k], w[k], m)))                                          \
+        NORM_FWD_ROW(RMS,                                                                         \
+                     R_ROUND(res_add(                                                             \
+                         DT_LOAD(X_DT, x, xo + row * cols), DT_LOAD(YB_DT, yb, ybo + row * cols), \
+                         drop_mult(row *cols, p, scale, (uint2)(seed_lo, seed_hi), doff))),       \
+                     STORE_R)                                                                     \
     }
 
 /* Backward of the row: with xhat = (x - mean) * rstd and gd = dy * gamma,
  * LayerNorm dx = rstd * (gd - mean(gd) - xhat * mean(gd * xhat)), RMSNorm drops mean(gd).
  * NORM_BWD_ROW leaves xhat in h[] and dy in d[] when PARAMS (for the parameter gradients). */
-#define NORM_BWD_ROW(RMS, PARAMS, RES)                                                    \
-    {                                                                                     \
-        const float mu = (RMS || !ok) ? 0.0f : mean[mo + row];                            \
-        const float rs = ok ? rstd[ro + row] : 0.0f;                                      \
-        ROW_LOAD(h, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)              \
-        ROW_LOAD(gd, dy + dyo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)           \
-        for (uint k = 0; k < ROW_FLOATS; k++) h[k] = (h[k] - mu) * rs;                    \
-        if (PARAMS)                                                                       \
-            for (uint k = 0; k < ROW_FLOATS; k++) {                                       \
-                dg[k] += gd[k] * h[k];                                                    \
-                db[k] += gd[k];                                                           \
-            }                                                                             \
-        AFFINE(gd, gamma + go, gamma + go, (flags & HAS_GAMMA), ROW_ITEMS, lane, G, cols) \
-        float a = 0.0f, b = 0.0f;                                                         \
-        for (uint k = 0; k < ROW_FLOATS; k++) {                                           \
-            a += gd[k];                                                                   \
-            b += ROW_VALID(k, lane, G, cols) ? gd[k] * h[k] : 0.0f;                       \
-        }                                                                                 \
-        a = RMS ? 0.0f : seg_sum(a, red, lid, G) / (float)cols;                           \
-        b = seg_sum(b, red, lid, G) / (float)cols;                                        \
-        for (uint k = 0; k < ROW_FLOATS; k++) gd[k] = rs * (gd[k] - a - h[k] * b);        \
-        NORM_BWD_STORE_##RES                                                              \
+#define NORM_BWD_ROW(RMS, PARAMS, RES)                                                          \
+    {                                                                                           \
+        const float mu = (RMS || !ok) ? 0.0f : mean[mo + row];                                  \
+        const float rs = ok ? rstd[ro + row] : 0.0f;                                            \
+        ROW_LOAD_DT(X_DT, h, x + xo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)           \
+        ROW_LOAD_DT(DY_DT, gd, dy + dyo + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f)       \
+        for (uint k = 0; k < ROW_FLOATS; k++) h[k] = (h[k] - mu) * rs;                          \
+        if (PARAMS)                                                                             \
+            for (uint k = 0; k < ROW_FLOATS; k++) {                                             \
+                dg[k] += gd[k] * h[k];                                                          \
+                db[k] += gd[k];                                                                 \
+            }                                                                                   \
+        AFFINE(gd, gamma + go, gamma + go, (flags & HAS_GAMMA), ROW_ITEMS, lane, G, cols, G_DT, \
+               G_DT)                                                                            \
+        float a = 0.0f, b = 0.0f;                                                               \
+        for (uint k = 0; k < ROW_FLOATS; k++) {                                                 \
+            a += gd[k];                                                                         \
+            b += ROW_VALID(k, lane, G, cols) ? gd[k] * h[k] : 0.0f;                             \
+        }                                                                                       \
+        a = RMS ? 0.0f : seg_sum(a, red, lid, G) / (float)cols;                                 \
+        b = seg_sum(b, red, lid, G) / (float)cols;                                              \
+        for (uint k = 0; k < ROW_FLOATS; k++) gd[k] = rs * (gd[k] - a - h[k] * b);              \
+        NORM_BWD_STORE_##RES                                                                    \
     }
 
 /* The row's input gradient gd[] to dx; with the fused residual (1), plus dr (into h[]: xhat is
  * spent by then), and the branch's gradient through the dropout mask. */
-#define NORM_BWD_STORE_0 ROW_STORE(gd, dx + dxo + row * cols, ROW_ITEMS, lane, G, cols, ok)
-#define NORM_BWD_STORE_1                                                       \
-    if (rflags & HAS_DR) {                                                     \
-        ROW_LOAD(h, dr + dro + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f) \
-        for (uint k = 0; k < ROW_FLOATS; k++) gd[k] += h[k];                   \
-    }                                                                          \
-    ROW_STORE(gd, dx + dxo + row * cols, ROW_ITEMS, lane, G, cols, ok)         \
-    if (rflags & WANT_DY) {                                                    \
-        DROP_FOR(gd[k] *= m)                                                   \
-        ROW_STORE(gd, dyb + dybo + row * cols, ROW_ITEMS, lane, G, cols, ok)   \
+#define NORM_BWD_STORE_0 \
+    ROW_STORE_DT(DX_DT, gd, dx + dxo + row * cols, ROW_ITEMS, lane, G, cols, ok)
+#define NORM_BWD_STORE_1                                                                 \
+    if (rflags & HAS_DR) {                                                               \
+        ROW_LOAD_DT(DR_DT, h, dr + dro + row * cols, ROW_ITEMS, lane, G, cols, ok, 0.0f) \
+        for (uint k = 0; k < ROW_FLOATS; k++) gd[k] += h[k];                             \
+    }                                                                                    \
+    ROW_STORE_DT(DX_DT, gd, dx + dxo + row * cols, ROW_ITEMS, lane, G, cols, ok)         \
+    if (rflags & WANT_DY) {                                                              \
+        DROP_FOR(gd[k] *= m)                                                             \
+        ROW_STORE_DT(DYB_DT, gd, dyb + dybo + row * cols, ROW_ITEMS, lane, G, cols, ok)  \
     }
 
 #define NORM_BWD_ARGS                                                               \
-    __global const float *x, ulong xo, __global const float *gamma, ulong go,       \
+    __global const XT *x, ulong xo, __global const GT *gamma, ulong go,             \
         __global const float *mean, ulong mo, __global const float *rstd, ulong ro, \
-        __global const float *dy, ulong dyo, __global float *dx, ulong dxo, uint flags
+        __global const DYT *dy, ulong dyo, __global DXT *dx, ulong dxo, uint flags
 
 /* The fused residual's: dr (HAS_DR), the branch's gradient dyb (WANT_DY) and the dropout. */
 #define RES_BWD_ARGS \
-    __global const float *dr, ulong dro, __global float *dyb, ulong dybo, uint rflags, DROP_ARGS
+    __global const DRT *dr, ulong dro, __global DYBT *dyb, ulong dybo, uint rflags, DROP_ARGS
 
 #define NORM_BWD(NAME, RMS)                                                               \
     __kernel void NAME(NORM_BWD_ARGS, uint rows, uint cols, uint G, __local float *red) { \
@@ -286,31 +364,31 @@ NORM_BWD_PARAMS(oclml_rmsnorm_bwd_params, 1)
 
 /* Pass 1, forward: per chunk (sum, sum of squares about the chunk mean, count); RMS: (0, sum of
  * squares, count). The merge is Chan's, so long rows keep the two-pass accuracy. */
-#define NORM_FWD_PART(NAME, RMS)                                                           \
-    __kernel void NAME(__global const float *x, ulong xo, __global float *part, uint rows, \
-                       uint cols, uint nch, __local float *red) {                          \
-        const float pivot = RMS ? 0.0f : x[xo + get_global_id(1) * cols];                  \
-        float s = 0.0f, n = 0.0f, xv[OCLML_LONG_ITEMS];                                    \
-        CHUNK_LOAD(xv, x + xo + get_global_id(1) * cols, 0.0f);                            \
-        {                                                                                  \
-            CHUNK_LOOP(c) {                                                                \
-                s += RMS ? 0.0f : xv[j] - pivot;                                           \
-                n += 1.0f;                                                                 \
-            }                                                                              \
-        }                                                                                  \
-        const uint lid = get_local_id(0), L = get_local_size(0), chunk = get_group_id(0);  \
-        const ulong row = get_global_id(1);                                                \
-        const float cnt = seg_sum(n, red, lid, L);                                         \
-        const float cmean = pivot + seg_sum(s, red, lid, L) / cnt;                         \
-        float q = 0.0f;                                                                    \
-        {                                                                                  \
-            CHUNK_LOOP(c) {                                                                \
-                const float d = xv[j] - cmean;                                             \
-                q += d * d;                                                                \
-            }                                                                              \
-        }                                                                                  \
-        q = seg_sum(q, red, lid, L);                                                       \
-        if (lid == 0) vstore3((float3)(cmean, q, cnt), row *nch + chunk, part);            \
+#define NORM_FWD_PART(NAME, RMS)                                                                   \
+    __kernel void NAME(__global const XT *x, ulong xo, __global float *part, uint rows, uint cols, \
+                       uint nch, __local float *red) {                                             \
+        const float pivot = RMS ? 0.0f : DT_LOAD(X_DT, x, xo + get_global_id(1) * cols);           \
+        float s = 0.0f, n = 0.0f, xv[OCLML_LONG_ITEMS];                                            \
+        CHUNK_LOAD_DT(X_DT, xv, x + xo + get_global_id(1) * cols, 0.0f);                           \
+        {                                                                                          \
+            CHUNK_LOOP(c) {                                                                        \
+                s += RMS ? 0.0f : xv[j] - pivot;                                                   \
+                n += 1.0f;                                                                         \
+            }                                                                                      \
+        }                                                                                          \
+        const uint lid = get_local_id(0), L = get_local_size(0), chunk = get_group_id(0);          \
+        const ulong row = get_global_id(1);                                                        \
+        const float cnt = seg_sum(n, red, lid, L);                                                 \
+        const float cmean = pivot + seg_sum(s, red, lid, L) / cnt;                                 \
+        float q = 0.0f;                                                                            \
+        {                                                                                          \
+            CHUNK_LOOP(c) {                                                                        \
+                const float d = xv[j] - cmean;                                                     \
+                q += d * d;                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+        q = seg_sum(q, red, lid, L);                                                               \
+        if (lid == 0) vstore3((float3)(cmean, q, cnt), row *nch + chunk, part);                    \
     }
 #if OCLML_WANT(oclml_layernorm_fwd_part)
 NORM_FWD_PART(oclml_layernorm_fwd_part, 0)
@@ -324,42 +402,43 @@ NORM_FWD_PART(oclml_rmsnorm_fwd_part, 1)
  * chunk's own first element of r (r may be x: another chunk's work-group may already have stored
  * over the row's first element), read by every lane before the first reduction's barrier, after
  * which the group stores. */
-#define NORM_RES_FWD_PART(NAME, RMS)                                                             \
-    __kernel void NAME(__global const float *x, ulong xo, __global const float *yb, ulong ybo,   \
-                       __global float *r, ulong rro, DROP_ARGS, __global float *part, uint rows, \
-                       uint cols, uint nch, __local float *red) {                                \
-        const uint2 key = (uint2)(seed_lo, seed_hi);                                             \
-        const ulong line = get_global_id(1) * cols;                                              \
-        const uint c0 = get_group_id(0) * get_local_size(0) * OCLML_LONG_ITEMS;                  \
-        const float pivot = RMS ? 0.0f                                                           \
-                                : res_add(x[xo + line + c0], yb[ybo + line + c0],                \
-                                          drop_mult(line + c0, p, scale, key, doff));            \
-        float s = 0.0f, n = 0.0f, xv[OCLML_LONG_ITEMS], wv[OCLML_LONG_ITEMS];                    \
-        CHUNK_LOAD(xv, x + xo + line, 0.0f);                                                     \
-        CHUNK_LOAD(wv, yb + ybo + line, 0.0f);                                                   \
-        {                                                                                        \
-            CHUNK_LOOP(c) {                                                                      \
-                xv[j] = res_add(xv[j], wv[j], drop_mult(line + c, p, scale, key, doff));         \
-                s += RMS ? 0.0f : xv[j] - pivot;                                                 \
-                n += 1.0f;                                                                       \
-            }                                                                                    \
-        }                                                                                        \
-        const uint lid = get_local_id(0), L = get_local_size(0), chunk = get_group_id(0);        \
-        const ulong row = get_global_id(1);                                                      \
-        const float cnt = seg_sum(n, red, lid, L);                                               \
-        {                                                                                        \
-            CHUNK_LOOP(c) { r[rro + line + c] = xv[j]; }                                         \
-        }                                                                                        \
-        const float cmean = pivot + seg_sum(s, red, lid, L) / cnt;                               \
-        float q = 0.0f;                                                                          \
-        {                                                                                        \
-            CHUNK_LOOP(c) {                                                                      \
-                const float d = xv[j] - cmean;                                                   \
-                q += d * d;                                                                      \
-            }                                                                                    \
-        }                                                                                        \
-        q = seg_sum(q, red, lid, L);                                                             \
-        if (lid == 0) vstore3((float3)(cmean, q, cnt), row *nch + chunk, part);                  \
+#define NORM_RES_FWD_PART(NAME, RMS)                                                              \
+    __kernel void NAME(__global const XT *x, ulong xo, __global const YBT *yb, ulong ybo,         \
+                       __global RT *r, ulong rro, DROP_ARGS, __global float *part, uint rows,     \
+                       uint cols, uint nch, __local float *red) {                                 \
+        const uint2 key = (uint2)(seed_lo, seed_hi);                                              \
+        const ulong line = get_global_id(1) * cols;                                               \
+        const uint c0 = get_group_id(0) * get_local_size(0) * OCLML_LONG_ITEMS;                   \
+        const float pivot = RMS ? 0.0f                                                            \
+                                : R_ROUND(res_add(DT_LOAD(X_DT, x, xo + line + c0),               \
+                                                  DT_LOAD(YB_DT, yb, ybo + line + c0),            \
+                                                  drop_mult(line + c0, p, scale, key, doff)));    \
+        float s = 0.0f, n = 0.0f, xv[OCLML_LONG_ITEMS], wv[OCLML_LONG_ITEMS];                     \
+        CHUNK_LOAD_DT(X_DT, xv, x + xo + line, 0.0f);                                             \
+        CHUNK_LOAD_DT(YB_DT, wv, yb + ybo + line, 0.0f);                                          \
+        {                                                                                         \
+            CHUNK_LOOP(c) {                                                                       \
+                xv[j] = R_ROUND(res_add(xv[j], wv[j], drop_mult(line + c, p, scale, key, doff))); \
+                s += RMS ? 0.0f : xv[j] - pivot;                                                  \
+                n += 1.0f;                                                                        \
+            }                                                                                     \
+        }                                                                                         \
+        const uint lid = get_local_id(0), L = get_local_size(0), chunk = get_group_id(0);         \
+        const ulong row = get_global_id(1);                                                       \
+        const float cnt = seg_sum(n, red, lid, L);                                                \
+        {                                                                                         \
+            CHUNK_LOOP(c) { DT_STORE(R_DT, r + rro, line + c, xv[j]); }                           \
+        }                                                                                         \
+        const float cmean = pivot + seg_sum(s, red, lid, L) / cnt;                                \
+        float q = 0.0f;                                                                           \
+        {                                                                                         \
+            CHUNK_LOOP(c) {                                                                       \
+                const float d = xv[j] - cmean;                                                    \
+                q += d * d;                                                                       \
+            }                                                                                     \
+        }                                                                                         \
+        q = seg_sum(q, red, lid, L);                                                              \
+        if (lid == 0) vstore3((float3)(cmean, q, cnt), row *nch + chunk, part);                   \
     }
 #if OCLML_WANT(oclml_res_layernorm_fwd_part)
 NORM_RES_FWD_PART(oclml_res_layernorm_fwd_part, 0)
@@ -381,23 +460,22 @@ inline float2 merge_chunks(__global const float *part, ulong row, uint nch) {
     return (float2)(mean, m2 / n);
 }
 
-#define NORM_FWD_FINISH(NAME, RMS)                                                                 \
-    __kernel void NAME(__global const float *x, ulong xo, __global const float *gamma, ulong go,   \
-                       __global const float *beta, ulong bo, __global float *y, ulong yo,          \
-                       __global float *mean, ulong mo, __global float *rstd, ulong ro, uint flags, \
-                       float eps, __global const float *part, uint rows, uint cols, uint nch,      \
-                       __local float *red) {                                                       \
-        const float2 mv = merge_chunks(part, get_global_id(1), nch);                               \
-        const float mu = RMS ? 0.0f : mv.x, rs = rsqrt(mv.y + eps);                                \
-        float xv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS], bv[OCLML_LONG_ITEMS];                    \
-        CHUNK_LOAD(xv, x + xo + get_global_id(1) * cols, 0.0f);                                    \
-        CHUNK_LOAD_IF((flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                             \
-        CHUNK_LOAD_IF((flags & HAS_BETA) != 0, bv, beta + bo, 0.0f);                               \
-        CHUNK_LOOP(c) { y[yo + row * cols + c] = (xv[j] - mu) * rs * gv[j] + bv[j]; }              \
-        if (chunk == 0 && lid == 0) {                                                              \
-            if (flags & SAVE_MEAN) mean[mo + row] = mu;                                            \
-            if (flags & SAVE_RSTD) rstd[ro + row] = rs;                                            \
-        }                                                                                          \
+#define NORM_FWD_FINISH(NAME, RMS)                                                                \
+    __kernel void NAME(__global const RT *x, ulong xo, NORM_FWD_TAIL, __global const float *part, \
+                       uint rows, uint cols, uint nch, __local float *red) {                      \
+        const float2 mv = merge_chunks(part, get_global_id(1), nch);                              \
+        const float mu = RMS ? 0.0f : mv.x, rs = rsqrt(mv.y + eps);                               \
+        float xv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS], bv[OCLML_LONG_ITEMS];                   \
+        CHUNK_LOAD_DT(R_DT, xv, x + xo + get_global_id(1) * cols, 0.0f);                          \
+        CHUNK_LOAD_IF_DT(G_DT, (flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                   \
+        CHUNK_LOAD_IF_DT(B_DT, (flags & HAS_BETA) != 0, bv, beta + bo, 0.0f);                     \
+        CHUNK_LOOP(c) {                                                                           \
+            DT_STORE(Y_DT, y + yo, row * cols + c, (xv[j] - mu) * rs * gv[j] + bv[j]);            \
+        }                                                                                         \
+        if (chunk == 0 && lid == 0) {                                                             \
+            if (flags & SAVE_MEAN) mean[mo + row] = mu;                                           \
+            if (flags & SAVE_RSTD) rstd[ro + row] = rs;                                           \
+        }                                                                                         \
     }
 #if OCLML_WANT(oclml_layernorm_fwd_finish)
 NORM_FWD_FINISH(oclml_layernorm_fwd_finish, 0)
@@ -408,17 +486,17 @@ NORM_FWD_FINISH(oclml_rmsnorm_fwd_finish, 1)
 
 /* Pass 1, backward: per chunk (sum gd, sum gd * xhat). */
 #define NORM_BWD_PART(NAME, RMS)                                                                   \
-    __kernel void NAME(__global const float *x, ulong xo, __global const float *gamma, ulong go,   \
+    __kernel void NAME(__global const XT *x, ulong xo, __global const GT *gamma, ulong go,         \
                        __global const float *mean, ulong mo, __global const float *rstd, ulong ro, \
-                       __global const float *dy, ulong dyo, uint flags, __global float *part,      \
+                       __global const DYT *dy, ulong dyo, uint flags, __global float *part,        \
                        uint rows, uint cols, uint nch, __local float *red) {                       \
         float a = 0.0f, b = 0.0f;                                                                  \
         const ulong r = get_global_id(1);                                                          \
         const float mu = RMS ? 0.0f : mean[mo + r], rs = rstd[ro + r];                             \
         float xv[OCLML_LONG_ITEMS], dv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS];                    \
-        CHUNK_LOAD(xv, x + xo + r * cols, 0.0f);                                                   \
-        CHUNK_LOAD(dv, dy + dyo + r * cols, 0.0f);                                                 \
-        CHUNK_LOAD_IF((flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                             \
+        CHUNK_LOAD_DT(X_DT, xv, x + xo + r * cols, 0.0f);                                          \
+        CHUNK_LOAD_DT(DY_DT, dv, dy + dyo + r * cols, 0.0f);                                       \
+        CHUNK_LOAD_IF_DT(G_DT, (flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                    \
         {                                                                                          \
             CHUNK_LOOP(c) {                                                                        \
                 const float gd = dv[j] * gv[j];                                                    \
@@ -454,9 +532,9 @@ NORM_BWD_PART(oclml_rmsnorm_bwd_part, 1)
         b /= (float)cols;                                                                          \
         const float mu = RMS ? 0.0f : mean[mo + r], rs = rstd[ro + r];                             \
         float xv[OCLML_LONG_ITEMS], dv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS];                    \
-        CHUNK_LOAD(xv, x + xo + r * cols, 0.0f);                                                   \
-        CHUNK_LOAD(dv, dy + dyo + r * cols, 0.0f);                                                 \
-        CHUNK_LOAD_IF((flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                             \
+        CHUNK_LOAD_DT(X_DT, xv, x + xo + r * cols, 0.0f);                                          \
+        CHUNK_LOAD_DT(DY_DT, dv, dy + dyo + r * cols, 0.0f);                                       \
+        CHUNK_LOAD_IF_DT(G_DT, (flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                    \
         NORM_BWD_FINISH_LOAD_##RES CHUNK_LOOP(c) {                                                 \
             const float h = (xv[j] - mu) * rs;                                                     \
             float v = rs * (dv[j] * gv[j] - a - h * b);                                            \
@@ -464,16 +542,16 @@ NORM_BWD_PART(oclml_rmsnorm_bwd_part, 1)
         }                                                                                          \
     }
 #define NORM_BWD_FINISH_LOAD_0
-#define NORM_BWD_FINISH_STORE_0 dx[dxo + row * cols + c] = v;
+#define NORM_BWD_FINISH_STORE_0 DT_STORE(DX_DT, dx + dxo, row * cols + c, v);
 #define NORM_BWD_FINISH_LOAD_1  \
     float rv[OCLML_LONG_ITEMS]; \
-    CHUNK_LOAD_IF((rflags & HAS_DR) != 0, rv, dr + dro + r * cols, 0.0f);
-#define NORM_BWD_FINISH_STORE_1      \
-    if (rflags & HAS_DR) v += rv[j]; \
-    dx[dxo + row * cols + c] = v;    \
-    if (rflags & WANT_DY)            \
-        dyb[dybo + row * cols + c] = \
-            v * drop_mult(row * cols + c, p, scale, (uint2)(seed_lo, seed_hi), doff);
+    CHUNK_LOAD_IF_DT(DR_DT, (rflags & HAS_DR) != 0, rv, dr + dro + r * cols, 0.0f);
+#define NORM_BWD_FINISH_STORE_1                      \
+    if (rflags & HAS_DR) v += rv[j];                 \
+    DT_STORE(DX_DT, dx + dxo, row * cols + c, v);    \
+    if (rflags & WANT_DY)                            \
+        DT_STORE(DYB_DT, dyb + dybo, row * cols + c, \
+                 v * drop_mult(row * cols + c, p, scale, (uint2)(seed_lo, seed_hi), doff));
 #define NORM_BWD_FINISH(NAME, RMS) NORM_BWD_FINISH_K(NAME, RMS, 0, NO_ARGS)
 #if OCLML_WANT(oclml_res_layernorm_bwd_finish)
 NORM_BWD_FINISH_K(oclml_res_layernorm_bwd_finish, 0, 1, RES_EXTRA_ARGS)
@@ -492,9 +570,9 @@ NORM_BWD_FINISH(oclml_rmsnorm_bwd_finish, 1)
  * Grid: (column blocks x L, splits). Each work-item owns a column and sums a slice of the rows;
  * part[split][c] holds (dgamma, dbeta) partials, summed by oclml_norm_param_finish. */
 #if OCLML_WANT(oclml_norm_param_part)
-__kernel void oclml_norm_param_part(__global const float *x, ulong xo, __global const float *mean,
+__kernel void oclml_norm_param_part(__global const XT *x, ulong xo, __global const float *mean,
                                     ulong mo, __global const float *rstd, ulong ro,
-                                    __global const float *dy, ulong dyo, uint rms,
+                                    __global const DYT *dy, ulong dyo, uint rms,
                                     __global float *part, uint rows, uint cols,
                                     uint rows_per_split) {
     const uint c = get_global_id(0), split = get_global_id(1);
@@ -503,9 +581,9 @@ __kernel void oclml_norm_param_part(__global const float *x, ulong xo, __global 
     const uint r1 = min(rows, r0 + rows_per_split);
     float dg = 0.0f, db = 0.0f;
     for (uint r = r0; r < r1; r++) {
-        const float g = dy[dyo + (ulong)r * cols + c];
+        const float g = DT_LOAD(DY_DT, dy, dyo + (ulong)r * cols + c);
         const float mu = rms ? 0.0f : mean[mo + r];
-        dg += g * (x[xo + (ulong)r * cols + c] - mu) * rstd[ro + r];
+        dg += g * (DT_LOAD(X_DT, x, xo + (ulong)r * cols + c) - mu) * rstd[ro + r];
         db += g;
     }
     vstore2((float2)(dg, db), (ulong)split * cols + c, part);
@@ -514,7 +592,7 @@ __kernel void oclml_norm_param_part(__global const float *x, ulong xo, __global 
 
 #if OCLML_WANT(oclml_norm_param_finish)
 __kernel void oclml_norm_param_finish(__global const float *part, uint splits, uint cols,
-                                      __global float *dgamma, ulong dgo, __global float *dbeta,
+                                      __global DGT *dgamma, ulong dgo, __global DBT *dbeta,
                                       ulong dbo, uint flags) {
     const uint c = get_global_id(0);
     if (c >= cols) return;
@@ -524,7 +602,7 @@ __kernel void oclml_norm_param_finish(__global const float *part, uint splits, u
         dg += p.x;
         db += p.y;
     }
-    if (flags & 1) dgamma[dgo + c] = dg;
-    if (flags & 2) dbeta[dbo + c] = db;
+    if (flags & 1) DT_STORE(DG_DT, dgamma, dgo + c, dg);
+    if (flags & 2) DT_STORE(DB_DT, dbeta, dbo + c, db);
 }
 #endif

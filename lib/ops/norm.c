@@ -1,4 +1,6 @@
-/* LayerNorm and RMSNorm along the last axis, forward and backward (cl/ops/norm.cl). */
+/* LayerNorm and RMSNorm along the last axis, forward and backward, and the fused residual +
+ * norm (cl/ops/norm.cl), on tensors of any dtype each (fp32 math inside, each output rounded
+ * once; the saved mean and rstd fp32). */
 #include "ops/ops.h"
 #include "ops/rows.h"
 
@@ -76,9 +78,53 @@ static opt_arg opt(const oclml_tensor *t) {
     return a;
 }
 
-/* Checks an optional per-column ([cols]) or per-row ([rows]) tensor. */
+/* Checks an optional per-row statistic ([rows], fp32: mean and rstd stay fp32 whatever the
+ * activations' dtype). */
 static oclml_status check_opt(oclml_ctx *ctx, const oclml_tensor *t, const char *name, size_t n) {
     return t ? oclml__check_numel(ctx, t, name, n) : OCLML_SUCCESS;
+}
+
+/* Checks an optional per-column parameter or its gradient ([cols], any dtype). */
+static oclml_status check_param(oclml_ctx *ctx, const oclml_tensor *t, const char *name, size_t n) {
+    if (!t) return OCLML_SUCCESS;
+    oclml_status st = oclml__check_tensor_of(ctx, t, name, OCLML__DTYPES_ALL);
+    if (!st && t->numel != n)
+        st = oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "tensor '%s' has %zu elements, %zu expected",
+                         name, t->numel, n);
+    return st;
+}
+
+/* Checks that a and b (any dtypes) have one shape; (rows, cols) of a, cols its last axis. */
+static oclml_status check_rows(oclml_ctx *ctx, const oclml_tensor *a, const char *an,
+                               const oclml_tensor *b, const char *bn, size_t *rows, size_t *cols) {
+    oclml_status st = oclml__check_same_shape_of(ctx, a, an, b, bn, OCLML__DTYPES_ALL);
+    if (st) return st;
+    *cols = a->shape[a->ndim - 1];
+    *rows = a->numel / *cols;
+    return OCLML_SUCCESS;
+}
+
+/* An output may overlap an input (in place) only in the input's dtype: elements of two widths at
+ * one offset lie over other rows' elements, which other work-groups read. */
+static oclml_status check_overlap_dtype(oclml_ctx *ctx, const oclml_tensor *out, const char *on,
+                                        const oclml_tensor *in, const char *inn) {
+    if (oclml__overlap(out, in) && out->dtype != in->dtype)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
+                           "%s (%s) overlaps %s (%s) of another dtype", on,
+                           oclml_dtype_name(out->dtype), inn, oclml_dtype_name(in->dtype));
+    return OCLML_SUCCESS;
+}
+
+/* The dtype defines of a call's tensors (oclml__dtype_defines; "" when all are fp32). */
+typedef struct dtype_defines {
+    char s[112];
+} dtype_defines;
+
+static dtype_defines defines_of(unsigned n, const char *const *names,
+                                const oclml_tensor *const *ts) {
+    dtype_defines d;
+    oclml__dtype_defines(d.s, sizeof d.s, n, names, ts);
+    return d;
 }
 
 static oclml_status check_eps(oclml_ctx *ctx, float eps) {
@@ -114,15 +160,15 @@ static oclml_status forward_attempt(oclml_ctx *ctx, const void *call, bool *repl
     const norm_call *c = call;
     const oclml_tensor *x = c->x, *gamma = c->gamma, *beta = c->beta;
     oclml_tensor *y = c->y, *mean = c->out_mean, *rstd = c->out_rstd;
-    size_t rows, cols;
+    size_t rows = 0, cols = 0;
     oclml_status st = oclml__check_ctx(ctx);
-    if (!st) st = oclml__check_same_shape(ctx, x, "x", y, "y");
-    if (!st) st = oclml__check_matrix_view(ctx, x, "x", &rows, &cols);
-    if (!st) st = check_opt(ctx, gamma, "gamma", cols);
-    if (!st) st = check_opt(ctx, beta, "beta", cols);
+    if (!st) st = check_rows(ctx, x, "x", y, c->residual ? "out" : "y", &rows, &cols);
+    if (!st) st = check_param(ctx, gamma, "gamma", cols);
+    if (!st) st = check_param(ctx, beta, "beta", cols);
     if (!st) st = check_opt(ctx, mean, "mean", rows);
     if (!st) st = check_opt(ctx, rstd, "rstd", rows);
     if (!st) st = check_eps(ctx, c->eps);
+    if (!st && !c->residual) st = check_overlap_dtype(ctx, y, "y", x, "x");
     if (st) return st;
     const oclml_tensor *all[] = {x, y, gamma, beta, c->branch, c->r};
     const oclml__row_family *f =
@@ -130,6 +176,10 @@ static oclml_status forward_attempt(oclml_ctx *ctx, const void *call, bool *repl
     oclml__row_plan p;
     st = oclml__row_plan_for(ctx, f, rows, cols, vec4_all(all, 6), &p);
     if (st) return st;
+    static const char *const names[] = {"X", "G", "B", "Y", "YB", "R"};
+    const oclml_tensor *const dts[] = {x, gamma, beta, y, c->branch, c->r};
+    const dtype_defines dt = defines_of(c->residual ? 6 : 4, names, dts);
+    oclml__row_plan_dtypes(&p, dt.s);
     if (c->residual) return residual_forward(ctx, c, f, &p, replan);
     cl_uint flags = (gamma ? HAS_GAMMA : 0) | (beta ? HAS_BETA : 0) | (mean ? SAVE_MEAN : 0) |
                     (rstd ? SAVE_RSTD : 0);
@@ -225,8 +275,13 @@ static oclml_status param_finish(oclml_ctx *ctx, const oclml__program_spec *spec
 /* dgamma and dbeta for rows too long for the fused kernel: column sums over row slices, enough
  * slices that every compute unit has work. */
 static oclml_status param_grads(oclml_ctx *ctx, const norm_call *c, size_t rows, size_t cols) {
+    static const char *const names[] = {"X", "DY", "DG", "DB"};
+    const oclml_tensor *const dts[] = {c->x, c->dy, c->dgamma, c->dbeta};
+    const dtype_defines dt = defines_of(4, names, dts);
+    oclml__program_spec spec = PARAM_PASS;
+    if (dt.s[0]) spec.defines = dt.s;
     cl_kernel kp;
-    oclml_status st = oclml__kernel(ctx, &PARAM_PASS, "oclml_norm_param_part", &kp);
+    oclml_status st = oclml__kernel(ctx, &spec, "oclml_norm_param_part", &kp);
     if (st) return st;
     size_t local = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256;
     size_t col_groups = (cols + local - 1) / local;
@@ -249,7 +304,7 @@ static oclml_status param_grads(oclml_ctx *ctx, const norm_call *c, size_t rows,
                        OCLML_ARG(rows_per_split)};
     size_t g1[2] = {col_groups * local, splits}, l1[2] = {local, 1};
     st = oclml__launch(ctx, kp, a1, 13, 2, g1, l1, NULL);
-    if (!st) st = param_finish(ctx, &PARAM_PASS, part, splits, cols, c->dgamma, c->dbeta);
+    if (!st) st = param_finish(ctx, &spec, part, splits, cols, c->dgamma, c->dbeta);
     oclml__scratch_put(ctx, part);
     return st;
 }
@@ -257,14 +312,15 @@ static oclml_status param_grads(oclml_ctx *ctx, const norm_call *c, size_t rows,
 /* dx with dgamma/dbeta fused: a fixed number of work-groups loops over the rows. *done is false
  * when the row does not fit the fused kernel's registers. */
 static oclml_status fused_backward(oclml_ctx *ctx, const norm_call *c, const oclml__arg *args,
-                                   unsigned nargs, size_t rows, size_t cols, bool vec4, bool *done,
-                                   bool *replan) {
+                                   unsigned nargs, size_t rows, size_t cols, bool vec4,
+                                   const char *dtypes, bool *done, bool *replan) {
     const oclml__row_family *f = c->residual ? (c->rms ? &RES_RMS_BWD_PARAMS : &RES_LN_BWD_PARAMS)
                                              : (c->rms ? &RMS_BWD_PARAMS : &LN_BWD_PARAMS);
     oclml__row_plan p;
     *done = false;
     oclml_status st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &p);
     if (st || p.long_rows) return st;
+    oclml__row_plan_dtypes(&p, dtypes);
     /* Enough groups to fill the device a few times over, no more: each writes a partial row. */
     size_t row_groups = p.global[0] / p.local;
     size_t per_cu = p.local >= 1024 ? 2 : 2048 / p.local;
@@ -289,17 +345,25 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
     const norm_call *c = call;
     const oclml_tensor *x = c->x, *gamma = c->gamma, *dy = c->dy;
     oclml_tensor *dx = c->dx;
-    size_t rows, cols;
+    const char *xn = c->residual ? "r" : "x", *dyn = c->residual ? "dout" : "dy";
+    size_t rows = 0, cols = 0;
     oclml_status st = oclml__check_ctx(ctx);
-    if (!st) st = oclml__check_same_shape(ctx, x, "x", dy, "dy");
-    if (!st) st = oclml__check_same_shape(ctx, x, "x", dx, "dx");
-    if (!st) st = oclml__check_matrix_view(ctx, x, "x", &rows, &cols);
+    if (!st) st = check_rows(ctx, x, xn, dy, dyn, &rows, &cols);
+    if (!st) st = oclml__check_same_shape_of(ctx, x, xn, dx, "dx", OCLML__DTYPES_ALL);
     if (!st && !c->rms) st = oclml__check_numel(ctx, c->mean, "mean", rows);
     if (!st) st = oclml__check_numel(ctx, c->rstd, "rstd", rows);
-    if (!st) st = check_opt(ctx, gamma, "gamma", cols);
-    if (!st) st = check_opt(ctx, c->dgamma, "dgamma", cols);
-    if (!st) st = check_opt(ctx, c->dbeta, "dbeta", cols);
+    if (!st) st = check_param(ctx, gamma, "gamma", cols);
+    if (!st) st = check_param(ctx, c->dgamma, "dgamma", cols);
+    if (!st) st = check_param(ctx, c->dbeta, "dbeta", cols);
+    if (!st) st = check_overlap_dtype(ctx, dx, "dx", x, xn);
+    if (!st) st = check_overlap_dtype(ctx, dx, "dx", dy, dyn);
+    if (!st) st = check_overlap_dtype(ctx, dx, "dx", c->dr, "dr");
     if (st) return st;
+    /* The fused kernel's program takes every tensor's dtype; the plain backward's not the
+     * parameter gradients' (the parameter pass writes those). */
+    static const char *const names[] = {"X", "G", "DY", "DX", "DR", "DYB", "DG", "DB"};
+    const oclml_tensor *const dts[] = {x, gamma, dy, dx, c->dr, c->dbranch, c->dgamma, c->dbeta};
+    const dtype_defines dt_fused = defines_of(8, names, dts), dt_plain = defines_of(6, names, dts);
     const oclml_tensor *all[] = {x, dy, dx, gamma};
     cl_uint flags = gamma ? HAS_GAMMA : 0;
     opt_arg g = opt(gamma), m = opt(c->rms ? NULL : c->mean), r = opt(c->rstd);
@@ -319,7 +383,7 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
     const bool vec4 = vec4_all(all, 4) && vec4_all(res_all, 2);
     if (c->dgamma || c->dbeta) {
         bool done;
-        st = fused_backward(ctx, c, args, nargs, rows, cols, vec4, &done, replan);
+        st = fused_backward(ctx, c, args, nargs, rows, cols, vec4, dt_fused.s, &done, replan);
         if (st || done) return st;
     }
     const oclml__row_family *f =
@@ -327,6 +391,7 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
     oclml__row_plan p;
     st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &p);
     if (st) return st;
+    oclml__row_plan_dtypes(&p, dt_plain.s);
     if (!p.long_rows) {
         st = oclml__row_launch(ctx, f, &p, args, nargs, replan);
     } else {
@@ -396,10 +461,12 @@ oclml_status oclml_rmsnorm_backward(oclml_ctx *ctx, const oclml_tensor *x,
 static oclml_status check_residual_forward(oclml_ctx *ctx, const norm_call *c) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st && c->drop) st = oclml__check_dropout(ctx, c->drop);
-    if (!st) st = oclml__check_same_shape(ctx, c->x, "x", c->branch, "y");
-    if (!st) st = oclml__check_same_shape(ctx, c->x, "x", c->r, "r");
-    if (!st) st = oclml__check_same_shape(ctx, c->x, "x", c->y, "out");
+    const unsigned all = OCLML__DTYPES_ALL;
+    if (!st) st = oclml__check_same_shape_of(ctx, c->x, "x", c->branch, "y", all);
+    if (!st) st = oclml__check_same_shape_of(ctx, c->x, "x", c->r, "r", all);
+    if (!st) st = oclml__check_same_shape_of(ctx, c->x, "x", c->y, "out", all);
     if (!st) st = oclml__check_apart(ctx, c->r, "r", c->x, "x", true);
+    if (!st) st = check_overlap_dtype(ctx, c->r, "r", c->x, "x");
     if (!st) st = oclml__check_apart(ctx, c->r, "r", c->branch, "y", false);
     const oclml_tensor *outs[] = {c->y, c->out_mean, c->out_rstd};
     const char *names[] = {"out", "mean", "rstd"};
@@ -415,8 +482,9 @@ static oclml_status check_residual_forward(oclml_ctx *ctx, const norm_call *c) {
 static oclml_status check_residual_backward(oclml_ctx *ctx, const norm_call *c) {
     oclml_status st = oclml__check_ctx(ctx);
     if (!st && c->drop) st = oclml__check_dropout(ctx, c->drop);
-    if (!st && c->dr) st = oclml__check_same_shape(ctx, c->x, "r", c->dr, "dr");
-    if (!st && c->dbranch) st = oclml__check_same_shape(ctx, c->x, "r", c->dbranch, "dy");
+    const unsigned all = OCLML__DTYPES_ALL;
+    if (!st && c->dr) st = oclml__check_same_shape_of(ctx, c->x, "r", c->dr, "dr", all);
+    if (!st && c->dbranch) st = oclml__check_same_shape_of(ctx, c->x, "r", c->dbranch, "dy", all);
     if (!st && c->dx) st = oclml__check_apart(ctx, c->dx, "dx", c->dr, "dr", true);
     const oclml_tensor *ins[] = {c->x, c->dy, c->dr, c->gamma, c->mean, c->rstd};
     const char *names[] = {"r", "dout", "dr", "gamma", "mean", "rstd"};

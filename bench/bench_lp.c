@@ -1,8 +1,9 @@
 /* Mixed precision on the peer's shapes (torch_peers.py bf16): bf16 and fp16 GEMM, A [M x K]
  * times B [K x N] into C of the operands' dtype, as `A @ B` runs in PyTorch: squares 2048 to
  * 8192 and GPT-2's products (MLP up, MLP down, the LM head); then in bf16 the linear layer with
- * GELU (tanh), attention forward and forward+backward and softmax. Shapes carry the dtype as the
- * peer prints them ("4096x4096x4096 bf16"). The error is the max over sampled entries of |c - ref| /
+ * GELU (tanh), attention forward and forward+backward, softmax, layernorm and cross-entropy
+ * forward+backward over GPT-2's vocabulary. Shapes carry the dtype as the peer prints them
+ * ("4096x4096x4096 bf16"). The error is the max over sampled entries of |c - ref| /
  * sum |a_ip b_pj|, ref the double product of the operands as their dtype holds them. */
 #include "bench.h"
 
@@ -209,6 +210,82 @@ static int bench_softmax_bf16(bench_env *env, size_t R, size_t C) {
     return rc;
 }
 
+typedef struct ln_args {
+    oclml_ctx *ctx;
+    oclml_tensor *x, *g, *b, *y, *mean, *rstd;
+} ln_args;
+
+static oclml_status ln_run(void *user) {
+    ln_args *a = user;
+    return oclml_layernorm(a->ctx, a->x, a->g, a->b, 1e-5f, a->y, a->mean, a->rstd);
+}
+
+/* Layernorm over rows, x, gamma, beta and y bf16, the saved statistics fp32 (bytes as the peer
+ * counts them: 4 a element). */
+static int bench_layernorm_bf16(bench_env *env, size_t R, size_t C) {
+    oclml_status st = OCLML_SUCCESS;
+    const size_t s[2] = {R, C};
+    oclml_tensor *t[6] = {bf16_input(env, &st, 2, s, 4.0f, 16),
+                          bf16_input(env, &st, 1, &C, 1, 17),
+                          bf16_input(env, &st, 1, &C, 1, 18),
+                          bf16_input(env, &st, 2, s, 1, 19),
+                          NULL,
+                          NULL};
+    if (!st) st = oclml_tensor_create(env->ctx, 1, &R, &t[4]);
+    if (!st) st = oclml_tensor_create(env->ctx, 1, &R, &t[5]);
+    int rc = st ? bench_fail(env, st, "layernorm setup") : 0;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%zux%zu bf16", R, C);
+    bench_result r = {.op = "layernorm", .shape = shape, .variant = "", .max_rel_err = -1};
+    ln_args a = {env->ctx, t[0], t[1], t[2], t[3], t[4], t[5]};
+    if (!rc) rc = bench_time(env, ln_run, &a, &r.t);
+    if (!rc) {
+        r.bytes = 4.0 * R * C;
+        bench_report(env, &r);
+    }
+    destroy_all(t, 6);
+    return rc;
+}
+
+typedef struct xent_args {
+    oclml_ctx *ctx;
+    oclml_tensor *logits, *target, *loss, *dlogits;
+} xent_args;
+
+static oclml_status xent_run(void *user) {
+    xent_args *a = user;
+    return oclml_cross_entropy(a->ctx, NULL, a->logits, a->target, NULL, a->loss, a->dlogits);
+}
+
+/* Cross-entropy's loss and dlogits over bf16 logits (dlogits bf16, the targets and the loss
+ * fp32): the peer's autograd.grad(F.cross_entropy(lg, tg), lg). */
+static int bench_xent_bf16(bench_env *env, size_t R, size_t C) {
+    oclml_status st = OCLML_SUCCESS;
+    const size_t s[2] = {R, C}, one = 1;
+    oclml_tensor *t[4] = {bf16_input(env, &st, 2, s, 4.0f, 20), NULL, NULL,
+                          bf16_input(env, &st, 2, s, 1, 21)};
+    float *ids = st ? NULL : malloc(R * sizeof *ids);
+    if (!st && !ids) st = OCLML_ERR_OUT_OF_MEMORY;
+    for (size_t i = 0; ids && i < R; i++) ids[i] = (float)((i * 7919u) % C);
+    if (!st) st = oclml_tensor_create(env->ctx, 1, &R, &t[1]);
+    if (!st) st = oclml_tensor_write(t[1], ids, R);
+    if (!st) st = oclml_tensor_create(env->ctx, 1, &one, &t[2]);
+    free(ids);
+    int rc = st ? bench_fail(env, st, "cross-entropy setup") : 0;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%zux%zu bf16", R, C);
+    bench_result r = {
+        .op = "cross_entropy_fwd_bwd", .shape = shape, .variant = "", .max_rel_err = -1};
+    xent_args a = {env->ctx, t[0], t[1], t[2], t[3]};
+    if (!rc) rc = bench_time(env, xent_run, &a, &r.t);
+    if (!rc) {
+        r.bytes = 4.0 * R * C; /* logits read, dlogits written, 2 bytes each */
+        bench_report(env, &r);
+    }
+    destroy_all(t, 4);
+    return rc;
+}
+
 int bench_lp(bench_env *env) {
     const char *defaults = env->quick ? "256x256x256,512x384x128"
                                       : "2048x2048x2048,4096x4096x4096,8192x8192x8192,"
@@ -237,5 +314,9 @@ int bench_lp(bench_env *env) {
     for (int i = 0; i < (env->quick ? 1 : 3) && !rc; i++)
         rc = env->quick ? bench_softmax_bf16(env, 64, 1000)
                         : bench_softmax_bf16(env, rows[i][0], rows[i][1]);
+    for (int i = 0; i < (env->quick ? 1 : 3) && !rc; i++)
+        rc = env->quick ? bench_layernorm_bf16(env, 64, 1000)
+                        : bench_layernorm_bf16(env, rows[i][0], rows[i][1]);
+    if (!rc) rc = env->quick ? bench_xent_bf16(env, 64, 1000) : bench_xent_bf16(env, 8192, 50257);
     return rc;
 }

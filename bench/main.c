@@ -40,7 +40,8 @@ static const bench_cmd commands[] = {
     {"attention", bench_attention,
      "attention forward and forward+backward (causal and not, GQA), decode: peer shapes"},
     {"bf16", bench_lp,
-     "mixed precision: bf16 and fp16 GEMM on the tensor cores (sizes MxNxK), peer shapes"},
+     "mixed precision: bf16/fp16 GEMM on the tensor cores (sizes MxNxK), linear, attention, "
+     "softmax, layernorm, cross-entropy"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -59,7 +59,7 @@ enum {
     A_RES,   /* the residual stream entering the block (the first norm's r) */
     A_MEAN1, /* the first norm's statistics */
     A_RSTD1,
-    A_H1, /* the first norm's output */
+    A_H1, /* the first norm's output (16-bit in mixed precision: the products read it) */
     A_Q,  /* [B, T, H, Dh] */
     A_K,
     A_V,
@@ -71,8 +71,6 @@ enum {
     A_H2,
     A_PRE, /* the MLP's pre-activation [N, 4C] */
     A_ACT, /* GELU of it */
-    A_H1L, /* mixed precision: the norms' outputs in 16 bits, the products' inputs (else NULL) */
-    A_H2L,
     A_PER_LAYER
 };
 
@@ -101,7 +99,6 @@ enum {
     G_DBRANCH, /* [N, C] a residual branch's gradient, where dropout sets it apart from the
                   stream's */
     G_QKV,     /* [N, 3C] [dq dk dv], the Q, K, V projection's gradient as one matrix */
-    G_HFL,     /* mixed precision: the final norm's output in 16 bits (else NULL) */
     G_TENSORS
 };
 
@@ -152,17 +149,6 @@ static oclml_tensor *make(oclml_ctx *ctx, oclml_status *st, int nd, const size_t
 }
 
 static bool mixed(const gpt_model *m) { return m->c.dtype != OCLML_FLOAT32; }
-
-/* A norm's output as the products read it: itself, or its 16-bit copy made after the norm. */
-static oclml_tensor *product_input(const gpt_model *m, oclml_tensor *h, oclml_tensor *h16) {
-    return mixed(m) ? h16 : h;
-}
-
-/* The 16-bit copy of a norm's output, in mixed precision (the norms run in fp32 there, as
- * autocast runs them). */
-static oclml_status to_product_input(const gpt_model *m, oclml_tensor *h, oclml_tensor *h16) {
-    return mixed(m) ? oclml_cast(m->ctx, h, h16) : OCLML_SUCCESS;
-}
 
 static oclml_status init_params(gpt_model *m) {
     const gpt_config *c = &m->c;
@@ -312,7 +298,7 @@ static oclml_status make_activations(gpt_model *m) {
                    : stat                     ? make(ctx, &st, 1, rows)
                    : head                     ? make_of(ctx, &st, lp, 4, bthd)
                    : i == A_PRE || i == A_ACT ? make_of(ctx, &st, lp, 2, n4c)
-                   : i == A_H1L || i == A_H2L ? (mixed(m) ? make_of(ctx, &st, lp, 2, nc) : NULL)
+                   : i == A_H1 || i == A_H2   ? make_of(ctx, &st, lp, 2, nc)
                                               : make(ctx, &st, 2, nc);
         }
         for (int j = 0; j < 4; j++) m->flat[l][j] = train_view(ctx, &st, a[A_Q + j], 2, nc);
@@ -325,14 +311,13 @@ static oclml_status make_activations(gpt_model *m) {
     t[G_RESF] = make(ctx, &st, 2, nc);
     t[G_MEANF] = make(ctx, &st, 1, rows);
     t[G_RSTDF] = make(ctx, &st, 1, rows);
-    t[G_HF] = make(ctx, &st, 2, nc);
+    t[G_HF] = make_of(ctx, &st, lp, 2, nc);
     t[G_LOGITS] = make(ctx, &st, 2, nv);
     t[G_LOSS] = make(ctx, &st, 1, one);
     for (int i = G_DH; i <= G_DRES; i++) t[i] = make(ctx, &st, 2, nc);
     t[G_DO] = make_of(ctx, &st, lp, 2, nc);
     for (int i = G_DQ; i <= G_DV; i++) t[i] = make_of(ctx, &st, lp, 4, bthd);
     t[G_DACT] = make_of(ctx, &st, lp, 2, n4c);
-    if (mixed(m)) t[G_HFL] = make_of(ctx, &st, lp, 2, nc);
     if (m->c.dropout > 0) t[G_DBRANCH] = make(ctx, &st, 2, nc);
     const size_t n3c[2] = {N, 3 * C};
     t[G_QKV] = make_of(ctx, &st, lp, 2, n3c);
@@ -458,7 +443,6 @@ static oclml_status forward_embedding(gpt_model *m) {
     TRY(oclml_residual_layernorm(ctx, NULL, t[G_TOK], t[G_POSE], m->p[vector(m, 0, V_LN1G)],
                                  m->p[vector(m, 0, V_LN1B)], 1e-5f, a[A_RES], a[A_H1], a[A_MEAN1],
                                  a[A_RSTD1]));
-    TRY(to_product_input(m, a[A_H1], a[A_H1L]));
     return st;
 }
 
@@ -469,15 +453,14 @@ static oclml_status forward_attention(gpt_model *m, size_t l) {
     /* Three products of C columns: one of 3C and a split into q, k and v ran the step's
      * attention halves 2.5 ms slower on the H200 (bench/DECISIONS.md). */
     for (int j = 0; j < 3; j++)
-        TRY(oclml_linear(ctx, OCLML_ACT_NONE, product_input(m, a[A_H1], a[A_H1L]),
-                         m->w[matrix(l, M_Q + j)], m->w[vector(m, l, V_BQ + j)], f[j], NULL));
+        TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_H1], m->w[matrix(l, M_Q + j)],
+                         m->w[vector(m, l, V_BQ + j)], f[j], NULL));
     TRY(oclml_attention(ctx, attention_of(m, l), a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE]));
     TRY(oclml_linear(ctx, OCLML_ACT_NONE, f[3], m->w[matrix(l, M_O)], m->w[vector(m, l, V_BO)],
                      m->t[G_ATT_OUT], NULL));
     TRY(oclml_residual_layernorm(ctx, drop_at(m, l, D_ATT_RES), a[A_RES], m->t[G_ATT_OUT],
                                  m->p[vector(m, l, V_LN2G)], m->p[vector(m, l, V_LN2B)], 1e-5f,
                                  a[A_MID], a[A_H2], a[A_MEAN2], a[A_RSTD2]));
-    TRY(to_product_input(m, a[A_H2], a[A_H2L]));
     return st;
 }
 
@@ -485,9 +468,8 @@ static oclml_status forward_attention(gpt_model *m, size_t l) {
 static oclml_status forward_mlp(gpt_model *m, size_t l) {
     oclml_ctx *ctx = m->ctx;
     oclml_tensor **a = m->act[l], **t = m->t;
-    oclml_status st =
-        oclml_linear(ctx, OCLML_ACT_GELU_TANH, product_input(m, a[A_H2], a[A_H2L]),
-                     m->w[matrix(l, M_FC)], m->w[vector(m, l, V_BFC)], a[A_ACT], a[A_PRE]);
+    oclml_status st = oclml_linear(ctx, OCLML_ACT_GELU_TANH, a[A_H2], m->w[matrix(l, M_FC)],
+                                   m->w[vector(m, l, V_BFC)], a[A_ACT], a[A_PRE]);
     TRY(oclml_linear(ctx, OCLML_ACT_NONE, a[A_ACT], m->w[matrix(l, M_PROJ)],
                      m->w[vector(m, l, V_BPROJ)], t[G_MLP_OUT], NULL));
     if (l + 1 < m->c.layers) {
@@ -495,20 +477,18 @@ static oclml_status forward_mlp(gpt_model *m, size_t l) {
         TRY(oclml_residual_layernorm(ctx, drop_at(m, l, D_MLP_RES), a[A_MID], t[G_MLP_OUT],
                                      m->p[vector(m, l + 1, V_LN1G)], m->p[vector(m, l + 1, V_LN1B)],
                                      1e-5f, n[A_RES], n[A_H1], n[A_MEAN1], n[A_RSTD1]));
-        TRY(to_product_input(m, n[A_H1], n[A_H1L]));
     } else {
         TRY(oclml_residual_layernorm(ctx, drop_at(m, l, D_MLP_RES), a[A_MID], t[G_MLP_OUT],
                                      m->p[final_norm(m, 0)], m->p[final_norm(m, 1)], 1e-5f,
                                      t[G_RESF], t[G_HF], t[G_MEANF], t[G_RSTDF]));
-        TRY(to_product_input(m, t[G_HF], t[G_HFL]));
     }
     return st;
 }
 
 /* Logits through the tied head (x wte^T). */
 static oclml_status forward_head(gpt_model *m) {
-    return oclml_linear(m->ctx, OCLML_ACT_NONE, product_input(m, m->t[G_HF], m->t[G_HFL]),
-                        m->w[P_WTE], NULL, m->t[G_LOGITS], NULL);
+    return oclml_linear(m->ctx, OCLML_ACT_NONE, m->t[G_HF], m->w[P_WTE], NULL, m->t[G_LOGITS],
+                        NULL);
 }
 
 static oclml_status loss_and_gradient(gpt_model *m) {
@@ -539,9 +519,8 @@ oclml_status gpt_forward(gpt_model *m) {
 static oclml_status backward_head(gpt_model *m) {
     oclml_ctx *ctx = m->ctx;
     oclml_tensor **t = m->t;
-    oclml_status st =
-        oclml_linear_backward(ctx, OCLML_ACT_NONE, product_input(m, t[G_HF], t[G_HFL]), m->w[P_WTE],
-                              NULL, t[G_LOGITS], t[G_DH], m->g[P_WTE], NULL, 0);
+    oclml_status st = oclml_linear_backward(ctx, OCLML_ACT_NONE, t[G_HF], m->w[P_WTE], NULL,
+                                            t[G_LOGITS], t[G_DH], m->g[P_WTE], NULL, 0);
     TRY(oclml_residual_layernorm_backward(ctx, drop_at(m, m->c.layers - 1, D_MLP_RES), t[G_RESF],
                                           m->p[final_norm(m, 0)], t[G_MEANF], t[G_RSTDF], t[G_DH],
                                           NULL, t[G_DRES], branch_own(m), m->g[final_norm(m, 0)],
@@ -557,9 +536,9 @@ static oclml_status backward_mlp(gpt_model *m, size_t l) {
     oclml_status st =
         oclml_linear_backward(ctx, OCLML_ACT_NONE, a[A_ACT], m->w[matrix(l, M_PROJ)], NULL, branch,
                               t[G_DACT], m->g[matrix(l, M_PROJ)], m->g[vector(m, l, V_BPROJ)], 0);
-    TRY(oclml_linear_backward(ctx, OCLML_ACT_GELU_TANH, product_input(m, a[A_H2], a[A_H2L]),
-                              m->w[matrix(l, M_FC)], a[A_PRE], t[G_DACT], t[G_DH],
-                              m->g[matrix(l, M_FC)], m->g[vector(m, l, V_BFC)], 0));
+    TRY(oclml_linear_backward(ctx, OCLML_ACT_GELU_TANH, a[A_H2], m->w[matrix(l, M_FC)], a[A_PRE],
+                              t[G_DACT], t[G_DH], m->g[matrix(l, M_FC)], m->g[vector(m, l, V_BFC)],
+                              0));
     TRY(oclml_residual_layernorm_backward(ctx, drop_at(m, l, D_ATT_RES), a[A_MID],
                                           m->p[vector(m, l, V_LN2G)], a[A_MEAN2], a[A_RSTD2],
                                           t[G_DH], t[G_DRES], t[G_DRES], branch_own(m),
@@ -578,7 +557,7 @@ static oclml_status backward_attention(gpt_model *m, size_t l) {
                               t[G_DO], m->g[matrix(l, M_O)], m->g[vector(m, l, V_BO)], 0));
     TRY(oclml_attention_backward(ctx, attention_of(m, l), a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE],
                                  fd[3], t[G_DQ], t[G_DK], t[G_DV], NULL));
-    oclml_tensor *h1 = product_input(m, a[A_H1], a[A_H1L]);
+    oclml_tensor *h1 = a[A_H1];
     /* [dq dk dv] as one [N, 3C] gradient of the fused product (concat takes fp32: mixed
      * precision takes the three products). */
     if (m->qkv[l][0] && !mixed(m)) {

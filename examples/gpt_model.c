@@ -108,6 +108,7 @@ struct gpt_model {
     size_t n_tokens, head_dim, n_params;
     oclml_arena *arena;
     oclml_optim *opt;
+    oclml_tensor *dloss;   /* the loss scale (fp16: train_scale_start), or NULL */
     oclml_tensor **p, **g; /* arena views, P_/per-layer order */
     oclml_tensor **w;      /* the weights the products read: p, or (mixed precision) the copies */
     oclml_tensor *(*act)[A_PER_LAYER]; /* per layer */
@@ -272,7 +273,9 @@ static oclml_status make_arena(gpt_model *m) {
     oc.weight_decay = c->weight_decay;
     oc.max_grad_norm = c->grad_clip;
     oc.decay_tensors = P_MATRICES + L * M_PER_LAYER;
+    train_scale_config(&oc, c->dtype);
     TRY(oclml_optim_create(m->ctx, m->arena, &oc, &m->opt));
+    TRY(train_scale_start(m->opt, c->dtype, &m->dloss));
     return st;
 }
 
@@ -493,7 +496,7 @@ static oclml_status forward_head(gpt_model *m) {
 
 static oclml_status loss_and_gradient(gpt_model *m) {
     oclml_tensor **t = m->t;
-    return oclml_cross_entropy(m->ctx, NULL, t[G_LOGITS], t[G_TARGETS], NULL, t[G_LOSS],
+    return oclml_cross_entropy(m->ctx, NULL, t[G_LOGITS], t[G_TARGETS], m->dloss, t[G_LOSS],
                                t[G_LOGITS]);
 }
 

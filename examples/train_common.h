@@ -45,6 +45,21 @@ static inline oclml_tensor *train_view(oclml_ctx *ctx, oclml_status *st, const o
     return v;
 }
 
+/* Mixed precision in fp16 as autocast's GradScaler runs it: the optimizer's dynamic loss scale
+ * from 65536 (growth 2 every 2000 clean steps, halved and the step skipped on inf/NaN), and the
+ * device tensor that holds it, to seed the backward with as the loss's dloss (*dloss; NULL,
+ * dloss 1, for bf16 and fp32, whose range needs no scale). Call before oclml_optim_create. */
+static inline void train_scale_config(oclml_optim_config *cfg, oclml_dtype dtype) {
+    cfg->dynamic_scale = dtype == OCLML_FLOAT16;
+}
+static inline oclml_status train_scale_start(oclml_optim *opt, oclml_dtype dtype,
+                                             oclml_tensor **dloss) {
+    *dloss = NULL;
+    if (dtype != OCLML_FLOAT16) return OCLML_SUCCESS;
+    oclml_status st = oclml_optim_set_grad_scale(opt, 65536.0f);
+    return st ? st : oclml_optim_grad_scale_tensor(opt, dloss);
+}
+
 /* A failed call ends the example with status 3 (1: it ran, but the loss did not behave). */
 #define TRAIN_CHECK(expr)                                                                          \
     do {                                                                                           \

@@ -62,6 +62,7 @@ enum {
 };
 
 struct train_mlp {
+    oclml_tensor *dloss; /* the loss scale (fp16: train_scale_start), or NULL */
     oclml_ctx *ctx;
     oclml_arena *arena;
     oclml_optim *opt;
@@ -127,7 +128,9 @@ oclml_status train_mlp_create(oclml_ctx *ctx, size_t B, const size_t dims[4], oc
     free(teacher);
     oclml_optim_config cfg;
     TRY(oclml_optim_config_init(&cfg, OCLML_OPTIM_ADAMW));
+    train_scale_config(&cfg, dtype);
     TRY(oclml_optim_create(ctx, m->arena, &cfg, &m->opt));
+    TRY(train_scale_start(m->opt, dtype, &m->dloss));
     if (st) {
         train_mlp_destroy(m);
         return st;
@@ -143,7 +146,7 @@ oclml_status train_mlp_step(train_mlp *m) {
     TRY(oclml_linear(ctx, OCLML_ACT_GELU_ERF, t[MLP_X], m->w[0], m->b[0], t[MLP_A1], t[MLP_Z1]));
     TRY(oclml_linear(ctx, OCLML_ACT_GELU_ERF, t[MLP_A1], m->w[1], m->b[1], t[MLP_A2], t[MLP_Z2]));
     TRY(oclml_linear(ctx, OCLML_ACT_NONE, t[MLP_A2], m->w[2], m->b[2], t[MLP_Y], NULL));
-    TRY(oclml_mse_loss(ctx, NULL, t[MLP_Y], t[MLP_T], NULL, t[MLP_LOSS], t[MLP_DY]));
+    TRY(oclml_mse_loss(ctx, NULL, t[MLP_Y], t[MLP_T], m->dloss, t[MLP_LOSS], t[MLP_DY]));
     TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, t[MLP_A2], m->w[2], NULL, t[MLP_DY], t[MLP_DA2],
                               m->dw[2], m->db[2], 0));
     TRY(oclml_linear_backward(ctx, OCLML_ACT_GELU_ERF, t[MLP_A1], m->w[1], t[MLP_Z2], t[MLP_DA2],
@@ -174,6 +177,7 @@ enum { CONV_OUT, CONV_POOL, CONV_DOUT, CONV_DPOOL, CONV_TENSORS };
 enum { CNN_X, CNN_LABELS, CNN_LOGITS, CNN_DLOGITS, CNN_LOSS, CNN_FLAT, CNN_DFLAT, CNN_TENSORS };
 
 struct train_cnn {
+    oclml_tensor *dloss; /* the loss scale (fp16: train_scale_start), or NULL */
     oclml_ctx *ctx;
     int n_conv;
     oclml_arena *arena;
@@ -263,7 +267,9 @@ oclml_status train_cnn_create(oclml_ctx *ctx, size_t N, size_t side, int n_conv,
     oclml_pool2d_params_init(&m->pool);
     oclml_optim_config cfg;
     TRY(oclml_optim_config_init(&cfg, OCLML_OPTIM_ADAMW));
+    train_scale_config(&cfg, dtype);
     TRY(oclml_optim_create(ctx, m->arena, &cfg, &m->opt));
+    TRY(train_scale_start(m->opt, dtype, &m->dloss));
     if (st) {
         train_cnn_destroy(m);
         return st;
@@ -285,7 +291,7 @@ oclml_status train_cnn_step(train_cnn *m) {
     }
     TRY(oclml_linear(ctx, OCLML_ACT_NONE, m->t[CNN_FLAT], m->p[2 * L], m->p[2 * L + 1],
                      m->t[CNN_LOGITS], NULL));
-    TRY(oclml_cross_entropy(ctx, NULL, m->t[CNN_LOGITS], m->t[CNN_LABELS], NULL, m->t[CNN_LOSS],
+    TRY(oclml_cross_entropy(ctx, NULL, m->t[CNN_LOGITS], m->t[CNN_LABELS], m->dloss, m->t[CNN_LOSS],
                             m->t[CNN_DLOGITS]));
     TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, m->t[CNN_FLAT], m->p[2 * L], NULL,
                               m->t[CNN_DLOGITS], m->t[CNN_DFLAT], m->g[2 * L], m->g[2 * L + 1], 0));

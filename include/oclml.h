@@ -1170,12 +1170,23 @@ typedef struct oclml_optim_config {
      * first in the arena, nanoGPT's groups (no decay on biases and norms' parameters) in one
      * optimizer, so that clipping sees the global norm of every gradient. */
     size_t decay_tensors;
+    /* Dynamic loss scaling (fp16 mixed precision, torch.cuda.amp.GradScaler's rule, on the
+     * device): the step checks the gradients (as skip_nonfinite, which it implies); a step that
+     * finds inf or NaN is skipped and the scale multiplied by scale_backoff; after
+     * scale_interval steps in a row without, by scale_growth (where the product stays finite).
+     * The scale starts at oclml_optim_set_grad_scale's value (GradScaler's init_scale is
+     * 65536); oclml_optim_grad_scale_tensor gives it as a tensor to seed the backward with. */
+    int dynamic_scale;
+    float scale_growth;      /* > 1 (default 2) */
+    float scale_backoff;     /* in (0, 1) (default 0.5) */
+    uint32_t scale_interval; /* >= 1 (default 2000) */
 } oclml_optim_config;
 
 /* Fills c with torch.optim's defaults for kind and sets struct_size: lr 1e-3 (LaProp: 4e-4,
  * timm's), momentum 0, dampening 0, betas 0.9 and 0.999, eps 1e-8 (LaProp 1e-15), weight decay
  * 0 (AdamW: 1e-2, as torch.optim.AdamW), bias correction on, no clipping (agc_eps 1e-3), every
- * tensor of the arena. */
+ * tensor of the arena; a fixed gradient scale (GradScaler's growth 2, backoff 0.5 and interval
+ * 2000 set for dynamic_scale). */
 OCLML_API oclml_status oclml_optim_config_init(oclml_optim_config *c, oclml_optim_kind kind);
 /* Creates an optimizer over a range of the arena's tensors, its state zero. A configuration that
  * torch.optim refuses (lr, eps, weight decay or momentum < 0, betas outside [0, 1), Nesterov
@@ -1191,6 +1202,11 @@ OCLML_API oclml_status oclml_optim_step(oclml_optim *opt);
  * every step had run at the current lr). */
 OCLML_API oclml_status oclml_optim_set_lr(oclml_optim *opt, float lr);
 OCLML_API oclml_status oclml_optim_set_grad_scale(oclml_optim *opt, float scale);
+/* The gradient scale as a one-element fp32 tensor on the device (borrowed: owned by the
+ * optimizer), the scale the next step divides by. Passed as a loss's dloss (oclml_cross_entropy,
+ * oclml_mse_loss, ...), it starts the backward from loss x scale with no host round trip; each
+ * step writes the next scale to it (dynamic_scale), as does oclml_optim_set_grad_scale. */
+OCLML_API oclml_status oclml_optim_grad_scale_tensor(const oclml_optim *opt, oclml_tensor **scale);
 OCLML_API oclml_status oclml_optim_set_step(oclml_optim *opt, uint32_t step);
 
 typedef struct oclml_optim_scalars_info {

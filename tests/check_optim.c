@@ -3,7 +3,8 @@
  * decay, maximize, bias correction), several steps with fresh random gradients, on one tensor of
  * an odd size and on many tensors of odd shapes; learning rate and gradient scale set between
  * steps; clipping by the global norm and adaptive clipping; the step skipped on inf/NaN on the
- * device (nothing touched, step count not advanced); NaN in gives NaN out without the check;
+ * device (nothing touched, step count not advanced); dynamic loss scaling (GradScaler's rule, the
+ * scale tensor); NaN in gives NaN out without the check;
  * param groups; determinism; zeroing gradients; bad input touches nothing; PyTorch's golden
  * steps (tests/data/optim_golden.txt, made by make_optim_golden.py). */
 #include "testutil.h"
@@ -333,6 +334,68 @@ START_TEST(skip_on_nonfinite) {
         free(before);
         free(after);
     }
+}
+END_TEST
+
+/* Dynamic loss scaling against GradScaler's rule (the reference): gradients made at the scale
+ * the device holds (read from oclml_optim_grad_scale_tensor, as a loss's dloss would), clean
+ * steps growing it every scale_interval, inf and NaN backing off and skipping; the scale tensor,
+ * the scalars' grad_scale and the reference agree after every step; a growth that would overflow
+ * keeps the scale. */
+START_TEST(dynamic_loss_scale) {
+    oclml_optim_config c = config_of(&CONFIGS[5]);
+    c.dynamic_scale = 1;
+    c.scale_growth = 4.0f;
+    c.scale_backoff = 0.25f;
+    c.scale_interval = 3;
+    c.max_grad_norm = 0.5f; /* clipping sees the unscaled norm */
+    fixture f;
+    fixture_init(&f, &c, N_MANY, MANY);
+    oclml_tensor *scale;
+    ASSERT_OK(oclml_optim_grad_scale_tensor(f.o, &scale));
+    ASSERT_OK(oclml_optim_set_grad_scale(f.o, 65536.0f));
+    f.r.scale = 65536.0;
+    /* Steps 4 and 9 find inf or NaN; from step 11 the scale is 2^126, whose growth overflows. */
+    for (int s = 0; s < 16; s++) {
+        if (s == 10) {
+            ASSERT_OK(oclml_optim_set_grad_scale(f.o, 0x1p126f));
+            f.r.scale = 0x1p126;
+        }
+        float held;
+        test_read(scale, &held, 1);
+        ck_assert_msg(held == (float)f.r.scale, "step %d: scale tensor %g, want %g", s + 1,
+                      (double)held, f.r.scale);
+        fill_arena(&f.l, f.g, -1, 1);
+        /* The true gradient fill 2^-16 (2^-86 from step 11: normal floats after unscaling) */
+        for (size_t j = 0; j < f.n; j++) f.g[j] *= s >= 10 ? 0x1p40f : held * 0x1p-16f;
+        if (s == 3) f.g[f.l.off[2] + 1] = INFINITY;
+        if (s == 8) f.g[f.l.off[N_MANY - 1]] = NAN;
+        fixture_step(&f);
+        char what[64];
+        snprintf(what, sizeof what, "dynamic scale, step %d", s + 1);
+        fixture_compare(what, &f);
+        oclml_optim_scalars_info info;
+        ASSERT_OK(oclml_optim_scalars(f.o, &info));
+        ck_assert_msg(info.grad_scale == (float)f.r.scale, "step %d: grad_scale %g, want %g", s + 1,
+                      (double)info.grad_scale, f.r.scale);
+        ck_assert_int_eq(info.found_inf, s == 3 || s == 8);
+    }
+    ck_assert_uint_eq(f.r.skipped, 2);
+    ck_assert_msg(f.r.scale == 0x1p126, "the overflowing growth kept %g", f.r.scale);
+    fixture_free(&f);
+    /* Refused: growth <= 1, backoff outside (0, 1), interval 0. */
+    oclml_arena *a = make_arena(1, ONE, &f.l);
+    oclml_optim *o = NULL;
+    for (int k = 0; k < 3; k++) {
+        oclml_optim_config bad = c;
+        if (k == 0) bad.scale_growth = 1.0f;
+        if (k == 1) bad.scale_backoff = 1.0f;
+        if (k == 2) bad.scale_interval = 0;
+        ASSERT_STATUS(oclml_optim_create(T, a, &bad, &o), OCLML_ERR_INVALID_CONFIG);
+        ck_assert_ptr_null(o);
+    }
+    ASSERT_STATUS(oclml_optim_grad_scale_tensor(NULL, &scale), OCLML_ERR_NULL_POINTER);
+    ASSERT_OK(oclml_arena_destroy(a));
 }
 END_TEST
 
@@ -785,6 +848,7 @@ int main(void) {
     tcase_add_test(tc, decay_on_the_first_tensors);
     tcase_add_test(tc, adaptive_clipping);
     tcase_add_test(tc, skip_on_nonfinite);
+    tcase_add_test(tc, dynamic_loss_scale);
     tcase_add_test(tc, nan_in_nan_out);
     tcase_add_test(tc, param_groups);
     tcase_add_test(tc, deterministic);

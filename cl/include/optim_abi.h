@@ -15,6 +15,7 @@
 #define OPT_SKIPPED 5    /* uint: steps skipped so far */
 #define OPT_NORM 6       /* float: the last step's global gradient norm (clipping), unscaled */
 #define OPT_LR1 7        /* float: LaProp's lr-weighted bias-correction sum */
+#define OPT_GROWTH 8     /* uint: steps in a row without inf/NaN since the scale last changed */
 #define OPT_BLOCK 16
 
 /* Runtime flags of the step kernel. */
@@ -24,6 +25,7 @@
 #define OPT_F_CHECK 8u /* skip the step when the check pass found inf/NaN */
 #define OPT_F_CLIP 16u /* clip by the global norm of the partials */
 #define OPT_F_NESTEROV 32u
+#define OPT_F_DYNAMIC 64u /* dynamic loss scaling (GradScaler's update after the check) */
 
 /* Kinds (-DOPT_KIND=...). */
 #define OPT_SGD 0

@@ -5,7 +5,9 @@
  * power-of-two size L stride over the range; each byte is read and written once.
  *
  * Scalars (learning rate, gradient scale, step count, found-inf flag) live in the device block
- * of optim_abi.h: a step needs no host round trip. Kernels:
+ * of optim_abi.h: a step needs no host round trip. With OPT_F_DYNAMIC the step's leader also
+ * updates the gradient scale by GradScaler's rule; it writes the next scale to scale_out, the
+ * tensor the backward is seeded from. Kernels:
  *
  *   oclml_optim_norm  check pass for clipping by the global norm and for skipping on inf/NaN:
  *                     part[group] = the group's sum of g^2 (fixed strided share, tree-reduced:
@@ -152,7 +154,9 @@ __kernel void oclml_optim_step(__global float4 *restrict p, __global const float
                                __global uint *blk, uint q, __global const float *part, uint nparts,
                                float beta1, float beta2, float eps, float wd_group, ulong decay4,
                                float momentum, float dampening, float max_norm, uint flags,
-                               __local float *red, __global ushort *restrict copy) {
+                               __local float *red, __global ushort *restrict copy,
+                               float growth, float backoff, uint interval,
+                               __global float *scale_out) {
     const uint lid = get_local_id(0), L = get_local_size(0);
     __global const uint *b = blk + q * OPT_BLOCK;
     const float lr = as_float(b[OPT_LR]), scale = as_float(b[OPT_GRAD_SCALE]);
@@ -174,8 +178,23 @@ __kernel void oclml_optim_step(__global float4 *restrict p, __global const float
 #endif
     if (get_global_id(0) == 0) {
         __global uint *nb = blk + (1u - q) * OPT_BLOCK;
+        /* GradScaler's update: back off on inf/NaN, grow after `interval` clean steps. */
+        float next_scale = scale;
+        uint clean = b[OPT_GROWTH];
+        if (flags & OPT_F_DYNAMIC) {
+            if (skip) {
+                next_scale = scale * backoff;
+                clean = 0u;
+            } else if (++clean >= interval) {
+                const float grown = scale * growth;
+                next_scale = isfinite(grown) ? grown : scale;
+                clean = 0u;
+            }
+        }
+        scale_out[0] = next_scale;
         nb[OPT_LR] = b[OPT_LR];
-        nb[OPT_GRAD_SCALE] = b[OPT_GRAD_SCALE];
+        nb[OPT_GRAD_SCALE] = as_uint(next_scale);
+        nb[OPT_GROWTH] = clean;
         nb[OPT_STEP] = skip ? step : step + 1u;
         nb[OPT_FOUND] = 0u;
         nb[OPT_LAST_FOUND] = skip ? 1u : 0u;

@@ -191,8 +191,10 @@ void oclml__gemm_lp_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *te
     snprintf(text, len,
              "%s tensor cores%s (m16n8k16), tile %ux%u, %ux%u warps, %u stages, C %s%s%s%s",
              oclml_dtype_name(d->ab_dtype), p.path == LP_EMULATED ? " emulated" : "", p.bm, p.bn,
-             p.warps_m, p.warps_n, p.stages, oclml_dtype_name(d->c_dtype),
-             a_ok && b_ok ? "" : ", ", a_ok ? "B" : b_ok ? "A" : "A and B",
+             p.warps_m, p.warps_n, p.stages, oclml_dtype_name(d->c_dtype), a_ok && b_ok ? "" : ", ",
+             a_ok   ? "B"
+             : b_ok ? "A"
+                    : "A and B",
              a_ok && b_ok ? "" : " staged by element");
 }
 

@@ -34,7 +34,8 @@ struct oclml_optim {
     size_t off, n; /* element range of the arena (multiples of ALIGN) */
     oclml_tensor *state[3];
     cl_mem blk, part, table;
-    cl_uint q; /* the block the next step reads */
+    oclml_tensor *scale; /* the gradient scale the next step divides by (grad_scale_tensor) */
+    cl_uint q;           /* the block the next step reads */
     size_t units, max_row;
     float lr; /* the last learning rate set (LaProp's set_step) */
     char defines[96];
@@ -269,7 +270,10 @@ oclml_status oclml_optim_config_init(oclml_optim_config *c, oclml_optim_kind kin
                               .eps = kind == OCLML_OPTIM_LAPROP ? 1e-15f : 1e-8f,
                               .weight_decay = kind == OCLML_OPTIM_ADAMW ? 1e-2f : 0.0f,
                               .bias_correction = 1,
-                              .agc_eps = 1e-3f};
+                              .agc_eps = 1e-3f,
+                              .scale_growth = 2.0f,
+                              .scale_backoff = 0.5f,
+                              .scale_interval = 2000};
     return OCLML_SUCCESS;
 }
 
@@ -312,6 +316,12 @@ static oclml_status check_config(oclml_ctx *ctx, const oclml_optim_config *c) {
         bad = "agc_eps must be finite and >= 0";
     else if (c->agc_clip > 0.0f && c->max_grad_norm > 0.0f)
         bad = "clipping by the global norm and adaptive clipping exclude each other";
+    else if (c->dynamic_scale && !(isfinite(c->scale_growth) && c->scale_growth > 1.0f))
+        bad = "scale_growth must be finite and > 1";
+    else if (c->dynamic_scale && !(c->scale_backoff > 0.0f && c->scale_backoff < 1.0f))
+        bad = "scale_backoff must be in (0, 1)";
+    else if (c->dynamic_scale && c->scale_interval == 0)
+        bad = "scale_interval must be >= 1";
     if (bad) return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG, "optimizer config: %s", bad);
     return OCLML_SUCCESS;
 }
@@ -328,6 +338,7 @@ oclml_status oclml_optim_destroy(oclml_optim *o) {
     if (o->arena) atomic_fetch_sub_explicit(&o->arena->optimizers, 1, memory_order_relaxed);
     for (int i = 0; i < 3; i++)
         if (o->state[i]) oclml_tensor_destroy(o->state[i]);
+    if (o->scale) oclml_tensor_destroy(o->scale);
     cl_mem own[3] = {o->blk, o->part, o->table};
     for (int i = 0; i < 3; i++) {
         size_t bytes = 0;
@@ -416,6 +427,9 @@ oclml_status oclml_optim_create(oclml_ctx *ctx, oclml_arena *arena,
         memcpy(&blk[b * OPT_BLOCK + OPT_GRAD_SCALE], &one, sizeof(float));
     }
     if (!st) st = make_buffer(ctx, sizeof blk, blk, &o->blk);
+    const size_t one = 1;
+    if (!st) st = oclml_tensor_create(ctx, 1, &one, &o->scale);
+    if (!st) st = oclml_fill(ctx, o->scale, 1.0f);
     if (!st) st = make_buffer(ctx, parts_of(o) * sizeof(float), NULL, &o->part);
     if (!st && config->agc_clip > 0.0f) {
         cl_ulong *t = calloc(count * OPT_T_WORDS, sizeof *t);
@@ -454,7 +468,8 @@ oclml_status oclml_optim_step(oclml_optim *o) {
     oclml_ctx *ctx = o->ctx;
     const oclml_optim_config *c = &o->cfg;
     cl_kernel ks, kc = NULL;
-    bool agc = c->agc_clip > 0.0f, clip = c->max_grad_norm > 0.0f, check = c->skip_nonfinite;
+    bool agc = c->agc_clip > 0.0f, clip = c->max_grad_norm > 0.0f,
+         check = c->skip_nonfinite || c->dynamic_scale;
     st = step_kernel(o, &ks);
     if (!st && (agc || clip || check))
         st = oclml__simple_kernel(ctx, FILE_CL, agc ? "oclml_optim_agc" : "oclml_optim_norm", &kc);
@@ -499,22 +514,27 @@ oclml_status oclml_optim_step(oclml_optim *o) {
     cl_uint flags = (c->maximize ? OPT_F_MAXIMIZE : 0) |
                     (c->kind == OCLML_OPTIM_ADAMW ? OPT_F_DECOUPLED : 0) |
                     (c->bias_correction ? OPT_F_BIAS_CORR : 0) | (check ? OPT_F_CHECK : 0) |
-                    (clip ? OPT_F_CLIP : 0) | (c->nesterov ? OPT_F_NESTEROV : 0);
+                    (clip ? OPT_F_CLIP : 0) | (c->nesterov ? OPT_F_NESTEROV : 0) |
+                    (c->dynamic_scale ? OPT_F_DYNAMIC : 0);
     cl_mem s1 = o->state[0] ? o->state[0]->mem : NULL, s2 = o->state[1] ? o->state[1]->mem : NULL,
            s3 = o->state[2] ? o->state[2]->mem : NULL;
     float b1 = c->beta1, b2 = c->beta2, eps = c->eps, wd = c->weight_decay, mom = c->momentum,
           damp = c->dampening, max_norm = c->max_grad_norm;
     cl_ulong decay4 = o->decay4;
     cl_mem copy = o->arena->cflat ? o->arena->cflat->mem : NULL;
-    oclml__arg a[] = {OCLML_ARG(pm),       OCLML_ARG(gm),     OCLML_ARG(s1),
-                      OCLML_ARG(s2),       OCLML_ARG(s3),     OCLML_ARG(off4),
-                      OCLML_ARG(n4),       OCLML_ARG(o->blk), OCLML_ARG(q),
-                      OCLML_ARG(o->part),  OCLML_ARG(nparts), OCLML_ARG(b1),
-                      OCLML_ARG(b2),       OCLML_ARG(eps),    OCLML_ARG(wd),
-                      OCLML_ARG(decay4),   OCLML_ARG(mom),    OCLML_ARG(damp),
-                      OCLML_ARG(max_norm), OCLML_ARG(flags),  OCLML_LOCAL(local * sizeof(float)),
-                      OCLML_ARG(copy)};
-    st = oclml__launch(ctx, ks, a, 22, 1, &global, &local, NULL);
+    float growth = c->scale_growth, backoff = c->scale_backoff;
+    cl_uint interval = c->scale_interval;
+    oclml__arg a[] = {
+        OCLML_ARG(pm),       OCLML_ARG(gm),           OCLML_ARG(s1),
+        OCLML_ARG(s2),       OCLML_ARG(s3),           OCLML_ARG(off4),
+        OCLML_ARG(n4),       OCLML_ARG(o->blk),       OCLML_ARG(q),
+        OCLML_ARG(o->part),  OCLML_ARG(nparts),       OCLML_ARG(b1),
+        OCLML_ARG(b2),       OCLML_ARG(eps),          OCLML_ARG(wd),
+        OCLML_ARG(decay4),   OCLML_ARG(mom),          OCLML_ARG(damp),
+        OCLML_ARG(max_norm), OCLML_ARG(flags),        OCLML_LOCAL(local * sizeof(float)),
+        OCLML_ARG(copy),     OCLML_ARG(growth),       OCLML_ARG(backoff),
+        OCLML_ARG(interval), OCLML_ARG(o->scale->mem)};
+    st = oclml__launch(ctx, ks, a, sizeof a / sizeof a[0], 1, &global, &local, NULL);
     if (st) {
         /* The check pass may have set the flag: clear it, so that a later step is not skipped. */
         if (kc) {
@@ -553,7 +573,16 @@ oclml_status oclml_optim_set_grad_scale(oclml_optim *o, float scale) {
     if (!(isfinite(scale) && scale > 0.0f))
         return oclml__fail(o->ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "gradient scale %g must be finite and > 0", (double)scale);
-    return set_word(o, OPT_GRAD_SCALE, &scale);
+    st = set_word(o, OPT_GRAD_SCALE, &scale);
+    return st ? st : oclml_fill(o->ctx, o->scale, scale);
+}
+
+oclml_status oclml_optim_grad_scale_tensor(const oclml_optim *o, oclml_tensor **scale) {
+    oclml_status st = check_optim(o);
+    if (st) return st;
+    if (!scale) return oclml__fail(o->ctx, OCLML_ERR_NULL_POINTER, "out-pointer is NULL");
+    *scale = o->scale;
+    return OCLML_SUCCESS;
 }
 
 oclml_status oclml_optim_set_step(oclml_optim *o, uint32_t step) {

@@ -68,7 +68,18 @@ void ref_optim_step(ref_optim *r, const ref_arena_layout *l, double *g) {
                     for (size_t k = 0; k < l->row[t]; k++) gu[k] *= maxn / (gn < 1e-6 ? 1e-6 : gn);
             }
     }
-    if (c->skip_nonfinite && bad) {
+    /* GradScaler's update (torch._amp_update_scale_), in the float steps the device takes. */
+    if (c->dynamic_scale) {
+        if (bad) {
+            r->scale = (float)(r->scale * c->scale_backoff);
+            r->growth = 0;
+        } else if (++r->growth >= c->scale_interval) {
+            const float grown = (float)(r->scale * c->scale_growth);
+            if (isfinite(grown)) r->scale = grown;
+            r->growth = 0;
+        }
+    }
+    if ((c->skip_nonfinite || c->dynamic_scale) && bad) {
         r->skipped++;
         r->last_found = 1;
         return;

@@ -171,12 +171,13 @@ typedef struct ref_arena_layout {
 } ref_arena_layout;
 /* torch.optim's step for the config's group of tensors (SGD with momentum, dampening and
  * Nesterov; Adam, AdamW and LaProp with amsgrad, weight decay, maximize, bias correction), with
- * clipping by the global norm, adaptive clipping and the skip on inf/NaN. */
+ * clipping by the global norm, adaptive clipping, the skip on inf/NaN and GradScaler's dynamic
+ * scale (updated after the gradients were unscaled by the old one). */
 typedef struct ref_optim {
     oclml_optim_config c;
     size_t lo, hi; /* the group's element range */
     double *p, *s[3];
-    unsigned step, skipped;
+    unsigned step, skipped, growth;
     double lr, scale, lr1, norm;
     int last_found;
 } ref_optim;

@@ -566,16 +566,16 @@ OCLML_INLINE void load_vec_rows(float f[VEC_COLS / 16][2][4], __global const flo
 /* t += F X^T of one 8-deep step by 3xTF32 (fh, fl: F's split fragments in scope; j: the step's
  * first fragment column, 0 or 2; x: X's split k slots), the small terms first, in the forward's
  * order where SWAP says F is the staged operand of the forward's product. */
-#define VEC_SPLIT_PRODUCTS(t, j, xh0, xh1, xl0, xl1, SWAP)                    \
-    do {                                                                      \
-        if (SWAP) {                                                           \
+#define VEC_SPLIT_PRODUCTS(t, j, xh0, xh1, xl0, xl1, SWAP)                          \
+    do {                                                                            \
+        if (SWAP) {                                                                 \
             MMA_SMALL(t, fh[0][j], fh[1][j], fh[0][j + 1], fh[1][j + 1], xl0, xl1); \
             MMA_SMALL(t, fl[0][j], fl[1][j], fl[0][j + 1], fl[1][j + 1], xh0, xh1); \
-        } else {                                                              \
+        } else {                                                                    \
             MMA_SMALL(t, fl[0][j], fl[1][j], fl[0][j + 1], fl[1][j + 1], xh0, xh1); \
             MMA_SMALL(t, fh[0][j], fh[1][j], fh[0][j + 1], fh[1][j + 1], xl0, xl1); \
-        }                                                                     \
-        MMA(t, fh[0][j], fh[1][j], fh[0][j + 1], fh[1][j + 1], xh0, xh1);     \
+        }                                                                           \
+        MMA(t, fh[0][j], fh[1][j], fh[0][j + 1], fh[1][j + 1], xh0, xh1);           \
     } while (0)
 
 /* s = F X^T for a warp's 16 rows (fragment floats f, as load_vec_rows gives them) against the
@@ -633,11 +633,11 @@ OCLML_INLINE void load_vec_rows(float f[VEC_COLS / 16][2][4], __global const flo
                 split4(xf[kt][1], &h1, &l1);                                                   \
                 MMA_UNROLL for (uint nq = 0; nq < 2; nq++) {                                   \
                     const uint b0 = bh[kt][nq][0], b1 = bh[kt][nq][1];                         \
-                    MMA_SMALL(t[0][nq], l0.x, l0.y, l1.x, l1.y, b0, b1);                             \
-                    MMA_SMALL(t[0][nq], h0.x, h0.y, h1.x, h1.y, bl[kt][nq][0], bl[kt][nq][1]);       \
+                    MMA_SMALL(t[0][nq], l0.x, l0.y, l1.x, l1.y, b0, b1);                       \
+                    MMA_SMALL(t[0][nq], h0.x, h0.y, h1.x, h1.y, bl[kt][nq][0], bl[kt][nq][1]); \
                     MMA(t[0][nq], h0.x, h0.y, h1.x, h1.y, b0, b1);                             \
-                    MMA_SMALL(t[1][nq], l0.z, l0.w, l1.z, l1.w, b0, b1);                             \
-                    MMA_SMALL(t[1][nq], h0.z, h0.w, h1.z, h1.w, bl[kt][nq][0], bl[kt][nq][1]);       \
+                    MMA_SMALL(t[1][nq], l0.z, l0.w, l1.z, l1.w, b0, b1);                       \
+                    MMA_SMALL(t[1][nq], h0.z, h0.w, h1.z, h1.w, bl[kt][nq][0], bl[kt][nq][1]); \
                     MMA(t[1][nq], h0.z, h0.w, h1.z, h1.w, b0, b1);                             \
                 }                                                                              \
             }                                                                                  \

@@ -117,22 +117,21 @@ inline uint rc_at(uint k, uint col, uint cols) {
  * along the operand's contiguous direction) at the same places of every stage and the same rows
  * of every K tile, so that their stage offsets, global offsets and row bounds are worked out once
  * (place_of) and each tile's copies only step along K (stage_tile). */
-#define CHUNKS(rows) ((rows) * BK / 8)
+#define CHUNKS(rows) ((rows)*BK / 8)
 #define PLACES(rows) ((CHUNKS(rows) + THREADS - 1) / THREADS)
 #define A_PLACES PLACES(BM)
 #define B_PLACES PLACES(BN)
 #define NO_PLACE 0xffffffffu
 
 typedef struct stage_place {
-    ulong from;  /* the chunk's first element in tile 0 (kc: row r, column k; else row k) */
-    uint at;     /* its place in a stage (NO_PLACE: the work-item has no chunk i) */
-    uint k;      /* its K offset in a tile */
-    uint left;   /* elements of the operand along the chunk from its start (kc: K - k left to
+    ulong from; /* the chunk's first element in tile 0 (kc: row r, column k; else row k) */
+    uint at;    /* its place in a stage (NO_PLACE: the work-item has no chunk i) */
+    uint k;     /* its K offset in a tile */
+    uint left;  /* elements of the operand along the chunk from its start (kc: K - k left to
                   * stage_tile; else rows past the chunk's first, 0 past the operand's edge) */
 } stage_place;
 
-OCLML_INLINE stage_place place_of(uint c, uint ld, uint r0, uint rows_total, uint rows,
-                                  bool kc) {
+OCLML_INLINE stage_place place_of(uint c, uint ld, uint r0, uint rows_total, uint rows, bool kc) {
     stage_place p;
     uint row;
     if (kc) {

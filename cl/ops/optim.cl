@@ -154,9 +154,8 @@ __kernel void oclml_optim_step(__global float4 *restrict p, __global const float
                                __global uint *blk, uint q, __global const float *part, uint nparts,
                                float beta1, float beta2, float eps, float wd_group, ulong decay4,
                                float momentum, float dampening, float max_norm, uint flags,
-                               __local float *red, __global ushort *restrict copy,
-                               float growth, float backoff, uint interval,
-                               __global float *scale_out) {
+                               __local float *red, __global ushort *restrict copy, float growth,
+                               float backoff, uint interval, __global float *scale_out) {
     const uint lid = get_local_id(0), L = get_local_size(0);
     __global const uint *b = blk + q * OPT_BLOCK;
     const float lr = as_float(b[OPT_LR]), scale = as_float(b[OPT_GRAD_SCALE]);

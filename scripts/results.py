@@ -56,6 +56,10 @@ def read_lines(path):
 def suite_of(row):
     if row.get("suite") == "coldstart":
         return "coldstart"
+    # Mixed precision (oclml-bench bf16, torch_peers.py bf16, the bf16 training step): one
+    # suite of its own, so that the fp32 suites keep their figures.
+    if row.get("shape", "").endswith((" bf16", " fp16")):
+        return "bf16"
     return SUITES.get(row["op"], "other")
 
 

@@ -77,16 +77,6 @@
 #define R_ROUND(v) (v)
 #endif
 
-/* CHUNK_LOAD_IF (rows.h) from a line of dtype dt. */
-#define CHUNK_LOAD_IF_DT(dt, present, v, line, fill)                                          \
-    do {                                                                                      \
-        if (present) {                                                                        \
-            CHUNK_LOAD_DT(dt, v, line, fill);                                                 \
-        } else {                                                                              \
-            _Pragma("unroll") for (uint j_ = 0; j_ < OCLML_LONG_ITEMS; j_++)(v)[j_] = (fill); \
-        }                                                                                     \
-    } while (0)
-
 /* x + y m as oclml_dropout_add computes it: the product rounded before the add (contraction
  * into an fma off: compilers contract across inlined statements), so that r matches the unfused
  * op bit for bit. */
@@ -467,8 +457,8 @@ inline float2 merge_chunks(__global const float *part, ulong row, uint nch) {
         const float mu = RMS ? 0.0f : mv.x, rs = rsqrt(mv.y + eps);                               \
         float xv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS], bv[OCLML_LONG_ITEMS];                   \
         CHUNK_LOAD_DT(R_DT, xv, x + xo + get_global_id(1) * cols, 0.0f);                          \
-        CHUNK_LOAD_IF_DT(G_DT, (flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                   \
-        CHUNK_LOAD_IF_DT(B_DT, (flags & HAS_BETA) != 0, bv, beta + bo, 0.0f);                     \
+        CHUNK_LOAD_IF_DT((flags & HAS_GAMMA) != 0, G_DT, gv, gamma + go, 1.0f);                   \
+        CHUNK_LOAD_IF_DT((flags & HAS_BETA) != 0, B_DT, bv, beta + bo, 0.0f);                     \
         CHUNK_LOOP(c) {                                                                           \
             DT_STORE(Y_DT, y + yo, row * cols + c, (xv[j] - mu) * rs * gv[j] + bv[j]);            \
         }                                                                                         \
@@ -496,7 +486,7 @@ NORM_FWD_FINISH(oclml_rmsnorm_fwd_finish, 1)
         float xv[OCLML_LONG_ITEMS], dv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS];                    \
         CHUNK_LOAD_DT(X_DT, xv, x + xo + r * cols, 0.0f);                                          \
         CHUNK_LOAD_DT(DY_DT, dv, dy + dyo + r * cols, 0.0f);                                       \
-        CHUNK_LOAD_IF_DT(G_DT, (flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                    \
+        CHUNK_LOAD_IF_DT((flags & HAS_GAMMA) != 0, G_DT, gv, gamma + go, 1.0f);                    \
         {                                                                                          \
             CHUNK_LOOP(c) {                                                                        \
                 const float gd = dv[j] * gv[j];                                                    \
@@ -534,7 +524,7 @@ NORM_BWD_PART(oclml_rmsnorm_bwd_part, 1)
         float xv[OCLML_LONG_ITEMS], dv[OCLML_LONG_ITEMS], gv[OCLML_LONG_ITEMS];                    \
         CHUNK_LOAD_DT(X_DT, xv, x + xo + r * cols, 0.0f);                                          \
         CHUNK_LOAD_DT(DY_DT, dv, dy + dyo + r * cols, 0.0f);                                       \
-        CHUNK_LOAD_IF_DT(G_DT, (flags & HAS_GAMMA) != 0, gv, gamma + go, 1.0f);                    \
+        CHUNK_LOAD_IF_DT((flags & HAS_GAMMA) != 0, G_DT, gv, gamma + go, 1.0f);                    \
         NORM_BWD_FINISH_LOAD_##RES CHUNK_LOOP(c) {                                                 \
             const float h = (xv[j] - mu) * rs;                                                     \
             float v = rs * (dv[j] * gv[j] - a - h * b);                                            \
@@ -545,7 +535,7 @@ NORM_BWD_PART(oclml_rmsnorm_bwd_part, 1)
 #define NORM_BWD_FINISH_STORE_0 DT_STORE(DX_DT, dx + dxo, row * cols + c, v);
 #define NORM_BWD_FINISH_LOAD_1  \
     float rv[OCLML_LONG_ITEMS]; \
-    CHUNK_LOAD_IF_DT(DR_DT, (rflags & HAS_DR) != 0, rv, dr + dro + r * cols, 0.0f);
+    CHUNK_LOAD_IF_DT((rflags & HAS_DR) != 0, DR_DT, rv, dr + dro + r * cols, 0.0f);
 #define NORM_BWD_FINISH_STORE_1                      \
     if (rflags & HAS_DR) v += rv[j];                 \
     DT_STORE(DX_DT, dx + dxo, row * cols + c, v);    \

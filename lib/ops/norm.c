@@ -174,7 +174,7 @@ static oclml_status forward_attempt(oclml_ctx *ctx, const void *call, bool *repl
     const oclml__row_family *f =
         c->residual ? (c->rms ? &RES_RMS_FWD : &RES_LN_FWD) : (c->rms ? &RMS_FWD : &LN_FWD);
     oclml__row_plan p;
-    st = oclml__row_plan_for(ctx, f, rows, cols, vec4_all(all, 6), &p);
+    st = oclml__row_plan_for_dtype(ctx, f, rows, cols, vec4_all(all, 6), x->dtype, &p);
     if (st) return st;
     static const char *const names[] = {"X", "G", "B", "Y", "YB", "R"};
     const oclml_tensor *const dts[] = {x, gamma, beta, y, c->branch, c->r};
@@ -318,7 +318,7 @@ static oclml_status fused_backward(oclml_ctx *ctx, const norm_call *c, const ocl
                                              : (c->rms ? &RMS_BWD_PARAMS : &LN_BWD_PARAMS);
     oclml__row_plan p;
     *done = false;
-    oclml_status st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &p);
+    oclml_status st = oclml__row_plan_for_dtype(ctx, f, rows, cols, vec4, c->dy->dtype, &p);
     if (st || p.long_rows) return st;
     oclml__row_plan_dtypes(&p, dtypes);
     /* Enough groups to fill the device a few times over, no more: each writes a partial row. */
@@ -389,7 +389,7 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
     const oclml__row_family *f =
         c->residual ? (c->rms ? &RES_RMS_BWD : &RES_LN_BWD) : (c->rms ? &RMS_BWD : &LN_BWD);
     oclml__row_plan p;
-    st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &p);
+    st = oclml__row_plan_for_dtype(ctx, f, rows, cols, vec4, c->dy->dtype, &p);
     if (st) return st;
     oclml__row_plan_dtypes(&p, dt_plain.s);
     if (!p.long_rows) {

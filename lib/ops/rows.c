@@ -16,7 +16,8 @@
 #define ROWS_GROUP 256
 
 static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, bool vec4_ok,
-                                unsigned arrays, size_t wg_cap, oclml__row_plan *p) {
+                                unsigned arrays, size_t wg_cap, oclml_dtype dtype,
+                                oclml__row_plan *p) {
     memset(p, 0, sizeof *p);
     if (rows > UINT_MAX || cols > UINT_MAX / 2)
         return oclml__fail(
@@ -35,7 +36,14 @@ static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, 
     unsigned vec = (vec4_ok && cols % 4 == 0) ? 4 : 1;
     size_t units = cols / vec;
     size_t g = min_g;
-    const size_t target = TARGET_FLOATS / arrays, max_floats = MAX_FLOATS / arrays;
+    /* A 16-bit row moves half the bytes a value: twice the values a work-item keeps the bytes
+     * in flight per work-item, and so the memory bandwidth, where fp32's are. */
+    const long lp = oclml__tune(ctx, OCLML__TUNE_ROWS_LP_FLOATS, 0);
+    const size_t aim = dtype == OCLML_FLOAT32 ? TARGET_FLOATS
+                       : lp > 0               ? (size_t)lp
+                                              : 2 * TARGET_FLOATS;
+    const size_t max_floats = MAX_FLOATS / arrays,
+                 target = aim / arrays < max_floats ? aim / arrays : max_floats;
     while (g < max_g && (units + g - 1) / g * vec > target) g *= 2;
     size_t items = (units + g - 1) / g;
     if (items * vec > max_floats) {
@@ -91,7 +99,13 @@ static void learn_cap(oclml_ctx *ctx, const char *base, size_t cap) {
 
 oclml_status oclml__row_plan_for(oclml_ctx *ctx, const oclml__row_family *f, size_t rows,
                                  size_t cols, bool vec4_ok, oclml__row_plan *p) {
-    return plan_within(ctx, rows, cols, vec4_ok, f->arrays, learned_cap(ctx, f->kernel), p);
+    return oclml__row_plan_for_dtype(ctx, f, rows, cols, vec4_ok, OCLML_FLOAT32, p);
+}
+
+oclml_status oclml__row_plan_for_dtype(oclml_ctx *ctx, const oclml__row_family *f, size_t rows,
+                                       size_t cols, bool vec4_ok, oclml_dtype dtype,
+                                       oclml__row_plan *p) {
+    return plan_within(ctx, rows, cols, vec4_ok, f->arrays, learned_cap(ctx, f->kernel), dtype, p);
 }
 
 void oclml__row_plan_dtypes(oclml__row_plan *p, const char *dtype_defines) {

@@ -40,6 +40,11 @@ typedef struct oclml__row_plan {
  * element offset are multiples of 4. */
 oclml_status oclml__row_plan_for(oclml_ctx *ctx, const oclml__row_family *f, size_t rows,
                                  size_t cols, bool vec4_ok, oclml__row_plan *plan);
+/* The same for a row whose input has the given dtype: 16-bit rows keep more values a work-item
+ * (the tuning key rows.lp_floats). */
+oclml_status oclml__row_plan_for_dtype(oclml_ctx *ctx, const oclml__row_family *f, size_t rows,
+                                       size_t cols, bool vec4_ok, oclml_dtype dtype,
+                                       oclml__row_plan *plan);
 
 /* Adds the op's dtype defines ("-DX_DT=1 -DY_DT=1", dtype.h's numbers) to the plan's programs;
  * an op with every tensor fp32 adds none, so its programs stay the fp32 ones. */

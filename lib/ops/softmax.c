@@ -53,7 +53,7 @@ static oclml_status attempt(oclml_ctx *ctx, const void *call, bool *replan) {
     if (st) return st;
     bool vec4 = oclml__vec4_offset(c->a) && oclml__vec4_offset(c->b) && oclml__vec4_offset(c->out);
     oclml__row_plan p;
-    st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &p);
+    st = oclml__row_plan_for_dtype(ctx, f, rows, cols, vec4, c->a->dtype, &p);
     if (st) return st;
     char dt[96];
     const char *const fwd_names[] = {"X", "Y"}, *const bwd_names[] = {"Y", "DY", "DX"};

@@ -104,6 +104,29 @@ START_TEST(row_plans_per_device) {
 }
 END_TEST
 
+/* 16-bit rows keep twice fp32's values a work-item (rows.lp_floats, 0 auto: 32): a bf16 row of
+ * 1024 on half the lanes of an fp32 one; the key set to 16 plans it as fp32. */
+START_TEST(row_plans_for_16bit_rows) {
+    static const fake_device *const devices[] = {&H100, &POCL};
+    for (int d = 0; d < 2; d++) {
+        oclml_ctx *ctx = device_ctx(devices[d], ""),
+                  *as32 = device_ctx(devices[d], "rows.lp_floats=16");
+        oclml__row_plan f32, b16, b16_as32;
+        ASSERT_OK(oclml__row_plan_for_dtype(ctx, &FAMILY, 4096, 1024, true, OCLML_FLOAT32, &f32));
+        ASSERT_OK(oclml__row_plan_for_dtype(ctx, &FAMILY, 4096, 1024, true, OCLML_BFLOAT16, &b16));
+        ASSERT_OK(
+            oclml__row_plan_for_dtype(as32, &FAMILY, 4096, 1024, true, OCLML_FLOAT16, &b16_as32));
+        ck_assert_uint_eq(f32.items * f32.vec, 16);
+        ck_assert_uint_eq(b16.items * b16.vec, 32);
+        ck_assert_uint_eq(b16.G * 2, f32.G);
+        ck_assert_uint_eq(b16_as32.G, f32.G);
+        ck_assert_uint_eq(b16_as32.items, f32.items);
+        fake_free(ctx);
+        fake_free(as32);
+    }
+}
+END_TEST
+
 long oclml__tune(const oclml_ctx *ctx, oclml__tune_key key, unsigned i);
 
 START_TEST(tuning_table_parses) {
@@ -483,6 +506,7 @@ int main(void) {
     Suite *s = suite_create("planners");
     TCase *tc = tcase_create("planners");
     tcase_add_test(tc, row_plans_per_device);
+    tcase_add_test(tc, row_plans_for_16bit_rows);
     tcase_add_test(tc, tuning_table_parses);
     tcase_add_test(tc, attention_plans_per_device);
     tcase_add_test(tc, attention_dq_from_ds);

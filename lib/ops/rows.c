@@ -38,7 +38,7 @@ static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, 
     size_t g = min_g;
     /* A 16-bit row moves half the bytes a value: twice the values a work-item keeps the bytes
      * in flight per work-item, and so the memory bandwidth, where fp32's are. */
-    const long lp = oclml__tune(ctx, OCLML__TUNE_ROWS_LP_FLOATS, 0);
+    const long lp = dtype == OCLML_FLOAT32 ? 0 : oclml__tune(ctx, OCLML__TUNE_ROWS_LP_FLOATS, 0);
     const size_t aim = dtype == OCLML_FLOAT32 ? TARGET_FLOATS
                        : lp > 0               ? (size_t)lp
                                               : 2 * TARGET_FLOATS;

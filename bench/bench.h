@@ -9,7 +9,7 @@
 
 typedef struct bench_env {
     oclml_ctx *ctx;
-    oclml_ctx_options opts; /* what ctx was made with, for suites that compare tunings */
+    oclml_ctx_config opts; /* what ctx was made with, for suites that compare tunings */
     oclml_device_info dev;
     FILE *json;
     int reps, warm;

@@ -93,7 +93,7 @@ int bench_gemm(bench_env *env) {
         const char *extra = getenv("OCLML_TUNE");
         snprintf(tuning, sizeof tuning, "%s%s%s", PATHS[p].tuning, extra ? " " : "",
                  extra ? extra : "");
-        oclml_ctx_options o = env->opts;
+        oclml_ctx_config o = env->opts;
         o.tuning = tuning;
         char err[2048];
         oclml_status st = oclml_ctx_create(&ctxs[p], &o, err, sizeof err);

@@ -93,7 +93,7 @@ int bench_gru(bench_env *env) {
 
 typedef struct rssm_case {
     oclml_ctx *ctx;
-    oclml_rssm_config cfg;
+    oclml_rssm_params cfg;
     oclml_rssm_weights w;
     oclml_rssm_state s;
     oclml_rssm_outputs o;
@@ -129,7 +129,7 @@ int bench_rssm(bench_env *env) {
         size_t s_bp[2] = {E, S}, s_wy[2] = {E, D + S}, s_h[2] = {E, D}, s_z[2] = {E, S},
                s_f[2] = {E, F}, s_y[2] = {E, T};
         rssm_case c = {.ctx = env->ctx};
-        oclml_rssm_config_init(&c.cfg);
+        oclml_rssm_params_init(&c.cfg);
         c.cfg.steps = T;
         c.cfg.groups = G;
         c.cfg.classes = C;

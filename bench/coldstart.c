@@ -548,12 +548,12 @@ static oclml_status run_gru_sequence(op_case *c) {
     return oclml_gru_sequence(c->ctx, OCLML_GRU_TORCH, x, h0, w[0], w[1], w[2], w[3], hs);
 }
 
-/* RSSM: E 5, D 256, F 64, and oclml_rssm_config_init's defaults (T 50, 16 x 16 latent, k 8). */
+/* RSSM: E 5, D 256, F 64, and oclml_rssm_params_init's defaults (T 50, 16 x 16 latent, k 8). */
 enum { RSSM_E = 5, RSSM_D = 256, RSSM_F = 64 };
 
 /* The weights and start state in slots 0 to 10, scaled by 1 / sqrt(fan-in) as in
  * bench_recurrent.c; z starts as a uniform distribution over each group's classes. */
-static void rssm_inputs(op_case *c, const oclml_rssm_config *cfg) {
+static void rssm_inputs(op_case *c, const oclml_rssm_params *cfg) {
     const size_t E = RSSM_E, D = RSSM_D, F = RSSM_F, S = cfg->groups * cfg->classes;
     const float si = 1.0f / 18, sd = 1.0f / 16, sy = 1.0f / 23, z = 1.0f / (float)cfg->classes;
     const shape w_ih = {3, {E, 3 * D, F + S}}, w_hh = {3, {E, 3 * D, D}}, b = {2, {E, 3 * D}};
@@ -573,8 +573,8 @@ static void rssm_inputs(op_case *c, const oclml_rssm_config *cfg) {
 }
 
 static oclml_status run_rssm_rollout(op_case *c) {
-    oclml_rssm_config cfg;
-    oclml_rssm_config_init(&cfg);
+    oclml_rssm_params cfg;
+    oclml_rssm_params_init(&cfg);
     rssm_inputs(c, &cfg);
     const shape ys = {2, {RSSM_E, cfg.steps}};
     oclml_tensor *y = output(c, 11, &ys), **t = c->slot;
@@ -719,8 +719,8 @@ static int child_main(const char *op, const char *device) {
         fprintf(stderr, "oclml-coldstart: no runner for op '%s'\n", op);
         return 1;
     }
-    oclml_ctx_options opts;
-    oclml_ctx_options_init(&opts);
+    oclml_ctx_config opts;
+    oclml_ctx_config_init(&opts);
     opts.device = device;
     opts.kernel_path = oclml_tree_kernel_path();
     op_case c = {.preparing = 1, .seed = 12345};

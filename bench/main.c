@@ -66,8 +66,8 @@ static void usage(void) {
 
 int main(int argc, char **argv) {
     bench_env env = {.reps = 20, .warm = 3};
-    oclml_ctx_options opts;
-    oclml_ctx_options_init(&opts);
+    oclml_ctx_config opts;
+    oclml_ctx_config_init(&opts);
     opts.kernel_path = oclml_tree_kernel_path();
     opts.profiling = 1;
     const char *json = NULL;

@@ -76,8 +76,8 @@ int main(int argc, char **argv) {
     if (!st) st = oclml_tensor_create(ctx, 1, se, &smooth);
     if (!st) st = oclml_tensor_create(ctx, 1, se, &ent);
 
-    oclml_rssm_config cfg;
-    oclml_rssm_config_init(&cfg);
+    oclml_rssm_params cfg;
+    oclml_rssm_params_init(&cfg);
     cfg.steps = T, cfg.groups = G, cfg.classes = C, cfg.feedback = K;
     oclml_rssm_weights weights = {w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]};
     oclml_rssm_state start = {h0, z0, f0, NULL};

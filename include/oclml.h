@@ -107,7 +107,7 @@ OCLML_API const char *oclml_status_str(oclml_status status);
 /* The symbolic name of a status code, e.g. "OCLML_ERR_INVALID_SHAPE". */
 OCLML_API const char *oclml_status_name(oclml_status status);
 
-/* Run-time library version, e.g. "0.1.0". */
+/* Run-time library version, e.g. "0.2.0". */
 OCLML_API const char *oclml_version_string(void);
 
 /* ---------------------------------------------------------------------------------------------
@@ -126,8 +126,8 @@ typedef enum oclml_log_level {
 /* Called with each diagnostic message, from the thread that made the library call. */
 typedef void (*oclml_log_fn)(void *user, oclml_log_level level, const char *message);
 
-typedef struct oclml_ctx_options {
-    /* sizeof(oclml_ctx_options), set by oclml_ctx_options_init: lets the struct grow without
+typedef struct oclml_ctx_config {
+    /* sizeof(oclml_ctx_config), set by oclml_ctx_config_init: lets the struct grow without
      * breaking callers compiled against an older header. */
     size_t struct_size;
     /* Device selector: "gpu", "cpu", "P:D" (platform and device index), or a case-insensitive
@@ -155,23 +155,23 @@ typedef struct oclml_ctx_options {
      * messages to stderr. */
     oclml_log_fn log_fn;
     void *log_user;
-} oclml_ctx_options;
+} oclml_ctx_config;
 
 /* Fills *options with the defaults (all NULL/0) and sets struct_size; call it before setting
  * fields (a struct without struct_size is refused). */
-OCLML_API oclml_status oclml_ctx_options_init(oclml_ctx_options *options);
+OCLML_API oclml_status oclml_ctx_config_init(oclml_ctx_config *options);
 
 /* Creates a context on the selected device. options may be NULL (defaults). On failure *ctx is
  * NULL; a description of the failure is available through err_text when not NULL (a buffer of
  * err_len bytes), since there is no context to hold it. */
-OCLML_API oclml_status oclml_ctx_create(oclml_ctx **ctx, const oclml_ctx_options *options,
+OCLML_API oclml_status oclml_ctx_create(oclml_ctx **ctx, const oclml_ctx_config *options,
                                         char *err_text, size_t err_len);
 
 /* Wraps an application's OpenCL objects. The caller keeps ownership: the library retains them and
  * releases its references at oclml_ctx_destroy(). The queue must be in-order and belong to the
  * context and device. options->device is ignored. */
 OCLML_API oclml_status oclml_ctx_wrap(oclml_ctx **ctx, cl_context cl_ctx, cl_device_id device,
-                                      cl_command_queue queue, const oclml_ctx_options *options,
+                                      cl_command_queue queue, const oclml_ctx_config *options,
                                       char *err_text, size_t err_len);
 
 /* Waits for queued work, then frees the context. All its tensors (and the objects holding some,
@@ -481,7 +481,8 @@ OCLML_API oclml_status oclml_linear_backward(oclml_ctx *ctx, oclml_activation ac
 /* ---------------------------------------------------------------------------------------------
  * Convolution and pooling over NCHW tensors. Convolutions run as matrix products on the GEMM
  * kernels (the input unfolded a chunk of images at a time); every backward gathers (no atomics):
- * results are deterministic.
+ * results are deterministic. NULL params: the defaults (oclml_conv2d_params_init's,
+ * oclml_pool2d_params_init's).
  * ------------------------------------------------------------------------------------------- */
 typedef struct oclml_conv2d_params {
     size_t struct_size;         /* sizeof(oclml_conv2d_params): oclml_conv2d_params_init sets it */
@@ -493,7 +494,7 @@ typedef struct oclml_conv2d_params {
     unsigned groups;            /* default 1; input and output channels divisible by it */
     unsigned output_padding[2]; /* transposed convolution only: extra output rows, columns */
 } oclml_conv2d_params;
-OCLML_API void oclml_conv2d_params_init(oclml_conv2d_params *params);
+OCLML_API oclml_status oclml_conv2d_params_init(oclml_conv2d_params *params);
 
 /* y = conv2d(x, w) + b (PyTorch's Conv2d, cross-correlation): x [N, C, H, W], w [K, C/groups,
  * R, S], b [K] or NULL, y [N, K, P, Q] with P = (H + pad_before + pad_after - dilation (R - 1) -
@@ -534,7 +535,7 @@ typedef struct oclml_pool2d_params {
     int ceil_mode;         /* output sizes rounded up (PyTorch's ceil_mode); default 0 */
     int count_include_pad; /* average pooling divides by the whole window; default 1 */
 } oclml_pool2d_params;
-OCLML_API void oclml_pool2d_params_init(oclml_pool2d_params *params);
+OCLML_API oclml_status oclml_pool2d_params_init(oclml_pool2d_params *params);
 
 /* y = the maximum of each window of x [N, C, H, W] (NaN counts as the largest, as PyTorch);
  * y [N, C, P, Q], P = (H + 2 pad - kernel) / stride + 1 (rounded up with ceil_mode, where the
@@ -693,8 +694,8 @@ OCLML_API oclml_status oclml_dropout_params_init(oclml_dropout_params *params);
 OCLML_API uint64_t oclml_dropout_counters(size_t n);
 /* y = x * keep / (1 - p): a dropped element is x * 0 (NaN stays NaN, as PyTorch's); p = 1 gives
  * x * 0 everywhere. y may be x itself (in place: the same start and element size), no other
- * overlap. NULL params: OCLML_ERR_NULL_POINTER; p outside [0, 1] or NaN, or struct_size not
- * sizeof: OCLML_ERR_INVALID_ARGUMENT. One launch.
+ * overlap. NULL params: the defaults (p = 0, the identity); p outside [0, 1] or NaN, or
+ * struct_size not sizeof: OCLML_ERR_INVALID_ARGUMENT. One launch.
  * dtypes (this op, its backward and oclml_dropout_add): every tensor fp32, bf16 or fp16, each its
  * own; the math is fp32 and the output rounded once to its dtype. keep depends on (seed, offset)
  * and the element's index alone, so a 16-bit call drops exactly the elements the fp32 call
@@ -887,7 +888,7 @@ typedef struct oclml_loss_params {
                                        weight; the mean divides by the targets' weights) */
 } oclml_loss_params;
 /* Sets the defaults above. Every loss also takes params = NULL for the defaults. */
-OCLML_API void oclml_loss_params_init(oclml_loss_params *params);
+OCLML_API oclml_status oclml_loss_params_init(oclml_loss_params *params);
 
 /* F.cross_entropy over the last axis (rows = the leading dimensions, C = the last), fused with
  * log-softmax: logits [..., C]; target: class indices stored as floats (argmax's format, integers
@@ -988,8 +989,8 @@ OCLML_API oclml_status oclml_gru_sequence(oclml_ctx *ctx, oclml_gru_variant vari
  * members on their first dimension. */
 typedef enum oclml_rssm_mode { OCLML_RSSM_MEAN = 0, OCLML_RSSM_SAMPLE = 1 } oclml_rssm_mode;
 
-typedef struct oclml_rssm_config {
-    size_t struct_size; /* sizeof(oclml_rssm_config), set by oclml_rssm_config_init */
+typedef struct oclml_rssm_params {
+    size_t struct_size; /* sizeof(oclml_rssm_params), set by oclml_rssm_params_init */
     oclml_gru_variant variant;
     size_t steps;    /* T >= 1 */
     size_t groups;   /* G */
@@ -999,11 +1000,11 @@ typedef struct oclml_rssm_config {
     oclml_rssm_mode mode;
     uint64_t seed;        /* SAMPLE mode: Philox4x32-10 key */
     uint64_t step_offset; /* SAMPLE mode: counter of the first step, to continue a rollout */
-} oclml_rssm_config;
+} oclml_rssm_params;
 
 /* Fills c with RSSM.md's defaults: TORCH, T 50, G 16, C 16, k 8, u 0.01, MEAN, seed 0, and sets
  * struct_size (a config without it is refused). */
-OCLML_API oclml_status oclml_rssm_config_init(oclml_rssm_config *c);
+OCLML_API oclml_status oclml_rssm_params_init(oclml_rssm_params *c);
 
 typedef struct oclml_rssm_weights {
     const oclml_tensor *w_ih; /* [E x 3D x (F + S)] */
@@ -1039,7 +1040,7 @@ typedef struct oclml_rssm_outputs {
  * k > F, u outside [0, 1), T = 0, shape mismatches) return a status and enqueue nothing. A
  * member's state (F + S + 2D floats, plus a few KB) must fit the device's local memory, else
  * OCLML_ERR_UNSUPPORTED: on a 48 KB device D up to about 4900 with F 64 and a 32x32 latent. */
-OCLML_API oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *config,
+OCLML_API oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_params *config,
                                           const oclml_rssm_weights *weights,
                                           const oclml_rssm_state *start,
                                           const oclml_rssm_outputs *out);
@@ -1265,7 +1266,7 @@ typedef struct oclml_attention_params {
     const oclml_dropout_params *dropout;
 } oclml_attention_params;
 /* Sets the defaults above (no masking, BHLD, scale 1 / sqrt(dim)). */
-OCLML_API void oclml_attention_params_init(oclml_attention_params *params);
+OCLML_API oclml_status oclml_attention_params_init(oclml_attention_params *params);
 
 /* o = attention(q, k, v): q [B, H, Lq, D], k and v [B, Hkv, Lk, D] with Hkv dividing H (grouped-
  * query and multi-query attention: query head h reads key head h / (H / Hkv)), o q's shape; in
@@ -1304,6 +1305,16 @@ OCLML_API oclml_status oclml_attention_backward(oclml_ctx *ctx,
                                                 const oclml_tensor *lse, const oclml_tensor *dout,
                                                 oclml_tensor *dq, oclml_tensor *dk,
                                                 oclml_tensor *dv, oclml_tensor *dmask);
+
+/* ---------------------------------------------------------------------------------------------
+ * Former names (before the API's one-suffix rule: _config for what an object is created with,
+ * _params for what a call takes), kept as aliases so that older code builds and older binaries
+ * link: the same structs, the same functions.
+ * ------------------------------------------------------------------------------------------- */
+typedef oclml_ctx_config oclml_ctx_options;
+typedef oclml_rssm_params oclml_rssm_config;
+OCLML_API oclml_status oclml_ctx_options_init(oclml_ctx_config *options);
+OCLML_API oclml_status oclml_rssm_config_init(oclml_rssm_params *params);
 
 #ifdef __cplusplus
 }

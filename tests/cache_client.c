@@ -15,8 +15,8 @@ int main(int argc, char **argv) {
     /* A call that blocks (a regression such as reading a FIFO in the cache) ends the client, so
      * that the suite fails instead of hanging. */
     alarm(600);
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.cache_dir = strcmp(argv[1], "-") ? argv[1] : NULL;
     o.tuning = "cache.binaries=1"; /* on every driver, PoCL included */
     if (argc > 4) o.cache_max_bytes = strtoull(argv[4], NULL, 10);

@@ -29,8 +29,8 @@
     "clblast.gemm_switch=0"
 
 static oclml_ctx *ctx_with(const char *tuning, const char *cache_dir) {
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.tuning = tuning;
     o.cache_dir = cache_dir;
     return test_ctx_new(&o);
@@ -48,8 +48,8 @@ static bool clblast_runs_here(void) {
 }
 
 static void expect_refused(const char *tuning) {
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.tuning = tuning;
     oclml_ctx *ctx = NULL;
     char err[2048];
@@ -186,8 +186,8 @@ START_TEST(bad_option_refused) {
         {"clblast.xgemm_direct=2:8:8:8:8:2:1:2:2:16", "PADA and PADB must be 0 or 1"},
     };
     for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
-        oclml_ctx_options o;
-        oclml_ctx_options_init(&o);
+        oclml_ctx_config o;
+        oclml_ctx_config_init(&o);
         o.tuning = BAD[i].tuning;
         oclml_ctx *ctx = NULL;
         char err[1024];
@@ -199,8 +199,8 @@ START_TEST(bad_option_refused) {
                       "%s: %s", BAD[i].tuning, err);
     }
     /* The wrong count is the tuning table's own error. */
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.tuning = "clblast.xgemm=0:1:16";
     oclml_ctx *ctx = NULL;
     char err[1024];
@@ -267,8 +267,8 @@ static tool_facts facts_in_child(const char *dir) {
     if (pid == 0) {
         close(fd[0]);
         tool_facts f = {0};
-        oclml_ctx_options o;
-        oclml_ctx_options_init(&o);
+        oclml_ctx_config o;
+        oclml_ctx_config_init(&o);
         o.tuning = NONE; /* applies nothing: CLBlast's state stays untouched */
         oclml_ctx *ctx = NULL;
         oclml_device_info d;

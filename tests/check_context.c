@@ -13,8 +13,8 @@
 #include <string.h>
 
 static oclml_status try_select(const char *sel, char *err, size_t len) {
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.device = sel;
     oclml_ctx *ctx = (oclml_ctx *)1;
     oclml_status st = oclml_ctx_create(&ctx, &o, err, len);
@@ -95,8 +95,8 @@ START_TEST(bad_selectors_list_devices) {
     unsetenv("OCLML_DEVICE");
     ASSERT_STATUS(oclml_ctx_create(NULL, NULL, err, sizeof err), OCLML_ERR_NULL_POINTER);
     /* A NULL error buffer is allowed. */
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.device = "9:9";
     oclml_ctx *ctx;
     ASSERT_STATUS(oclml_ctx_create(&ctx, &o, NULL, 0), OCLML_ERR_DEVICE_NOT_FOUND);
@@ -181,7 +181,7 @@ START_TEST(status_codes) {
     ck_assert_str_eq(oclml_ctx_last_error(NULL), "context is NULL");
     int code;
     ASSERT_STATUS(oclml_ctx_backend_error(NULL, &code), OCLML_ERR_NULL_POINTER);
-    ASSERT_STATUS(oclml_ctx_options_init(NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_ctx_config_init(NULL), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_ctx_destroy(NULL), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_ctx_finish(NULL), OCLML_ERR_NULL_POINTER);
     oclml_cache_info ci;
@@ -207,8 +207,8 @@ static void record_log(void *user, oclml_log_level level, const char *msg) {
 
 START_TEST(log_callback_and_last_error) {
     log_record rec = {0};
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.log_fn = record_log;
     o.log_user = &rec;
     oclml_ctx *ctx = test_ctx_new(&o);
@@ -312,8 +312,8 @@ START_TEST(shipped_file_of_a_device_family) {
     snprintf(sub, sizeof sub, "%s/tuning", dir);
     ck_assert_int_eq(mkdir(sub, 0700), 0);
     test_write_file(sub, family, "{\"key\": \"gemm.splitk\", \"value\": \"7\"}\n");
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     snprintf(sub, sizeof sub, "%s/cl", dir);
     o.kernel_path = sub;
     oclml_ctx *ctx = test_ctx_new(&o);
@@ -395,8 +395,8 @@ START_TEST(non_regular_tuning_files_skipped) {
         if (family[0])
             test_write_file(sub, family, "{\"key\": \"gemm.splitk\", \"value\": \"7\"}\n");
         log_lines log = {0};
-        oclml_ctx_options o;
-        oclml_ctx_options_init(&o);
+        oclml_ctx_config o;
+        oclml_ctx_config_init(&o);
         snprintf(sub, sizeof sub, "%s/cl", dir);
         o.kernel_path = sub;
         o.cache_dir = cache;
@@ -447,8 +447,8 @@ START_TEST(skipped_tuning_lines_warn_once_with_reason) {
     snprintf(text + used, sizeof text - used, "\n{\"key\": \"gemm.splitk\", \"value\": \"6\"}\n");
     test_write_file(store, file, text);
     log_lines log = {0};
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.cache_dir = dir;
     o.log_fn = keep_log;
     o.log_user = &log;
@@ -469,6 +469,48 @@ START_TEST(skipped_tuning_lines_warn_once_with_reason) {
 }
 END_TEST
 
+/* One API style: every parameter struct's init returns a status (NULL refused), and the former
+ * names of the renamed structs fill the same bytes as the new ones. */
+START_TEST(inits_and_former_names) {
+    oclml_ctx_config cc, old_cc;
+    oclml_rssm_params rp, old_rp;
+    oclml_optim_config oc;
+    oclml_dropout_params dp;
+    oclml_conv2d_params cp;
+    oclml_pool2d_params pp;
+    oclml_loss_params lp;
+    oclml_attention_params ap;
+    memset(&old_cc, 0x5a, sizeof old_cc);
+    memset(&old_rp, 0x5a, sizeof old_rp);
+    ASSERT_OK(oclml_ctx_config_init(&cc));
+    ASSERT_OK(oclml_ctx_options_init(&old_cc));
+    ck_assert(memcmp(&cc, &old_cc, sizeof cc) == 0);
+    ASSERT_OK(oclml_rssm_params_init(&rp));
+    ASSERT_OK(oclml_rssm_config_init(&old_rp));
+    ck_assert(memcmp(&rp, &old_rp, sizeof rp) == 0);
+    ASSERT_OK(oclml_optim_config_init(&oc, OCLML_OPTIM_ADAM));
+    ASSERT_OK(oclml_dropout_params_init(&dp));
+    ASSERT_OK(oclml_conv2d_params_init(&cp));
+    ASSERT_OK(oclml_pool2d_params_init(&pp));
+    ASSERT_OK(oclml_loss_params_init(&lp));
+    ASSERT_OK(oclml_attention_params_init(&ap));
+    ck_assert(cc.struct_size == sizeof cc && rp.struct_size == sizeof rp &&
+              oc.struct_size == sizeof oc && dp.struct_size == sizeof dp &&
+              cp.struct_size == sizeof cp && pp.struct_size == sizeof pp &&
+              lp.struct_size == sizeof lp && ap.struct_size == sizeof ap);
+    ASSERT_STATUS(oclml_ctx_config_init(NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_ctx_options_init(NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_rssm_params_init(NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_rssm_config_init(NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_optim_config_init(NULL, OCLML_OPTIM_ADAM), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_dropout_params_init(NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_conv2d_params_init(NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_pool2d_params_init(NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_loss_params_init(NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_attention_params_init(NULL), OCLML_ERR_NULL_POINTER);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("context");
     TCase *tc = tcase_create("context");
@@ -482,6 +524,7 @@ int main(void) {
     tcase_add_test(tc, shipped_file_of_a_device_family);
     tcase_add_test(tc, non_regular_tuning_files_skipped);
     tcase_add_test(tc, skipped_tuning_lines_warn_once_with_reason);
+    tcase_add_test(tc, inits_and_former_names);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

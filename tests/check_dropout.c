@@ -249,13 +249,46 @@ static void assert_error(oclml_status got, oclml_status want, const char *text) 
                   oclml_ctx_last_error(T), text);
 }
 
+/* NULL params are the defaults (p = 0): each op is then the identity (dropout_add a plain add),
+ * bit for bit, as with the initialised struct; linear_dropout is linear. */
+START_TEST(null_params_mean_defaults) {
+    const size_t shape[1] = {37};
+    float *xv, *bv;
+    oclml_tensor *x = test_tensor_held(OCLML_FLOAT32, 1, shape, -3, 3, &xv),
+                 *base = test_tensor_held(OCLML_FLOAT32, 1, shape, -3, 3, &bv),
+                 *y = test_tensor(1, shape), *r = test_tensor(1, shape);
+    float got[37];
+    ASSERT_OK(oclml_dropout(T, NULL, x, y));
+    test_read(y, got, 37);
+    ck_assert(memcmp(got, xv, sizeof got) == 0);
+    ASSERT_OK(oclml_dropout_backward(T, NULL, x, y));
+    test_read(y, got, 37);
+    ck_assert(memcmp(got, xv, sizeof got) == 0);
+    ASSERT_OK(oclml_dropout_add(T, NULL, base, x, r));
+    test_read(r, got, 37);
+    for (int i = 0; i < 37; i++) ck_assert_float_eq(got[i], bv[i] + xv[i]);
+    const size_t xs[2] = {5, 8}, ws[2] = {6, 8}, ys[2] = {5, 6};
+    float *xm, *wm;
+    oclml_tensor *X = test_tensor_held(OCLML_FLOAT32, 2, xs, -1, 1, &xm),
+                 *W = test_tensor_held(OCLML_FLOAT32, 2, ws, -1, 1, &wm), *Y1 = test_tensor(2, ys),
+                 *Y2 = test_tensor(2, ys), *P = test_tensor(2, ys);
+    ASSERT_OK(oclml_linear_dropout(T, OCLML_ACT_RELU, NULL, X, W, NULL, Y1, P));
+    ASSERT_OK(oclml_linear(T, OCLML_ACT_RELU, X, W, NULL, Y2, NULL));
+    float a[30], e[30];
+    test_read(Y1, a, 30);
+    test_read(Y2, e, 30);
+    ck_assert(memcmp(a, e, sizeof a) == 0);
+    free(xv), free(bv), free(xm), free(wm);
+    oclml_tensor *all[] = {x, base, y, r, X, W, Y1, Y2, P};
+    for (int i = 0; i < 9; i++) oclml_tensor_destroy(all[i]);
+}
+END_TEST
+
 START_TEST(bad_input_touches_nothing) {
     const size_t shape[1] = {10}, other[1] = {11}, part[1] = {6};
     oclml_tensor *x = test_tensor(1, shape), *y = test_tensor(1, shape), *z = test_tensor(1, other);
     oclml_dropout_params d = test_dropout_params(0.5f, 1, 0);
-    assert_error(oclml_dropout(T, NULL, x, y), OCLML_ERR_NULL_POINTER, "params are NULL");
-    assert_error(oclml_dropout_backward(T, NULL, x, y), OCLML_ERR_NULL_POINTER, "params are NULL");
-    assert_error(oclml_dropout_add(T, NULL, x, x, y), OCLML_ERR_NULL_POINTER, "params are NULL");
+    ASSERT_STATUS(oclml_dropout(T, NULL, x, z), OCLML_ERR_INVALID_SHAPE); /* NULL: p = 0 */
     ASSERT_STATUS(oclml_dropout(NULL, &d, x, y), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_dropout(T, &d, NULL, y), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_dropout_add(T, &d, x, x, NULL), OCLML_ERR_NULL_POINTER);
@@ -309,6 +342,7 @@ int main(void) {
     tcase_add_test(tc, backward_add_repeat_and_in_place);
     tcase_add_test(tc, nan_stays_nan);
     tcase_add_test(tc, bad_input_touches_nothing);
+    tcase_add_test(tc, null_params_mean_defaults);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

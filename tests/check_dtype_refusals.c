@@ -143,8 +143,8 @@ static oclml_status gru_sequence(oclml_tensor *const *t) {
 
 /* E 1, D 2, G 1, C 2 (S 2), F 2, feedback 1, T 2. */
 static oclml_status rssm(oclml_tensor *const *t) {
-    oclml_rssm_config c;
-    oclml_rssm_config_init(&c);
+    oclml_rssm_params c;
+    oclml_rssm_params_init(&c);
     c.steps = 2;
     c.groups = 1;
     c.classes = 2;
@@ -360,8 +360,8 @@ END_TEST
 
 /* The fixture's context with profiling on: its events tell whether a call enqueued anything. */
 static void profiling_setup(void) {
-    oclml_ctx_options o;
-    ASSERT_OK(oclml_ctx_options_init(&o));
+    oclml_ctx_config o;
+    ASSERT_OK(oclml_ctx_config_init(&o));
     o.profiling = 1;
     T = test_ctx_new(&o);
 }

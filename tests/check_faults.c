@@ -743,7 +743,7 @@ END_TEST
 /* ---- RSSM rollout: the per-step and final-state outputs, then the summary's ---- */
 
 typedef struct rssm_args {
-    oclml_rssm_config c;
+    oclml_rssm_params c;
     oclml_rssm_weights w;
     oclml_rssm_state s;
     oclml_rssm_outputs o;
@@ -757,7 +757,7 @@ static oclml_status run_rssm(const void *p) {
 START_TEST(rssm_steps_before_summary) {
     const size_t E = 2, D = 8, G = 2, C = 2, S = G * C, F = 4, n = 3;
     rssm_args a;
-    oclml_rssm_config_init(&a.c);
+    oclml_rssm_params_init(&a.c);
     a.c.steps = n;
     a.c.groups = G;
     a.c.classes = C;

@@ -413,8 +413,9 @@ START_TEST(bad_input_touches_nothing) {
                  *DX = test_tensor(2, L.xshape);
     const oclml_dropout_params good = test_dropout_params(0.5f, 1, 0);
     oclml_dropout_params d = good;
-    ASSERT_STATUS(oclml_linear_dropout(T, L.act, NULL, L.X, L.W, L.B, Y, P),
-                  OCLML_ERR_NULL_POINTER);
+    /* NULL params are p = 0 (check_dropout): a bad shape with them still refused */
+    ASSERT_STATUS(oclml_linear_dropout(T, L.act, NULL, L.X, L.W, L.B, DX, P),
+                  OCLML_ERR_INVALID_SHAPE);
     ASSERT_STATUS(oclml_linear_dropout(NULL, L.act, &d, L.X, L.W, L.B, Y, P),
                   OCLML_ERR_NULL_POINTER);
     d.p = 1.5f;
@@ -441,8 +442,8 @@ START_TEST(bad_input_touches_nothing) {
         oclml_linear_dropout_backward(T, L.act, &d, L.X, L.W, NULL, L.DY, DX, NULL, NULL, 0),
         OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(
-        oclml_linear_dropout_backward(T, L.act, NULL, L.X, L.W, P, L.DY, DX, NULL, NULL, 0),
-        OCLML_ERR_NULL_POINTER);
+        oclml_linear_dropout_backward(T, L.act, NULL, L.X, L.W, P, L.DY, Y, NULL, NULL, 0),
+        OCLML_ERR_INVALID_SHAPE); /* NULL params are p = 0; dx of y's shape */
     d.p = -0.5f;
     ASSERT_STATUS(oclml_linear_dropout_backward(T, L.act, &d, L.X, L.W, P, L.DY, DX, NULL, NULL, 0),
                   OCLML_ERR_INVALID_ARGUMENT);

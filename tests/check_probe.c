@@ -18,8 +18,8 @@ START_TEST(profiling_needs_profiling_queue) {
 END_TEST
 
 START_TEST(profiling_times_ops) {
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.profiling = 1;
     oclml_ctx *ctx = test_ctx_new(&o);
     size_t n = 1 << 20;

@@ -15,8 +15,8 @@ static const char *GOOD = "__kernel void k(__global float *x) {\n"
                           "    x[get_global_id(0)] = OCLML_TEST_VALUE; }\n";
 
 static oclml_ctx *ctx_with_path(const char *dir) {
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.kernel_path = dir;
     o.cache_dir = ""; /* these tests are about compiling, not the disk cache */
     return test_ctx_new(&o);
@@ -201,8 +201,8 @@ START_TEST(malformed_build_options_refused) {
     static const char *bad[] = {"-D", "-DX=1 -D", "-D=1", "-DA='b c'", "DFOO", "-I"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv("OCLML_BUILD_OPTIONS", bad[i], 1);
-        oclml_ctx_options o;
-        oclml_ctx_options_init(&o);
+        oclml_ctx_config o;
+        oclml_ctx_config_init(&o);
         oclml_ctx *ctx = NULL;
         char err[1024];
         ck_assert_int_eq(oclml_ctx_create(&ctx, &o, err, sizeof err), OCLML_ERR_INVALID_ARGUMENT);
@@ -336,8 +336,8 @@ START_TEST(kernel_files_and_prewarm) {
     ASSERT_STATUS(oclml_ctx_build_file(T, "common.h", NULL, NULL), OCLML_ERR_INVALID_ARGUMENT);
     ASSERT_STATUS(oclml_ctx_build_file(T, "common.cl", NULL, NULL), OCLML_ERR_KERNEL_NOT_FOUND);
 
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.cache_dir = "";
     oclml_ctx *ctx = test_ctx_new(&o);
     oclml_cache_info c0, c1;
@@ -368,8 +368,8 @@ END_TEST
 /* A row op compiles the one variant it runs: one program, and the next row length of another
  * variant one more. */
 START_TEST(one_variant_per_call) {
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.cache_dir = "";
     oclml_ctx *ctx = test_ctx_new(&o);
     size_t shape[2] = {3, 40};
@@ -401,8 +401,8 @@ static void find_key(void *user, const char *key, const char *value, const char 
 }
 
 START_TEST(tuning_option) {
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.tuning = "rssm.split=3, gru.tile=2:2:2:1:2";
     oclml_ctx *ctx = test_ctx_new(&o);
     char seen[128] = "";
@@ -428,8 +428,8 @@ START_TEST(tuning_option) {
     ck_assert_str_eq(seen, "5 OCLML_TUNE");
     oclml_ctx_destroy(ctx);
     unsetenv("OCLML_TUNE");
-    /* Options without struct_size (not filled by oclml_ctx_options_init) are refused. */
-    oclml_ctx_options raw;
+    /* Options without struct_size (not filled by oclml_ctx_config_init) are refused. */
+    oclml_ctx_config raw;
     memset(&raw, 0, sizeof raw);
     ck_assert_int_eq(oclml_ctx_create(&ctx, &raw, NULL, 0), OCLML_ERR_INVALID_ARGUMENT);
 }

@@ -78,7 +78,7 @@ static void ens_free(ens *m) {
     free(m->y0);
 }
 
-static ref_rssm_args ref_args(const ens *m, const oclml_rssm_config *c) {
+static ref_rssm_args ref_args(const ens *m, const oclml_rssm_params *c) {
     ref_rssm_args a = {c->variant == OCLML_GRU_CHO,
                        c->mode == OCLML_RSSM_SAMPLE,
                        m->E,
@@ -107,7 +107,7 @@ static ref_rssm_args ref_args(const ens *m, const oclml_rssm_config *c) {
 }
 
 /* Runs a rollout with every output and checks each against the reference. */
-static void full_check(ens *m, const oclml_rssm_config *c, double tol) {
+static void full_check(ens *m, const oclml_rssm_params *c, double tol) {
     size_t E = m->E, n = c->steps, D = m->D, S = m->S, F = m->F, En = E * n;
     size_t en[2] = {E, n}, ed[2] = {E, D}, es[2] = {E, S}, ef[2] = {E, F};
     oclml_tensor *Y = test_tensor(2, en), *H = test_tensor(2, en), *N = test_tensor(2, en);
@@ -177,9 +177,9 @@ static void full_check(ens *m, const oclml_rssm_config *c, double tol) {
     for (int i = 0; i < 13; i++) free(mem[i]);
 }
 
-static oclml_rssm_config config(size_t steps, size_t G, size_t C, size_t K, int variant, int mode) {
-    oclml_rssm_config c;
-    oclml_rssm_config_init(&c);
+static oclml_rssm_params config(size_t steps, size_t G, size_t C, size_t K, int variant, int mode) {
+    oclml_rssm_params c;
+    oclml_rssm_params_init(&c);
     c.steps = steps;
     c.groups = G;
     c.classes = C;
@@ -193,7 +193,7 @@ static oclml_rssm_config config(size_t steps, size_t G, size_t C, size_t K, int 
 START_TEST(mean_mode_50_steps) {
     ens m;
     ens_make(&m, 3, 32, 4, 4, 12, 8, 0);
-    oclml_rssm_config c = config(50, 4, 4, 8, _i, OCLML_RSSM_MEAN);
+    oclml_rssm_params c = config(50, 4, 4, 8, _i, OCLML_RSSM_MEAN);
     full_check(&m, &c, TOL_GEMM);
     ens_free(&m);
 }
@@ -202,7 +202,7 @@ END_TEST
 START_TEST(odd_sizes_shared_f) {
     ens m;
     ens_make(&m, 2, 37, 3, 5, 9, 4, 1);
-    oclml_rssm_config c = config(7, 3, 5, 4, _i, OCLML_RSSM_MEAN);
+    oclml_rssm_params c = config(7, 3, 5, 4, _i, OCLML_RSSM_MEAN);
     full_check(&m, &c, TOL_GEMM);
     c.feedback = 0;
     c.steps = 1;
@@ -214,7 +214,7 @@ END_TEST
 START_TEST(sample_mode_matches_reference_draws) {
     ens m;
     ens_make(&m, 2, 24, 4, 6, 8, 3, 0);
-    oclml_rssm_config c = config(5, 4, 6, 3, OCLML_GRU_TORCH, OCLML_RSSM_SAMPLE);
+    oclml_rssm_params c = config(5, 4, 6, 3, OCLML_GRU_TORCH, OCLML_RSSM_SAMPLE);
     full_check(&m, &c, TOL_GEMM); /* z_final one-hot equal to the reference's draws */
     /* Run to run: bit-identical. */
     size_t E = m.E, n = c.steps, en[2] = {E, n};
@@ -246,7 +246,7 @@ START_TEST(continues_from_returned_state) {
     int mode = _i;
     size_t E = 2, D = 16, S = 8, F = 6, e10[2] = {E, 10}, e6[2] = {E, 6}, e4[2] = {E, 4};
     size_t ed[2] = {E, D}, es[2] = {E, S}, ef[2] = {E, F};
-    oclml_rssm_config c = config(10, 2, 4, 3, OCLML_GRU_TORCH, mode);
+    oclml_rssm_params c = config(10, 2, 4, 3, OCLML_GRU_TORCH, mode);
     oclml_tensor *Yall = test_tensor(2, e10), *Y6 = test_tensor(2, e6), *Y4 = test_tensor(2, e4);
     oclml_tensor *HF = test_tensor(2, ed), *ZF = test_tensor(2, es), *FF = test_tensor(2, ef);
     oclml_rssm_outputs all = {.y = Yall};
@@ -279,7 +279,7 @@ END_TEST
 START_TEST(hidden_above_work_group_limit) {
     ens m;
     ens_make(&m, 2, 1536, 4, 8, 16, 4, 0);
-    oclml_rssm_config c = config(3, 4, 8, 4, OCLML_GRU_TORCH, OCLML_RSSM_MEAN);
+    oclml_rssm_params c = config(3, 4, 8, 4, OCLML_GRU_TORCH, OCLML_RSSM_MEAN);
     full_check(&m, &c, TOL_GEMM);
     ens_free(&m);
 }
@@ -297,7 +297,7 @@ START_TEST(split_rollout) {
     const size_t dims[2][5] = {{37, 3, 5, 9, 4}, {20, 3, 4, 12, 4}}; /* D, G, C, F, k */
     for (int v = 0; v < 2; v++) {
         const size_t *dm = dims[v];
-        oclml_rssm_config c = config(12, dm[1], dm[2], dm[4], _i, OCLML_RSSM_MEAN);
+        oclml_rssm_params c = config(12, dm[1], dm[2], dm[4], _i, OCLML_RSSM_MEAN);
         char tuning[64];
         /* Each tuning is a context of its own, so the inputs are made anew in each. */
         const int tries[] = {2, 3, 5, -1};
@@ -328,15 +328,15 @@ END_TEST
  * size first, which takes minutes for this kernel (PoCL still takes about a minute and a half to
  * specialise it for 8-wide groups). */
 START_TEST(general_kernel_any_device) {
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.cache_dir = "";
     o.tuning = "rssm.wg=8, rssm.split=2"; /* GPUs raise 8 to two warps (lib/ops/rssm.c) */
     oclml_ctx_destroy(T);
     T = test_ctx_new(&o);
     ens m;
     ens_make(&m, 2, 12, 2, 3, 5, 2, 0);
-    oclml_rssm_config c = config(6, 2, 3, 2, 0, OCLML_RSSM_MEAN);
+    oclml_rssm_params c = config(6, 2, 3, 2, 0, OCLML_RSSM_MEAN);
     full_check(&m, &c, TOL_GEMM);
     c.variant = OCLML_GRU_CHO;
     c.mode = OCLML_RSSM_SAMPLE;
@@ -356,7 +356,7 @@ START_TEST(nan_member_stays_nan) {
     size_t T6 = 6, en[2] = {2, T6}, two = 2;
     oclml_tensor *Y = test_tensor(2, en), *H = test_tensor(2, en), *TE = test_tensor(1, &two);
     oclml_rssm_outputs o = {.y = Y, .entropy = H, .total_entropy = TE};
-    oclml_rssm_config c = config(T6, 2, 3, 2, OCLML_GRU_TORCH, OCLML_RSSM_MEAN);
+    oclml_rssm_params c = config(T6, 2, 3, 2, OCLML_GRU_TORCH, OCLML_RSSM_MEAN);
     ASSERT_OK(oclml_rssm_rollout(T, &c, &m.weights, &m.start, &o));
     float y[12], h[12], te[2];
     test_read(Y, y, 12);
@@ -381,8 +381,8 @@ START_TEST(invalid_configurations) {
     size_t en[2] = {2, 5};
     oclml_tensor *Y = test_tensor(2, en), *Ybad = test_tensor(2, (size_t[]){2, 4});
     oclml_rssm_outputs o = {.y = Y};
-    oclml_rssm_config c = config(5, 2, 3, 2, OCLML_GRU_TORCH, OCLML_RSSM_MEAN);
-    oclml_rssm_config bad = c;
+    oclml_rssm_params c = config(5, 2, 3, 2, OCLML_GRU_TORCH, OCLML_RSSM_MEAN);
+    oclml_rssm_params bad = c;
     bad.groups = 3; /* G * C = 9, S = 6 */
     ASSERT_STATUS(oclml_rssm_rollout(T, &bad, &m.weights, &m.start, &o), OCLML_ERR_INVALID_CONFIG);
     ck_assert_ptr_nonnull(strstr(oclml_ctx_last_error(T), "G * C"));
@@ -390,7 +390,7 @@ START_TEST(invalid_configurations) {
     bad.groups = ((size_t)1 << (sizeof(size_t) * 8 - 1)) + 3;
     bad.classes = 2;
     ASSERT_STATUS(oclml_rssm_rollout(T, &bad, &m.weights, &m.start, &o), OCLML_ERR_INVALID_CONFIG);
-    /* A config not filled by oclml_rssm_config_init is refused. */
+    /* A config not filled by oclml_rssm_params_init is refused. */
     bad = c;
     bad.struct_size = 0;
     ASSERT_STATUS(oclml_rssm_rollout(T, &bad, &m.weights, &m.start, &o), OCLML_ERR_INVALID_CONFIG);
@@ -415,7 +415,7 @@ START_TEST(invalid_configurations) {
     ASSERT_STATUS(oclml_rssm_rollout(T, &c, &wb, &m.start, &o), OCLML_ERR_INVALID_SHAPE);
     ASSERT_STATUS(oclml_rssm_rollout(T, &c, NULL, &m.start, &o), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_rssm_rollout(NULL, &c, &m.weights, &m.start, &o), OCLML_ERR_NULL_POINTER);
-    ASSERT_STATUS(oclml_rssm_config_init(NULL), OCLML_ERR_NULL_POINTER);
+    ASSERT_STATUS(oclml_rssm_params_init(NULL), OCLML_ERR_NULL_POINTER);
     float out[10];
     test_read(Y, out, 10);
     for (int i = 0; i < 10; i++) ck_assert(isnan(out[i]));

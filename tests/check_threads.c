@@ -146,8 +146,8 @@ static void *first_call_work(void *arg) {
 }
 
 START_TEST(first_calls_build_concurrently) {
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.cache_dir = "";
     oclml_ctx *ctx = test_ctx_new(&o);
     static first_call f[4];
@@ -173,8 +173,8 @@ END_TEST
 
 START_TEST(four_threads_one_context) {
     /* No disk cache: all four threads race to build the same programs from source. */
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.cache_dir = "";
     oclml_ctx *ctx = test_ctx_new(&o);
     /* Planning runs the device's capability probes (their builds count too, on GPUs that have

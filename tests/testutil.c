@@ -13,7 +13,7 @@
 
 oclml_ctx *T;
 
-oclml_ctx *test_ctx_new(const oclml_ctx_options *opts) {
+oclml_ctx *test_ctx_new(const oclml_ctx_config *opts) {
     char err[8192];
     oclml_ctx *ctx = NULL;
     oclml_status st = oclml_ctx_create(&ctx, opts, err, sizeof err);
@@ -24,8 +24,8 @@ oclml_ctx *test_ctx_new(const oclml_ctx_options *opts) {
 void test_setup(void) { T = test_ctx_new(NULL); }
 
 void test_retune(const char *tuning) {
-    oclml_ctx_options o;
-    oclml_ctx_options_init(&o);
+    oclml_ctx_config o;
+    oclml_ctx_config_init(&o);
     o.tuning = tuning;
     if (T) oclml_ctx_destroy(T);
     T = test_ctx_new(&o);

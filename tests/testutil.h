@@ -17,7 +17,7 @@ extern oclml_ctx *T;
 void test_setup(void);
 void test_teardown(void);
 /* Creates a context with the given options (NULL: defaults) or fails the test with its text. */
-oclml_ctx *test_ctx_new(const oclml_ctx_options *opts);
+oclml_ctx *test_ctx_new(const oclml_ctx_config *opts);
 /* Replaces T by a context with the tuning option `tuning` (how tests pick variants: never
  * setenv, which is process-global). NULL: the defaults again. */
 void test_retune(const char *tuning);

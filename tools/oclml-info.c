@@ -119,8 +119,8 @@ static void print_cache(const oclml_ctx *ctx) {
 }
 
 int main(int argc, char **argv) {
-    oclml_ctx_options opts;
-    oclml_ctx_options_init(&opts);
+    oclml_ctx_config opts;
+    oclml_ctx_config_init(&opts);
     opts.kernel_path = oclml_tree_kernel_path();
     int warm = 0, ops = 0, all = 0;
     const char *warm_ops = NULL;

@@ -715,8 +715,8 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    oclml_ctx_options opts;
-    oclml_ctx_options_init(&opts);
+    oclml_ctx_config opts;
+    oclml_ctx_config_init(&opts);
     opts.kernel_path = oclml_tree_kernel_path();
     opts.profiling = 1;
     /* CLBlast's own parameters while measuring its defaults: no stored values applied. */

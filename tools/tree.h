@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 /* The source tree's kernel directory when this executable lies in the build tree and
- * $OCLML_KERNEL_PATH is unset, else NULL (for oclml_ctx_options.kernel_path). */
+ * $OCLML_KERNEL_PATH is unset, else NULL (for oclml_ctx_config.kernel_path). */
 static inline const char *oclml_tree_kernel_path(void) {
 #if defined(OCLML_TREE_BUILDDIR) && defined(OCLML_TREE_KERNELS)
     if (getenv("OCLML_KERNEL_PATH")) return NULL;

@@ -112,27 +112,32 @@ static void copy_error(const oclml_ctx *ctx, char *err_text, size_t err_len) {
     }
 }
 
-oclml_status oclml_ctx_options_init(oclml_ctx_options *options) {
-    if (!options) return OCLML_ERR_NULL_POINTER;
+oclml_status oclml_ctx_config_init(oclml_ctx_config *options) {
+    if (!options) return oclml__fail(NULL, OCLML_ERR_NULL_POINTER, "config is NULL");
     memset(options, 0, sizeof *options);
     options->struct_size = sizeof *options;
     return OCLML_SUCCESS;
 }
 
-/* Options filled by oclml_ctx_options_init carry their size; others are refused (with no
+/* The former name (include/oclml.h's aliases). */
+oclml_status oclml_ctx_options_init(oclml_ctx_config *options) {
+    return oclml_ctx_config_init(options);
+}
+
+/* Options filled by oclml_ctx_config_init carry their size; others are refused (with no
  * context yet, the reason goes to err_text). */
-static bool options_sized(const oclml_ctx_options *o, char *err_text, size_t err_len) {
+static bool options_sized(const oclml_ctx_config *o, char *err_text, size_t err_len) {
     if (o->struct_size == sizeof *o) return true;
     if (err_text && err_len)
         snprintf(err_text, err_len,
                  "options.struct_size is %zu, not %zu: fill the options with "
-                 "oclml_ctx_options_init first",
+                 "oclml_ctx_config_init first",
                  o->struct_size, sizeof *o);
     return false;
 }
 
 /* Allocates a context and applies the options that do not depend on the device. */
-static oclml_ctx *ctx_alloc(const oclml_ctx_options *o) {
+static oclml_ctx *ctx_alloc(const oclml_ctx_config *o) {
     oclml_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return NULL;
     atomic_init(&ctx->tensors_alive, 0);
@@ -161,7 +166,7 @@ static oclml_ctx *ctx_alloc(const oclml_ctx_options *o) {
 
 /* Shared tail of create and wrap: device facts, disk cache, tuning table. Nothing is compiled
  * here: ops build the variant they run on first use, or oclml_ctx_prewarm does it up front. */
-static oclml_status ctx_finish_setup(oclml_ctx *ctx, const oclml_ctx_options *o) {
+static oclml_status ctx_finish_setup(oclml_ctx *ctx, const oclml_ctx_config *o) {
     if (!oclml__options_well_formed(ctx->build_options))
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT,
                            "build options '%s' ($OCLML_BUILD_OPTIONS, then the build_options "
@@ -205,10 +210,10 @@ static void ctx_free(oclml_ctx *ctx) {
 
 /* The start of create and wrap: the options (the caller's, or defaults filled into *defaults),
  * checked for their size, and a context allocated with what needs no device. */
-static oclml_status ctx_begin(oclml_ctx_options *defaults, const oclml_ctx_options *options,
+static oclml_status ctx_begin(oclml_ctx_config *defaults, const oclml_ctx_config *options,
                               char *err_text, size_t err_len, oclml_ctx **out) {
-    oclml_ctx_options_init(defaults);
-    const oclml_ctx_options *o = options ? options : defaults;
+    oclml_ctx_config_init(defaults);
+    const oclml_ctx_config *o = options ? options : defaults;
     *out = NULL;
     if (!options_sized(o, err_text, err_len)) return OCLML_ERR_INVALID_ARGUMENT;
     oclml_ctx *ctx = ctx_alloc(o);
@@ -227,13 +232,13 @@ static oclml_status fail_create(oclml_ctx *ctx, oclml_status st, char *err_text,
     return st;
 }
 
-oclml_status oclml_ctx_create(oclml_ctx **out, const oclml_ctx_options *options, char *err_text,
+oclml_status oclml_ctx_create(oclml_ctx **out, const oclml_ctx_config *options, char *err_text,
                               size_t err_len) {
     if (err_text && err_len) err_text[0] = '\0';
     if (!out) return OCLML_ERR_NULL_POINTER;
     *out = NULL;
-    oclml_ctx_options defaults;
-    const oclml_ctx_options *o = options ? options : &defaults;
+    oclml_ctx_config defaults;
+    const oclml_ctx_config *o = options ? options : &defaults;
     oclml_ctx *ctx;
     oclml_status st0 = ctx_begin(&defaults, options, err_text, err_len, &ctx);
     if (st0) return st0;
@@ -302,8 +307,8 @@ oclml_status oclml_ctx_create(oclml_ctx **out, const oclml_ctx_options *options,
 }
 
 oclml_status oclml_ctx_wrap(oclml_ctx **out, cl_context cl_ctx, cl_device_id device,
-                            cl_command_queue queue, const oclml_ctx_options *options,
-                            char *err_text, size_t err_len) {
+                            cl_command_queue queue, const oclml_ctx_config *options, char *err_text,
+                            size_t err_len) {
     if (err_text && err_len) err_text[0] = '\0';
     if (!out) return OCLML_ERR_NULL_POINTER;
     *out = NULL;
@@ -312,8 +317,8 @@ oclml_status oclml_ctx_wrap(oclml_ctx **out, cl_context cl_ctx, cl_device_id dev
             snprintf(err_text, err_len, "oclml_ctx_wrap needs a cl_context, a device and a queue");
         return OCLML_ERR_NULL_POINTER;
     }
-    oclml_ctx_options defaults;
-    const oclml_ctx_options *o = options ? options : &defaults;
+    oclml_ctx_config defaults;
+    const oclml_ctx_config *o = options ? options : &defaults;
     oclml_ctx *ctx;
     oclml_status st0 = ctx_begin(&defaults, options, err_text, err_len, &ctx);
     if (st0) return st0;

@@ -13,9 +13,10 @@
 
 #define MAX_HEAD_DIM 256
 
-void oclml_attention_params_init(oclml_attention_params *p) {
-    if (!p) return;
+oclml_status oclml_attention_params_init(oclml_attention_params *p) {
+    if (!p) return oclml__fail(NULL, OCLML_ERR_NULL_POINTER, "params is NULL");
     *p = (oclml_attention_params){.struct_size = sizeof *p, .window_left = -1, .window_right = -1};
+    return OCLML_SUCCESS;
 }
 
 /* ---- argument checks ---- */

@@ -21,10 +21,19 @@ static const oclml__program_spec PROGRAM = {
 /* The column workspace a chunk of images may take. */
 #define CHUNK_BYTES ((size_t)128 << 20)
 
-void oclml_conv2d_params_init(oclml_conv2d_params *p) {
-    if (!p) return;
+oclml_status oclml_conv2d_params_init(oclml_conv2d_params *p) {
+    if (!p) return oclml__fail(NULL, OCLML_ERR_NULL_POINTER, "params is NULL");
     *p = (oclml_conv2d_params){
         .struct_size = sizeof *p, .stride = {1, 1}, .dilation = {1, 1}, .groups = 1};
+    return OCLML_SUCCESS;
+}
+
+/* NULL params: the defaults, as every op takes them. */
+static const oclml_conv2d_params *or_defaults(const oclml_conv2d_params *p,
+                                              oclml_conv2d_params *defaults) {
+    if (p) return p;
+    oclml_conv2d_params_init(defaults);
+    return defaults;
 }
 
 static oclml_status check_params(oclml_ctx *ctx, const oclml_conv2d_params *p, bool transposed) {
@@ -475,6 +484,8 @@ static const char *const CONV_FWD_NAMES[] = {"x", "w", "b", "y"}, *const CONV_BW
 
 oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *p, const oclml_tensor *x,
                           const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
+    oclml_conv2d_params defaults;
+    p = or_defaults(p, &defaults);
     const oclml_tensor *const ts[] = {x, w, b, y};
     const conv_lp_call lp = {p, false, 0, NULL, 0};
     if (oclml__any_16bit(4, ts))
@@ -489,6 +500,8 @@ oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *p, const oc
 
 oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, const oclml_tensor *x,
                                const oclml_tensor *w, char *text, size_t len) {
+    oclml_conv2d_params defaults;
+    p = or_defaults(p, &defaults);
     const oclml_tensor *const ts[] = {x, w};
     const conv_lp_call lp = {p, false, 0, text, len};
     if (oclml__any_16bit(2, ts))
@@ -561,6 +574,8 @@ oclml_status oclml_conv2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *p,
                                    const oclml_tensor *x, const oclml_tensor *w,
                                    const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
                                    oclml_tensor *db, int accumulate) {
+    oclml_conv2d_params defaults;
+    p = or_defaults(p, &defaults);
     const oclml_tensor *const ts[] = {x, w, dy, dx, dw, db};
     const conv_lp_call lp = {p, false, accumulate, NULL, 0};
     if (oclml__any_16bit(6, ts))
@@ -634,6 +649,8 @@ static oclml_status conv_transpose2d_run(oclml_ctx *ctx, const oclml_conv2d_para
 oclml_status oclml_conv_transpose2d(oclml_ctx *ctx, const oclml_conv2d_params *p,
                                     const oclml_tensor *x, const oclml_tensor *w,
                                     const oclml_tensor *b, oclml_tensor *y) {
+    oclml_conv2d_params defaults;
+    p = or_defaults(p, &defaults);
     const oclml_tensor *const ts[] = {x, w, b, y};
     const conv_lp_call lp = {p, true, 0, NULL, 0};
     if (oclml__any_16bit(4, ts))
@@ -670,6 +687,8 @@ oclml_status oclml_conv_transpose2d_backward(oclml_ctx *ctx, const oclml_conv2d_
                                              const oclml_tensor *x, const oclml_tensor *w,
                                              const oclml_tensor *dy, oclml_tensor *dx,
                                              oclml_tensor *dw, oclml_tensor *db, int accumulate) {
+    oclml_conv2d_params defaults;
+    p = or_defaults(p, &defaults);
     const oclml_tensor *const ts[] = {x, w, dy, dx, dw, db};
     const conv_lp_call lp = {p, true, accumulate, NULL, 0};
     if (oclml__any_16bit(6, ts))

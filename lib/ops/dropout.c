@@ -12,9 +12,16 @@
 static const oclml__program_spec DROPOUT = {FILE_CL, NULL, "oclml_dropout", 0};
 
 oclml_status oclml_dropout_params_init(oclml_dropout_params *params) {
-    if (!params) return OCLML_ERR_NULL_POINTER;
+    if (!params) return oclml__fail(NULL, OCLML_ERR_NULL_POINTER, "params is NULL");
     *params = (oclml_dropout_params){.struct_size = sizeof *params};
     return OCLML_SUCCESS;
+}
+
+const oclml_dropout_params *oclml__dropout_or_defaults(const oclml_dropout_params *d,
+                                                       oclml_dropout_params *defaults) {
+    if (d) return d;
+    oclml_dropout_params_init(defaults);
+    return defaults;
 }
 
 /* ceil(n / 4) without n + 3, which wraps for n near SIZE_MAX. */
@@ -77,6 +84,8 @@ static oclml_status run(oclml_ctx *ctx, const oclml_dropout_params *d, const ocl
 
 oclml_status oclml_dropout(oclml_ctx *ctx, const oclml_dropout_params *params,
                            const oclml_tensor *x, oclml_tensor *y) {
+    oclml_dropout_params defaults;
+    params = oclml__dropout_or_defaults(params, &defaults);
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, params);
     if (!st) st = oclml__check_same_shape_of(ctx, x, "x", y, "y", OCLML__DTYPES_ALL);
@@ -86,6 +95,8 @@ oclml_status oclml_dropout(oclml_ctx *ctx, const oclml_dropout_params *params,
 
 oclml_status oclml_dropout_backward(oclml_ctx *ctx, const oclml_dropout_params *params,
                                     const oclml_tensor *dy, oclml_tensor *dx) {
+    oclml_dropout_params defaults;
+    params = oclml__dropout_or_defaults(params, &defaults);
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, params);
     if (!st) st = oclml__check_same_shape_of(ctx, dy, "dy", dx, "dx", OCLML__DTYPES_ALL);
@@ -95,6 +106,8 @@ oclml_status oclml_dropout_backward(oclml_ctx *ctx, const oclml_dropout_params *
 
 oclml_status oclml_dropout_add(oclml_ctx *ctx, const oclml_dropout_params *params,
                                const oclml_tensor *x, const oclml_tensor *y, oclml_tensor *r) {
+    oclml_dropout_params defaults;
+    params = oclml__dropout_or_defaults(params, &defaults);
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, params);
     if (!st) st = oclml__check_same_shape_of(ctx, x, "x", y, "y", OCLML__DTYPES_ALL);

@@ -50,14 +50,15 @@ static const oclml__program_spec REDUCE_SPEC = {FILE_CL, NULL, "oclml_loss_finis
 static const oclml__program_spec POINTWISE_SPEC = {FILE_CL, NULL,
                                                    "oclml_loss_pointwise oclml_loss_finish", 0};
 
-void oclml_loss_params_init(oclml_loss_params *p) {
-    if (!p) return;
+oclml_status oclml_loss_params_init(oclml_loss_params *p) {
+    if (!p) return oclml__fail(NULL, OCLML_ERR_NULL_POINTER, "params is NULL");
     memset(p, 0, sizeof *p);
     p->struct_size = sizeof *p;
     p->reduction = OCLML_LOSS_MEAN;
     p->ignore_index = -100;
     p->label_smoothing = 0.0f;
     p->delta = 1.0f;
+    return OCLML_SUCCESS;
 }
 
 /* ---- validation ---- */

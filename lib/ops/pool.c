@@ -21,9 +21,18 @@ static oclml__program_spec max_spec(const char *kernel, oclml_activation act) {
     return (oclml__program_spec){KERNEL_FILE, oclml__act_define(act), kernel, 0};
 }
 
-void oclml_pool2d_params_init(oclml_pool2d_params *p) {
-    if (!p) return;
+oclml_status oclml_pool2d_params_init(oclml_pool2d_params *p) {
+    if (!p) return oclml__fail(NULL, OCLML_ERR_NULL_POINTER, "params is NULL");
     *p = (oclml_pool2d_params){.struct_size = sizeof *p, .kernel = {2, 2}, .count_include_pad = 1};
+    return OCLML_SUCCESS;
+}
+
+/* NULL params: the defaults, as every op takes them. */
+static const oclml_pool2d_params *or_defaults(const oclml_pool2d_params *p,
+                                              oclml_pool2d_params *defaults) {
+    if (p) return p;
+    oclml_pool2d_params_init(defaults);
+    return defaults;
 }
 
 typedef struct pool_shape {
@@ -233,6 +242,8 @@ oclml_status oclml_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params
 
 oclml_status oclml_act_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p,
                                   oclml_activation act, const oclml_tensor *x, oclml_tensor *y) {
+    oclml_pool2d_params defaults;
+    p = or_defaults(p, &defaults);
     const oclml_tensor *const ts[] = {x, y};
     const pool_lp_call c = {p, act, 0};
     bool lp;
@@ -243,6 +254,8 @@ oclml_status oclml_act_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p,
 oclml_status oclml_act_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,
                                            oclml_activation act, const oclml_tensor *x,
                                            const oclml_tensor *dy, oclml_tensor *dx) {
+    oclml_pool2d_params defaults;
+    p = or_defaults(p, &defaults);
     const oclml_tensor *const ts[] = {x, dy, dx};
     const pool_lp_call c = {p, act, 1};
     bool lp;
@@ -252,6 +265,8 @@ oclml_status oclml_act_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_pa
 
 oclml_status oclml_avg_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
                               oclml_tensor *y) {
+    oclml_pool2d_params defaults;
+    p = or_defaults(p, &defaults);
     const oclml_tensor *const ts[] = {x, y};
     const pool_lp_call c = {p, OCLML_ACT_NONE, 2};
     bool lp;
@@ -261,6 +276,8 @@ oclml_status oclml_avg_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, cons
 
 oclml_status oclml_avg_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,
                                        const oclml_tensor *dy, oclml_tensor *dx) {
+    oclml_pool2d_params defaults;
+    p = or_defaults(p, &defaults);
     const oclml_tensor *const ts[] = {dy, dx};
     const pool_lp_call c = {p, OCLML_ACT_NONE, 3};
     bool lp;

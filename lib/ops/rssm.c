@@ -15,8 +15,11 @@
  * 4.6 ms at 512; D256 0.80 ms at 256 and 0.91 ms at 1024). */
 #define WIDE_GROUP_WEIGHT_BYTES (4.0 * 1024 * 1024)
 
-oclml_status oclml_rssm_config_init(oclml_rssm_config *c) {
-    if (!c) return OCLML_ERR_NULL_POINTER;
+/* The former name (include/oclml.h's aliases). */
+oclml_status oclml_rssm_config_init(oclml_rssm_params *c) { return oclml_rssm_params_init(c); }
+
+oclml_status oclml_rssm_params_init(oclml_rssm_params *c) {
+    if (!c) return oclml__fail(NULL, OCLML_ERR_NULL_POINTER, "params is NULL");
     memset(c, 0, sizeof *c);
     c->variant = OCLML_GRU_TORCH;
     c->steps = 50;
@@ -38,7 +41,7 @@ static oclml_status opt_shape(oclml_ctx *ctx, const oclml_tensor *t, const char 
     return t ? oclml__check_shape(ctx, t, name, nd, a, b, 0) : OCLML_SUCCESS;
 }
 
-static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_config *c,
+static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_params *c,
                              const oclml_rssm_weights *w, const oclml_rssm_state *s,
                              const oclml_rssm_outputs *o, dims *d) {
     oclml_status st = oclml__check_ctx(ctx);
@@ -49,7 +52,7 @@ static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_config *c,
     if (c->struct_size != sizeof *c)
         return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG,
                            "config.struct_size is %zu, not %zu: fill the config with "
-                           "oclml_rssm_config_init first",
+                           "oclml_rssm_params_init first",
                            c->struct_size, sizeof *c);
     if (c->variant != OCLML_GRU_TORCH && c->variant != OCLML_GRU_CHO)
         return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG, "unknown GRU variant %d",
@@ -185,7 +188,7 @@ static size_t rollout_wg(const oclml_ctx *ctx, const dims *d, bool whole_members
     return L >= 8 ? L : 0;
 }
 
-static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c,
+static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_params *c,
                                   const oclml_rssm_weights *w, const oclml_rssm_state *s,
                                   const oclml_rssm_outputs *o, const dims *d, cl_mem Yb,
                                   cl_ulong yo, cl_mem Hb, cl_ulong heo, rssm_variant *v) {
@@ -285,7 +288,7 @@ static oclml_status rollout_split(oclml_ctx *ctx, const oclml_rssm_config *c,
     return st;
 }
 
-oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_config *c,
+oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_params *c,
                                 const oclml_rssm_weights *w, const oclml_rssm_state *s,
                                 const oclml_rssm_outputs *o) {
     dims d = {0};

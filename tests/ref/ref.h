@@ -52,7 +52,7 @@ void ref_gru_step(int cho, size_t B, size_t I, size_t D, const float *x, const f
                   double *h_new);
 
 /* RSSM ensemble rollout (RSSM.md) in double precision. Sizes and flags as in
- * oclml_rssm_config; f0 is [E x F] or shared [F]; b_ih / b_hh may be NULL. Outputs [E x T] (Y, H,
+ * oclml_rssm_params; f0 is [E x F] or shared [F]; b_ih / b_hh may be NULL. Outputs [E x T] (Y, H,
  * hnorm) and the final [E x D], [E x S], [E x F] states; any output but Y may be NULL. */
 typedef struct ref_rssm_args {
     int cho, sample;

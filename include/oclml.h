@@ -1036,7 +1036,8 @@ typedef struct oclml_rssm_outputs {
 } oclml_rssm_outputs;
 
 /* Runs the rollout: one launch for all T steps (on NVIDIA GPUs each member spread over
- * compute units / E work-groups), then one for the summary. Invalid configurations (G * C not S,
+ * compute units / E work-groups), then one for the summary. NULL params: the defaults
+ * (oclml_rssm_params_init's). Invalid configurations (G * C not S,
  * k > F, u outside [0, 1), T = 0, shape mismatches) return a status and enqueue nothing. A
  * member's state (F + S + 2D floats, plus a few KB) must fit the device's local memory, else
  * OCLML_ERR_UNSUPPORTED: on a 48 KB device D up to about 4900 with F 64 and a 32x32 latent. */

@@ -119,18 +119,27 @@ static lp_case kernel_case(int i) {
     return c;
 }
 
+/* The plan of c's product on T, into plan (256 bytes). */
+static void plan_of(const lp_case *c, char *plan) {
+    ASSERT_OK(oclml_gemm_plan_dtype(T, c->ta ? OCLML_TRANS : OCLML_NO_TRANS,
+                                    c->tb ? OCLML_TRANS : OCLML_NO_TRANS, c->m, c->n, c->k, 1,
+                                    c->ab, c->c, plan, 256));
+}
+
+/* Whether T's work-groups hold the kernel's 8 warps (CI also runs the suite with work-groups of
+ * 16: there the conversion). */
+static bool holds_the_kernel(void) {
+    oclml_device_info info;
+    ASSERT_OK(oclml_ctx_device_info(T, &info));
+    return info.max_work_group_size >= 256;
+}
+
 START_TEST(kernel_matches_reference) {
     test_retune("gemm.lp_mma=2");
     const lp_case c = kernel_case(_i);
     char plan[256];
-    ASSERT_OK(oclml_gemm_plan_dtype(T, c.ta ? OCLML_TRANS : OCLML_NO_TRANS,
-                                    c.tb ? OCLML_TRANS : OCLML_NO_TRANS, c.m, c.n, c.k, 1, c.ab,
-                                    c.c, plan, sizeof plan));
-    /* The kernel meant, where the device's work-groups hold its 8 warps (CI also runs the suite
-     * with work-groups of 16: there the conversion). */
-    oclml_device_info info;
-    ASSERT_OK(oclml_ctx_device_info(T, &info));
-    if (info.max_work_group_size >= 256)
+    plan_of(&c, plan);
+    if (holds_the_kernel())
         ck_assert_msg(strstr(plan, "tensor cores") && !strstr(plan, "converted"), "%s", plan);
     else
         ck_assert_msg(strstr(plan, "converted") != NULL, "%s", plan);
@@ -167,12 +176,8 @@ START_TEST(kernel_stages_unaligned) {
     c.ta = _i % 2, c.tb = _i % 2; /* A and B each K-contiguous once, row-contiguous once */
     c.m = 37, c.n = 45, c.k = 29;
     char plan[256];
-    ASSERT_OK(oclml_gemm_plan_dtype(T, c.ta ? OCLML_TRANS : OCLML_NO_TRANS,
-                                    c.tb ? OCLML_TRANS : OCLML_NO_TRANS, c.m, c.n, c.k, 1, c.ab,
-                                    c.c, plan, sizeof plan));
-    oclml_device_info info;
-    ASSERT_OK(oclml_ctx_device_info(T, &info));
-    if (info.max_work_group_size >= 256)
+    plan_of(&c, plan);
+    if (holds_the_kernel())
         ck_assert_msg(strstr(plan, "A and B staged by element") != NULL, "%s", plan);
     run_case(&c, -1);
 }
@@ -184,8 +189,7 @@ START_TEST(falls_back_to_conversion) {
     test_retune("gemm.lp_mma=2,gemm.lp_tile=96:96:2:2:2");
     const lp_case c = {OCLML_BFLOAT16, OCLML_FLOAT32, 1, 0, 136, 136, 72, 0, 0, 1.0f, 0.0f};
     char plan[256];
-    ASSERT_OK(oclml_gemm_plan_dtype(T, OCLML_TRANS, OCLML_NO_TRANS, c.m, c.n, c.k, 1, c.ab, c.c,
-                                    plan, sizeof plan));
+    plan_of(&c, plan);
     ck_assert_msg(strstr(plan, "converted to fp32") != NULL, "%s", plan);
     run_case(&c, -1);
 }

@@ -415,6 +415,8 @@ START_TEST(invalid_configurations) {
     ASSERT_STATUS(oclml_rssm_rollout(T, &c, &wb, &m.start, &o), OCLML_ERR_INVALID_SHAPE);
     ASSERT_STATUS(oclml_rssm_rollout(T, &c, NULL, &m.start, &o), OCLML_ERR_NULL_POINTER);
     ASSERT_STATUS(oclml_rssm_rollout(NULL, &c, &m.weights, &m.start, &o), OCLML_ERR_NULL_POINTER);
+    /* NULL params are the defaults, whose 16 x 16 latent is not this model's */
+    ASSERT_STATUS(oclml_rssm_rollout(T, NULL, &m.weights, &m.start, &o), OCLML_ERR_INVALID_CONFIG);
     ASSERT_STATUS(oclml_rssm_params_init(NULL), OCLML_ERR_NULL_POINTER);
     float out[10];
     test_read(Y, out, 10);

@@ -28,14 +28,6 @@ oclml_status oclml_conv2d_params_init(oclml_conv2d_params *p) {
     return OCLML_SUCCESS;
 }
 
-/* NULL params: the defaults, as every op takes them. */
-static const oclml_conv2d_params *or_defaults(const oclml_conv2d_params *p,
-                                              oclml_conv2d_params *defaults) {
-    if (p) return p;
-    oclml_conv2d_params_init(defaults);
-    return defaults;
-}
-
 static oclml_status check_params(oclml_ctx *ctx, const oclml_conv2d_params *p, bool transposed) {
     if (!p) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "conv2d params are NULL");
     if (p->struct_size != sizeof *p)
@@ -485,7 +477,7 @@ static const char *const CONV_FWD_NAMES[] = {"x", "w", "b", "y"}, *const CONV_BW
 oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *p, const oclml_tensor *x,
                           const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y) {
     oclml_conv2d_params defaults;
-    p = or_defaults(p, &defaults);
+    p = OCLML__OR_DEFAULTS(p, &defaults, oclml_conv2d_params_init);
     const oclml_tensor *const ts[] = {x, w, b, y};
     const conv_lp_call lp = {p, false, 0, NULL, 0};
     if (oclml__any_16bit(4, ts))
@@ -501,7 +493,7 @@ oclml_status oclml_conv2d(oclml_ctx *ctx, const oclml_conv2d_params *p, const oc
 oclml_status oclml_conv2d_plan(oclml_ctx *ctx, const oclml_conv2d_params *p, const oclml_tensor *x,
                                const oclml_tensor *w, char *text, size_t len) {
     oclml_conv2d_params defaults;
-    p = or_defaults(p, &defaults);
+    p = OCLML__OR_DEFAULTS(p, &defaults, oclml_conv2d_params_init);
     const oclml_tensor *const ts[] = {x, w};
     const conv_lp_call lp = {p, false, 0, text, len};
     if (oclml__any_16bit(2, ts))
@@ -575,7 +567,7 @@ oclml_status oclml_conv2d_backward(oclml_ctx *ctx, const oclml_conv2d_params *p,
                                    const oclml_tensor *dy, oclml_tensor *dx, oclml_tensor *dw,
                                    oclml_tensor *db, int accumulate) {
     oclml_conv2d_params defaults;
-    p = or_defaults(p, &defaults);
+    p = OCLML__OR_DEFAULTS(p, &defaults, oclml_conv2d_params_init);
     const oclml_tensor *const ts[] = {x, w, dy, dx, dw, db};
     const conv_lp_call lp = {p, false, accumulate, NULL, 0};
     if (oclml__any_16bit(6, ts))
@@ -650,7 +642,7 @@ oclml_status oclml_conv_transpose2d(oclml_ctx *ctx, const oclml_conv2d_params *p
                                     const oclml_tensor *x, const oclml_tensor *w,
                                     const oclml_tensor *b, oclml_tensor *y) {
     oclml_conv2d_params defaults;
-    p = or_defaults(p, &defaults);
+    p = OCLML__OR_DEFAULTS(p, &defaults, oclml_conv2d_params_init);
     const oclml_tensor *const ts[] = {x, w, b, y};
     const conv_lp_call lp = {p, true, 0, NULL, 0};
     if (oclml__any_16bit(4, ts))
@@ -688,7 +680,7 @@ oclml_status oclml_conv_transpose2d_backward(oclml_ctx *ctx, const oclml_conv2d_
                                              const oclml_tensor *dy, oclml_tensor *dx,
                                              oclml_tensor *dw, oclml_tensor *db, int accumulate) {
     oclml_conv2d_params defaults;
-    p = or_defaults(p, &defaults);
+    p = OCLML__OR_DEFAULTS(p, &defaults, oclml_conv2d_params_init);
     const oclml_tensor *const ts[] = {x, w, dy, dx, dw, db};
     const conv_lp_call lp = {p, true, accumulate, NULL, 0};
     if (oclml__any_16bit(6, ts))

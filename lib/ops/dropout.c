@@ -17,13 +17,6 @@ oclml_status oclml_dropout_params_init(oclml_dropout_params *params) {
     return OCLML_SUCCESS;
 }
 
-const oclml_dropout_params *oclml__dropout_or_defaults(const oclml_dropout_params *d,
-                                                       oclml_dropout_params *defaults) {
-    if (d) return d;
-    oclml_dropout_params_init(defaults);
-    return defaults;
-}
-
 /* ceil(n / 4) without n + 3, which wraps for n near SIZE_MAX. */
 uint64_t oclml_dropout_counters(size_t n) { return (uint64_t)(n / 4) + (n % 4 != 0); }
 
@@ -85,7 +78,7 @@ static oclml_status run(oclml_ctx *ctx, const oclml_dropout_params *d, const ocl
 oclml_status oclml_dropout(oclml_ctx *ctx, const oclml_dropout_params *params,
                            const oclml_tensor *x, oclml_tensor *y) {
     oclml_dropout_params defaults;
-    params = oclml__dropout_or_defaults(params, &defaults);
+    params = OCLML__OR_DEFAULTS(params, &defaults, oclml_dropout_params_init);
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, params);
     if (!st) st = oclml__check_same_shape_of(ctx, x, "x", y, "y", OCLML__DTYPES_ALL);
@@ -96,7 +89,7 @@ oclml_status oclml_dropout(oclml_ctx *ctx, const oclml_dropout_params *params,
 oclml_status oclml_dropout_backward(oclml_ctx *ctx, const oclml_dropout_params *params,
                                     const oclml_tensor *dy, oclml_tensor *dx) {
     oclml_dropout_params defaults;
-    params = oclml__dropout_or_defaults(params, &defaults);
+    params = OCLML__OR_DEFAULTS(params, &defaults, oclml_dropout_params_init);
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, params);
     if (!st) st = oclml__check_same_shape_of(ctx, dy, "dy", dx, "dx", OCLML__DTYPES_ALL);
@@ -107,7 +100,7 @@ oclml_status oclml_dropout_backward(oclml_ctx *ctx, const oclml_dropout_params *
 oclml_status oclml_dropout_add(oclml_ctx *ctx, const oclml_dropout_params *params,
                                const oclml_tensor *x, const oclml_tensor *y, oclml_tensor *r) {
     oclml_dropout_params defaults;
-    params = oclml__dropout_or_defaults(params, &defaults);
+    params = OCLML__OR_DEFAULTS(params, &defaults, oclml_dropout_params_init);
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, params);
     if (!st) st = oclml__check_same_shape_of(ctx, x, "x", y, "y", OCLML__DTYPES_ALL);

@@ -165,7 +165,7 @@ oclml_status oclml_linear_dropout(oclml_ctx *ctx, oclml_activation act,
                                   const oclml_tensor *w, const oclml_tensor *b, oclml_tensor *y,
                                   oclml_tensor *pre) {
     oclml_dropout_params defaults;
-    drop = oclml__dropout_or_defaults(drop, &defaults);
+    drop = OCLML__OR_DEFAULTS(drop, &defaults, oclml_dropout_params_init);
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, drop);
     return st ? st : linear_forward(ctx, act, drop, x, w, b, y, pre);
@@ -380,7 +380,7 @@ oclml_status oclml_linear_dropout_backward(oclml_ctx *ctx, oclml_activation act,
                                            const oclml_tensor *dy, oclml_tensor *dx,
                                            oclml_tensor *dw, oclml_tensor *db, int accumulate) {
     oclml_dropout_params defaults;
-    drop = oclml__dropout_or_defaults(drop, &defaults);
+    drop = OCLML__OR_DEFAULTS(drop, &defaults, oclml_dropout_params_init);
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = oclml__check_dropout(ctx, drop);
     /* The derivative reads pre whatever p is: the output-based forms (ReLU, tanh, sigmoid) take

@@ -406,19 +406,17 @@ done:
     return st;
 }
 
-static const oclml_loss_params *params_or_default(const oclml_loss_params *p,
-                                                  oclml_loss_params *def) {
-    if (p) return p;
-    oclml_loss_params_init(def);
-    return def;
-}
-
 oclml_status oclml_cross_entropy(oclml_ctx *ctx, const oclml_loss_params *params,
                                  const oclml_tensor *logits, const oclml_tensor *target,
                                  const oclml_tensor *dloss, oclml_tensor *loss,
                                  oclml_tensor *dlogits) {
     oclml_loss_params def;
-    xent_call c = {params_or_default(params, &def), logits, target, dloss, loss, dlogits};
+    xent_call c = {OCLML__OR_DEFAULTS(params, &def, oclml_loss_params_init),
+                   logits,
+                   target,
+                   dloss,
+                   loss,
+                   dlogits};
     oclml_status st = oclml__check_ctx(ctx);
     return st ? st : oclml__row_retry(ctx, xent_attempt, &c);
 }
@@ -511,7 +509,13 @@ oclml_status oclml_kl_div_logits(oclml_ctx *ctx, const oclml_loss_params *params
                                  const oclml_tensor *dloss, oclml_tensor *loss, oclml_tensor *dp,
                                  oclml_tensor *dq) {
     oclml_loss_params def;
-    kl_call c = {params_or_default(params, &def), p_logits, q_logits, dloss, loss, dp, dq};
+    kl_call c = {OCLML__OR_DEFAULTS(params, &def, oclml_loss_params_init),
+                 p_logits,
+                 q_logits,
+                 dloss,
+                 loss,
+                 dp,
+                 dq};
     oclml_status st = oclml__check_ctx(ctx);
     return st ? st : oclml__row_retry(ctx, kl_attempt, &c);
 }
@@ -524,7 +528,7 @@ static oclml_status pointwise(oclml_ctx *ctx, cl_uint kind, const oclml_loss_par
     static const char *const XN[] = {"input", "input", "logits"}, *const DN[] = {"dinput", "dinput",
                                                                                  "dlogits"};
     oclml_loss_params def;
-    const oclml_loss_params *p = params_or_default(params, &def);
+    const oclml_loss_params *p = OCLML__OR_DEFAULTS(params, &def, oclml_loss_params_init);
     oclml_status st = oclml__check_ctx(ctx);
     if (!st) st = check_params(ctx, p);
     if (!st) st = oclml__check_same_shape(ctx, x, XN[kind], t, "target");

@@ -64,13 +64,15 @@ extern const size_t oclml__warm_row_lengths[OCLML__WARM_ROW_LENGTHS];
 #define OCLML__N_ACTS ((unsigned)OCLML_ACT_SIGMOID + 1)
 oclml_status oclml__check_act(oclml_ctx *ctx, oclml_activation act);
 
+/* The params a call runs with: p, or what NULL means everywhere, the defaults (init fills them
+ * into *defaults, a caller's local). */
+#define OCLML__OR_DEFAULTS(p, defaults, init) ((p) ? (p) : ((void)init(defaults), (defaults)))
+
 /* Dropout's parameters (dropout.c): NULL, a wrong struct_size or p outside [0, 1] refused; the
  * kept elements' scale 1 / (1 - p), 0 at p = 1 (and for NULL params: no dropout is not asked
  * for a scale). */
 oclml_status oclml__check_dropout(oclml_ctx *ctx, const oclml_dropout_params *d);
-/* d, or NULL's meaning: the defaults (p = 0) in *defaults. */
-const oclml_dropout_params *oclml__dropout_or_defaults(const oclml_dropout_params *d,
-                                                       oclml_dropout_params *defaults);
+
 float oclml__dropout_scale(const oclml_dropout_params *d);
 /* d where it drops anything (p > 0), else NULL: p = 0 is no dropout, bit for bit. */
 const oclml_dropout_params *oclml__dropout_active(const oclml_dropout_params *d);

@@ -27,14 +27,6 @@ oclml_status oclml_pool2d_params_init(oclml_pool2d_params *p) {
     return OCLML_SUCCESS;
 }
 
-/* NULL params: the defaults, as every op takes them. */
-static const oclml_pool2d_params *or_defaults(const oclml_pool2d_params *p,
-                                              oclml_pool2d_params *defaults) {
-    if (p) return p;
-    oclml_pool2d_params_init(defaults);
-    return defaults;
-}
-
 typedef struct pool_shape {
     size_t planes, H, W, P, Q;
     unsigned kh, kw, sh, sw, ph, pw;
@@ -243,7 +235,7 @@ oclml_status oclml_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params
 oclml_status oclml_act_max_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p,
                                   oclml_activation act, const oclml_tensor *x, oclml_tensor *y) {
     oclml_pool2d_params defaults;
-    p = or_defaults(p, &defaults);
+    p = OCLML__OR_DEFAULTS(p, &defaults, oclml_pool2d_params_init);
     const oclml_tensor *const ts[] = {x, y};
     const pool_lp_call c = {p, act, 0};
     bool lp;
@@ -255,7 +247,7 @@ oclml_status oclml_act_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_pa
                                            oclml_activation act, const oclml_tensor *x,
                                            const oclml_tensor *dy, oclml_tensor *dx) {
     oclml_pool2d_params defaults;
-    p = or_defaults(p, &defaults);
+    p = OCLML__OR_DEFAULTS(p, &defaults, oclml_pool2d_params_init);
     const oclml_tensor *const ts[] = {x, dy, dx};
     const pool_lp_call c = {p, act, 1};
     bool lp;
@@ -266,7 +258,7 @@ oclml_status oclml_act_max_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_pa
 oclml_status oclml_avg_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, const oclml_tensor *x,
                               oclml_tensor *y) {
     oclml_pool2d_params defaults;
-    p = or_defaults(p, &defaults);
+    p = OCLML__OR_DEFAULTS(p, &defaults, oclml_pool2d_params_init);
     const oclml_tensor *const ts[] = {x, y};
     const pool_lp_call c = {p, OCLML_ACT_NONE, 2};
     bool lp;
@@ -277,7 +269,7 @@ oclml_status oclml_avg_pool2d(oclml_ctx *ctx, const oclml_pool2d_params *p, cons
 oclml_status oclml_avg_pool2d_backward(oclml_ctx *ctx, const oclml_pool2d_params *p,
                                        const oclml_tensor *dy, oclml_tensor *dx) {
     oclml_pool2d_params defaults;
-    p = or_defaults(p, &defaults);
+    p = OCLML__OR_DEFAULTS(p, &defaults, oclml_pool2d_params_init);
     const oclml_tensor *const ts[] = {dy, dx};
     const pool_lp_call c = {p, OCLML_ACT_NONE, 3};
     bool lp;

@@ -46,9 +46,8 @@ static oclml_status validate(oclml_ctx *ctx, const oclml_rssm_params *c,
                              const oclml_rssm_outputs *o, dims *d) {
     oclml_status st = oclml__check_ctx(ctx);
     if (st) return st;
-    if (!c || !w || !s || !o)
-        return oclml__fail(ctx, OCLML_ERR_NULL_POINTER,
-                           "config, weights, start and outputs are required");
+    if (!w || !s || !o)
+        return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "weights, start and outputs are required");
     if (c->struct_size != sizeof *c)
         return oclml__fail(ctx, OCLML_ERR_INVALID_CONFIG,
                            "config.struct_size is %zu, not %zu: fill the config with "
@@ -292,6 +291,8 @@ oclml_status oclml_rssm_rollout(oclml_ctx *ctx, const oclml_rssm_params *c,
                                 const oclml_rssm_weights *w, const oclml_rssm_state *s,
                                 const oclml_rssm_outputs *o) {
     dims d = {0};
+    oclml_rssm_params defaults;
+    c = OCLML__OR_DEFAULTS(c, &defaults, oclml_rssm_params_init);
     oclml_status st = validate(ctx, c, w, s, o, &d);
     if (st) return st;
     size_t E = d.E, T = d.T;

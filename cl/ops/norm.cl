@@ -352,6 +352,21 @@ NORM_BWD_PARAMS(oclml_rmsnorm_bwd_params, 1)
 
 /* ---- chunked path for long rows (grid: chunks x L, rows; CHUNK_LOOP in rows.h) ---- */
 
+/* The forward part's end, shared by the plain and the residual norm: the chunk's mean from s
+ * (the sum about pivot) over cnt values, the sum of squares of xv about that mean, the three
+ * stored as the chunk's part (lid, L, row, chunk, nch, red and part in scope). */
+#define CHUNK_PART_STORE(pivot, s, cnt)                            \
+    const float cmean = (pivot) + seg_sum(s, red, lid, L) / (cnt); \
+    float q = 0.0f;                                                \
+    {                                                              \
+        CHUNK_LOOP(c) {                                            \
+            const float d = xv[j] - cmean;                         \
+            q += d * d;                                            \
+        }                                                          \
+    }                                                              \
+    q = seg_sum(q, red, lid, L);                                   \
+    if (lid == 0) vstore3((float3)(cmean, q, cnt), row *nch + chunk, part)
+
 /* Pass 1, forward: per chunk (sum, sum of squares about the chunk mean, count); RMS: (0, sum of
  * squares, count). The merge is Chan's, so long rows keep the two-pass accuracy. */
 #define NORM_FWD_PART(NAME, RMS)                                                                   \
@@ -369,16 +384,7 @@ NORM_BWD_PARAMS(oclml_rmsnorm_bwd_params, 1)
         const uint lid = get_local_id(0), L = get_local_size(0), chunk = get_group_id(0);          \
         const ulong row = get_global_id(1);                                                        \
         const float cnt = seg_sum(n, red, lid, L);                                                 \
-        const float cmean = pivot + seg_sum(s, red, lid, L) / cnt;                                 \
-        float q = 0.0f;                                                                            \
-        {                                                                                          \
-            CHUNK_LOOP(c) {                                                                        \
-                const float d = xv[j] - cmean;                                                     \
-                q += d * d;                                                                        \
-            }                                                                                      \
-        }                                                                                          \
-        q = seg_sum(q, red, lid, L);                                                               \
-        if (lid == 0) vstore3((float3)(cmean, q, cnt), row *nch + chunk, part);                    \
+        CHUNK_PART_STORE(pivot, s, cnt);                                                           \
     }
 #if OCLML_WANT(oclml_layernorm_fwd_part)
 NORM_FWD_PART(oclml_layernorm_fwd_part, 0)
@@ -419,16 +425,7 @@ NORM_FWD_PART(oclml_rmsnorm_fwd_part, 1)
         {                                                                                         \
             CHUNK_LOOP(c) { DT_STORE(R_DT, r + rro, line + c, xv[j]); }                           \
         }                                                                                         \
-        const float cmean = pivot + seg_sum(s, red, lid, L) / cnt;                                \
-        float q = 0.0f;                                                                           \
-        {                                                                                         \
-            CHUNK_LOOP(c) {                                                                       \
-                const float d = xv[j] - cmean;                                                    \
-                q += d * d;                                                                       \
-            }                                                                                     \
-        }                                                                                         \
-        q = seg_sum(q, red, lid, L);                                                              \
-        if (lid == 0) vstore3((float3)(cmean, q, cnt), row *nch + chunk, part);                   \
+        CHUNK_PART_STORE(pivot, s, cnt);                                                          \
     }
 #if OCLML_WANT(oclml_res_layernorm_fwd_part)
 NORM_RES_FWD_PART(oclml_res_layernorm_fwd_part, 0)

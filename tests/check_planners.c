@@ -121,6 +121,22 @@ START_TEST(row_plans_for_16bit_rows) {
         ck_assert_uint_eq(b16.G * 2, f32.G);
         ck_assert_uint_eq(b16_as32.G, f32.G);
         ck_assert_uint_eq(b16_as32.items, f32.items);
+        /* Long rows: a 16-bit chunk twice fp32's (its program says so), as fp32's under
+         * rows.lp_long_items=16; rows of two arrays keep fp32's. */
+        ASSERT_OK(oclml__row_plan_for_dtype(ctx, &FAMILY, 8, 50257, false, OCLML_FLOAT32, &f32));
+        ASSERT_OK(oclml__row_plan_for_dtype(ctx, &FAMILY, 8, 50257, false, OCLML_BFLOAT16, &b16));
+        ck_assert(f32.long_rows && b16.long_rows);
+        ck_assert_uint_eq(b16.long_items, 2 * f32.long_items);
+        ck_assert_uint_eq(b16.nchunks,
+                          (50257 + b16.local * b16.long_items - 1) / (b16.local * b16.long_items));
+        ck_assert_ptr_nonnull(
+            strstr(oclml__row_spec(&FAMILY, &b16).defines, "-DOCLML_LONG_ITEMS=32"));
+        ck_assert_ptr_null(oclml__row_spec(&FAMILY, &f32).defines);
+        oclml__row_plan two;
+        const oclml__row_family TWO = {"softmax.cl", "oclml_softmax_bwd",
+                                       "oclml_softmax_bwd_part oclml_softmax_bwd_finish", 2, NULL};
+        ASSERT_OK(oclml__row_plan_for_dtype(ctx, &TWO, 8, 50257, false, OCLML_BFLOAT16, &two));
+        ck_assert_uint_eq(two.long_items, f32.long_items);
         fake_free(ctx);
         fake_free(as32);
     }

@@ -311,7 +311,8 @@ static oclml_status xent_attempt(oclml_ctx *ctx, const void *call, bool *replan)
     bool vec4 = oclml__vec4_offset(c->logits) && oclml__vec4_offset(c->dlogits) &&
                 (!probs || oclml__vec4_offset(c->target));
     oclml__row_plan plan;
-    if ((st = oclml__row_plan_for(ctx, f, rows, cols, vec4, &plan))) return st;
+    if ((st = oclml__row_plan_for_dtype(ctx, f, rows, cols, vec4, c->logits->dtype, &plan)))
+        return st;
     if (probs && !plan.long_rows)
         strncat(plan.defines, " -DXENT_PROBS=1", sizeof plan.defines - strlen(plan.defines) - 1);
     oclml__row_plan hplan;

@@ -50,7 +50,17 @@ static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, 
         /* Long rows: chunked path with scalar coalesced access. */
         p->long_rows = true;
         p->local = oclml__pow2_floor(max_wg < ROWS_GROUP ? max_wg : ROWS_GROUP);
-        size_t chunk = p->local * OCLML_LONG_ITEMS;
+        /* A 16-bit row's chunks twice as long, for the same reason (one row array only: the
+         * backwards' two already fill the registers). */
+        const long li =
+            dtype == OCLML_FLOAT32 ? 0 : oclml__tune(ctx, OCLML__TUNE_ROWS_LP_LONG_ITEMS, 0);
+        p->long_items = dtype == OCLML_FLOAT32 || arrays > 1 ? OCLML_LONG_ITEMS
+                        : li > 0                             ? (unsigned)li
+                                                             : 2 * OCLML_LONG_ITEMS;
+        if (p->long_items != OCLML_LONG_ITEMS)
+            snprintf(p->long_defines, sizeof p->long_defines, "-DOCLML_LONG_ITEMS=%u",
+                     p->long_items);
+        size_t chunk = p->local * p->long_items;
         p->nchunks = (unsigned)((cols + chunk - 1) / chunk);
         p->global[0] = (size_t)p->nchunks * p->local;
         p->global[1] = rows;
@@ -110,7 +120,8 @@ oclml_status oclml__row_plan_for_dtype(oclml_ctx *ctx, const oclml__row_family *
 
 void oclml__row_plan_dtypes(oclml__row_plan *p, const char *dtype_defines) {
     if (!dtype_defines[0]) return;
-    snprintf(p->long_defines, sizeof p->long_defines, "%s", dtype_defines);
+    const size_t l = strlen(p->long_defines);
+    snprintf(p->long_defines + l, sizeof p->long_defines - l, "%s%s", l ? " " : "", dtype_defines);
     if (!p->long_rows) {
         const size_t n = strlen(p->defines);
         snprintf(p->defines + n, sizeof p->defines - n, " %s", dtype_defines);

@@ -30,9 +30,10 @@ typedef struct oclml__row_plan {
     size_t local;           /* work-group size */
     size_t global[2];       /* launch size; long path is 2-D (chunks x rows) */
     unsigned nchunks;       /* long path */
+    unsigned long_items;    /* long path: elements a work-item of a chunk (OCLML_LONG_ITEMS) */
     char variant[96];       /* readable, for benchmarks and prewarm */
     char defines[160];      /* the register path's -D options */
-    char long_defines[112]; /* the long path's (the dtypes only) */
+    char long_defines[144]; /* the long path's (its items where not the default, the dtypes) */
 } oclml__row_plan;
 
 /* Validates rows/cols against the kernels' 32-bit indexing and picks the variant within the

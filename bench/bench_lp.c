@@ -307,7 +307,12 @@ int bench_lp(bench_env *env) {
         rc = env->quick ? bench_attention_bf16(env, 1, 2, 64, 16, 1)
                         : bench_attention_bf16(env, att[i][0], att[i][1], att[i][2], att[i][3],
                                                (int)att[i][4]);
+    return rc ? rc : bench_lp_rows(env);
+}
+
+int bench_lp_rows(bench_env *env) {
     static const size_t rows[3][2] = {{16384, 8192}, {65536, 1024}, {8192, 768}};
+    int rc = 0;
     for (int i = 0; i < (env->quick ? 1 : 3) && !rc; i++)
         rc = env->quick ? bench_softmax_bf16(env, 64, 1000)
                         : bench_softmax_bf16(env, rows[i][0], rows[i][1]);

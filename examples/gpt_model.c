@@ -561,9 +561,9 @@ static oclml_status backward_attention(gpt_model *m, size_t l) {
     TRY(oclml_attention_backward(ctx, attention_of(m, l), a[A_Q], a[A_K], a[A_V], a[A_O], a[A_LSE],
                                  fd[3], t[G_DQ], t[G_DK], t[G_DV], NULL));
     oclml_tensor *h1 = a[A_H1];
-    /* [dq dk dv] as one [N, 3C] gradient of the fused product (concat takes fp32: mixed
-     * precision takes the three products). */
-    if (m->qkv[l][0] && !mixed(m)) {
+    /* [dq dk dv] as one [N, 3C] gradient of the fused product (in mixed precision a 16-bit
+     * concat, the weights' 16-bit copy viewed as one [3C, C] matrix). */
+    if (m->qkv[l][0]) {
         TRY(oclml_concat(ctx, (const oclml_tensor *const *)fd, 3, 1, t[G_QKV]));
         TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, h1, m->qkv[l][0], NULL, t[G_QKV], t[G_DH],
                                   m->qkv[l][2], m->qkv[l][3], 0));

@@ -820,7 +820,8 @@ OCLML_API oclml_status oclml_permute(oclml_ctx *ctx, const oclml_tensor *x, cons
 OCLML_API oclml_status oclml_transpose_axes(oclml_ctx *ctx, const oclml_tensor *x, int dim0,
                                             int dim1, oclml_tensor *y);
 /* y = xs[0..n) joined along axis (torch.cat): every part has y's rank and shape except along
- * axis, where their sizes add up to y's. One launch per 8 parts. */
+ * axis, where their sizes add up to y's. One launch per 8 parts. dtypes (concat and split):
+ * any, one for every tensor of the call (the elements are moved as they are). */
 OCLML_API oclml_status oclml_concat(oclml_ctx *ctx, const oclml_tensor *const *xs, int n, int axis,
                                     oclml_tensor *y);
 /* The inverse of concat: ys[0..n) = consecutive slices of x along axis, sized by their shapes

@@ -8,8 +8,8 @@
  * logits and dlogits, the embedding's table, y, dy and dtable; the norms' every tensor but the
  * saved mean and rstd) are never replaced, and attention, cross-entropy and the norms run a
  * second time with them 16-bit; softmax, fill, copy, cast, gemm, the elementwise ops, dropout
- * (its backward, dropout_add), convolution and pooling take every dtype and are not here, nor
- * are the optimizers, whose tensors are the arena's own. */
+ * (its backward, dropout_add), concat, split, convolution and pooling take every dtype and are
+ * not here, nor are the optimizers, whose tensors are the arena's own. */
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -99,11 +99,6 @@ static oclml_status permute(oclml_tensor *const *t) {
 static oclml_status transpose_axes(oclml_tensor *const *t) {
     return oclml_transpose_axes(T, t[0], 0, 1, t[1]);
 }
-static oclml_status concat(oclml_tensor *const *t) {
-    const oclml_tensor *const xs[2] = {t[0], t[1]};
-    return oclml_concat(T, xs, 2, 1, t[2]);
-}
-static oclml_status split(oclml_tensor *const *t) { return oclml_split(T, t[0], 1, t + 1, 2); }
 
 static oclml_status embedding(oclml_tensor *const *t) {
     return oclml_embedding(T, t[0], t[1], t[2]);
@@ -231,8 +226,6 @@ static const op_case CASES[] = {
     {"add_bias", add_bias, "2x3 3 2x3", 0, 0},
     {"permute", permute, "2x3 3x2", 0, 0},
     {"transpose_axes", transpose_axes, "2x3 3x2", 0, 0},
-    {"concat", concat, "2x1 2x3 2x4", 0, 0},
-    {"split", split, "2x4 2x1 2x3", 0, 0},
     /* ids fp32; table and y, dy and dtable any dtype */
     {"embedding", embedding, "3 5x4 3x4", 0x6u, 0},
     {"embedding_backward", embedding_bwd, "3 3x4 5x4", 0x6u, 0},

@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -264,6 +265,61 @@ START_TEST(concat_split_every_axis) {
 }
 END_TEST
 
+/* Concat and split on bf16 and fp16: the 16-bit words moved as they are (every bit pattern,
+ * NaN's included), along the last axis and an outer one; parts of another dtype refused with
+ * nothing written. */
+START_TEST(concat_split_16bit) {
+    for (int d = 0; d < 2; d++) {
+        const oclml_dtype dt = d ? OCLML_FLOAT16 : OCLML_BFLOAT16;
+        for (int axis = 0; axis < 2; axis++) {
+            const size_t whole[2] = {7, 13}, n = 7 * 13;
+            const size_t cut = axis ? 5 : 3, sa[2] = {axis ? 7 : cut, axis ? cut : 13},
+                         sb[2] = {axis ? 7 : 7 - cut, axis ? 13 - cut : 13};
+            oclml_tensor *A, *B, *Y, *A2, *B2;
+            ASSERT_OK(oclml_tensor_create_dtype(T, dt, 2, sa, &A));
+            ASSERT_OK(oclml_tensor_create_dtype(T, dt, 2, sb, &B));
+            ASSERT_OK(oclml_tensor_create_dtype(T, dt, 2, whole, &Y));
+            ASSERT_OK(oclml_tensor_create_dtype(T, dt, 2, sa, &A2));
+            ASSERT_OK(oclml_tensor_create_dtype(T, dt, 2, sb, &B2));
+            const size_t na = sa[0] * sa[1], nb = sb[0] * sb[1];
+            uint16_t a[91], b[91], y[91], want[91];
+            for (size_t i = 0; i < na; i++) a[i] = (uint16_t)(rand() & 0xffff);
+            for (size_t i = 0; i < nb; i++) b[i] = (uint16_t)(rand() & 0xffff);
+            a[0] = 0x7fc1, b[0] = 0xffff; /* NaN patterns */
+            ASSERT_OK(oclml_tensor_write_raw(A, a, na));
+            ASSERT_OK(oclml_tensor_write_raw(B, b, nb));
+            const oclml_tensor *parts[2] = {A, B};
+            ASSERT_OK(oclml_concat(T, parts, 2, axis, Y));
+            ASSERT_OK(oclml_tensor_read_raw(Y, y, n));
+            for (size_t r = 0; r < whole[0]; r++)
+                for (size_t c = 0; c < whole[1]; c++)
+                    want[r * 13 + c] =
+                        axis ? (c < cut ? a[r * cut + c] : b[r * (13 - cut) + c - cut])
+                             : (r < cut ? a[r * 13 + c] : b[(r - cut) * 13 + c]);
+            ck_assert_msg(memcmp(y, want, sizeof(uint16_t) * n) == 0, "%s concat axis %d",
+                          oclml_dtype_name(dt), axis);
+            oclml_tensor *back[2] = {A2, B2};
+            ASSERT_OK(oclml_split(T, Y, axis, back, 2));
+            uint16_t ga[91], gb[91];
+            ASSERT_OK(oclml_tensor_read_raw(A2, ga, na));
+            ASSERT_OK(oclml_tensor_read_raw(B2, gb, nb));
+            ck_assert(memcmp(ga, a, 2 * na) == 0 && memcmp(gb, b, 2 * nb) == 0);
+            /* A part of another dtype: refused, y as it was. */
+            oclml_tensor *F = test_tensor(2, sb);
+            const oclml_tensor *mixed[2] = {A, F};
+            ASSERT_STATUS(oclml_concat(T, mixed, 2, axis, Y), OCLML_ERR_DTYPE);
+            ck_assert_ptr_nonnull(strstr(oclml_ctx_last_error(T), "one dtype"));
+            ASSERT_OK(oclml_tensor_read_raw(Y, y, n));
+            ck_assert(memcmp(y, want, sizeof(uint16_t) * n) == 0);
+            oclml_tensor *mixed_out[2] = {A2, F};
+            ASSERT_STATUS(oclml_split(T, Y, axis, mixed_out, 2), OCLML_ERR_DTYPE);
+            oclml_tensor *all[] = {A, B, Y, A2, B2, F};
+            for (int i = 0; i < 6; i++) oclml_tensor_destroy(all[i]);
+        }
+    }
+}
+END_TEST
+
 START_TEST(bad_input_touches_nothing) {
     size_t s[3] = {2, 3, 4}, t[3] = {2, 4, 3}, four = 4, three = 3, p1[3] = {2, 1, 4},
            p2[3] = {2, 2, 4}, p3[3] = {2, 1, 5};
@@ -343,6 +399,7 @@ int main(void) {
     tcase_add_test(tc, permute_every_order);
     tcase_add_test(tc, nchw_nhwc_and_transpose);
     tcase_add_test(tc, concat_split_every_axis);
+    tcase_add_test(tc, concat_split_16bit);
     tcase_add_test(tc, bad_input_touches_nothing);
     suite_add_tcase(s, tc);
     return test_main(s);

@@ -17,11 +17,15 @@
  *   short axis (NCHW <-> NHWC with 3 channels) still fills a tile.
  * oclml_layout_concat / oclml_layout_split: y (x for split) as [rows x C]; up to 8 parts k, each
  *   [rows x (s_{k+1} - s_k)], fill y's columns [s_k, s_{k+1}) (split: are filled from them).
- *   One launch per 8 parts. */
+ *   One launch per 8 parts. Elements of LY_ELEM (float; ushort: bf16 and fp16 moved as they
+ *   are). */
 #include "common.h"
 
 #ifndef LY_VEC
 #define LY_VEC 1
+#endif
+#ifndef LY_ELEM
+#define LY_ELEM float
 #endif
 
 #if OCLML_WANT(oclml_layout_bias)
@@ -110,26 +114,26 @@ __kernel void oclml_layout_tile(__global const float *x, ulong xo, __global floa
     for (ulong r = get_global_id(1); r < rows; r += get_global_size(1))        \
         for (ulong q = get_global_id(0); q < width; q += get_global_size(0)) { \
             const ulong c = s0 + q;                                            \
-            __global float *p = p0;                                            \
+            __global LY_ELEM *p = p0;                                          \
             ulong po = 0, ps = 0, pw = 1;                                      \
             LY_PARTS(LY_PICK)                                                  \
             const ulong pe = po + r * pw + (c - ps), ye = yo + r * C + c;      \
             body;                                                              \
         }
-#define LY_ARGS                                                                         \
-    ulong rows, ulong C, uint n, ulong end, __global float *p0, ulong o0, ulong s0,     \
-        __global float *p1, ulong o1, ulong s1, __global float *p2, ulong o2, ulong s2, \
-        __global float *p3, ulong o3, ulong s3, __global float *p4, ulong o4, ulong s4, \
-        __global float *p5, ulong o5, ulong s5, __global float *p6, ulong o6, ulong s6, \
-        __global float *p7, ulong o7, ulong s7
+#define LY_ARGS                                                                             \
+    ulong rows, ulong C, uint n, ulong end, __global LY_ELEM *p0, ulong o0, ulong s0,       \
+        __global LY_ELEM *p1, ulong o1, ulong s1, __global LY_ELEM *p2, ulong o2, ulong s2, \
+        __global LY_ELEM *p3, ulong o3, ulong s3, __global LY_ELEM *p4, ulong o4, ulong s4, \
+        __global LY_ELEM *p5, ulong o5, ulong s5, __global LY_ELEM *p6, ulong o6, ulong s6, \
+        __global LY_ELEM *p7, ulong o7, ulong s7
 #endif
 
 #if OCLML_WANT(oclml_layout_concat)
-__kernel void oclml_layout_concat(__global float *y, ulong yo, LY_ARGS){LY_MOVE(y[ye] = p[pe])}
+__kernel void oclml_layout_concat(__global LY_ELEM *y, ulong yo, LY_ARGS){LY_MOVE(y[ye] = p[pe])}
 #endif
 
 #if OCLML_WANT(oclml_layout_split)
-__kernel void oclml_layout_split(__global const float *y, ulong yo, LY_ARGS) {
+__kernel void oclml_layout_split(__global const LY_ELEM *y, ulong yo, LY_ARGS) {
     LY_MOVE(p[pe] = y[ye])
 }
 #endif

@@ -32,11 +32,19 @@ static void grid_2d(const oclml_ctx *ctx, size_t items, size_t rows, size_t glob
     global[1] = (g1 < 65535 ? g1 : 65535) * local[1];
 }
 
-static oclml_status ly_kernel(oclml_ctx *ctx, const char *name, unsigned vec, cl_kernel *k) {
-    char defines[32];
-    snprintf(defines, sizeof defines, "-DLY_VEC=%u", vec);
+/* Concat and split move 16-bit elements as they are (LY_ELEM ushort). */
+#define LY_16BIT " -DLY_ELEM=ushort"
+
+static oclml_status ly_kernel_of(oclml_ctx *ctx, const char *name, unsigned vec, bool bits16,
+                                 cl_kernel *k) {
+    char defines[48];
+    snprintf(defines, sizeof defines, "-DLY_VEC=%u%s", vec, bits16 ? LY_16BIT : "");
     oclml__program_spec spec = {FILE_CL, defines, name, 0};
     return oclml__kernel(ctx, &spec, name, k);
+}
+
+static oclml_status ly_kernel(oclml_ctx *ctx, const char *name, unsigned vec, cl_kernel *k) {
+    return ly_kernel_of(ctx, name, vec, false, k);
 }
 
 static oclml_status norm_axis(oclml_ctx *ctx, int axis, int ndim, const char *what, int *out) {
@@ -259,7 +267,7 @@ static oclml_status check_parts(oclml_ctx *ctx, const oclml_tensor *whole, const
                                 const oclml_tensor *const *parts, int n, int axis, bool split,
                                 int *a) {
     oclml_status st = oclml__check_ctx(ctx);
-    if (!st) st = oclml__check_tensor(ctx, whole, wname);
+    if (!st) st = oclml__check_tensor_of(ctx, whole, wname, OCLML__DTYPES_ALL);
     if (st) return st;
     if (!parts) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "the list of parts is NULL");
     if (n < 1) return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "n must be >= 1, not %d", n);
@@ -269,8 +277,14 @@ static oclml_status check_parts(oclml_ctx *ctx, const oclml_tensor *whole, const
     for (int i = 0; i < n; i++) {
         char name[24];
         snprintf(name, sizeof name, "part %d", i);
-        st = oclml__check_tensor(ctx, parts[i], name);
+        st = oclml__check_tensor_of(ctx, parts[i], name, OCLML__DTYPES_ALL);
         if (st) return st;
+        if (parts[i]->dtype != whole->dtype)
+            return oclml__fail(ctx, OCLML_ERR_DTYPE,
+                               "part %d is %s and %s %s: concat and split move elements of one "
+                               "dtype",
+                               i, oclml_dtype_name(parts[i]->dtype), wname,
+                               oclml_dtype_name(whole->dtype));
         bool ok = parts[i]->ndim == whole->ndim;
         for (int d = 0; ok && d < whole->ndim; d++)
             ok = d == *a || parts[i]->shape[d] == whole->shape[d];
@@ -300,7 +314,7 @@ static oclml_status move_parts(oclml_ctx *ctx, const oclml_tensor *whole,
     cl_ulong rows = outer, C = whole->shape[a] * inner, wo = oclml__elem_offset(whole);
     cl_kernel k;
     const char *name = split ? "oclml_layout_split" : "oclml_layout_concat";
-    oclml_status st = ly_kernel(ctx, name, 1, &k);
+    oclml_status st = ly_kernel_of(ctx, name, 1, whole->dtype != OCLML_FLOAT32, &k);
     if (st) return st;
     cl_ulong start = 0;
     for (int g = 0; g < n && !st; g += MAX_PARTS) {
@@ -357,6 +371,12 @@ void oclml__layout_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) 
         snprintf(defines, sizeof defines, "-DLY_VEC=%u", vec);
         snprintf(variant, sizeof variant, "%s vec%u", one + 13, vec);
         oclml__warm_add(list, op, variant, (oclml__program_spec){FILE_CL, defines, one, 0});
+    }
+    if (!strcmp(one, "oclml_layout_concat") || !strcmp(one, "oclml_layout_split")) {
+        char variant[64];
+        snprintf(variant, sizeof variant, "%s 16-bit", one + 13);
+        oclml__warm_add(list, op, variant,
+                        (oclml__program_spec){FILE_CL, "-DLY_VEC=1" LY_16BIT, one, 0});
     }
     if (!strcmp(op, "permute") || !strcmp(op, "transpose_axes"))
         oclml__warm_add(list, op, "tile", (oclml__program_spec){FILE_CL, "-DLY_VEC=1", tile[0], 0});

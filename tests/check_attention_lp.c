@@ -51,7 +51,9 @@ START_TEST(forward_and_backward_match_reference) {
     char plan[512];
     ASSERT_OK(oclml_attention_plan(T, &p, Q, K, V, plan, sizeof plan));
     ck_assert_msg(strstr(plan, "converted to fp32") != NULL, "%s", plan);
-    if (cores)
+    oclml_device_info info;
+    ASSERT_OK(oclml_ctx_device_info(T, &info));
+    if (cores && info.max_work_group_size >= 128) /* the kernels meant (CI's 16-wide run: FMA) */
         ck_assert_msg(strstr(plan, "forward: TF32 tensor cores (16-bit inputs") &&
                           !strstr(plan, "3xTF32"),
                       "%s", plan);

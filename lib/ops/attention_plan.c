@@ -2,6 +2,7 @@
  * the tuning table, the kernels a forward and a backward run, their tiles and their programs.
  * One program per kernel and variant (head dim, tile, layout, which masks exist): a call compiles
  * only what it runs. */
+#include "ops/attention_lp.h"
 #include "ops/attention_plan.h"
 #include "ops/gemm.h"
 #include "ops/ops.h"
@@ -515,6 +516,7 @@ static const size_t COMMON_DIMS[] = {64, 128}, EVERY_DIM[] = {24, 64, 128, 192, 
  * every_shape, the same for each head dim of EVERY_DIM and each form of FORMS. */
 void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     const bool bwd = strstr(op, "backward") != NULL;
+    if (!bwd) oclml__attention_lp_fwd_warm(ctx, op, list); /* 16-bit q, k, v */
     const size_t *dims = list->every_shape ? EVERY_DIM : COMMON_DIMS;
     const size_t n_dims = list->every_shape ? sizeof EVERY_DIM / sizeof EVERY_DIM[0] : 2,
                  n_forms = list->every_shape ? sizeof FORMS / sizeof FORMS[0] : 1;

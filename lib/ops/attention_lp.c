@@ -59,11 +59,12 @@ oclml_status oclml__attention_lp(oclml_ctx *ctx, const oclml_attention_params *p
     oclml_status st = check_fp32(ctx, params, lse, NULL);
     if (st) return st;
     if (!q || !k || !v) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "q, k or v is NULL");
-    /* The native kernel where it takes the call (every argument checked first); elsewhere, and
-     * on bad arguments (the stand-ins' path says what is wrong), the stand-ins. */
+    /* Every argument checked (as the fp32 op would check the stand-ins) before either path
+     * enqueues anything; then the native kernel where it takes the call, else the stand-ins. A
+     * NULL o is the fp32 op's to refuse. */
     oclml__att_geometry g;
-    if (o && !oclml__attention_geometry(ctx, params, q, k, v, o, lse, &g) &&
-        oclml__attention_lp_fwd_applies(ctx, &g, q, k, v))
+    if (o && (st = oclml__attention_geometry(ctx, params, q, k, v, o, lse, &g))) return st;
+    if (o && oclml__attention_lp_fwd_applies(ctx, &g, q, k, v))
         return oclml__attention_lp_fwd(ctx, &g, q, k, v, o, lse);
     const forward_call c = {params, all_16bit(3, ts)};
     return oclml__via_fp32(ctx, 5, 0x7u, 0x8u, ts, names, forward_fp32, &c);

@@ -511,12 +511,12 @@ static const size_t COMMON_DIMS[] = {64, 128}, EVERY_DIM[] = {24, 64, 128, 192, 
 
 /* Prewarm: the kernels a call with head dims 64 and 128 runs without masks (BHLD, 1024 rows a
  * key head, rows float4-aligned): the tensor-core ones where the device has them, else the FMA
- * tiles; the forward a causal mask takes where it differs (mma_warps); and the dQ GEMM on dS with
- * the kernel that zeroes the rows that see no key, where the backward takes it. With
+ * tiles; the forward a causal mask takes where it differs (mma_warps); the dQ GEMM on dS with
+ * the kernel that zeroes the rows that see no key, where the backward takes it; and the native
+ * 16-bit forward's programs (attention_lp_fwd.c) where the device runs it. With
  * every_shape, the same for each head dim of EVERY_DIM and each form of FORMS. */
 void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     const bool bwd = strstr(op, "backward") != NULL;
-    if (!bwd) oclml__attention_lp_fwd_warm(ctx, op, list); /* 16-bit q, k, v */
     const size_t *dims = list->every_shape ? EVERY_DIM : COMMON_DIMS;
     const size_t n_dims = list->every_shape ? sizeof EVERY_DIM / sizeof EVERY_DIM[0] : 2,
                  n_forms = list->every_shape ? sizeof FORMS / sizeof FORMS[0] : 1;
@@ -575,4 +575,5 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
             oclml__warm_add(list, op, variant, oclml__att_spec(kernels[j]));
         }
     }
+    if (!bwd) oclml__attention_lp_fwd_warm(ctx, op, list); /* 16-bit q, k and v, natively */
 }

@@ -3,11 +3,14 @@
  * each output within its dtype's unit roundoff of the reference (tolerance.h) plus the fp32
  * op's own error on the terms' magnitude (the backward's also o's rounding: it reads the o the
  * forward wrote, as PyTorch's does); GQA and causal masking; the plan; lse in 16 bits
- * refused. */
+ * refused. The native 16-bit forward (attention.lp_mma=2: its kernel emulated here, the tensor
+ * cores on a GPU that has them) in both layouts and dtypes, every causal alignment, GQA, tails,
+ * rows that see no key and NaN keys; the stand-ins' backward from its o and lse. */
 #include "testutil.h"
 #include "tolerance.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +37,8 @@ static void check_out(const char *what, oclml_dtype dt, const float *got, const 
  * kernels (emulated here: attention.mma=2), one TF32 product a step. */
 START_TEST(forward_and_backward_match_reference) {
     const bool cores = _i >= 2;
-    if (cores) test_retune("attention.mma=2");
+    /* the stand-ins' forward (the native one's tests are below) */
+    test_retune(cores ? "attention.mma=2 attention.lp_mma=0" : "attention.lp_mma=0");
     const int form = _i % 2;
     const oclml_dtype in = form ? OCLML_FLOAT16 : OCLML_BFLOAT16, out = form ? OCLML_FLOAT32 : in;
     const size_t B = 1, H = 4, Hkv = form ? 2 : 4, Lq = 33, Lk = 40, D = 16;
@@ -97,6 +101,224 @@ START_TEST(forward_and_backward_match_reference) {
 }
 END_TEST
 
+/* ---- the native 16-bit forward (attention.lp_mma=2) ---- */
+
+/* Its cases: q, k, v in ab, o in out; four programs (ab, out, head dim, layout) between them.
+ * Lq and Lk off the 64-row and 64-key blocks; case 3's first 8 rows see no key (bottom-right,
+ * Lq > Lk); case 4 spans two row blocks and three key blocks. */
+typedef struct native_case {
+    oclml_dtype ab, out;
+    int blhd, causal;
+    size_t B, H, Hkv, Lq, Lk, D;
+} native_case;
+static const native_case NATIVE_CASES[] = {
+    {OCLML_BFLOAT16, OCLML_BFLOAT16, 0, OCLML_CAUSAL_NONE, 1, 2, 2, 37, 45, 16},
+    {OCLML_BFLOAT16, OCLML_BFLOAT16, 0, OCLML_CAUSAL_TOP_LEFT, 2, 4, 2, 37, 45, 16},
+    {OCLML_FLOAT16, OCLML_FLOAT32, 1, OCLML_CAUSAL_BOTTOM_RIGHT, 1, 4, 1, 37, 45, 64},
+    {OCLML_FLOAT16, OCLML_FLOAT32, 1, OCLML_CAUSAL_BOTTOM_RIGHT, 1, 2, 2, 45, 37, 64},
+    {OCLML_BFLOAT16, OCLML_FLOAT32, 0, OCLML_CAUSAL_TOP_LEFT, 1, 2, 1, 70, 130, 64},
+    {OCLML_FLOAT16, OCLML_BFLOAT16, 0, OCLML_CAUSAL_NONE, 1, 3, 1, 20, 9, 16},
+};
+#define N_NATIVE_CASES ((int)(sizeof NATIVE_CASES / sizeof NATIVE_CASES[0]))
+
+/* One case's tensors (fresh random q, k, v as their dtype holds them; o and lse NaN-poisoned)
+ * and the reference's arguments. */
+typedef struct native_run {
+    native_case c;
+    oclml_tensor *Q, *K, *V, *O, *L;
+    float *q, *k, *v;
+    size_t nq, nk, nl;
+    ref_attention_args ra;
+    oclml_attention_params p;
+} native_run;
+
+static void native_setup(native_run *r, const native_case *c) {
+    r->c = *c;
+    const size_t qs[4] = {c->B, c->blhd ? c->Lq : c->H, c->blhd ? c->H : c->Lq, c->D},
+                 ks[4] = {c->B, c->blhd ? c->Lk : c->Hkv, c->blhd ? c->Hkv : c->Lk, c->D},
+                 ls[3] = {c->B, c->H, c->Lq};
+    r->Q = test_tensor_held(c->ab, 4, qs, -1, 1, &r->q);
+    r->K = test_tensor_held(c->ab, 4, ks, -1, 1, &r->k);
+    r->V = test_tensor_held(c->ab, 4, ks, -1, 1, &r->v);
+    r->O = test_tensor_held(c->out, 4, qs, 0, 0, NULL);
+    r->L = test_tensor(3, ls);
+    r->nq = c->B * c->H * c->Lq * c->D;
+    r->nk = c->B * c->Hkv * c->Lk * c->D;
+    r->nl = c->B * c->H * c->Lq;
+    r->ra = (ref_attention_args){.B = c->B,
+                                 .H = c->H,
+                                 .Hkv = c->Hkv,
+                                 .Lq = c->Lq,
+                                 .Lk = c->Lk,
+                                 .D = c->D,
+                                 .blhd = c->blhd,
+                                 .causal = c->causal,
+                                 .wl = -1,
+                                 .wr = -1};
+    oclml_attention_params_init(&r->p);
+    r->p.causal = (oclml_attention_causal)c->causal;
+    r->p.layout = c->blhd ? OCLML_ATTENTION_BLHD : OCLML_ATTENTION_BHLD;
+}
+
+static void native_free(native_run *r) {
+    free(r->q), free(r->k), free(r->v);
+    oclml_tensor *all[] = {r->Q, r->K, r->V, r->O, r->L};
+    for (int i = 0; i < 5; i++) oclml_tensor_destroy(all[i]);
+}
+
+/* The plan names the native kernel for the forward and the stand-ins for the backward, where
+ * the device's work-groups hold its 4 warps (CI's 16-wide PoCL run: the stand-ins, checked the
+ * same way). */
+static void native_assert_plan(const native_run *r) {
+    char plan[512], want[96];
+    ASSERT_OK(oclml_attention_plan(T, &r->p, r->Q, r->K, r->V, plan, sizeof plan));
+    oclml_device_info info;
+    ASSERT_OK(oclml_ctx_device_info(T, &info));
+    if (info.max_work_group_size < 128) return;
+    snprintf(want, sizeof want, "forward: %s tensor cores", oclml_dtype_name(r->c.ab));
+    ck_assert_msg(strstr(plan, want) && strstr(plan, "(m16n8k16), 64 rows x 64 keys a block") &&
+                      strstr(plan, "backward: 16-bit tensors converted to fp32"),
+                  "%s", plan);
+}
+
+/* o and lse against the double reference. o: within u_out |ref| + (u_ab + 2e-5) sum_j p_j |v_j|
+ * (+ fp16's subnormal floor): o = sum_j P_j v_j / l, where each P_j = exp(s_j - m) goes into
+ * P V rounded to the AB dtype (relative error <= u_ab, 2^-8 bf16, 2^-11 fp16: a term's error
+ * <= u_ab p_j |v_j| with p_j = P_j / l) while l sums the unrounded P_j, then o is rounded once
+ * to its dtype; 2e-5 of the same terms covers fp32's own rounding (scores, exp, sums), as the
+ * fp32 op's checks allow. sum_j p_j |v_j| is the reference attention with |v|. lse (fp32
+ * throughout): within 5e-5 (1 + |ref|). A row that sees no key: o = 0 and lse = -inf exactly;
+ * a NaN reference (a NaN input the row sees): NaN. */
+static void native_check(const native_run *r) {
+    const native_case *c = &r->c;
+    float *o = test_floats(r->nq), *l = test_floats(r->nl), *av = test_floats(r->nk);
+    double *ro = test_doubles(r->nq), *rl = test_doubles(r->nl), *pv = test_doubles(r->nq);
+    test_read(r->O, o, r->nq);
+    test_read(r->L, l, r->nl);
+    ref_attention(&r->ra, r->q, r->k, r->v, ro, rl);
+    for (size_t i = 0; i < r->nk; i++) av[i] = fabsf(r->v[i]);
+    ref_attention(&r->ra, r->q, r->k, av, pv, NULL);
+    const double u_out = test_unit_roundoff(c->out), u_ab = test_unit_roundoff(c->ab);
+    for (size_t i = 0; i < r->nq; i++) {
+        if (isnan(ro[i])) {
+            ck_assert_msg(isnan(o[i]), "o [%zu] = %g, want NaN", i, o[i]);
+            continue;
+        }
+        const double tol = u_out * fabs(ro[i]) + (u_ab + 2e-5) * pv[i] + test_abs_floor(c->out);
+        ck_assert_msg(fabs(o[i] - ro[i]) <= tol,
+                      "o (%s in, %s out) [%zu] = %.8g, want %.8g (tol %.2g)",
+                      oclml_dtype_name(c->ab), oclml_dtype_name(c->out), i, o[i], ro[i], tol);
+    }
+    for (size_t i = 0; i < r->nl; i++) {
+        if (isnan(rl[i]) || isinf(rl[i])) {
+            ck_assert_msg(isnan(rl[i]) ? isnan(l[i]) : l[i] == (float)rl[i],
+                          "lse [%zu] = %g, want %g", i, l[i], rl[i]);
+            continue;
+        }
+        ck_assert_msg(fabs(l[i] - rl[i]) <= 5e-5 * (1 + fabs(rl[i])), "lse [%zu] = %.8g, want %.8g",
+                      i, l[i], rl[i]);
+    }
+    /* a row that sees no key: o exactly 0 (the tolerance above is 0 there too) */
+    free(o), free(l), free(av), free(ro), free(rl), free(pv);
+}
+
+START_TEST(native_forward_matches_reference) {
+    test_retune("attention.lp_mma=2");
+    native_run r;
+    native_setup(&r, &NATIVE_CASES[_i]);
+    native_assert_plan(&r);
+    ASSERT_OK(oclml_attention(T, &r.p, r.Q, r.K, r.V, r.O, r.L));
+    native_check(&r);
+    native_free(&r);
+}
+END_TEST
+
+/* A NaN in one key of K (batch 0, key head 1, key 20) under a top-left causal mask: exactly the
+ * rows of the query heads that read that key head (2 and 3) at positions 20 on see it, and only
+ * their o and lse are NaN. */
+START_TEST(native_forward_nan_key_reaches_rows_that_see_it) {
+    test_retune("attention.lp_mma=2");
+    native_run r;
+    native_setup(&r, &NATIVE_CASES[1]);
+    const native_case *c = &r.c;
+    r.k[((0 * c->Hkv + 1) * c->Lk + 20) * c->D + 3] = NAN;
+    ASSERT_OK(oclml_tensor_write(r.K, r.k, r.nk));
+    ASSERT_OK(oclml_attention(T, &r.p, r.Q, r.K, r.V, r.O, r.L));
+    float *l = test_floats(r.nl);
+    test_read(r.L, l, r.nl);
+    for (size_t b = 0; b < c->B; b++)
+        for (size_t h = 0; h < c->H; h++)
+            for (size_t i = 0; i < c->Lq; i++) {
+                const size_t row = (b * c->H + h) * c->Lq + i;
+                const bool sees = b == 0 && h / (c->H / c->Hkv) == 1 && i >= 20;
+                ck_assert_msg(sees == (bool)isnan(l[row]), "lse (b %zu, h %zu, i %zu) = %g", b, h,
+                              i, l[row]);
+            }
+    native_check(&r); /* o NaN exactly where the reference's is */
+    free(l);
+    native_free(&r);
+}
+END_TEST
+
+/* The backward (the stand-ins') from the native forward's o and lse matches the reference
+ * within the forward's checks plus o's error: it reads o (rounded to its dtype and off by P's
+ * rounding, u_out + u_ab of the terms) in delta = rowsum(dO o). */
+START_TEST(native_forward_backward_matches_reference) {
+    test_retune("attention.lp_mma=2");
+    native_run r;
+    native_setup(&r, &NATIVE_CASES[1]);
+    const native_case *c = &r.c;
+    ASSERT_OK(oclml_attention(T, &r.p, r.Q, r.K, r.V, r.O, r.L));
+    const size_t qs[4] = {c->B, c->H, c->Lq, c->D}, ks[4] = {c->B, c->Hkv, c->Lk, c->D};
+    float *dout;
+    oclml_tensor *DO = test_tensor_held(c->ab, 4, qs, -1, 1, &dout),
+                 *DQ = test_tensor_held(c->out, 4, qs, 0, 0, NULL),
+                 *DK = test_tensor_held(c->ab, 4, ks, 0, 0, NULL),
+                 *DV = test_tensor_held(c->out, 4, ks, 0, 0, NULL);
+    char plan[512];
+    ASSERT_OK(oclml_attention_plan(T, &r.p, r.Q, r.K, r.V, plan, sizeof plan));
+    op_u = strstr(plan, "TF32") ? 0x1p-11 : 0;
+    ASSERT_OK(oclml_attention_backward(T, &r.p, r.Q, r.K, r.V, r.O, r.L, DO, DQ, DK, DV, NULL));
+    double *rq = test_doubles(r.nq), *rk = test_doubles(r.nk), *rv = test_doubles(r.nk),
+           *sq = test_doubles(r.nq), *sk = test_doubles(r.nk), *sv = test_doubles(r.nk);
+    ref_attention_backward(&r.ra, r.q, r.k, r.v, dout, rq, rk, rv, NULL, sq, sk, sv, NULL);
+    const double extra = test_unit_roundoff(c->out) + test_unit_roundoff(c->ab);
+    float *g = test_floats(r.nq > r.nk ? r.nq : r.nk);
+    test_read(DQ, g, r.nq);
+    check_out("dq", c->out, g, rq, sq, extra, r.nq);
+    test_read(DK, g, r.nk);
+    check_out("dk", c->ab, g, rk, sk, extra, r.nk);
+    test_read(DV, g, r.nk);
+    check_out("dv", c->out, g, rv, sv, extra, r.nk);
+    free(dout), free(g), free(rq), free(rk), free(rv), free(sq), free(sk), free(sv);
+    oclml_tensor *all[] = {DO, DQ, DK, DV};
+    for (int i = 0; i < 4; i++) oclml_tensor_destroy(all[i]);
+    native_free(&r);
+}
+END_TEST
+
+/* Bad outputs are refused before anything is written, saying which: o of another shape than q,
+ * lse of another than [B, H, Lq]. */
+START_TEST(native_forward_refuses_bad_outputs) {
+    test_retune("attention.lp_mma=2");
+    native_run r;
+    native_setup(&r, &NATIVE_CASES[0]);
+    const native_case *c = &r.c;
+    const size_t wide[4] = {c->B, c->H, c->Lq, 2 * c->D}, short_lse[3] = {c->B, c->H, c->Lq - 1};
+    oclml_tensor *O2 = test_tensor_held(c->out, 4, wide, 0, 0, NULL),
+                 *L2 = test_tensor(3, short_lse);
+    ASSERT_STATUS(oclml_attention(T, &r.p, r.Q, r.K, r.V, O2, r.L), OCLML_ERR_INVALID_SHAPE);
+    ck_assert_msg(strstr(oclml_ctx_last_error(T), "'o'") != NULL, "%s", oclml_ctx_last_error(T));
+    ASSERT_STATUS(oclml_attention(T, &r.p, r.Q, r.K, r.V, r.O, L2), OCLML_ERR_INVALID_SHAPE);
+    ck_assert_msg(strstr(oclml_ctx_last_error(T), "lse") != NULL, "%s", oclml_ctx_last_error(T));
+    test_assert_untouched(O2, r.nq * 2);
+    test_assert_untouched(r.O, r.nq);
+    test_assert_untouched(r.L, r.nl);
+    oclml_tensor_destroy(O2), oclml_tensor_destroy(L2);
+    native_free(&r);
+}
+END_TEST
+
 /* lse stays fp32: a 16-bit one is refused before o is written. */
 START_TEST(lse_in_16_bits_refused) {
     const size_t qs[4] = {1, 2, 8, 8}, ls[3] = {1, 2, 8};
@@ -120,6 +342,10 @@ int main(void) {
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_loop_test(tc, forward_and_backward_match_reference, 0, 4);
     tcase_add_test(tc, lse_in_16_bits_refused);
+    tcase_add_loop_test(tc, native_forward_matches_reference, 0, N_NATIVE_CASES);
+    tcase_add_test(tc, native_forward_nan_key_reaches_rows_that_see_it);
+    tcase_add_test(tc, native_forward_backward_matches_reference);
+    tcase_add_test(tc, native_forward_refuses_bad_outputs);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

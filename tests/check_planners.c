@@ -334,13 +334,27 @@ END_TEST
 
 /* Prewarm builds the programs the calls plan, whole (no defines cut), each once. */
 START_TEST(attention_prewarm_matches_plans) {
-    oclml_ctx *gpu = device_ctx(&H100, "");
+    /* The native 16-bit forward is off by default: listed only where it is asked for. */
+    oclml_ctx *off = device_ctx(&H100, "");
+    oclml__warm_list none = {0};
+    oclml__attention_warm(off, "attention", &none);
+    ck_assert_uint_eq(none.n, 3);
+    free(none.items);
+    fake_free(off);
+    oclml_ctx *gpu = device_ctx(&H100, "attention.lp_mma=1");
     oclml__warm_list list = {0};
     oclml__attention_warm(gpu, "attention", &list);
-    /* Head dims 64 and 128, and 128's causal forward (4 warps); 64's causal is the same. */
-    ck_assert_uint_eq(list.n, 3);
+    /* Head dims 64 and 128, and 128's causal forward (4 warps); 64's causal is the same. Then
+     * the native 16-bit forward's: bf16 and fp16 q, k, v, o in their dtype or fp32, at head
+     * dims 64 and 128. */
+    ck_assert_uint_eq(list.n, 3 + 8);
+    for (size_t i = 3; i < list.n; i++) {
+        ck_assert_str_eq(list.items[i].file, "attention_lp_fwd.cl");
+        ck_assert_str_eq(list.items[i].kernels, "oclml_attention_lp_fwd");
+        ck_assert_ptr_nonnull(strstr(list.items[i].defines, "-DMMA_EMULATE=0"));
+    }
     const size_t dims[3] = {64, 128, 128};
-    for (size_t i = 0; i < list.n; i++) {
+    for (size_t i = 0; i < 3; i++) {
         const oclml__att_kernel_plan k =
             att_forward(gpu, att_shape(1, 1, 1, 1024, 1024, dims[i], i == 2), NULL);
         ck_assert_str_eq(list.items[i].defines, k.defines);

@@ -37,7 +37,7 @@ oclml_ctx *device_profile_ctx(const char *name, const char *tuning) {
     pthread_mutex_init(&ctx->caps_lock, NULL);
     if (!strcmp(name, "cpu") || !strcmp(name, "cpu-mma-emulated")) {
         set_caps(&ctx->caps, false, 4096, 2, 1 << 20, 1, false);
-        if (name[3]) own = "gemm.own=1 gemm.mma=2 attention.mma=2";
+        if (name[3]) own = "gemm.own=1 gemm.mma=2 attention.mma=2 attention.lp_mma=2";
     } else if (!strcmp(name, "gpu-mma")) {
         set_caps(&ctx->caps, true, 1024, 132, 48 << 10, 32, true);
     } else if (!strcmp(name, "gpu")) {

@@ -15,7 +15,7 @@ typedef struct device_profile {
 /* The profiles, ending with an entry whose name is NULL:
  *   cpu: PoCL's CPU device (2 cores, work-groups up to 4096), default tuning;
  *   cpu-mma-emulated: the same with the tensor-core kernels emulated (gemm.own=1, gemm.mma=2,
- *     attention.mma=2, as the suite runs them there);
+ *     attention.mma=2, attention.lp_mma=2, as the suite runs them there);
  *   gpu-mma: a GPU with TF32 tensor cores and inline PTX (132 compute units, 48 KiB of local
  *     memory, 1024-wide work-groups: NVIDIA's OpenCL on an H100);
  *   gpu: a GPU without either (64-wide wavefronts, 256-wide work-groups, 64 KiB). */

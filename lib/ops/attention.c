@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #define MAX_HEAD_DIM 256
+#define FP32 (1u << OCLML_FLOAT32)
 
 oclml_status oclml_attention_params_init(oclml_attention_params *p) {
     if (!p) return oclml__fail(NULL, OCLML_ERR_NULL_POINTER, "params is NULL");
@@ -53,8 +54,8 @@ static const oclml_dropout_params *dropout_of(const oclml_attention_params *p) {
 
 /* (batch, heads, length, dim) of a 4-D tensor in the params' layout. */
 static oclml_status bhld_of(oclml_ctx *ctx, const oclml_attention_params *p, const oclml_tensor *t,
-                            const char *name, size_t out[4]) {
-    oclml_status st = oclml__check_tensor(ctx, t, name);
+                            const char *name, unsigned dtypes, size_t out[4]) {
+    oclml_status st = oclml__check_tensor_of(ctx, t, name, dtypes);
     if (st) return st;
     if (t->ndim != 4)
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "attention takes 4-D '%s' (%s)", name,
@@ -83,15 +84,16 @@ static oclml_status check_mask(oclml_ctx *ctx, const oclml_tensor *m, oclml__att
     return OCLML_SUCCESS;
 }
 
-/* Checks q, k, v, the optional tables of params and the sizes the kernels index in 32 bits. */
+/* Checks q, k, v (of the dtypes `dtypes`), the optional tables of params and the sizes the
+ * kernels index in 32 bits. */
 static oclml_status check_inputs(oclml_ctx *ctx, const oclml_attention_params *p,
                                  const oclml_tensor *q, const oclml_tensor *k,
-                                 const oclml_tensor *v, oclml__att_shape *s) {
+                                 const oclml_tensor *v, unsigned dtypes, oclml__att_shape *s) {
     size_t qs[4], ks[4], vs[4];
     oclml_status st = check_params(ctx, p);
-    if (!st) st = bhld_of(ctx, p, q, "q", qs);
-    if (!st) st = bhld_of(ctx, p, k, "k", ks);
-    if (!st) st = bhld_of(ctx, p, v, "v", vs);
+    if (!st) st = bhld_of(ctx, p, q, "q", dtypes, qs);
+    if (!st) st = bhld_of(ctx, p, k, "k", dtypes, ks);
+    if (!st) st = bhld_of(ctx, p, v, "v", dtypes, vs);
     if (st) return st;
     if (memcmp(ks, vs, sizeof ks))
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "k and v must have the same shape");
@@ -128,15 +130,16 @@ static cl_int window_side(long w, const oclml__att_shape *s) {
 }
 
 /* The start of every entry point: params (NULL: the defaults, set in *defaults) and the inputs
- * checked, *s their shape. */
+ * (of the dtypes `dtypes`) checked, *s their shape. */
 static oclml_status begin_call(oclml_ctx *ctx, const oclml_attention_params **params,
                                oclml_attention_params *defaults, const oclml_tensor *q,
-                               const oclml_tensor *k, const oclml_tensor *v, oclml__att_shape *s) {
+                               const oclml_tensor *k, const oclml_tensor *v, unsigned dtypes,
+                               oclml__att_shape *s) {
     if (!*params) {
         oclml_attention_params_init(defaults);
         *params = defaults;
     }
-    oclml_status st = check_inputs(ctx, *params, q, k, v, s);
+    oclml_status st = check_inputs(ctx, *params, q, k, v, dtypes, s);
     if (st) return st; /* params unread past a struct_size the check refused */
     s->by_position = (*params)->causal != OCLML_CAUSAL_NONE ||
                      window_side((*params)->window_left, s) >= 0 ||
@@ -303,27 +306,58 @@ static uint64_t attention_params_key(uint64_t key, const oclml_attention_params 
     return oclml__rehearsal_key_tensor(key, p->mask);
 }
 
+/* The forward's checks: params (NULL: the defaults, set in *defaults), q, k, v and o of the
+ * dtypes `dtypes`, o of q's shape, lse (fp32, may be NULL) [B, H, Lq], the outputs apart from
+ * the inputs and each other; *s the shape. */
+static oclml_status check_forward(oclml_ctx *ctx, const oclml_attention_params **params,
+                                  oclml_attention_params *defaults, const oclml_tensor *q,
+                                  const oclml_tensor *k, const oclml_tensor *v,
+                                  const oclml_tensor *o, const oclml_tensor *lse, unsigned dtypes,
+                                  oclml__att_shape *s) {
+    oclml_status st = oclml__check_ctx(ctx);
+    if (!st) st = begin_call(ctx, params, defaults, q, k, v, dtypes, s);
+    if (st) return st;
+    /* o NULL only for the plan's geometry (the forward refuses it here) */
+    if (o || dtypes == FP32) st = oclml__check_same_shape_of(ctx, o, "o", q, "q", dtypes);
+    if (!st && lse) {
+        const size_t want[3] = {s->B, s->H, s->LQ};
+        st = oclml__check_dims(ctx, lse, "lse", 3, want);
+    }
+    const oclml_tensor *in[] = {q, k, v, (*params)->mask, (*params)->key_lengths, lse};
+    if (!st) st = check_apart(ctx, o, "o", in, 6);
+    if (!st) st = check_apart(ctx, lse, "lse", in, 5);
+    return st;
+}
+
 static oclml_status attention_run(oclml_ctx *ctx, const oclml_attention_params *params,
                                   const oclml_tensor *q, const oclml_tensor *k,
                                   const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse,
                                   bool one_tf32) {
-    oclml_status st = oclml__check_ctx(ctx);
     oclml_attention_params defaults;
     oclml__att_shape s;
-    if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, &s);
+    oclml_status st = check_forward(ctx, &params, &defaults, q, k, v, o, lse, FP32, &s);
     if (st) return st;
     s.one_tf32 = one_tf32;
-    st = oclml__check_same_shape(ctx, o, "o", q, "q");
-    if (!st && lse) {
-        const size_t want[3] = {s.B, s.H, s.LQ};
-        st = oclml__check_dims(ctx, lse, "lse", 3, want);
-    }
-    const oclml_tensor *in[] = {q, k, v, params->mask, params->key_lengths, lse};
-    if (!st) st = check_apart(ctx, o, "o", in, 6);
-    if (!st) st = check_apart(ctx, lse, "lse", in, 5);
-    if (st) return st;
     const att_call c = call_of(ctx, params, s, q, k, v, NULL);
     return forward(&c, q, k, v, o, lse);
+}
+
+oclml_status oclml__attention_geometry(oclml_ctx *ctx, const oclml_attention_params *params,
+                                       const oclml_tensor *q, const oclml_tensor *k,
+                                       const oclml_tensor *v, const oclml_tensor *o,
+                                       const oclml_tensor *lse, oclml__att_geometry *g) {
+    oclml_attention_params defaults;
+    oclml_status st =
+        check_forward(ctx, &params, &defaults, q, k, v, o, lse, OCLML__DTYPES_ALL, &g->s);
+    if (st) return st;
+    const att_call c = call_of(ctx, params, g->s, q, k, v, NULL);
+    g->scale = c.scale;
+    g->shift = c.shift;
+    g->wl = c.wl;
+    g->wr = c.wr;
+    g->window = window_side(params->window_left, &g->s) >= 0 ||
+                window_side(params->window_right, &g->s) >= 0;
+    return OCLML_SUCCESS;
 }
 
 oclml_status oclml__attention_fp32(oclml_ctx *ctx, const oclml_attention_params *params,
@@ -358,7 +392,7 @@ oclml_status oclml__attention_plan_fp32(oclml_ctx *ctx, const oclml_attention_pa
         st = oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "text buffer is NULL or empty");
     oclml_attention_params defaults;
     oclml__att_shape s;
-    if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, &s);
+    if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, FP32, &s);
     if (st) return st;
     s.one_tf32 = one_tf32;
     /* dO taken to be laid out as Q, as the forward's output is. */
@@ -551,7 +585,7 @@ static oclml_status attention_backward_run(oclml_ctx *ctx, const oclml_attention
     oclml_status st = oclml__check_ctx(ctx);
     oclml_attention_params defaults;
     oclml__att_shape s;
-    if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, &s);
+    if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, FP32, &s);
     if (st) return st;
     s.one_tf32 = one_tf32;
     st = oclml__check_same_shape(ctx, o, "o", q, "q");

@@ -1,5 +1,8 @@
 /* Attention on bf16 and fp16 tensors: q, k, v, o, dout, dq, dk and dv each of any dtype, lse,
- * the mask and dmask fp32. The 16-bit tensors are converted to fp32 copies in scratch, the fp32
+ * the mask and dmask fp32. The forward takes the native 16-bit kernel where it applies
+ * (attention_lp_fwd.c: q, k, v of one 16-bit dtype, a causal mask at most, head dims that are
+ * multiples of 16 up to 128, and the tuning key attention.lp_mma with the device). Elsewhere the
+ * 16-bit tensors are converted to fp32 copies in scratch, the fp32
  * op runs on those, and its 16-bit outputs are rounded back: the arithmetic is the fp32 op's,
  * on values the 16-bit inputs hold exactly. Attention is compute-bound (L^2 D work against L D
  * elements moved), so the conversions cost a few percent of the call; they double the 16-bit
@@ -12,6 +15,8 @@
 #include "ops/ops.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* The tensors that stay fp32 (lse, dmask, the params' mask and key lengths; NULLs skipped),
  * refused before any conversion is enqueued (the fp32 op checks their shapes). */
@@ -54,6 +59,13 @@ oclml_status oclml__attention_lp(oclml_ctx *ctx, const oclml_attention_params *p
     oclml_status st = check_fp32(ctx, params, lse, NULL);
     if (st) return st;
     if (!q || !k || !v) return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "q, k or v is NULL");
+    /* Every argument checked (as the fp32 op would check the stand-ins) before either path
+     * enqueues anything; then the native kernel where it takes the call, else the stand-ins. A
+     * NULL o is the fp32 op's to refuse. */
+    oclml__att_geometry g;
+    if (o && (st = oclml__attention_geometry(ctx, params, q, k, v, o, lse, &g))) return st;
+    if (o && oclml__attention_lp_fwd_applies(ctx, &g, q, k, v))
+        return oclml__attention_lp_fwd(ctx, &g, q, k, v, o, lse);
     const forward_call c = {params, all_16bit(3, ts)};
     return oclml__via_fp32(ctx, 5, 0x7u, 0x8u, ts, names, forward_fp32, &c);
 }
@@ -100,6 +112,23 @@ static oclml_status plan_fp32(oclml_ctx *ctx, const void *call, oclml_tensor *co
                                       c->one_tf32);
 }
 
+/* The plan with the native forward: its text, then the stand-ins' backward from the plan text
+ * made so far ("16-bit tensors converted to fp32: forward: ...; backward: ..."). */
+static oclml_status native_plan(oclml_ctx *ctx, const oclml__att_geometry *g, oclml_dtype dtype,
+                                char *text, size_t len) {
+    const char *bwd = strstr(text, "; backward: ");
+    char *tail = oclml__strdup(bwd ? bwd + strlen("; backward: ") : "");
+    if (!tail) return oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of host memory");
+    char fwd[160];
+    oclml__attention_lp_fwd_describe(ctx, g, dtype, fwd, sizeof fwd);
+    const int n = snprintf(text, len, "forward: %s; backward: 16-bit tensors converted to fp32: %s",
+                           fwd, tail);
+    free(tail);
+    if (n < 0 || (size_t)n >= len)
+        return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "text buffer too small");
+    return OCLML_SUCCESS;
+}
+
 oclml_status oclml__attention_plan_lp(oclml_ctx *ctx, const oclml_attention_params *params,
                                       const oclml_tensor *q, const oclml_tensor *k,
                                       const oclml_tensor *v, char *text, size_t len) {
@@ -115,5 +144,10 @@ oclml_status oclml__attention_plan_lp(oclml_ctx *ctx, const oclml_attention_para
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "text buffer too small");
     c.text += n;
     c.len -= (size_t)n;
-    return oclml__via_fp32(ctx, 3, 0, 0, ts, names, plan_fp32, &c);
+    oclml_status st = oclml__via_fp32(ctx, 3, 0, 0, ts, names, plan_fp32, &c);
+    oclml__att_geometry g;
+    if (st || oclml__attention_geometry(ctx, params, q, k, v, NULL, NULL, &g) ||
+        !oclml__attention_lp_fwd_applies(ctx, &g, q, k, v))
+        return st;
+    return native_plan(ctx, &g, q->dtype, text, len);
 }

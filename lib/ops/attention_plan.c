@@ -2,6 +2,7 @@
  * the tuning table, the kernels a forward and a backward run, their tiles and their programs.
  * One program per kernel and variant (head dim, tile, layout, which masks exist): a call compiles
  * only what it runs. */
+#include "ops/attention_lp.h"
 #include "ops/attention_plan.h"
 #include "ops/gemm.h"
 #include "ops/ops.h"
@@ -510,8 +511,9 @@ static const size_t COMMON_DIMS[] = {64, 128}, EVERY_DIM[] = {24, 64, 128, 192, 
 
 /* Prewarm: the kernels a call with head dims 64 and 128 runs without masks (BHLD, 1024 rows a
  * key head, rows float4-aligned): the tensor-core ones where the device has them, else the FMA
- * tiles; the forward a causal mask takes where it differs (mma_warps); and the dQ GEMM on dS with
- * the kernel that zeroes the rows that see no key, where the backward takes it. With
+ * tiles; the forward a causal mask takes where it differs (mma_warps); the dQ GEMM on dS with
+ * the kernel that zeroes the rows that see no key, where the backward takes it; and the native
+ * 16-bit forward's programs (attention_lp_fwd.c) where the device runs it. With
  * every_shape, the same for each head dim of EVERY_DIM and each form of FORMS. */
 void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     const bool bwd = strstr(op, "backward") != NULL;
@@ -573,4 +575,5 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
             oclml__warm_add(list, op, variant, oclml__att_spec(kernels[j]));
         }
     }
+    if (!bwd) oclml__attention_lp_fwd_warm(ctx, op, list); /* 16-bit q, k and v, natively */
 }

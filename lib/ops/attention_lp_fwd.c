@@ -1,0 +1,121 @@
+/* The native 16-bit attention forward (cl/ops/attention_lp_fwd.cl: q, k and v read as bf16 or
+ * fp16, both products on the m16n8k16 tensor cores, o written in its own dtype): which calls it
+ * takes, its program, its launch, its plan text and its warm list. Everything it does not take
+ * stays on the fp32 stand-ins (attention_lp.c). */
+#include "ops/attention_lp.h"
+
+#include <stdio.h>
+
+/* The tile: WARPS warps of 16 query rows, key blocks of KEYS (the local memory holds one block
+ * of K and V: 2 KEYS (D + 8) 16-bit words, 34 KiB at head dim 128). */
+#define WARPS 4u
+#define ROWS (16u * WARPS)
+#define KEYS 64u
+#define THREADS (32u * WARPS)
+#define MOST_HEAD_DIM 128u
+
+typedef enum lp_fwd_path { LP_STAND_IN, LP_MMA, LP_EMULATED } lp_fwd_path;
+
+/* The tuning key attention.lp_mma: 0 (the default, while the kernel's instruction path has not
+ * been run and timed on a GPU: bench/DECISIONS.md) never, the stand-ins; 1 or -1 the tensor
+ * cores where the device has the 16-bit mma; 2 the kernel with the instruction emulated where
+ * the device has no such tensor cores (tests; on one that has them, the instruction, so that the
+ * same tests check it there). */
+static lp_fwd_path path_of(oclml_ctx *ctx, size_t D) {
+    const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_MMA, 0);
+    if (mode == 0) return LP_STAND_IN;
+    const bool hw = ctx->caps.is_gpu && oclml__caps_mma(ctx);
+    const lp_fwd_path path = hw ? LP_MMA : mode == 2 ? LP_EMULATED : LP_STAND_IN;
+    /* K and V of a block, the row tables, and the emulation's exchange and shuffle buffers */
+    const size_t local =
+        2 * KEYS * (D + 8) * 2 + ROWS * 28 + (path == LP_EMULATED ? WARPS * (384 + 32) * 4 : 0);
+    if (local > ctx->caps.local_mem_bytes || THREADS > ctx->caps.max_work_group_size)
+        return LP_STAND_IN;
+    return path;
+}
+
+/* The call forms the kernel takes: q, k, v of one 16-bit dtype, head dims that are multiples of
+ * 16 up to 128, positions masked by a causal mask alone (no additive mask, key lengths, dropout
+ * or window). */
+static bool form_fits(const oclml__att_geometry *g, oclml_dtype q, oclml_dtype k, oclml_dtype v) {
+    const oclml__att_shape *s = &g->s;
+    return q != OCLML_FLOAT32 && q == k && q == v && s->D % 16 == 0 && s->D <= MOST_HEAD_DIM &&
+           !s->mask && !s->keylen && !s->dropout && !g->window;
+}
+
+bool oclml__attention_lp_fwd_applies(oclml_ctx *ctx, const oclml__att_geometry *g,
+                                     const oclml_tensor *q, const oclml_tensor *k,
+                                     const oclml_tensor *v) {
+    return form_fits(g, q->dtype, k->dtype, v->dtype) && path_of(ctx, g->s.D) != LP_STAND_IN;
+}
+
+typedef struct lp_fwd_program {
+    char defines[160];
+    oclml__program_spec spec;
+} lp_fwd_program;
+
+static void program_of(lp_fwd_path path, oclml_dtype ab, oclml_dtype o, size_t D, bool blhd,
+                       lp_fwd_program *g) {
+    snprintf(g->defines, sizeof g->defines,
+             "-DAB_DT=%d -DO_DT=%d -DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DLAYOUT_BLHD=%d "
+             "-DMMA_EMULATE=%d",
+             (int)ab, (int)o, D, KEYS, WARPS, blhd, path == LP_EMULATED);
+    g->spec =
+        (oclml__program_spec){"attention_lp_fwd.cl", g->defines, "oclml_attention_lp_fwd", 255};
+}
+
+oclml_status oclml__attention_lp_fwd(oclml_ctx *ctx, const oclml__att_geometry *g,
+                                     const oclml_tensor *q, const oclml_tensor *k,
+                                     const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse) {
+    const oclml__att_shape *s = &g->s;
+    lp_fwd_program prog;
+    program_of(path_of(ctx, s->D), q->dtype, o->dtype, s->D, s->blhd, &prog);
+    cl_kernel kernel;
+    oclml_status st = oclml__kernel(ctx, &prog.spec, prog.spec.kernels, &kernel);
+    if (st) return st;
+    cl_ulong q_off = oclml__elem_offset(q), k_off = oclml__elem_offset(k),
+             v_off = oclml__elem_offset(v), o_off = oclml__elem_offset(o),
+             lse_off = lse ? oclml__elem_offset(lse) : 0, no_stride = 0;
+    cl_mem lse_mem = lse ? lse->mem : NULL;
+    cl_uint has_lse = lse != NULL, B = (cl_uint)s->B, H = (cl_uint)s->H, HKV = (cl_uint)s->HKV,
+            LQ = (cl_uint)s->LQ, LK = (cl_uint)s->LK;
+    float scale = g->scale;
+    cl_int shift = g->shift, wl = g->wl, wr = g->wr;
+    const oclml__arg args[] = {
+        OCLML_ARG(q->mem),    OCLML_ARG(q_off),    OCLML_ARG(k->mem),  OCLML_ARG(k_off),
+        OCLML_ARG(v->mem),    OCLML_ARG(v_off),    OCLML_ARG(o->mem),  OCLML_ARG(o_off),
+        OCLML_ARG(lse_mem),   OCLML_ARG(lse_off),  OCLML_ARG(has_lse), OCLML_ARG(B),
+        OCLML_ARG(H),         OCLML_ARG(HKV),      OCLML_ARG(LQ),      OCLML_ARG(LK),
+        OCLML_ARG(scale),     OCLML_ARG(shift),    OCLML_ARG(wl),      OCLML_ARG(wr),
+        OCLML_ARG(no_stride), OCLML_ARG(no_stride)};
+    /* Row blocks of the H / HKV query heads stacked on each key head, by (batch, key head). */
+    const size_t blocks = (s->H / s->HKV * s->LQ + ROWS - 1) / ROWS;
+    const size_t global[2] = {blocks * THREADS, s->B * s->HKV}, local[2] = {THREADS, 1};
+    return oclml__launch(ctx, kernel, args, sizeof args / sizeof args[0], 2, global, local, NULL);
+}
+
+void oclml__attention_lp_fwd_describe(oclml_ctx *ctx, const oclml__att_geometry *g,
+                                      oclml_dtype dtype, char *text, size_t len) {
+    snprintf(text, len, "%s tensor cores%s (m16n8k16), %u rows x %u keys a block",
+             oclml_dtype_name(dtype), path_of(ctx, g->s.D) == LP_EMULATED ? " emulated" : "", ROWS,
+             KEYS);
+}
+
+/* The forms the attention forward's warm list holds (head dims 64 and 128, BHLD, o in q's dtype
+ * or fp32), and with every_shape every head dim the kernel takes in both layouts. */
+void oclml__attention_lp_fwd_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
+    for (size_t D = 16; D <= MOST_HEAD_DIM; D += 16) {
+        const lp_fwd_path path = path_of(ctx, D);
+        if (path == LP_STAND_IN || (!list->every_shape && D != 64 && D != 128)) continue;
+        for (int ab = OCLML_BFLOAT16; ab <= OCLML_FLOAT16; ab++)
+            for (int o = 0; o < 2; o++)
+                for (int blhd = 0; blhd <= (int)list->every_shape; blhd++) {
+                    lp_fwd_program prog;
+                    program_of(path, (oclml_dtype)ab, o ? OCLML_FLOAT32 : (oclml_dtype)ab, D, blhd,
+                               &prog);
+                    char variant[64];
+                    snprintf(variant, sizeof variant, "16-bit head dim %zu", D);
+                    oclml__warm_add(list, op, variant, prog.spec);
+                }
+    }
+}

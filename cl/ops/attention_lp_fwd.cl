@@ -39,20 +39,7 @@
 #ifndef WARPS
 #define WARPS 4
 #endif
-#ifndef OCLML_PTX
-#define OCLML_PTX 0
-#endif
-#ifndef MMA_EMULATE
-#define MMA_EMULATE 0
-#endif
-#if !OCLML_PTX /* the instructions exist only as inline PTX: elsewhere the emulation */
-#undef MMA_EMULATE
-#define MMA_EMULATE 1
-#endif
-#if !MMA_EMULATE
-#define OCLML_WANT_MMA_16BIT AB_DT
-#endif
-#include "ptx.h"
+#include "mma16.h"
 
 #if HEAD_DIM % 16 || HEAD_DIM > 128 || BN % 16
 #error "head dims that are multiples of 16 up to 128, key blocks of a multiple of 16"
@@ -76,43 +63,10 @@ OCLML_INLINE uint ab_pack(float lo, float hi) {
     return (uint)fp16_from_float(lo) | (uint)fp16_from_float(hi) << 16;
 #endif
 }
-OCLML_INLINE float ab_lo(uint w) {
-#if AB_DT == 1
-    return bf16_to_float((ushort)w);
-#else
-    return fp16_to_float((ushort)w);
-#endif
-}
 
 #if MMA_EMULATE
-/* The m16n8k16 instruction in portable code (gid = lane / 4, tig = lane % 4): A's words a0..a3
- * hold A[gid][2 tig, +1], A[gid + 8][2 tig, +1], A[gid][2 tig + 8, +9], A[gid + 8][2 tig + 8,
- * +9]; B's b0, b1 hold B[2 tig, +1][gid], B[2 tig + 8, +9][gid] (lower index in the low half);
- * d[i] is D[gid + 8 (i / 2)][2 tig + i % 2]. The warp exchanges its fragments through xchg
- * (gemm_lp.cl's emulation), so every work-item of the work-group calls it together. */
-#define XCHG_FLOATS (16 * 16 + 16 * 8)
-OCLML_INLINE void mma_emulated(float *d, const uint *a, const uint *b, __local float *xchg,
-                               uint gid, uint tig) {
-    __local float *xa = xchg, *xb = xchg + 16 * 16;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint q = 0; q < 4; q++) {
-        const uint r = gid + 8 * (q & 1), k = 2 * tig + 8 * (q >> 1);
-        xa[r * 16 + k] = ab_lo(a[q]);
-        xa[r * 16 + k + 1] = ab_lo(a[q] >> 16);
-    }
-    for (uint q = 0; q < 2; q++) {
-        const uint k = 2 * tig + 8 * q;
-        xb[k * 8 + gid] = ab_lo(b[q]);
-        xb[(k + 1) * 8 + gid] = ab_lo(b[q] >> 16);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint i = 0; i < 4; i++) {
-        const uint r = gid + 8 * (i / 2), c = 2 * tig + i % 2;
-        float sum = d[i];
-        for (uint k = 0; k < 16; k++) sum = fma(xa[r * 16 + k], xb[k * 8 + c], sum);
-        d[i] = sum;
-    }
-}
+/* The instruction (mma16.h's emulation), the shuffles and ldmatrix in portable code, at the
+ * instruction's fragment layouts. */
 #define MMA16(d, a, b) mma_emulated(d, a, b, xchg, gid, tig)
 
 /* Lane src's v through this warp's 32 floats of local memory (every work-item of the

@@ -42,22 +42,9 @@
 #ifndef STAGES
 #define STAGES 3
 #endif
-#ifndef OCLML_PTX
-#define OCLML_PTX 0
-#endif
-#ifndef MMA_EMULATE
-#define MMA_EMULATE 0
-#endif
-#if !OCLML_PTX /* the instructions exist only as inline PTX: elsewhere the emulation */
-#undef MMA_EMULATE
-#define MMA_EMULATE 1
-#endif
-#if !MMA_EMULATE
-#define OCLML_WANT_MMA_16BIT AB_DT
-#endif
 #define OCLML_WANT_CP_ASYNC 1
-#define OCLML_CP_ASYNC_PORTABLE MMA_EMULATE
-#include "ptx.h"
+#define OCLML_CP_ASYNC_PORTABLE MMA_EMULATE /* mma16.h settles MMA_EMULATE before ptx.h reads it */
+#include "mma16.h"
 
 #ifndef TRANS_A
 #define TRANS_A 0
@@ -180,43 +167,8 @@ OCLML_INLINE void stage_tile(__local ushort *dst, __global const ushort *src, ui
 }
 
 #if MMA_EMULATE
-/* The m16n8k16 instruction and ldmatrix in portable code (gid = lane / 4, tig = lane % 4): A's
- * words a0..a3 hold A[gid][2 tig, +1], A[gid + 8][2 tig, +1], A[gid][2 tig + 8, +9],
- * A[gid + 8][2 tig + 8, +9]; B's b0, b1 hold B[2 tig, +1][gid], B[2 tig + 8, +9][gid] (lower index
- * in the low half); d[i] is D[gid + 8 (i / 2)][2 tig + i % 2]. The warp's work-items exchange
- * their fragments through xchg, so every work-item of the work-group calls it together. */
-#define XCHG_FLOATS (16 * 16 + 16 * 8)
-inline float lp_lo(uint w) {
-#if AB_DT == 1
-    return as_float(w << 16);
-#else
-    return fp16_to_float((ushort)w);
-#endif
-}
-inline float lp_hi(uint w) { return lp_lo(w >> 16); }
-
-OCLML_INLINE void mma_emulated(float *d, const uint *a, const uint *b, __local float *xchg,
-                               uint gid, uint tig) {
-    __local float *xa = xchg, *xb = xchg + 16 * 16;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint q = 0; q < 4; q++) {
-        const uint r = gid + 8 * (q & 1), k = 2 * tig + 8 * (q >> 1);
-        xa[r * 16 + k] = lp_lo(a[q]);
-        xa[r * 16 + k + 1] = lp_hi(a[q]);
-    }
-    for (uint q = 0; q < 2; q++) {
-        const uint k = 2 * tig + 8 * q;
-        xb[k * 8 + gid] = lp_lo(b[q]);
-        xb[(k + 1) * 8 + gid] = lp_hi(b[q]);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint i = 0; i < 4; i++) {
-        const uint r = gid + 8 * (i / 2), c = 2 * tig + i % 2;
-        float sum = d[i];
-        for (uint k = 0; k < 16; k++) sum = fma(xa[r * 16 + k], xb[k * 8 + c], sum);
-        d[i] = sum;
-    }
-}
+/* The instruction (mma16.h's emulation) and ldmatrix in portable code, at mma16.h's fragment
+ * layouts. */
 #define MMA16(d, a, b) mma_emulated(d, a, b, xchg, gid, tig)
 
 /* Element (row, k) of an operand's stage, as the fragments index it. */

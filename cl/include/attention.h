@@ -218,4 +218,21 @@ OCLML_INLINE void put_lse(float m, float l, ulong stat, uint split, uint splits,
         __global const float *lse, ulong lse_off, __global const float *delta,            \
         __global const float *mask, ulong mask_off, __global const float *keylen, ulong keylen_off
 
+/* The online softmax's update of a warp's two rows (the tensor-core kernels' accumulator
+ * layout, a row held by the 4 work-items of a quad): mx, this work-item's maxima of the block's
+ * scores, reduced over the quad (SHUFFLE: the including kernel's warp shuffle); the running
+ * maximum m, the factor alpha by which the earlier sum l (done here) and output (the caller's)
+ * shrink, and base, the shift the block's exps take: 0 where the row has seen nothing yet
+ * (exp(x - -inf) would be NaN). */
+#define ONLINE_ROW_UPDATE(mx, m, l, alpha, base)           \
+    _Pragma("unroll") for (uint h_ = 0; h_ < 2; h_++) {    \
+        mx[h_] = fmax(mx[h_], SHUFFLE(mx[h_], lane ^ 1u)); \
+        mx[h_] = fmax(mx[h_], SHUFFLE(mx[h_], lane ^ 2u)); \
+        const float mn_ = fmax(m[h_], mx[h_]);             \
+        base[h_] = mn_ == -INFINITY ? 0.0f : mn_;          \
+        alpha[h_] = exp(m[h_] - base[h_]);                 \
+        m[h_] = mn_;                                       \
+        l[h_] *= alpha[h_];                                \
+    }
+
 #endif

@@ -47,17 +47,7 @@ OCLML_INLINE void softmax_block(float s[KTILES][4], float m[2], float l[2], floa
     for (uint nt = 0; nt < KTILES; nt++)
 #pragma unroll
         for (uint x = 0; x < 4; x++) mx[x / 2] = fmax(mx[x / 2], s[nt][x]);
-#pragma unroll
-    for (uint h = 0; h < 2; h++) {
-        mx[h] = fmax(mx[h], SHUFFLE(mx[h], lane ^ 1u));
-        mx[h] = fmax(mx[h], SHUFFLE(mx[h], lane ^ 2u));
-        const float mn = fmax(m[h], mx[h]);
-        /* exp(x - -inf) would be NaN where the row has seen nothing yet: shift by 0 there. */
-        base[h] = mn == -INFINITY ? 0.0f : mn;
-        alpha[h] = exp(m[h] - base[h]);
-        m[h] = mn;
-        l[h] *= alpha[h];
-    }
+    ONLINE_ROW_UPDATE(mx, m, l, alpha, base);
 #pragma unroll
     for (uint nt = 0; nt < KTILES; nt++)
 #pragma unroll

@@ -178,16 +178,7 @@ OCLML_INLINE void softmax_block(float s[BN / 8][4], float m[2], float l[2], floa
         s[x / 4][x % 4] = v;
         mx[x % 4 / 2] = fmax(mx[x % 4 / 2], v);
     }
-    for (uint h = 0; h < 2; h++) {
-        mx[h] = fmax(mx[h], SHUFFLE(mx[h], lane ^ 1u));
-        mx[h] = fmax(mx[h], SHUFFLE(mx[h], lane ^ 2u));
-        const float mn = fmax(m[h], mx[h]);
-        /* exp(x - -inf) would be NaN where the row has seen nothing yet: shift by 0 there. */
-        base[h] = mn == -INFINITY ? 0.0f : mn;
-        alpha[h] = exp(m[h] - base[h]);
-        m[h] = mn;
-        l[h] *= alpha[h];
-    }
+    ONLINE_ROW_UPDATE(mx, m, l, alpha, base);
 #pragma unroll
     for (uint x = 0; x < BN / 2; x++) {
         const float p = exp(s[x / 4][x % 4] - base[x % 4 / 2]);

@@ -301,13 +301,19 @@ int bench_lp(bench_env *env) {
         const size_t *l = env->quick ? lin_quick[i] : lin[i];
         rc = bench_linear_bf16(env, l[0], l[1], l[2]);
     }
+    if (!rc) rc = bench_lp_attention(env);
+    return rc ? rc : bench_lp_rows(env);
+}
+
+int bench_lp_attention(bench_env *env) {
     static const size_t att[4][5] = {
         {4, 16, 4096, 128, 0}, {4, 16, 4096, 128, 1}, {8, 12, 1024, 64, 1}, {4, 16, 4096, 64, 1}};
+    int rc = 0;
     for (int i = 0; i < (env->quick ? 1 : 4) && !rc; i++)
         rc = env->quick ? bench_attention_bf16(env, 1, 2, 64, 16, 1)
                         : bench_attention_bf16(env, att[i][0], att[i][1], att[i][2], att[i][3],
                                                (int)att[i][4]);
-    return rc ? rc : bench_lp_rows(env);
+    return rc;
 }
 
 int bench_lp_rows(bench_env *env) {

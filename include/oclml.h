@@ -1280,11 +1280,11 @@ OCLML_API oclml_status oclml_attention_params_init(oclml_attention_params *param
  * see it; a NaN or infinite value of a masked key can still reach rows that share its key
  * block (0 x inf), as in PyTorch, except past a batch entry's key length (padding is never
  * read). Few query rows against long keys (decoding) split the keys over work-groups and merge
- * the parts by their log-sum-exps. q, k, v and o may be fp32, bf16 or fp16 (lse fp32): with the
- * tuning key attention.lp_mma=1, q, k and v of one 16-bit dtype with a causal mask at most and
- * head dims that are multiples of 16 up to 128 run on that dtype's tensor cores where the device
- * has them (fp32 softmax statistics and sums, the probabilities rounded to the dtype before
- * P V); other calls, and all by default, through fp32 copies of the 16-bit tensors
+ * the parts by their log-sum-exps. q, k, v and o may be fp32, bf16 or fp16 (lse fp32): q, k
+ * and v of one 16-bit dtype with a causal mask at most and head dims that are multiples of 16 up
+ * to 128 run on that dtype's tensor cores where the device has them (fp32 softmax statistics
+ * and sums, the probabilities rounded to the dtype before P V; the tuning key
+ * attention.lp_mma=0 turns this off); other calls through fp32 copies of the 16-bit tensors
  * (oclml_attention_plan says which). */
 OCLML_API oclml_status oclml_attention(oclml_ctx *ctx, const oclml_attention_params *params,
                                        const oclml_tensor *q, const oclml_tensor *k,

@@ -16,13 +16,13 @@
 
 typedef enum lp_fwd_path { LP_STAND_IN, LP_MMA, LP_EMULATED } lp_fwd_path;
 
-/* The tuning key attention.lp_mma: 0 (the default, while the kernel's instruction path has not
- * been run and timed on a GPU: bench/DECISIONS.md) never, the stand-ins; 1 or -1 the tensor
- * cores where the device has the 16-bit mma; 2 the kernel with the instruction emulated where
+/* The tuning key attention.lp_mma: -1 (the default) or 1 the tensor cores where the device has
+ * the 16-bit mma (1.3-1.6x the stand-ins' TF32 forward: bench/DECISIONS.md); 0 never, the
+ * stand-ins; 2 the kernel with the instruction emulated where
  * the device has no such tensor cores (tests; on one that has them, the instruction, so that the
  * same tests check it there). */
 static lp_fwd_path path_of(oclml_ctx *ctx, size_t D) {
-    const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_MMA, 0);
+    const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_MMA, -1);
     if (mode == 0) return LP_STAND_IN;
     const bool hw = ctx->caps.is_gpu && oclml__caps_mma(ctx);
     const lp_fwd_path path = hw ? LP_MMA : mode == 2 ? LP_EMULATED : LP_STAND_IN;

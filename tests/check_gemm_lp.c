@@ -183,6 +183,24 @@ START_TEST(kernel_stages_unaligned) {
 }
 END_TEST
 
+/* The K loop's other forms on the kernel: stages 64 deep (their own swizzle) and the next step's
+ * fragments loaded ahead (the last step of a stage waiting for the next stage first), over
+ * several stages with a K tail; 0 aligned operands, 1 odd sizes staged by element and
+ * transposed. */
+START_TEST(kernel_pipelines) {
+    test_retune(_i ? "gemm.lp_mma=2,gemm.lp_tile=64:64:2:2:3,gemm.lp_depth=64,gemm.lp_prefetch=1"
+                   : "gemm.lp_mma=2,gemm.lp_tile=64:64:2:2:3,gemm.lp_prefetch=1");
+    lp_case c = {OCLML_BFLOAT16, OCLML_FLOAT32, 0, 1, 72, 80, 216, 0, 0, 1.0f, 0.0f};
+    if (_i) c.m = 67, c.n = 45, c.k = 163, c.ta = 1, c.tb = 0;
+    char plan[256];
+    plan_of(&c, plan);
+    if (holds_the_kernel())
+        ck_assert_msg(strstr(plan, "fragments ahead") && strstr(plan, _i ? "x64," : "x32,"), "%s",
+                      plan);
+    run_case(&c, -1);
+}
+END_TEST
+
 /* A forced tile the stages cannot swizzle (96 rows: not a multiple of 64) falls back to the
  * conversion even under gemm.lp_mma=2, the plan says so, and the result is right. */
 START_TEST(falls_back_to_conversion) {
@@ -236,6 +254,7 @@ int main(void) {
     tcase_add_loop_test(tc, kernel_batched, 0, test_tier(1, 2));
     tcase_add_loop_test(tc, converted_matches_reference, 0, test_tier(8, 8));
     tcase_add_loop_test(tc, kernel_stages_unaligned, 0, test_tier(2, 4));
+    tcase_add_loop_test(tc, kernel_pipelines, 0, 2);
     tcase_add_test(tc, falls_back_to_conversion);
     tcase_add_loop_test(tc, nan_propagates, 0, 2);
     tcase_add_test(tc, refusals_touch_nothing);

@@ -79,7 +79,13 @@
 #ifndef HAS_DROPOUT
 #define HAS_DROPOUT 0 /* 1: dropout after the activation, gemm_epilogue.h's rule */
 #endif
-#define BK 32
+#ifndef BK
+#define BK 32 /* a stage's K depth: 32 or 64 */
+#endif
+#ifndef PREFETCH
+#define PREFETCH 0 /* 1: the next K step's fragments loaded before this step's products */
+#endif
+#define KC (BK / 8)       /* 16-byte chunks along K of a K-contiguous row */
 #define WM (BM / WARPS_M) /* a warp's rows */
 #define WN (BN / WARPS_N) /* a warp's columns */
 #define MT (WM / 16)      /* its m16 tiles */
@@ -88,10 +94,11 @@
 #define A_KC (!TRANS_A) /* A staged K-contiguous */
 #define B_KC (TRANS_B)
 
-/* Element (row, k) of a K-contiguous tile [rows][BK]: chunk k / 8 of the row's four, swizzled
- * by row / 2, so rows 0..7 of a chunk column hit distinct 16-byte bank groups. */
+/* Element (row, k) of a K-contiguous tile [rows][BK]: chunk k / 8 of the row's KC, swizzled by
+ * the row's place among the 128-byte lines (8 / KC rows a line), so rows 0..7 of a chunk column
+ * hit distinct 16-byte bank groups. */
 inline uint kc_at(uint row, uint k) {
-    return row * BK + ((((k >> 3) ^ (row >> 1)) & 3u) << 3) + (k & 7u);
+    return row * BK + ((((k >> 3) ^ (row / (8 / KC))) & (KC - 1)) << 3) + (k & 7u);
 }
 /* Element (k, col) of a row-contiguous tile [BK][cols] (cols a multiple of 64: the swizzle
  * permutes chunks within whole groups of eight): chunk col / 8 swizzled by k % 8, so eight
@@ -122,7 +129,7 @@ OCLML_INLINE stage_place place_of(uint c, uint ld, uint r0, uint rows_total, uin
     stage_place p;
     uint row;
     if (kc) {
-        row = c / (BK / 8), p.k = c % (BK / 8) * 8;
+        row = c / KC, p.k = c % KC * 8;
         p.at = kc_at(row, p.k);
         p.from = (ulong)(r0 + row) * ld + p.k;
     } else {
@@ -209,6 +216,34 @@ inline void load_b2(uint *b, __local const ushort *s, uint c0, uint k0, uint gid
 }
 #endif
 
+#if MMA_EMULATE
+#define XCHG_DECL , __local float *xchg
+#define XCHG_PASS , xchg
+#else
+#define XCHG_DECL
+#define XCHG_PASS
+#endif
+
+/* The fragments of one K step of 16 at k0 of a tile's stages: the warp's MT m16 tiles of A and
+ * NT n8 tiles of B (in pairs). */
+OCLML_INLINE void load_step(uint (*af)[4], uint (*bf)[4], __local const ushort *ta,
+                            __local const ushort *tb, uint wm0, uint wn0, uint k0, uint gid,
+                            uint tig) {
+#pragma unroll
+    for (uint i = 0; i < MT; i++) load_a(af[i], ta, wm0 + 16 * i, k0, gid, tig);
+#pragma unroll
+    for (uint j = 0; j < NT / 2; j++) load_b2(bf[j], tb, wn0 + 16 * j, k0, gid, tig);
+}
+
+/* The step's products into the warp's accumulators. */
+OCLML_INLINE void mma_step(float (*acc)[NT][4], uint (*af)[4], uint (*bf)[4], uint gid,
+                           uint tig XCHG_DECL) {
+#pragma unroll
+    for (uint i = 0; i < MT; i++)
+#pragma unroll
+        for (uint j = 0; j < NT; j++) MMA16(acc[i][j], af[i], (bf[j / 2] + 2 * (j % 2)));
+}
+
 __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1))) void
 oclml_gemm_lp(uint M, uint N, uint K, float alpha, float beta, __global const ushort *A,
               ulong a_off, uint lda, ulong a_stride, __global const ushort *B, ulong b_off,
@@ -257,6 +292,38 @@ oclml_gemm_lp(uint M, uint N, uint K, float alpha, float beta, __global const us
         }
         cp_async_commit();
     }
+#if PREFETCH
+    /* Software pipelining in registers: each step's products run while the next step's fragments
+     * load, and the last step of a tile waits for the next tile (and the barrier) before its
+     * products, so that the wait overlaps them. The stage refilled at the top of a tile was read
+     * up to the previous tile's last step, before that step's barrier. */
+    uint af[2][MT][4], bf[2][NT / 2][4];
+    cp_async_wait(STAGES - 2);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    load_step(af[0], bf[0], sa[0], sb[0], wm0, wn0, 0u, gid, tig);
+    for (uint t = 0; t < tiles; t++) {
+        const uint next = t + STAGES - 1;
+        if (next < tiles) {
+            stage_tile(sa[next % STAGES], a, lda, K, next, pa, A_PLACES, A_KC, A_ALIGNED);
+            stage_tile(sb[next % STAGES], b, ldb, K, next, pb, B_PLACES, B_KC, B_ALIGNED);
+        }
+        cp_async_commit();
+#pragma unroll
+        for (uint s = 0; s < BK / 16; s++) {
+            if (s + 1 < BK / 16) {
+                load_step(af[(s + 1) % 2], bf[(s + 1) % 2], sa[t % STAGES], sb[t % STAGES], wm0,
+                          wn0, 16 * (s + 1), gid, tig);
+            } else {
+                cp_async_wait(STAGES - 2);
+                barrier(CLK_LOCAL_MEM_FENCE);
+                if (t + 1 < tiles)
+                    load_step(af[(s + 1) % 2], bf[(s + 1) % 2], sa[(t + 1) % STAGES],
+                              sb[(t + 1) % STAGES], wm0, wn0, 0u, gid, tig);
+            }
+            mma_step(acc, af[s % 2], bf[s % 2], gid, tig XCHG_PASS);
+        }
+    }
+#else
     for (uint t = 0; t < tiles; t++) {
         cp_async_wait(STAGES - 2);
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -267,20 +334,14 @@ oclml_gemm_lp(uint M, uint N, uint K, float alpha, float beta, __global const us
             stage_tile(sb[next % STAGES], b, ldb, K, next, pb, B_PLACES, B_KC, B_ALIGNED);
         }
         cp_async_commit();
-        __local const ushort *ta = sa[t % STAGES], *tb = sb[t % STAGES];
 #pragma unroll
         for (uint k0 = 0; k0 < BK; k0 += 16) {
             uint af[MT][4], bf[NT / 2][4];
-#pragma unroll
-            for (uint i = 0; i < MT; i++) load_a(af[i], ta, wm0 + 16 * i, k0, gid, tig);
-#pragma unroll
-            for (uint j = 0; j < NT / 2; j++) load_b2(bf[j], tb, wn0 + 16 * j, k0, gid, tig);
-#pragma unroll
-            for (uint i = 0; i < MT; i++)
-#pragma unroll
-                for (uint j = 0; j < NT; j++) MMA16(acc[i][j], af[i], (bf[j / 2] + 2 * (j % 2)));
+            load_step(af, bf, sa[t % STAGES], sb[t % STAGES], wm0, wn0, k0, gid, tig);
+            mma_step(acc, af, bf, gid, tig XCHG_PASS);
         }
     }
+#endif
 
     /* Epilogue: z = alpha acc + beta C + bias (C not read where beta is 0: it may hold NaN), pre
      * = z, C = dropout(act(z)), each rounded once to its dtype. */

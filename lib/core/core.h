@@ -40,6 +40,11 @@ typedef struct oclml__caps {
      * cores). -1 not probed yet; guarded by caps_lock. */
     int inline_ptx;
     int mma_tf32;
+    /* Bytes of __local arrays a kernel may declare in its source, probed lazily (by running a
+     * kernel, oclml__caps_static_local): NVIDIA's OpenCL reports 48 KiB (the bound of local
+     * buffers given as kernel arguments) but builds and runs kernels whose own arrays take up to
+     * the compute unit's opt-in maximum. -1 not probed yet; guarded by caps_lock. */
+    long static_local;
     /* Scratch an op may hold for its intermediates at once (workspaces it chunks its work
      * through): a sixteenth of the device's memory, 128 MiB to 1 GiB, within its largest
      * allocation. */
@@ -328,6 +333,10 @@ void oclml__device_probe(oclml_ctx *ctx);
  * kept for this device and driver); later calls return at once. */
 bool oclml__caps_ptx(oclml_ctx *ctx);
 bool oclml__caps_mma(oclml_ctx *ctx);
+/* The bytes of __local arrays a kernel may declare (at least local_mem_bytes): the largest of a
+ * few sizes past local_mem_bytes whose probe kernel builds and computes right on a GPU, probed on
+ * first call (or read from the disk cache's record). */
+size_t oclml__caps_static_local(oclml_ctx *ctx);
 /* The build options that carry the capabilities into kernels (-DOCLML_PTX=1 where inline PTX
  * works) and the register cap of a spec, in the device's own option syntax. malloc'd. */
 char *oclml__device_options(oclml_ctx *ctx, unsigned max_registers);

@@ -76,6 +76,7 @@ void oclml__device_probe(oclml_ctx *ctx) {
     c->workspace_bytes = (size_t)ws;
     c->simd_width = 1;
     c->inline_ptx = c->mma_tf32 = -1; /* probed when first asked */
+    c->static_local = -1;
     c->driver_program_cache = strstr(i->platform_name, "Portable Computing Language") != NULL;
     cl_device_fp_config fp = 0;
     c->fp64 = !clGetDeviceInfo(ctx->device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp, &fp, NULL) && fp;
@@ -143,7 +144,7 @@ static void probe_file(const oclml_ctx *ctx, char *path, size_t len) {
     uint8_t key[32];
     char hex[65];
     oclml__sha256_init(&s);
-    oclml__sha256_update_str(&s, "oclml-caps-v1");
+    oclml__sha256_update_str(&s, "oclml-caps-v2");
     oclml__device_key(ctx, &s);
     oclml__sha256_final(&s, key);
     oclml__hex(key, 32, hex);
@@ -158,10 +159,13 @@ static void probes_from_disk(oclml_ctx *ctx) {
     size_t n;
     char *text = oclml__read_file(path, &n, NULL, 0);
     int ptx = -1, mma = -1;
-    if (text && sscanf(text, "inline_ptx=%d mma_tf32=%d", &ptx, &mma) == 2 && ptx >= -1 &&
-        ptx <= 1 && mma >= -1 && mma <= 1) {
+    long local = -1;
+    if (text &&
+        sscanf(text, "inline_ptx=%d mma_tf32=%d static_local=%ld", &ptx, &mma, &local) == 3 &&
+        ptx >= -1 && ptx <= 1 && mma >= -1 && mma <= 1 && local >= -1) {
         if (ctx->caps.inline_ptx < 0) ctx->caps.inline_ptx = ptx;
         if (ctx->caps.mma_tf32 < 0) ctx->caps.mma_tf32 = mma;
+        if (ctx->caps.static_local < 0) ctx->caps.static_local = local;
     }
     free(text);
 }
@@ -182,8 +186,8 @@ static void probes_to_disk(oclml_ctx *ctx) {
         }
         return;
     }
-    bool ok =
-        fprintf(f, "inline_ptx=%d mma_tf32=%d\n", ctx->caps.inline_ptx, ctx->caps.mma_tf32) > 0;
+    bool ok = fprintf(f, "inline_ptx=%d mma_tf32=%d static_local=%ld\n", ctx->caps.inline_ptx,
+                      ctx->caps.mma_tf32, ctx->caps.static_local) > 0;
     ok = !fclose(f) && ok;
     if (!ok || rename(tmp, path)) unlink(tmp); /* readers never see a partial file */
 }
@@ -209,6 +213,69 @@ bool oclml__caps_ptx(oclml_ctx *ctx) {
 
 bool oclml__caps_mma(oclml_ctx *ctx) {
     return oclml__caps_ptx(ctx) && probe(ctx, &ctx->caps.mma_tf32, "TF32 mma.sync", MMA_PROBE);
+}
+
+/* A kernel with an array of n floats in local memory, each work-item writing and summing its
+ * share the other way round: the sum of 0..n-1 when the array is real. */
+static const char *LOCAL_PROBE = "__kernel void oclml_probe_local(__global float *out) {\n"
+                                 "    __local float s[OCLML_PROBE_FLOATS];\n"
+                                 "    const uint l = get_local_id(0), n = OCLML_PROBE_FLOATS;\n"
+                                 "    for (uint i = l; i < n; i += 64) s[i] = (float)(i % 1024u);\n"
+                                 "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+                                 "    float a = 0.0f;\n"
+                                 "    for (uint i = l; i < n; i += 64) a += s[n - 1 - i];\n"
+                                 "    out[l] = a;\n"
+                                 "}\n";
+
+/* Whether a kernel with bytes of __local array builds and computes right (one work-group of 64). */
+static bool static_local_runs(oclml_ctx *ctx, size_t bytes) {
+    char options[64];
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DOCLML_PROBE_FLOATS=%zuu", bytes / 4);
+    cl_int err;
+    cl_program prog = clCreateProgramWithSource(ctx->context, 1, &LOCAL_PROBE, NULL, &err);
+    if (!prog) return false;
+    cl_kernel k = NULL;
+    cl_mem out = NULL;
+    bool ok = false;
+    float sums[64];
+    if (!clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL) &&
+        (k = clCreateKernel(prog, "oclml_probe_local", &err)) &&
+        (out = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, sizeof sums, NULL, &err)) &&
+        !clSetKernelArg(k, 0, sizeof out, &out)) {
+        const size_t n = 64;
+        ok = !clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &n, &n, 0, NULL, NULL) &&
+             !clEnqueueReadBuffer(ctx->queue, out, CL_TRUE, 0, sizeof sums, sums, 0, NULL, NULL);
+        double total = 0, want = 0;
+        for (size_t i = 0; ok && i < 64; i++) total += sums[i];
+        for (size_t i = 0; ok && i < bytes / 4; i++) want += (double)(i % 1024);
+        ok = ok && total == want;
+    }
+    if (out) clReleaseMemObject(out);
+    if (k) clReleaseKernel(k);
+    clReleaseProgram(prog);
+    return ok;
+}
+
+size_t oclml__caps_static_local(oclml_ctx *ctx) {
+    /* The opt-in maxima of the compute units that have them, largest first; one probe each at
+     * most, on GPUs only. */
+    static const size_t kib[] = {227, 163, 99, 64};
+    pthread_mutex_lock(&ctx->caps_lock);
+    if (ctx->caps.static_local < 0 && ctx->caps.is_gpu) probes_from_disk(ctx);
+    if (ctx->caps.static_local < 0) {
+        size_t found = ctx->caps.local_mem_bytes;
+        for (size_t i = 0; ctx->caps.is_gpu && i < sizeof kib / sizeof kib[0]; i++)
+            if (kib[i] * 1024 > found && static_local_runs(ctx, kib[i] * 1024)) {
+                found = kib[i] * 1024;
+                break;
+            }
+        ctx->caps.static_local = (long)found;
+        oclml__log(ctx, OCLML_LOG_DEBUG, "capability static local memory: %zu bytes", found);
+        if (ctx->caps.is_gpu) probes_to_disk(ctx);
+    }
+    const size_t bytes = (size_t)ctx->caps.static_local;
+    pthread_mutex_unlock(&ctx->caps_lock);
+    return bytes < ctx->caps.local_mem_bytes ? ctx->caps.local_mem_bytes : bytes;
 }
 
 char *oclml__device_options(oclml_ctx *ctx, unsigned max_registers) {

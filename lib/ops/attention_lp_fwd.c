@@ -22,7 +22,7 @@ typedef enum lp_fwd_path { LP_STAND_IN, LP_MMA, LP_EMULATED } lp_fwd_path;
  * the device has no such tensor cores (tests; on one that has them, the instruction, so that the
  * same tests check it there). */
 static lp_fwd_path path_of(oclml_ctx *ctx, size_t D) {
-    const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_MMA, -1);
+    const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_MMA, 0);
     if (mode == 0) return LP_STAND_IN;
     const bool hw = ctx->caps.is_gpu && oclml__caps_mma(ctx);
     const lp_fwd_path path = hw ? LP_MMA : mode == 2 ? LP_EMULATED : LP_STAND_IN;

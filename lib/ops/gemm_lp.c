@@ -14,6 +14,8 @@ typedef enum lp_path { LP_CONVERT, LP_MMA, LP_EMULATED } lp_path;
 typedef struct lp_plan {
     lp_path path;
     unsigned bm, bn, warps_m, warps_n, stages;
+    unsigned depth;    /* a stage's K depth: 32 or 64 */
+    unsigned prefetch; /* the next K step's fragments loaded before this step's products */
 } lp_plan;
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
@@ -37,30 +39,54 @@ static bool kernel_takes(const oclml__gemm_desc *d) {
            d->c.ld <= UINT_MAX && d->batch <= 65535 && d->a.ld <= UINT_MAX && d->b.ld <= UINT_MAX;
 }
 
+/* The tile where no key forces one. On the tensor cores, with the local memory a kernel's own
+ * arrays may take: 128 x 256 blocks in 2 x 4 warps of 64 x 64, three stages of 32 (72 KiB),
+ * fragments loaded a step ahead, where they make three waves of the compute units or more (the
+ * wider warp tile reads half the local memory a product that 64 x 32 reads); fewer, larger
+ * blocks would leave compute units idle in the last wave, so 128 x 128 blocks with stages 64
+ * deep (96 KiB) there. Within 48 KiB (and in the emulation, whose programs the suite compiles):
+ * 128 x 128 in 2 x 4 warps of 64 x 32, three stages of 32. bench/DECISIONS.md has the sweep. */
+static void default_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, bool hw, lp_plan *p) {
+    *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3, 32, 0};
+    if (!hw || ctx->caps.max_work_group_size < 256) return;
+    const size_t local = oclml__caps_static_local(ctx),
+                 wide_blocks = ceil_div(d->m, 128) * ceil_div(d->n, 256) * d->batch;
+    if (wide_blocks >= 3 * (size_t)ctx->caps.compute_units && local >= 72 * 1024)
+        *p = (lp_plan){LP_CONVERT, 128, 256, 2, 4, 3, 32, 1};
+    else if (local >= 96 * 1024)
+        *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3, 64, 1};
+}
+
 /* The tuning key gemm.lp_mma: -1 auto (the tensor cores where the device has them), 0 the fp32
  * conversion, 1 the tensor cores, 2 the kernel with the instruction emulated (tests). The tile
- * from gemm.lp_tile: block rows, columns, warps along rows, along columns, stages; by default
- * 128 x 128 in 2 x 4 warps of 64 x 32 and three stages: 48 KiB of local memory, the most NVIDIA's
- * OpenCL gives a work-group. */
+ * from gemm.lp_tile (block rows, columns, warps along rows, along columns, stages: stages 32
+ * deep, no fragments ahead, unless gemm.lp_depth or gemm.lp_prefetch say otherwise), else
+ * default_tile's. */
 static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p) {
     const long mode = oclml__tune(ctx, OCLML__TUNE_GEMM_LP_MMA, 0);
     const bool hw = ctx->caps.is_gpu && oclml__caps_mma(ctx);
-    *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3};
+    default_tile(ctx, d, hw && mode != 0, p);
     if (oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 0)) {
         p->bm = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 0);
         p->bn = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 1);
         p->warps_m = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 2);
         p->warps_n = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 3);
         p->stages = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 4);
+        p->depth = 32, p->prefetch = 0;
     }
+    const long depth = oclml__tune(ctx, OCLML__TUNE_GEMM_LP_DEPTH, 0),
+               prefetch = oclml__tune(ctx, OCLML__TUNE_GEMM_LP_PREFETCH, 0);
+    if (depth) p->depth = (unsigned)depth;
+    if (prefetch >= 0) p->prefetch = (unsigned)prefetch;
     /* Multiples of 64: the row-contiguous stages swizzle chunks in groups of eight. */
     const bool tile_ok = p->bm % 64 == 0 && p->bn % 64 == 0 && p->bm && p->bn && p->warps_m &&
                          p->warps_n && p->bm % (16 * p->warps_m) == 0 &&
                          p->bn % (16 * p->warps_n) == 0 && p->stages >= 2 && p->stages <= 8 &&
+                         (p->depth == 32 || p->depth == 64) &&
                          32 * p->warps_m * p->warps_n <= ctx->caps.max_work_group_size;
-    const size_t local = (size_t)p->stages * (p->bm + p->bn) * 32 * 2 +
+    const size_t local = (size_t)p->stages * (p->bm + p->bn) * p->depth * 2 +
                          (mode == 2 && !hw ? (size_t)p->warps_m * p->warps_n * 384 * 4 : 0);
-    if (d->ab_dtype == OCLML_FLOAT32 || !tile_ok || local > ctx->caps.local_mem_bytes ||
+    if (d->ab_dtype == OCLML_FLOAT32 || !tile_ok || local > oclml__caps_static_local(ctx) ||
         !kernel_takes(d))
         return;
     if (mode == 2 && !hw)
@@ -79,11 +105,11 @@ static void program_of(const lp_plan *p, const oclml__gemm_desc *d, lp_program *
     snprintf(g->defines, sizeof g->defines,
              "-DAB_DT=%d -DC_DT=%d -DTRANS_A=%d -DTRANS_B=%d -DBM=%u -DBN=%u -DWARPS_M=%u "
              "-DWARPS_N=%u -DSTAGES=%u -DMMA_EMULATE=%d -DHAS_BIAS=%d -DBIAS_DT=%d -DHAS_PRE=%d "
-             "-DPRE_DT=%d -DHAS_DROPOUT=%d -DA_ALIGNED=%d -DB_ALIGNED=%d%s%s",
+             "-DPRE_DT=%d -DHAS_DROPOUT=%d -DA_ALIGNED=%d -DB_ALIGNED=%d -DBK=%u -DPREFETCH=%u%s%s",
              (int)d->ab_dtype, (int)d->c_dtype, d->trans_a, d->trans_b, p->bm, p->bn, p->warps_m,
              p->warps_n, p->stages, p->path == LP_EMULATED, d->bias != NULL, (int)d->bias_dtype,
              d->pre.mem != NULL, (int)d->pre_dtype, oclml__dropout_active(d->drop) != NULL,
-             a_aligned(d), b_aligned(d), act ? " " : "", act ? act : "");
+             a_aligned(d), b_aligned(d), p->depth, p->prefetch, act ? " " : "", act ? act : "");
     g->spec = (oclml__program_spec){"gemm_lp.cl", g->defines, "oclml_gemm_lp", 255};
 }
 
@@ -189,9 +215,10 @@ void oclml__gemm_lp_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *te
     }
     const bool a_ok = a_aligned(d), b_ok = b_aligned(d);
     snprintf(text, len,
-             "%s tensor cores%s (m16n8k16), tile %ux%u, %ux%u warps, %u stages, C %s%s%s%s",
+             "%s tensor cores%s (m16n8k16), tile %ux%ux%u, %ux%u warps, %u stages%s, C %s%s%s%s",
              oclml_dtype_name(d->ab_dtype), p.path == LP_EMULATED ? " emulated" : "", p.bm, p.bn,
-             p.warps_m, p.warps_n, p.stages, oclml_dtype_name(d->c_dtype), a_ok && b_ok ? "" : ", ",
+             p.depth, p.warps_m, p.warps_n, p.stages, p.prefetch ? ", fragments ahead" : "",
+             oclml_dtype_name(d->c_dtype), a_ok && b_ok ? "" : ", ",
              a_ok   ? "B"
              : b_ok ? "A"
                     : "A and B",

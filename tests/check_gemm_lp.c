@@ -201,6 +201,22 @@ START_TEST(kernel_pipelines) {
 }
 END_TEST
 
+/* K splits on the kernel (fp32 C: partials summed with alpha and beta by the finish), forced
+ * where the test's few blocks would not ask for them: 0 aligned, a batch, C's old values; 1 odd
+ * sizes staged by element and transposed, the last split shorter; 2 a bf16 C, which takes none. */
+START_TEST(kernel_splits_k) {
+    test_retune("gemm.lp_mma=2,gemm.lp_tile=64:64:2:2:2,gemm.lp_splits=3");
+    lp_case c = {OCLML_BFLOAT16, OCLML_FLOAT32, 0, 1, 72, 80, 224, 2, 0, 0.75f, 0.5f};
+    if (_i == 1) c = (lp_case){OCLML_FLOAT16, OCLML_FLOAT32, 1, 0, 37, 45, 163, 0, 0, 1.0f, 0.0f};
+    if (_i == 2) c.c = OCLML_BFLOAT16;
+    char plan[256];
+    plan_of(&c, plan);
+    if (holds_the_kernel())
+        ck_assert_msg((strstr(plan, "3 K splits") != NULL) == (_i < 2), "%s", plan);
+    run_case(&c, -1);
+}
+END_TEST
+
 /* A forced tile the stages cannot swizzle (96 rows: not a multiple of 64) falls back to the
  * conversion even under gemm.lp_mma=2, the plan says so, and the result is right. */
 START_TEST(falls_back_to_conversion) {
@@ -255,6 +271,7 @@ int main(void) {
     tcase_add_loop_test(tc, converted_matches_reference, 0, test_tier(8, 8));
     tcase_add_loop_test(tc, kernel_stages_unaligned, 0, test_tier(2, 4));
     tcase_add_loop_test(tc, kernel_pipelines, 0, 2);
+    tcase_add_loop_test(tc, kernel_splits_k, 0, 3);
     tcase_add_test(tc, falls_back_to_conversion);
     tcase_add_loop_test(tc, nan_propagates, 0, 2);
     tcase_add_test(tc, refusals_touch_nothing);

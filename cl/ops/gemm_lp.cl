@@ -19,8 +19,12 @@
  * element by element through registers into the same layout: slower to load, the same products.
  * M, N, K < 2^31. Copies past M, N or K read zeros; stores past M or N are skipped.
  *
+ * K splits: with splits > 1, split s of a batch entry takes K from s kchunk (a multiple of BK)
+ * and writes its partial sums, alpha and beta aside, to C + s c_split (the host's fp32
+ * workspace, summed with the epilogue by gemm.cl's finish).
+ *
  * Grid: dimension 0 blocks (in groups of GROUP_M block rows, so that blocks running together
- * share A and B in the L2 cache) x work-group size, dimension 1 batch entries. */
+ * share A and B in the L2 cache) x work-group size, dimension 1 batch entries x splits. */
 #include "activation.h"
 #include "dtype.h"
 #include "philox.h"
@@ -251,7 +255,8 @@ oclml_gemm_lp(uint M, uint N, uint K, float alpha, float beta, __global const us
               ulong c_stride, __global const DT_ELEM(BIAS_DT) * bias, ulong bias_off,
               __global DT_ELEM(PRE_DT) * pre, ulong pre_off, uint ldp, ulong pre_stride,
               float drop_p, float drop_scale, uint drop_seed_lo, uint drop_seed_hi,
-              ulong drop_offset, ulong drop_base, uint drop_ld) {
+              ulong drop_offset, ulong drop_base, uint drop_ld, uint splits, uint kchunk,
+              ulong c_split) {
     /* 16-byte aligned: cp.async and ldmatrix move 16 bytes, and PTX aligns an array only to its
      * element's size. */
     __local ushort sa[STAGES][BM * BK] __attribute__((aligned(16))),
@@ -269,9 +274,15 @@ oclml_gemm_lp(uint M, uint N, uint K, float alpha, float beta, __global const us
     const uint group = block / (GROUP_M * bn_n), first = group * GROUP_M,
                rows_in = min(bm_n - first, (uint)GROUP_M), in_group = block % (GROUP_M * bn_n);
     const uint m0 = (first + in_group % rows_in) * BM, n0 = in_group / rows_in * BN;
-    const ulong batch = get_group_id(1);
+    const ulong batch = get_group_id(1) / splits;
+    const uint split = get_group_id(1) % splits, k_begin = split * kchunk;
     __global const ushort *a = A + a_off + batch * a_stride, *b = B + b_off + batch * b_stride;
-    __global DT_ELEM(C_DT) *c = C + c_off + batch * c_stride;
+    __global DT_ELEM(C_DT) *c = C + c_off + batch * c_stride + split * c_split;
+    /* This split's K: the operands from k_begin on (kchunk a multiple of BK keeps 16-byte
+     * copies aligned). */
+    a += A_KC ? k_begin : (ulong)k_begin * lda;
+    b += B_KC ? k_begin : (ulong)k_begin * ldb;
+    K = min(K - k_begin, kchunk);
 
     const uint wm0 = warp / WARPS_N * WM, wn0 = warp % WARPS_N * WN;
     float acc[MT][NT][4];

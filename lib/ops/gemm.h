@@ -89,6 +89,10 @@ bool oclml__gemm_can_gather(const oclml__gemm_desc *d);
 size_t oclml__gemm_band_rows(oclml_ctx *ctx, const oclml__gemm_desc *d);
 /* Runs the product on the kernel the planner picks. */
 oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d);
+/* C = act(alpha sum_s w[s] + beta C + bias), the epilogue of d on fp32 partials w (splits of
+ * them w_split elements apart, batch entries w->stride apart), C, bias and pre fp32. */
+oclml_status oclml__gemm_finish(oclml_ctx *ctx, const oclml__gemm_desc *d, const oclml__matrix *w,
+                                size_t w_split, unsigned splits, float alpha, float beta);
 
 /* Prewarm (oclml_prewarm): adds the programs product d plans onto to the list, under `what`;
  * for the ops whose own products are GEMMs of a known shape. */

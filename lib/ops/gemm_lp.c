@@ -8,6 +8,7 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 
 typedef enum lp_path { LP_CONVERT, LP_MMA, LP_EMULATED } lp_path;
 
@@ -16,6 +17,8 @@ typedef struct lp_plan {
     unsigned bm, bn, warps_m, warps_n, stages;
     unsigned depth;    /* a stage's K depth: 32 or 64 */
     unsigned prefetch; /* the next K step's fragments loaded before this step's products */
+    unsigned splits;   /* K splits (1: none), kchunk deep each */
+    size_t kchunk;
 } lp_plan;
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
@@ -47,14 +50,38 @@ static bool kernel_takes(const oclml__gemm_desc *d) {
  * deep (96 KiB) there. Within 48 KiB (and in the emulation, whose programs the suite compiles):
  * 128 x 128 in 2 x 4 warps of 64 x 32, three stages of 32. bench/DECISIONS.md has the sweep. */
 static void default_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, bool hw, lp_plan *p) {
-    *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3, 32, 0};
+    *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3, 32, 0, 1, 0};
     if (!hw || ctx->caps.max_work_group_size < 256) return;
     const size_t local = oclml__caps_static_local(ctx),
                  wide_blocks = ceil_div(d->m, 128) * ceil_div(d->n, 256) * d->batch;
     if (wide_blocks >= 3 * (size_t)ctx->caps.compute_units && local >= 72 * 1024)
-        *p = (lp_plan){LP_CONVERT, 128, 256, 2, 4, 3, 32, 1};
+        *p = (lp_plan){LP_CONVERT, 128, 256, 2, 4, 3, 32, 1, 1, 0};
     else if (local >= 96 * 1024)
-        *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3, 64, 1};
+        *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3, 64, 1, 1, 0};
+}
+
+/* K splits (the tuning key gemm.lp_splits: 0 auto, 1 none, N that many) where C, the bias and
+ * pre are fp32 (the splits' sums and the epilogue are gemm.cl's finish): by default where the
+ * blocks would leave compute units idle (two work-groups a compute unit), as many as fill them,
+ * each at least 8 stages deep. The weight gradients of a linear layer (768 x 768 over 8192
+ * tokens: 36 blocks) are such products. */
+static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p) {
+    p->splits = 1;
+    p->kchunk = d->k;
+    const bool fp32_out = d->c_dtype == OCLML_FLOAT32 &&
+                          (!d->bias || d->bias_dtype == OCLML_FLOAT32) &&
+                          (!d->pre.mem || d->pre_dtype == OCLML_FLOAT32);
+    const long forced = oclml__tune(ctx, OCLML__TUNE_GEMM_LP_SPLITS, 0);
+    if (!fp32_out || forced == 1 || !d->k) return;
+    const size_t blocks = ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) * d->batch,
+                 slots = 2 * (size_t)ctx->caps.compute_units;
+    size_t want = forced ? (size_t)forced : blocks >= slots ? 1 : ceil_div(slots, blocks);
+    const size_t most = forced ? ceil_div(d->k, p->depth) : d->k / (8 * (size_t)p->depth);
+    if (want > most) want = most;
+    while (want > 1 && d->batch * want > 65535) want--;
+    if (want < 2) return;
+    p->kchunk = ceil_div(ceil_div(d->k, want), p->depth) * p->depth;
+    p->splits = (unsigned)ceil_div(d->k, p->kchunk);
 }
 
 /* The tuning key gemm.lp_mma: -1 auto (the tensor cores where the device has them), 0 the fp32
@@ -93,6 +120,7 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p) {
         p->path = LP_EMULATED;
     else if (mode && hw)
         p->path = LP_MMA;
+    if (p->path != LP_CONVERT) choose_splits(ctx, d, p);
 }
 
 typedef struct lp_program {
@@ -113,7 +141,9 @@ static void program_of(const lp_plan *p, const oclml__gemm_desc *d, lp_program *
     g->spec = (oclml__program_spec){"gemm_lp.cl", g->defines, "oclml_gemm_lp", 255};
 }
 
-static oclml_status run_kernel(oclml_ctx *ctx, const oclml__gemm_desc *d, const lp_plan *p) {
+/* One launch: d's product, or with K splits the partials of d into its (fp32) C. */
+static oclml_status launch_kernel(oclml_ctx *ctx, const oclml__gemm_desc *d, const lp_plan *p,
+                                  cl_ulong c_split) {
     lp_program g;
     program_of(p, d, &g);
     cl_kernel k;
@@ -136,10 +166,38 @@ static oclml_status run_kernel(oclml_ctx *ctx, const oclml__gemm_desc *d, const 
         OCLML_ARG(c_st),      OCLML_ARG(d->bias),  OCLML_ARG(bias_off), OCLML_ARG(d->pre.mem),
         OCLML_ARG(p_off),     OCLML_ARG(ldp),      OCLML_ARG(p_st),     OCLML__DROP_ARG_LIST(da),
         OCLML_ARG(drop_base), OCLML_ARG(drop_ld)};
+    cl_uint splits = p->splits, kchunk = (cl_uint)p->kchunk;
+    oclml__arg all[sizeof args / sizeof args[0] + 3];
+    const size_t n = sizeof args / sizeof args[0];
+    memcpy(all, args, sizeof args);
+    all[n] = OCLML_ARG(splits);
+    all[n + 1] = OCLML_ARG(kchunk);
+    all[n + 2] = OCLML_ARG(c_split);
     const size_t threads = 32 * p->warps_m * p->warps_n;
     size_t local[2] = {threads, 1};
-    size_t global[2] = {ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) * threads, d->batch};
-    return oclml__launch(ctx, k, args, sizeof args / sizeof args[0], 2, global, local, NULL);
+    size_t global[2] = {ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) * threads,
+                        d->batch * p->splits};
+    return oclml__launch(ctx, k, all, n + 3, 2, global, local, NULL);
+}
+
+/* The product, or its K splits into an fp32 workspace [batch][split][m][n] and then their sum
+ * with d's epilogue. */
+static oclml_status run_kernel(oclml_ctx *ctx, const oclml__gemm_desc *d, const lp_plan *p) {
+    if (p->splits == 1) return launch_kernel(ctx, d, p, 0);
+    const size_t slice = d->m * d->n;
+    cl_mem ws;
+    oclml_status st = oclml__scratch_get(ctx, slice * p->splits * d->batch * sizeof(float), &ws);
+    if (st) return st;
+    oclml__gemm_desc part = *d;
+    part.c = (oclml__matrix){ws, 0, d->n, slice * p->splits};
+    part.c_dtype = OCLML_FLOAT32;
+    part.alpha = 1.0f, part.beta = 0.0f;
+    part.bias = NULL, part.pre.mem = NULL, part.drop = NULL;
+    part.act = OCLML_ACT_NONE;
+    st = launch_kernel(ctx, &part, p, slice);
+    if (!st) st = oclml__gemm_finish(ctx, d, &part.c, slice, p->splits, d->alpha, d->beta);
+    oclml__scratch_put(ctx, ws);
+    return st;
 }
 
 /* Elements a matrix spans in its buffer (its batch entries and the gaps between rows). */
@@ -214,10 +272,12 @@ void oclml__gemm_lp_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *te
         return;
     }
     const bool a_ok = a_aligned(d), b_ok = b_aligned(d);
+    char splits[32] = "";
+    if (p.splits > 1) snprintf(splits, sizeof splits, ", %u K splits", p.splits);
     snprintf(text, len,
-             "%s tensor cores%s (m16n8k16), tile %ux%ux%u, %ux%u warps, %u stages%s, C %s%s%s%s",
+             "%s tensor cores%s (m16n8k16), tile %ux%ux%u, %ux%u warps, %u stages%s%s, C %s%s%s%s",
              oclml_dtype_name(d->ab_dtype), p.path == LP_EMULATED ? " emulated" : "", p.bm, p.bn,
-             p.depth, p.warps_m, p.warps_n, p.stages, p.prefetch ? ", fragments ahead" : "",
+             p.depth, p.warps_m, p.warps_n, p.stages, p.prefetch ? ", fragments ahead" : "", splits,
              oclml_dtype_name(d->c_dtype), a_ok && b_ok ? "" : ", ",
              a_ok   ? "B"
              : b_ok ? "A"

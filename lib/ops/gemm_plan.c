@@ -507,8 +507,8 @@ static void finish_program_of(const oclml__gemm_desc *d, finish_program *f) {
 
 /* C = act(alpha sum of the splits in w + beta C + bias) (w == C's buffer with one split and
  * alpha 1, beta 0: the epilogue of a product made elsewhere). */
-static oclml_status run_finish(oclml_ctx *ctx, const oclml__gemm_desc *d, const oclml__matrix *w,
-                               size_t w_split, unsigned splits, float alpha, float beta) {
+oclml_status oclml__gemm_finish(oclml_ctx *ctx, const oclml__gemm_desc *d, const oclml__matrix *w,
+                                size_t w_split, unsigned splits, float alpha, float beta) {
     finish_program f;
     finish_program_of(d, &f);
     cl_kernel k;
@@ -602,7 +602,7 @@ static oclml_status run_split(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
     oclml__matrix w = {ws, 0, d->n, slice};
     st = run_tiled(ctx, d, p, &w, true, 0);
     w.stride = slice * p->splits;
-    if (!st) st = run_finish(ctx, d, &w, slice, p->splits, d->alpha, d->beta);
+    if (!st) st = oclml__gemm_finish(ctx, d, &w, slice, p->splits, d->alpha, d->beta);
     oclml__scratch_put(ctx, ws);
     return st;
 }
@@ -684,7 +684,7 @@ oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d) {
     if (st) return st; /* recorded already (its temporary buffer) */
     if (!has_epilogue(d)) return OCLML_SUCCESS;
     oclml__matrix c = d->c;
-    return run_finish(ctx, d, &c, 0, 1, 1.0f, 0.0f);
+    return oclml__gemm_finish(ctx, d, &c, 0, 1, 1.0f, 0.0f);
 }
 
 static const char *stages_text(const gemm_plan *p, char *text, size_t len) {

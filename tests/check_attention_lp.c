@@ -176,7 +176,8 @@ static void native_assert_plan(const native_run *r) {
     ASSERT_OK(oclml_ctx_device_info(T, &info));
     if (info.max_work_group_size < 128) return;
     snprintf(want, sizeof want, "forward: %s tensor cores", oclml_dtype_name(r->c.ab));
-    ck_assert_msg(strstr(plan, want) && strstr(plan, "(m16n8k16), 64 rows x 64 keys a block") &&
+    ck_assert_msg(strstr(plan, want) && strstr(plan, "(m16n8k16), ") &&
+                      strstr(plan, " keys a block") &&
                       strstr(plan, "backward: 16-bit tensors converted to fp32"),
                   "%s", plan);
 }
@@ -226,6 +227,23 @@ START_TEST(native_forward_matches_reference) {
     test_retune("attention.lp_mma=2");
     native_run r;
     native_setup(&r, &NATIVE_CASES[_i]);
+    native_assert_plan(&r);
+    ASSERT_OK(oclml_attention(T, &r.p, r.Q, r.K, r.V, r.O, r.L));
+    native_check(&r);
+    native_free(&r);
+}
+END_TEST
+
+/* The kernel's other tiles on the cases that span several row and key blocks: one m16 tile a
+ * warp with 32-key blocks staged in place; two with 32-key blocks copied ahead; one with 64-key
+ * blocks copied ahead. */
+START_TEST(native_forward_tiles) {
+    static const char *const tiles[3] = {"attention.lp_mma=2 attention.lp_fwd_tile=1:32:1",
+                                         "attention.lp_mma=2 attention.lp_fwd_tile=2:32:2",
+                                         "attention.lp_mma=2 attention.lp_fwd_tile=1:64:2"};
+    test_retune(tiles[_i]);
+    native_run r;
+    native_setup(&r, &NATIVE_CASES[_i == 2 ? 3 : 4]);
     native_assert_plan(&r);
     ASSERT_OK(oclml_attention(T, &r.p, r.Q, r.K, r.V, r.O, r.L));
     native_check(&r);
@@ -343,6 +361,7 @@ int main(void) {
     tcase_add_loop_test(tc, forward_and_backward_match_reference, 0, 4);
     tcase_add_test(tc, lse_in_16_bits_refused);
     tcase_add_loop_test(tc, native_forward_matches_reference, 0, N_NATIVE_CASES);
+    tcase_add_loop_test(tc, native_forward_tiles, 0, 3);
     tcase_add_test(tc, native_forward_nan_key_reaches_rows_that_see_it);
     tcase_add_test(tc, native_forward_backward_matches_reference);
     tcase_add_test(tc, native_forward_refuses_bad_outputs);

@@ -9,11 +9,14 @@
  * the fp32 stand-ins). A row that sees no key writes o = 0 and lse = -inf; NaN in q, k or v
  * reaches the rows whose softmax takes it (a NaN score's exp, or its product with P).
  *
- * Work: a work-group of WARPS warps takes BQ = 16 WARPS stacked query rows of one (batch, key
+ * Work: a work-group of WARPS warps takes BQ = 16 MT WARPS stacked query rows of one (batch, key
  * head) (row R = g LQ + i for query head hkv G + g, attention.h's row table) and walks the key
- * blocks of BN keys its rows can see. Each warp keeps its 16 rows of Q as m16n8k16 A fragments
- * over the whole head dim; the block's K and V are staged in local memory (16-bit, rows KV_LD
- * apart), S = Q K^T comes from the tensor cores in fp32 (K as B fragments by ldmatrix), the
+ * blocks of BN keys its rows can see. Each warp keeps its MT x 16 rows of Q as m16n8k16 A
+ * fragments over the whole head dim (each K and V fragment read from local memory feeds MT
+ * tiles: MT = 2 halves the local-memory reads a product); the block's K and V are staged in
+ * local memory (16-bit, rows KV_LD apart; with KV_AHEAD the next block is copied by cp.async
+ * while this one is used, two buffers), S = Q K^T comes from the tensor cores in fp32 (K as B
+ * fragments by ldmatrix), the
  * online softmax runs in fp32 on the accumulator fragments (a row's statistics reduced over the
  * 4 work-items that hold it), and P, rounded to the AB dtype, is the A operand of O += P V as the
  * accumulators hold it: two adjacent n8 accumulator tiles are one m16k16 A fragment (V as B
@@ -39,6 +42,16 @@
 #ifndef WARPS
 #define WARPS 4
 #endif
+#ifndef MT
+#define MT 1 /* m16 tiles of query rows a warp */
+#endif
+#ifndef KV_AHEAD
+#define KV_AHEAD 0 /* 1: the next key block copied (cp.async) while this one is used */
+#endif
+#if KV_AHEAD
+#define OCLML_WANT_CP_ASYNC 1
+#define OCLML_CP_ASYNC_PORTABLE MMA_EMULATE /* mma16.h settles MMA_EMULATE before ptx.h reads it */
+#endif
 #include "mma16.h"
 
 #if HEAD_DIM % 16 || HEAD_DIM > 128 || BN % 16
@@ -46,7 +59,8 @@
 #endif
 
 #define NT (32 * WARPS)
-#define BQ (16 * WARPS)
+#define BQ (16 * MT * WARPS)
+#define KV_BUFS (KV_AHEAD ? 2 : 1)
 #include "attention.h"
 
 #define DSTEPS (HEAD_DIM / 16) /* k16 steps of S over the head dim; n16 column pairs of O */
@@ -134,6 +148,24 @@ OCLML_INLINE void stage_kv(__local ushort *ks, __local ushort *vs, __global cons
     }
 }
 
+#if KV_AHEAD
+/* As stage_kv, by 16-byte asynchronous copies (zero-filled past the key length) that the
+ * caller commits and waits for: k and v 16-byte aligned, stride a multiple of 8. */
+OCLML_INLINE void stage_kv_async(__local ushort *ks, __local ushort *vs, __global const ushort *k,
+                                 __global const ushort *v, ulong stride, int first, int klen) {
+    const int nk = max(0, min(BN, klen - first));
+    for (uint e = get_local_id(0); e < BN * HEAD_DIM / 8; e += NT) {
+        const uint j = e / (HEAD_DIM / 8), c = e % (HEAD_DIM / 8) * 8;
+        const bool in = (int)j < nk;
+        const ulong at = in ? (ulong)(first + (int)j) * stride + c : 0;
+        cp_async16((__local float *)(ks + j * KV_LD + c), (__global const float *)(k + at),
+                   in ? 16u : 0u);
+        cp_async16((__local float *)(vs + j * KV_LD + c), (__global const float *)(v + at),
+                   in ? 16u : 0u);
+    }
+}
+#endif
+
 /* A fragments of Q's rows row[0] (gid) and row[1] (gid + 8) over the head dim (NO_ROW: 0). */
 OCLML_INLINE void load_q(uint qa[DSTEPS][4], __global const ushort *q, const ulong row[2],
                          uint tig) {
@@ -147,17 +179,20 @@ OCLML_INLINE void load_q(uint qa[DSTEPS][4], __global const ushort *q, const ulo
         }
 }
 
-/* s = Q K^T for the warp's 16 rows against the block's BN keys (n8 tile nt: keys nt 8 ..). */
-OCLML_INLINE void score_product(float s[BN / 8][4], uint qa[DSTEPS][4], __local const ushort *ks,
-                                uint gid, uint tig EMU_PARAMS) {
+/* s = Q K^T for the warp's MT x 16 rows against the block's BN keys (n8 tile nt: keys nt 8 ..),
+ * each K fragment feeding every m16 tile. */
+OCLML_INLINE void score_product(float s[MT][BN / 8][4], uint qa[MT][DSTEPS][4],
+                                __local const ushort *ks, uint gid, uint tig EMU_PARAMS) {
 #pragma unroll
-    for (uint x = 0; x < BN / 2; x++) s[x / 4][x % 4] = 0.0f;
+    for (uint x = 0; x < MT * BN / 2; x++) s[x / (BN / 2)][x % (BN / 2) / 4][x % 4] = 0.0f;
     MMA_UNROLL for (uint kk = 0; kk < DSTEPS; kk++) {
         MMA_UNROLL for (uint jp = 0; jp < KSTEPS; jp++) {
             uint b[4];
             load_k(b, ks, jp * 16, kk * 16, gid, tig);
-            MMA16(s[2 * jp], qa[kk], b);
-            MMA16(s[2 * jp + 1], qa[kk], (b + 2));
+            MMA_UNROLL for (uint mt = 0; mt < MT; mt++) {
+                MMA16(s[mt][2 * jp], qa[mt][kk], b);
+                MMA16(s[mt][2 * jp + 1], qa[mt][kk], (b + 2));
+            }
         }
     }
 }
@@ -192,26 +227,33 @@ OCLML_INLINE void softmax_block(float s[BN / 8][4], float m[2], float l[2], floa
  * from elements 0, 1 of tiles 2 kt and 2 kt + 1, row gid + 8's from elements 2, 3. Each of O's
  * n8 tiles sums the block from zero and adds it in fp32 (the tensor cores round their sums
  * toward zero: the bias grows with every accumulation into one register). */
-OCLML_INLINE void accumulate_pv(float acc[HEAD_DIM / 8][4], float s[BN / 8][4],
+OCLML_INLINE void accumulate_pv(float acc[MT][HEAD_DIM / 8][4], float s[MT][BN / 8][4],
                                 __local const ushort *vs, uint gid, uint tig EMU_PARAMS) {
-    uint pa[KSTEPS][4];
+    uint pa[MT][KSTEPS][4];
 #pragma unroll
-    for (uint kt = 0; kt < KSTEPS; kt++) {
-        pa[kt][0] = ab_pack(s[2 * kt][0], s[2 * kt][1]);
-        pa[kt][1] = ab_pack(s[2 * kt][2], s[2 * kt][3]);
-        pa[kt][2] = ab_pack(s[2 * kt + 1][0], s[2 * kt + 1][1]);
-        pa[kt][3] = ab_pack(s[2 * kt + 1][2], s[2 * kt + 1][3]);
-    }
+    for (uint mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (uint kt = 0; kt < KSTEPS; kt++) {
+            pa[mt][kt][0] = ab_pack(s[mt][2 * kt][0], s[mt][2 * kt][1]);
+            pa[mt][kt][1] = ab_pack(s[mt][2 * kt][2], s[mt][2 * kt][3]);
+            pa[mt][kt][2] = ab_pack(s[mt][2 * kt + 1][0], s[mt][2 * kt + 1][1]);
+            pa[mt][kt][3] = ab_pack(s[mt][2 * kt + 1][2], s[mt][2 * kt + 1][3]);
+        }
     MMA_UNROLL for (uint dp = 0; dp < DSTEPS; dp++) {
-        float t[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+        float t[MT][2][4];
+#pragma unroll
+        for (uint x = 0; x < MT * 8; x++) t[x / 8][x % 8 / 4][x % 4] = 0.0f;
         MMA_UNROLL for (uint kt = 0; kt < KSTEPS; kt++) {
             uint b[4];
             load_v(b, vs, kt * 16, dp * 16, gid, tig);
-            MMA16(t[0], pa[kt], b);
-            MMA16(t[1], pa[kt], (b + 2));
+            MMA_UNROLL for (uint mt = 0; mt < MT; mt++) {
+                MMA16(t[mt][0], pa[mt][kt], b);
+                MMA16(t[mt][1], pa[mt][kt], (b + 2));
+            }
         }
 #pragma unroll
-        for (uint x = 0; x < 8; x++) acc[2 * dp + x / 4][x % 4] += t[x / 4][x % 4];
+        for (uint x = 0; x < MT * 8; x++)
+            acc[x / 8][2 * dp + x % 8 / 4][x % 4] += t[x / 8][x % 8 / 4][x % 4];
     }
 }
 
@@ -219,10 +261,9 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_lp_fwd(__global const ushort *q, ulong q_off, __global const ushort *k, ulong k_off,
                        __global const ushort *v, ulong v_off, __global DT_ELEM(O_DT) * o,
                        ulong o_off, __global float *lse, ulong lse_off, uint has_lse, ATT_GEOM) {
-    /* 16-byte aligned: ldmatrix reads 16-byte rows, and PTX aligns an array only to its
-     * element's size. */
-    __local ushort ks[BN * KV_LD] __attribute__((aligned(16))),
-        vs[BN * KV_LD] __attribute__((aligned(16)));
+    /* 16-byte aligned: ldmatrix and cp.async move 16-byte rows, and PTX aligns an array only to
+     * its element's size. */
+    __local ushort kvs[KV_BUFS][2][BN * KV_LD] __attribute__((aligned(16)));
     __local ulong rows_qkv[BQ], rows_stat[BQ], rows_mask[BQ];
     __local int rows_i[BQ];
     const row_table rows = {rows_qkv, rows_stat, rows_mask, rows_i};
@@ -243,40 +284,72 @@ oclml_attention_lp_fwd(__global const ushort *q, ulong q_off, __global const ush
     const int klen = row_block(rows, R0, b, hkv, 0, 0, &jlo, &jhi, B, H, HKV, LQ, LK, scale, shift,
                                wl, wr, mask_bstride, mask_hstride);
 
-    const uint r[2] = {warp * 16 + gid, warp * 16 + gid + 8};
-    const ulong qrow[2] = {rows_qkv[r[0]], rows_qkv[r[1]]};
-    const int qi[2] = {rows_i[r[0]], rows_i[r[1]]};
-    uint qa[DSTEPS][4];
-    load_q(qa, q + q_off, qrow, tig);
-    float acc[HEAD_DIM / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    /* This work-item's rows: gid and gid + 8 of each of the warp's m16 tiles. */
+    uint r[MT][2];
+    ulong qrow[MT][2];
+    int qi[MT][2];
+    uint qa[MT][DSTEPS][4];
+    float acc[MT][HEAD_DIM / 8][4], m[MT][2], l[MT][2];
 #pragma unroll
-    for (uint x = 0; x < HEAD_DIM / 2; x++) acc[x / 4][x % 4] = 0.0f;
+    for (uint mt = 0; mt < MT; mt++) {
+        for (uint h = 0; h < 2; h++) {
+            r[mt][h] = (warp * MT + mt) * 16 + gid + 8 * h;
+            qrow[mt][h] = rows_qkv[r[mt][h]];
+            qi[mt][h] = rows_i[r[mt][h]];
+            m[mt][h] = -INFINITY, l[mt][h] = 0.0f;
+        }
+        load_q(qa[mt], q + q_off, qrow[mt], tig);
+#pragma unroll
+        for (uint x = 0; x < HEAD_DIM / 2; x++) acc[mt][x / 4][x % 4] = 0.0f;
+    }
 
-    for (int kb = jlo / BN * BN; kb < jhi; kb += BN) {
+    const ulong kv_stride = KEY_STRIDE(HKV);
+    const int kb0 = jlo / BN * BN;
+#if KV_AHEAD
+    /* Two buffers: block n + 1 is copied while block n is used. Every step commits one group
+     * (empty past the last block), so waiting for all but the latest is waiting for this one. */
+    if (kb0 < jhi) stage_kv_async(kvs[0][0], kvs[0][1], k, v, kv_stride, kb0, klen);
+    cp_async_commit();
+#endif
+    for (int kb = kb0, n = 0; kb < jhi; kb += BN, n++) {
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is past the last block's reads */
-        stage_kv(ks, vs, k, v, KEY_STRIDE(HKV), kb, klen);
+#if KV_AHEAD
+        if (kb + BN < jhi)
+            stage_kv_async(kvs[(n + 1) % 2][0], kvs[(n + 1) % 2][1], k, v, kv_stride, kb + BN,
+                           klen);
+        cp_async_commit();
+        cp_async_wait(1);
+        __local const ushort *ks = kvs[n % 2][0], *vs = kvs[n % 2][1];
+#else
+        stage_kv(kvs[0][0], kvs[0][1], k, v, kv_stride, kb, klen);
+        __local const ushort *ks = kvs[0][0], *vs = kvs[0][1];
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
-        float s[BN / 8][4], alpha[2];
+        float s[MT][BN / 8][4], alpha[MT][2];
         score_product(s, qa, ks, gid, tig EMU_ARGS);
-        softmax_block(s, m, l, alpha, qi, kb, klen, shift, wl, wr, scale, lane, tig EMU_ARGS);
+        MMA_UNROLL for (uint mt = 0; mt < MT; mt++) {
+            softmax_block(s[mt], m[mt], l[mt], alpha[mt], qi[mt], kb, klen, shift, wl, wr, scale,
+                          lane, tig EMU_ARGS);
 #pragma unroll
-        for (uint x = 0; x < HEAD_DIM / 2; x++) acc[x / 4][x % 4] *= alpha[x % 4 / 2];
+            for (uint x = 0; x < HEAD_DIM / 2; x++) acc[mt][x / 4][x % 4] *= alpha[mt][x % 4 / 2];
+        }
         accumulate_pv(acc, s, vs, gid, tig EMU_ARGS);
     }
 
     /* Each row's sum over the 4 work-items that hold it, then O / l and the log-sum-exp. */
-    for (uint h = 0; h < 2; h++) {
-        l[h] += SHUFFLE(l[h], lane ^ 1u);
-        l[h] += SHUFFLE(l[h], lane ^ 2u);
-        const float sum = l[h], inv = row_inv(sum);
-        if (qrow[h] != NO_ROW)
+    MMA_UNROLL for (uint mt = 0; mt < MT; mt++) for (uint h = 0; h < 2; h++) {
+        l[mt][h] += SHUFFLE(l[mt][h], lane ^ 1u);
+        l[mt][h] += SHUFFLE(l[mt][h], lane ^ 2u);
+        const float sum = l[mt][h], inv = row_inv(sum);
+        if (qrow[mt][h] != NO_ROW)
 #pragma unroll
             for (uint x = 0; x < HEAD_DIM / 4; x++) {
                 /* A row that saw no key: 0, even where 0 x inf (an infinite V another row of
                  * the block sees) made its accumulator NaN. */
-                const float out = sum == 0.0f ? 0.0f : inv * acc[x / 2][2 * h + x % 2];
-                DT_STORE(O_DT, o, o_off + qrow[h] + x / 2 * 8 + 2 * tig + x % 2, out);
+                const float out = sum == 0.0f ? 0.0f : inv * acc[mt][x / 2][2 * h + x % 2];
+                DT_STORE(O_DT, o, o_off + qrow[mt][h] + x / 2 * 8 + 2 * tig + x % 2, out);
             }
-        if (tig == 0) put_lse(m[h], sum, rows_stat[r[h]], 0, 1, 0, has_lse, lse, lse_off, lse);
+        if (tig == 0)
+            put_lse(m[mt][h], sum, rows_stat[r[mt][h]], 0, 1, 0, has_lse, lse, lse_off, lse);
     }
 }

@@ -114,13 +114,13 @@ static oclml_status plan_fp32(oclml_ctx *ctx, const void *call, oclml_tensor *co
 
 /* The plan with the native forward: its text, then the stand-ins' backward from the plan text
  * made so far ("16-bit tensors converted to fp32: forward: ...; backward: ..."). */
-static oclml_status native_plan(oclml_ctx *ctx, const oclml__att_geometry *g, oclml_dtype dtype,
-                                char *text, size_t len) {
+static oclml_status native_plan(oclml_ctx *ctx, const oclml__att_geometry *g, const oclml_tensor *k,
+                                const oclml_tensor *v, char *text, size_t len) {
     const char *bwd = strstr(text, "; backward: ");
     char *tail = oclml__strdup(bwd ? bwd + strlen("; backward: ") : "");
     if (!tail) return oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of host memory");
     char fwd[160];
-    oclml__attention_lp_fwd_describe(ctx, g, dtype, fwd, sizeof fwd);
+    oclml__attention_lp_fwd_describe(ctx, g, k, v, fwd, sizeof fwd);
     const int n = snprintf(text, len, "forward: %s; backward: 16-bit tensors converted to fp32: %s",
                            fwd, tail);
     free(tail);
@@ -149,5 +149,5 @@ oclml_status oclml__attention_plan_lp(oclml_ctx *ctx, const oclml_attention_para
     if (st || oclml__attention_geometry(ctx, params, q, k, v, NULL, NULL, &g) ||
         !oclml__attention_lp_fwd_applies(ctx, &g, q, k, v))
         return st;
-    return native_plan(ctx, &g, q->dtype, text, len);
+    return native_plan(ctx, &g, k, v, text, len);
 }

@@ -67,7 +67,8 @@ oclml_status oclml__attention_lp_fwd(oclml_ctx *ctx, const oclml__att_geometry *
                                      const oclml_tensor *q, const oclml_tensor *k,
                                      const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse);
 void oclml__attention_lp_fwd_describe(oclml_ctx *ctx, const oclml__att_geometry *g,
-                                      oclml_dtype dtype, char *text, size_t len);
+                                      const oclml_tensor *k, const oclml_tensor *v, char *text,
+                                      size_t len);
 void oclml__attention_lp_fwd_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list);
 
 #endif

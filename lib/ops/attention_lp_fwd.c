@@ -6,32 +6,62 @@
 
 #include <stdio.h>
 
-/* The tile: WARPS warps of 16 query rows, key blocks of KEYS (the local memory holds one block
- * of K and V: 2 KEYS (D + 8) 16-bit words, 34 KiB at head dim 128). */
+/* The tile: WARPS warps of MT m16 tiles of query rows each, key blocks of `keys`; the local
+ * memory holds one block of K and V (2 keys (D + 8) 16-bit words), two where the next block is
+ * copied ahead. */
 #define WARPS 4u
-#define ROWS (16u * WARPS)
-#define KEYS 64u
 #define THREADS (32u * WARPS)
 #define MOST_HEAD_DIM 128u
 
 typedef enum lp_fwd_path { LP_STAND_IN, LP_MMA, LP_EMULATED } lp_fwd_path;
 
+typedef struct lp_fwd_plan {
+    lp_fwd_path path;
+    unsigned mt;   /* m16 tiles of query rows a warp */
+    unsigned keys; /* keys a block */
+    bool ahead;    /* the next key block copied (cp.async) while this one is used */
+} lp_fwd_plan;
+
+static size_t local_bytes(const lp_fwd_plan *p, size_t D) {
+    /* K and V of a block (two with copies ahead), the row tables, and the emulation's exchange
+     * and shuffle buffers */
+    return (p->ahead ? 2u : 1u) * 2 * p->keys * (D + 8) * 2 + 16 * p->mt * WARPS * 28 +
+           (p->path == LP_EMULATED ? WARPS * (384 + 32) * 4 : 0);
+}
+
 /* The tuning key attention.lp_mma: -1 (the default) or 1 the tensor cores where the device has
  * the 16-bit mma (1.3-1.6x the stand-ins' TF32 forward: bench/DECISIONS.md); 0 never, the
- * stand-ins; 2 the kernel with the instruction emulated where
- * the device has no such tensor cores (tests; on one that has them, the instruction, so that the
- * same tests check it there). */
-static lp_fwd_path path_of(oclml_ctx *ctx, size_t D) {
+ * stand-ins; 2 the kernel with the instruction emulated where the device has no such tensor
+ * cores (tests; on one that has them, the instruction, so that the same tests check it there).
+ * The tile from attention.lp_fwd_tile (m16 tiles a warp, keys a block, copies ahead 1 no 2
+ * yes; 0 auto): two m16 tiles a warp up to head dim 64 (each K and V fragment feeds both:
+ * half the local-memory reads a product), one above (the accumulators would not fit the
+ * registers), blocks of 64 keys, copies ahead where the operands allow 16-byte copies
+ * (aligned: k and v offsets multiples of 8) and the local memory kernels may declare holds
+ * two blocks. */
+static lp_fwd_plan plan_of(oclml_ctx *ctx, size_t D, bool aligned) {
+    lp_fwd_plan p = {LP_STAND_IN, D <= 64 ? 2u : 1u, 64u, false};
     const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_MMA, 0);
-    if (mode == 0) return LP_STAND_IN;
+    if (mode == 0) return p;
     const bool hw = ctx->caps.is_gpu && oclml__caps_mma(ctx);
-    const lp_fwd_path path = hw ? LP_MMA : mode == 2 ? LP_EMULATED : LP_STAND_IN;
-    /* K and V of a block, the row tables, and the emulation's exchange and shuffle buffers */
-    const size_t local =
-        2 * KEYS * (D + 8) * 2 + ROWS * 28 + (path == LP_EMULATED ? WARPS * (384 + 32) * 4 : 0);
-    if (local > ctx->caps.local_mem_bytes || THREADS > ctx->caps.max_work_group_size)
-        return LP_STAND_IN;
-    return path;
+    p.path = hw ? LP_MMA : mode == 2 ? LP_EMULATED : LP_STAND_IN;
+    if (p.path == LP_STAND_IN) return p;
+    const long mt = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_FWD_TILE, 0),
+               keys = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_FWD_TILE, 1),
+               ahead = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_FWD_TILE, 2);
+    if (mt == 1 || mt == 2) p.mt = (unsigned)mt;
+    if (keys == 32 || keys == 64) p.keys = (unsigned)keys;
+    const size_t most =
+        p.path == LP_MMA ? oclml__caps_static_local(ctx) : ctx->caps.local_mem_bytes;
+    p.ahead = aligned && ahead != 1;
+    if (p.ahead) p.ahead = local_bytes(&p, D) <= most;
+    if (local_bytes(&p, D) > most || THREADS > ctx->caps.max_work_group_size) p.path = LP_STAND_IN;
+    return p;
+}
+
+/* Whether k and v allow 16-byte copies (their rows are multiples of 8 elements apart). */
+static bool kv_aligned(const oclml_tensor *k, const oclml_tensor *v) {
+    return oclml__elem_offset(k) % 8 == 0 && oclml__elem_offset(v) % 8 == 0;
 }
 
 /* The call forms the kernel takes: q, k, v of one 16-bit dtype, head dims that are multiples of
@@ -46,7 +76,8 @@ static bool form_fits(const oclml__att_geometry *g, oclml_dtype q, oclml_dtype k
 bool oclml__attention_lp_fwd_applies(oclml_ctx *ctx, const oclml__att_geometry *g,
                                      const oclml_tensor *q, const oclml_tensor *k,
                                      const oclml_tensor *v) {
-    return form_fits(g, q->dtype, k->dtype, v->dtype) && path_of(ctx, g->s.D) != LP_STAND_IN;
+    return form_fits(g, q->dtype, k->dtype, v->dtype) &&
+           plan_of(ctx, g->s.D, kv_aligned(k, v)).path != LP_STAND_IN;
 }
 
 typedef struct lp_fwd_program {
@@ -54,12 +85,12 @@ typedef struct lp_fwd_program {
     oclml__program_spec spec;
 } lp_fwd_program;
 
-static void program_of(lp_fwd_path path, oclml_dtype ab, oclml_dtype o, size_t D, bool blhd,
+static void program_of(const lp_fwd_plan *p, oclml_dtype ab, oclml_dtype o, size_t D, bool blhd,
                        lp_fwd_program *g) {
     snprintf(g->defines, sizeof g->defines,
-             "-DAB_DT=%d -DO_DT=%d -DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DLAYOUT_BLHD=%d "
-             "-DMMA_EMULATE=%d",
-             (int)ab, (int)o, D, KEYS, WARPS, blhd, path == LP_EMULATED);
+             "-DAB_DT=%d -DO_DT=%d -DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMT=%u -DKV_AHEAD=%d "
+             "-DLAYOUT_BLHD=%d -DMMA_EMULATE=%d",
+             (int)ab, (int)o, D, p->keys, WARPS, p->mt, p->ahead, blhd, p->path == LP_EMULATED);
     g->spec =
         (oclml__program_spec){"attention_lp_fwd.cl", g->defines, "oclml_attention_lp_fwd", 255};
 }
@@ -69,7 +100,8 @@ oclml_status oclml__attention_lp_fwd(oclml_ctx *ctx, const oclml__att_geometry *
                                      const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse) {
     const oclml__att_shape *s = &g->s;
     lp_fwd_program prog;
-    program_of(path_of(ctx, s->D), q->dtype, o->dtype, s->D, s->blhd, &prog);
+    const lp_fwd_plan plan = plan_of(ctx, s->D, kv_aligned(k, v));
+    program_of(&plan, q->dtype, o->dtype, s->D, s->blhd, &prog);
     cl_kernel kernel;
     oclml_status st = oclml__kernel(ctx, &prog.spec, prog.spec.kernels, &kernel);
     if (st) return st;
@@ -89,29 +121,31 @@ oclml_status oclml__attention_lp_fwd(oclml_ctx *ctx, const oclml__att_geometry *
         OCLML_ARG(scale),     OCLML_ARG(shift),    OCLML_ARG(wl),      OCLML_ARG(wr),
         OCLML_ARG(no_stride), OCLML_ARG(no_stride)};
     /* Row blocks of the H / HKV query heads stacked on each key head, by (batch, key head). */
-    const size_t blocks = (s->H / s->HKV * s->LQ + ROWS - 1) / ROWS;
+    const size_t rows = 16u * plan.mt * WARPS, blocks = (s->H / s->HKV * s->LQ + rows - 1) / rows;
     const size_t global[2] = {blocks * THREADS, s->B * s->HKV}, local[2] = {THREADS, 1};
     return oclml__launch(ctx, kernel, args, sizeof args / sizeof args[0], 2, global, local, NULL);
 }
 
 void oclml__attention_lp_fwd_describe(oclml_ctx *ctx, const oclml__att_geometry *g,
-                                      oclml_dtype dtype, char *text, size_t len) {
-    snprintf(text, len, "%s tensor cores%s (m16n8k16), %u rows x %u keys a block",
-             oclml_dtype_name(dtype), path_of(ctx, g->s.D) == LP_EMULATED ? " emulated" : "", ROWS,
-             KEYS);
+                                      const oclml_tensor *k, const oclml_tensor *v, char *text,
+                                      size_t len) {
+    const lp_fwd_plan p = plan_of(ctx, g->s.D, kv_aligned(k, v));
+    snprintf(text, len, "%s tensor cores%s (m16n8k16), %u rows x %u keys a block%s",
+             oclml_dtype_name(k->dtype), p.path == LP_EMULATED ? " emulated" : "",
+             16u * p.mt * WARPS, p.keys, p.ahead ? ", the next copied ahead" : "");
 }
 
 /* The forms the attention forward's warm list holds (head dims 64 and 128, BHLD, o in q's dtype
  * or fp32), and with every_shape every head dim the kernel takes in both layouts. */
 void oclml__attention_lp_fwd_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     for (size_t D = 16; D <= MOST_HEAD_DIM; D += 16) {
-        const lp_fwd_path path = path_of(ctx, D);
-        if (path == LP_STAND_IN || (!list->every_shape && D != 64 && D != 128)) continue;
+        const lp_fwd_plan plan = plan_of(ctx, D, true);
+        if (plan.path == LP_STAND_IN || (!list->every_shape && D != 64 && D != 128)) continue;
         for (int ab = OCLML_BFLOAT16; ab <= OCLML_FLOAT16; ab++)
             for (int o = 0; o < 2; o++)
                 for (int blhd = 0; blhd <= (int)list->every_shape; blhd++) {
                     lp_fwd_program prog;
-                    program_of(path, (oclml_dtype)ab, o ? OCLML_FLOAT32 : (oclml_dtype)ab, D, blhd,
+                    program_of(&plan, (oclml_dtype)ab, o ? OCLML_FLOAT32 : (oclml_dtype)ab, D, blhd,
                                &prog);
                     char variant[64];
                     snprintf(variant, sizeof variant, "16-bit head dim %zu", D);

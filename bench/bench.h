@@ -84,6 +84,7 @@ int bench_attention(bench_env *env);
 int bench_lp(bench_env *env);
 int bench_lp_rows(bench_env *env);      /* the row ops of bench_lp alone */
 int bench_lp_attention(bench_env *env); /* the attention rows of bench_lp alone */
+int bench_gpt_bf16(bench_env *env);     /* the mixed-precision GPT-2 step of bench_train alone */
 /* Row-op shapes: defaults or --sizes ROWSxCOLS,... */
 int bench_row_shapes(const bench_env *env, long shapes[][2], int max);
 

@@ -99,6 +99,8 @@ static int bench_gpt(bench_env *env, oclml_dtype dtype) {
     return rc;
 }
 
+int bench_gpt_bf16(bench_env *env) { return bench_gpt(env, OCLML_BFLOAT16); }
+
 int bench_train(bench_env *env) {
     size_t B = env->quick ? 128 : 4096;
     size_t dims[4] = {1024, 4096, 4096, 1024}, quick_dims[4] = {64, 256, 256, 64};

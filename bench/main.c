@@ -44,6 +44,7 @@ static const bench_cmd commands[] = {
      "softmax, layernorm, cross-entropy"},
     {"bf16rows", bench_lp_rows,
      "the bf16 suite's row ops alone: softmax, layernorm, cross-entropy on the peer's shapes"},
+    {"gptbf16", bench_gpt_bf16, "the train suite's mixed-precision GPT-2 small step alone"},
     {"bf16attention", bench_lp_attention,
      "the bf16 suite's attention alone: forward and forward+backward on the peer's shapes"},
 };
@@ -137,9 +138,9 @@ int main(int argc, char **argv) {
     bench_table_header();
     int rc = 0;
     for (size_t j = 0; j < N_COMMANDS; j++) {
-        /* No subcommand: all of them, bf16's parts aside (bf16 runs them). */
+        /* No subcommand: all of them, the parts of bf16 and train aside (they run them). */
         int wanted = first_cmd == argc && commands[j].run != bench_lp_rows &&
-                     commands[j].run != bench_lp_attention;
+                     commands[j].run != bench_lp_attention && commands[j].run != bench_gpt_bf16;
         for (int i = first_cmd; i < argc; i++) wanted |= !strcmp(argv[i], commands[j].name);
         if (wanted) rc |= commands[j].run(&env);
     }

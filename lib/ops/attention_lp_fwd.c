@@ -34,13 +34,12 @@ static size_t local_bytes(const lp_fwd_plan *p, size_t D) {
  * stand-ins; 2 the kernel with the instruction emulated where the device has no such tensor
  * cores (tests; on one that has them, the instruction, so that the same tests check it there).
  * The tile from attention.lp_fwd_tile (m16 tiles a warp, keys a block, copies ahead 1 no 2
- * yes; 0 auto): two m16 tiles a warp up to head dim 64 (each K and V fragment feeds both:
- * half the local-memory reads a product), one above (the accumulators would not fit the
- * registers), blocks of 64 keys, copies ahead where the operands allow 16-byte copies
- * (aligned: k and v offsets multiples of 8) and the local memory kernels may declare holds
- * two blocks. */
+ * yes; 0 auto): one m16 tile a warp (two, each K and V fragment feeding both, ran 1.1x slower
+ * at head dim 64 and 1.4x at 128: bench/DECISIONS.md), blocks of 64 keys, copies ahead where
+ * the operands allow 16-byte copies (k and v offsets multiples of 8) and the local memory
+ * kernels may declare holds two blocks (1.4-2x). */
 static lp_fwd_plan plan_of(oclml_ctx *ctx, size_t D, bool aligned) {
-    lp_fwd_plan p = {LP_STAND_IN, D <= 64 ? 2u : 1u, 64u, false};
+    lp_fwd_plan p = {LP_STAND_IN, 1u, 64u, false};
     const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_MMA, 0);
     if (mode == 0) return p;
     const bool hw = ctx->caps.is_gpu && oclml__caps_mma(ctx);

@@ -18,8 +18,9 @@
  * host sends those calls to the fp32 stand-ins). A row whose lse is -inf (it saw no key) has
  * P = 0 and dq = 0; a masked P is -0, so its dS is 0 whatever dP holds (attention.h's
  * probability and score_grad). NaN in q, k, v, o, dout or lse reaches the gradients whose sums
- * take it; on the tensor cores dS K also carries a NaN of K into dq rows of the same 16-row tile
- * that do not see that key (0 x NaN in the product).
+ * take it; the products also carry a NaN or infinity of q, k or dout to masked pairs of the same
+ * blocks (0 x inf: dS K into dq of rows that do not see the key, dS^T Q and P^T dO into dk and dv
+ * of keys that the row does not see), as the fp32 tensor-core backward does.
  *
  * Products on m16n8k16 with fp32 accumulation (attention_lp.h). In dK/dV each warp keeps its
  * 16 keys of K and V as A fragments; a block of BN query rows of Q and dO is staged in local

@@ -426,9 +426,13 @@ static bool bwd_native_planned(const bwd_run *b) {
  * |dS| |q| or |dS| |k|), and dS = P (dP - delta) carries delta's error from o's rounding to its
  * dtype (u_o |dO| . |O| a row, within the reference's term magnitude P (|dP| + |dO| . |O|):
  * extra = u_o); 2e-5 of the terms covers fp32's own rounding (scores, exp, the tensor cores'
- * truncating sums), as the fp32 op's checks allow. A NaN reference wants NaN. */
+ * truncating sums), as the fp32 op's checks allow. fp16's subnormal step (test_abs_floor) bounds
+ * the rounding of a P or dS below its normal range absolutely: once per term, the other factor
+ * and the scale at most 1 here (inputs in [-1, 1)), `terms` terms a sum (G Lq for dk and dv,
+ * Lk for dq). A NaN reference wants NaN. */
 static void bwd_check(const char *what, oclml_dtype dt, const oclml_tensor *t, const double *ref,
-                      const double *mag, double u_ab, double extra, size_t n) {
+                      const double *mag, oclml_dtype ab, double extra, size_t terms, size_t n) {
+    const double u_ab = test_unit_roundoff(ab), floor_ab = test_abs_floor(ab) * (double)terms;
     float *g = test_floats(n);
     test_read(t, g, n);
     for (size_t i = 0; i < n; i++) {
@@ -437,7 +441,7 @@ static void bwd_check(const char *what, oclml_dtype dt, const oclml_tensor *t, c
             continue;
         }
         const double tol = test_unit_roundoff(dt) * fabs(ref[i]) +
-                           (u_ab + extra + 2e-5 + op_u) * mag[i] + test_abs_floor(dt);
+                           (u_ab + extra + 2e-5 + op_u) * mag[i] + test_abs_floor(dt) + floor_ab;
         ck_assert_msg(fabs(g[i] - ref[i]) <= tol, "%s (%s) [%zu] = %.8g, want %.8g (tol %.2g)",
                       what, oclml_dtype_name(dt), i, g[i], ref[i], tol);
     }
@@ -452,10 +456,11 @@ START_TEST(native_backward_matches_reference) {
     op_u = bwd_native_planned(&b) ? 0 : 0x1p-11;
     bwd_inputs(&b);
     ASSERT_OK(bwd_call(&b));
-    const double u_ab = test_unit_roundoff(c->ab), u_o = test_unit_roundoff(c->out);
-    bwd_check("dq", c->out, b.DQ, b.rq, b.sq, u_ab, u_o, b.r.nq);
-    bwd_check("dk", c->ab, b.DK, b.rk, b.sk, u_ab, u_o, b.r.nk);
-    bwd_check("dv", c->out, b.DV, b.rv, b.sv, u_ab, 0, b.r.nk);
+    const double u_o = test_unit_roundoff(c->out);
+    const size_t kv_terms = c->H / c->Hkv * c->Lq;
+    bwd_check("dq", c->out, b.DQ, b.rq, b.sq, c->ab, u_o, c->Lk, b.r.nq);
+    bwd_check("dk", c->ab, b.DK, b.rk, b.sk, c->ab, u_o, kv_terms, b.r.nk);
+    bwd_check("dv", c->out, b.DV, b.rv, b.sv, c->ab, 0, kv_terms, b.r.nk);
     if (c->causal == OCLML_CAUSAL_BOTTOM_RIGHT && c->Lq > c->Lk) {
         /* rows i < Lq - Lk see no key: dq exactly 0 */
         float *g = test_floats(b.r.nq);
@@ -494,10 +499,11 @@ START_TEST(native_backward_nan_value_reaches_what_depends_on_it) {
     /* rows 20 .. 36 of query heads 2, 3; keys 0 .. 36 of key head 1 (batch 0) */
     ck_assert_uint_eq(nan_q, 2 * 17 * c->D);
     ck_assert_uint_eq(nan_k, 37 * c->D);
-    const double u_ab = test_unit_roundoff(c->ab), u_o = test_unit_roundoff(c->out);
-    bwd_check("dq", c->out, b.DQ, b.rq, b.sq, u_ab, u_o, b.r.nq);
-    bwd_check("dk", c->ab, b.DK, b.rk, b.sk, u_ab, u_o, b.r.nk);
-    bwd_check("dv", c->out, b.DV, b.rv, b.sv, u_ab, 0, b.r.nk);
+    const double u_o = test_unit_roundoff(c->out);
+    const size_t kv_terms = c->H / c->Hkv * c->Lq;
+    bwd_check("dq", c->out, b.DQ, b.rq, b.sq, c->ab, u_o, c->Lk, b.r.nq);
+    bwd_check("dk", c->ab, b.DK, b.rk, b.sk, c->ab, u_o, kv_terms, b.r.nk);
+    bwd_check("dv", c->out, b.DV, b.rv, b.sv, c->ab, 0, kv_terms, b.r.nk);
     bwd_free(&b);
 }
 END_TEST

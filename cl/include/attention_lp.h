@@ -1,9 +1,13 @@
-/* What the 16-bit tensor-core attention kernels share (attention_lp_fwd.cl, attention_lp_bwd.cl):
- * the instruction and its operand reads from staged blocks, a block's staging, A fragments read
- * from global memory, and the two products every kernel forms on m16n8k16 (fragment layouts in
- * mma16.h). Includers define AB_DT, HEAD_DIM, BN (rows of a staged block: keys in the forward
- * and dQ, query rows in dK/dV; a multiple of 16) and WARPS, then include this header (it
- * includes attention.h with BQ = 16 WARPS rows a row table). A staged block holds BN rows of two tensors (16-bit, rows KV_LD apart). */
+/* The 16-bit tensor-core attention backward's building blocks (attention_lp_bwd.cl): the
+ * instruction and its operand reads from staged blocks, a block's staging, A fragments read from
+ * global memory, and the two products its kernels form on m16n8k16 (fragment layouts in
+ * mma16.h). The same primitives as attention_lp_fwd.cl's (ab_pack, the emulation, its load_k and
+ * load_v as load_b_rows and load_b_cols); the forward keeps its own copies, its products being
+ * shaped by its MT row tiles a warp and its copies ahead.
+ * Includers define AB_DT, HEAD_DIM, BN (rows of a staged block: keys in dQ, query rows in dK/dV;
+ * a multiple of 16) and WARPS, then include this header (it includes attention.h with BQ = 16
+ * WARPS rows a row table). A staged block holds BN rows of two tensors (16-bit, rows KV_LD
+ * apart). */
 #ifndef OCLML_ATTENTION_LP_H
 #define OCLML_ATTENTION_LP_H
 

@@ -1304,7 +1304,14 @@ OCLML_API oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attentio
  * bits run to run. Rows that see no key give zero gradients. Where dQ comes as a GEMM on dS
  * (the tensor-core backward with dK or dV wanted too: oclml_attention_plan says so), a NaN or
  * infinite value of a key reaches the dQ of rows that do not see it (0 x inf), as in PyTorch;
- * it takes a workspace of up to the device's scratch size (dS a chunk of key heads at a time). */
+ * it takes a workspace of up to the device's scratch size (dS a chunk of key heads at a time).
+ * q, k, v, o, dout and the gradients may be fp32, bf16 or fp16 (lse and dmask fp32): with q, k,
+ * v and dout of one 16-bit dtype, a causal mask at most, no dmask and head dims that are
+ * multiples of 16 up to 128, the tuning key attention.lp_bwd_mma=1 runs every product on that
+ * dtype's tensor cores (P and dS recomputed in fp32 and rounded to the dtype as operands; a NaN
+ * or infinite element of q, k or dout can reach the gradients of masked query-key pairs in the
+ * same block, 0 x inf, as in PyTorch);
+ * otherwise the 16-bit tensors go through fp32 copies. */
 OCLML_API oclml_status oclml_attention_backward(oclml_ctx *ctx,
                                                 const oclml_attention_params *params,
                                                 const oclml_tensor *q, const oclml_tensor *k,

@@ -5,7 +5,10 @@
  * forward wrote, as PyTorch's does); GQA and causal masking; the plan; lse in 16 bits
  * refused. The native 16-bit forward (attention.lp_mma=2: its kernel emulated here, the tensor
  * cores on a GPU that has them) in both layouts and dtypes, every causal alignment, GQA, tails,
- * rows that see no key and NaN keys; the stand-ins' backward from its o and lse. */
+ * rows that see no key and NaN keys; the stand-ins' backward from its o and lse. The native
+ * 16-bit backward (attention.lp_bwd_mma=2, likewise) in both layouts and dtypes, every causal
+ * alignment, GQA, tails, rows that see no key, a NaN value row, repeatability and bad
+ * arguments. */
 #include "testutil.h"
 #include "tolerance.h"
 
@@ -337,6 +340,229 @@ START_TEST(native_forward_refuses_bad_outputs) {
 }
 END_TEST
 
+/* ---- the native 16-bit backward (attention.lp_bwd_mma=2) ---- */
+
+/* Its cases: q, k, v, dout in ab; o, dq and dv in out, dk in ab; one program each (ab, out, head
+ * dim, layout) but case 4 (case 1's program). Lq and Lk off the blocks; case 2's first 8 rows
+ * see no key (bottom-right, Lq > Lk); case 4 spans three query blocks and two key blocks. */
+static const native_case BWD_CASES[] = {
+    {OCLML_BFLOAT16, OCLML_BFLOAT16, 0, OCLML_CAUSAL_NONE, 1, 2, 2, 37, 45, 16},
+    {OCLML_BFLOAT16, OCLML_FLOAT32, 1, OCLML_CAUSAL_TOP_LEFT, 2, 4, 2, 37, 45, 16},
+    {OCLML_FLOAT16, OCLML_FLOAT32, 0, OCLML_CAUSAL_BOTTOM_RIGHT, 1, 2, 1, 45, 37, 64},
+    {OCLML_FLOAT16, OCLML_FLOAT16, 1, OCLML_CAUSAL_BOTTOM_RIGHT, 1, 4, 2, 37, 45, 64},
+    {OCLML_BFLOAT16, OCLML_FLOAT32, 1, OCLML_CAUSAL_TOP_LEFT, 1, 2, 1, 130, 70, 16},
+};
+#define N_BWD_CASES ((int)(sizeof BWD_CASES / sizeof BWD_CASES[0]))
+
+/* A backward case: native_run's q, k, v, with dout (ab) fresh, o and lse from the double
+ * reference (o rounded to its dtype as a forward would write it: the kernels' delta reads it),
+ * the gradients NaN-poisoned, and the reference's gradients and their terms' magnitudes. */
+typedef struct bwd_run {
+    native_run r;
+    oclml_tensor *DO, *DQ, *DK, *DV;
+    float *dout;
+    double *rq, *rk, *rv, *sq, *sk, *sv;
+} bwd_run;
+
+static void bwd_setup(bwd_run *b, const native_case *c) {
+    native_run *r = &b->r;
+    native_setup(r, c);
+    const size_t qs[4] = {c->B, c->blhd ? c->Lq : c->H, c->blhd ? c->H : c->Lq, c->D},
+                 ks[4] = {c->B, c->blhd ? c->Lk : c->Hkv, c->blhd ? c->Hkv : c->Lk, c->D};
+    b->DO = test_tensor_held(c->ab, 4, qs, -1, 1, &b->dout);
+    b->DQ = test_tensor_held(c->out, 4, qs, 0, 0, NULL);
+    b->DK = test_tensor_held(c->ab, 4, ks, 0, 0, NULL);
+    b->DV = test_tensor_held(c->out, 4, ks, 0, 0, NULL);
+    b->rq = test_doubles(r->nq), b->sq = test_doubles(r->nq);
+    b->rk = test_doubles(r->nk), b->sk = test_doubles(r->nk);
+    b->rv = test_doubles(r->nk), b->sv = test_doubles(r->nk);
+}
+
+/* o and lse from the reference on the current q, k, v (and the reference's gradients). */
+static void bwd_inputs(bwd_run *b) {
+    native_run *r = &b->r;
+    double *ro = test_doubles(r->nq), *rl = test_doubles(r->nl);
+    ref_attention(&r->ra, r->q, r->k, r->v, ro, rl);
+    float *o = test_floats(r->nq), *l = test_floats(r->nl);
+    for (size_t i = 0; i < r->nq; i++) o[i] = (float)ro[i];
+    for (size_t i = 0; i < r->nl; i++) l[i] = (float)rl[i];
+    ASSERT_OK(oclml_tensor_write(r->O, o, r->nq));
+    ASSERT_OK(oclml_tensor_write(r->L, l, r->nl));
+    ref_attention_backward(&r->ra, r->q, r->k, r->v, b->dout, b->rq, b->rk, b->rv, NULL, b->sq,
+                           b->sk, b->sv, NULL);
+    free(ro), free(rl), free(o), free(l);
+}
+
+static void bwd_free(bwd_run *b) {
+    free(b->dout), free(b->rq), free(b->rk), free(b->rv), free(b->sq), free(b->sk), free(b->sv);
+    oclml_tensor *all[] = {b->DO, b->DQ, b->DK, b->DV};
+    for (int i = 0; i < 4; i++) oclml_tensor_destroy(all[i]);
+    native_free(&b->r);
+}
+
+static oclml_status bwd_call(bwd_run *b) {
+    native_run *r = &b->r;
+    return oclml_attention_backward(T, &r->p, r->Q, r->K, r->V, r->O, r->L, b->DO, b->DQ, b->DK,
+                                    b->DV, NULL);
+}
+
+/* Whether the plan names the native backward: where the device's work-groups hold its 4 warps
+ * it must (CI's 16-wide PoCL run: the stand-ins, whose TF32 products the checks then allow). */
+static bool bwd_native_planned(const bwd_run *b) {
+    char plan[512], want[96];
+    ASSERT_OK(oclml_attention_plan(T, &b->r.p, b->r.Q, b->r.K, b->r.V, plan, sizeof plan));
+    snprintf(want, sizeof want, "backward: %s tensor cores", oclml_dtype_name(b->r.c.ab));
+    const bool native = strstr(plan, want) && strstr(plan, "dK/dV 64 keys x");
+    oclml_device_info info;
+    ASSERT_OK(oclml_ctx_device_info(T, &info));
+    if (info.max_work_group_size >= 128) ck_assert_msg(native, "%s", plan);
+    return native;
+}
+
+/* One gradient against the reference: within u_out |ref| + (u_ab + extra + 2e-5) s + the out
+ * dtype's subnormal floor, s the reference's magnitude of the gradient's terms. The error
+ * beyond the output's rounding: dV = P^T dO takes P rounded to the AB dtype (u_ab on each term
+ * P |dO|); dK = scale dS^T Q and dQ = scale dS K take dS rounded to it (u_ab on each term
+ * |dS| |q| or |dS| |k|), and dS = P (dP - delta) carries delta's error from o's rounding to its
+ * dtype (u_o |dO| . |O| a row, within the reference's term magnitude P (|dP| + |dO| . |O|):
+ * extra = u_o); 2e-5 of the terms covers fp32's own rounding (scores, exp, the tensor cores'
+ * truncating sums), as the fp32 op's checks allow. fp16's subnormal step (test_abs_floor) bounds
+ * the rounding of a P or dS below its normal range absolutely: once per term, the other factor
+ * and the scale at most 1 here (inputs in [-1, 1)), `terms` terms a sum (G Lq for dk and dv,
+ * Lk for dq). A NaN reference wants NaN. */
+static void bwd_check(const char *what, oclml_dtype dt, const oclml_tensor *t, const double *ref,
+                      const double *mag, oclml_dtype ab, double extra, size_t terms, size_t n) {
+    const double u_ab = test_unit_roundoff(ab), floor_ab = test_abs_floor(ab) * (double)terms;
+    float *g = test_floats(n);
+    test_read(t, g, n);
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(ref[i])) {
+            ck_assert_msg(isnan(g[i]), "%s [%zu] = %g, want NaN", what, i, g[i]);
+            continue;
+        }
+        const double tol = test_unit_roundoff(dt) * fabs(ref[i]) +
+                           (u_ab + extra + 2e-5 + op_u) * mag[i] + test_abs_floor(dt) + floor_ab;
+        ck_assert_msg(fabs(g[i] - ref[i]) <= tol, "%s (%s) [%zu] = %.8g, want %.8g (tol %.2g)",
+                      what, oclml_dtype_name(dt), i, g[i], ref[i], tol);
+    }
+    free(g);
+}
+
+START_TEST(native_backward_matches_reference) {
+    test_retune("attention.lp_bwd_mma=2");
+    bwd_run b;
+    bwd_setup(&b, &BWD_CASES[_i]);
+    const native_case *c = &b.r.c;
+    op_u = bwd_native_planned(&b) ? 0 : 0x1p-11;
+    bwd_inputs(&b);
+    ASSERT_OK(bwd_call(&b));
+    const double u_o = test_unit_roundoff(c->out);
+    const size_t kv_terms = c->H / c->Hkv * c->Lq;
+    bwd_check("dq", c->out, b.DQ, b.rq, b.sq, c->ab, u_o, c->Lk, b.r.nq);
+    bwd_check("dk", c->ab, b.DK, b.rk, b.sk, c->ab, u_o, kv_terms, b.r.nk);
+    bwd_check("dv", c->out, b.DV, b.rv, b.sv, c->ab, 0, kv_terms, b.r.nk);
+    if (c->causal == OCLML_CAUSAL_BOTTOM_RIGHT && c->Lq > c->Lk) {
+        /* rows i < Lq - Lk see no key: dq exactly 0 */
+        float *g = test_floats(b.r.nq);
+        test_read(b.DQ, g, b.r.nq);
+        for (size_t h = 0; h < c->H; h++)
+            for (size_t i = 0; i < c->Lq - c->Lk; i++)
+                for (size_t d = 0; d < c->D; d++) {
+                    const size_t at =
+                        c->blhd ? (i * c->H + h) * c->D + d : (h * c->Lq + i) * c->D + d;
+                    ck_assert_msg(g[at] == 0.0f, "dq (h %zu, i %zu) = %g, want 0", h, i, g[at]);
+                }
+        free(g);
+    }
+    bwd_free(&b);
+}
+END_TEST
+
+/* A NaN in one value row (batch 0, key head 1, key 20) under a top-left causal mask (GQA,
+ * BLHD): the gradients are NaN exactly where the reference's are: dq and the dk of every key
+ * of that head that a row seeing key 20 sees (their delta = dO . O is NaN), never dv (P^T dO
+ * does not read V) nor another head's. */
+START_TEST(native_backward_nan_value_reaches_what_depends_on_it) {
+    test_retune("attention.lp_bwd_mma=2");
+    bwd_run b;
+    bwd_setup(&b, &BWD_CASES[1]);
+    const native_case *c = &b.r.c;
+    op_u = bwd_native_planned(&b) ? 0 : 0x1p-11;
+    b.r.v[((0 * c->Lk + 20) * c->Hkv + 1) * c->D + 3] = NAN; /* BLHD */
+    ASSERT_OK(oclml_tensor_write(b.r.V, b.r.v, b.r.nk));
+    bwd_inputs(&b);
+    ASSERT_OK(bwd_call(&b));
+    size_t nan_q = 0, nan_k = 0;
+    for (size_t i = 0; i < b.r.nq; i++) nan_q += isnan(b.rq[i]) != 0;
+    for (size_t i = 0; i < b.r.nk; i++) nan_k += isnan(b.rk[i]) != 0;
+    for (size_t i = 0; i < b.r.nk; i++) ck_assert(!isnan(b.rv[i]));
+    /* rows 20 .. 36 of query heads 2, 3; keys 0 .. 36 of key head 1 (batch 0) */
+    ck_assert_uint_eq(nan_q, 2 * 17 * c->D);
+    ck_assert_uint_eq(nan_k, 37 * c->D);
+    const double u_o = test_unit_roundoff(c->out);
+    const size_t kv_terms = c->H / c->Hkv * c->Lq;
+    bwd_check("dq", c->out, b.DQ, b.rq, b.sq, c->ab, u_o, c->Lk, b.r.nq);
+    bwd_check("dk", c->ab, b.DK, b.rk, b.sk, c->ab, u_o, kv_terms, b.r.nk);
+    bwd_check("dv", c->out, b.DV, b.rv, b.sv, c->ab, 0, kv_terms, b.r.nk);
+    bwd_free(&b);
+}
+END_TEST
+
+/* Two calls give the same bits (each output element summed by one work-item in a fixed order,
+ * GQA's heads in turn). */
+START_TEST(native_backward_is_repeatable) {
+    test_retune("attention.lp_bwd_mma=2");
+    bwd_run b;
+    bwd_setup(&b, &BWD_CASES[1]);
+    bwd_inputs(&b);
+    oclml_tensor *outs[3] = {b.DQ, b.DK, b.DV};
+    const size_t n[3] = {b.r.nq, b.r.nk, b.r.nk};
+    float *first[3], *second[3];
+    ASSERT_OK(bwd_call(&b));
+    for (int t = 0; t < 3; t++) first[t] = test_floats(n[t]), test_read(outs[t], first[t], n[t]);
+    ASSERT_OK(bwd_call(&b));
+    for (int t = 0; t < 3; t++) {
+        second[t] = test_floats(n[t]);
+        test_read(outs[t], second[t], n[t]);
+        ck_assert_msg(!memcmp(first[t], second[t], n[t] * sizeof(float)), "output %d differs", t);
+        free(first[t]), free(second[t]);
+    }
+    bwd_free(&b);
+}
+END_TEST
+
+/* Bad arguments are refused before anything is written, saying which: dk of another shape than
+ * k, lse of another than [B, H, Lq], dq overlapping dout. */
+START_TEST(native_backward_refuses_bad_arguments) {
+    test_retune("attention.lp_bwd_mma=2");
+    bwd_run b;
+    bwd_setup(&b, &BWD_CASES[0]);
+    native_run *r = &b.r;
+    const native_case *c = &r->c;
+    const size_t wide[4] = {c->B, c->Hkv, c->Lk, 2 * c->D}, short_lse[3] = {c->B, c->H, c->Lq - 1};
+    oclml_tensor *DK2 = test_tensor_held(c->ab, 4, wide, 0, 0, NULL),
+                 *L2 = test_tensor(3, short_lse);
+    ASSERT_STATUS(oclml_attention_backward(T, &r->p, r->Q, r->K, r->V, r->O, r->L, b.DO, b.DQ, DK2,
+                                           b.DV, NULL),
+                  OCLML_ERR_INVALID_SHAPE);
+    ck_assert_msg(strstr(oclml_ctx_last_error(T), "'dk'") != NULL, "%s", oclml_ctx_last_error(T));
+    ASSERT_STATUS(oclml_attention_backward(T, &r->p, r->Q, r->K, r->V, r->O, L2, b.DO, b.DQ, b.DK,
+                                           b.DV, NULL),
+                  OCLML_ERR_INVALID_SHAPE);
+    ck_assert_msg(strstr(oclml_ctx_last_error(T), "lse") != NULL, "%s", oclml_ctx_last_error(T));
+    ASSERT_STATUS(oclml_attention_backward(T, &r->p, r->Q, r->K, r->V, r->O, r->L, b.DO, b.DO, b.DK,
+                                           b.DV, NULL),
+                  OCLML_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(oclml_ctx_last_error(T), "'dq'") != NULL, "%s", oclml_ctx_last_error(T));
+    test_assert_untouched(b.DQ, r->nq);
+    test_assert_untouched(b.DK, r->nk);
+    test_assert_untouched(b.DV, r->nk);
+    test_assert_untouched(DK2, r->nk * 2);
+    oclml_tensor_destroy(DK2), oclml_tensor_destroy(L2);
+    bwd_free(&b);
+}
+END_TEST
+
 /* lse stays fp32: a 16-bit one is refused before o is written. */
 START_TEST(lse_in_16_bits_refused) {
     const size_t qs[4] = {1, 2, 8, 8}, ls[3] = {1, 2, 8};
@@ -365,6 +591,10 @@ int main(void) {
     tcase_add_test(tc, native_forward_nan_key_reaches_rows_that_see_it);
     tcase_add_test(tc, native_forward_backward_matches_reference);
     tcase_add_test(tc, native_forward_refuses_bad_outputs);
+    tcase_add_loop_test(tc, native_backward_matches_reference, 0, N_BWD_CASES);
+    tcase_add_test(tc, native_backward_nan_value_reaches_what_depends_on_it);
+    tcase_add_test(tc, native_backward_is_repeatable);
+    tcase_add_test(tc, native_backward_refuses_bad_arguments);
     suite_add_tcase(s, tc);
     return test_main(s);
 }

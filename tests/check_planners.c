@@ -373,6 +373,30 @@ START_TEST(attention_prewarm_matches_plans) {
     ck_assert_msg(found, "the head dim 64 dK/dV kernel writing dS is not in the warm list");
     free(list.items);
     fake_free(gpu);
+    /* The native backward is off by default: not listed. With attention.lp_bwd_mma=1 its
+     * programs (bf16 and fp16, head dims 64 and 128, the gradients in the inputs' dtype) after
+     * the fp32 backward's, on the instruction. */
+    oclml_ctx *dflt = device_ctx(&H100, "");
+    list = (oclml__warm_list){0};
+    oclml__attention_warm(dflt, "attention_backward", &list);
+    for (size_t i = 0; i < list.n; i++) ck_assert_str_ne(list.items[i].file, "attention_lp_bwd.cl");
+    free(list.items);
+    fake_free(dflt);
+    oclml_ctx *lp = device_ctx(&H100, "attention.lp_bwd_mma=1");
+    list = (oclml__warm_list){0};
+    oclml__attention_warm(lp, "attention_backward", &list);
+    size_t native = 0;
+    for (size_t i = 0; i < list.n; i++)
+        if (!strcmp(list.items[i].file, "attention_lp_bwd.cl")) {
+            native++;
+            ck_assert_str_eq(
+                list.items[i].kernels,
+                "oclml_attention_lp_delta oclml_attention_lp_dkdv oclml_attention_lp_dq");
+            ck_assert_ptr_nonnull(strstr(list.items[i].defines, "-DMMA_EMULATE=0"));
+        }
+    ck_assert_uint_eq(native, 4);
+    free(list.items);
+    fake_free(lp);
 }
 END_TEST
 

@@ -4,7 +4,8 @@
 # (tests/warm_programs: each op of lib/ops/ops.def, planned for a CPU, the same emulating the
 # tensor-core kernels, a GPU with TF32 tensor cores and PTX, a plain GPU; every head dim, mask,
 # layout and operand form the planners take, the tensor-core kernels in both math modes and the
-# GEMM pipelines the tuning key gemm.stages can force), each as its device builds it (with the
+# GEMM pipelines the tuning key gemm.stages can force, and the native 16-bit attention backward
+# that attention.lp_bwd_mma turns on), each as its device builds it (with the
 # PTX helpers where that device has them). PoCL's compiler accepts clang's extensions (variadic macros once passed the
 # whole suite here, then NVIDIA's OpenCL refused every program), so this is the suite's check
 # that the kernels build where the standard is all a compiler promises.
@@ -30,6 +31,9 @@ done > "$tmp/list"
 {
   "$programs" --every-shape || echo "warm_programs failed" >&2
   "$programs" --every-shape --tf32 gpu-mma cpu-mma-emulated || echo "warm_programs failed" >&2
+  # the native 16-bit attention backward, off by default
+  "$programs" --every-shape --tune attention.lp_bwd_mma=2 gpu-mma cpu-mma-emulated ||
+    echo "warm_programs failed" >&2
   for stages in 3 4; do
     "$programs" --every-shape --tune gemm.stages=$stages gpu-mma cpu-mma-emulated ||
       echo "warm_programs failed" >&2

@@ -211,6 +211,24 @@ OCLML_INLINE void put_lse(float m, float l, ulong stat, uint split, uint splits,
         lse[lse_off + stat] = row_lse;
 }
 
+/* The tensor-core backwards' P of a score (its row's log-sum-exp row_lse): exp(masked score -
+ * lse), and -0 where masked or the row sees nothing (+0 only where a seen probability
+ * underflows: score_grad tells them apart by the sign; -0 adds into dV as 0). Build options
+ * that drop signed zeros (-cl-no-signed-zeros, -cl-fast-relaxed-math) would let a NaN of dP
+ * reach masked keys' dK. */
+OCLML_INLINE float probability(float score, int i, int j, float row_lse, int klen, int shift,
+                               int wl, int wr, float scale, __global const float *mask,
+                               ulong mask_off, ulong mrow) {
+    const float x = masked_score(score, i, j, klen, shift, wl, wr, scale, mask, mask_off, mrow);
+    return (x == -INFINITY || row_lse == -INFINITY) ? -0.0f : exp(x - row_lse);
+}
+
+/* dS = P (dP - delta); 0 where masked (whatever dO V^T holds there), but a seen P that
+ * underflowed to 0 still carries a NaN of dP or delta (a NaN in dO reaches dK). */
+OCLML_INLINE float score_grad(float p, float dp, float row_delta) {
+    return as_uint(p) == 0x80000000u ? 0.0f : p * (dp - row_delta); /* -0 exactly, not a NaN */
+}
+
 /* The backward kernels' leading arguments (attention.cl's and attention_bwd_mma.cl's). */
 #define BWD_ARGS                                                                          \
     __global const float *q, ulong q_off, __global const float *k, ulong k_off,           \

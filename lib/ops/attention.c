@@ -342,6 +342,18 @@ static oclml_status attention_run(oclml_ctx *ctx, const oclml_attention_params *
     return forward(&c, q, k, v, o, lse);
 }
 
+/* g's geometry from params (checked) and its shape g->s. */
+static void geometry_of(oclml_ctx *ctx, const oclml_attention_params *params, const oclml_tensor *q,
+                        const oclml_tensor *k, const oclml_tensor *v, oclml__att_geometry *g) {
+    const att_call c = call_of(ctx, params, g->s, q, k, v, NULL);
+    g->scale = c.scale;
+    g->shift = c.shift;
+    g->wl = c.wl;
+    g->wr = c.wr;
+    g->window = window_side(params->window_left, &g->s) >= 0 ||
+                window_side(params->window_right, &g->s) >= 0;
+}
+
 oclml_status oclml__attention_geometry(oclml_ctx *ctx, const oclml_attention_params *params,
                                        const oclml_tensor *q, const oclml_tensor *k,
                                        const oclml_tensor *v, const oclml_tensor *o,
@@ -350,13 +362,7 @@ oclml_status oclml__attention_geometry(oclml_ctx *ctx, const oclml_attention_par
     oclml_status st =
         check_forward(ctx, &params, &defaults, q, k, v, o, lse, OCLML__DTYPES_ALL, &g->s);
     if (st) return st;
-    const att_call c = call_of(ctx, params, g->s, q, k, v, NULL);
-    g->scale = c.scale;
-    g->shift = c.shift;
-    g->wl = c.wl;
-    g->wr = c.wr;
-    g->window = window_side(params->window_left, &g->s) >= 0 ||
-                window_side(params->window_right, &g->s) >= 0;
+    geometry_of(ctx, params, q, k, v, g);
     return OCLML_SUCCESS;
 }
 
@@ -576,34 +582,37 @@ static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_t
     return st;
 }
 
-static oclml_status attention_backward_run(oclml_ctx *ctx, const oclml_attention_params *params,
-                                           const oclml_tensor *q, const oclml_tensor *k,
-                                           const oclml_tensor *v, const oclml_tensor *o,
-                                           const oclml_tensor *lse, const oclml_tensor *dout,
-                                           oclml_tensor *dq, oclml_tensor *dk, oclml_tensor *dv,
-                                           oclml_tensor *dmask, bool one_tf32) {
+/* The backward's checks: params (NULL: the defaults, set in *defaults), q, k, v, o, dout, dq,
+ * dk and dv of the dtypes `dtypes` (dq, dk, dv may be NULL), o, dout and dq of q's shape, dk and
+ * dv of k's, lse fp32 [B, H, Lq], dmask (fp32, may be NULL) of the mask's shape and only with
+ * one, every gradient apart from the inputs and the other gradients; *s the shape. */
+static oclml_status
+check_backward(oclml_ctx *ctx, const oclml_attention_params **pp, oclml_attention_params *defaults,
+               const oclml_tensor *q, const oclml_tensor *k, const oclml_tensor *v,
+               const oclml_tensor *o, const oclml_tensor *lse, const oclml_tensor *dout,
+               const oclml_tensor *dq, const oclml_tensor *dk, const oclml_tensor *dv,
+               const oclml_tensor *dmask, unsigned dtypes, oclml__att_shape *sp) {
     oclml_status st = oclml__check_ctx(ctx);
-    oclml_attention_params defaults;
-    oclml__att_shape s;
-    if (!st) st = begin_call(ctx, &params, &defaults, q, k, v, FP32, &s);
+    if (!st) st = begin_call(ctx, pp, defaults, q, k, v, dtypes, sp);
     if (st) return st;
-    s.one_tf32 = one_tf32;
-    st = oclml__check_same_shape(ctx, o, "o", q, "q");
-    if (!st) st = oclml__check_same_shape(ctx, dout, "dout", q, "q");
+    const oclml_attention_params *params = *pp;
+    const oclml__att_shape s = *sp;
+    st = oclml__check_same_shape_of(ctx, o, "o", q, "q", dtypes);
+    if (!st) st = oclml__check_same_shape_of(ctx, dout, "dout", q, "q", dtypes);
     if (!st) {
         const size_t want[3] = {s.B, s.H, s.LQ};
         st = oclml__check_tensor(ctx, lse, "lse");
         if (!st) st = oclml__check_dims(ctx, lse, "lse", 3, want);
     }
-    if (!st && dq) st = oclml__check_same_shape(ctx, dq, "dq", q, "q");
-    if (!st && dk) st = oclml__check_same_shape(ctx, dk, "dk", k, "k");
-    if (!st && dv) st = oclml__check_same_shape(ctx, dv, "dv", v, "v");
+    if (!st && dq) st = oclml__check_same_shape_of(ctx, dq, "dq", q, "q", dtypes);
+    if (!st && dk) st = oclml__check_same_shape_of(ctx, dk, "dk", k, "k", dtypes);
+    if (!st && dv) st = oclml__check_same_shape_of(ctx, dv, "dv", v, "v", dtypes);
     if (!st && dmask && !params->mask)
         st = oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "dmask given but params has no mask");
     if (!st && dmask) st = oclml__check_same_shape(ctx, dmask, "dmask", params->mask, "mask");
     const oclml_tensor *all[] = {q,  k,  v,  o,    lse, dout, params->mask, params->key_lengths,
                                  dq, dk, dv, dmask};
-    oclml_tensor *outs[] = {dq, dk, dv, dmask};
+    const oclml_tensor *outs[] = {dq, dk, dv, dmask};
     const char *names[] = {"dq", "dk", "dv", "dmask"};
     /* Every gradient against the 8 inputs and the other gradients (slot 8 + i is itself). */
     for (int i = 0; i < 4 && !st; i++) {
@@ -613,7 +622,21 @@ static oclml_status attention_backward_run(oclml_ctx *ctx, const oclml_attention
                                  "attention gradient '%s' overlaps an input or another output",
                                  names[i]);
     }
+    return st;
+}
+
+static oclml_status attention_backward_run(oclml_ctx *ctx, const oclml_attention_params *params,
+                                           const oclml_tensor *q, const oclml_tensor *k,
+                                           const oclml_tensor *v, const oclml_tensor *o,
+                                           const oclml_tensor *lse, const oclml_tensor *dout,
+                                           oclml_tensor *dq, oclml_tensor *dk, oclml_tensor *dv,
+                                           oclml_tensor *dmask, bool one_tf32) {
+    oclml_attention_params defaults;
+    oclml__att_shape s;
+    oclml_status st =
+        check_backward(ctx, &params, &defaults, q, k, v, o, lse, dout, dq, dk, dv, dmask, FP32, &s);
     if (st) return st;
+    s.one_tf32 = one_tf32;
     const att_call c = call_of(ctx, params, s, q, k, v, dout);
     bwd_args b = {.q = q->mem,
                   .k = k->mem,
@@ -638,6 +661,19 @@ static oclml_status attention_backward_run(oclml_ctx *ctx, const oclml_attention
     if (b.delta) oclml__scratch_put(ctx, b.delta);
     if (spare) oclml__scratch_put(ctx, spare);
     return st;
+}
+
+oclml_status oclml__attention_backward_geometry(
+    oclml_ctx *ctx, const oclml_attention_params *params, const oclml_tensor *q,
+    const oclml_tensor *k, const oclml_tensor *v, const oclml_tensor *o, const oclml_tensor *lse,
+    const oclml_tensor *dout, const oclml_tensor *dq, const oclml_tensor *dk,
+    const oclml_tensor *dv, const oclml_tensor *dmask, oclml__att_geometry *g) {
+    oclml_attention_params defaults;
+    oclml_status st = check_backward(ctx, &params, &defaults, q, k, v, o, lse, dout, dq, dk, dv,
+                                     dmask, OCLML__DTYPES_ALL, &g->s);
+    if (st) return st;
+    geometry_of(ctx, params, q, k, v, g);
+    return OCLML_SUCCESS;
 }
 
 oclml_status oclml__attention_backward_fp32(oclml_ctx *ctx, const oclml_attention_params *params,

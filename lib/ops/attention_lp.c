@@ -1,7 +1,9 @@
 /* Attention on bf16 and fp16 tensors: q, k, v, o, dout, dq, dk and dv each of any dtype, lse,
  * the mask and dmask fp32. The forward takes the native 16-bit kernel where it applies
  * (attention_lp_fwd.c: q, k, v of one 16-bit dtype, a causal mask at most, head dims that are
- * multiples of 16 up to 128, and the tuning key attention.lp_mma with the device). Elsewhere the
+ * multiples of 16 up to 128, and the tuning key attention.lp_mma with the device), the backward
+ * its native kernels likewise (attention_lp_bwd.c: dout too of that dtype, no dmask, the tuning
+ * key attention.lp_bwd_mma). Elsewhere the
  * 16-bit tensors are converted to fp32 copies in scratch, the fp32
  * op runs on those, and its 16-bit outputs are rounded back: the arithmetic is the fp32 op's,
  * on values the 16-bit inputs hold exactly. Attention is compute-bound (L^2 D work against L D
@@ -94,6 +96,14 @@ oclml_status oclml__attention_backward_lp(oclml_ctx *ctx, const oclml_attention_
     if (st) return st;
     if (!q || !k || !v || !dout)
         return oclml__fail(ctx, OCLML_ERR_NULL_POINTER, "q, k, v or dout is NULL");
+    /* Every argument checked before either path enqueues anything; a NULL o or lse is the
+     * checks' to refuse. */
+    oclml__att_geometry g;
+    if ((st = oclml__attention_backward_geometry(ctx, params, q, k, v, o, lse, dout, dq, dk, dv,
+                                                 dmask, &g)))
+        return st;
+    if (oclml__attention_lp_bwd_applies(ctx, &g, q, k, v, dout, dmask))
+        return oclml__attention_lp_bwd(ctx, &g, q, k, v, o, lse, dout, dq, dk, dv);
     const oclml_tensor *const operands[] = {q, k, v, dout};
     const backward_call c = {params, dmask, all_16bit(4, operands)};
     return oclml__via_fp32(ctx, 9, 0x3fu, 0x1c0u, ts, names, backward_fp32, &c);
@@ -112,18 +122,29 @@ static oclml_status plan_fp32(oclml_ctx *ctx, const void *call, oclml_tensor *co
                                       c->one_tf32);
 }
 
-/* The plan with the native forward: its text, then the stand-ins' backward from the plan text
- * made so far ("16-bit tensors converted to fp32: forward: ...; backward: ..."). */
+/* The plan with a native kernel: the stand-ins' plan text made so far ("16-bit tensors
+ * converted to fp32: forward: F; backward: K") rewritten as "forward: ...; backward: ...", each
+ * half the native kernel's text where it runs (fwd, bwd), else the stand-ins' ("16-bit tensors
+ * converted to fp32: F"). */
 static oclml_status native_plan(oclml_ctx *ctx, const oclml__att_geometry *g, const oclml_tensor *k,
-                                const oclml_tensor *v, char *text, size_t len) {
-    const char *bwd = strstr(text, "; backward: ");
-    char *tail = oclml__strdup(bwd ? bwd + strlen("; backward: ") : "");
-    if (!tail) return oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of host memory");
-    char fwd[160];
-    oclml__attention_lp_fwd_describe(ctx, g, k, v, fwd, sizeof fwd);
-    const int n = snprintf(text, len, "forward: %s; backward: 16-bit tensors converted to fp32: %s",
-                           fwd, tail);
-    free(tail);
+                                const oclml_tensor *v, bool fwd, bool bwd, char *text, size_t len) {
+    static const char lead[] = "16-bit tensors converted to fp32: ";
+    char *copy = oclml__strdup(text);
+    if (!copy) return oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of host memory");
+    char *f = strstr(copy, "forward: "), *b = strstr(copy, "; backward: ");
+    f = f ? f + strlen("forward: ") : copy + strlen(copy);
+    if (b) *b = '\0', b += strlen("; backward: ");
+    char ftext[200], btext[200];
+    if (fwd)
+        oclml__attention_lp_fwd_describe(ctx, g, k, v, ftext, sizeof ftext);
+    else
+        snprintf(ftext, sizeof ftext, "%s%s", lead, f);
+    if (bwd)
+        oclml__attention_lp_bwd_describe(ctx, g, k->dtype, btext, sizeof btext);
+    else
+        snprintf(btext, sizeof btext, "%s%s", lead, b ? b : "");
+    free(copy);
+    const int n = snprintf(text, len, "forward: %s; backward: %s", ftext, btext);
     if (n < 0 || (size_t)n >= len)
         return oclml__fail(ctx, OCLML_ERR_INVALID_ARGUMENT, "text buffer too small");
     return OCLML_SUCCESS;
@@ -146,8 +167,9 @@ oclml_status oclml__attention_plan_lp(oclml_ctx *ctx, const oclml_attention_para
     c.len -= (size_t)n;
     oclml_status st = oclml__via_fp32(ctx, 3, 0, 0, ts, names, plan_fp32, &c);
     oclml__att_geometry g;
-    if (st || oclml__attention_geometry(ctx, params, q, k, v, NULL, NULL, &g) ||
-        !oclml__attention_lp_fwd_applies(ctx, &g, q, k, v))
-        return st;
-    return native_plan(ctx, &g, k, v, text, len);
+    if (st || oclml__attention_geometry(ctx, params, q, k, v, NULL, NULL, &g)) return st;
+    /* the backward's dout taken to be of q's dtype, as the forward's o is */
+    const bool fwd = oclml__attention_lp_fwd_applies(ctx, &g, q, k, v),
+               bwd = oclml__attention_lp_bwd_applies(ctx, &g, q, k, v, q, NULL);
+    return fwd || bwd ? native_plan(ctx, &g, k, v, fwd, bwd, text, len) : st;
 }

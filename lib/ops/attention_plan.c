@@ -513,7 +513,8 @@ static const size_t COMMON_DIMS[] = {64, 128}, EVERY_DIM[] = {24, 64, 128, 192, 
  * key head, rows float4-aligned): the tensor-core ones where the device has them, else the FMA
  * tiles; the forward a causal mask takes where it differs (mma_warps); the dQ GEMM on dS with
  * the kernel that zeroes the rows that see no key, where the backward takes it; and the native
- * 16-bit forward's programs (attention_lp_fwd.c) where the device runs it. With
+ * 16-bit forward's and backward's programs (attention_lp_fwd.c, attention_lp_bwd.c) where the
+ * device runs them. With
  * every_shape, the same for each head dim of EVERY_DIM and each form of FORMS. */
 void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     const bool bwd = strstr(op, "backward") != NULL;
@@ -576,4 +577,5 @@ void oclml__attention_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *lis
         }
     }
     if (!bwd) oclml__attention_lp_fwd_warm(ctx, op, list); /* 16-bit q, k and v, natively */
+    if (bwd) oclml__attention_lp_bwd_warm(ctx, op, list);  /* and dout */
 }

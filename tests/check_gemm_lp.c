@@ -178,7 +178,21 @@ START_TEST(kernel_stages_unaligned) {
     char plan[256];
     plan_of(&c, plan);
     if (holds_the_kernel())
-        ck_assert_msg(strstr(plan, "A and B staged by element") != NULL, "%s", plan);
+        ck_assert_msg(strstr(plan, "A staged by element, B staged by element") != NULL, "%s", plan);
+    run_case(&c, -1);
+}
+END_TEST
+
+/* Odd sizes with the operands copied padded first (gemm.lp_pad=1; by default only where each
+ * element feeds 512 products): both transposes, a batch with B one per entry, beta reading C. */
+START_TEST(kernel_pads_unaligned) {
+    test_retune("gemm.lp_mma=2,gemm.lp_pad=1");
+    lp_case c = {OCLML_BFLOAT16, OCLML_FLOAT32, _i % 2, _i % 2, 37, 45, 29, 0, 0, 1.0f, 0.0f};
+    if (_i == 2) c = (lp_case){OCLML_FLOAT16, OCLML_BFLOAT16, 1, 0, 43, 21, 75, 3, 0, 0.5f, 1.0f};
+    char plan[256];
+    plan_of(&c, plan);
+    if (holds_the_kernel())
+        ck_assert_msg(strstr(plan, "A copied padded, B copied padded") != NULL, "%s", plan);
     run_case(&c, -1);
 }
 END_TEST
@@ -270,6 +284,7 @@ int main(void) {
     tcase_add_loop_test(tc, kernel_batched, 0, test_tier(1, 2));
     tcase_add_loop_test(tc, converted_matches_reference, 0, test_tier(8, 8));
     tcase_add_loop_test(tc, kernel_stages_unaligned, 0, test_tier(2, 4));
+    tcase_add_loop_test(tc, kernel_pads_unaligned, 0, 3);
     tcase_add_loop_test(tc, kernel_pipelines, 0, 2);
     tcase_add_loop_test(tc, kernel_splits_k, 0, 3);
     tcase_add_test(tc, falls_back_to_conversion);

@@ -46,6 +46,25 @@ __kernel void oclml_copy16(__global const ushort *src, ulong src_off, __global u
 }
 #endif
 
+#if OCLML_WANT(oclml_pad_rows16)
+/* rows_all rows of `cols` 16-bit elements (ld apart; every `rows` rows a batch entry, stride
+ * apart) into rows of `pairs` element pairs (2 pairs elements apart, batch entries following
+ * one another), zeros past cols: an operand with rows padded to a multiple of 8 elements. */
+__kernel void oclml_pad_rows16(__global const ushort *src, ulong src_off, ulong ld, ulong stride,
+                               ulong rows, __global uint *dst, ulong rows_all, ulong cols,
+                               ulong pairs) {
+    for (ulong R = get_global_id(1); R < rows_all; R += get_global_size(1)) {
+        __global const ushort *s = src + src_off + R / rows * stride + R % rows * ld;
+        __global uint *d = dst + R * pairs;
+        for (ulong p = get_global_id(0); p < pairs; p += get_global_size(0)) {
+            const ulong c = 2 * p;
+            const uint lo = c < cols ? s[c] : 0u, hi = c + 1 < cols ? s[c + 1] : 0u;
+            d[p] = lo | hi << 16;
+        }
+    }
+}
+#endif
+
 #if OCLML_WANT(oclml_cast)
 #include "dtype.h"
 #ifndef SRC_DT

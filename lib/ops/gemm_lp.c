@@ -19,6 +19,7 @@ typedef struct lp_plan {
     unsigned prefetch; /* the next K step's fragments loaded before this step's products */
     unsigned splits;   /* K splits (1: none), kchunk deep each */
     size_t kchunk;
+    bool pad_a, pad_b; /* the operand copied first with rows padded to a multiple of 8 */
 } lp_plan;
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
@@ -50,14 +51,14 @@ static bool kernel_takes(const oclml__gemm_desc *d) {
  * deep (96 KiB) there. Within 48 KiB (and in the emulation, whose programs the suite compiles):
  * 128 x 128 in 2 x 4 warps of 64 x 32, three stages of 32. bench/DECISIONS.md has the sweep. */
 static void default_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, bool hw, lp_plan *p) {
-    *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3, 32, 0, 1, 0};
+    *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3, 32, 0, 1, 0, false, false};
     if (!hw || ctx->caps.max_work_group_size < 256) return;
     const size_t local = oclml__caps_static_local(ctx),
                  wide_blocks = ceil_div(d->m, 128) * ceil_div(d->n, 256) * d->batch;
     if (wide_blocks >= 3 * (size_t)ctx->caps.compute_units && local >= 72 * 1024)
-        *p = (lp_plan){LP_CONVERT, 128, 256, 2, 4, 3, 32, 1, 1, 0};
+        *p = (lp_plan){LP_CONVERT, 128, 256, 2, 4, 3, 32, 1, 1, 0, false, false};
     else if (local >= 96 * 1024)
-        *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3, 64, 1, 1, 0};
+        *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3, 64, 1, 1, 0, false, false};
 }
 
 /* K splits (the tuning key gemm.lp_splits: 0 auto, 1 none, N that many) where C, the bias and
@@ -120,7 +121,15 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p) {
         p->path = LP_EMULATED;
     else if (mode && hw)
         p->path = LP_MMA;
-    if (p->path != LP_CONVERT) choose_splits(ctx, d, p);
+    if (p->path == LP_CONVERT) return;
+    choose_splits(ctx, d, p);
+    /* Unaligned operands copied padded where each element feeds at least 512 products (the
+     * tuning key gemm.lp_pad: -1 auto, 0 never, 1 always): the copy reads and writes the operand
+     * once, and element-by-element staging ran the LM head's backward products (8192 x 768 x
+     * 50257) at half the aligned rate. */
+    const long pad = oclml__tune(ctx, OCLML__TUNE_GEMM_LP_PAD, 0);
+    p->pad_a = pad != 0 && !a_aligned(d) && (pad == 1 || d->n >= 512);
+    p->pad_b = pad != 0 && !b_aligned(d) && (pad == 1 || d->m >= 512);
 }
 
 typedef struct lp_program {
@@ -137,7 +146,8 @@ static void program_of(const lp_plan *p, const oclml__gemm_desc *d, lp_program *
              (int)d->ab_dtype, (int)d->c_dtype, d->trans_a, d->trans_b, p->bm, p->bn, p->warps_m,
              p->warps_n, p->stages, p->path == LP_EMULATED, d->bias != NULL, (int)d->bias_dtype,
              d->pre.mem != NULL, (int)d->pre_dtype, oclml__dropout_active(d->drop) != NULL,
-             a_aligned(d), b_aligned(d), p->depth, p->prefetch, act ? " " : "", act ? act : "");
+             a_aligned(d) || p->pad_a, b_aligned(d) || p->pad_b, p->depth, p->prefetch,
+             act ? " " : "", act ? act : "");
     g->spec = (oclml__program_spec){"gemm_lp.cl", g->defines, "oclml_gemm_lp", 255};
 }
 
@@ -182,7 +192,7 @@ static oclml_status launch_kernel(oclml_ctx *ctx, const oclml__gemm_desc *d, con
 
 /* The product, or its K splits into an fp32 workspace [batch][split][m][n] and then their sum
  * with d's epilogue. */
-static oclml_status run_kernel(oclml_ctx *ctx, const oclml__gemm_desc *d, const lp_plan *p) {
+static oclml_status run_aligned(oclml_ctx *ctx, const oclml__gemm_desc *d, const lp_plan *p) {
     if (p->splits == 1) return launch_kernel(ctx, d, p, 0);
     const size_t slice = d->m * d->n;
     cl_mem ws;
@@ -197,6 +207,36 @@ static oclml_status run_kernel(oclml_ctx *ctx, const oclml__gemm_desc *d, const 
     st = launch_kernel(ctx, &part, p, slice);
     if (!st) st = oclml__gemm_finish(ctx, d, &part.c, slice, p->splits, d->alpha, d->beta);
     oclml__scratch_put(ctx, ws);
+    return st;
+}
+
+/* Operand x ([rows x cols] as stored) copied into scratch with rows padded to a multiple of 8
+ * elements (zeros in the padding, which the kernel's 16-byte copies at the edge read). */
+static oclml_status pad_operand(oclml_ctx *ctx, oclml__matrix *x, size_t rows, size_t cols,
+                                size_t batch, cl_mem *scratch) {
+    const size_t ld = (cols + 7) / 8 * 8, entries = x->stride ? batch : 1;
+    oclml_status st = oclml__scratch_get(ctx, entries * rows * ld * 2, scratch);
+    if (!st)
+        st = oclml__pad_rows16(ctx, x->mem, x->offset, x->ld, x->stride, entries, rows, cols,
+                               *scratch, ld);
+    *x = (oclml__matrix){*scratch, 0, ld, x->stride ? rows * ld : 0};
+    return st;
+}
+
+static oclml_status run_kernel(oclml_ctx *ctx, const oclml__gemm_desc *d, const lp_plan *p) {
+    if (!p->pad_a && !p->pad_b) return run_aligned(ctx, d, p);
+    oclml__gemm_desc e = *d;
+    cl_mem sa = NULL, sb = NULL;
+    oclml_status st = OCLML_SUCCESS;
+    if (p->pad_a)
+        st = pad_operand(ctx, &e.a, d->trans_a ? d->k : d->m, d->trans_a ? d->m : d->k, d->batch,
+                         &sa);
+    if (!st && p->pad_b)
+        st = pad_operand(ctx, &e.b, d->trans_b ? d->n : d->k, d->trans_b ? d->k : d->n, d->batch,
+                         &sb);
+    if (!st) st = run_aligned(ctx, &e, p);
+    if (sa) oclml__scratch_put(ctx, sa);
+    if (sb) oclml__scratch_put(ctx, sb);
     return st;
 }
 
@@ -271,18 +311,21 @@ void oclml__gemm_lp_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *te
                  inner);
         return;
     }
-    const bool a_ok = a_aligned(d), b_ok = b_aligned(d);
-    char splits[32] = "";
+    char splits[32] = "", operands[64] = "";
     if (p.splits > 1) snprintf(splits, sizeof splits, ", %u K splits", p.splits);
+    /* How each unaligned operand is staged: copied padded first, or element by element. */
+    const bool ok[2] = {a_aligned(d), b_aligned(d)}, pad[2] = {p.pad_a, p.pad_b};
+    for (int i = 0; i < 2; i++)
+        if (!ok[i]) {
+            const size_t n = strlen(operands);
+            snprintf(operands + n, sizeof operands - n, ", %s %s", i ? "B" : "A",
+                     pad[i] ? "copied padded" : "staged by element");
+        }
     snprintf(text, len,
-             "%s tensor cores%s (m16n8k16), tile %ux%ux%u, %ux%u warps, %u stages%s%s, C %s%s%s%s",
+             "%s tensor cores%s (m16n8k16), tile %ux%ux%u, %ux%u warps, %u stages%s%s, C %s%s",
              oclml_dtype_name(d->ab_dtype), p.path == LP_EMULATED ? " emulated" : "", p.bm, p.bn,
              p.depth, p.warps_m, p.warps_n, p.stages, p.prefetch ? ", fragments ahead" : "", splits,
-             oclml_dtype_name(d->c_dtype), a_ok && b_ok ? "" : ", ",
-             a_ok   ? "B"
-             : b_ok ? "A"
-                    : "A and B",
-             a_ok && b_ok ? "" : " staged by element");
+             oclml_dtype_name(d->c_dtype), operands);
 }
 
 /* The common 16-bit products: bf16 and fp16 operands, C of their dtype or fp32, PyTorch's

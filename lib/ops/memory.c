@@ -57,6 +57,24 @@ oclml_status oclml_copy(oclml_ctx *ctx, const oclml_tensor *src, oclml_tensor *d
     return run(ctx, "oclml_copy16", NULL, n, args, 5);
 }
 
+oclml_status oclml__pad_rows16(oclml_ctx *ctx, cl_mem src, size_t src_off, size_t ld, size_t stride,
+                               size_t batch, size_t rows, size_t cols, cl_mem dst, size_t dst_ld) {
+    cl_kernel k;
+    oclml__program_spec spec = {"memory.cl", NULL, "oclml_pad_rows16", 0};
+    oclml_status st = oclml__kernel(ctx, &spec, "oclml_pad_rows16", &k);
+    if (st) return st;
+    cl_ulong soff = src_off, l = ld, sst = stride, r = rows, all = batch * rows, c = cols,
+             pairs = dst_ld / 2;
+    oclml__arg args[] = {OCLML_ARG(src), OCLML_ARG(soff), OCLML_ARG(l),
+                         OCLML_ARG(sst), OCLML_ARG(r),    OCLML_ARG(dst),
+                         OCLML_ARG(all), OCLML_ARG(c),    OCLML_ARG(pairs)};
+    const size_t lx = ctx->caps.max_work_group_size >= 256 ? 256 : ctx->caps.max_work_group_size;
+    const size_t gx = (pairs < 4096 ? (pairs + lx - 1) / lx : 4096 / lx) * lx,
+                 gy = all < 65535 ? all : 65535;
+    size_t global[2] = {gx, gy}, local[2] = {lx, 1};
+    return oclml__launch(ctx, k, args, 9, 2, global, local, NULL);
+}
+
 static void cast_defines(oclml_dtype from, oclml_dtype to, char *text, size_t len) {
     snprintf(text, len, "-DSRC_DT=%d -DDST_DT=%d", (int)from, (int)to);
 }

@@ -55,6 +55,13 @@ oclml_status oclml__warm_collect(oclml_ctx *ctx, const char *ops, oclml__warm_li
 oclml_status oclml__cast_raw(oclml_ctx *ctx, oclml_dtype from, cl_mem src, size_t src_off,
                              oclml_dtype to, cl_mem dst, size_t dst_off, size_t n);
 
+/* Copies batch x rows rows of cols 16-bit elements at (src, src_off) (ld apart, batch entries
+ * stride apart) to dst from offset 0 with rows dst_ld (even, >= cols) apart and batch entries
+ * rows dst_ld apart, zeros past cols (memory.cl's oclml_pad_rows16): operands padded for 16-byte
+ * copies. */
+oclml_status oclml__pad_rows16(oclml_ctx *ctx, cl_mem src, size_t src_off, size_t ld, size_t stride,
+                               size_t batch, size_t rows, size_t cols, cl_mem dst, size_t dst_ld);
+
 /* Row lengths whose variants row ops prewarm: the register variants and the long-row path. */
 #define OCLML__WARM_ROW_LENGTHS 9
 extern const size_t oclml__warm_row_lengths[OCLML__WARM_ROW_LENGTHS];

@@ -1307,11 +1307,11 @@ OCLML_API oclml_status oclml_attention_plan(oclml_ctx *ctx, const oclml_attentio
  * it takes a workspace of up to the device's scratch size (dS a chunk of key heads at a time).
  * q, k, v, o, dout and the gradients may be fp32, bf16 or fp16 (lse and dmask fp32): with q, k,
  * v and dout of one 16-bit dtype, a causal mask at most, no dmask and head dims that are
- * multiples of 16 up to 128, the tuning key attention.lp_bwd_mma=1 runs every product on that
- * dtype's tensor cores (P and dS recomputed in fp32 and rounded to the dtype as operands; a NaN
- * or infinite element of q, k or dout can reach the gradients of masked query-key pairs in the
- * same block, 0 x inf, as in PyTorch);
- * otherwise the 16-bit tensors go through fp32 copies. */
+ * multiples of 16 up to 128, every product runs on that dtype's tensor cores where the device
+ * has them (P and dS recomputed in fp32 and rounded to the dtype as operands; a NaN or infinite
+ * element of q, k or dout can reach the gradients of masked query-key pairs in the same block,
+ * 0 x inf, as in PyTorch; the tuning key attention.lp_bwd_mma=0 turns this off); otherwise the
+ * 16-bit tensors go through fp32 copies. */
 OCLML_API oclml_status oclml_attention_backward(oclml_ctx *ctx,
                                                 const oclml_attention_params *params,
                                                 const oclml_tensor *q, const oclml_tensor *k,

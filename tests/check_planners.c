@@ -373,16 +373,16 @@ START_TEST(attention_prewarm_matches_plans) {
     ck_assert_msg(found, "the head dim 64 dK/dV kernel writing dS is not in the warm list");
     free(list.items);
     fake_free(gpu);
-    /* The native backward is off by default: not listed. With attention.lp_bwd_mma=1 its
-     * programs (bf16 and fp16, head dims 64 and 128, the gradients in the inputs' dtype) after
-     * the fp32 backward's, on the instruction. */
-    oclml_ctx *dflt = device_ctx(&H100, "");
+    /* The native backward, on by default, is not listed where attention.lp_bwd_mma=0 turns it
+     * off; by default its programs (bf16 and fp16, head dims 64 and 128, the gradients in the
+     * inputs' dtype) follow the fp32 backward's, on the instruction. */
+    oclml_ctx *dflt = device_ctx(&H100, "attention.lp_bwd_mma=0");
     list = (oclml__warm_list){0};
     oclml__attention_warm(dflt, "attention_backward", &list);
     for (size_t i = 0; i < list.n; i++) ck_assert_str_ne(list.items[i].file, "attention_lp_bwd.cl");
     free(list.items);
     fake_free(dflt);
-    oclml_ctx *lp = device_ctx(&H100, "attention.lp_bwd_mma=1");
+    oclml_ctx *lp = device_ctx(&H100, "");
     list = (oclml__warm_list){0};
     oclml__attention_warm(lp, "attention_backward", &list);
     size_t native = 0;

@@ -20,9 +20,8 @@ static unsigned block_of(size_t D) { return D <= 64 ? 64u : 32u; }
 
 typedef enum lp_bwd_path { LP_STAND_IN, LP_MMA, LP_EMULATED } lp_bwd_path;
 
-/* The tuning key attention.lp_bwd_mma: 1 (or -1, auto) the tensor cores where the device has
- * the 16-bit mma; 0 (the default until the instruction path has run on a GPU) never, the
- * stand-ins; 2 the kernels with the instruction emulated where the device has no such tensor
+/* The tuning key attention.lp_bwd_mma: -1 (the default) or 1 the tensor cores where the device
+ * has the 16-bit mma; 0 never, the stand-ins; 2 the kernels with the instruction emulated where the device has no such tensor
  * cores (tests; on one that has them, the instruction, so that the same tests check it there). */
 static lp_bwd_path path_of(oclml_ctx *ctx, size_t D) {
     const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_BWD_MMA, 0);

@@ -14,16 +14,20 @@
 typedef struct lp_args {
     oclml_ctx *ctx;
     oclml_tensor *a, *b, *c;
+    oclml_transpose ta;
 } lp_args;
 
 static oclml_status lp_run(void *user) {
     lp_args *g = user;
-    return oclml_gemm(g->ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, g->a, g->b, 0.0f, g->c);
+    return oclml_gemm(g->ctx, g->ta, OCLML_NO_TRANS, 1.0f, g->a, g->b, 0.0f, g->c);
 }
 
-static int bench_gemm_shape(bench_env *env, oclml_dtype dt, size_t m, size_t n, size_t k) {
+/* C [m x n] = op(A) B with A and B of dtype dt, C of c_dt; with ta A is stored [k x m] (a
+ * linear layer's weight gradient: dY^T X over the tokens, C fp32 for master gradients). */
+static int bench_gemm_shape(bench_env *env, oclml_dtype dt, oclml_dtype c_dt, int ta, size_t m,
+                            size_t n, size_t k) {
     const size_t na = m * k, nb = k * n, nc = m * n;
-    const size_t ash[2] = {m, k}, bsh[2] = {k, n}, csh[2] = {m, n};
+    const size_t ash[2] = {ta ? k : m, ta ? m : k}, bsh[2] = {k, n}, csh[2] = {m, n};
     float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *c = malloc(nc * sizeof *c);
     if (!a || !b || !c) {
         free(a), free(b), free(c);
@@ -34,19 +38,31 @@ static int bench_gemm_shape(bench_env *env, oclml_dtype dt, size_t m, size_t n, 
     oclml_tensor *pa = NULL, *pb = NULL, *pc = NULL;
     oclml_status st = oclml_tensor_create_dtype(env->ctx, dt, 2, ash, &pa);
     if (!st) st = oclml_tensor_create_dtype(env->ctx, dt, 2, bsh, &pb);
-    if (!st) st = oclml_tensor_create_dtype(env->ctx, dt, 2, csh, &pc);
-    if (!st) st = oclml_tensor_write(pa, a, na);
+    if (!st) st = oclml_tensor_create_dtype(env->ctx, c_dt, 2, csh, &pc);
+    /* A as stored (transposed with ta: the reference reads a [m x k]) */
+    float *stored = ta ? malloc(na * sizeof *stored) : a;
+    if (!stored) st = OCLML_ERR_OUT_OF_MEMORY;
+    for (size_t i = 0; ta && stored && i < m; i++)
+        for (size_t j = 0; j < k; j++) stored[j * m + i] = a[i * k + j];
+    if (!st) st = oclml_tensor_write(pa, stored, na);
     if (!st) st = oclml_tensor_write(pb, b, nb);
     /* The operands as the dtype holds them, for the reference. */
-    if (!st) st = oclml_tensor_read(pa, a, na);
+    if (!st) st = oclml_tensor_read(pa, stored, na);
+    for (size_t i = 0; ta && stored && i < m; i++)
+        for (size_t j = 0; j < k; j++) a[i * k + j] = stored[j * m + i];
+    if (ta) free(stored);
     if (!st) st = oclml_tensor_read(pb, b, nb);
     int rc = st ? bench_fail(env, st, "gemm setup") : 0;
     char shape[64], plan[200] = "";
-    snprintf(shape, sizeof shape, "%zux%zux%zu %s", m, n, k, oclml_dtype_name(dt));
-    oclml_gemm_plan_dtype(env->ctx, OCLML_NO_TRANS, OCLML_NO_TRANS, m, n, k, 1, dt, dt, plan,
-                          sizeof plan);
+    if (c_dt == dt && !ta)
+        snprintf(shape, sizeof shape, "%zux%zux%zu %s", m, n, k, oclml_dtype_name(dt));
+    else /* not a peer's shape */
+        snprintf(shape, sizeof shape, "%zux%zux%zu %s%s, C %s", m, n, k, oclml_dtype_name(dt),
+                 ta ? " A^T" : "", oclml_dtype_name(c_dt));
+    const oclml_transpose t = ta ? OCLML_TRANS : OCLML_NO_TRANS;
+    oclml_gemm_plan_dtype(env->ctx, t, OCLML_NO_TRANS, m, n, k, 1, dt, c_dt, plan, sizeof plan);
     bench_result r = {.op = "gemm", .shape = shape, .variant = plan};
-    lp_args g = {env->ctx, pa, pb, pc};
+    lp_args g = {env->ctx, pa, pb, pc, t};
     if (!rc) rc = bench_time(env, lp_run, &g, &r.t);
     if (!rc && (st = oclml_tensor_read(pc, c, nc))) rc = bench_fail(env, st, "download");
     if (!rc) {
@@ -292,9 +308,15 @@ int bench_lp(bench_env *env) {
     int rc = 0;
     for (int d = 0; d < 2 && !rc; d++)
         for (int i = 0; i < n && !rc; i++)
-            rc = bench_gemm_shape(env, d ? OCLML_FLOAT16 : OCLML_BFLOAT16, (size_t)v[3 * i],
+            rc = bench_gemm_shape(env, d ? OCLML_FLOAT16 : OCLML_BFLOAT16,
+                                  d ? OCLML_FLOAT16 : OCLML_BFLOAT16, 0, (size_t)v[3 * i],
                                   (size_t)v[3 * i + 1], (size_t)v[3 * i + 2]);
     if (env->sizes) return rc; /* --sizes: the GEMMs alone */
+    /* GPT-2's weight gradients (dY^T X over 8192 tokens into fp32 master gradients): few
+     * output blocks, long K */
+    static const size_t dw[3][2] = {{768, 768}, {2304, 768}, {3072, 768}};
+    for (int i = 0; i < (env->quick ? 0 : 3) && !rc; i++)
+        rc = bench_gemm_shape(env, OCLML_BFLOAT16, OCLML_FLOAT32, 1, dw[i][0], dw[i][1], 8192);
     static const size_t lin[3][3] = {{8192, 768, 3072}, {8192, 3072, 768}, {8192, 768, 2304}},
                         lin_quick[1][3] = {{256, 64, 128}};
     for (int i = 0; i < (env->quick ? 1 : 3) && !rc; i++) {

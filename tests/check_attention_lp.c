@@ -448,12 +448,21 @@ static void bwd_check(const char *what, oclml_dtype dt, const oclml_tensor *t, c
     free(g);
 }
 
-START_TEST(native_backward_matches_reference) {
-    test_retune("attention.lp_bwd_mma=2");
+/* Runs a backward case and checks its gradients against the reference; plan_end, where not
+ * NULL, the text the plan must end with where it names the native backward (the tile). */
+static void bwd_run_case(const native_case *case_, const char *plan_end) {
     bwd_run b;
-    bwd_setup(&b, &BWD_CASES[_i]);
+    bwd_setup(&b, case_);
     const native_case *c = &b.r.c;
-    op_u = bwd_native_planned(&b) ? 0 : 0x1p-11;
+    const bool native = bwd_native_planned(&b);
+    op_u = native ? 0 : 0x1p-11;
+    if (native && plan_end) {
+        char plan[512];
+        ASSERT_OK(oclml_attention_plan(T, &b.r.p, b.r.Q, b.r.K, b.r.V, plan, sizeof plan));
+        const size_t n = strlen(plan), m = strlen(plan_end);
+        ck_assert_msg(n >= m && !strcmp(plan + n - m, plan_end), "plan '%s' does not end '%s'",
+                      plan, plan_end);
+    }
     bwd_inputs(&b);
     ASSERT_OK(bwd_call(&b));
     const double u_o = test_unit_roundoff(c->out);
@@ -475,6 +484,32 @@ START_TEST(native_backward_matches_reference) {
         free(g);
     }
     bwd_free(&b);
+}
+
+START_TEST(native_backward_matches_reference) {
+    test_retune("attention.lp_bwd_mma=2");
+    bwd_run_case(&BWD_CASES[_i], NULL);
+}
+END_TEST
+
+/* The kernels' other tiles (attention.lp_bwd_tile: rows a block, copies ahead 1 no 2 yes, K and
+ * V 1 in registers 2 from local memory) on cases whose walks span several blocks: 32-row blocks
+ * staged in place with K and V in registers (case 4: two query heads a key head, 130 rows, 70
+ * keys); 64-row blocks copied ahead with K and V from local memory (case 4: six query blocks a
+ * work-group, both buffers reused); 32-row blocks copied ahead with K and V from local memory at
+ * head dim 64 (case 3). */
+START_TEST(native_backward_tiles) {
+    static const char *const tiles[3] = {"attention.lp_bwd_mma=2 attention.lp_bwd_tile=32:1:1",
+                                         "attention.lp_bwd_mma=2 attention.lp_bwd_tile=64:2:2",
+                                         "attention.lp_bwd_mma=2 attention.lp_bwd_tile=32:2:2"};
+    static const char *const names[3] = {
+        "dK/dV 64 keys x 32 query rows a block, dQ 64 rows x 32 keys a block",
+        "dK/dV 64 keys x 64 query rows a block (K and V from local memory), dQ 64 rows x 64 keys "
+        "a block, the next copied ahead",
+        "dK/dV 64 keys x 32 query rows a block (K and V from local memory), dQ 64 rows x 32 keys "
+        "a block, the next copied ahead"};
+    test_retune(tiles[_i]);
+    bwd_run_case(&BWD_CASES[_i == 2 ? 3 : 4], names[_i]);
 }
 END_TEST
 
@@ -592,6 +627,7 @@ int main(void) {
     tcase_add_test(tc, native_forward_backward_matches_reference);
     tcase_add_test(tc, native_forward_refuses_bad_outputs);
     tcase_add_loop_test(tc, native_backward_matches_reference, 0, N_BWD_CASES);
+    tcase_add_loop_test(tc, native_backward_tiles, 0, 3);
     tcase_add_test(tc, native_backward_nan_value_reaches_what_depends_on_it);
     tcase_add_test(tc, native_backward_is_repeatable);
     tcase_add_test(tc, native_backward_refuses_bad_arguments);

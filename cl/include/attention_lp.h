@@ -1,17 +1,28 @@
-/* The 16-bit tensor-core attention backward's building blocks (attention_lp_bwd.cl): the
- * instruction and its operand reads from staged blocks, a block's staging, A fragments read from
- * global memory, and the two products its kernels form on m16n8k16 (fragment layouts in
- * mma16.h). The same primitives as attention_lp_fwd.cl's (ab_pack, the emulation, its load_k and
- * load_v as load_b_rows and load_b_cols); the forward keeps its own copies, its products being
- * shaped by its MT row tiles a warp and its copies ahead.
- * Includers define AB_DT, HEAD_DIM, BN (rows of a staged block: keys in dQ, query rows in dK/dV;
- * a multiple of 16) and WARPS, then include this header (it includes attention.h with BQ = 16
- * WARPS rows a row table). A staged block holds BN rows of two tensors (16-bit, rows KV_LD
- * apart). */
+/* The 16-bit tensor-core attention kernels' building blocks (attention_lp_fwd.cl,
+ * attention_lp_bwd.cl): the instruction and its operand reads from staged blocks, a block's
+ * staging (in place, or by cp.async copies ahead), A fragments read from global or local memory,
+ * and the two products the backward forms on m16n8k16 (fragment layouts in mma16.h; the
+ * forward's products, shaped by its MT row tiles a warp, are its own).
+ * Includers define AB_DT, HEAD_DIM, BN (rows of a staged block: keys in the forward and dQ, query
+ * rows in dK/dV; a multiple of 16), WARPS, and optionally MT (m16 row tiles a warp, 1 if not)
+ * and AHEAD (1: stage_pair_async, the copies ahead), then include this header (it includes
+ * attention.h with BQ = 16 MT WARPS rows a row table). A staged block holds rows of two tensors
+ * (16-bit, rows KV_LD apart). */
 #ifndef OCLML_ATTENTION_LP_H
 #define OCLML_ATTENTION_LP_H
 
 #include "dtype.h"
+
+#ifndef MT
+#define MT 1
+#endif
+#ifndef AHEAD
+#define AHEAD 0
+#endif
+#if AHEAD
+#define OCLML_WANT_CP_ASYNC 1
+#define OCLML_CP_ASYNC_PORTABLE MMA_EMULATE /* mma16.h settles MMA_EMULATE before ptx.h reads it */
+#endif
 #include "mma16.h"
 
 #if HEAD_DIM % 16 || HEAD_DIM > 128 || BN % 16
@@ -19,7 +30,7 @@
 #endif
 
 #define NT (32 * WARPS)
-#define BQ (16 * WARPS) /* rows a block of attention.h's row table: 16 a warp */
+#define BQ (16 * MT * WARPS) /* rows a block of attention.h's row table: 16 MT a warp */
 #include "attention.h"
 
 #define DSTEPS (HEAD_DIM / 16) /* k16 steps over the head dim; n16 column pairs of an output */
@@ -74,6 +85,13 @@ OCLML_INLINE void load_b_cols(uint *b, __local const ushort *xs, uint j0, uint c
     for (uint q = 0; q < 4; q++)
         b[q] = word_across(xs, j0 + 2 * tig + 8 * (q & 1), c0 + gid + 8 * (q >> 1));
 }
+/* A fragments of a staged block's rows r0 .. r0 + 15 at head-dim step d0 (A[m][k] =
+ * X[r0 + m][d0 + k]): a[0] row gid, a[1] row gid + 8, a[2], a[3] the same 8 columns on. */
+OCLML_INLINE void load_a_staged(uint *a, __local const ushort *xs, uint r0, uint d0, uint gid,
+                                uint tig) {
+    for (uint q = 0; q < 4; q++)
+        a[q] = word_along(xs, r0 + gid + 8 * (q & 1), d0 + 2 * tig + 8 * (q >> 1));
+}
 #define EMU_PARAMS , __local float *xchg, __local float *shfl
 #define EMU_ARGS , xchg, shfl
 #define MMA_UNROLL /* rolled: the emulation's barriers would multiply the kernel's size */
@@ -96,26 +114,50 @@ OCLML_INLINE void load_b_cols(uint *b, __local const ushort *xs, uint j0, uint c
     const uint l = gid * 4 + tig;
     ldmatrix_x4_trans(b, xs + (j0 + (l >> 3 & 1u) * 8 + (l & 7u)) * KV_LD + c0 + (l >> 4) * 8);
 }
+OCLML_INLINE void load_a_staged(uint *a, __local const ushort *xs, uint r0, uint d0, uint gid,
+                                uint tig) {
+    const uint l = gid * 4 + tig;
+    ldmatrix_x4(a, xs + (r0 + (l >> 3 & 1u) * 8 + (l & 7u)) * KV_LD + d0 + (l >> 4) * 8);
+}
 #define EMU_PARAMS
 #define EMU_ARGS
 #define MMA_UNROLL _Pragma("unroll")
 #define EMU_BUFFERS
 #endif
 
-/* Rows first .. first + BN - 1 of two tensors x and y (rows `stride` elements apart) into xs and
+/* Rows first .. first + n - 1 of two tensors x and y (rows `stride` elements apart) into xs and
  * ys, zeros at and past row `len`: eight elements a copy, in the same rounds for every
- * work-item. */
+ * work-item (n a constant: BN a block, or BQ). */
 OCLML_INLINE void stage_pair(__local ushort *xs, __local ushort *ys, __global const ushort *x,
-                             __global const ushort *y, ulong stride, int first, int len) {
-    const int n = max(0, min(BN, len - first));
-    for (uint e = get_local_id(0); e < BN * HEAD_DIM / 8; e += NT) {
+                             __global const ushort *y, ulong stride, int first, int len, uint n) {
+    const int rows = max(0, min((int)n, len - first));
+    for (uint e = get_local_id(0); e < n * HEAD_DIM / 8; e += NT) {
         const uint j = e / (HEAD_DIM / 8), c = e % (HEAD_DIM / 8) * 8;
-        const bool in = (int)j < n;
+        const bool in = (int)j < rows;
         const ulong at = (ulong)(first + (int)j) * stride + c;
         vstore8(in ? vload8(0, x + at) : (ushort8)(0), 0, xs + j * KV_LD + c);
         vstore8(in ? vload8(0, y + at) : (ushort8)(0), 0, ys + j * KV_LD + c);
     }
 }
+
+#if AHEAD
+/* As stage_pair for a block of BN rows, by 16-byte asynchronous copies (zero-filled past row
+ * `len`) that the caller commits and waits for: x and y 16-byte aligned, stride a multiple of
+ * 8. */
+OCLML_INLINE void stage_pair_async(__local ushort *xs, __local ushort *ys, __global const ushort *x,
+                                   __global const ushort *y, ulong stride, int first, int len) {
+    const int rows = max(0, min(BN, len - first));
+    for (uint e = get_local_id(0); e < BN * HEAD_DIM / 8; e += NT) {
+        const uint j = e / (HEAD_DIM / 8), c = e % (HEAD_DIM / 8) * 8;
+        const bool in = (int)j < rows;
+        const ulong at = in ? (ulong)(first + (int)j) * stride + c : 0;
+        cp_async16((__local float *)(xs + j * KV_LD + c), (__global const float *)(x + at),
+                   in ? 16u : 0u);
+        cp_async16((__local float *)(ys + j * KV_LD + c), (__global const float *)(y + at),
+                   in ? 16u : 0u);
+    }
+}
+#endif
 
 /* A fragments of x's rows row[0] (gid) and row[1] (gid + 8) over the head dim (NO_ROW: 0). */
 OCLML_INLINE void load_a_rows(uint xa[DSTEPS][4], __global const ushort *x, const ulong row[2],
@@ -142,6 +184,23 @@ OCLML_INLINE void score_product(float s[BN / 8][4], uint xa[DSTEPS][4], __local 
             load_b_rows(b, ys, jp * 16, kk * 16, gid, tig);
             MMA16(s[2 * jp], xa[kk], b);
             MMA16(s[2 * jp + 1], xa[kk], (b + 2));
+        }
+    }
+}
+
+/* As score_product, X's 16 rows read as A fragments from a staged block (rows r0 ..). */
+OCLML_INLINE void score_product_staged(float s[BN / 8][4], __local const ushort *xs, uint r0,
+                                       __local const ushort *ys, uint gid, uint tig EMU_PARAMS) {
+#pragma unroll
+    for (uint x = 0; x < BN / 2; x++) s[x / 4][x % 4] = 0.0f;
+    MMA_UNROLL for (uint kk = 0; kk < DSTEPS; kk++) {
+        uint a[4];
+        load_a_staged(a, xs, r0, kk * 16, gid, tig);
+        MMA_UNROLL for (uint jp = 0; jp < KSTEPS; jp++) {
+            uint b[4];
+            load_b_rows(b, ys, jp * 16, kk * 16, gid, tig);
+            MMA16(s[2 * jp], a, b);
+            MMA16(s[2 * jp + 1], a, (b + 2));
         }
     }
 }

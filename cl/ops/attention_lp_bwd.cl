@@ -31,6 +31,13 @@
  * rounded to the AB dtype, is the A operand of dQ += dS K. The scale is applied once to dK and
  * dQ at the end, and each output rounded once to its dtype.
  *
+ * The tile (the host's plan): BN rows a staged block; with AHEAD the next block (and in dK/dV its
+ * rows' lse and delta) is copied while this one is used, two buffers (cp.async, 16-byte copies:
+ * the host asks for 16-bit offsets that are multiples of 8); with KV_LOCAL dK/dV reads its keys'
+ * K and V as A fragments by ldmatrix from local memory, staged once (the work-group's keys are
+ * fixed), instead of keeping them in registers (at head dim 128, 64 registers a work-item that
+ * the two accumulators and the score tiles already crowd).
+ *
  * With MMA_EMULATE (forced where the build has no inline PTX) the instruction and ldmatrix run
  * in portable code with the same fragment layouts, so that the suite runs these kernels on any
  * device. */
@@ -60,7 +67,25 @@
 #ifndef WARPS
 #define WARPS 4
 #endif
+#ifndef AHEAD
+#define AHEAD 0 /* 1: the next staged block copied (cp.async) while this one is used */
+#endif
+#ifndef KV_LOCAL
+#define KV_LOCAL 0 /* 1: dK/dV's K and V staged in local memory, not held in registers */
+#endif
 #include "attention_lp.h"
+
+#if BN > NT
+#error "a staged block's rows at most the work-group's work-items (its lse and delta rows)"
+#endif
+#define BUFS (AHEAD ? 2 : 1)
+#if AHEAD
+#define STAGE_BLOCK(xs, ys, x, y, stride, first, len) \
+    stage_pair_async(xs, ys, x, y, stride, first, len)
+#else
+#define STAGE_BLOCK(xs, ys, x, y, stride, first, len) \
+    stage_pair(xs, ys, x, y, stride, first, len, BN)
+#endif
 
 /* The backward's arguments: the 16-bit inputs, lse and delta (fp32). */
 #define LP_BWD_ARGS                                                                         \
@@ -107,6 +132,23 @@ __kernel void oclml_attention_lp_delta(__global const DT_ELEM(O_DT) * o, ulong o
     }
 
 #if OCLML_WANT(oclml_attention_lp_dkdv)
+/* Block t of a dK/dV work-group's walk (nqb blocks of BN query rows from qb0 a query head, the
+ * heads of its group in turn): its rows of Q and dO into xs and ys. */
+OCLML_INLINE void stage_query_block(__local ushort *xs, __local ushort *ys,
+                                    __global const ushort *q, __global const ushort *dout, int t,
+                                    int nqb, int qb0, uint b, uint h0, uint H, uint LQ) {
+    const ulong base = row_offset(b, h0 + (uint)(t / nqb), 0, H, LQ);
+    STAGE_BLOCK(xs, ys, q + base, dout + base, KEY_STRIDE(H), qb0 + t % nqb * BN, (int)LQ);
+}
+
+/* Block t's lse and delta of row r (r < BN; -inf and 0 past LQ). */
+OCLML_INLINE float2 query_block_stats(__global const float *lse, __global const float *delta, int t,
+                                      int nqb, int qb0, uint r, uint b, uint h0, uint H, uint LQ) {
+    const int i = qb0 + t % nqb * BN + (int)r;
+    const ulong stat = ((ulong)b * H + h0 + (uint)(t / nqb)) * LQ + (ulong)i;
+    return i < (int)LQ ? (float2)(lse[stat], delta[stat]) : (float2)(-INFINITY, 0.0f);
+}
+
 /* Grid: (key blocks of BQ keys x NT, B HKV). Work-group (key block, (b, hkv)); warp w its keys
  * j0 + 16 w ..; for each query head of the group and each block of BN query rows that can see
  * one of its keys (the whole range of every warp: the emulation's barriers want every work-item
@@ -114,9 +156,10 @@ __kernel void oclml_attention_lp_delta(__global const DT_ELEM(O_DT) * o, ulong o
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_lp_dkdv(LP_BWD_ARGS, __global DT_ELEM(DK_DT) * dk, ulong dk_off,
                         __global DT_ELEM(DV_DT) * dv, ulong dv_off, ATT_GEOM) {
-    __local ushort qs[BN * KV_LD] __attribute__((aligned(16))),
-        ds[BN * KV_LD] __attribute__((aligned(16)));
-    __local float lse_s[BN], delta_s[BN];
+    /* 16-byte aligned: ldmatrix and cp.async move 16-byte rows, and PTX aligns an array only to
+     * its element's size. */
+    __local ushort qds[BUFS][2][BN * KV_LD] __attribute__((aligned(16)));
+    __local float stats[BUFS][BN][2];
     const uint lid = get_local_id(0), lane = lid % 32, warp = lid / 32, gid = lane / 4,
                tig = lane % 4;
     EMU_BUFFERS(void) lane;
@@ -128,37 +171,85 @@ oclml_attention_lp_dkdv(LP_BWD_ARGS, __global DT_ELEM(DK_DT) * dk, ulong dk_off,
     ulong krow[2];
     for (uint h = 0; h < 2; h++)
         krow[h] = key[h] < (int)LK ? row_offset(b, hkv, (uint)key[h], HKV, LK) : NO_ROW;
+#if KV_LOCAL
+    /* the work-group's BQ keys of K and V, read as A fragments by every block's products (the
+     * loop's barriers order these writes before the first read) */
+    __local ushort kvs[2][BQ * KV_LD] __attribute__((aligned(16)));
+    {
+        const ulong kbase = row_offset(b, hkv, 0, HKV, LK);
+        stage_pair(kvs[0], kvs[1], k + k_off + kbase, v + v_off + kbase, KEY_STRIDE(HKV), j0,
+                   (int)LK, BQ);
+    }
+#else
     uint ka[DSTEPS][4], va[DSTEPS][4];
     load_a_rows(ka, k + k_off, krow, tig);
     load_a_rows(va, v + v_off, krow, tig);
+#endif
     float dka[HEAD_DIM / 8][4], dva[HEAD_DIM / 8][4];
 #pragma unroll
     for (uint x = 0; x < HEAD_DIM / 2; x++) dka[x / 4][x % 4] = dva[x / 4][x % 4] = 0.0f;
 
-    /* The queries that see a key of j0 .. jlast: i + shift + wr >= j and i + shift - wl <= j. */
+    /* The queries that see a key of j0 .. jlast: i + shift + wr >= j and i + shift - wl <= j;
+     * blocks of BN rows from qb0, nqb a query head, G heads: `blocks` in all. */
     const int jlast = min(j0 + BQ, (int)LK) - 1;
     const int ilo = wr < 0 ? 0 : max(0, j0 - shift - wr);
     const int ihi = wl < 0 ? (int)LQ : min((int)LQ, jlast - shift + wl + 1);
-    for (uint g = 0; g < G; g++) {
-        const uint h = hkv * G + g;
-        const ulong qbase = row_offset(b, h, 0, H, LQ), stat0 = ((ulong)b * H + h) * LQ;
-        for (int qb = ilo / BN * BN; qb < ihi; qb += BN) {
-            barrier(CLK_LOCAL_MEM_FENCE); /* every warp is past the last block's reads */
-            stage_pair(qs, ds, q + q_off + qbase, dout + dout_off + qbase, KEY_STRIDE(H), qb,
-                       (int)LQ);
-            for (uint r = lid; r < BN; r += NT) {
-                const bool in = qb + (int)r < (int)LQ;
-                lse_s[r] = in ? lse[lse_off + stat0 + (ulong)qb + r] : -INFINITY;
-                delta_s[r] = in ? delta[stat0 + (ulong)qb + r] : 0.0f;
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
-            float s[BN / 8][4], dp[BN / 8][4];
-            score_product(s, ka, qs, gid, tig EMU_ARGS);  /* S^T = K Q^T */
-            score_product(dp, va, ds, gid, tig EMU_ARGS); /* dP^T = V dO^T */
-            SOFTMAX_GRADS(qb + (int)col, key[row], lse_s[col], delta_s[col])
-            accumulate_product(dva, s, ds, gid, tig EMU_ARGS);  /* dV += P^T dO */
-            accumulate_product(dka, dp, qs, gid, tig EMU_ARGS); /* dK += dS^T Q */
+    const int qb0 = ilo / BN * BN, nqb = ihi > qb0 ? (ihi - qb0 + BN - 1) / BN : 0,
+              blocks = (int)G * nqb;
+    q += q_off, dout += dout_off, lse += lse_off;
+#if AHEAD
+    /* Block t + 1 is copied while block t is used; its lse and delta are read into registers
+     * before block t's products and stored after them. Every step commits one group (empty past
+     * the last block), so waiting for all but the latest is waiting for this one. */
+    if (blocks > 0) {
+        stage_query_block(qds[0][0], qds[0][1], q, dout, 0, nqb, qb0, b, hkv * G, H, LQ);
+        if (lid < BN) {
+            const float2 st = query_block_stats(lse, delta, 0, nqb, qb0, lid, b, hkv * G, H, LQ);
+            stats[0][lid][0] = st.x, stats[0][lid][1] = st.y;
         }
+    }
+    cp_async_commit();
+#endif
+    for (int t = 0; t < blocks; t++) {
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is past the last block's reads */
+        const int qb = qb0 + t % nqb * BN;
+#if AHEAD
+        const bool next = t + 1 < blocks;
+        if (next)
+            stage_query_block(qds[(t + 1) % 2][0], qds[(t + 1) % 2][1], q, dout, t + 1, nqb, qb0, b,
+                              hkv * G, H, LQ);
+        cp_async_commit();
+        float2 next_stats = (float2)(0.0f);
+        if (next && lid < BN)
+            next_stats = query_block_stats(lse, delta, t + 1, nqb, qb0, lid, b, hkv * G, H, LQ);
+        cp_async_wait(1);
+        __local const ushort *qs = qds[t % 2][0], *ds = qds[t % 2][1];
+        __local const float(*st)[2] = stats[t % 2];
+#else
+        stage_query_block(qds[0][0], qds[0][1], q, dout, t, nqb, qb0, b, hkv * G, H, LQ);
+        if (lid < BN) {
+            const float2 sv = query_block_stats(lse, delta, t, nqb, qb0, lid, b, hkv * G, H, LQ);
+            stats[0][lid][0] = sv.x, stats[0][lid][1] = sv.y;
+        }
+        __local const ushort *qs = qds[0][0], *ds = qds[0][1];
+        __local const float(*st)[2] = stats[0];
+#endif
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float s[BN / 8][4], dp[BN / 8][4];
+#if KV_LOCAL
+        score_product_staged(s, kvs[0], warp * 16, qs, gid, tig EMU_ARGS);  /* S^T = K Q^T */
+        score_product_staged(dp, kvs[1], warp * 16, ds, gid, tig EMU_ARGS); /* dP^T = V dO^T */
+#else
+        score_product(s, ka, qs, gid, tig EMU_ARGS);  /* S^T = K Q^T */
+        score_product(dp, va, ds, gid, tig EMU_ARGS); /* dP^T = V dO^T */
+#endif
+        SOFTMAX_GRADS(qb + (int)col, key[row], st[col][0], st[col][1])
+        accumulate_product(dva, s, ds, gid, tig EMU_ARGS);  /* dV += P^T dO */
+        accumulate_product(dka, dp, qs, gid, tig EMU_ARGS); /* dK += dS^T Q */
+#if AHEAD
+        if (next && lid < BN)
+            stats[(t + 1) % 2][lid][0] = next_stats.x, stats[(t + 1) % 2][lid][1] = next_stats.y;
+#endif
     }
     const bool none[2] = {false, false};
     STORE_ROWS(DK_DT, dk, dk_off, dka, krow, scale, none)
@@ -172,8 +263,7 @@ oclml_attention_lp_dkdv(LP_BWD_ARGS, __global DT_ELEM(DK_DT) * dk, ulong dk_off,
  * key blocks that any row of the work-group sees. */
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1))) void
 oclml_attention_lp_dq(LP_BWD_ARGS, __global DT_ELEM(DQ_DT) * dq, ulong dq_off, ATT_GEOM) {
-    __local ushort ks[BN * KV_LD] __attribute__((aligned(16))),
-        vs[BN * KV_LD] __attribute__((aligned(16)));
+    __local ushort kvs[BUFS][2][BN * KV_LD] __attribute__((aligned(16)));
     __local ulong rows_qkv[BQ], rows_stat[BQ], rows_mask[BQ];
     __local int rows_i[BQ];
     const row_table rows = {rows_qkv, rows_stat, rows_mask, rows_i};
@@ -206,9 +296,26 @@ oclml_attention_lp_dq(LP_BWD_ARGS, __global DT_ELEM(DQ_DT) * dq, ulong dq_off, A
 #pragma unroll
     for (uint x = 0; x < HEAD_DIM / 2; x++) acc[x / 4][x % 4] = 0.0f;
 
-    for (int kb = jlo / BN * BN; kb < jhi; kb += BN) {
+    const ulong kv_stride = KEY_STRIDE(HKV);
+    const int kb0 = jlo / BN * BN;
+#if AHEAD
+    /* As the forward's: block n + 1 copied while block n is used, one group committed a step. */
+    if (kb0 < jhi) stage_pair_async(kvs[0][0], kvs[0][1], k, v, kv_stride, kb0, klen);
+    cp_async_commit();
+#endif
+    for (int kb = kb0, n = 0; kb < jhi; kb += BN, n++) {
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is past the last block's reads */
-        stage_pair(ks, vs, k, v, KEY_STRIDE(HKV), kb, klen);
+#if AHEAD
+        if (kb + BN < jhi)
+            stage_pair_async(kvs[(n + 1) % 2][0], kvs[(n + 1) % 2][1], k, v, kv_stride, kb + BN,
+                             klen);
+        cp_async_commit();
+        cp_async_wait(1);
+        __local const ushort *ks = kvs[n % 2][0], *vs = kvs[n % 2][1];
+#else
+        stage_pair(kvs[0][0], kvs[0][1], k, v, kv_stride, kb, klen, BN);
+        __local const ushort *ks = kvs[0][0], *vs = kvs[0][1];
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[BN / 8][4], dp[BN / 8][4];
         score_product(s, qa, ks, gid, tig EMU_ARGS);  /* S = Q K^T */

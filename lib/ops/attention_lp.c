@@ -126,8 +126,9 @@ static oclml_status plan_fp32(oclml_ctx *ctx, const void *call, oclml_tensor *co
  * converted to fp32: forward: F; backward: K") rewritten as "forward: ...; backward: ...", each
  * half the native kernel's text where it runs (fwd, bwd), else the stand-ins' ("16-bit tensors
  * converted to fp32: F"). */
-static oclml_status native_plan(oclml_ctx *ctx, const oclml__att_geometry *g, const oclml_tensor *k,
-                                const oclml_tensor *v, bool fwd, bool bwd, char *text, size_t len) {
+static oclml_status native_plan(oclml_ctx *ctx, const oclml__att_geometry *g, const oclml_tensor *q,
+                                const oclml_tensor *k, const oclml_tensor *v, bool fwd, bool bwd,
+                                char *text, size_t len) {
     static const char lead[] = "16-bit tensors converted to fp32: ";
     char *copy = oclml__strdup(text);
     if (!copy) return oclml__fail(ctx, OCLML_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -140,7 +141,7 @@ static oclml_status native_plan(oclml_ctx *ctx, const oclml__att_geometry *g, co
     else
         snprintf(ftext, sizeof ftext, "%s%s", lead, f);
     if (bwd)
-        oclml__attention_lp_bwd_describe(ctx, g, k->dtype, btext, sizeof btext);
+        oclml__attention_lp_bwd_describe(ctx, g, q, k, v, q, btext, sizeof btext);
     else
         snprintf(btext, sizeof btext, "%s%s", lead, b ? b : "");
     free(copy);
@@ -171,5 +172,5 @@ oclml_status oclml__attention_plan_lp(oclml_ctx *ctx, const oclml_attention_para
     /* the backward's dout taken to be of q's dtype, as the forward's o is */
     const bool fwd = oclml__attention_lp_fwd_applies(ctx, &g, q, k, v),
                bwd = oclml__attention_lp_bwd_applies(ctx, &g, q, k, v, q, NULL);
-    return fwd || bwd ? native_plan(ctx, &g, k, v, fwd, bwd, text, len) : st;
+    return fwd || bwd ? native_plan(ctx, &g, q, k, v, fwd, bwd, text, len) : st;
 }

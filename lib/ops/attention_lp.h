@@ -82,7 +82,8 @@ void oclml__attention_lp_fwd_warm(oclml_ctx *ctx, const char *op, oclml__warm_li
 /* The native 16-bit backward (attention_lp_bwd.c). oclml__attention_lp_bwd_applies: whether it
  * takes a call of this geometry (q, k, v, dout checked; dmask NULL), per the tuning key
  * attention.lp_bwd_mma and the device; oclml__attention_lp_bwd runs it (every argument checked;
- * dq, dk, dv may be NULL); _describe writes its plan; _warm lists its programs for the attention
+ * dq, dk, dv may be NULL); _describe writes its plan (the tile: its choices read the operands'
+ * offsets); _warm lists its programs for the attention
  * backward's warm list. */
 bool oclml__attention_lp_bwd_applies(oclml_ctx *ctx, const oclml__att_geometry *g,
                                      const oclml_tensor *q, const oclml_tensor *k,
@@ -94,7 +95,9 @@ oclml_status oclml__attention_lp_bwd(oclml_ctx *ctx, const oclml__att_geometry *
                                      const oclml_tensor *lse, const oclml_tensor *dout,
                                      oclml_tensor *dq, oclml_tensor *dk, oclml_tensor *dv);
 void oclml__attention_lp_bwd_describe(oclml_ctx *ctx, const oclml__att_geometry *g,
-                                      oclml_dtype dtype, char *text, size_t len);
+                                      const oclml_tensor *q, const oclml_tensor *k,
+                                      const oclml_tensor *v, const oclml_tensor *dout, char *text,
+                                      size_t len);
 void oclml__attention_lp_bwd_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list);
 
 #endif

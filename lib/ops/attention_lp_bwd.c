@@ -6,34 +6,72 @@
 
 #include <stdio.h>
 
-/* The tile: WARPS warps of 16 keys (dK/dV) or 16 query rows (dQ); the staged blocks hold BN
- * rows of two tensors (Q and dO in dK/dV, K and V in dQ): 64 up to head dim 64, 32 above, where
- * the score and dP tiles (BN / 2 floats each a work-item) would crowd the registers that the
- * operand fragments and the two accumulators already take. */
+/* The tile: WARPS warps of 16 keys (dK/dV) or 16 query rows (dQ); the staged blocks hold
+ * `rows` rows of two tensors (Q and dO in dK/dV, K and V in dQ), two blocks each where the next
+ * is copied ahead; dK/dV's K and V in registers or staged in local memory. */
 #define WARPS 4u
 #define ROWS (16u * WARPS)
 #define THREADS (32u * WARPS)
 #define MOST_HEAD_DIM 128u
 #define DELTA_ITEMS 64u
 
-static unsigned block_of(size_t D) { return D <= 64 ? 64u : 32u; }
-
 typedef enum lp_bwd_path { LP_STAND_IN, LP_MMA, LP_EMULATED } lp_bwd_path;
 
+typedef struct lp_bwd_plan {
+    lp_bwd_path path;
+    unsigned rows; /* rows a staged block */
+    bool ahead;    /* the next block copied (cp.async) while this one is used */
+    bool kv_local; /* dK/dV's K and V read from local memory, not held in registers */
+} lp_bwd_plan;
+
+static size_t local_bytes(const lp_bwd_plan *p, size_t D) {
+    const size_t bufs = p->ahead ? 2u : 1u, block = 2 * p->rows * (D + 8) * 2,
+                 emulation = p->path == LP_EMULATED ? WARPS * (384 + 32) * 4 : 0;
+    /* dK/dV: the blocks, their rows' lse and delta, K and V where staged; dQ: the blocks and
+     * the row table */
+    const size_t dkdv = bufs * (block + p->rows * 8) + (p->kv_local ? 2 * ROWS * (D + 8) * 2 : 0),
+                 dq = bufs * block + ROWS * 28;
+    return (dkdv > dq ? dkdv : dq) + emulation;
+}
+
 /* The tuning key attention.lp_bwd_mma: -1 (the default) or 1 the tensor cores where the device
- * has the 16-bit mma; 0 never, the stand-ins; 2 the kernels with the instruction emulated where the device has no such tensor
- * cores (tests; on one that has them, the instruction, so that the same tests check it there). */
-static lp_bwd_path path_of(oclml_ctx *ctx, size_t D) {
+ * has the 16-bit mma; 0 never, the stand-ins; 2 the kernels with the instruction emulated where
+ * the device has no such tensor cores (tests; on one that has them, the instruction, so that the
+ * same tests check it there). The tile from attention.lp_bwd_tile (rows a staged block, copies
+ * ahead 1 no 2 yes, dK/dV's K and V 1 in registers 2 in local memory; 0 auto): blocks of 64 rows
+ * up to head dim 64, 32 above, where the score and dP tiles (rows / 2 floats each a work-item)
+ * would crowd the registers that the operand fragments and the two accumulators already take;
+ * copies ahead where the operands allow 16-byte copies (offsets multiples of 8) and the local
+ * memory kernels may declare holds two blocks; K and V in registers up to head dim 64, in local
+ * memory above (64 registers a work-item there). A forced choice that the local memory does not
+ * hold is dropped (K and V from local memory before the copies ahead). */
+static lp_bwd_plan plan_of(oclml_ctx *ctx, size_t D, bool aligned) {
+    lp_bwd_plan p = {LP_STAND_IN, D <= 64 ? 64u : 32u, false, false};
     const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_BWD_MMA, 0);
-    if (mode == 0) return LP_STAND_IN;
+    if (mode == 0) return p;
     const bool hw = ctx->caps.is_gpu && oclml__caps_mma(ctx);
-    const lp_bwd_path path = hw ? LP_MMA : mode == 2 ? LP_EMULATED : LP_STAND_IN;
-    /* two staged blocks, dQ's row table or dK/dV's lse and delta, the emulation's buffers */
-    const size_t local = 2 * block_of(D) * (D + 8) * 2 + ROWS * 28 +
-                         (path == LP_EMULATED ? WARPS * (384 + 32) * 4 : 0);
-    if (local > ctx->caps.local_mem_bytes || THREADS > ctx->caps.max_work_group_size)
-        return LP_STAND_IN;
-    return path;
+    p.path = hw ? LP_MMA : mode == 2 ? LP_EMULATED : LP_STAND_IN;
+    if (p.path == LP_STAND_IN) return p;
+    const long rows = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_BWD_TILE, 0),
+               ahead = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_BWD_TILE, 1),
+               kv = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_BWD_TILE, 2);
+    if (rows == 32 || rows == 64) p.rows = (unsigned)rows;
+    const size_t most =
+        p.path == LP_MMA ? oclml__caps_static_local(ctx) : ctx->caps.local_mem_bytes;
+    p.kv_local = kv == 2 || (kv != 1 && D > 64);
+    if (p.kv_local && local_bytes(&p, D) > most) p.kv_local = false;
+    p.ahead = aligned && ahead != 1;
+    if (p.ahead && local_bytes(&p, D) > most) p.ahead = false;
+    if (local_bytes(&p, D) > most || THREADS > ctx->caps.max_work_group_size) p.path = LP_STAND_IN;
+    return p;
+}
+
+/* Whether q, k, v and dout allow 16-byte copies (their rows are multiples of 8 elements apart:
+ * head dims are multiples of 16). */
+static bool operands_aligned(const oclml_tensor *q, const oclml_tensor *k, const oclml_tensor *v,
+                             const oclml_tensor *dout) {
+    return oclml__elem_offset(q) % 8 == 0 && oclml__elem_offset(k) % 8 == 0 &&
+           oclml__elem_offset(v) % 8 == 0 && oclml__elem_offset(dout) % 8 == 0;
 }
 
 bool oclml__attention_lp_bwd_applies(oclml_ctx *ctx, const oclml__att_geometry *g,
@@ -44,7 +82,7 @@ bool oclml__attention_lp_bwd_applies(oclml_ctx *ctx, const oclml__att_geometry *
     const oclml_dtype ab = q->dtype;
     return ab != OCLML_FLOAT32 && k->dtype == ab && v->dtype == ab && dout->dtype == ab && !dmask &&
            s->D % 16 == 0 && s->D <= MOST_HEAD_DIM && !s->mask && !s->keylen && !s->dropout &&
-           !g->window && path_of(ctx, s->D) != LP_STAND_IN;
+           !g->window && plan_of(ctx, s->D, operands_aligned(q, k, v, dout)).path != LP_STAND_IN;
 }
 
 typedef struct lp_bwd_program {
@@ -52,14 +90,14 @@ typedef struct lp_bwd_program {
     oclml__program_spec spec;
 } lp_bwd_program;
 
-/* The program of a call: the AB dtype, o's, and the gradients' (dq, dk, dv). */
-static void program_of(lp_bwd_path path, oclml_dtype ab, oclml_dtype o, const oclml_dtype grad[3],
-                       size_t D, bool blhd, lp_bwd_program *g) {
+/* The program of a call: the tile, the AB dtype, o's, and the gradients' (dq, dk, dv). */
+static void program_of(const lp_bwd_plan *p, oclml_dtype ab, oclml_dtype o,
+                       const oclml_dtype grad[3], size_t D, bool blhd, lp_bwd_program *g) {
     snprintf(g->defines, sizeof g->defines,
              "-DAB_DT=%d -DO_DT=%d -DDQ_DT=%d -DDK_DT=%d -DDV_DT=%d -DHEAD_DIM=%zu -DBN=%u "
-             "-DWARPS=%u -DLAYOUT_BLHD=%d -DMMA_EMULATE=%d",
-             (int)ab, (int)o, (int)grad[0], (int)grad[1], (int)grad[2], D, block_of(D), WARPS, blhd,
-             path == LP_EMULATED);
+             "-DWARPS=%u -DAHEAD=%d -DKV_LOCAL=%d -DLAYOUT_BLHD=%d -DMMA_EMULATE=%d",
+             (int)ab, (int)o, (int)grad[0], (int)grad[1], (int)grad[2], D, p->rows, WARPS, p->ahead,
+             p->kv_local, blhd, p->path == LP_EMULATED);
     g->spec = (oclml__program_spec){
         "attention_lp_bwd.cl", g->defines,
         "oclml_attention_lp_delta oclml_attention_lp_dkdv oclml_attention_lp_dq", 255};
@@ -144,7 +182,8 @@ oclml_status oclml__attention_lp_bwd(oclml_ctx *ctx, const oclml__att_geometry *
                                  : dk ? dk->dtype
                                       : q->dtype};
     lp_bwd_program prog;
-    program_of(path_of(ctx, s->D), q->dtype, o->dtype, grad, s->D, s->blhd, &prog);
+    const lp_bwd_plan plan = plan_of(ctx, s->D, operands_aligned(q, k, v, dout));
+    program_of(&plan, q->dtype, o->dtype, grad, s->D, s->blhd, &prog);
     cl_mem delta = NULL, spare = NULL;
     oclml_status st = oclml__scratch_get(ctx, s->B * s->H * s->LQ * sizeof(float), &delta);
     if (!st && (dk != NULL) != (dv != NULL))
@@ -156,12 +195,16 @@ oclml_status oclml__attention_lp_bwd(oclml_ctx *ctx, const oclml__att_geometry *
 }
 
 void oclml__attention_lp_bwd_describe(oclml_ctx *ctx, const oclml__att_geometry *g,
-                                      oclml_dtype dtype, char *text, size_t len) {
+                                      const oclml_tensor *q, const oclml_tensor *k,
+                                      const oclml_tensor *v, const oclml_tensor *dout, char *text,
+                                      size_t len) {
+    const lp_bwd_plan p = plan_of(ctx, g->s.D, operands_aligned(q, k, v, dout));
     snprintf(text, len,
-             "%s tensor cores%s (m16n8k16), dK/dV %u keys x %u query rows a block, dQ %u rows x "
-             "%u keys a block",
-             oclml_dtype_name(dtype), path_of(ctx, g->s.D) == LP_EMULATED ? " emulated" : "", ROWS,
-             block_of(g->s.D), ROWS, block_of(g->s.D));
+             "%s tensor cores%s (m16n8k16), dK/dV %u keys x %u query rows a block%s, dQ %u rows "
+             "x %u keys a block%s",
+             oclml_dtype_name(k->dtype), p.path == LP_EMULATED ? " emulated" : "", ROWS, p.rows,
+             p.kv_local ? " (K and V from local memory)" : "", ROWS, p.rows,
+             p.ahead ? ", the next copied ahead" : "");
 }
 
 /* The forms the attention backward's warm list holds (head dims 64 and 128, BHLD, o and the
@@ -169,15 +212,15 @@ void oclml__attention_lp_bwd_describe(oclml_ctx *ctx, const oclml__att_geometry 
  * with o and the gradients in q's dtype or fp32. */
 void oclml__attention_lp_bwd_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     for (size_t D = 16; D <= MOST_HEAD_DIM; D += 16) {
-        const lp_bwd_path path = path_of(ctx, D);
-        if (path == LP_STAND_IN || (!list->every_shape && D != 64 && D != 128)) continue;
+        const lp_bwd_plan plan = plan_of(ctx, D, true);
+        if (plan.path == LP_STAND_IN || (!list->every_shape && D != 64 && D != 128)) continue;
         for (int ab = OCLML_BFLOAT16; ab <= OCLML_FLOAT16; ab++)
             for (int out32 = 0; out32 <= (int)list->every_shape; out32++)
                 for (int blhd = 0; blhd <= (int)list->every_shape; blhd++) {
                     const oclml_dtype out = out32 ? OCLML_FLOAT32 : (oclml_dtype)ab,
                                       grad[3] = {out, out, out};
                     lp_bwd_program prog;
-                    program_of(path, (oclml_dtype)ab, out, grad, D, blhd, &prog);
+                    program_of(&plan, (oclml_dtype)ab, out, grad, D, blhd, &prog);
                     char variant[64];
                     snprintf(variant, sizeof variant, "16-bit head dim %zu", D);
                     oclml__warm_add(list, op, variant, prog.spec);

@@ -87,7 +87,7 @@ typedef struct lp_fwd_program {
 static void program_of(const lp_fwd_plan *p, oclml_dtype ab, oclml_dtype o, size_t D, bool blhd,
                        lp_fwd_program *g) {
     snprintf(g->defines, sizeof g->defines,
-             "-DAB_DT=%d -DO_DT=%d -DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMT=%u -DKV_AHEAD=%d "
+             "-DAB_DT=%d -DO_DT=%d -DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMT=%u -DAHEAD=%d "
              "-DLAYOUT_BLHD=%d -DMMA_EMULATE=%d",
              (int)ab, (int)o, D, p->keys, WARPS, p->mt, p->ahead, blhd, p->path == LP_EMULATED);
     g->spec =

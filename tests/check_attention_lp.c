@@ -239,14 +239,16 @@ END_TEST
 
 /* The kernel's other tiles on the cases that span several row and key blocks: one m16 tile a
  * warp with 32-key blocks staged in place; two with 32-key blocks copied ahead; one with 64-key
- * blocks copied ahead. */
+ * blocks copied ahead; one with 32-key blocks copied ahead at head dim 16 (fewer 16-byte copies
+ * a block than work-items). */
 START_TEST(native_forward_tiles) {
-    static const char *const tiles[3] = {"attention.lp_mma=2 attention.lp_fwd_tile=1:32:1",
+    static const char *const tiles[4] = {"attention.lp_mma=2 attention.lp_fwd_tile=1:32:1",
                                          "attention.lp_mma=2 attention.lp_fwd_tile=2:32:2",
-                                         "attention.lp_mma=2 attention.lp_fwd_tile=1:64:2"};
+                                         "attention.lp_mma=2 attention.lp_fwd_tile=1:64:2",
+                                         "attention.lp_mma=2 attention.lp_fwd_tile=1:32:2"};
     test_retune(tiles[_i]);
     native_run r;
-    native_setup(&r, &NATIVE_CASES[_i == 2 ? 3 : 4]);
+    native_setup(&r, &NATIVE_CASES[_i == 3 ? 0 : _i == 2 ? 3 : 4]);
     native_assert_plan(&r);
     ASSERT_OK(oclml_attention(T, &r.p, r.Q, r.K, r.V, r.O, r.L));
     native_check(&r);
@@ -497,19 +499,23 @@ END_TEST
  * staged in place with K and V in registers (case 4: two query heads a key head, 130 rows, 70
  * keys); 64-row blocks copied ahead with K and V from local memory (case 4: six query blocks a
  * work-group, both buffers reused); 32-row blocks copied ahead with K and V from local memory at
- * head dim 64 (case 3). */
+ * head dim 64 (case 3); 32-row blocks copied ahead with K and V in registers at head dim 16
+ * (case 0: fewer 16-byte copies a block than work-items). */
 START_TEST(native_backward_tiles) {
-    static const char *const tiles[3] = {"attention.lp_bwd_mma=2 attention.lp_bwd_tile=32:1:1",
+    static const char *const tiles[4] = {"attention.lp_bwd_mma=2 attention.lp_bwd_tile=32:1:1",
                                          "attention.lp_bwd_mma=2 attention.lp_bwd_tile=64:2:2",
-                                         "attention.lp_bwd_mma=2 attention.lp_bwd_tile=32:2:2"};
-    static const char *const names[3] = {
+                                         "attention.lp_bwd_mma=2 attention.lp_bwd_tile=32:2:2",
+                                         "attention.lp_bwd_mma=2 attention.lp_bwd_tile=32:2:1"};
+    static const char *const names[4] = {
         "dK/dV 64 keys x 32 query rows a block, dQ 64 rows x 32 keys a block",
         "dK/dV 64 keys x 64 query rows a block (K and V from local memory), dQ 64 rows x 64 keys "
         "a block, the next copied ahead",
         "dK/dV 64 keys x 32 query rows a block (K and V from local memory), dQ 64 rows x 32 keys "
-        "a block, the next copied ahead"};
+        "a block, the next copied ahead",
+        "dK/dV 64 keys x 32 query rows a block, dQ 64 rows x 32 keys a block, the next copied "
+        "ahead"};
     test_retune(tiles[_i]);
-    bwd_run_case(&BWD_CASES[_i == 2 ? 3 : 4], names[_i]);
+    bwd_run_case(&BWD_CASES[_i == 3 ? 0 : _i == 2 ? 3 : 4], names[_i]);
 }
 END_TEST
 
@@ -622,12 +628,12 @@ int main(void) {
     tcase_add_loop_test(tc, forward_and_backward_match_reference, 0, 4);
     tcase_add_test(tc, lse_in_16_bits_refused);
     tcase_add_loop_test(tc, native_forward_matches_reference, 0, N_NATIVE_CASES);
-    tcase_add_loop_test(tc, native_forward_tiles, 0, 3);
+    tcase_add_loop_test(tc, native_forward_tiles, 0, 4);
     tcase_add_test(tc, native_forward_nan_key_reaches_rows_that_see_it);
     tcase_add_test(tc, native_forward_backward_matches_reference);
     tcase_add_test(tc, native_forward_refuses_bad_outputs);
     tcase_add_loop_test(tc, native_backward_matches_reference, 0, N_BWD_CASES);
-    tcase_add_loop_test(tc, native_backward_tiles, 0, 3);
+    tcase_add_loop_test(tc, native_backward_tiles, 0, 4);
     tcase_add_test(tc, native_backward_nan_value_reaches_what_depends_on_it);
     tcase_add_test(tc, native_backward_is_repeatable);
     tcase_add_test(tc, native_backward_refuses_bad_arguments);

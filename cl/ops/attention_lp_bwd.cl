@@ -197,23 +197,23 @@ oclml_attention_lp_dkdv(LP_BWD_ARGS, __global DT_ELEM(DK_DT) * dk, ulong dk_off,
     const int qb0 = ilo / BN * BN, nqb = ihi > qb0 ? (ihi - qb0 + BN - 1) / BN : 0,
               blocks = (int)G * nqb;
     q += q_off, dout += dout_off, lse += lse_off;
-#if AHEAD
-    /* Block t + 1 is copied while block t is used; its lse and delta are read into registers
-     * before block t's products and stored after them. Every step commits one group (empty past
-     * the last block), so waiting for all but the latest is waiting for this one. */
-    if (blocks > 0) {
-        stage_query_block(qds[0][0], qds[0][1], q, dout, 0, nqb, qb0, b, hkv * G, H, LQ);
-        if (lid < BN) {
-            const float2 st = query_block_stats(lse, delta, 0, nqb, qb0, lid, b, hkv * G, H, LQ);
-            stats[0][lid][0] = st.x, stats[0][lid][1] = st.y;
-        }
-    }
-    cp_async_commit();
-#endif
+    /* With AHEAD block t + 1 is copied while block t is used; its lse and delta are read into
+     * registers before block t's products and stored after them. Every step commits one group
+     * (empty past the last block), so waiting for all but the latest is waiting for this one;
+     * the first block is copied in the first step, after its barrier (the forward says why). */
     for (int t = 0; t < blocks; t++) {
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is past the last block's reads */
         const int qb = qb0 + t % nqb * BN;
 #if AHEAD
+        if (t == 0) {
+            stage_query_block(qds[0][0], qds[0][1], q, dout, 0, nqb, qb0, b, hkv * G, H, LQ);
+            if (lid < BN) {
+                const float2 st =
+                    query_block_stats(lse, delta, 0, nqb, qb0, lid, b, hkv * G, H, LQ);
+                stats[0][lid][0] = st.x, stats[0][lid][1] = st.y;
+            }
+            cp_async_commit();
+        }
         const bool next = t + 1 < blocks;
         if (next)
             stage_query_block(qds[(t + 1) % 2][0], qds[(t + 1) % 2][1], q, dout, t + 1, nqb, qb0, b,
@@ -298,14 +298,15 @@ oclml_attention_lp_dq(LP_BWD_ARGS, __global DT_ELEM(DQ_DT) * dq, ulong dq_off, A
 
     const ulong kv_stride = KEY_STRIDE(HKV);
     const int kb0 = jlo / BN * BN;
-#if AHEAD
-    /* As the forward's: block n + 1 copied while block n is used, one group committed a step. */
-    if (kb0 < jhi) stage_pair_async(kvs[0][0], kvs[0][1], k, v, kv_stride, kb0, klen);
-    cp_async_commit();
-#endif
+    /* As the forward's: block n + 1 copied while block n is used, one group committed a step,
+     * the first block in the first step. */
     for (int kb = kb0, n = 0; kb < jhi; kb += BN, n++) {
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is past the last block's reads */
 #if AHEAD
+        if (n == 0) {
+            stage_pair_async(kvs[0][0], kvs[0][1], k, v, kv_stride, kb0, klen);
+            cp_async_commit();
+        }
         if (kb + BN < jhi)
             stage_pair_async(kvs[(n + 1) % 2][0], kvs[(n + 1) % 2][1], k, v, kv_stride, kb + BN,
                              klen);

@@ -176,13 +176,18 @@ oclml_attention_lp_fwd(__global const ushort *q, ulong q_off, __global const ush
     const int kb0 = jlo / BN * BN;
 #if AHEAD
     /* Two buffers: block n + 1 is copied while block n is used. Every step commits one group
-     * (empty past the last block), so waiting for all but the latest is waiting for this one. */
-    if (kb0 < jhi) stage_pair_async(kvs[0][0], kvs[0][1], k, v, kv_stride, kb0, klen);
-    cp_async_commit();
+     * (empty past the last block), so waiting for all but the latest is waiting for this one.
+     * The first block is copied in the loop's first step, after its barrier: copied before the
+     * loop (where nothing waits on local memory) the emulated kernel gave wrong results on PoCL
+     * at head dim 16 with 32-row blocks, though every read of it follows a barrier. */
 #endif
     for (int kb = kb0, n = 0; kb < jhi; kb += BN, n++) {
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is past the last block's reads */
 #if AHEAD
+        if (n == 0) {
+            stage_pair_async(kvs[0][0], kvs[0][1], k, v, kv_stride, kb0, klen);
+            cp_async_commit();
+        }
         if (kb + BN < jhi)
             stage_pair_async(kvs[(n + 1) % 2][0], kvs[(n + 1) % 2][1], k, v, kv_stride, kb + BN,
                              klen);

@@ -217,16 +217,21 @@ END_TEST
 
 /* K splits on the kernel (fp32 C: partials summed with alpha and beta by the finish), forced
  * where the test's few blocks would not ask for them: 0 aligned, a batch, C's old values; 1 odd
- * sizes staged by element and transposed, the last split shorter; 2 a bf16 C, which takes none. */
+ * sizes staged by element and transposed, the last split shorter; 2 a bf16 C, which takes none;
+ * 3 odd sizes copied padded (A K-contiguous, its K tail reading the padding) with stages 64 deep
+ * and fragments ahead. */
 START_TEST(kernel_splits_k) {
-    test_retune("gemm.lp_mma=2,gemm.lp_tile=64:64:2:2:2,gemm.lp_splits=3");
+    test_retune(_i == 3 ? "gemm.lp_mma=2,gemm.lp_tile=64:64:2:2:2,gemm.lp_splits=3,gemm.lp_pad=1,"
+                          "gemm.lp_depth=64,gemm.lp_prefetch=1"
+                        : "gemm.lp_mma=2,gemm.lp_tile=64:64:2:2:2,gemm.lp_splits=3");
     lp_case c = {OCLML_BFLOAT16, OCLML_FLOAT32, 0, 1, 72, 80, 224, 2, 0, 0.75f, 0.5f};
     if (_i == 1) c = (lp_case){OCLML_FLOAT16, OCLML_FLOAT32, 1, 0, 37, 45, 163, 0, 0, 1.0f, 0.0f};
     if (_i == 2) c.c = OCLML_BFLOAT16;
+    if (_i == 3) c = (lp_case){OCLML_BFLOAT16, OCLML_FLOAT32, 0, 1, 37, 45, 331, 0, 0, 1.0f, 0.5f};
     char plan[256];
     plan_of(&c, plan);
     if (holds_the_kernel())
-        ck_assert_msg((strstr(plan, "3 K splits") != NULL) == (_i < 2), "%s", plan);
+        ck_assert_msg((strstr(plan, "3 K splits") != NULL) == (_i != 2), "%s", plan);
     run_case(&c, -1);
 }
 END_TEST
@@ -286,7 +291,7 @@ int main(void) {
     tcase_add_loop_test(tc, kernel_stages_unaligned, 0, test_tier(2, 4));
     tcase_add_loop_test(tc, kernel_pads_unaligned, 0, 3);
     tcase_add_loop_test(tc, kernel_pipelines, 0, 2);
-    tcase_add_loop_test(tc, kernel_splits_k, 0, 3);
+    tcase_add_loop_test(tc, kernel_splits_k, 0, 4);
     tcase_add_test(tc, falls_back_to_conversion);
     tcase_add_loop_test(tc, nan_propagates, 0, 2);
     tcase_add_test(tc, refusals_touch_nothing);

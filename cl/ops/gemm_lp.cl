@@ -6,7 +6,7 @@
  * the suite checks this kernel on any device.
  *
  * A work-group owns a BM x BN block of C, WARPS_M x WARPS_N warps each a (BM / WARPS_M) x
- * (BN / WARPS_N) part of it, and walks K in tiles of BK = 32 through STAGES local buffers filled
+ * (BN / WARPS_N) part of it, and walks K in tiles of BK (32 or 64) through STAGES local buffers filled
  * by asynchronous 16-byte copies (ptx.h's cp_async16), STAGES - 1 tiles ahead. Each operand is
  * staged as it lies in global memory: K-contiguous ([rows][BK], A not transposed, B transposed:
  * PyTorch's weights) or row-contiguous ([BK][rows]); the fragments come out of either by
@@ -15,8 +15,11 @@
  *
  * An operand whose contiguous extent, leading dimension, offset and batch stride are multiples of
  * 8 elements (A_ALIGNED, B_ALIGNED) is copied 16 bytes at a time, each copy inside the operand or
- * wholly past its edge. Any other (a vocabulary of 50257 as the leading dimension) is staged
- * element by element through registers into the same layout: slower to load, the same products.
+ * wholly past its edge. So is an operand the host copied with rows padded to a multiple of 8
+ * with zeros (gemm_lp.c's pad_operand): a copy straddling its edge reads padding, zeros that
+ * meet the other operand's zeros past K or fill rows past M or N that are never stored. Any
+ * other (a vocabulary of 50257 as the leading dimension) is staged element by element through
+ * registers into the same layout: slower to load, the same products.
  * M, N, K < 2^31. Copies past M, N or K read zeros; stores past M or N are skipped.
  *
  * K splits: with splits > 1, split s of a batch entry takes K from s kchunk (a multiple of BK)

@@ -151,6 +151,18 @@ static void probe_file(const oclml_ctx *ctx, char *path, size_t len) {
     snprintf(path, len, "%s/caps-%s.txt", ctx->disk.dir, hex);
 }
 
+/* The opt-in maxima of the compute units that have them (KiB), largest first. */
+static const size_t STATIC_LOCAL_KIB[] = {227, 163, 99, 64};
+
+/* A kept record's static local size: unknown, the reported size or one of the probed ones
+ * (anything else is a damaged record, which would have the planners build kernels that fail). */
+static bool static_local_valid(const oclml_ctx *ctx, long bytes) {
+    if (bytes == -1 || bytes == (long)ctx->caps.local_mem_bytes) return true;
+    for (size_t i = 0; i < sizeof STATIC_LOCAL_KIB / sizeof STATIC_LOCAL_KIB[0]; i++)
+        if (bytes == (long)(STATIC_LOCAL_KIB[i] * 1024)) return true;
+    return false;
+}
+
 /* Reads the kept results; a fact still unknown there stays -1. */
 static void probes_from_disk(oclml_ctx *ctx) {
     char path[1200];
@@ -162,7 +174,7 @@ static void probes_from_disk(oclml_ctx *ctx) {
     long local = -1;
     if (text &&
         sscanf(text, "inline_ptx=%d mma_tf32=%d static_local=%ld", &ptx, &mma, &local) == 3 &&
-        ptx >= -1 && ptx <= 1 && mma >= -1 && mma <= 1 && local >= -1) {
+        ptx >= -1 && ptx <= 1 && mma >= -1 && mma <= 1 && static_local_valid(ctx, local)) {
         if (ctx->caps.inline_ptx < 0) ctx->caps.inline_ptx = ptx;
         if (ctx->caps.mma_tf32 < 0) ctx->caps.mma_tf32 = mma;
         if (ctx->caps.static_local < 0) ctx->caps.static_local = local;
@@ -215,63 +227,80 @@ bool oclml__caps_mma(oclml_ctx *ctx) {
     return oclml__caps_ptx(ctx) && probe(ctx, &ctx->caps.mma_tf32, "TF32 mma.sync", MMA_PROBE);
 }
 
-/* A kernel with an array of n floats in local memory, each work-item writing and summing its
- * share the other way round: the sum of 0..n-1 when the array is real. */
-static const char *LOCAL_PROBE = "__kernel void oclml_probe_local(__global float *out) {\n"
-                                 "    __local float s[OCLML_PROBE_FLOATS];\n"
-                                 "    const uint l = get_local_id(0), n = OCLML_PROBE_FLOATS;\n"
-                                 "    for (uint i = l; i < n; i += 64) s[i] = (float)(i % 1024u);\n"
-                                 "    barrier(CLK_LOCAL_MEM_FENCE);\n"
-                                 "    float a = 0.0f;\n"
-                                 "    for (uint i = l; i < n; i += 64) a += s[n - 1 - i];\n"
-                                 "    out[l] = a;\n"
-                                 "}\n";
+/* A kernel with an array of n floats in local memory: each of 64 work-items writes its share with
+ * the elements' indices, then counts the elements that read back wrong the other way round. All
+ * counts are 0 when the array is real; a driver that wrapped it at a smaller size would have two
+ * indices write one place. */
+static const char *LOCAL_PROBE =
+    "__kernel void oclml_probe_local(__global uint *out) {\n"
+    "    __local float s[OCLML_PROBE_FLOATS];\n"
+    "    const uint l = get_local_id(0), n = OCLML_PROBE_FLOATS;\n"
+    "    for (uint i = l; i < n; i += 64) s[i] = (float)i;\n"
+    "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    uint wrong = 0;\n"
+    "    for (uint i = l; i < n; i += 64) wrong += s[n - 1 - i] != (float)(n - 1 - i);\n"
+    "    out[l] = wrong;\n"
+    "}\n";
 
-/* Whether a kernel with bytes of __local array builds and computes right (one work-group of 64). */
-static bool static_local_runs(oclml_ctx *ctx, size_t bytes) {
+typedef enum probe_answer { PROBE_NO, PROBE_YES, PROBE_UNKNOWN } probe_answer;
+
+/* Whether a kernel with `bytes` of __local array builds and computes right (one work-group of 64,
+ * on a queue of its own, so that the user's queue is neither drained nor waited for). A refused
+ * build or launch, or a wrong count, is a definite no; a failure to make the queue, the buffer
+ * or to read back says nothing about the device. */
+static probe_answer static_local_runs(oclml_ctx *ctx, size_t bytes) {
     char options[64];
     snprintf(options, sizeof options, "-cl-std=CL1.2 -DOCLML_PROBE_FLOATS=%zuu", bytes / 4);
     cl_int err;
     cl_program prog = clCreateProgramWithSource(ctx->context, 1, &LOCAL_PROBE, NULL, &err);
-    if (!prog) return false;
+    if (!prog) return PROBE_UNKNOWN;
+    probe_answer answer = PROBE_UNKNOWN;
     cl_kernel k = NULL;
     cl_mem out = NULL;
-    bool ok = false;
-    float sums[64];
-    if (!clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL) &&
-        (k = clCreateKernel(prog, "oclml_probe_local", &err)) &&
-        (out = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, sizeof sums, NULL, &err)) &&
-        !clSetKernelArg(k, 0, sizeof out, &out)) {
+    cl_command_queue q = NULL;
+    cl_uint wrong[64];
+    if (clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL)) {
+        answer = PROBE_NO;
+    } else if ((k = clCreateKernel(prog, "oclml_probe_local", &err)) &&
+               (q = clCreateCommandQueue(ctx->context, ctx->device, 0, &err)) &&
+               (out = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, sizeof wrong, NULL, &err)) &&
+               !clSetKernelArg(k, 0, sizeof out, &out)) {
         const size_t n = 64;
-        ok = !clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &n, &n, 0, NULL, NULL) &&
-             !clEnqueueReadBuffer(ctx->queue, out, CL_TRUE, 0, sizeof sums, sums, 0, NULL, NULL);
-        double total = 0, want = 0;
-        for (size_t i = 0; ok && i < 64; i++) total += sums[i];
-        for (size_t i = 0; ok && i < bytes / 4; i++) want += (double)(i % 1024);
-        ok = ok && total == want;
+        if (clEnqueueNDRangeKernel(q, k, 1, NULL, &n, &n, 0, NULL, NULL)) {
+            answer = PROBE_NO;
+        } else if (!clEnqueueReadBuffer(q, out, CL_TRUE, 0, sizeof wrong, wrong, 0, NULL, NULL)) {
+            answer = PROBE_YES;
+            for (size_t i = 0; i < 64; i++)
+                if (wrong[i]) answer = PROBE_NO;
+        }
     }
     if (out) clReleaseMemObject(out);
+    if (q) clReleaseCommandQueue(q);
     if (k) clReleaseKernel(k);
     clReleaseProgram(prog);
-    return ok;
+    return answer;
 }
 
 size_t oclml__caps_static_local(oclml_ctx *ctx) {
-    /* The opt-in maxima of the compute units that have them, largest first; one probe each at
-     * most, on GPUs only. */
-    static const size_t kib[] = {227, 163, 99, 64};
     pthread_mutex_lock(&ctx->caps_lock);
     if (ctx->caps.static_local < 0 && ctx->caps.is_gpu) probes_from_disk(ctx);
     if (ctx->caps.static_local < 0) {
+        /* One probe a size at most, on GPUs only; kept on disk only when every answer was
+         * definite (a transient failure leaves the next process to probe again). */
         size_t found = ctx->caps.local_mem_bytes;
-        for (size_t i = 0; ctx->caps.is_gpu && i < sizeof kib / sizeof kib[0]; i++)
-            if (kib[i] * 1024 > found && static_local_runs(ctx, kib[i] * 1024)) {
-                found = kib[i] * 1024;
-                break;
-            }
+        bool definite = true;
+        for (size_t i = 0;
+             ctx->caps.is_gpu && i < sizeof STATIC_LOCAL_KIB / sizeof STATIC_LOCAL_KIB[0]; i++) {
+            const size_t bytes = STATIC_LOCAL_KIB[i] * 1024;
+            if (bytes <= found) break;
+            const probe_answer a = static_local_runs(ctx, bytes);
+            if (a == PROBE_YES) found = bytes;
+            definite = a != PROBE_UNKNOWN;
+            if (a != PROBE_NO) break;
+        }
         ctx->caps.static_local = (long)found;
         oclml__log(ctx, OCLML_LOG_DEBUG, "capability static local memory: %zu bytes", found);
-        if (ctx->caps.is_gpu) probes_to_disk(ctx);
+        if (ctx->caps.is_gpu && definite) probes_to_disk(ctx);
     }
     const size_t bytes = (size_t)ctx->caps.static_local;
     pthread_mutex_unlock(&ctx->caps_lock);

@@ -30,14 +30,14 @@ static size_t local_bytes(const lp_fwd_plan *p, size_t D) {
 }
 
 /* The tuning key attention.lp_mma: -1 (the default) or 1 the tensor cores where the device has
- * the 16-bit mma (1.3-1.6x the stand-ins' TF32 forward: bench/DECISIONS.md); 0 never, the
+ * the 16-bit mma (faster than the stand-ins' TF32 forward: bench/DECISIONS.md); 0 never, the
  * stand-ins; 2 the kernel with the instruction emulated where the device has no such tensor
  * cores (tests; on one that has them, the instruction, so that the same tests check it there).
  * The tile from attention.lp_fwd_tile (m16 tiles a warp, keys a block, copies ahead 1 no 2
- * yes; 0 auto): one m16 tile a warp (two, each K and V fragment feeding both, ran 1.1x slower
- * at head dim 64 and 1.4x at 128: bench/DECISIONS.md), blocks of 64 keys, copies ahead where
- * the operands allow 16-byte copies (k and v offsets multiples of 8) and the local memory
- * kernels may declare holds two blocks (1.4-2x). */
+ * yes; 0 auto): one m16 tile a warp (two, each K and V fragment feeding both, ran slower at
+ * head dims 64 and 128: bench/DECISIONS.md), blocks of 64 keys, and the next block copied ahead
+ * (its copy overlapping this block's products) where the operands allow 16-byte copies and the
+ * local memory kernels may declare holds two blocks. */
 static lp_fwd_plan plan_of(oclml_ctx *ctx, size_t D, bool aligned) {
     lp_fwd_plan p = {LP_STAND_IN, 1u, 64u, false};
     const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_MMA, 0);
@@ -58,7 +58,9 @@ static lp_fwd_plan plan_of(oclml_ctx *ctx, size_t D, bool aligned) {
     return p;
 }
 
-/* Whether k and v allow 16-byte copies (their rows are multiples of 8 elements apart). */
+/* Whether k's and v's rows start 16-byte aligned for the copies ahead: the tensors are
+ * contiguous with rows D or HKV D elements apart (D a multiple of 16), so their element offsets
+ * multiples of 8 suffice. */
 static bool kv_aligned(const oclml_tensor *k, const oclml_tensor *v) {
     return oclml__elem_offset(k) % 8 == 0 && oclml__elem_offset(v) % 8 == 0;
 }

@@ -1,8 +1,10 @@
-/* Products on 16-bit operands (bf16, fp16): the tensor-core kernel cl/ops/gemm_lp.cl (which
- * stages an operand whose contiguous extent, leading dimension, offset or batch stride is not a
- * multiple of 8 element by element), or, on devices without the instruction, the operands
- * converted to fp32 in scratch, the fp32 planner's product, and C converted back. Both accumulate in fp32 over
- * products of the 16-bit values, which are exact in fp32. */
+/* Products on 16-bit operands (bf16, fp16): the tensor-core kernel cl/ops/gemm_lp.cl (an operand
+ * whose contiguous extent, leading dimension, offset or batch stride is not a multiple of 8 either
+ * copied first into scratch with padded rows or staged element by element; K splits into an fp32
+ * workspace where the blocks would leave compute units idle), or, on devices without the
+ * instruction, the operands converted to fp32 in scratch, the fp32 planner's product, and C
+ * converted back. Both accumulate in fp32 over products of the 16-bit values, which are exact in
+ * fp32. */
 #include "ops/gemm.h"
 #include "ops/ops.h"
 
@@ -25,7 +27,7 @@ typedef struct lp_plan {
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 /* An operand the kernel copies 16 bytes at a time: its contiguous extent, ld, offset and stride
- * multiples of 8 elements. Others it stages element by element. */
+ * multiples of 8 elements. Others it stages element by element, or the host pads them first. */
 static bool aligned(const oclml__matrix *x, size_t extent) {
     return extent % 8 == 0 && x->ld % 8 == 0 && x->offset % 8 == 0 && x->stride % 8 == 0;
 }
@@ -61,6 +63,11 @@ static void default_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, bool hw, lp_
         *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3, 64, 1, 1, 0, false, false};
 }
 
+/* Bytes of an operand ([rows x cols] as stored) copied with rows padded to a multiple of 8. */
+static size_t padded_bytes(const oclml__matrix *x, size_t rows, size_t cols, size_t batch) {
+    return (x->stride ? batch : 1) * rows * ((cols + 7) / 8 * 8) * 2;
+}
+
 /* K splits (the tuning key gemm.lp_splits: 0 auto, 1 none, N that many) where C, the bias and
  * pre are fp32 (the splits' sums and the epilogue are gemm.cl's finish): by default where the
  * blocks would leave compute units idle (two work-groups a compute unit), as many as fill them,
@@ -79,7 +86,10 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p)
     size_t want = forced ? (size_t)forced : blocks >= slots ? 1 : ceil_div(slots, blocks);
     const size_t most = forced ? ceil_div(d->k, p->depth) : d->k / (8 * (size_t)p->depth);
     if (want > most) want = most;
-    while (want > 1 && d->batch * want > 65535) want--;
+    /* within the grid's 65535 work-groups along dimension 1 and the workspace an op may hold */
+    while (want > 1 && (d->batch * want > 65535 ||
+                        d->batch * want * d->m * d->n * sizeof(float) > ctx->caps.workspace_bytes))
+        want--;
     if (want < 2) return;
     p->kchunk = ceil_div(ceil_div(d->k, want), p->depth) * p->depth;
     p->splits = (unsigned)ceil_div(d->k, p->kchunk);
@@ -124,12 +134,16 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p) {
     if (p->path == LP_CONVERT) return;
     choose_splits(ctx, d, p);
     /* Unaligned operands copied padded where each element feeds at least 512 products (the
-     * tuning key gemm.lp_pad: -1 auto, 0 never, 1 always): the copy reads and writes the operand
-     * once, and element-by-element staging ran the LM head's backward products (8192 x 768 x
-     * 50257) at half the aligned rate. */
+     * tuning key gemm.lp_pad: -1 auto, 0 never, 1 always) and the copy fits the workspace an op
+     * may hold: the copy reads and writes the operand once, while staging element by element
+     * loads two bytes a work-item into every stage (bench/DECISIONS.md has the figures). */
     const long pad = oclml__tune(ctx, OCLML__TUNE_GEMM_LP_PAD, 0);
-    p->pad_a = pad != 0 && !a_aligned(d) && (pad == 1 || d->n >= 512);
-    p->pad_b = pad != 0 && !b_aligned(d) && (pad == 1 || d->m >= 512);
+    p->pad_a = pad != 0 && !a_aligned(d) && (pad == 1 || d->n >= 512) &&
+               padded_bytes(&d->a, d->trans_a ? d->k : d->m, d->trans_a ? d->m : d->k, d->batch) <=
+                   ctx->caps.workspace_bytes;
+    p->pad_b = pad != 0 && !b_aligned(d) && (pad == 1 || d->m >= 512) &&
+               padded_bytes(&d->b, d->trans_b ? d->n : d->k, d->trans_b ? d->k : d->n, d->batch) <=
+                   ctx->caps.workspace_bytes;
 }
 
 typedef struct lp_program {
@@ -215,7 +229,7 @@ static oclml_status run_aligned(oclml_ctx *ctx, const oclml__gemm_desc *d, const
 static oclml_status pad_operand(oclml_ctx *ctx, oclml__matrix *x, size_t rows, size_t cols,
                                 size_t batch, cl_mem *scratch) {
     const size_t ld = (cols + 7) / 8 * 8, entries = x->stride ? batch : 1;
-    oclml_status st = oclml__scratch_get(ctx, entries * rows * ld * 2, scratch);
+    oclml_status st = oclml__scratch_get(ctx, padded_bytes(x, rows, cols, batch), scratch);
     if (!st)
         st = oclml__pad_rows16(ctx, x->mem, x->offset, x->ld, x->stride, entries, rows, cols,
                                *scratch, ld);
@@ -346,4 +360,7 @@ void oclml__gemm_lp_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list)
                 program_of(&p, &d, &g);
                 oclml__warm_add(list, op, g.defines, g.spec);
             }
+    /* the copy of unaligned operands of large products (the LM head's logits) */
+    oclml__warm_add(list, op, "padded rows",
+                    (oclml__program_spec){"memory.cl", NULL, "oclml_pad_rows16", 0});
 }

@@ -59,6 +59,7 @@ oclml_status oclml_copy(oclml_ctx *ctx, const oclml_tensor *src, oclml_tensor *d
 
 oclml_status oclml__pad_rows16(oclml_ctx *ctx, cl_mem src, size_t src_off, size_t ld, size_t stride,
                                size_t batch, size_t rows, size_t cols, cl_mem dst, size_t dst_ld) {
+    if (!batch || !rows || !dst_ld) return OCLML_SUCCESS; /* nothing to copy (an empty grid) */
     cl_kernel k;
     oclml__program_spec spec = {"memory.cl", NULL, "oclml_pad_rows16", 0};
     oclml_status st = oclml__kernel(ctx, &spec, "oclml_pad_rows16", &k);

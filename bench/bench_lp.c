@@ -311,12 +311,12 @@ int bench_lp(bench_env *env) {
             rc = bench_gemm_shape(env, d ? OCLML_FLOAT16 : OCLML_BFLOAT16,
                                   d ? OCLML_FLOAT16 : OCLML_BFLOAT16, 0, (size_t)v[3 * i],
                                   (size_t)v[3 * i + 1], (size_t)v[3 * i + 2]);
-    if (env->sizes) return rc; /* --sizes: the GEMMs alone */
     /* GPT-2's weight gradients (dY^T X over 8192 tokens into fp32 master gradients): few
      * output blocks, long K */
     static const size_t dw[3][2] = {{768, 768}, {2304, 768}, {3072, 768}};
     for (int i = 0; i < (env->quick ? 0 : 3) && !rc; i++)
         rc = bench_gemm_shape(env, OCLML_BFLOAT16, OCLML_FLOAT32, 1, dw[i][0], dw[i][1], 8192);
+    if (env->sizes) return rc; /* --sizes: the GEMMs alone */
     static const size_t lin[3][3] = {{8192, 768, 3072}, {8192, 3072, 768}, {8192, 768, 2304}},
                         lin_quick[1][3] = {{256, 64, 128}};
     for (int i = 0; i < (env->quick ? 1 : 3) && !rc; i++) {

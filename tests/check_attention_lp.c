@@ -240,12 +240,13 @@ END_TEST
 /* The kernel's other tiles on the cases that span several row and key blocks: one m16 tile a
  * warp with 32-key blocks staged in place; two with 32-key blocks copied ahead; one with 64-key
  * blocks copied ahead; one with 32-key blocks copied ahead at head dim 16 (fewer 16-byte copies
- * a block than work-items). */
+ * a block than work-items); eight warps a work-group with 128-key blocks copied ahead. */
 START_TEST(native_forward_tiles) {
-    static const char *const tiles[4] = {"attention.lp_mma=2 attention.lp_fwd_tile=1:32:1",
-                                         "attention.lp_mma=2 attention.lp_fwd_tile=2:32:2",
-                                         "attention.lp_mma=2 attention.lp_fwd_tile=1:64:2",
-                                         "attention.lp_mma=2 attention.lp_fwd_tile=1:32:2"};
+    static const char *const tiles[5] = {"attention.lp_mma=2 attention.lp_fwd_tile=1:32:1:0",
+                                         "attention.lp_mma=2 attention.lp_fwd_tile=2:32:2:0",
+                                         "attention.lp_mma=2 attention.lp_fwd_tile=1:64:2:0",
+                                         "attention.lp_mma=2 attention.lp_fwd_tile=1:32:2:0",
+                                         "attention.lp_mma=2 attention.lp_fwd_tile=1:128:2:8"};
     test_retune(tiles[_i]);
     native_run r;
     native_setup(&r, &NATIVE_CASES[_i == 3 ? 0 : _i == 2 ? 3 : 4]);
@@ -628,7 +629,7 @@ int main(void) {
     tcase_add_loop_test(tc, forward_and_backward_match_reference, 0, 4);
     tcase_add_test(tc, lse_in_16_bits_refused);
     tcase_add_loop_test(tc, native_forward_matches_reference, 0, N_NATIVE_CASES);
-    tcase_add_loop_test(tc, native_forward_tiles, 0, 4);
+    tcase_add_loop_test(tc, native_forward_tiles, 0, 5);
     tcase_add_test(tc, native_forward_nan_key_reaches_rows_that_see_it);
     tcase_add_test(tc, native_forward_backward_matches_reference);
     tcase_add_test(tc, native_forward_refuses_bad_outputs);

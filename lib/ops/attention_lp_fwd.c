@@ -6,11 +6,9 @@
 
 #include <stdio.h>
 
-/* The tile: WARPS warps of MT m16 tiles of query rows each, key blocks of `keys`; the local
+/* The tile: `warps` warps of MT m16 tiles of query rows each, key blocks of `keys`; the local
  * memory holds one block of K and V (2 keys (D + 8) 16-bit words), two where the next block is
  * copied ahead. */
-#define WARPS 4u
-#define THREADS (32u * WARPS)
 #define MOST_HEAD_DIM 128u
 
 typedef enum lp_fwd_path { LP_STAND_IN, LP_MMA, LP_EMULATED } lp_fwd_path;
@@ -19,14 +17,15 @@ typedef struct lp_fwd_plan {
     lp_fwd_path path;
     unsigned mt;   /* m16 tiles of query rows a warp */
     unsigned keys; /* keys a block */
-    bool ahead;    /* the next key block copied (cp.async) while this one is used */
+    unsigned warps;
+    bool ahead; /* the next key block copied (cp.async) while this one is used */
 } lp_fwd_plan;
 
 static size_t local_bytes(const lp_fwd_plan *p, size_t D) {
     /* K and V of a block (two with copies ahead), the row tables, and the emulation's exchange
      * and shuffle buffers */
-    return (p->ahead ? 2u : 1u) * 2 * p->keys * (D + 8) * 2 + 16 * p->mt * WARPS * 28 +
-           (p->path == LP_EMULATED ? WARPS * (384 + 32) * 4 : 0);
+    return (p->ahead ? 2u : 1u) * 2 * p->keys * (D + 8) * 2 + 16 * p->mt * p->warps * 28 +
+           (p->path == LP_EMULATED ? p->warps * (384 + 32) * 4 : 0);
 }
 
 /* The tuning key attention.lp_mma: -1 (the default) or 1 the tensor cores where the device has
@@ -39,7 +38,7 @@ static size_t local_bytes(const lp_fwd_plan *p, size_t D) {
  * (its copy overlapping this block's products) where the operands allow 16-byte copies and the
  * local memory kernels may declare holds two blocks. */
 static lp_fwd_plan plan_of(oclml_ctx *ctx, size_t D, bool aligned) {
-    lp_fwd_plan p = {LP_STAND_IN, 1u, 64u, false};
+    lp_fwd_plan p = {LP_STAND_IN, 1u, 64u, 4u, false};
     const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_MMA, 0);
     if (mode == 0) return p;
     const bool hw = ctx->caps.is_gpu && oclml__caps_mma(ctx);
@@ -49,12 +48,15 @@ static lp_fwd_plan plan_of(oclml_ctx *ctx, size_t D, bool aligned) {
                keys = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_FWD_TILE, 1),
                ahead = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_FWD_TILE, 2);
     if (mt == 1 || mt == 2) p.mt = (unsigned)mt;
-    if (keys == 32 || keys == 64) p.keys = (unsigned)keys;
+    if (keys == 32 || keys == 64 || keys == 128) p.keys = (unsigned)keys;
+    const long warps = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_FWD_TILE, 3);
+    if (warps == 4 || warps == 8) p.warps = (unsigned)warps;
     const size_t most =
         p.path == LP_MMA ? oclml__caps_static_local(ctx) : ctx->caps.local_mem_bytes;
     p.ahead = aligned && ahead != 1;
     if (p.ahead) p.ahead = local_bytes(&p, D) <= most;
-    if (local_bytes(&p, D) > most || THREADS > ctx->caps.max_work_group_size) p.path = LP_STAND_IN;
+    if (local_bytes(&p, D) > most || 32u * p.warps > ctx->caps.max_work_group_size)
+        p.path = LP_STAND_IN;
     return p;
 }
 
@@ -91,7 +93,7 @@ static void program_of(const lp_fwd_plan *p, oclml_dtype ab, oclml_dtype o, size
     snprintf(g->defines, sizeof g->defines,
              "-DAB_DT=%d -DO_DT=%d -DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMT=%u -DAHEAD=%d "
              "-DLAYOUT_BLHD=%d -DMMA_EMULATE=%d",
-             (int)ab, (int)o, D, p->keys, WARPS, p->mt, p->ahead, blhd, p->path == LP_EMULATED);
+             (int)ab, (int)o, D, p->keys, p->warps, p->mt, p->ahead, blhd, p->path == LP_EMULATED);
     g->spec =
         (oclml__program_spec){"attention_lp_fwd.cl", g->defines, "oclml_attention_lp_fwd", 255};
 }
@@ -122,8 +124,9 @@ oclml_status oclml__attention_lp_fwd(oclml_ctx *ctx, const oclml__att_geometry *
         OCLML_ARG(scale),     OCLML_ARG(shift),    OCLML_ARG(wl),      OCLML_ARG(wr),
         OCLML_ARG(no_stride), OCLML_ARG(no_stride)};
     /* Row blocks of the H / HKV query heads stacked on each key head, by (batch, key head). */
-    const size_t rows = 16u * plan.mt * WARPS, blocks = (s->H / s->HKV * s->LQ + rows - 1) / rows;
-    const size_t global[2] = {blocks * THREADS, s->B * s->HKV}, local[2] = {THREADS, 1};
+    const size_t rows = 16u * plan.mt * plan.warps, threads = 32u * plan.warps,
+                 blocks = (s->H / s->HKV * s->LQ + rows - 1) / rows;
+    const size_t global[2] = {blocks * threads, s->B * s->HKV}, local[2] = {threads, 1};
     return oclml__launch(ctx, kernel, args, sizeof args / sizeof args[0], 2, global, local, NULL);
 }
 
@@ -133,7 +136,7 @@ void oclml__attention_lp_fwd_describe(oclml_ctx *ctx, const oclml__att_geometry 
     const lp_fwd_plan p = plan_of(ctx, g->s.D, kv_aligned(k, v));
     snprintf(text, len, "%s tensor cores%s (m16n8k16), %u rows x %u keys a block%s",
              oclml_dtype_name(k->dtype), p.path == LP_EMULATED ? " emulated" : "",
-             16u * p.mt * WARPS, p.keys, p.ahead ? ", the next copied ahead" : "");
+             16u * p.mt * p.warps, p.keys, p.ahead ? ", the next copied ahead" : "");
 }
 
 /* The forms the attention forward's warm list holds (head dims 64 and 128, BHLD, o in q's dtype

@@ -11,6 +11,7 @@ Figures: GB/s for memory-bound ops, GFLOP/s for GEMM, microseconds for latency-b
 step, RSSM rollout); the limit is the copy bandwidth or the FMA rate measured in the same run.
 """
 import json
+import re
 import os
 import subprocess
 import sys
@@ -58,7 +59,7 @@ def suite_of(row):
         return "coldstart"
     # Mixed precision (oclml-bench bf16, torch_peers.py bf16, the bf16 training step): one
     # suite of its own, so that the fp32 suites keep their figures.
-    if row.get("shape", "").endswith((" bf16", " fp16")):
+    if re.search(r"\b(bf16|fp16)\b", row.get("shape", "")):
         return "bf16"
     return SUITES.get(row["op"], "other")
 

@@ -70,9 +70,10 @@ static size_t padded_bytes(const oclml__matrix *x, size_t rows, size_t cols, siz
 
 /* K splits (the tuning key gemm.lp_splits: 0 auto, 1 none, N that many) where C, the bias and
  * pre are fp32 (the splits' sums and the epilogue are gemm.cl's finish): by default where the
- * blocks would leave compute units idle (two work-groups a compute unit), as many as fill them,
- * each at least 8 stages deep. The weight gradients of a linear layer (768 x 768 over 8192
- * tokens: 36 blocks) are such products. */
+ * blocks would leave half the compute units idle or more, as many as make two work-groups a
+ * compute unit, each at least 8 stages deep. The weight gradient of a 768 x 768 linear layer
+ * over 8192 tokens (36 blocks) is such a product; with half the compute units busy or more,
+ * splits that make more than one wave gained little or lost (bench/DECISIONS.md). */
 static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p) {
     p->splits = 1;
     p->kchunk = d->k;
@@ -83,7 +84,9 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p)
     if (!fp32_out || forced == 1 || !d->k) return;
     const size_t blocks = ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) * d->batch,
                  slots = 2 * (size_t)ctx->caps.compute_units;
-    size_t want = forced ? (size_t)forced : blocks >= slots ? 1 : ceil_div(slots, blocks);
+    size_t want = forced                                  ? (size_t)forced
+                  : 2 * blocks >= ctx->caps.compute_units ? 1
+                                                          : ceil_div(slots, blocks);
     const size_t most = forced ? ceil_div(d->k, p->depth) : d->k / (8 * (size_t)p->depth);
     if (want > most) want = most;
     /* within the grid's 65535 work-groups along dimension 1 and the workspace an op may hold */

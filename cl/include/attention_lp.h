@@ -159,6 +159,35 @@ OCLML_INLINE void stage_pair_async(__local ushort *xs, __local ushort *ys, __glo
 }
 #endif
 
+/* Step n of a walk over key blocks of BN keys from kb0 (this one at kb, the walk ending before
+ * jhi): K and V of this block staged in kvs, in place, or with AHEAD copied ahead by the step
+ * before (the first block in the first step, after its barrier: copied before the loop, where
+ * nothing waits on local memory, the emulated kernels gave wrong results on PoCL at head dim 16
+ * with 32-row blocks, though every read of it follows a barrier) while the next block is copied
+ * into the other buffer. Every step commits one group (empty past the last block), so waiting
+ * for all but the latest is waiting for this one. Called after the step's first barrier, every
+ * work-item together; a barrier must follow before the block is read. Returns the buffer that
+ * holds it. */
+OCLML_INLINE uint key_block_step(__local ushort (*kvs)[2][BN * KV_LD], __global const ushort *k,
+                                 __global const ushort *v, ulong stride, int kb, int n, int jhi,
+                                 int klen) {
+#if AHEAD
+    if (n == 0) {
+        stage_pair_async(kvs[0][0], kvs[0][1], k, v, stride, kb, klen);
+        cp_async_commit();
+    }
+    const uint next = (uint)(n + 1) % 2u;
+    if (kb + BN < jhi) stage_pair_async(kvs[next][0], kvs[next][1], k, v, stride, kb + BN, klen);
+    cp_async_commit();
+    cp_async_wait(1);
+    return (uint)n % 2u;
+#else
+    (void)n, (void)jhi;
+    stage_pair(kvs[0][0], kvs[0][1], k, v, stride, kb, klen, BN);
+    return 0;
+#endif
+}
+
 /* A fragments of x's rows row[0] (gid) and row[1] (gid + 8) over the head dim (NO_ROW: 0). */
 OCLML_INLINE void load_a_rows(uint xa[DSTEPS][4], __global const ushort *x, const ulong row[2],
                               uint tig) {

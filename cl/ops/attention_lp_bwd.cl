@@ -298,25 +298,10 @@ oclml_attention_lp_dq(LP_BWD_ARGS, __global DT_ELEM(DQ_DT) * dq, ulong dq_off, A
 
     const ulong kv_stride = KEY_STRIDE(HKV);
     const int kb0 = jlo / BN * BN;
-    /* As the forward's: block n + 1 copied while block n is used, one group committed a step,
-     * the first block in the first step. */
     for (int kb = kb0, n = 0; kb < jhi; kb += BN, n++) {
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is past the last block's reads */
-#if AHEAD
-        if (n == 0) {
-            stage_pair_async(kvs[0][0], kvs[0][1], k, v, kv_stride, kb0, klen);
-            cp_async_commit();
-        }
-        if (kb + BN < jhi)
-            stage_pair_async(kvs[(n + 1) % 2][0], kvs[(n + 1) % 2][1], k, v, kv_stride, kb + BN,
-                             klen);
-        cp_async_commit();
-        cp_async_wait(1);
-        __local const ushort *ks = kvs[n % 2][0], *vs = kvs[n % 2][1];
-#else
-        stage_pair(kvs[0][0], kvs[0][1], k, v, kv_stride, kb, klen, BN);
-        __local const ushort *ks = kvs[0][0], *vs = kvs[0][1];
-#endif
+        const uint buf = key_block_step(kvs, k, v, kv_stride, kb, n, jhi, klen);
+        __local const ushort *ks = kvs[buf][0], *vs = kvs[buf][1];
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[BN / 8][4], dp[BN / 8][4];
         score_product(s, qa, ks, gid, tig EMU_ARGS);  /* S = Q K^T */

@@ -174,30 +174,10 @@ oclml_attention_lp_fwd(__global const ushort *q, ulong q_off, __global const ush
 
     const ulong kv_stride = KEY_STRIDE(HKV);
     const int kb0 = jlo / BN * BN;
-#if AHEAD
-    /* Two buffers: block n + 1 is copied while block n is used. Every step commits one group
-     * (empty past the last block), so waiting for all but the latest is waiting for this one.
-     * The first block is copied in the loop's first step, after its barrier: copied before the
-     * loop (where nothing waits on local memory) the emulated kernel gave wrong results on PoCL
-     * at head dim 16 with 32-row blocks, though every read of it follows a barrier. */
-#endif
     for (int kb = kb0, n = 0; kb < jhi; kb += BN, n++) {
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is past the last block's reads */
-#if AHEAD
-        if (n == 0) {
-            stage_pair_async(kvs[0][0], kvs[0][1], k, v, kv_stride, kb0, klen);
-            cp_async_commit();
-        }
-        if (kb + BN < jhi)
-            stage_pair_async(kvs[(n + 1) % 2][0], kvs[(n + 1) % 2][1], k, v, kv_stride, kb + BN,
-                             klen);
-        cp_async_commit();
-        cp_async_wait(1);
-        __local const ushort *ks = kvs[n % 2][0], *vs = kvs[n % 2][1];
-#else
-        stage_pair(kvs[0][0], kvs[0][1], k, v, kv_stride, kb, klen, BN);
-        __local const ushort *ks = kvs[0][0], *vs = kvs[0][1];
-#endif
+        const uint buf = key_block_step(kvs, k, v, kv_stride, kb, n, jhi, klen);
+        __local const ushort *ks = kvs[buf][0], *vs = kvs[buf][1];
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[MT][BN / 8][4], alpha[MT][2];
         score_tiles(s, qa, ks, gid, tig EMU_ARGS);

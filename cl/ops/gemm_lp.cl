@@ -299,13 +299,17 @@ oclml_gemm_lp(uint M, uint N, uint K, float alpha, float beta, __global const us
 #pragma unroll
     for (uint i = 0; i < B_PLACES; i++) pb[i] = place_of(lid + i * THREADS, ldb, n0, N, BN, B_KC);
     const uint tiles = (K + BK - 1) / BK;
-    for (uint s = 0; s < STAGES - 1; s++) {
-        if (s < tiles) {
-            stage_tile(sa[s], a, lda, K, s, pa, A_PLACES, A_KC, A_ALIGNED);
-            stage_tile(sb[s], b, ldb, K, s, pb, B_PLACES, B_KC, B_ALIGNED);
-        }
-        cp_async_commit();
-    }
+    /* K tile t of A and B into stage t % STAGES where the tile exists, then its group committed:
+     * one group a step (empty past the last tile), so that the waits count steps. */
+#define STAGE_K_TILE(t)                                                                  \
+    do {                                                                                 \
+        if ((t) < tiles) {                                                               \
+            stage_tile(sa[(t) % STAGES], a, lda, K, (t), pa, A_PLACES, A_KC, A_ALIGNED); \
+            stage_tile(sb[(t) % STAGES], b, ldb, K, (t), pb, B_PLACES, B_KC, B_ALIGNED); \
+        }                                                                                \
+        cp_async_commit();                                                               \
+    } while (0)
+    for (uint s = 0; s < STAGES - 1; s++) STAGE_K_TILE(s);
 #if PREFETCH
     /* Software pipelining in registers: each step's products run while the next step's fragments
      * load, and the last step of a tile waits for the next tile (and the barrier) before its
@@ -316,12 +320,7 @@ oclml_gemm_lp(uint M, uint N, uint K, float alpha, float beta, __global const us
     barrier(CLK_LOCAL_MEM_FENCE);
     load_step(af[0], bf[0], sa[0], sb[0], wm0, wn0, 0u, gid, tig);
     for (uint t = 0; t < tiles; t++) {
-        const uint next = t + STAGES - 1;
-        if (next < tiles) {
-            stage_tile(sa[next % STAGES], a, lda, K, next, pa, A_PLACES, A_KC, A_ALIGNED);
-            stage_tile(sb[next % STAGES], b, ldb, K, next, pb, B_PLACES, B_KC, B_ALIGNED);
-        }
-        cp_async_commit();
+        STAGE_K_TILE(t + STAGES - 1);
 #pragma unroll
         for (uint s = 0; s < BK / 16; s++) {
             if (s + 1 < BK / 16) {
@@ -342,12 +341,7 @@ oclml_gemm_lp(uint M, uint N, uint K, float alpha, float beta, __global const us
         cp_async_wait(STAGES - 2);
         barrier(CLK_LOCAL_MEM_FENCE);
         /* The stage refilled now was read in the previous step, which every warp has left. */
-        const uint next = t + STAGES - 1;
-        if (next < tiles) {
-            stage_tile(sa[next % STAGES], a, lda, K, next, pa, A_PLACES, A_KC, A_ALIGNED);
-            stage_tile(sb[next % STAGES], b, ldb, K, next, pb, B_PLACES, B_KC, B_ALIGNED);
-        }
-        cp_async_commit();
+        STAGE_K_TILE(t + STAGES - 1);
 #pragma unroll
         for (uint k0 = 0; k0 < BK; k0 += 16) {
             uint af[MT][4], bf[NT / 2][4];

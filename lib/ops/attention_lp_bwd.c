@@ -15,10 +15,8 @@
 #define MOST_HEAD_DIM 128u
 #define DELTA_ITEMS 64u
 
-typedef enum lp_bwd_path { LP_STAND_IN, LP_MMA, LP_EMULATED } lp_bwd_path;
-
 typedef struct lp_bwd_plan {
-    lp_bwd_path path;
+    oclml__mma16_path path;
     unsigned rows; /* rows a staged block */
     bool ahead;    /* the next block copied (cp.async) while this one is used */
     bool kv_local; /* dK/dV's K and V read from local memory, not held in registers */
@@ -26,7 +24,7 @@ typedef struct lp_bwd_plan {
 
 static size_t local_bytes(const lp_bwd_plan *p, size_t D) {
     const size_t bufs = p->ahead ? 2u : 1u, block = 2 * p->rows * (D + 8) * 2,
-                 emulation = p->path == LP_EMULATED ? WARPS * (384 + 32) * 4 : 0;
+                 emulation = p->path == OCLML__MMA16_EMULATED ? WARPS * (384 + 32) * 4 : 0;
     /* dK/dV: the blocks, their rows' lse and delta, K and V where staged; dQ: the blocks and
      * the row table */
     const size_t dkdv = bufs * (block + p->rows * 8) + (p->kv_local ? 2 * ROWS * (D + 8) * 2 : 0),
@@ -46,23 +44,20 @@ static size_t local_bytes(const lp_bwd_plan *p, size_t D) {
  * memory above (64 registers a work-item there). A forced choice that the local memory does not
  * hold is dropped (K and V from local memory before the copies ahead). */
 static lp_bwd_plan plan_of(oclml_ctx *ctx, size_t D, bool aligned) {
-    lp_bwd_plan p = {LP_STAND_IN, D <= 64 ? 64u : 32u, false, false};
-    const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_BWD_MMA, 0);
-    if (mode == 0) return p;
-    const bool hw = ctx->caps.is_gpu && oclml__caps_mma(ctx);
-    p.path = hw ? LP_MMA : mode == 2 ? LP_EMULATED : LP_STAND_IN;
-    if (p.path == LP_STAND_IN) return p;
+    lp_bwd_plan p = {OCLML__MMA16_NONE, D <= 64 ? 64u : 32u, false, false};
+    p.path = oclml__mma16_path_of(ctx, oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_BWD_MMA, 0));
+    if (p.path == OCLML__MMA16_NONE) return p;
     const long rows = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_BWD_TILE, 0),
                ahead = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_BWD_TILE, 1),
                kv = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_BWD_TILE, 2);
     if (rows == 32 || rows == 64) p.rows = (unsigned)rows;
-    const size_t most =
-        p.path == LP_MMA ? oclml__caps_static_local(ctx) : ctx->caps.local_mem_bytes;
+    const size_t most = oclml__caps_static_local(ctx); /* the kernels' arrays, emulated or not */
     p.kv_local = kv == 2 || (kv != 1 && D > 64);
     if (p.kv_local && local_bytes(&p, D) > most) p.kv_local = false;
     p.ahead = aligned && ahead != 1;
     if (p.ahead && local_bytes(&p, D) > most) p.ahead = false;
-    if (local_bytes(&p, D) > most || THREADS > ctx->caps.max_work_group_size) p.path = LP_STAND_IN;
+    if (local_bytes(&p, D) > most || THREADS > ctx->caps.max_work_group_size)
+        p.path = OCLML__MMA16_NONE;
     return p;
 }
 
@@ -82,7 +77,8 @@ bool oclml__attention_lp_bwd_applies(oclml_ctx *ctx, const oclml__att_geometry *
     const oclml_dtype ab = q->dtype;
     return ab != OCLML_FLOAT32 && k->dtype == ab && v->dtype == ab && dout->dtype == ab && !dmask &&
            s->D % 16 == 0 && s->D <= MOST_HEAD_DIM && !s->mask && !s->keylen && !s->dropout &&
-           !g->window && plan_of(ctx, s->D, operands_aligned(q, k, v, dout)).path != LP_STAND_IN;
+           !g->window &&
+           plan_of(ctx, s->D, operands_aligned(q, k, v, dout)).path != OCLML__MMA16_NONE;
 }
 
 typedef struct lp_bwd_program {
@@ -97,7 +93,7 @@ static void program_of(const lp_bwd_plan *p, oclml_dtype ab, oclml_dtype o,
              "-DAB_DT=%d -DO_DT=%d -DDQ_DT=%d -DDK_DT=%d -DDV_DT=%d -DHEAD_DIM=%zu -DBN=%u "
              "-DWARPS=%u -DAHEAD=%d -DKV_LOCAL=%d -DLAYOUT_BLHD=%d -DMMA_EMULATE=%d",
              (int)ab, (int)o, (int)grad[0], (int)grad[1], (int)grad[2], D, p->rows, WARPS, p->ahead,
-             p->kv_local, blhd, p->path == LP_EMULATED);
+             p->kv_local, blhd, p->path == OCLML__MMA16_EMULATED);
     g->spec = (oclml__program_spec){
         "attention_lp_bwd.cl", g->defines,
         "oclml_attention_lp_delta oclml_attention_lp_dkdv oclml_attention_lp_dq", 255};
@@ -202,8 +198,8 @@ void oclml__attention_lp_bwd_describe(oclml_ctx *ctx, const oclml__att_geometry 
     snprintf(text, len,
              "%s tensor cores%s (m16n8k16), dK/dV %u keys x %u query rows a block%s, dQ %u rows "
              "x %u keys a block%s",
-             oclml_dtype_name(k->dtype), p.path == LP_EMULATED ? " emulated" : "", ROWS, p.rows,
-             p.kv_local ? " (K and V from local memory)" : "", ROWS, p.rows,
+             oclml_dtype_name(k->dtype), p.path == OCLML__MMA16_EMULATED ? " emulated" : "", ROWS,
+             p.rows, p.kv_local ? " (K and V from local memory)" : "", ROWS, p.rows,
              p.ahead ? ", the next copied ahead" : "");
 }
 
@@ -213,7 +209,7 @@ void oclml__attention_lp_bwd_describe(oclml_ctx *ctx, const oclml__att_geometry 
 void oclml__attention_lp_bwd_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     for (size_t D = 16; D <= MOST_HEAD_DIM; D += 16) {
         const lp_bwd_plan plan = plan_of(ctx, D, true);
-        if (plan.path == LP_STAND_IN || (!list->every_shape && D != 64 && D != 128)) continue;
+        if (plan.path == OCLML__MMA16_NONE || (!list->every_shape && D != 64 && D != 128)) continue;
         for (int ab = OCLML_BFLOAT16; ab <= OCLML_FLOAT16; ab++)
             for (int out32 = 0; out32 <= (int)list->every_shape; out32++)
                 for (int blhd = 0; blhd <= (int)list->every_shape; blhd++) {

@@ -11,10 +11,8 @@
  * copied ahead. */
 #define MOST_HEAD_DIM 128u
 
-typedef enum lp_fwd_path { LP_STAND_IN, LP_MMA, LP_EMULATED } lp_fwd_path;
-
 typedef struct lp_fwd_plan {
-    lp_fwd_path path;
+    oclml__mma16_path path;
     unsigned mt;   /* m16 tiles of query rows a warp */
     unsigned keys; /* keys a block */
     unsigned warps;
@@ -25,7 +23,7 @@ static size_t local_bytes(const lp_fwd_plan *p, size_t D) {
     /* K and V of a block (two with copies ahead), the row tables, and the emulation's exchange
      * and shuffle buffers */
     return (p->ahead ? 2u : 1u) * 2 * p->keys * (D + 8) * 2 + 16 * p->mt * p->warps * 28 +
-           (p->path == LP_EMULATED ? p->warps * (384 + 32) * 4 : 0);
+           (p->path == OCLML__MMA16_EMULATED ? p->warps * (384 + 32) * 4 : 0);
 }
 
 /* The tuning key attention.lp_mma: -1 (the default) or 1 the tensor cores where the device has
@@ -38,12 +36,9 @@ static size_t local_bytes(const lp_fwd_plan *p, size_t D) {
  * (its copy overlapping this block's products) where the operands allow 16-byte copies and the
  * local memory kernels may declare holds two blocks. */
 static lp_fwd_plan plan_of(oclml_ctx *ctx, size_t D, bool aligned) {
-    lp_fwd_plan p = {LP_STAND_IN, 1u, 64u, 4u, false};
-    const long mode = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_MMA, 0);
-    if (mode == 0) return p;
-    const bool hw = ctx->caps.is_gpu && oclml__caps_mma(ctx);
-    p.path = hw ? LP_MMA : mode == 2 ? LP_EMULATED : LP_STAND_IN;
-    if (p.path == LP_STAND_IN) return p;
+    lp_fwd_plan p = {OCLML__MMA16_NONE, 1u, 64u, 4u, false};
+    p.path = oclml__mma16_path_of(ctx, oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_MMA, 0));
+    if (p.path == OCLML__MMA16_NONE) return p;
     const long mt = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_FWD_TILE, 0),
                keys = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_FWD_TILE, 1),
                ahead = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_FWD_TILE, 2);
@@ -51,12 +46,11 @@ static lp_fwd_plan plan_of(oclml_ctx *ctx, size_t D, bool aligned) {
     if (keys == 32 || keys == 64 || keys == 128) p.keys = (unsigned)keys;
     const long warps = oclml__tune(ctx, OCLML__TUNE_ATTENTION_LP_FWD_TILE, 3);
     if (warps == 4 || warps == 8) p.warps = (unsigned)warps;
-    const size_t most =
-        p.path == LP_MMA ? oclml__caps_static_local(ctx) : ctx->caps.local_mem_bytes;
+    const size_t most = oclml__caps_static_local(ctx); /* the kernels' arrays, emulated or not */
     p.ahead = aligned && ahead != 1;
     if (p.ahead) p.ahead = local_bytes(&p, D) <= most;
     if (local_bytes(&p, D) > most || 32u * p.warps > ctx->caps.max_work_group_size)
-        p.path = LP_STAND_IN;
+        p.path = OCLML__MMA16_NONE;
     return p;
 }
 
@@ -80,7 +74,7 @@ bool oclml__attention_lp_fwd_applies(oclml_ctx *ctx, const oclml__att_geometry *
                                      const oclml_tensor *q, const oclml_tensor *k,
                                      const oclml_tensor *v) {
     return form_fits(g, q->dtype, k->dtype, v->dtype) &&
-           plan_of(ctx, g->s.D, kv_aligned(k, v)).path != LP_STAND_IN;
+           plan_of(ctx, g->s.D, kv_aligned(k, v)).path != OCLML__MMA16_NONE;
 }
 
 typedef struct lp_fwd_program {
@@ -93,7 +87,8 @@ static void program_of(const lp_fwd_plan *p, oclml_dtype ab, oclml_dtype o, size
     snprintf(g->defines, sizeof g->defines,
              "-DAB_DT=%d -DO_DT=%d -DHEAD_DIM=%zu -DBN=%u -DWARPS=%u -DMT=%u -DAHEAD=%d "
              "-DLAYOUT_BLHD=%d -DMMA_EMULATE=%d",
-             (int)ab, (int)o, D, p->keys, p->warps, p->mt, p->ahead, blhd, p->path == LP_EMULATED);
+             (int)ab, (int)o, D, p->keys, p->warps, p->mt, p->ahead, blhd,
+             p->path == OCLML__MMA16_EMULATED);
     g->spec =
         (oclml__program_spec){"attention_lp_fwd.cl", g->defines, "oclml_attention_lp_fwd", 255};
 }
@@ -135,7 +130,7 @@ void oclml__attention_lp_fwd_describe(oclml_ctx *ctx, const oclml__att_geometry 
                                       size_t len) {
     const lp_fwd_plan p = plan_of(ctx, g->s.D, kv_aligned(k, v));
     snprintf(text, len, "%s tensor cores%s (m16n8k16), %u rows x %u keys a block%s",
-             oclml_dtype_name(k->dtype), p.path == LP_EMULATED ? " emulated" : "",
+             oclml_dtype_name(k->dtype), p.path == OCLML__MMA16_EMULATED ? " emulated" : "",
              16u * p.mt * p.warps, p.keys, p.ahead ? ", the next copied ahead" : "");
 }
 
@@ -144,7 +139,7 @@ void oclml__attention_lp_fwd_describe(oclml_ctx *ctx, const oclml__att_geometry 
 void oclml__attention_lp_fwd_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
     for (size_t D = 16; D <= MOST_HEAD_DIM; D += 16) {
         const lp_fwd_plan plan = plan_of(ctx, D, true);
-        if (plan.path == LP_STAND_IN || (!list->every_shape && D != 64 && D != 128)) continue;
+        if (plan.path == OCLML__MMA16_NONE || (!list->every_shape && D != 64 && D != 128)) continue;
         for (int ab = OCLML_BFLOAT16; ab <= OCLML_FLOAT16; ab++)
             for (int o = 0; o < 2; o++)
                 for (int blhd = 0; blhd <= (int)list->every_shape; blhd++) {

@@ -12,10 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef enum lp_path { LP_CONVERT, LP_MMA, LP_EMULATED } lp_path;
-
 typedef struct lp_plan {
-    lp_path path;
+    oclml__mma16_path path; /* NONE: the operands converted to fp32 */
     unsigned bm, bn, warps_m, warps_n, stages;
     unsigned depth;    /* a stage's K depth: 32 or 64 */
     unsigned prefetch; /* the next K step's fragments loaded before this step's products */
@@ -26,17 +24,25 @@ typedef struct lp_plan {
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
+/* An operand as it lies in memory: rows of cols contiguous elements (op(A) [m x k] is stored
+ * [k x m] when transposed, op(B) [k x n] stored [n x k]). */
+typedef struct stored_shape {
+    size_t rows, cols;
+} stored_shape;
+static stored_shape a_stored(const oclml__gemm_desc *d) {
+    return d->trans_a ? (stored_shape){d->k, d->m} : (stored_shape){d->m, d->k};
+}
+static stored_shape b_stored(const oclml__gemm_desc *d) {
+    return d->trans_b ? (stored_shape){d->n, d->k} : (stored_shape){d->k, d->n};
+}
+
 /* An operand the kernel copies 16 bytes at a time: its contiguous extent, ld, offset and stride
  * multiples of 8 elements. Others it stages element by element, or the host pads them first. */
 static bool aligned(const oclml__matrix *x, size_t extent) {
     return extent % 8 == 0 && x->ld % 8 == 0 && x->offset % 8 == 0 && x->stride % 8 == 0;
 }
-static bool a_aligned(const oclml__gemm_desc *d) {
-    return aligned(&d->a, d->trans_a ? d->m : d->k);
-}
-static bool b_aligned(const oclml__gemm_desc *d) {
-    return aligned(&d->b, d->trans_b ? d->k : d->n);
-}
+static bool a_aligned(const oclml__gemm_desc *d) { return aligned(&d->a, a_stored(d).cols); }
+static bool b_aligned(const oclml__gemm_desc *d) { return aligned(&d->b, b_stored(d).cols); }
 
 static bool kernel_takes(const oclml__gemm_desc *d) {
     const size_t most = UINT_MAX - 1024;
@@ -53,19 +59,20 @@ static bool kernel_takes(const oclml__gemm_desc *d) {
  * deep (96 KiB) there. Within 48 KiB (and in the emulation, whose programs the suite compiles):
  * 128 x 128 in 2 x 4 warps of 64 x 32, three stages of 32. bench/DECISIONS.md has the sweep. */
 static void default_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, bool hw, lp_plan *p) {
-    *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3, 32, 0, 1, 0, false, false};
+    *p = (lp_plan){OCLML__MMA16_NONE, 128, 128, 2, 4, 3, 32, 0, 1, 0, false, false};
     if (!hw || ctx->caps.max_work_group_size < 256) return;
     const size_t local = oclml__caps_static_local(ctx),
                  wide_blocks = ceil_div(d->m, 128) * ceil_div(d->n, 256) * d->batch;
     if (wide_blocks >= 3 * (size_t)ctx->caps.compute_units && local >= 72 * 1024)
-        *p = (lp_plan){LP_CONVERT, 128, 256, 2, 4, 3, 32, 1, 1, 0, false, false};
+        *p = (lp_plan){OCLML__MMA16_NONE, 128, 256, 2, 4, 3, 32, 1, 1, 0, false, false};
     else if (local >= 96 * 1024)
-        *p = (lp_plan){LP_CONVERT, 128, 128, 2, 4, 3, 64, 1, 1, 0, false, false};
+        *p = (lp_plan){OCLML__MMA16_NONE, 128, 128, 2, 4, 3, 64, 1, 1, 0, false, false};
 }
 
-/* Bytes of an operand ([rows x cols] as stored) copied with rows padded to a multiple of 8. */
-static size_t padded_bytes(const oclml__matrix *x, size_t rows, size_t cols, size_t batch) {
-    return (x->stride ? batch : 1) * rows * ((cols + 7) / 8 * 8) * 2;
+/* An operand's rows padded to a multiple of 8 elements, and the bytes of its padded copy. */
+static size_t padded_ld(stored_shape s) { return (s.cols + 7) / 8 * 8; }
+static size_t padded_bytes(const oclml__matrix *x, stored_shape s, size_t batch) {
+    return (x->stride ? batch : 1) * s.rows * padded_ld(s) * 2;
 }
 
 /* K splits (the tuning key gemm.lp_splits: 0 auto, 1 none, N that many) where C, the bias and
@@ -104,9 +111,9 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p)
  * deep, no fragments ahead, unless gemm.lp_depth or gemm.lp_prefetch say otherwise), else
  * default_tile's. */
 static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p) {
-    const long mode = oclml__tune(ctx, OCLML__TUNE_GEMM_LP_MMA, 0);
-    const bool hw = ctx->caps.is_gpu && oclml__caps_mma(ctx);
-    default_tile(ctx, d, hw && mode != 0, p);
+    const oclml__mma16_path where =
+        oclml__mma16_path_of(ctx, oclml__tune(ctx, OCLML__TUNE_GEMM_LP_MMA, 0));
+    default_tile(ctx, d, where == OCLML__MMA16_HW, p);
     if (oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 0)) {
         p->bm = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 0);
         p->bn = (unsigned)oclml__tune(ctx, OCLML__TUNE_GEMM_LP_TILE, 1);
@@ -125,16 +132,14 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p) {
                          p->bn % (16 * p->warps_n) == 0 && p->stages >= 2 && p->stages <= 8 &&
                          (p->depth == 32 || p->depth == 64) &&
                          32 * p->warps_m * p->warps_n <= ctx->caps.max_work_group_size;
-    const size_t local = (size_t)p->stages * (p->bm + p->bn) * p->depth * 2 +
-                         (mode == 2 && !hw ? (size_t)p->warps_m * p->warps_n * 384 * 4 : 0);
+    const size_t local =
+        (size_t)p->stages * (p->bm + p->bn) * p->depth * 2 +
+        (where == OCLML__MMA16_EMULATED ? (size_t)p->warps_m * p->warps_n * 384 * 4 : 0);
     if (d->ab_dtype == OCLML_FLOAT32 || !tile_ok || local > oclml__caps_static_local(ctx) ||
         !kernel_takes(d))
         return;
-    if (mode == 2 && !hw)
-        p->path = LP_EMULATED;
-    else if (mode && hw)
-        p->path = LP_MMA;
-    if (p->path == LP_CONVERT) return;
+    p->path = where;
+    if (p->path == OCLML__MMA16_NONE) return;
     choose_splits(ctx, d, p);
     /* Unaligned operands copied padded where each element feeds at least 512 products (the
      * tuning key gemm.lp_pad: -1 auto, 0 never, 1 always) and the copy fits the workspace an op
@@ -142,11 +147,9 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p) {
      * loads two bytes a work-item into every stage (bench/DECISIONS.md has the figures). */
     const long pad = oclml__tune(ctx, OCLML__TUNE_GEMM_LP_PAD, 0);
     p->pad_a = pad != 0 && !a_aligned(d) && (pad == 1 || d->n >= 512) &&
-               padded_bytes(&d->a, d->trans_a ? d->k : d->m, d->trans_a ? d->m : d->k, d->batch) <=
-                   ctx->caps.workspace_bytes;
+               padded_bytes(&d->a, a_stored(d), d->batch) <= ctx->caps.workspace_bytes;
     p->pad_b = pad != 0 && !b_aligned(d) && (pad == 1 || d->m >= 512) &&
-               padded_bytes(&d->b, d->trans_b ? d->n : d->k, d->trans_b ? d->k : d->n, d->batch) <=
-                   ctx->caps.workspace_bytes;
+               padded_bytes(&d->b, b_stored(d), d->batch) <= ctx->caps.workspace_bytes;
 }
 
 typedef struct lp_program {
@@ -161,10 +164,10 @@ static void program_of(const lp_plan *p, const oclml__gemm_desc *d, lp_program *
              "-DWARPS_N=%u -DSTAGES=%u -DMMA_EMULATE=%d -DHAS_BIAS=%d -DBIAS_DT=%d -DHAS_PRE=%d "
              "-DPRE_DT=%d -DHAS_DROPOUT=%d -DA_ALIGNED=%d -DB_ALIGNED=%d -DBK=%u -DPREFETCH=%u%s%s",
              (int)d->ab_dtype, (int)d->c_dtype, d->trans_a, d->trans_b, p->bm, p->bn, p->warps_m,
-             p->warps_n, p->stages, p->path == LP_EMULATED, d->bias != NULL, (int)d->bias_dtype,
-             d->pre.mem != NULL, (int)d->pre_dtype, oclml__dropout_active(d->drop) != NULL,
-             a_aligned(d) || p->pad_a, b_aligned(d) || p->pad_b, p->depth, p->prefetch,
-             act ? " " : "", act ? act : "");
+             p->warps_n, p->stages, p->path == OCLML__MMA16_EMULATED, d->bias != NULL,
+             (int)d->bias_dtype, d->pre.mem != NULL, (int)d->pre_dtype,
+             oclml__dropout_active(d->drop) != NULL, a_aligned(d) || p->pad_a,
+             b_aligned(d) || p->pad_b, p->depth, p->prefetch, act ? " " : "", act ? act : "");
     g->spec = (oclml__program_spec){"gemm_lp.cl", g->defines, "oclml_gemm_lp", 255};
 }
 
@@ -227,16 +230,16 @@ static oclml_status run_aligned(oclml_ctx *ctx, const oclml__gemm_desc *d, const
     return st;
 }
 
-/* Operand x ([rows x cols] as stored) copied into scratch with rows padded to a multiple of 8
+/* Operand x (of shape s as stored) copied into scratch with rows padded to a multiple of 8
  * elements (zeros in the padding, which the kernel's 16-byte copies at the edge read). */
-static oclml_status pad_operand(oclml_ctx *ctx, oclml__matrix *x, size_t rows, size_t cols,
-                                size_t batch, cl_mem *scratch) {
-    const size_t ld = (cols + 7) / 8 * 8, entries = x->stride ? batch : 1;
-    oclml_status st = oclml__scratch_get(ctx, padded_bytes(x, rows, cols, batch), scratch);
+static oclml_status pad_operand(oclml_ctx *ctx, oclml__matrix *x, stored_shape s, size_t batch,
+                                cl_mem *scratch) {
+    const size_t ld = padded_ld(s), entries = x->stride ? batch : 1;
+    oclml_status st = oclml__scratch_get(ctx, padded_bytes(x, s, batch), scratch);
     if (!st)
-        st = oclml__pad_rows16(ctx, x->mem, x->offset, x->ld, x->stride, entries, rows, cols,
+        st = oclml__pad_rows16(ctx, x->mem, x->offset, x->ld, x->stride, entries, s.rows, s.cols,
                                *scratch, ld);
-    *x = (oclml__matrix){*scratch, 0, ld, x->stride ? rows * ld : 0};
+    *x = (oclml__matrix){*scratch, 0, ld, x->stride ? s.rows * ld : 0};
     return st;
 }
 
@@ -245,12 +248,8 @@ static oclml_status run_kernel(oclml_ctx *ctx, const oclml__gemm_desc *d, const 
     oclml__gemm_desc e = *d;
     cl_mem sa = NULL, sb = NULL;
     oclml_status st = OCLML_SUCCESS;
-    if (p->pad_a)
-        st = pad_operand(ctx, &e.a, d->trans_a ? d->k : d->m, d->trans_a ? d->m : d->k, d->batch,
-                         &sa);
-    if (!st && p->pad_b)
-        st = pad_operand(ctx, &e.b, d->trans_b ? d->n : d->k, d->trans_b ? d->k : d->n, d->batch,
-                         &sb);
+    if (p->pad_a) st = pad_operand(ctx, &e.a, a_stored(d), d->batch, &sa);
+    if (!st && p->pad_b) st = pad_operand(ctx, &e.b, b_stored(d), d->batch, &sb);
     if (!st) st = run_aligned(ctx, &e, p);
     if (sa) oclml__scratch_put(ctx, sa);
     if (sb) oclml__scratch_put(ctx, sb);
@@ -280,11 +279,10 @@ static oclml_status run_converted(oclml_ctx *ctx, const oclml__gemm_desc *d) {
     oclml__gemm_desc f = *d;
     f.ab_dtype = f.c_dtype = f.bias_dtype = f.pre_dtype = OCLML_FLOAT32;
     cl_mem sa = NULL, sb = NULL, sc = NULL, sbias = NULL, spre = NULL;
-    const size_t a_rows = d->trans_a ? d->k : d->m, a_cols = d->trans_a ? d->m : d->k,
-                 b_rows = d->trans_b ? d->n : d->k, b_cols = d->trans_b ? d->k : d->n,
-                 a_batch = d->a.stride ? d->batch : 1, b_batch = d->b.stride ? d->batch : 1;
-    oclml_status st = to_fp32(ctx, d->ab_dtype, &d->a, a_rows, a_cols, a_batch, &f.a, &sa);
-    if (!st) st = to_fp32(ctx, d->ab_dtype, &d->b, b_rows, b_cols, b_batch, &f.b, &sb);
+    const stored_shape a = a_stored(d), b = b_stored(d);
+    const size_t a_batch = d->a.stride ? d->batch : 1, b_batch = d->b.stride ? d->batch : 1;
+    oclml_status st = to_fp32(ctx, d->ab_dtype, &d->a, a.rows, a.cols, a_batch, &f.a, &sa);
+    if (!st) st = to_fp32(ctx, d->ab_dtype, &d->b, b.rows, b.cols, b_batch, &f.b, &sb);
     /* C whole (its old values where beta reads them): converting back then rewrites every
      * element of the span as it was or as the product made it. */
     if (!st) st = to_fp32(ctx, d->c_dtype, &d->c, d->m, d->n, d->batch, &f.c, &sc);
@@ -313,13 +311,13 @@ static oclml_status run_converted(oclml_ctx *ctx, const oclml__gemm_desc *d) {
 oclml_status oclml__gemm_lp(oclml_ctx *ctx, const oclml__gemm_desc *d) {
     lp_plan p;
     make_plan(ctx, d, &p);
-    return p.path == LP_CONVERT ? run_converted(ctx, d) : run_kernel(ctx, d, &p);
+    return p.path == OCLML__MMA16_NONE ? run_converted(ctx, d) : run_kernel(ctx, d, &p);
 }
 
 void oclml__gemm_lp_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len) {
     lp_plan p;
     make_plan(ctx, d, &p);
-    if (p.path == LP_CONVERT) {
+    if (p.path == OCLML__MMA16_NONE) {
         oclml__gemm_desc f = *d;
         f.ab_dtype = f.c_dtype = f.bias_dtype = f.pre_dtype = OCLML_FLOAT32;
         char inner[256];
@@ -340,9 +338,9 @@ void oclml__gemm_lp_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *te
         }
     snprintf(text, len,
              "%s tensor cores%s (m16n8k16), tile %ux%ux%u, %ux%u warps, %u stages%s%s, C %s%s",
-             oclml_dtype_name(d->ab_dtype), p.path == LP_EMULATED ? " emulated" : "", p.bm, p.bn,
-             p.depth, p.warps_m, p.warps_n, p.stages, p.prefetch ? ", fragments ahead" : "", splits,
-             oclml_dtype_name(d->c_dtype), operands);
+             oclml_dtype_name(d->ab_dtype), p.path == OCLML__MMA16_EMULATED ? " emulated" : "",
+             p.bm, p.bn, p.depth, p.warps_m, p.warps_n, p.stages,
+             p.prefetch ? ", fragments ahead" : "", splits, oclml_dtype_name(d->c_dtype), operands);
 }
 
 /* The common 16-bit products: bf16 and fp16 operands, C of their dtype or fp32, PyTorch's
@@ -358,7 +356,7 @@ void oclml__gemm_lp_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list)
                 d.trans_b = t == 1;
                 lp_plan p;
                 make_plan(ctx, &d, &p);
-                if (p.path == LP_CONVERT) continue;
+                if (p.path == OCLML__MMA16_NONE) continue;
                 lp_program g;
                 program_of(&p, &d, &g);
                 oclml__warm_add(list, op, g.defines, g.spec);

@@ -71,6 +71,21 @@ extern const size_t oclml__warm_row_lengths[OCLML__WARM_ROW_LENGTHS];
 #define OCLML__N_ACTS ((unsigned)OCLML_ACT_SIGMOID + 1)
 oclml_status oclml__check_act(oclml_ctx *ctx, oclml_activation act);
 
+/* Where a 16-bit tensor-core kernel runs, from its tuning key's mode: -1 or 1 on the instruction
+ * where the device has it; 0 never; 2 the kernel with the instruction emulated where the device
+ * lacks it (tests; on a device that has it, the instruction, so that the same tests check it
+ * there). OCLML__MMA16_NONE leaves the call to the op's other path (fp32 stand-ins). */
+typedef enum oclml__mma16_path {
+    OCLML__MMA16_NONE,
+    OCLML__MMA16_HW,
+    OCLML__MMA16_EMULATED
+} oclml__mma16_path;
+static inline oclml__mma16_path oclml__mma16_path_of(oclml_ctx *ctx, long mode) {
+    if (mode == 0) return OCLML__MMA16_NONE;
+    if (ctx->caps.is_gpu && oclml__caps_mma(ctx)) return OCLML__MMA16_HW;
+    return mode == 2 ? OCLML__MMA16_EMULATED : OCLML__MMA16_NONE;
+}
+
 /* The params a call runs with: p, or what NULL means everywhere, the defaults (init fills them
  * into *defaults, a caller's local). */
 #define OCLML__OR_DEFAULTS(p, defaults, init) ((p) ? (p) : ((void)init(defaults), (defaults)))

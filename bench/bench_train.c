@@ -106,7 +106,7 @@ int bench_train(bench_env *env) {
     size_t dims[4] = {1024, 4096, 4096, 1024}, quick_dims[4] = {64, 256, 256, 64};
     train_mlp *mlp;
     oclml_status st =
-        train_mlp_create(env->ctx, B, env->quick ? quick_dims : dims, OCLML_FLOAT32, &mlp);
+        train_mlp_create(env->ctx, B, env->quick ? quick_dims : dims, OCLML_FLOAT32, NULL, &mlp);
     if (st) return bench_fail(env, st, "MLP setup");
     char shape[96];
     const size_t *d = env->quick ? quick_dims : dims;
@@ -121,7 +121,7 @@ int bench_train(bench_env *env) {
     int n_conv = env->quick ? 2 : 4;
     train_cnn *cnn;
     st = train_cnn_create(env->ctx, images, side, n_conv, env->quick ? quick_ch : channels, 10,
-                          OCLML_FLOAT32, &cnn);
+                          OCLML_FLOAT32, NULL, &cnn);
     if (st) return bench_fail(env, st, "CNN setup");
     if (env->quick)
         snprintf(shape, sizeof shape, "cnn B%zu %zux%zux3 k5 8-16 maxpool silu xent adamw", images,

@@ -125,6 +125,7 @@ struct gpt_model {
     oclml_tensor *empty;
     size_t step;
     float *host_tokens; /* inputs, positions, targets of a batch */
+    train_parallel par;
 };
 
 const char *const gpt_phase_names[GPT_PHASES] = {"embedding",     "attention",     "mlp",
@@ -595,14 +596,67 @@ static oclml_status backward_embedding(gpt_model *m) {
     return st;
 }
 
+/* The gradients final after each part of the backward, in its order (gpt_grad_order): the
+ * final norm's after the head's (wte's only after the embeddings': the token embedding's
+ * backward adds to it), a block's MLP and second norm, then its attention and first norm. */
+static size_t grads_of_head(const gpt_model *m, size_t *t) {
+    t[0] = final_norm(m, 0), t[1] = final_norm(m, 1);
+    return 2;
+}
+static size_t grads_of_mlp(const gpt_model *m, size_t l, size_t *t) {
+    t[0] = matrix(l, M_PROJ), t[1] = vector(m, l, V_BPROJ), t[2] = matrix(l, M_FC);
+    t[3] = vector(m, l, V_BFC), t[4] = vector(m, l, V_LN2G), t[5] = vector(m, l, V_LN2B);
+    return 6;
+}
+static size_t grads_of_attention(const gpt_model *m, size_t l, size_t *t) {
+    size_t n = 0;
+    t[n++] = matrix(l, M_O), t[n++] = vector(m, l, V_BO);
+    for (int j = 0; j < 3; j++) t[n++] = matrix(l, M_Q + j), t[n++] = vector(m, l, V_BQ + j);
+    t[n++] = vector(m, l, V_LN1G), t[n++] = vector(m, l, V_LN1B);
+    return n;
+}
+static size_t grads_of_embedding(size_t *t) {
+    t[0] = P_WTE, t[1] = P_WPE;
+    return 2;
+}
+
+static oclml_status mark_ready(gpt_model *m, const size_t *t, size_t n) {
+    oclml_status st = OCLML_SUCCESS;
+    for (size_t i = 0; i < n; i++) TRY(train_grads_ready(&m->par, t[i], 1));
+    return st;
+}
+
 static oclml_status backward(gpt_model *m) {
+    size_t t[16];
     oclml_status st = backward_head(m);
+    TRY(mark_ready(m, t, grads_of_head(m, t)));
     for (size_t l = m->c.layers; l-- > 0;) {
         TRY(backward_mlp(m, l));
+        TRY(mark_ready(m, t, grads_of_mlp(m, l, t)));
         TRY(backward_attention(m, l));
+        TRY(mark_ready(m, t, grads_of_attention(m, l, t)));
     }
     TRY(backward_embedding(m));
+    TRY(mark_ready(m, t, grads_of_embedding(t)));
     return st;
+}
+
+size_t gpt_tensors(const gpt_model *m) { return final_norm(m, 1) + 1; }
+
+oclml_arena *gpt_arena(const gpt_model *m) { return m->arena; }
+
+void gpt_grad_order(const gpt_model *m, size_t *order) {
+    size_t n = grads_of_head(m, order);
+    for (size_t l = m->c.layers; l-- > 0;) {
+        n += grads_of_mlp(m, l, order + n);
+        n += grads_of_attention(m, l, order + n);
+    }
+    grads_of_embedding(order + n);
+}
+
+void gpt_set_parallel(gpt_model *m, const train_parallel *par) {
+    memset(&m->par, 0, sizeof m->par);
+    if (par) m->par = *par;
 }
 
 /* nanoGPT's schedule: linear warm-up, then a cosine down to min_lr at `steps`. */
@@ -625,6 +679,7 @@ oclml_status gpt_step(gpt_model *m) {
     oclml_status st = forward(m);
     TRY(loss_and_gradient(m));
     TRY(backward(m));
+    TRY(train_before_step(&m->par));
     TRY(optimizer_step(m));
     return st;
 }

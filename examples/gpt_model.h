@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "train_parallel.h"
+
 typedef struct gpt_config {
     size_t vocab;   /* V */
     size_t context; /* the longest sequence (learned positions) */
@@ -46,6 +48,15 @@ oclml_status gpt_create(oclml_ctx *ctx, const gpt_config *cfg, gpt_model **model
 void gpt_destroy(gpt_model *m);
 /* Parameters in the arena and their count. */
 size_t gpt_parameters(const gpt_model *m);
+
+/* Data parallelism: the gradient exchange's calls (train_parallel.h; its part and parts are the
+ * caller's business: gpt_set_batch takes this process's sequences). NULL: one process. */
+void gpt_set_parallel(gpt_model *m, const train_parallel *par);
+/* The arena's tensors in the order the backward finishes their gradients (gpt_tensors of
+ * them), for the exchange's buckets. */
+size_t gpt_tensors(const gpt_model *m);
+oclml_arena *gpt_arena(const gpt_model *m);
+void gpt_grad_order(const gpt_model *m, size_t *order);
 
 /* Writes a batch: B x (T + 1) tokens per sequence, inputs the first T, targets the last T. */
 oclml_status gpt_set_batch(gpt_model *m, const uint32_t *tokens);

@@ -8,14 +8,24 @@
  * outputs, in double). Weights and data come from train_common.h's generator, which
  * examples/train_golden.py reproduces, so PyTorch trains from exactly the same start.
  * --bf16 or --fp16 trains in mixed precision (train_models.h; golden: autocast's curve, within
- * 2e-2 relative).
+ * 2e-2 relative). Under `mpirun -np N` (built with MPI) N processes share the images
+ * (train_dp.h) and the curve is the same as one process's on them all; every step checks that
+ * all hold the same weights.
  *   usage: train_cnn [--steps N] [--images N] [--bf16|--fp16] [--golden FILE]
  * Exit status: 0 when the loss fell below 80% of its start (and matched the golden file within
  * 1e-3 relative when one is given), 1 otherwise, 3 when a call failed. */
 #include "train_common.h"
+#include "train_dp.h"
 #include "train_models.h"
 
 int main(int argc, char **argv) {
+    char err[4096];
+    oclml_ctx *ctx;
+    train_dp dp;
+    if (train_dp_begin(&dp, &argc, &argv, &ctx, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 3;
+    }
     int steps = 50;
     size_t N = 128;
     const char *golden = NULL;
@@ -37,29 +47,34 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (steps < 1 || !N) return 2;
-    char err[4096];
-    oclml_ctx *ctx;
-    if (oclml_ctx_create(&ctx, NULL, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return 3;
-    }
+    if (steps < 1 || !N || N % (size_t)dp.ranks) return 2;
     const size_t channels[2] = {8, 16};
     train_cnn *m;
-    TRAIN_CHECK(train_cnn_create(ctx, N, 16, 2, channels, 10, dtype, &m));
+    TRAIN_CHECK(train_cnn_create(ctx, N, 16, 2, channels, 10, dtype, &dp.par, &m));
+    TRAIN_CHECK(train_dp_attach(&dp, ctx, train_cnn_arena(m), NULL));
     float *curve = malloc((size_t)steps * sizeof *curve);
+    int rc = 0;
     for (int s = 0; s < steps; s++) {
         TRAIN_CHECK(train_cnn_step(m));
         TRAIN_CHECK(train_cnn_loss(m, &curve[s]));
-        printf("step %3d  loss %.6f\n", s, curve[s]);
+        curve[s] = train_dp_mean(&dp, curve[s]);
+        if (!dp.rank) printf("step %3d  loss %.6f\n", s, curve[s]);
+        if (!train_dp_identical(&dp, train_cnn_arena(m))) {
+            fprintf(stderr, "rank %d: the processes' weights differ after step %d\n", dp.rank, s);
+            rc = 1;
+        }
     }
-    int rc = curve[steps - 1] < 0.8f * curve[0] ? 0 : 1;
-    if (rc) fprintf(stderr, "the loss did not fall below 80%% of its start\n");
-    if (golden)
+    if (curve[steps - 1] >= 0.8f * curve[0]) {
+        fprintf(stderr, "the loss did not fall below 80%% of its start\n");
+        rc = 1;
+    }
+    if (golden && !dp.rank)
         rc |= train_compare_golden(golden, curve, steps, dtype == OCLML_FLOAT32 ? 1e-3 : 2e-2) ? 1
                                                                                                : 0;
+    train_dp_detach(&dp);
     train_cnn_destroy(m);
     oclml_ctx_destroy(ctx);
+    train_dp_end(&dp);
     free(curve);
     return rc;
 }

@@ -12,10 +12,14 @@
  * FILE compares the curves).
  *   usage: train_gpt [--tiny|--small] [--data FILE] [--steps N] [--fixed] [--golden FILE]
  *                    [--sample N] [--save FILE] [--load FILE] [--every K] [options above]
+ * Under `mpirun -np N` (built with MPI) N processes share each batch (train_dp.h: --batch is
+ * the global batch), rank 0 prints the loss of the global batch, and the run ends by checking
+ * that all hold the same weights.
  * Exit status: 0 when the loss fell (the last five steps' mean under the first step's) and matched
  * the golden file within 1e-4 relative when one is given, 1 otherwise, 2 usage, 3 a failed call. */
 #include "gpt_model.h"
 #include "train_common.h"
+#include "train_dp.h"
 
 #include <time.h>
 
@@ -196,21 +200,34 @@ static double now_s(void) {
 }
 
 int main(int argc, char **argv) {
-    options o;
-    int rc = parse(argc, argv, &o);
-    if (rc) return rc;
-    const gpt_config *g = &o.c;
-    corpus data = {0};
-    if (o.data && (rc = read_corpus(o.data, &data, g->seq + 2))) return rc;
     char err[4096];
     oclml_ctx *ctx;
-    if (oclml_ctx_create(&ctx, NULL, err, sizeof err)) {
+    train_dp dp;
+    if (train_dp_begin(&dp, &argc, &argv, &ctx, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 3;
     }
+    options o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc;
+    const gpt_config *g = &o.c; /* the global batch */
+    if (g->batch % (size_t)dp.ranks) return usage(argv[0]);
+    corpus data = {0};
+    if (o.data && (rc = read_corpus(o.data, &data, g->seq + 2))) return rc;
+    /* This process's model trains on its sequences of each global batch. */
+    gpt_config local = *g;
+    local.batch = g->batch / (size_t)dp.ranks;
+    const size_t mine = (size_t)dp.rank * local.batch * (g->seq + 1);
     gpt_model *m;
-    TRAIN_CHECK(gpt_create(ctx, g, &m));
+    TRAIN_CHECK(gpt_create(ctx, &local, &m));
     if (o.load) TRAIN_CHECK(gpt_load(m, o.load));
+    size_t *order = malloc(gpt_tensors(m) * sizeof *order);
+    if (!order) return 3;
+    gpt_grad_order(m, order);
+    gpt_set_parallel(m, &dp.par);
+    TRAIN_CHECK(train_dp_attach(&dp, ctx, gpt_arena(m), order));
+    free(order);
+    if (dp.rank) freopen("/dev/null", "w", stdout); /* rank 0 speaks for all */
     printf("GPT: %zu layers, width %zu, %zu heads, vocabulary %zu, batch %zu x %zu: %zu "
            "parameters\n",
            g->layers, g->width, g->heads, g->vocab, g->batch, g->seq, gpt_parameters(m));
@@ -222,9 +239,10 @@ int main(int argc, char **argv) {
     double t0 = now_s(), tp = t0;
     for (int s = 0; s < o.steps; s++) {
         if (s && !o.fixed) next_batch(&data, g, &rng, tok);
-        TRAIN_CHECK(gpt_set_batch(m, tok));
+        TRAIN_CHECK(gpt_set_batch(m, tok + mine));
         TRAIN_CHECK(gpt_step(m));
         TRAIN_CHECK(gpt_loss(m, &curve[s]));
+        curve[s] = train_dp_mean(&dp, curve[s]);
         if ((s + 1) % o.every == 0 || s + 1 == o.steps) {
             double t = now_s();
             printf("step %4d  loss %.9g  %.0f tokens/s\n", s, curve[s],
@@ -234,24 +252,32 @@ int main(int argc, char **argv) {
         }
     }
     double elapsed = now_s() - t0;
+    if (!train_dp_identical(&dp, gpt_arena(m))) {
+        fprintf(stderr, "rank %d: the processes' weights differ\n", dp.rank);
+        rc = 1;
+    }
     printf("%d steps in %.1f s: %.0f tokens/s\n", o.steps, elapsed,
            (double)(g->batch * g->seq) * o.steps / elapsed);
     int tail = o.steps < 5 ? o.steps : 5;
     double last = 0;
     for (int s = o.steps - tail; s < o.steps; s++) last += curve[s] / tail;
-    rc = last < curve[0] ? 0 : 1;
-    if (rc) fprintf(stderr, "the loss did not fall\n");
+    if (last >= curve[0]) {
+        fprintf(stderr, "the loss did not fall\n");
+        rc = 1;
+    }
     if (o.golden)
         rc |= train_compare_golden(o.golden, curve, o.steps, o.dtype == OCLML_FLOAT32 ? 1e-4 : 2e-2)
                   ? 1
                   : 0;
-    if (o.save) TRAIN_CHECK(gpt_save(m, o.save));
-    if (o.sample) {
+    if (o.save && !dp.rank) TRAIN_CHECK(gpt_save(m, o.save));
+    train_dp_detach(&dp);
+    if (o.sample && !dp.rank) {
         size_t len = g->seq < 16 ? g->seq / 2 : 16;
         sample_text(m, g, tok, len ? len : 1, o.sample, data.bytes != NULL);
     }
     gpt_destroy(m);
     oclml_ctx_destroy(ctx);
+    train_dp_end(&dp);
     free(tok);
     free(curve);
     free(data.bytes);

@@ -68,13 +68,19 @@ struct train_mlp {
     oclml_optim *opt;
     oclml_tensor *w[3], *b[3], *dw[3], *db[3]; /* arena views (mixed precision: the copies) */
     oclml_tensor *t[MLP_TENSORS];
+    train_parallel par;
 };
 
-oclml_status train_mlp_create(oclml_ctx *ctx, size_t B, const size_t dims[4], oclml_dtype dtype,
-                              train_mlp **out) {
+oclml_status train_mlp_create(oclml_ctx *ctx, size_t global_B, const size_t dims[4],
+                              oclml_dtype dtype, const train_parallel *par, train_mlp **out) {
+    if (par && par->parts > 1 && (global_B % par->parts || par->part >= par->parts))
+        return OCLML_ERR_INVALID_ARGUMENT;
     train_mlp *m = calloc(1, sizeof *m);
     if (!m) return OCLML_ERR_OUT_OF_MEMORY;
     m->ctx = ctx;
+    if (par) m->par = *par;
+    /* This process's rows of the global batch (all of them in one process). */
+    const size_t B = train_local_rows(par, global_B), first = train_first_row(par, global_B);
     oclml_status st = OCLML_SUCCESS;
     oclml_arena_shape shapes[6];
     for (int l = 0; l < 3; l++) {
@@ -102,12 +108,13 @@ oclml_status train_mlp_create(oclml_ctx *ctx, size_t B, const size_t dims[4], oc
     /* Data: x uniform in [-1, 1), target tanh(x T) with T uniform in [-0.25, 0.25), computed on
      * the device (train_golden.py computes it with torch on the CPU: the same to ~1e-7). */
     size_t I = dims[0], H = dims[1], O = dims[3];
-    float *x = malloc(B * I * sizeof *x), *teacher = malloc(I * O * sizeof *teacher);
-    if (!x || !teacher) st = OCLML_ERR_OUT_OF_MEMORY;
+    float *all_x = malloc(global_B * I * sizeof *all_x), *teacher = malloc(I * O * sizeof *teacher);
+    if (!all_x || !teacher) st = OCLML_ERR_OUT_OF_MEMORY;
     if (!st) {
-        train_fill(&rng, x, B * I, 1.0f);
+        train_fill(&rng, all_x, global_B * I, 1.0f);
         train_fill(&rng, teacher, I * O, 0.25f);
     }
+    const float *x = all_x + first * I;
     size_t xs[2] = {B, I}, hs[2] = {B, H}, os[2] = {B, O}, ts[2] = {I, O}, one[1] = {1};
     m->t[MLP_X] = make_of(ctx, &st, dtype, 2, xs, x);
     m->t[MLP_T] = make(ctx, &st, 2, os, NULL);
@@ -124,7 +131,7 @@ oclml_status train_mlp_create(oclml_ctx *ctx, size_t B, const size_t dims[4], oc
     TRY(oclml_ctx_finish(ctx));
     if (tt) oclml_tensor_destroy(tt);
     if (x32) oclml_tensor_destroy(x32);
-    free(x);
+    free(all_x);
     free(teacher);
     oclml_optim_config cfg;
     TRY(oclml_optim_config_init(&cfg, OCLML_OPTIM_ADAMW));
@@ -147,12 +154,18 @@ oclml_status train_mlp_step(train_mlp *m) {
     TRY(oclml_linear(ctx, OCLML_ACT_GELU_ERF, t[MLP_A1], m->w[1], m->b[1], t[MLP_A2], t[MLP_Z2]));
     TRY(oclml_linear(ctx, OCLML_ACT_NONE, t[MLP_A2], m->w[2], m->b[2], t[MLP_Y], NULL));
     TRY(oclml_mse_loss(ctx, NULL, t[MLP_Y], t[MLP_T], m->dloss, t[MLP_LOSS], t[MLP_DY]));
+    /* Each layer's weight and bias gradients (arena tensors 2l, 2l + 1) are final after its
+     * backward. */
     TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, t[MLP_A2], m->w[2], NULL, t[MLP_DY], t[MLP_DA2],
                               m->dw[2], m->db[2], 0));
+    TRY(train_grads_ready(&m->par, 4, 2));
     TRY(oclml_linear_backward(ctx, OCLML_ACT_GELU_ERF, t[MLP_A1], m->w[1], t[MLP_Z2], t[MLP_DA2],
                               t[MLP_DA1], m->dw[1], m->db[1], 0));
+    TRY(train_grads_ready(&m->par, 2, 2));
     TRY(oclml_linear_backward(ctx, OCLML_ACT_GELU_ERF, t[MLP_X], m->w[0], t[MLP_Z1], t[MLP_DA1],
                               NULL, m->dw[0], m->db[0], 0));
+    TRY(train_grads_ready(&m->par, 0, 2));
+    TRY(train_before_step(&m->par));
     TRY(oclml_optim_step(m->opt));
     return st;
 }
@@ -160,6 +173,8 @@ oclml_status train_mlp_step(train_mlp *m) {
 oclml_status train_mlp_loss(train_mlp *m, float *loss) {
     return oclml_tensor_read(m->t[MLP_LOSS], loss, 1);
 }
+
+oclml_arena *train_mlp_arena(const train_mlp *m) { return m->arena; }
 
 void train_mlp_destroy(train_mlp *m) {
     if (!m) return;
@@ -188,16 +203,21 @@ struct train_cnn {
     oclml_tensor *t[CNN_TENSORS];
     oclml_conv2d_params conv;
     oclml_pool2d_params pool;
+    train_parallel par;
 };
 
-oclml_status train_cnn_create(oclml_ctx *ctx, size_t N, size_t side, int n_conv,
+oclml_status train_cnn_create(oclml_ctx *ctx, size_t global_N, size_t side, int n_conv,
                               const size_t *channels, size_t classes, oclml_dtype dtype,
-                              train_cnn **out) {
+                              const train_parallel *par, train_cnn **out) {
     if (n_conv < 1 || n_conv > TRAIN_CNN_MAX_CONV || side % ((size_t)1 << n_conv))
+        return OCLML_ERR_INVALID_ARGUMENT;
+    if (par && par->parts > 1 && (global_N % par->parts || par->part >= par->parts))
         return OCLML_ERR_INVALID_ARGUMENT;
     train_cnn *m = calloc(1, sizeof *m);
     if (!m) return OCLML_ERR_OUT_OF_MEMORY;
     m->ctx = ctx;
+    if (par) m->par = *par;
+    const size_t N = train_local_rows(par, global_N), first = train_first_row(par, global_N);
     m->n_conv = n_conv;
     oclml_status st = OCLML_SUCCESS;
     size_t ch[TRAIN_CNN_MAX_CONV + 1] = {3}, sides[TRAIN_CNN_MAX_CONV + 1] = {side};
@@ -226,11 +246,12 @@ oclml_status train_cnn_create(oclml_ctx *ctx, size_t N, size_t side, int n_conv,
     }
     /* Images uniform in [-1, 1); labels: argmax of a random teacher's outputs, in double. */
     size_t npix = 3 * side * side;
-    float *img = malloc(N * npix * sizeof *img),
+    float *all_img = malloc(global_N * npix * sizeof *all_img),
           *teacher = malloc(npix * classes * sizeof *teacher), *labels = malloc(N * sizeof *labels);
-    if (!img || !teacher || !labels) st = OCLML_ERR_OUT_OF_MEMORY;
+    if (!all_img || !teacher || !labels) st = OCLML_ERR_OUT_OF_MEMORY;
+    const float *img = all_img ? all_img + first * npix : NULL;
     if (!st) {
-        train_fill(&rng, img, N * npix, 1.0f);
+        train_fill(&rng, all_img, global_N * npix, 1.0f);
         train_fill(&rng, teacher, npix * classes, 1.0f);
         for (size_t n = 0; n < N; n++) {
             double best = -INFINITY;
@@ -249,7 +270,7 @@ oclml_status train_cnn_create(oclml_ctx *ctx, size_t N, size_t side, int n_conv,
     m->t[CNN_LOGITS] = make(ctx, &st, 2, ls, NULL);
     m->t[CNN_DLOGITS] = make(ctx, &st, 2, ls, NULL);
     m->t[CNN_LOSS] = make(ctx, &st, 1, one, NULL);
-    free(img);
+    free(all_img);
     free(teacher);
     free(labels);
     for (int l = 0; l < n_conv; l++) {
@@ -295,6 +316,7 @@ oclml_status train_cnn_step(train_cnn *m) {
                             m->t[CNN_DLOGITS]));
     TRY(oclml_linear_backward(ctx, OCLML_ACT_NONE, m->t[CNN_FLAT], m->p[2 * L], NULL,
                               m->t[CNN_DLOGITS], m->t[CNN_DFLAT], m->g[2 * L], m->g[2 * L + 1], 0));
+    TRY(train_grads_ready(&m->par, 2 * (size_t)L, 2));
     for (int l = L - 1; l >= 0; l--) {
         oclml_tensor **y = m->layer[l];
         TRY(oclml_act_max_pool2d_backward(ctx, &m->pool, OCLML_ACT_SILU, y[CONV_OUT], y[CONV_DPOOL],
@@ -303,7 +325,9 @@ oclml_status train_cnn_step(train_cnn *m) {
         oclml_tensor *dx = l ? m->layer[l - 1][CONV_DPOOL] : NULL;
         TRY(oclml_conv2d_backward(ctx, &m->conv, x, m->p[2 * l], y[CONV_DOUT], dx, m->g[2 * l],
                                   m->g[2 * l + 1], 0));
+        TRY(train_grads_ready(&m->par, 2 * (size_t)l, 2));
     }
+    TRY(train_before_step(&m->par));
     TRY(oclml_optim_step(m->opt));
     return st;
 }
@@ -311,6 +335,8 @@ oclml_status train_cnn_step(train_cnn *m) {
 oclml_status train_cnn_loss(train_cnn *m, float *loss) {
     return oclml_tensor_read(m->t[CNN_LOSS], loss, 1);
 }
+
+oclml_arena *train_cnn_arena(const train_cnn *m) { return m->arena; }
 
 void train_cnn_destroy(train_cnn *m) {
     if (!m) return;

@@ -94,7 +94,9 @@ extern "C" {
     X(OCLML_ERR_UNSUPPORTED, -7014, "not supported on this device")                        \
     X(OCLML_ERR_CONTEXT_MISMATCH, -7015, "tensors belong to different contexts")           \
     X(OCLML_ERR_INVALID_CONFIG, -7016, "invalid op configuration")                         \
-    X(OCLML_ERR_DTYPE, -7017, "a tensor's dtype is not one the op takes")
+    X(OCLML_ERR_DTYPE, -7017, "a tensor's dtype is not one the op takes")                  \
+    X(OCLML_ERR_PEER, -7018, "another process of the job failed this step")                \
+    X(OCLML_ERR_TIMEOUT, -7019, "timed out waiting for another process of the job")
 
 typedef enum oclml_status {
 #define OCLML_STATUS_ENUM_(name, value, text) name = value,
@@ -192,6 +194,13 @@ OCLML_API oclml_status oclml_ctx_last_error_copy(const oclml_ctx *ctx, char *buf
 
 /* The OpenCL or CLBlast code behind the last OCLML_ERR_OPENCL / OCLML_ERR_CLBLAST (0 if none). */
 OCLML_API oclml_status oclml_ctx_backend_error(const oclml_ctx *ctx, int *code);
+
+/* The devices a selector (as oclml_ctx_config.device; NULL: the GPUs, or every device where
+ * there is none) matches: *count of them, and the "P:D" selector of match number nth % *count in
+ * pd (len bytes). One process per device (liboclml-mpi) picks its device so, by its rank on the
+ * node. OCLML_ERR_DEVICE_NOT_FOUND when nothing matches. pd may be NULL. */
+OCLML_API oclml_status oclml_device_match(const char *selector, unsigned nth, unsigned *count,
+                                          char *pd, size_t len);
 
 /* The context's OpenCL objects (borrowed, not retained). Any may be NULL. */
 OCLML_API oclml_status oclml_ctx_cl_objects(const oclml_ctx *ctx, cl_context *cl_ctx,

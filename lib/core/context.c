@@ -65,31 +65,39 @@ static const char *type_name(cl_device_type t) {
     return "other";
 }
 
-/* Picks the device for selector (NULL: default). Returns the index or -1. */
-static int pick(const device_entry *list, int n, const char *sel) {
-    if (!sel || !*sel) {
-        for (int i = 0; i < n; i++)
-            if (list[i].type & CL_DEVICE_TYPE_GPU) return i;
-        return n > 0 ? 0 : -1;
-    }
-    if (!strcasecmp(sel, "gpu") || !strcasecmp(sel, "cpu")) {
-        cl_device_type want = !strcasecmp(sel, "gpu") ? CL_DEVICE_TYPE_GPU : CL_DEVICE_TYPE_CPU;
-        for (int i = 0; i < n; i++)
-            if (list[i].type & want) return i;
-        return -1;
-    }
+/* Whether device e is one selector sel names (NULL: any GPU). */
+static bool matches(const device_entry *e, const char *sel) {
+    if (!sel || !*sel || !strcasecmp(sel, "gpu")) return e->type & CL_DEVICE_TYPE_GPU;
+    if (!strcasecmp(sel, "cpu")) return e->type & CL_DEVICE_TYPE_CPU;
     unsigned p, d;
     char extra;
-    if (sscanf(sel, "%u:%u%c", &p, &d, &extra) == 2) {
-        for (int i = 0; i < n; i++)
-            if (list[i].p == p && list[i].d == d) return i;
-        return -1;
-    }
+    if (sscanf(sel, "%u:%u%c", &p, &d, &extra) == 2) return e->p == p && e->d == d;
+    return contains_nocase(e->platform_name, sel) || contains_nocase(e->device_name, sel);
+}
+
+/* Picks the device for selector (NULL: the first GPU, else the first device). Returns the index
+ * or -1. */
+static int pick(const device_entry *list, int n, const char *sel) {
     for (int i = 0; i < n; i++)
-        if (contains_nocase(list[i].platform_name, sel) ||
-            contains_nocase(list[i].device_name, sel))
-            return i;
-    return -1;
+        if (matches(&list[i], sel)) return i;
+    return (!sel || !*sel) && n > 0 ? 0 : -1;
+}
+
+oclml_status oclml_device_match(const char *selector, unsigned nth, unsigned *count, char *pd,
+                                size_t len) {
+    if (!count) return OCLML_ERR_NULL_POINTER;
+    if (pd && !len) return OCLML_ERR_INVALID_ARGUMENT;
+    device_entry list[MAX_DEVICES];
+    int n = list_devices(list, MAX_DEVICES), found[MAX_DEVICES], nf = 0;
+    for (int i = 0; i < n; i++)
+        if (matches(&list[i], selector)) found[nf++] = i;
+    if (!nf && (!selector || !*selector))
+        for (int i = 0; i < n; i++) found[nf++] = i; /* no GPU: every device */
+    if (!nf) return n ? OCLML_ERR_DEVICE_NOT_FOUND : OCLML_ERR_NO_DEVICE;
+    *count = (unsigned)nf;
+    const device_entry *e = &list[found[nth % (unsigned)nf]];
+    if (pd) snprintf(pd, len, "%u:%u", e->p, e->d);
+    return OCLML_SUCCESS;
 }
 
 static void describe_devices(char *out, size_t len, const device_entry *list, int n) {

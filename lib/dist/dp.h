@@ -1,0 +1,99 @@
+/* liboclml-mpi's internals: the data-parallel state (dp.c sets it up, dp_step.c runs a step's
+ * exchange, dp_reduce.c does the arithmetic on host memory). Only the public API of liboclml is
+ * used: the MPI layer is a client of the library like any application. */
+#ifndef OCLML_DIST_DP_H
+#define OCLML_DIST_DP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "oclml_mpi.h"
+
+/* One contiguous range of the arena's gradient buffer and where it sits in the staging. */
+typedef struct dp_run {
+    size_t device_offset; /* elements from the start of the arena's flat gradient */
+    size_t stage_offset;  /* elements from the start of the staging */
+    size_t elements;
+} dp_run;
+
+/* A host time stamped by an OpenCL event's completion callback. */
+typedef struct dp_stamp {
+    struct oclml_dp *dp;
+    double at; /* seconds (dp_now), 0 until the event completes */
+} dp_stamp;
+
+/* A bucket: tensors in the order the backward finishes them, staged contiguously. */
+typedef struct dp_bucket {
+    size_t stage_offset, elements;
+    dp_run *runs;
+    size_t n_runs;
+    size_t waiting; /* this step: tensors not yet marked ready */
+    bool started;   /* this step: its copy to the host is enqueued (or, failing, skipped) */
+    bool has_data;  /* this step: the copy was enqueued (not a failing rank's filler) */
+    cl_event ready, read_done, written;
+    dp_stamp ready_at;
+    double copied_at, reduced_at, returned_at;
+    oclml_dp_bucket_info info; /* the last step's, in ms from the backward's end */
+} dp_bucket;
+
+struct oclml_dp {
+    oclml_ctx *ctx;
+    oclml_arena *arena;
+    MPI_Comm comm;
+    int rank, ranks;
+    oclml_dp_config cfg;
+    cl_context cl_ctx;
+    cl_command_queue ctx_queue, copy_queue;
+    cl_mem grads, params;               /* the arena's flat buffers */
+    size_t grads_offset, params_offset; /* their views' offsets in bytes */
+    size_t n_tensors, padded;
+    size_t *bucket_of; /* per arena tensor */
+    bool *ready;       /* per arena tensor, this step */
+    int *counts;       /* 4 x ranks: the exchange's counts and displacements */
+    dp_bucket *buckets;
+    size_t n_buckets;
+    /* Pinned staging of every gradient (fp32), mapped once; the bf16 wire words; one bucket's
+     * shards from every rank (the largest bucket's). */
+    cl_mem stage_mem;
+    float *stage;
+    uint16_t *wire16;
+    void *shards;
+    size_t shard_capacity; /* elements */
+
+    /* The step, shared by the calling thread and the progress thread under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    bool threaded, quit;
+    bool in_step;     /* a bucket started and the step's exchange has not ended */
+    bool step_done;   /* the progress thread ended the step's exchange */
+    bool stalled;     /* a wait passed timeout_s: the caller was told, writes stop */
+    bool skip_writes; /* no more copies back this step (stalled) */
+    bool fenced;      /* the context's queue already waits for this step's copies */
+    bool broken;      /* an MPI or OpenCL failure left the exchange unusable */
+    int local_failed; /* this rank failed the step (dp_fail, a failed copy, a stall) */
+    int any_failed;   /* the step's outcome, agreed by every rank */
+    bool abandoned;   /* requests left in flight (destroy cannot free the communicator) */
+    cl_event backward_end;
+    dp_stamp backward_end_at;
+    atomic_int callbacks; /* stamps not yet written */
+    double exchange_s;    /* this step's buckets, all-to-all to all-gather */
+    oclml_dp_step_info info;
+};
+
+/* dp_step.c: the progress thread's loop. */
+void *dp_progress_main(void *dp);
+
+/* dp_reduce.c: host arithmetic of one bucket. */
+/* shards: `ranks` rows of n values (wire dtype) from each rank in rank order; out: their sum in
+ * rank order (fp32 accumulation) times 1 / ranks, in the wire dtype. */
+void dp_reduce_f32(const float *shards, int ranks, size_t n, float *out);
+void dp_reduce_bf16(const uint16_t *shards, int ranks, size_t n, uint16_t *out);
+void dp_to_bf16(const float *x, size_t n, uint16_t *y);
+void dp_from_bf16(const uint16_t *x, size_t n, float *y);
+
+double dp_now(void);
+
+#endif

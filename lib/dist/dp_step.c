@@ -1,0 +1,334 @@
+/* A step's gradient exchange (oclml_mpi.h): buckets started by the caller's thread as the
+ * backward marks them ready (a marker on the context's queue, copies to pinned memory on the
+ * copy queue), exchanged in bucket order by the progress thread (all-to-all of shards, their sum
+ * in rank order, all-gather), copied back, and the step's outcome agreed by every rank.
+ *
+ * Every rank runs every collective of a step in the same order whatever happens (a failing
+ * rank sends what its staging holds and flags the step failed), so that no rank is left waiting
+ * in a collective the others skipped; the outcome is an all-reduce of the ranks' flags at the
+ * end. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dp.h"
+
+/* How long the progress thread sleeps between tests of a request: short against a bucket's
+ * milliseconds, long enough to leave the CPU to a device that runs on it (PoCL). */
+#define POLL_NS 50000
+
+enum wait_result { WAIT_DONE, WAIT_QUIT, WAIT_ERROR };
+
+static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user) {
+    dp_stamp *s = user;
+    s->at = dp_now();
+    atomic_fetch_sub(&s->dp->callbacks, 1);
+}
+
+static void stamp_on_completion(oclml_dp *dp, cl_event event, dp_stamp *s) {
+    s->dp = dp;
+    s->at = 0;
+    atomic_fetch_add(&dp->callbacks, 1);
+    if (clSetEventCallback(event, CL_COMPLETE, on_complete, s) != CL_SUCCESS)
+        atomic_fetch_sub(&dp->callbacks, 1);
+}
+
+static void release(cl_event *e) {
+    if (*e) clReleaseEvent(*e);
+    *e = NULL;
+}
+
+/* Enqueues bucket b's copy to the staging after the kernels enqueued so far (mu held).
+ * Without data (a failing rank), the bucket joins the exchange with whatever its staging holds. */
+static void start_bucket(oclml_dp *dp, size_t b, bool with_data) {
+    dp_bucket *q = &dp->buckets[b];
+    q->started = true;
+    q->has_data = false;
+    dp->in_step = true;
+    if (with_data) {
+        cl_int err = clEnqueueMarkerWithWaitList(dp->ctx_queue, 0, NULL, &q->ready);
+        if (err == CL_SUCCESS) stamp_on_completion(dp, q->ready, &q->ready_at);
+        for (size_t r = 0; r < q->n_runs && err == CL_SUCCESS; r++) {
+            const dp_run *run = &q->runs[r];
+            /* The copy queue is in order: the last copy's event stands for the bucket's. */
+            err = clEnqueueReadBuffer(dp->copy_queue, dp->grads, CL_FALSE,
+                                      dp->grads_offset + run->device_offset * sizeof(float),
+                                      run->elements * sizeof(float), dp->stage + run->stage_offset,
+                                      1, &q->ready, r + 1 == q->n_runs ? &q->read_done : NULL);
+        }
+        if (err == CL_SUCCESS) err = clFlush(dp->ctx_queue);
+        if (err == CL_SUCCESS) err = clFlush(dp->copy_queue);
+        q->has_data = err == CL_SUCCESS;
+        if (err != CL_SUCCESS) dp->local_failed = 1;
+    }
+    pthread_cond_broadcast(&dp->cv);
+}
+
+/* Tests the request until it completes. Past timeout_s the caller is told (stalled) and this
+ * rank's step counts as failed; the wait goes on (the late ranks still need this rank), unless
+ * there is no progress thread to go on with it or destroy asks to quit. */
+static enum wait_result wait_request(oclml_dp *dp, MPI_Request *req) {
+    const double start = dp_now();
+    const struct timespec pause = {0, POLL_NS};
+    for (;;) {
+        int done = 0;
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return WAIT_ERROR;
+        if (done) return WAIT_DONE;
+        pthread_mutex_lock(&dp->mu);
+        if (!dp->stalled && dp_now() - start > dp->cfg.timeout_s) {
+            dp->stalled = dp->skip_writes = true;
+            dp->local_failed = 1;
+            pthread_cond_broadcast(&dp->cv);
+        }
+        bool give_up = dp->quit || (dp->stalled && !dp->threaded);
+        if (give_up) dp->abandoned = true;
+        pthread_mutex_unlock(&dp->mu);
+        if (give_up) return WAIT_QUIT;
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* Bucket b's exchange on host memory: its shards to their owners, the owner's sum, the sums to
+ * everyone. The stage (fp32) holds the average afterwards. */
+static enum wait_result exchange(oclml_dp *dp, dp_bucket *q) {
+    const int R = dp->ranks, me = dp->rank;
+    const bool bf16 = dp->cfg.wire_dtype == OCLML_BFLOAT16;
+    const size_t n = q->elements, word = bf16 ? 2 : 4;
+    MPI_Datatype type = bf16 ? MPI_UINT16_T : MPI_FLOAT;
+    int *count = dp->counts, *displ = count + R, *rcount = displ + R, *rdispl = rcount + R;
+    for (int j = 0, at = 0; j < R; j++) {
+        count[j] = (int)(n / (size_t)R + ((size_t)j < n % (size_t)R));
+        displ[j] = at;
+        at += count[j];
+    }
+    for (int j = 0; j < R; j++) rcount[j] = count[me], rdispl[j] = j * count[me];
+    float *stage = dp->stage + q->stage_offset;
+    uint16_t *wire16 = bf16 ? dp->wire16 + q->stage_offset : NULL;
+    void *words = bf16 ? (void *)wire16 : (void *)stage;
+    if (bf16) dp_to_bf16(stage, n, wire16);
+    MPI_Request req;
+    if (MPI_Ialltoallv(words, count, displ, type, dp->shards, rcount, rdispl, type, dp->comm,
+                       &req) != MPI_SUCCESS)
+        return WAIT_ERROR;
+    enum wait_result w = wait_request(dp, &req);
+    if (w != WAIT_DONE) return w;
+    if (bf16)
+        dp_reduce_bf16(dp->shards, R, (size_t)count[me], wire16 + displ[me]);
+    else
+        dp_reduce_f32(dp->shards, R, (size_t)count[me], stage + displ[me]);
+    if (MPI_Iallgatherv(MPI_IN_PLACE, 0, type, words, count, displ, type, dp->comm, &req) !=
+        MPI_SUCCESS)
+        return WAIT_ERROR;
+    w = wait_request(dp, &req);
+    if (w != WAIT_DONE) return w;
+    if (bf16) dp_from_bf16(wire16, n, stage);
+    q->info.wire_bytes = (n - (size_t)count[me] + (size_t)count[me] * (size_t)(R - 1)) * word;
+    return WAIT_DONE;
+}
+
+/* Enqueues bucket b's copy back to the device, unless the step stopped writing (mu held). */
+static void return_bucket(oclml_dp *dp, dp_bucket *q) {
+    if (dp->skip_writes || dp->local_failed || !q->has_data) return;
+    cl_int err = CL_SUCCESS;
+    for (size_t r = 0; r < q->n_runs && err == CL_SUCCESS; r++) {
+        const dp_run *run = &q->runs[r];
+        err = clEnqueueWriteBuffer(dp->copy_queue, dp->grads, CL_FALSE,
+                                   dp->grads_offset + run->device_offset * sizeof(float),
+                                   run->elements * sizeof(float), dp->stage + run->stage_offset, 0,
+                                   NULL, r + 1 == q->n_runs ? &q->written : NULL);
+    }
+    if (err == CL_SUCCESS) err = clFlush(dp->copy_queue);
+    if (err != CL_SUCCESS) dp->local_failed = 1;
+}
+
+/* The step's exchange from the first bucket to the agreed outcome. */
+static void run_step(oclml_dp *dp) {
+    enum wait_result w = WAIT_DONE;
+    double exchange_s = 0;
+    for (size_t b = 0; b < dp->n_buckets && w == WAIT_DONE; b++) {
+        dp_bucket *q = &dp->buckets[b];
+        pthread_mutex_lock(&dp->mu);
+        while (!q->started && !dp->quit) pthread_cond_wait(&dp->cv, &dp->mu);
+        bool quit = dp->quit, has_data = q->has_data;
+        pthread_mutex_unlock(&dp->mu);
+        if (quit) return;
+        if (has_data && clWaitForEvents(1, &q->read_done) != CL_SUCCESS) {
+            pthread_mutex_lock(&dp->mu);
+            dp->local_failed = 1;
+            pthread_mutex_unlock(&dp->mu);
+        }
+        q->copied_at = dp_now();
+        w = exchange(dp, q);
+        q->reduced_at = dp_now();
+        exchange_s += q->reduced_at - q->copied_at;
+        pthread_mutex_lock(&dp->mu);
+        if (w == WAIT_DONE) return_bucket(dp, q);
+        pthread_mutex_unlock(&dp->mu);
+    }
+    int mine, any = 1;
+    pthread_mutex_lock(&dp->mu);
+    mine = dp->local_failed;
+    pthread_mutex_unlock(&dp->mu);
+    MPI_Request req;
+    if (w == WAIT_DONE) {
+        if (MPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, dp->comm, &req) != MPI_SUCCESS)
+            w = WAIT_ERROR;
+        else
+            w = wait_request(dp, &req);
+    }
+    pthread_mutex_lock(&dp->mu);
+    bool quit = dp->quit;
+    pthread_mutex_unlock(&dp->mu);
+    if (quit) return; /* destroy: nothing waits for the outcome */
+    for (size_t b = 0; b < dp->n_buckets; b++) {
+        dp_bucket *q = &dp->buckets[b];
+        if (q->written && clWaitForEvents(1, &q->written) != CL_SUCCESS) any = 1;
+        q->returned_at = dp_now();
+    }
+    const struct timespec pause = {0, POLL_NS};
+    while (atomic_load(&dp->callbacks) > 0) nanosleep(&pause, NULL);
+    pthread_mutex_lock(&dp->mu);
+    if (w != WAIT_DONE) dp->broken = true, any = 1;
+    dp->any_failed = any;
+    dp->exchange_s = exchange_s;
+    dp->step_done = true;
+    pthread_cond_broadcast(&dp->cv);
+    pthread_mutex_unlock(&dp->mu);
+}
+
+void *dp_progress_main(void *arg) {
+    oclml_dp *dp = arg;
+    pthread_mutex_lock(&dp->mu);
+    while (!dp->quit) {
+        if (!dp->in_step || dp->step_done) {
+            pthread_cond_wait(&dp->cv, &dp->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&dp->mu);
+        run_step(dp);
+        pthread_mutex_lock(&dp->mu);
+    }
+    pthread_mutex_unlock(&dp->mu);
+    return NULL;
+}
+
+/* The context's queue waits for every copy of the step enqueued so far (mu held): what the
+ * caller enqueues next may overwrite the gradients. */
+static void fence(oclml_dp *dp) {
+    cl_event *events = malloc(2 * dp->n_buckets * sizeof *events);
+    cl_uint n = 0;
+    for (size_t b = 0; events && b < dp->n_buckets; b++) {
+        if (dp->buckets[b].read_done) events[n++] = dp->buckets[b].read_done;
+        if (dp->buckets[b].written) events[n++] = dp->buckets[b].written;
+    }
+    if (!events || (n && clEnqueueBarrierWithWaitList(dp->ctx_queue, n, events, NULL)))
+        clFinish(dp->copy_queue); /* no barrier: wait here instead */
+    free(events);
+    dp->fenced = true;
+}
+
+static double ms_after(double at, double origin) { return at > 0 ? 1e3 * (at - origin) : 0; }
+
+/* Ends a step whose exchange is over (mu held): its figures, its events, fresh flags. */
+static oclml_status collect(oclml_dp *dp) {
+    double origin = dp->backward_end_at.at > 0 ? dp->backward_end_at.at : dp_now(), last = origin;
+    for (size_t b = 0; b < dp->n_buckets; b++) {
+        dp_bucket *q = &dp->buckets[b];
+        q->info.ready_ms = ms_after(q->ready_at.at, origin);
+        q->info.copied_ms = ms_after(q->copied_at, origin);
+        q->info.reduced_ms = ms_after(q->reduced_at, origin);
+        q->info.returned_ms = ms_after(q->returned_at, origin);
+        if (q->returned_at > last) last = q->returned_at;
+        release(&q->ready);
+        release(&q->read_done);
+        release(&q->written);
+        q->ready_at.at = 0;
+        q->started = q->has_data = false;
+        q->waiting = q->info.tensors;
+    }
+    release(&dp->backward_end);
+    dp->backward_end_at.at = 0;
+    memset(dp->ready, 0, dp->n_tensors * sizeof *dp->ready);
+    dp->info.exposed_ms = 1e3 * (last - origin);
+    dp->info.exchange_ms = 1e3 * dp->exchange_s;
+    dp->info.wire_bytes = 0;
+    for (size_t b = 0; b < dp->n_buckets; b++)
+        dp->info.wire_bytes += dp->buckets[b].info.wire_bytes;
+    dp->info.steps++;
+    oclml_status st = OCLML_SUCCESS;
+    if (dp->any_failed) {
+        dp->info.failed_steps++;
+        st = dp->stalled ? OCLML_ERR_TIMEOUT : OCLML_ERR_PEER;
+    }
+    dp->in_step = dp->step_done = dp->stalled = dp->skip_writes = dp->fenced = false;
+    dp->local_failed = dp->any_failed = 0;
+    return st;
+}
+
+/* Before a new step: a step that stalled may still be running in the background; wait for it
+ * (up to timeout_s again: OCLML_ERR_TIMEOUT while the others have not come) and drop it (its
+ * caller was told). mu held. */
+static oclml_status settle_previous(oclml_dp *dp) {
+    if (!dp->stalled) return OCLML_SUCCESS;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double end = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec + dp->cfg.timeout_s;
+    until.tv_sec = (time_t)end;
+    until.tv_nsec = (long)((end - (double)until.tv_sec) * 1e9);
+    while (!dp->step_done && !dp->broken)
+        if (pthread_cond_timedwait(&dp->cv, &dp->mu, &until)) break;
+    if (!dp->step_done) return dp->broken ? OCLML_ERR_PEER : OCLML_ERR_TIMEOUT;
+    collect(dp);
+    return OCLML_SUCCESS;
+}
+
+oclml_status oclml_dp_grads_ready(oclml_dp *dp, size_t first, size_t count) {
+    if (!dp) return OCLML_ERR_NULL_POINTER;
+    if (first > dp->n_tensors || count > dp->n_tensors - first) return OCLML_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&dp->mu);
+    oclml_status st = dp->broken ? OCLML_ERR_PEER : settle_previous(dp);
+    for (size_t t = first; t < first + count && !st; t++) {
+        if (dp->ready[t]) continue;
+        dp->ready[t] = true;
+        dp_bucket *q = &dp->buckets[dp->bucket_of[t]];
+        if (--q->waiting == 0 && !q->started) start_bucket(dp, dp->bucket_of[t], !dp->local_failed);
+    }
+    pthread_mutex_unlock(&dp->mu);
+    return st;
+}
+
+static oclml_status end_step(oclml_dp *dp, bool failing) {
+    if (!dp) return OCLML_ERR_NULL_POINTER;
+    pthread_mutex_lock(&dp->mu);
+    oclml_status st = dp->broken ? OCLML_ERR_PEER : settle_previous(dp);
+    if (st) {
+        pthread_mutex_unlock(&dp->mu);
+        return st;
+    }
+    if (failing) dp->local_failed = 1;
+    if (!failing &&
+        clEnqueueMarkerWithWaitList(dp->ctx_queue, 0, NULL, &dp->backward_end) == CL_SUCCESS)
+        stamp_on_completion(dp, dp->backward_end, &dp->backward_end_at);
+    for (size_t b = 0; b < dp->n_buckets; b++)
+        if (!dp->buckets[b].started) start_bucket(dp, b, !dp->local_failed);
+    if (dp->threaded) {
+        while (!dp->step_done && !dp->stalled) pthread_cond_wait(&dp->cv, &dp->mu);
+    } else {
+        pthread_mutex_unlock(&dp->mu);
+        run_step(dp);
+        pthread_mutex_lock(&dp->mu);
+    }
+    if (dp->step_done) {
+        st = collect(dp);
+        if (failing && st == OCLML_ERR_PEER) st = OCLML_SUCCESS; /* the others were told */
+    } else {
+        fence(dp);
+        st = OCLML_ERR_TIMEOUT;
+    }
+    pthread_mutex_unlock(&dp->mu);
+    return st;
+}
+
+oclml_status oclml_dp_sync(oclml_dp *dp) { return end_step(dp, false); }
+
+oclml_status oclml_dp_fail(oclml_dp *dp) { return end_step(dp, true); }

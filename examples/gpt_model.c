@@ -654,6 +654,8 @@ void gpt_grad_order(const gpt_model *m, size_t *order) {
     grads_of_embedding(order + n);
 }
 
+train_parallel *gpt_parallel(gpt_model *m) { return &m->par; }
+
 void gpt_set_parallel(gpt_model *m, const train_parallel *par) {
     memset(&m->par, 0, sizeof m->par);
     if (par) m->par = *par;

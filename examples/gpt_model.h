@@ -52,6 +52,8 @@ size_t gpt_parameters(const gpt_model *m);
 /* Data parallelism: the gradient exchange's calls (train_parallel.h; its part and parts are the
  * caller's business: gpt_set_batch takes this process's sequences). NULL: one process. */
 void gpt_set_parallel(gpt_model *m, const train_parallel *par);
+/* The model's copy, which its steps call through. */
+train_parallel *gpt_parallel(gpt_model *m);
 /* The arena's tensors in the order the backward finishes their gradients (gpt_tensors of
  * them), for the exchange's buckets. */
 size_t gpt_tensors(const gpt_model *m);

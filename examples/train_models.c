@@ -176,6 +176,8 @@ oclml_status train_mlp_loss(train_mlp *m, float *loss) {
 
 oclml_arena *train_mlp_arena(const train_mlp *m) { return m->arena; }
 
+train_parallel *train_mlp_parallel(train_mlp *m) { return &m->par; }
+
 void train_mlp_destroy(train_mlp *m) {
     if (!m) return;
     destroy_all(m->t, MLP_TENSORS);
@@ -337,6 +339,8 @@ oclml_status train_cnn_loss(train_cnn *m, float *loss) {
 }
 
 oclml_arena *train_cnn_arena(const train_cnn *m) { return m->arena; }
+
+train_parallel *train_cnn_parallel(train_cnn *m) { return &m->par; }
 
 void train_cnn_destroy(train_cnn *m) {
     if (!m) return;

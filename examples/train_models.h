@@ -25,6 +25,8 @@ oclml_status train_mlp_step(train_mlp *m);
 /* The loss of the last step (waits for it). */
 oclml_status train_mlp_loss(train_mlp *m, float *loss);
 oclml_arena *train_mlp_arena(const train_mlp *m);
+/* The model's copy of par, which its steps call through (to change the hooks' user). */
+train_parallel *train_mlp_parallel(train_mlp *m);
 void train_mlp_destroy(train_mlp *m);
 
 /* CNN on side x side RGB images: n_conv layers of 5x5 "same" convolution to channels[i], SiLU
@@ -41,6 +43,7 @@ oclml_status train_cnn_create(oclml_ctx *ctx, size_t images, size_t side, int n_
 oclml_status train_cnn_step(train_cnn *m);
 oclml_status train_cnn_loss(train_cnn *m, float *loss);
 oclml_arena *train_cnn_arena(const train_cnn *m);
+train_parallel *train_cnn_parallel(train_cnn *m);
 void train_cnn_destroy(train_cnn *m);
 
 #endif

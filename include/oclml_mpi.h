@@ -58,8 +58,8 @@ typedef struct oclml_dp oclml_dp;
 typedef struct oclml_dp_config {
     size_t struct_size; /* sizeof(oclml_dp_config), set by oclml_dp_config_init */
     MPI_Comm comm;      /* the ranks that train together (duplicated); MPI_COMM_WORLD */
-    /* Gradient bytes (fp32) a bucket holds at least, cut at tensor boundaries; 0: 25 MiB,
-     * PyTorch DDP's bucket. Smaller buckets start sooner, larger ones move at a higher rate. */
+    /* Gradient bytes (fp32) a bucket holds at least, cut at tensor boundaries: 25 MiB, PyTorch
+     * DDP's bucket. Smaller buckets start sooner, larger ones move at a higher rate. */
     size_t bucket_bytes;
     /* What travels between ranks: OCLML_FLOAT32 (default), or OCLML_BFLOAT16 (half the bytes:
      * each rank's gradient rounded to bf16, summed in fp32, the average rounded to bf16). */
@@ -68,8 +68,11 @@ typedef struct oclml_dp_config {
      * NULL: the reverse of the arena's order. Buckets follow it, so that the first bucket is
      * ready first. Marking in another order stays correct, only later. */
     const size_t *order;
-    double timeout_s;    /* how long to wait for the other ranks; 0: 300 s */
+    double timeout_s;    /* how long to wait for the other ranks: 300 s */
     int progress_thread; /* 1 (default): overlap the exchange with the backward; 0: in sync */
+    /* The first bucket's size (1 MiB by default, as DDP's): small, so that the exchange starts
+     * early in the backward. */
+    size_t first_bucket_bytes;
 } oclml_dp_config;
 
 /* Fills c with the defaults above and sets struct_size. */

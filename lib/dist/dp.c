@@ -9,6 +9,7 @@
 #include "dp.h"
 
 #define DEFAULT_BUCKET_BYTES ((size_t)25 << 20)
+#define DEFAULT_FIRST_BUCKET_BYTES ((size_t)1 << 20)
 #define DEFAULT_TIMEOUT_S 300.0
 /* MPI counts are ints: large transfers go in pieces of this many elements. */
 #define MPI_PIECE ((size_t)1 << 30)
@@ -25,6 +26,7 @@ oclml_status oclml_dp_config_init(oclml_dp_config *c) {
     c->struct_size = sizeof *c;
     c->comm = MPI_COMM_WORLD;
     c->bucket_bytes = DEFAULT_BUCKET_BYTES;
+    c->first_bucket_bytes = DEFAULT_FIRST_BUCKET_BYTES;
     c->wire_dtype = OCLML_FLOAT32;
     c->timeout_s = DEFAULT_TIMEOUT_S;
     c->progress_thread = 1;
@@ -83,8 +85,8 @@ static oclml_status check_local(const oclml_dp_config *c, oclml_arena *arena, si
     size_t n, padded;
     oclml_status st = oclml_arena_info(arena, &n, NULL, &padded);
     if (st) return st;
-    if (!n || c->struct_size != sizeof *c || !c->bucket_bytes || c->timeout_s <= 0 ||
-        (c->wire_dtype != OCLML_FLOAT32 && c->wire_dtype != OCLML_BFLOAT16))
+    if (!n || c->struct_size != sizeof *c || !c->bucket_bytes || !c->first_bucket_bytes ||
+        c->timeout_s <= 0 || (c->wire_dtype != OCLML_FLOAT32 && c->wire_dtype != OCLML_BFLOAT16))
         return OCLML_ERR_INVALID_CONFIG;
     size_t *off = malloc((n + 1) * sizeof *off), *order = malloc(n * sizeof *order);
     bool *seen = calloc(n, 1);
@@ -109,7 +111,8 @@ static oclml_status check_local(const oclml_dp_config *c, oclml_arena *arena, si
 /* Groups the tensors, in order, into buckets of at least bucket_bytes; a bucket's tensors that
  * sit next to each other in the arena make one run (one copy each way). */
 static oclml_status plan_buckets(oclml_dp *dp, const size_t *off, const size_t *order) {
-    size_t n = dp->n_tensors, per = dp->cfg.bucket_bytes / sizeof(float);
+    size_t n = dp->n_tensors, per = dp->cfg.bucket_bytes / sizeof(float),
+           first = dp->cfg.first_bucket_bytes / sizeof(float);
     dp->buckets = calloc(n, sizeof *dp->buckets);
     dp->bucket_of = malloc(n * sizeof *dp->bucket_of);
     dp->ready = calloc(n, sizeof *dp->ready);
@@ -119,7 +122,7 @@ static oclml_status plan_buckets(oclml_dp *dp, const size_t *off, const size_t *
     dp_bucket *b = NULL;
     for (size_t k = 0; k < n; k++) {
         size_t t = order[k], extent = off[t + 1] - off[t];
-        if (!b || b->elements >= per) {
+        if (!b || b->elements >= (dp->n_buckets == 1 && first < per ? first : per)) {
             b = &dp->buckets[dp->n_buckets++];
             b->stage_offset = staged;
             b->runs = calloc(n - k, sizeof *b->runs);

@@ -115,7 +115,9 @@ OCLML_API oclml_status oclml_dp_sync(oclml_dp *dp);
 OCLML_API oclml_status oclml_dp_fail(oclml_dp *dp);
 
 /* One bucket of the last step, its times in ms from the end of the backward on the device (the
- * marker oclml_dp_sync enqueues): negative before it, hidden behind the backward. */
+ * marker oclml_dp_sync enqueues): negative before it, hidden behind the backward. The device's
+ * times come from OpenCL event callbacks, which nothing waits for: NAN where one had not come
+ * when the step ended. */
 typedef struct oclml_dp_bucket_info {
     size_t tensors;     /* how many of the arena's tensors it holds */
     size_t elements;    /* gradient values, padding included */

@@ -30,10 +30,11 @@ static oclml_ctx *ctx;
     } while (0)
 #define OK(expr) EXPECT((expr) == OCLML_SUCCESS, "%s: %s", #expr, oclml_status_name(expr))
 
-/* Odd sizes, a scalar, tensors of several buckets' worth at small bucket sizes. */
+/* Odd sizes, a scalar, tensors of several buckets' worth at small bucket sizes, and one large
+ * enough for the host arithmetic to split over threads. */
 static const oclml_arena_shape shapes[] = {
-    {1, {7}},      {2, {33, 5}}, {1, {1}},       {1, {129}},
-    {2, {16, 17}}, {1, {3}},     {3, {3, 5, 7}}, {1, {40}},
+    {1, {7}}, {2, {33, 5}},   {1, {1}},  {1, {129}},        {2, {16, 17}},
+    {1, {3}}, {3, {3, 5, 7}}, {1, {40}}, {2, {1031, 1021}},
 };
 #define N_TENSORS (sizeof shapes / sizeof shapes[0])
 
@@ -57,7 +58,7 @@ static float round_bf16(float x) {
 }
 
 static bool is_poisoned(size_t t, size_t i, int step) {
-    return step == 1 && t == 3 && i == 100; /* rank 1's NaN */
+    return step == 1 && ((t == 3 && i == 100) || (t == 8 && i == 777777)); /* rank 1's NaNs */
 }
 
 static oclml_arena *make_arena(void) {
@@ -77,7 +78,7 @@ static oclml_status write_grads(oclml_arena *a, int r, int step) {
         size_t n = numel_of(t);
         float *v = malloc(n * sizeof *v);
         for (size_t i = 0; i < n; i++)
-            v[i] = r == 1 && is_poisoned(t, i, step) ? NAN : value(r, step, t * 1000 + i);
+            v[i] = r == 1 && is_poisoned(t, i, step) ? NAN : value(r, step, t * 10000000 + i);
         oclml_tensor *g;
         oclml_status st = oclml_arena_grad(a, t, &g);
         if (!st) st = oclml_tensor_write(g, v, n);
@@ -92,7 +93,7 @@ static oclml_status write_grads(oclml_arena *a, int r, int step) {
 static float expected(size_t t, size_t i, int step, bool bf16) {
     double sum = 0;
     for (int r = 0; r < ranks; r++) {
-        float v = r == 1 && is_poisoned(t, i, step) ? NAN : value(r, step, t * 1000 + i);
+        float v = r == 1 && is_poisoned(t, i, step) ? NAN : value(r, step, t * 10000000 + i);
         sum += bf16 ? round_bf16(v) : v;
     }
     float avg = (float)sum * (1.0f / (float)ranks);
@@ -144,7 +145,7 @@ static int check_average(oclml_arena *a, int step, bool bf16) {
 static int run_average(int wire_bf16, int threaded, size_t bucket_bytes, bool custom_order) {
     oclml_arena *a = make_arena();
     EXPECT(a, "arena");
-    size_t order[N_TENSORS] = {2, 7, 0, 5, 1, 6, 3, 4};
+    size_t order[N_TENSORS] = {2, 7, 8, 0, 5, 1, 6, 3, 4};
     oclml_dp_config c;
     OK(oclml_dp_config_init(&c));
     c.bucket_bytes = bucket_bytes;
@@ -289,7 +290,7 @@ static int test_config(void) {
     c.bucket_bytes = rank ? 512 : 256;
     oclml_dp *dp = NULL;
     EXPECT(oclml_dp_create(ctx, a, &c, &dp) == OCLML_ERR_INVALID_CONFIG && !dp, "bucket sizes");
-    size_t repeated[N_TENSORS] = {0, 1, 2, 3, 4, 5, 6, 6};
+    size_t repeated[N_TENSORS] = {0, 1, 2, 3, 4, 5, 6, 7, 7};
     OK(oclml_dp_config_init(&c));
     if (rank == 1) c.order = repeated; /* not a permutation, on one rank only */
     EXPECT(oclml_dp_create(ctx, a, &c, &dp) == OCLML_ERR_INVALID_CONFIG && !dp, "order");

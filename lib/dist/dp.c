@@ -247,6 +247,14 @@ oclml_status oclml_dp_destroy(oclml_dp *dp) {
     pthread_mutex_unlock(&dp->mu);
     if (dp->threaded) pthread_join(dp->thread, NULL);
     if (dp->copy_queue) clFinish(dp->copy_queue);
+    if (dp->ctx_queue) clFinish(dp->ctx_queue);
+    /* The stamps' callbacks point at dp: wait for them (a driver delivers them soon after the
+     * events complete); if one never comes, dp is left allocated rather than freed under it. */
+    for (int i = 0; i < 20000 && atomic_load(&dp->callbacks) > 0; i++) {
+        const struct timespec pause = {0, 500000};
+        nanosleep(&pause, NULL);
+    }
+    bool keep = atomic_load(&dp->callbacks) > 0;
     for (size_t i = 0; i < dp->n_buckets; i++) {
         dp_bucket *b = &dp->buckets[i];
         if (b->read_done) clReleaseEvent(b->read_done);
@@ -262,13 +270,13 @@ oclml_status oclml_dp_destroy(oclml_dp *dp) {
     if (dp->comm != MPI_COMM_NULL && !dp->abandoned && mpi_ready()) MPI_Comm_free(&dp->comm);
     pthread_cond_destroy(&dp->cv);
     pthread_mutex_destroy(&dp->mu);
-    free(dp->buckets);
+    if (!keep) free(dp->buckets);
     free(dp->bucket_of);
     free(dp->ready);
     free(dp->counts);
     free(dp->wire16);
     free(dp->shards);
-    free(dp);
+    if (!keep) free(dp);
     return OCLML_SUCCESS;
 }
 

@@ -18,10 +18,10 @@ typedef struct dp_run {
     size_t elements;
 } dp_run;
 
-/* A host time stamped by an OpenCL event's completion callback. */
+/* A host time stamped by an OpenCL event's completion callback, for the step's figures only:
+ * nothing waits for it (a driver may deliver callbacks late), so it may be missing (0). */
 typedef struct dp_stamp {
-    struct oclml_dp *dp;
-    double at; /* seconds (dp_now), 0 until the event completes */
+    _Atomic double at; /* seconds (dp_now) */
 } dp_stamp;
 
 /* A bucket: tensors in the order the backward finishes them, staged contiguously. */
@@ -78,8 +78,9 @@ struct oclml_dp {
     bool abandoned;   /* requests left in flight (destroy cannot free the communicator) */
     cl_event backward_end;
     dp_stamp backward_end_at;
-    atomic_int callbacks; /* stamps not yet written */
-    double exchange_s;    /* this step's buckets, all-to-all to all-gather */
+    atomic_int callbacks;   /* callbacks not yet run (destroy waits for them) */
+    atomic_uint generation; /* the step: a late callback of an earlier one stamps nothing */
+    double exchange_s;      /* this step's buckets, all-to-all to all-gather */
     oclml_dp_step_info info;
 };
 

@@ -1,18 +1,16 @@
 /* The host arithmetic of a bucket's exchange: the shards summed in rank order, and bf16's
- * conversions. The order of the sum is fixed (rank 0 first), so a rank count gives one result
- * whatever the timing; the 1 / ranks scale comes after the sum, as one rounding. */
+ * conversions, split over a few threads for large buckets (host memory moves faster from
+ * several cores than from one). The order of the sum is fixed (rank 0 first), so a rank count
+ * gives one result whatever the timing or the split; the 1 / ranks scale comes after the sum,
+ * as one rounding. */
+#include <pthread.h>
 #include <string.h>
 
 #include "dp.h"
 
-void dp_reduce_f32(const float *shards, int ranks, size_t n, float *out) {
-    const float scale = 1.0f / (float)ranks;
-    for (size_t k = 0; k < n; k++) {
-        float sum = shards[k];
-        for (int r = 1; r < ranks; r++) sum += shards[(size_t)r * n + k];
-        out[k] = sum * scale;
-    }
-}
+/* Threads for host arithmetic, and the least work that earns one. */
+#define HOST_THREADS 4
+#define ELEMENTS_PER_THREAD ((size_t)1 << 18)
 
 static inline float bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
@@ -31,19 +29,91 @@ static inline uint16_t f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-void dp_reduce_bf16(const uint16_t *shards, int ranks, size_t n, uint16_t *out) {
-    const float scale = 1.0f / (float)ranks;
-    for (size_t k = 0; k < n; k++) {
-        float sum = bf16_to_f32(shards[k]);
-        for (int r = 1; r < ranks; r++) sum += bf16_to_f32(shards[(size_t)r * n + k]);
-        out[k] = f32_to_bf16(sum * scale);
+typedef enum { JOB_REDUCE_F32, JOB_REDUCE_BF16, JOB_TO_BF16, JOB_FROM_BF16 } job_kind;
+
+typedef struct job {
+    job_kind kind;
+    const void *in;
+    void *out;
+    int ranks;
+    size_t n;          /* elements of one shard (reduce) or of the array */
+    size_t begin, end; /* this thread's range */
+} job;
+
+static void run_range(const job *j) {
+    const float scale = 1.0f / (float)j->ranks;
+    switch (j->kind) {
+    case JOB_REDUCE_F32: {
+        const float *in = j->in;
+        float *out = j->out;
+        for (size_t k = j->begin; k < j->end; k++) {
+            float sum = in[k];
+            for (int r = 1; r < j->ranks; r++) sum += in[(size_t)r * j->n + k];
+            out[k] = sum * scale;
+        }
+        break;
+    }
+    case JOB_REDUCE_BF16: {
+        const uint16_t *in = j->in;
+        uint16_t *out = j->out;
+        for (size_t k = j->begin; k < j->end; k++) {
+            float sum = bf16_to_f32(in[k]);
+            for (int r = 1; r < j->ranks; r++) sum += bf16_to_f32(in[(size_t)r * j->n + k]);
+            out[k] = f32_to_bf16(sum * scale);
+        }
+        break;
+    }
+    case JOB_TO_BF16:
+        for (size_t k = j->begin; k < j->end; k++)
+            ((uint16_t *)j->out)[k] = f32_to_bf16(((const float *)j->in)[k]);
+        break;
+    case JOB_FROM_BF16:
+        for (size_t k = j->begin; k < j->end; k++)
+            ((float *)j->out)[k] = bf16_to_f32(((const uint16_t *)j->in)[k]);
+        break;
     }
 }
 
+static void *run_thread(void *arg) {
+    run_range(arg);
+    return NULL;
+}
+
+/* Splits [0, n) over up to HOST_THREADS threads (this one included). */
+static void run_split(job base, size_t n) {
+    size_t threads = n / ELEMENTS_PER_THREAD;
+    if (threads > HOST_THREADS) threads = HOST_THREADS;
+    if (threads < 2) {
+        base.begin = 0, base.end = n;
+        run_range(&base);
+        return;
+    }
+    job jobs[HOST_THREADS];
+    pthread_t tid[HOST_THREADS];
+    bool started[HOST_THREADS] = {false};
+    for (size_t t = 0; t < threads; t++) {
+        jobs[t] = base;
+        jobs[t].begin = n * t / threads, jobs[t].end = n * (t + 1) / threads;
+        started[t] = t > 0 && !pthread_create(&tid[t], NULL, run_thread, &jobs[t]);
+    }
+    for (size_t t = 0; t < threads; t++)
+        if (!started[t]) run_range(&jobs[t]); /* this thread's share, or a thread not had */
+    for (size_t t = 1; t < threads; t++)
+        if (started[t]) pthread_join(tid[t], NULL);
+}
+
+void dp_reduce_f32(const float *shards, int ranks, size_t n, float *out) {
+    run_split((job){JOB_REDUCE_F32, shards, out, ranks, n, 0, 0}, n);
+}
+
+void dp_reduce_bf16(const uint16_t *shards, int ranks, size_t n, uint16_t *out) {
+    run_split((job){JOB_REDUCE_BF16, shards, out, ranks, n, 0, 0}, n);
+}
+
 void dp_to_bf16(const float *x, size_t n, uint16_t *y) {
-    for (size_t k = 0; k < n; k++) y[k] = f32_to_bf16(x[k]);
+    run_split((job){JOB_TO_BF16, x, y, 1, n, 0, 0}, n);
 }
 
 void dp_from_bf16(const uint16_t *x, size_t n, float *y) {
-    for (size_t k = 0; k < n; k++) y[k] = bf16_to_f32(x[k]);
+    run_split((job){JOB_FROM_BF16, x, y, 1, n, 0, 0}, n);
 }

@@ -7,6 +7,7 @@
  * rank sends what its staging holds and flags the step failed), so that no rank is left waiting
  * in a collective the others skipped; the outcome is an all-reduce of the ranks' flags at the
  * end. */
+#include <math.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,23 +15,31 @@
 
 #include "dp.h"
 
-/* How long the progress thread sleeps between looks at the completion stamps of a step. */
-#define POLL_NS 50000
-
 enum wait_result { WAIT_DONE, WAIT_QUIT, WAIT_ERROR };
 
+typedef struct stamp_call {
+    oclml_dp *dp;
+    dp_stamp *stamp;
+    unsigned generation;
+} stamp_call;
+
 static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user) {
-    dp_stamp *s = user;
-    s->at = dp_now();
-    atomic_fetch_sub(&s->dp->callbacks, 1);
+    stamp_call *c = user;
+    if (atomic_load(&c->dp->generation) == c->generation) atomic_store(&c->stamp->at, dp_now());
+    atomic_fetch_sub(&c->dp->callbacks, 1); /* the last touch of dp */
+    free(c);
 }
 
 static void stamp_on_completion(oclml_dp *dp, cl_event event, dp_stamp *s) {
-    s->dp = dp;
-    s->at = 0;
+    atomic_store(&s->at, 0.0);
+    stamp_call *c = malloc(sizeof *c);
+    if (!c) return;
+    *c = (stamp_call){dp, s, atomic_load(&dp->generation)};
     atomic_fetch_add(&dp->callbacks, 1);
-    if (clSetEventCallback(event, CL_COMPLETE, on_complete, s) != CL_SUCCESS)
+    if (clSetEventCallback(event, CL_COMPLETE, on_complete, c) != CL_SUCCESS) {
         atomic_fetch_sub(&dp->callbacks, 1);
+        free(c);
+    }
 }
 
 static void release(cl_event *e) {
@@ -188,8 +197,6 @@ static void run_step(oclml_dp *dp) {
         if (q->written && clWaitForEvents(1, &q->written) != CL_SUCCESS) any = 1;
         q->returned_at = dp_now();
     }
-    const struct timespec pause = {0, POLL_NS};
-    while (atomic_load(&dp->callbacks) > 0) nanosleep(&pause, NULL);
     pthread_mutex_lock(&dp->mu);
     if (w != WAIT_DONE) dp->broken = true, any = 1;
     dp->any_failed = any;
@@ -234,10 +241,11 @@ static double ms_after(double at, double origin) { return at > 0 ? 1e3 * (at - o
 
 /* Ends a step whose exchange is over (mu held): its figures, its events, fresh flags. */
 static oclml_status collect(oclml_dp *dp) {
-    double origin = dp->backward_end_at.at > 0 ? dp->backward_end_at.at : dp_now(), last = origin;
+    double end = atomic_load(&dp->backward_end_at.at);
+    double origin = end > 0 ? end : dp_now(), last = origin;
     for (size_t b = 0; b < dp->n_buckets; b++) {
         dp_bucket *q = &dp->buckets[b];
-        q->info.ready_ms = ms_after(q->ready_at.at, origin);
+        q->info.ready_ms = ms_after(atomic_load(&q->ready_at.at), origin);
         q->info.copied_ms = ms_after(q->copied_at, origin);
         q->info.reduced_ms = ms_after(q->reduced_at, origin);
         q->info.returned_ms = ms_after(q->returned_at, origin);
@@ -245,12 +253,11 @@ static oclml_status collect(oclml_dp *dp) {
         release(&q->ready);
         release(&q->read_done);
         release(&q->written);
-        q->ready_at.at = 0;
         q->started = q->has_data = false;
         q->waiting = q->info.tensors;
     }
     release(&dp->backward_end);
-    dp->backward_end_at.at = 0;
+    atomic_fetch_add(&dp->generation, 1);
     memset(dp->ready, 0, dp->n_tensors * sizeof *dp->ready);
     dp->info.exposed_ms = 1e3 * (last - origin);
     dp->info.exchange_ms = 1e3 * dp->exchange_s;

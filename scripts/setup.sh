@@ -15,8 +15,10 @@ for a in "$@"; do
   esac
 done
 
+# Open MPI: liboclml-mpi (data parallelism) and its tests under mpirun.
 packages=(build-essential autoconf automake libtool autoconf-archive pkg-config
-          ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev check clinfo)
+          ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev check clinfo
+          openmpi-bin libopenmpi-dev)
 if [ "$install" = 1 ]; then
   missing=()
   for p in "${packages[@]}"; do

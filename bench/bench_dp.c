@@ -8,7 +8,8 @@
  * hidden behind it). Then the library's allreduce path alone at 1 MB to 1 GB: bus bandwidth as
  * NCCL counts it (2 (N - 1) / N bytes per rank over the time).
  *   usage: mpirun -np N oclml-bench-dp [--quick] [--only cnn,gpt2,gpt2fp32,allreduce]
- *          [--steps S] [--wire bf16] [--bucket-mb M] [--json FILE]
+ *          [--steps S] [--wire bf16] [--messages] [--bucket-mb M] [--json FILE]
+ * (--messages: the exchange by messages even where the ranks share a node.)
  * JSON lines as BENCH.md, op "train_step_dp" (gpus, median_ms, weak_scaling, exposed_ms,
  * exchange_ms, buckets) and op "allreduce" (busbw_gbps), written by rank 0. */
 #include <math.h>
@@ -23,7 +24,7 @@
 #include "train_models.h"
 
 typedef struct options {
-    int quick, steps;
+    int quick, steps, shared;
     const char *only;
     oclml_dtype wire;
     size_t bucket_bytes;
@@ -90,9 +91,10 @@ static int time_steps(oclml_ctx *ctx, const model *md, int steps, double *median
 static void report_buckets(oclml_dp *dp) {
     oclml_dp_step_info info;
     oclml_dp_step_info_get(dp, &info);
-    printf("    last step: %zu buckets, %.1f MB a rank sent, exchanges %.2f ms in all, %.2f ms "
-           "after the backward's end\n",
-           info.buckets, info.wire_bytes / 1e6, info.exchange_ms, info.exposed_ms);
+    printf("    last step: %zu buckets, %.1f MB a rank sent (%s), exchanges %.2f ms in all, %.2f "
+           "ms after the backward's end\n",
+           info.buckets, info.wire_bytes / 1e6, info.shared_memory ? "shared memory" : "messages",
+           info.exchange_ms, info.exposed_ms);
     printf("    bucket  tensors       MB   ready  copied  reduced  returned (ms from the "
            "backward's end)\n");
     for (size_t b = 0; b < info.buckets; b++) {
@@ -111,6 +113,7 @@ static int run_model(oclml_ctx *ctx, const options *o, model *md, train_parallel
     oclml_dp_config_init(&c);
     c.order = md->order;
     c.wire_dtype = o->wire;
+    c.shared_memory = o->shared;
     if (o->bucket_bytes) c.bucket_bytes = o->bucket_bytes;
     oclml_dp *dp;
     oclml_status st = oclml_dp_create(ctx, md->arena, &c, &dp);
@@ -205,6 +208,7 @@ static int bench_allreduce(oclml_ctx *ctx, const options *o) {
         oclml_dp_config_init(&c);
         c.wire_dtype = o->wire;
         c.bucket_bytes = o->bucket_bytes ? o->bucket_bytes : n * 4;
+        c.shared_memory = o->shared;
         if (oclml_arena_create(ctx, 1, &shape, &a) || oclml_dp_create(ctx, a, &c, &dp)) return 1;
         double t[12];
         int reps = 12;
@@ -219,15 +223,16 @@ static int bench_allreduce(oclml_ctx *ctx, const options *o) {
         MPI_Allreduce(&med, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         double bus = 2.0 * (ranks - 1) / ranks * (double)n * 4 / worst / 1e9;
         if (!rank) {
-            printf("allreduce %7.0f MB fp32 (wire %s)  %8.3f ms  bus %6.1f GB/s\n", mb[k],
-                   o->wire == OCLML_BFLOAT16 ? "bf16" : "fp32", 1e3 * worst, bus);
+            printf("allreduce %7.0f MB fp32 (wire %s, %s)  %8.3f ms  bus %6.1f GB/s\n", mb[k],
+                   o->wire == OCLML_BFLOAT16 ? "bf16" : "fp32", o->shared ? "shared" : "messages",
+                   1e3 * worst, bus);
             if (o->json)
                 fprintf(o->json,
-                        "{\"op\":\"allreduce\",\"shape\":\"%.0f MB fp32 wire %s\",\"impl\":"
-                        "\"oclml-mpi\",\"device\":\"%s\",\"gpus\":%d,\"median_ms\":%.4f,"
-                        "\"busbw_gbps\":%.2f}\n",
-                        mb[k], o->wire == OCLML_BFLOAT16 ? "bf16" : "fp32", device, ranks,
-                        1e3 * worst, bus);
+                        "{\"op\":\"allreduce\",\"shape\":\"%.0f MB fp32 wire %s %s\","
+                        "\"impl\":\"oclml-mpi\",\"device\":\"%s\",\"gpus\":%d,"
+                        "\"median_ms\":%.4f,\"busbw_gbps\":%.2f}\n",
+                        mb[k], o->wire == OCLML_BFLOAT16 ? "bf16" : "fp32",
+                        o->shared ? "shared" : "messages", device, ranks, 1e3 * worst, bus);
         }
         oclml_dp_destroy(dp);
         oclml_arena_destroy(a);
@@ -248,7 +253,7 @@ int main(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &level);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    options o = {.steps = 10, .wire = OCLML_FLOAT32};
+    options o = {.steps = 10, .shared = 1, .wire = OCLML_FLOAT32};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--quick"))
@@ -259,6 +264,8 @@ int main(int argc, char **argv) {
             o.steps = atoi(v), i++;
         else if (v && !strcmp(a, "--wire"))
             o.wire = strcmp(v, "bf16") ? OCLML_FLOAT32 : OCLML_BFLOAT16, i++;
+        else if (!strcmp(a, "--messages"))
+            o.shared = 0;
         else if (v && !strcmp(a, "--bucket-mb"))
             o.bucket_bytes = (size_t)(atof(v) * 1e6), i++;
         else if (v && !strcmp(a, "--json")) {
@@ -268,7 +275,7 @@ int main(int argc, char **argv) {
             if (!rank)
                 fprintf(stderr,
                         "usage: mpirun -np N %s [--quick] [--only cnn,gpt2,gpt2fp32,allreduce] "
-                        "[--steps S] [--wire bf16] [--bucket-mb M] [--json FILE]\n",
+                        "[--steps S] [--wire bf16] [--messages] [--bucket-mb M] [--json FILE]\n",
                         argv[0]);
             MPI_Finalize();
             return 2;

@@ -73,6 +73,10 @@ typedef struct oclml_dp_config {
     /* The first bucket's size (1 MiB by default, as DDP's): small, so that the exchange starts
      * early in the backward. */
     size_t first_bucket_bytes;
+    /* 1 (default): when every rank is on one node, exchange through memory they all map
+     * (MPI_Win_allocate_shared: one copy in, the sum in place, one copy out) instead of
+     * messages; 0: messages always. */
+    int shared_memory;
 } oclml_dp_config;
 
 /* Fills c with the defaults above and sets struct_size. */
@@ -130,6 +134,7 @@ typedef struct oclml_dp_bucket_info {
 
 typedef struct oclml_dp_step_info {
     size_t buckets, elements, wire_bytes;
+    int shared_memory; /* the exchange goes through the node's shared memory (else messages) */
     size_t steps, failed_steps; /* steps synchronised since creation, and those that failed */
     double exchange_ms; /* the last step: the buckets' exchanges (all-to-all, sum, all-gather) */
     double exposed_ms;  /* the last step: from the backward's end to the last copy back */

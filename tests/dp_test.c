@@ -142,7 +142,8 @@ static int check_average(oclml_arena *a, int step, bool bf16) {
 }
 
 /* Two steps of marking in the configured order, in pieces, then sync. */
-static int run_average(int wire_bf16, int threaded, size_t bucket_bytes, bool custom_order) {
+static int run_average(int wire_bf16, int threaded, int shared, size_t bucket_bytes,
+                       bool custom_order) {
     oclml_arena *a = make_arena();
     EXPECT(a, "arena");
     size_t order[N_TENSORS] = {2, 7, 8, 0, 5, 1, 6, 3, 4};
@@ -151,6 +152,7 @@ static int run_average(int wire_bf16, int threaded, size_t bucket_bytes, bool cu
     c.bucket_bytes = bucket_bytes;
     c.wire_dtype = wire_bf16 ? OCLML_BFLOAT16 : OCLML_FLOAT32;
     c.progress_thread = threaded;
+    c.shared_memory = shared;
     c.order = custom_order ? order : NULL;
     oclml_dp *dp;
     OK(oclml_dp_create(ctx, a, &c, &dp));
@@ -182,14 +184,18 @@ static int run_average(int wire_bf16, int threaded, size_t bucket_bytes, bool cu
     return 0;
 }
 
+/* Every way of exchanging: fp32 and bf16 words, with and without the progress thread, by
+ * messages and through shared memory; small buckets in an order of the backward's own, one
+ * bucket, and runs that merge in the arena's reverse order. */
 static int test_average(void) {
     int bad = 0;
     for (int bf16 = 0; bf16 < 2; bf16++)
-        for (int threaded = 0; threaded < 2; threaded++) {
-            bad |= run_average(bf16, threaded, 256, true);      /* a bucket every tensor or two */
-            bad |= run_average(bf16, threaded, 1 << 20, false); /* one bucket */
-        }
-    bad |= run_average(0, 1, 700, false); /* runs that merge in the arena's reverse order */
+        for (int threaded = 0; threaded < 2; threaded++)
+            for (int shared = 0; shared < 2; shared++) {
+                bad |= run_average(bf16, threaded, shared, 256, true);
+                bad |= run_average(bf16, threaded, shared, 1 << 20, false);
+            }
+    bad |= run_average(0, 1, 1, 700, false);
     return bad;
 }
 

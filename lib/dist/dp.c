@@ -1,6 +1,7 @@
 /* liboclml-mpi's setup (oclml_mpi.h): a rank's device, the buckets, the pinned staging, the copy
  * queue and the progress thread; the parameters' broadcast; the last step's figures. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ oclml_status oclml_dp_config_init(oclml_dp_config *c) {
     c->wire_dtype = OCLML_FLOAT32;
     c->timeout_s = DEFAULT_TIMEOUT_S;
     c->progress_thread = 1;
+    c->shared_memory = 1;
     return OCLML_SUCCESS;
 }
 
@@ -117,7 +119,9 @@ static oclml_status plan_buckets(oclml_dp *dp, const size_t *off, const size_t *
     dp->bucket_of = malloc(n * sizeof *dp->bucket_of);
     dp->ready = calloc(n, sizeof *dp->ready);
     dp->counts = malloc(4 * (size_t)dp->ranks * sizeof *dp->counts);
-    if (!dp->buckets || !dp->bucket_of || !dp->ready || !dp->counts) return OCLML_ERR_OUT_OF_MEMORY;
+    dp->shard_of = malloc((size_t)dp->ranks * sizeof *dp->shard_of);
+    if (!dp->buckets || !dp->bucket_of || !dp->ready || !dp->counts || !dp->shard_of)
+        return OCLML_ERR_OUT_OF_MEMORY;
     size_t staged = 0;
     dp_bucket *b = NULL;
     for (size_t k = 0; k < n; k++) {
@@ -178,6 +182,43 @@ static oclml_status setup_device(oclml_dp *dp) {
     return dp->shards ? OCLML_SUCCESS : OCLML_ERR_OUT_OF_MEMORY;
 }
 
+/* When every rank is on this node: a shared segment per rank for the wire words of every
+ * gradient, mapped by all. Any failure leaves the exchange to messages, on every rank alike. */
+static void setup_shared(oclml_dp *dp) {
+    MPI_Comm node;
+    int node_ranks = 0, ok = 0, all = 0;
+    dp->win = MPI_WIN_NULL;
+    if (MPI_Comm_split_type(dp->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        return;
+    MPI_Comm_size(node, &node_ranks);
+    size_t word = dp->cfg.wire_dtype == OCLML_BFLOAT16 ? 2 : 4;
+    if (node_ranks == dp->ranks && dp->ranks > 1 && dp->padded * word <= (size_t)PTRDIFF_MAX) {
+        MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN);
+        MPI_Info info;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "alloc_shared_noncontig", "true"); /* each segment near its rank */
+        void *base;
+        ok = MPI_Win_allocate_shared((MPI_Aint)(dp->padded * word), (int)word, info, node, &base,
+                                     &dp->win) == MPI_SUCCESS;
+        MPI_Info_free(&info);
+    }
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, dp->comm);
+    dp->segment = all ? calloc((size_t)dp->ranks, sizeof *dp->segment) : NULL;
+    for (int r = 0; dp->segment && r < dp->ranks; r++) {
+        MPI_Aint size;
+        int unit;
+        MPI_Win_shared_query(dp->win, r, &size, &unit, &dp->segment[r]);
+    }
+    if (dp->segment && MPI_Win_lock_all(MPI_MODE_NOCHECK, dp->win) == MPI_SUCCESS) {
+        memset(dp->segment[dp->rank], 0, dp->padded * word); /* the padding's zeros */
+    } else {
+        free(dp->segment);
+        dp->segment = NULL;
+    }
+    if (!dp->segment && dp->win != MPI_WIN_NULL) MPI_Win_free(&dp->win);
+    MPI_Comm_free(&node);
+}
+
 oclml_status oclml_dp_create(oclml_ctx *ctx, oclml_arena *arena, const oclml_dp_config *config,
                              oclml_dp **out) {
     if (!ctx || !arena || !out) return OCLML_ERR_NULL_POINTER;
@@ -226,6 +267,7 @@ oclml_status oclml_dp_create(oclml_ctx *ctx, oclml_arena *arena, const oclml_dp_
     free(off);
     free(order);
     if (!st) st = setup_device(dp);
+    if (!st && c.shared_memory) setup_shared(dp);
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
     dp->threaded = c.progress_thread && level >= MPI_THREAD_SERIALIZED;
@@ -267,6 +309,12 @@ oclml_status oclml_dp_destroy(oclml_dp *dp) {
     if (dp->stage_mem) clReleaseMemObject(dp->stage_mem);
     if (dp->copy_queue) clReleaseCommandQueue(dp->copy_queue);
     /* Requests left in flight by a stalled exchange still name the communicator. */
+    if (dp->segment && !dp->abandoned && mpi_ready()) {
+        MPI_Win_unlock_all(dp->win);
+        MPI_Win_free(&dp->win);
+    }
+    free(dp->segment);
+    free(dp->shard_of);
     if (dp->comm != MPI_COMM_NULL && !dp->abandoned && mpi_ready()) MPI_Comm_free(&dp->comm);
     pthread_cond_destroy(&dp->cv);
     pthread_mutex_destroy(&dp->mu);
@@ -315,6 +363,7 @@ oclml_status oclml_dp_broadcast(oclml_dp *dp) {
 oclml_status oclml_dp_step_info_get(const oclml_dp *dp, oclml_dp_step_info *info) {
     if (!dp || !info) return OCLML_ERR_NULL_POINTER;
     *info = dp->info;
+    info->shared_memory = dp->segment != NULL;
     return OCLML_SUCCESS;
 }
 

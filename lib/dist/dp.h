@@ -61,6 +61,12 @@ struct oclml_dp {
     uint16_t *wire16;
     void *shards;
     size_t shard_capacity; /* elements */
+    const void **shard_of; /* per rank: where its shard of the bucket in hand is */
+    /* Ranks that share a node exchange through memory they all map (MPI_Win_allocate_shared):
+     * each rank's segment holds its buckets in the wire dtype; one copy in, the owner's sum in
+     * place, one copy out, no message in between. NULL segment: messages (shards above). */
+    MPI_Win win;
+    void **segment; /* per rank, as this process maps it */
 
     /* The step, shared by the calling thread and the progress thread under mu. */
     pthread_mutex_t mu;
@@ -87,13 +93,13 @@ struct oclml_dp {
 /* dp_step.c: the progress thread's loop. */
 void *dp_progress_main(void *dp);
 
-/* dp_reduce.c: host arithmetic of one bucket. */
-/* shards: `ranks` rows of n values (wire dtype) from each rank in rank order; out: their sum in
- * rank order (fp32 accumulation) times 1 / ranks, in the wire dtype. */
-void dp_reduce_f32(const float *shards, int ranks, size_t n, float *out);
-void dp_reduce_bf16(const uint16_t *shards, int ranks, size_t n, uint16_t *out);
+/* dp_reduce.c: host arithmetic of one bucket, over a few threads when large. */
+/* shards: each rank's n values (bf16 words or fp32), in rank order; out (which may be one of
+ * them): their sum in rank order (fp32 accumulation) times 1 / ranks, in the same type. */
+void dp_reduce(bool bf16, const void *const *shards, int ranks, size_t n, void *out);
 void dp_to_bf16(const float *x, size_t n, uint16_t *y);
 void dp_from_bf16(const uint16_t *x, size_t n, float *y);
+void dp_copy_f32(const float *x, size_t n, float *y);
 
 double dp_now(void);
 

@@ -29,14 +29,14 @@ static inline uint16_t f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-typedef enum { JOB_REDUCE_F32, JOB_REDUCE_BF16, JOB_TO_BF16, JOB_FROM_BF16 } job_kind;
+typedef enum { JOB_REDUCE_F32, JOB_REDUCE_BF16, JOB_TO_BF16, JOB_FROM_BF16, JOB_COPY } job_kind;
 
 typedef struct job {
     job_kind kind;
+    const void *const *ins; /* reduce: each rank's shard, in rank order */
     const void *in;
     void *out;
     int ranks;
-    size_t n;          /* elements of one shard (reduce) or of the array */
     size_t begin, end; /* this thread's range */
 } job;
 
@@ -44,25 +44,29 @@ static void run_range(const job *j) {
     const float scale = 1.0f / (float)j->ranks;
     switch (j->kind) {
     case JOB_REDUCE_F32: {
-        const float *in = j->in;
+        const float *const *in = (const float *const *)j->ins;
         float *out = j->out;
         for (size_t k = j->begin; k < j->end; k++) {
-            float sum = in[k];
-            for (int r = 1; r < j->ranks; r++) sum += in[(size_t)r * j->n + k];
+            float sum = in[0][k];
+            for (int r = 1; r < j->ranks; r++) sum += in[r][k];
             out[k] = sum * scale;
         }
         break;
     }
     case JOB_REDUCE_BF16: {
-        const uint16_t *in = j->in;
+        const uint16_t *const *in = (const uint16_t *const *)j->ins;
         uint16_t *out = j->out;
         for (size_t k = j->begin; k < j->end; k++) {
-            float sum = bf16_to_f32(in[k]);
-            for (int r = 1; r < j->ranks; r++) sum += bf16_to_f32(in[(size_t)r * j->n + k]);
+            float sum = bf16_to_f32(in[0][k]);
+            for (int r = 1; r < j->ranks; r++) sum += bf16_to_f32(in[r][k]);
             out[k] = f32_to_bf16(sum * scale);
         }
         break;
     }
+    case JOB_COPY:
+        memcpy((float *)j->out + j->begin, (const float *)j->in + j->begin,
+               (j->end - j->begin) * sizeof(float));
+        break;
     case JOB_TO_BF16:
         for (size_t k = j->begin; k < j->end; k++)
             ((uint16_t *)j->out)[k] = f32_to_bf16(((const float *)j->in)[k]);
@@ -102,18 +106,18 @@ static void run_split(job base, size_t n) {
         if (started[t]) pthread_join(tid[t], NULL);
 }
 
-void dp_reduce_f32(const float *shards, int ranks, size_t n, float *out) {
-    run_split((job){JOB_REDUCE_F32, shards, out, ranks, n, 0, 0}, n);
-}
-
-void dp_reduce_bf16(const uint16_t *shards, int ranks, size_t n, uint16_t *out) {
-    run_split((job){JOB_REDUCE_BF16, shards, out, ranks, n, 0, 0}, n);
+void dp_reduce(bool bf16, const void *const *shards, int ranks, size_t n, void *out) {
+    run_split((job){bf16 ? JOB_REDUCE_BF16 : JOB_REDUCE_F32, shards, NULL, out, ranks, 0, 0}, n);
 }
 
 void dp_to_bf16(const float *x, size_t n, uint16_t *y) {
-    run_split((job){JOB_TO_BF16, x, y, 1, n, 0, 0}, n);
+    run_split((job){JOB_TO_BF16, NULL, x, y, 1, 0, 0}, n);
 }
 
 void dp_from_bf16(const uint16_t *x, size_t n, float *y) {
-    run_split((job){JOB_FROM_BF16, x, y, 1, n, 0, 0}, n);
+    run_split((job){JOB_FROM_BF16, NULL, x, y, 1, 0, 0}, n);
+}
+
+void dp_copy_f32(const float *x, size_t n, float *y) {
+    run_split((job){JOB_COPY, NULL, x, y, 1, 0, 0}, n);
 }

@@ -100,19 +100,25 @@ static enum wait_result wait_request(oclml_dp *dp, MPI_Request *req) {
     }
 }
 
-/* Bucket b's exchange on host memory: its shards to their owners, the owner's sum, the sums to
- * everyone. The stage (fp32) holds the average afterwards. */
-static enum wait_result exchange(oclml_dp *dp, dp_bucket *q) {
-    const int R = dp->ranks, me = dp->rank;
-    const bool bf16 = dp->cfg.wire_dtype == OCLML_BFLOAT16;
-    const size_t n = q->elements, word = bf16 ? 2 : 4;
-    MPI_Datatype type = bf16 ? MPI_UINT16_T : MPI_FLOAT;
-    int *count = dp->counts, *displ = count + R, *rcount = displ + R, *rdispl = rcount + R;
+/* The bucket's shards: rank j owns elements [displ[j], displ[j] + count[j]) of it. */
+static void split_shards(const oclml_dp *dp, size_t n, int *count, int *displ) {
+    const int R = dp->ranks;
     for (int j = 0, at = 0; j < R; j++) {
         count[j] = (int)(n / (size_t)R + ((size_t)j < n % (size_t)R));
         displ[j] = at;
         at += count[j];
     }
+}
+
+/* Bucket b's exchange by messages: its shards to their owners, the owner's sum, the sums to
+ * everyone. The stage (fp32) holds the average afterwards. */
+static enum wait_result exchange_messages(oclml_dp *dp, dp_bucket *q) {
+    const int R = dp->ranks, me = dp->rank;
+    const bool bf16 = dp->cfg.wire_dtype == OCLML_BFLOAT16;
+    const size_t n = q->elements, word = bf16 ? 2 : 4;
+    MPI_Datatype type = bf16 ? MPI_UINT16_T : MPI_FLOAT;
+    int *count = dp->counts, *displ = count + R, *rcount = displ + R, *rdispl = rcount + R;
+    split_shards(dp, n, count, displ);
     for (int j = 0; j < R; j++) rcount[j] = count[me], rdispl[j] = j * count[me];
     float *stage = dp->stage + q->stage_offset;
     uint16_t *wire16 = bf16 ? dp->wire16 + q->stage_offset : NULL;
@@ -124,16 +130,60 @@ static enum wait_result exchange(oclml_dp *dp, dp_bucket *q) {
         return WAIT_ERROR;
     enum wait_result w = wait_request(dp, &req);
     if (w != WAIT_DONE) return w;
-    if (bf16)
-        dp_reduce_bf16(dp->shards, R, (size_t)count[me], wire16 + displ[me]);
-    else
-        dp_reduce_f32(dp->shards, R, (size_t)count[me], stage + displ[me]);
+    for (int r = 0; r < R; r++) dp->shard_of[r] = (const char *)dp->shards + r * count[me] * word;
+    dp_reduce(bf16, dp->shard_of, R, (size_t)count[me],
+              bf16 ? (void *)(wire16 + displ[me]) : (void *)(stage + displ[me]));
     if (MPI_Iallgatherv(MPI_IN_PLACE, 0, type, words, count, displ, type, dp->comm, &req) !=
         MPI_SUCCESS)
         return WAIT_ERROR;
     w = wait_request(dp, &req);
     if (w != WAIT_DONE) return w;
     if (bf16) dp_from_bf16(wire16, n, stage);
+    q->info.wire_bytes = (n - (size_t)count[me] + (size_t)count[me] * (size_t)(R - 1)) * word;
+    return WAIT_DONE;
+}
+
+/* Every rank's stores to the shared segments before it, seen by every rank after it. */
+static enum wait_result shared_barrier(oclml_dp *dp) {
+    MPI_Request req;
+    MPI_Win_sync(dp->win);
+    if (MPI_Ibarrier(dp->comm, &req) != MPI_SUCCESS) return WAIT_ERROR;
+    enum wait_result w = wait_request(dp, &req);
+    MPI_Win_sync(dp->win);
+    return w;
+}
+
+/* Bucket b's exchange through the node's shared segments: this rank's values into its segment;
+ * then each owner sums its shard over every rank's segment in rank order, in place in its own;
+ * then every rank copies every owner's sums. Two barriers, no message; the same words reach
+ * every rank, as by messages. */
+static enum wait_result exchange_shared(oclml_dp *dp, dp_bucket *q) {
+    const int R = dp->ranks, me = dp->rank;
+    const bool bf16 = dp->cfg.wire_dtype == OCLML_BFLOAT16;
+    const size_t n = q->elements, word = bf16 ? 2 : 4, at = q->stage_offset;
+    int *count = dp->counts, *displ = count + R;
+    split_shards(dp, n, count, displ);
+    float *stage = dp->stage + at;
+    char *mine = (char *)dp->segment[me] + at * word;
+    if (bf16)
+        dp_to_bf16(stage, n, (uint16_t *)mine);
+    else
+        dp_copy_f32(stage, n, (float *)mine);
+    enum wait_result w = shared_barrier(dp);
+    if (w != WAIT_DONE) return w;
+    for (int r = 0; r < R; r++)
+        dp->shard_of[r] = (const char *)dp->segment[r] + (at + (size_t)displ[me]) * word;
+    dp_reduce(bf16, dp->shard_of, R, (size_t)count[me], mine + (size_t)displ[me] * word);
+    if ((w = shared_barrier(dp)) != WAIT_DONE) return w;
+    for (int k = 0; k < R; k++) {
+        const char *sums = (const char *)dp->segment[k] + (at + (size_t)displ[k]) * word;
+        if (bf16)
+            dp_from_bf16((const uint16_t *)sums, (size_t)count[k], stage + displ[k]);
+        else
+            dp_copy_f32((const float *)sums, (size_t)count[k], stage + displ[k]);
+    }
+    /* No barrier after: a segment's bucket is written again only in the next step, after the
+     * step's outcome, which every rank reaches only when its copies are done. */
     q->info.wire_bytes = (n - (size_t)count[me] + (size_t)count[me] * (size_t)(R - 1)) * word;
     return WAIT_DONE;
 }
@@ -170,7 +220,7 @@ static void run_step(oclml_dp *dp) {
             pthread_mutex_unlock(&dp->mu);
         }
         q->copied_at = dp_now();
-        w = exchange(dp, q);
+        w = dp->segment ? exchange_shared(dp, q) : exchange_messages(dp, q);
         q->reduced_at = dp_now();
         exchange_s += q->reduced_at - q->copied_at;
         pthread_mutex_lock(&dp->mu);

@@ -134,7 +134,9 @@ typedef struct oclml_dp_bucket_info {
 
 typedef struct oclml_dp_step_info {
     size_t buckets, elements, wire_bytes;
-    int shared_memory; /* the exchange goes through the node's shared memory (else messages) */
+    /* 0: the exchange goes by messages; 1: through the node's shared memory; 2: and the
+     * device's copies land in and read from the shared segments (fp32 words: no host copy) */
+    int shared_memory;
     size_t steps, failed_steps; /* steps synchronised since creation, and those that failed */
     double exchange_ms; /* the last step: the buckets' exchanges (all-to-all, sum, all-gather) */
     double exposed_ms;  /* the last step: from the backward's end to the last copy back */

@@ -155,7 +155,8 @@ static oclml_status plan_buckets(oclml_dp *dp, const size_t *off, const size_t *
     return OCLML_SUCCESS;
 }
 
-static oclml_status setup_device(oclml_dp *dp) {
+/* The context's objects, the arena's buffers and a copy queue of our own. */
+static oclml_status setup_queues(oclml_dp *dp) {
     cl_device_id device;
     oclml_tensor *flat;
     oclml_status st = oclml_ctx_cl_objects(dp->ctx, &dp->cl_ctx, &device, &dp->ctx_queue);
@@ -166,16 +167,26 @@ static oclml_status setup_device(oclml_dp *dp) {
     if (st) return st;
     cl_int err;
     dp->copy_queue = clCreateCommandQueue(dp->cl_ctx, device, 0, &err);
-    if (err != CL_SUCCESS) return OCLML_ERR_OPENCL;
+    return err == CL_SUCCESS ? OCLML_SUCCESS : OCLML_ERR_OPENCL;
+}
+
+/* Host memory for the gradients: this rank's shared segment where it can serve (zero_copy),
+ * else pinned memory of our own; bf16 words and the shards of the message path beside it. */
+static oclml_status setup_staging(oclml_dp *dp) {
     size_t bytes = dp->padded * sizeof(float);
-    dp->stage_mem = clCreateBuffer(dp->cl_ctx, CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
-    if (err != CL_SUCCESS) return OCLML_ERR_OPENCL;
-    dp->stage = clEnqueueMapBuffer(dp->copy_queue, dp->stage_mem, CL_TRUE,
-                                   CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, NULL, NULL, &err);
-    if (err != CL_SUCCESS) return OCLML_ERR_OPENCL;
-    /* Zero, as the arena's padding: a failing rank's buckets send what the staging holds, and
-     * the padding must never receive anything else. */
-    memset(dp->stage, 0, bytes);
+    cl_int err;
+    if (dp->zero_copy) {
+        dp->stage = dp->segment[dp->rank];
+    } else {
+        dp->stage_mem = clCreateBuffer(dp->cl_ctx, CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
+        if (err != CL_SUCCESS) return OCLML_ERR_OPENCL;
+        dp->stage = clEnqueueMapBuffer(dp->copy_queue, dp->stage_mem, CL_TRUE,
+                                       CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, NULL, NULL, &err);
+        if (err != CL_SUCCESS) return OCLML_ERR_OPENCL;
+        /* Zero, as the arena's padding: a failing rank's buckets send what the staging holds,
+         * and the padding must never receive anything else. */
+        memset(dp->stage, 0, bytes);
+    }
     size_t word = dp->cfg.wire_dtype == OCLML_BFLOAT16 ? 2 : 4;
     if (word == 2 && !(dp->wire16 = malloc(dp->padded * 2))) return OCLML_ERR_OUT_OF_MEMORY;
     dp->shards = malloc(dp->shard_capacity * (size_t)dp->ranks * word);
@@ -217,6 +228,17 @@ static void setup_shared(oclml_dp *dp) {
     }
     if (!dp->segment && dp->win != MPI_WIN_NULL) MPI_Win_free(&dp->win);
     MPI_Comm_free(&node);
+    /* fp32 words: every segment registered with OpenCL here (pinned for the copy engines); a
+     * refusal anywhere keeps the pinned staging, on this rank only (it changes no collective). */
+    dp->segment_mem = dp->segment && word == 4 ? calloc((size_t)dp->ranks, sizeof(cl_mem)) : NULL;
+    bool ok_all = dp->segment_mem != NULL;
+    for (int r = 0; ok_all && r < dp->ranks; r++) {
+        cl_int err;
+        dp->segment_mem[r] = clCreateBuffer(dp->cl_ctx, CL_MEM_USE_HOST_PTR, dp->padded * word,
+                                            dp->segment[r], &err);
+        ok_all = err == CL_SUCCESS;
+    }
+    dp->zero_copy = ok_all;
 }
 
 oclml_status oclml_dp_create(oclml_ctx *ctx, oclml_arena *arena, const oclml_dp_config *config,
@@ -266,8 +288,9 @@ oclml_status oclml_dp_create(oclml_ctx *ctx, oclml_arena *arena, const oclml_dp_
     }
     free(off);
     free(order);
-    if (!st) st = setup_device(dp);
+    if (!st) st = setup_queues(dp);
     if (!st && c.shared_memory) setup_shared(dp);
+    if (!st) st = setup_staging(dp);
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
     dp->threaded = c.progress_thread && level >= MPI_THREAD_SERIALIZED;
@@ -304,10 +327,15 @@ oclml_status oclml_dp_destroy(oclml_dp *dp) {
         free(b->runs);
     }
     if (dp->backward_end) clReleaseEvent(dp->backward_end);
-    if (dp->stage) clEnqueueUnmapMemObject(dp->copy_queue, dp->stage_mem, dp->stage, 0, NULL, NULL);
+    if (dp->stage_mem)
+        clEnqueueUnmapMemObject(dp->copy_queue, dp->stage_mem, dp->stage, 0, NULL, NULL);
     if (dp->copy_queue) clFinish(dp->copy_queue);
     if (dp->stage_mem) clReleaseMemObject(dp->stage_mem);
     if (dp->copy_queue) clReleaseCommandQueue(dp->copy_queue);
+    /* The segments' registrations go before the segments. */
+    for (int r = 0; dp->segment_mem && r < dp->ranks; r++)
+        if (dp->segment_mem[r]) clReleaseMemObject(dp->segment_mem[r]);
+    free(dp->segment_mem);
     /* Requests left in flight by a stalled exchange still name the communicator. */
     if (dp->segment && !dp->abandoned && mpi_ready()) {
         MPI_Win_unlock_all(dp->win);
@@ -363,7 +391,7 @@ oclml_status oclml_dp_broadcast(oclml_dp *dp) {
 oclml_status oclml_dp_step_info_get(const oclml_dp *dp, oclml_dp_step_info *info) {
     if (!dp || !info) return OCLML_ERR_NULL_POINTER;
     *info = dp->info;
-    info->shared_memory = dp->segment != NULL;
+    info->shared_memory = dp->zero_copy ? 2 : dp->segment != NULL;
     return OCLML_SUCCESS;
 }
 

@@ -67,6 +67,11 @@ struct oclml_dp {
      * place, one copy out, no message in between. NULL segment: messages (shards above). */
     MPI_Win win;
     void **segment; /* per rank, as this process maps it */
+    /* With fp32 words the segments are the staging itself: registered with OpenCL
+     * (CL_MEM_USE_HOST_PTR, which pins them), the copy to the host lands in this rank's segment
+     * and the copies back read each owner's sums from its segment: no host copy at all. */
+    bool zero_copy;
+    cl_mem *segment_mem; /* per rank */
 
     /* The step, shared by the calling thread and the progress thread under mu. */
     pthread_mutex_t mu;

@@ -167,7 +167,7 @@ static enum wait_result exchange_shared(oclml_dp *dp, dp_bucket *q) {
     char *mine = (char *)dp->segment[me] + at * word;
     if (bf16)
         dp_to_bf16(stage, n, (uint16_t *)mine);
-    else
+    else if (!dp->zero_copy) /* zero_copy: the copy from the device landed there */
         dp_copy_f32(stage, n, (float *)mine);
     enum wait_result w = shared_barrier(dp);
     if (w != WAIT_DONE) return w;
@@ -175,7 +175,7 @@ static enum wait_result exchange_shared(oclml_dp *dp, dp_bucket *q) {
         dp->shard_of[r] = (const char *)dp->segment[r] + (at + (size_t)displ[me]) * word;
     dp_reduce(bf16, dp->shard_of, R, (size_t)count[me], mine + (size_t)displ[me] * word);
     if ((w = shared_barrier(dp)) != WAIT_DONE) return w;
-    for (int k = 0; k < R; k++) {
+    for (int k = 0; k < R && !dp->zero_copy; k++) { /* zero_copy: the device reads them there */
         const char *sums = (const char *)dp->segment[k] + (at + (size_t)displ[k]) * word;
         if (bf16)
             dp_from_bf16((const uint16_t *)sums, (size_t)count[k], stage + displ[k]);
@@ -183,9 +183,23 @@ static enum wait_result exchange_shared(oclml_dp *dp, dp_bucket *q) {
             dp_copy_f32((const float *)sums, (size_t)count[k], stage + displ[k]);
     }
     /* No barrier after: a segment's bucket is written again only in the next step, after the
-     * step's outcome, which every rank reaches only when its copies are done. */
+     * step's outcome, which every rank reaches only when its copies back (which read the
+     * segments) are done. */
     q->info.wire_bytes = (n - (size_t)count[me] + (size_t)count[me] * (size_t)(R - 1)) * word;
     return WAIT_DONE;
+}
+
+/* Where the average of stage elements [from, from + n) is: the staging, or (zero_copy) the
+ * owner's segment; *n is cut to the part one owner holds. */
+static const float *averaged(const oclml_dp *dp, const dp_bucket *q, size_t from, size_t *n) {
+    if (!dp->zero_copy) return dp->stage + from;
+    const size_t R = (size_t)dp->ranks, elements = q->elements, in = from - q->stage_offset;
+    /* split_shards' rule: the first elements % R owners hold one more. */
+    const size_t small = elements / R, extra = elements % R, big_part = extra * (small + 1);
+    size_t k = in < big_part ? in / (small + 1) : extra + (in - big_part) / small;
+    size_t end = k < extra ? (k + 1) * (small + 1) : big_part + (k + 1 - extra) * small;
+    if (in + *n > end) *n = end - in;
+    return (const float *)dp->segment[k] + from;
 }
 
 /* Enqueues bucket b's copy back to the device, unless the step stopped writing (mu held). */
@@ -194,11 +208,18 @@ static void return_bucket(oclml_dp *dp, dp_bucket *q) {
     cl_int err = CL_SUCCESS;
     for (size_t r = 0; r < q->n_runs && err == CL_SUCCESS; r++) {
         const dp_run *run = &q->runs[r];
-        err = clEnqueueWriteBuffer(dp->copy_queue, dp->grads, CL_FALSE,
-                                   dp->grads_offset + run->device_offset * sizeof(float),
-                                   run->elements * sizeof(float), dp->stage + run->stage_offset, 0,
-                                   NULL, r + 1 == q->n_runs ? &q->written : NULL);
+        for (size_t done = 0; done < run->elements && err == CL_SUCCESS;) {
+            size_t n = run->elements - done;
+            const float *src = averaged(dp, q, run->stage_offset + done, &n);
+            err =
+                clEnqueueWriteBuffer(dp->copy_queue, dp->grads, CL_FALSE,
+                                     dp->grads_offset + (run->device_offset + done) * sizeof(float),
+                                     n * sizeof(float), src, 0, NULL, NULL);
+            done += n;
+        }
     }
+    /* The queue is in order: a marker after the copies stands for them. */
+    if (err == CL_SUCCESS) err = clEnqueueMarkerWithWaitList(dp->copy_queue, 0, NULL, &q->written);
     if (err == CL_SUCCESS) err = clFlush(dp->copy_queue);
     if (err != CL_SUCCESS) dp->local_failed = 1;
 }
@@ -227,8 +248,17 @@ static void run_step(oclml_dp *dp) {
         if (w == WAIT_DONE) return_bucket(dp, q);
         pthread_mutex_unlock(&dp->mu);
     }
+    /* The copies back end before the outcome's all-reduce: past it another rank may overwrite
+     * its segment (the next step's copy), which these copies may read. */
+    bool write_failed = false;
+    for (size_t b = 0; b < dp->n_buckets; b++) {
+        dp_bucket *q = &dp->buckets[b];
+        if (q->written && clWaitForEvents(1, &q->written) != CL_SUCCESS) write_failed = true;
+        q->returned_at = dp_now();
+    }
     int mine, any = 1;
     pthread_mutex_lock(&dp->mu);
+    if (write_failed) dp->local_failed = 1;
     mine = dp->local_failed;
     pthread_mutex_unlock(&dp->mu);
     MPI_Request req;
@@ -242,11 +272,6 @@ static void run_step(oclml_dp *dp) {
     bool quit = dp->quit;
     pthread_mutex_unlock(&dp->mu);
     if (quit) return; /* destroy: nothing waits for the outcome */
-    for (size_t b = 0; b < dp->n_buckets; b++) {
-        dp_bucket *q = &dp->buckets[b];
-        if (q->written && clWaitForEvents(1, &q->written) != CL_SUCCESS) any = 1;
-        q->returned_at = dp_now();
-    }
     pthread_mutex_lock(&dp->mu);
     if (w != WAIT_DONE) dp->broken = true, any = 1;
     dp->any_failed = any;

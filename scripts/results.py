@@ -57,6 +57,9 @@ def read_lines(path):
 def suite_of(row):
     if row.get("suite") == "coldstart":
         return "coldstart"
+    # Data parallelism (oclml-bench-dp, torch_ddp.py): whatever the model's precision.
+    if row["op"] in ("train_step_dp", "allreduce"):
+        return "dp"
     # Mixed precision (oclml-bench bf16, torch_peers.py bf16, the bf16 training step): one
     # suite of its own, so that the fp32 suites keep their figures.
     if re.search(r"\b(bf16|fp16)\b", row.get("shape", "")):
@@ -122,6 +125,33 @@ def joined(rows):
             for r in ours]
 
 
+def dp_table(dev, rows):
+    """Data parallelism: each model's step alone and at N ranks, ours and DDP's; the allreduce
+    path's bus bandwidth."""
+    print("\n### %s, dp %s\n" % (dev, rows[0].get("date", "") if rows else ""))
+    print("| step | impl | wire | 1 GPU ms | GPUs | N GPUs ms | weak scaling | exposed ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r["op"] != "train_step_dp" or (r["gpus"] == 1 and r.get("impl") == "oclml-mpi"):
+            continue
+        alone = [a for a in rows if a["op"] == r["op"] and a["shape"] == r["shape"] and
+                 a["gpus"] == 1 and a.get("impl") == r.get("impl")]
+        one = alone[0]["median_ms"] if alone else r["median_ms"]
+        many = r["gpus"] > 1
+        print("| %s | %s | %s | %.2f | %d | %s | %s | %s |" % (
+            r["shape"], r.get("impl"), r.get("wire", "-"), one, r["gpus"],
+            "%.2f" % r["median_ms"] if many else "-",
+            "%.3f" % r["weak_scaling"] if many else "-",
+            "%.1f" % r["exposed_ms"] if "exposed_ms" in r else "-"))
+    ar = [r for r in rows if r["op"] == "allreduce"]
+    if ar:
+        print("\n| allreduce | ranks | ms | bus GB/s |")
+        print("|---|---|---|---|")
+        for r in ar:
+            print("| %s | %d | %.2f | %.1f |" % (r["shape"], r["gpus"], r["median_ms"],
+                                                 r["busbw_gbps"]))
+
+
 def tables(device=None):
     for (dev, suite), rows in stored().items():
         if device and dev != device:
@@ -134,6 +164,9 @@ def tables(device=None):
                 disk = r.get("first_ms_disk_cache")
                 print("| %s | %.0f | %.1f | %s |" % (r["op"], r["ctx_ms"], r["first_ms_cold"],
                                                      "-" if disk is None else "%.1f" % disk))
+            continue
+        if suite == "dp":
+            dp_table(dev, rows)
             continue
         pairs = joined(rows)
         if not pairs:

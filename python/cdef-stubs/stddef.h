@@ -1,0 +1,1 @@
+/* Empty: cffi knows size_t. (python/gen_cdef.sh preprocesses oclml.h against these stubs.) */

@@ -65,6 +65,7 @@ int bench_fail(bench_env *env, oclml_status st, const char *what);
 int bench_copy_probe(bench_env *env, size_t n, bench_timing *t, double *max_err);
 
 int bench_copy(bench_env *env);
+int bench_callcost(bench_env *env);
 int bench_gemm(bench_env *env);
 int bench_linear(bench_env *env);
 int bench_layout(bench_env *env);

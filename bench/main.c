@@ -16,6 +16,7 @@ typedef struct bench_cmd {
 /* One line per op family. */
 static const bench_cmd commands[] = {
     {"copy", bench_copy, "copy bandwidth (the memory limit)"},
+    {"callcost", bench_callcost, "host time of one op call (small softmax enqueues)"},
     {"gemm", bench_gemm, "SGEMM: own kernels and CLBlast, square, transformer, skinny, batched"},
     {"linear", bench_linear,
      "linear layer y = gelu(x W^T + b): forward, forward+backward (dx, dw, db), peer shapes"},

@@ -15,10 +15,11 @@ for a in "$@"; do
   esac
 done
 
-# Open MPI: liboclml-mpi (data parallelism) and its tests under mpirun.
+# Open MPI: liboclml-mpi (data parallelism) and its tests under mpirun; python3 with NumPy,
+# cffi, pytest and PyOpenCL: the Python package and its tests.
 packages=(build-essential autoconf automake libtool autoconf-archive pkg-config
           ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev check clinfo
-          openmpi-bin libopenmpi-dev)
+          openmpi-bin libopenmpi-dev python3-numpy python3-cffi python3-pytest python3-pyopencl)
 if [ "$install" = 1 ]; then
   missing=()
   for p in "${packages[@]}"; do

@@ -304,8 +304,9 @@ def linear(input, weight, bias=None, activation=None, out=None, pre=None):
 
 def linear_backward(input, weight, grad, saved=None, activation=None, need_input_grad=True,
                     bias=True, accumulate=False, dx=None, dw=None, db=None):
-    """Gradients (dx, dw, db) of linear for grad = dL/dy; saved is the forward's `pre` (or its
-    output for relu). accumulate adds dw and db to the given ones."""
+    """Gradients (dx, dw, db) of linear for grad = dL/dy. saved is what the activation's
+    derivative reads: the forward's `pre` for gelu and silu, its output for relu, tanh and
+    sigmoid, nothing without an activation. accumulate adds dw and db to the given ones."""
     ctx = input._ctx
     if need_input_grad and dx is None:
         dx = ctx.empty(input.shape, input.dtype)
@@ -709,3 +710,7 @@ def gru_sequence(input, h0, weight_ih, weight_hh, bias_ih=None, bias_hh=None, va
                                  weight_hh.ptr, _p(bias_ih), _p(bias_hh), hs.ptr),
           input._ctx._ptr)
     return hs
+
+
+__all__ = [n for n, v in list(globals().items())
+           if callable(v) and not n.startswith("_") and getattr(v, "__module__", "") == __name__]

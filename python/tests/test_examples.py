@@ -1,0 +1,34 @@
+"""examples/python/train_mlp.py trains the C example's model from the same weights and data:
+the two loss curves must agree."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.normpath(os.path.join(HERE, "..", ".."))
+BUILD = os.environ.get("OCLML_TEST_BUILDDIR", SRC)
+
+
+def curve(out):
+    return [float(v) for v in re.findall(r"^step +\d+ +loss ([0-9.eE+-]+)", out, re.M)]
+
+
+def test_python_mlp_matches_the_c_example():
+    c_example = os.path.join(BUILD, "examples", "train_mlp")
+    if not os.path.exists(c_example):
+        pytest.skip("no examples/train_mlp in the build tree")
+    args = ["--steps", "12", "--batch", "64"]
+    c = subprocess.run([c_example] + args, capture_output=True, text=True, timeout=600)
+    env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
+    py = subprocess.run([sys.executable, os.path.join(SRC, "examples", "python", "train_mlp.py")]
+                        + args, capture_output=True, text=True, timeout=600, env=env)
+    assert py.returncode in (0, 1), py.stderr
+    a, b = curve(c.stdout), curve(py.stdout)
+    assert len(a) == len(b) == 12, (c.stdout, py.stdout)
+    worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+    print("\nloss curves, C and Python: worst relative difference %.1e" % worst)
+    assert worst <= 1e-6

@@ -12,7 +12,9 @@ subclasses with the status name and the library's last-error text."""
 from .context import Context, version
 from .errors import *  # noqa: F401,F403
 from .errors import Error
+from .fused import *  # noqa: F401,F403
 from .ops import *  # noqa: F401,F403
+from .recurrent import *  # noqa: F401,F403
 from .optim import Arena, Optimizer
 from .tensor import DTYPES, Tensor
 

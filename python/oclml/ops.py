@@ -625,6 +625,35 @@ def conv2d_backward(input, weight, grad, stride=1, padding=0, dilation=1, groups
     return dx, dw, db
 
 
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1, out=None):
+    """F.conv_transpose2d on NCHW (weight [C, K / groups, R, S])."""
+    n, _, h, w = input.shape
+    _, kg, r, s = weight.shape
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    oph, opw = _pair(output_padding)
+    oh = (h - 1) * sh - 2 * ph + dh * (r - 1) + oph + 1
+    ow = (w - 1) * sw - 2 * pw + dw * (s - 1) + opw + 1
+    y = _new(input._ctx, (n, kg * groups, oh, ow), input.dtype, out)
+    check(lib.oclml_conv_transpose2d(input._ctx.ptr, _conv_params(stride, padding, dilation,
+                                                                   groups, output_padding),
+                                     input.ptr, weight.ptr, _p(bias), y.ptr), input._ctx._ptr)
+    return y
+
+
+def conv_transpose2d_backward(input, weight, grad, stride=1, padding=0, output_padding=0,
+                              groups=1, dilation=1, bias=True, need_input_grad=True):
+    """(dx, dw, db) of conv_transpose2d."""
+    ctx = input._ctx
+    dx = ctx.empty(input.shape, input.dtype) if need_input_grad else None
+    dw = ctx.empty(weight.shape)
+    db = ctx.empty((weight.shape[1] * groups,)) if bias else None
+    check(lib.oclml_conv_transpose2d_backward(
+        ctx.ptr, _conv_params(stride, padding, dilation, groups, output_padding), input.ptr,
+        weight.ptr, grad.ptr, _p(dx), dw.ptr, _p(db), 0), ctx._ptr)
+    return dx, dw, db
+
+
 def _pool_params(kernel_size, stride, padding, ceil_mode, count_include_pad=True):
     p = ffi.new("oclml_pool2d_params *")
     lib.oclml_pool2d_params_init(p)
@@ -689,27 +718,12 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     return y
 
 
-# ---- recurrent -----------------------------------------------------------------------------
-
-def gru_cell(input, hx, weight_ih, weight_hh, bias_ih=None, bias_hh=None, variant="torch",
-             out=None):
-    """nn.GRUCell's step (variant "torch"; "cho": the reset gate on h before the product)."""
-    v = lib.OCLML_GRU_TORCH if variant == "torch" else lib.OCLML_GRU_CHO
-    h = _new(input._ctx, hx.shape, hx.dtype, out)
-    check(lib.oclml_gru_step(input._ctx.ptr, v, input.ptr, hx.ptr, weight_ih.ptr, weight_hh.ptr,
-                             _p(bias_ih), _p(bias_hh), h.ptr), input._ctx._ptr)
-    return h
-
-
-def gru_sequence(input, h0, weight_ih, weight_hh, bias_ih=None, bias_hh=None, variant="torch",
-                 out=None):
-    """GRU steps over a sequence [T, B, I] from h0 [B, D]: every step's state [T, B, D]."""
-    v = lib.OCLML_GRU_TORCH if variant == "torch" else lib.OCLML_GRU_CHO
-    hs = _new(input._ctx, (input.shape[0],) + h0.shape, h0.dtype, out)
-    check(lib.oclml_gru_sequence(input._ctx.ptr, v, input.ptr, h0.ptr, weight_ih.ptr,
-                                 weight_hh.ptr, _p(bias_ih), _p(bias_hh), hs.ptr),
-          input._ctx._ptr)
-    return hs
+def avg_pool2d_backward(grad, input_shape, kernel_size, stride=None, padding=0, ceil_mode=False,
+                        count_include_pad=True):
+    params = _pool_params(kernel_size, stride, padding, ceil_mode, count_include_pad)
+    dx = grad._ctx.empty(input_shape, grad.dtype)
+    check(lib.oclml_avg_pool2d_backward(grad._ctx.ptr, params, grad.ptr, dx.ptr), grad._ctx._ptr)
+    return dx
 
 
 __all__ = [n for n, v in list(globals().items())

@@ -408,13 +408,17 @@ enum { D_ATT_P, D_ATT_RES, D_MLP_RES };
 /* The params of site k of layer l in this step, NULL where dropout is off (p = 0, or not
  * training). The key mixes the seed and the step; each site's counters start 2^40 apart (more
  * than any tensor here draws), so every mask of a run is distinct and the backward regenerates
- * its forward's. */
+ * its forward's. A process that holds part of the global batch (train_parallel) starts where
+ * its first sequence starts in the global batch's tensor, so that its masks are the ones one
+ * process would draw for those sequences. */
 static const oclml_dropout_params *drop_at(gpt_model *m, size_t l, int k) {
     if (!m->training || !(m->c.dropout > 0)) return NULL;
     oclml_dropout_params *d = &m->drops[k];
     d->p = m->c.dropout;
     d->seed = m->c.seed * 0x9E3779B97F4A7C15ull + m->step;
-    d->offset = (uint64_t)(3 * l + (size_t)k) << 40;
+    size_t T = m->c.seq, site = k == D_ATT_P ? m->c.heads * T * T : T * m->c.width;
+    d->offset = ((uint64_t)(3 * l + (size_t)k) << 40) +
+                oclml_dropout_counters(m->par.part * m->c.batch * site);
     return d;
 }
 

@@ -32,7 +32,8 @@ compare() { # name, file of one process, file of two
 tmp=${OCLML_TEST_TMP:-/tmp}/dp.$$
 mkdir -p "$tmp"
 for ex in "train_mlp --steps 50 --batch 64" "train_cnn --steps 50 --images 32" \
-          "train_gpt --steps 8 --batch 4 --seq 16 --fixed"; do
+          "train_gpt --steps 8 --batch 4 --seq 16 --fixed" \
+          "train_gpt --steps 6 --batch 4 --seq 16 --fixed --dropout 0.1"; do
     set -- $ex
     name=$1; shift
     echo "== $name: one process, then two ranks"

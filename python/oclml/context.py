@@ -139,6 +139,83 @@ class Context:
         check(lib.oclml_ctx_memory(self.ptr, now, peak), self._ptr)
         return int(now[0]), int(peak[0])
 
+    def reset_peak_memory(self):
+        check(lib.oclml_ctx_reset_peak_memory(self.ptr), self._ptr)
+
+    def trim_scratch(self):
+        """Frees the pooled scratch buffers no op is using."""
+        check(lib.oclml_ctx_trim_scratch(self.ptr), self._ptr)
+
+    @property
+    def device_caps(self):
+        """The capabilities the planners use (warp width, TF32 tensor cores, ...)."""
+        c = ffi.new("oclml_device_caps *")
+        check(lib.oclml_ctx_device_caps(self.ptr, c), self._ptr)
+        return {n: int(getattr(c, n)) for n in (
+            "is_gpu", "compute_units", "max_work_group_size", "local_mem_bytes", "simd_width",
+            "fp64", "fp16", "nv_cc_major", "nv_cc_minor", "register_cap_option", "inline_ptx",
+            "mma_tf32")}
+
+    @property
+    def cache_info(self):
+        """The program caches: the disk cache's directory and size, hits, builds."""
+        c = ffi.new("oclml_cache_info *")
+        check(lib.oclml_ctx_cache_info(self.ptr, c), self._ptr)
+        out = {n: int(getattr(c, n)) for n in (
+            "enabled", "entries", "bytes", "max_bytes", "memory_hits", "disk_hits",
+            "disk_misses", "disk_evictions", "builds")}
+        out["dir"] = ffi.string(c.dir).decode(errors="replace")
+        out["disabled_reason"] = ffi.string(c.disabled_reason).decode(errors="replace")
+        return out
+
+    @property
+    def math_mode(self):
+        """"fp32" (default) or "tf32" (the products' inputs rounded to TF32)."""
+        m = ffi.new("oclml_math_mode *")
+        check(lib.oclml_ctx_math_mode(self.ptr, m), self._ptr)
+        return "tf32" if m[0] == lib.OCLML_MATH_TF32 else "fp32"
+
+    @math_mode.setter
+    def math_mode(self, mode):
+        if mode not in ("fp32", "tf32"):
+            raise misuse("math mode 'fp32' or 'tf32'")
+        check(lib.oclml_ctx_set_math_mode(
+            self.ptr, lib.OCLML_MATH_TF32 if mode == "tf32" else lib.OCLML_MATH_FP32), self._ptr)
+
+    def profile(self):
+        """Device time of what runs inside a `with` block (a context created with profiling=True):
+        `with ctx.profile() as p: ...; p.ms`."""
+        return _Profile(self)
+
+    def fma_gflops(self):
+        """The device's measured fp32 FMA rate (a probe kernel; blocks)."""
+        g = ffi.new("double *")
+        check(lib.oclml_probe_fma_gflops(self.ptr, g), self._ptr)
+        return float(g[0])
+
+    def build_file(self, file, options=""):
+        """Builds every kernel of one kernel file; the milliseconds it took."""
+        ms = ffi.new("double *")
+        check(lib.oclml_ctx_build_file(self.ptr, file.encode(), options.encode(), ms), self._ptr)
+        return float(ms[0])
+
+    def gemm_plan(self, m, n, k, batch=1, trans_a=False, trans_b=False, dtype="float32",
+                  out_dtype=None):
+        """What oclml_gemm would run for the shape, in words."""
+        from .tensor import dtype_code
+
+        text = ffi.new("char[]", 1024)
+        check(lib.oclml_gemm_plan_dtype(self.ptr, int(trans_a), int(trans_b), m, n, k, batch,
+                                        dtype_code(dtype), dtype_code(out_dtype or dtype), text,
+                                        1024), self._ptr)
+        return ffi.string(text).decode()
+
+    def op_variant(self, op, rows, cols):
+        """The kernel variant a row op ("softmax", "layernorm", ...) picks for the shape."""
+        text = ffi.new("char[]", 1024)
+        check(lib.oclml_op_variant(self.ptr, op.encode(), rows, cols, text, 1024), self._ptr)
+        return ffi.string(text).decode()
+
     # -- tensors ----------------------------------------------------------------------------
     def empty(self, shape, dtype="float32"):
         """An uninitialised tensor."""
@@ -169,6 +246,44 @@ class Context:
         from .interop import wrap_queue
 
         return wrap_queue(cls, queue, **kwargs)
+
+
+class _Profile:
+    def __init__(self, ctx):
+        self._ctx, self.ms = ctx, None
+
+    def __enter__(self):
+        check(lib.oclml_ctx_profile_begin(self._ctx.ptr), self._ctx._ptr)
+        return self
+
+    def __exit__(self, *exc):
+        ms = ffi.new("double *")
+        st = lib.oclml_ctx_profile_end(self._ctx.ptr, ms)
+        if exc[0] is None:
+            check(st, self._ctx._ptr)
+        self.ms = float(ms[0])
+
+
+def ops_list():
+    """The library's ops: [{name, kernel_file, tunables, summary}] in its op list's order."""
+    out = []
+
+    @ffi.callback("void(void *, const oclml_op_desc *)")
+    def each(user, d):
+        out.append({"name": string(d.name), "kernel_file": string(d.kernel_file),
+                    "tunables": string(d.tunables), "summary": string(d.summary)})
+
+    check(lib.oclml_ops_list(each, ffi.NULL))
+    return out
+
+
+def device_match(selector=None, nth=0):
+    """(how many devices the selector matches, the "P:D" of match nth % count)."""
+    count = ffi.new("unsigned *")
+    pd = ffi.new("char[]", 32)
+    check(lib.oclml_device_match(selector.encode() if selector else ffi.NULL, nth, count, pd,
+                                 32))
+    return int(count[0]), ffi.string(pd).decode()
 
 
 def version():

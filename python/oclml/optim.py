@@ -131,6 +131,7 @@ class Optimizer:
         ctx = arena._ctx
         check(lib.oclml_optim_create(ctx.ptr, arena.ptr, c, out), ctx._ptr)
         self._ctx, self._arena, self._ptr = ctx, arena, out[0]
+        self._views = []
         arena._optimizers.add(self)
 
     @property
@@ -157,9 +158,33 @@ class Optimizer:
         return {"lr": s.lr, "grad_scale": s.grad_scale, "grad_norm": s.grad_norm,
                 "step": s.step, "skipped": s.skipped, "found_inf": bool(s.found_inf)}
 
+    def set_grad_scale(self, scale):
+        check(lib.oclml_optim_set_grad_scale(self.ptr, float(scale)), self._ctx._ptr)
+
+    def grad_scale_tensor(self):
+        """The gradient scale as a [1] device tensor (a loss's dloss), owned by the optimizer."""
+        out = ffi.new("oclml_tensor **")
+        check(lib.oclml_optim_grad_scale_tensor(self.ptr, out), self._ctx._ptr)
+        self._views.append(Tensor._borrow(self._ctx, out[0], self))
+        return self._views[-1]
+
+    def set_step(self, step):
+        check(lib.oclml_optim_set_step(self.ptr, int(step)), self._ctx._ptr)
+
+    def state(self, which):
+        """State buffer `which` (0: exp_avg or momentum, 1: exp_avg_sq, 2: max_exp_avg_sq) as a
+        flat tensor owned by the optimizer, for checkpoints."""
+        out = ffi.new("oclml_tensor **")
+        check(lib.oclml_optim_state(self.ptr, int(which), out), self._ctx._ptr)
+        self._views.append(Tensor._borrow(self._ctx, out[0], self))
+        return self._views[-1]
+
     def close(self):
+        """Frees the optimizer; its state and scale tensors end with it."""
         if self._ptr is None:
             return
+        for t in self._views:
+            t._ptr = None
         ptr, self._ptr = self._ptr, None
         if self._ctx._ptr is not None:
             check(lib.oclml_optim_destroy(ptr))

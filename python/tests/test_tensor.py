@@ -144,3 +144,52 @@ def test_wrong_dtype_is_refused(ctx):
     w = ctx.empty((3, 4))
     with pytest.raises(oclml.DtypeError):
         oclml.linear(h, w)
+
+
+def test_introspection(ctx):
+    caps = ctx.device_caps
+    assert caps["compute_units"] >= 1 and caps["simd_width"] >= 1
+    cache = ctx.cache_info
+    assert cache["builds"] + cache["memory_hits"] + cache["disk_hits"] >= 1
+    assert "softmax" in [o["name"] for o in oclml.ops_list()]
+    count, pd = oclml.device_match(None)
+    assert count >= 1 and ":" in pd
+    assert ctx.gemm_plan(64, 64, 64)
+    assert ctx.op_variant("softmax", 8, 100)
+    assert ctx.math_mode == "fp32"
+    ctx.math_mode = "tf32"
+    assert ctx.math_mode == "tf32"
+    ctx.math_mode = "fp32"
+    with pytest.raises(oclml.InvalidArgument):
+        ctx.math_mode = "fp8"
+    ctx.reset_peak_memory()
+    ctx.trim_scratch()
+
+
+def test_profile_needs_a_profiling_context(ctx):
+    with pytest.raises(oclml.Unsupported):
+        with ctx.profile():
+            pass
+    with oclml.Context(profiling=True) as pc:
+        x = pc.tensor(np.ones((64, 64), np.float32))
+        with pc.profile() as p:
+            oclml.softmax(x)
+        assert p.ms is not None and p.ms >= 0
+
+
+def test_optimizer_state_for_checkpoints(ctx, rng):
+    arena = oclml.Arena(ctx, [(3, 4)])
+    arena.grads[0].write(rng.standard_normal((3, 4)))
+    opt = oclml.Optimizer(arena, "adam", lr=0.1)
+    opt.step()
+    m = opt.state(0).numpy()
+    np.testing.assert_allclose(m[:12].reshape(3, 4), 0.1 * arena.grads[0].numpy(), rtol=1e-6)
+    opt.set_step(5)
+    assert opt.scalars()["step"] == 5
+    opt.set_grad_scale(4.0)
+    scale = opt.grad_scale_tensor()
+    assert scale.numpy()[0] == 4.0
+    arena.close()  # closes the optimizer, whose tensors end with it
+    assert scale.freed
+    with pytest.raises(oclml.InvalidArgument):
+        opt.step()

@@ -32,3 +32,12 @@ def test_python_mlp_matches_the_c_example():
     worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
     print("\nloss curves, C and Python: worst relative difference %.1e" % worst)
     assert worst <= 1e-6
+
+
+def test_rssm_example_runs(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
+    r = subprocess.run([sys.executable, os.path.join(SRC, "examples", "python", "rssm_rollout.py"),
+                        "--members", "3", "--steps", "6", "--plot", str(tmp_path / "r.png")],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "mean y" in r.stdout and "member" in r.stdout

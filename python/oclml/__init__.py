@@ -9,7 +9,7 @@ Contexts and tensors are Python objects over the C library's (through cffi, no c
 extension); ops are functions with PyTorch's names and defaults; errors raise oclml.Error
 subclasses with the status name and the library's last-error text."""
 
-from .context import Context, device_match, ops_list, version
+from .context import Context, device_match, ops_list, tuning_key_for_developers, version
 from .errors import *  # noqa: F401,F403
 from .errors import Error
 from .fused import *  # noqa: F401,F403
@@ -20,4 +20,4 @@ from .tensor import DTYPES, Tensor
 
 __version__ = version()
 __all__ = ["Context", "Tensor", "Arena", "Optimizer", "Error", "DTYPES", "version", "ops_list",
-           "device_match"]
+           "device_match", "tuning_key_for_developers"]

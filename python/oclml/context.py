@@ -210,6 +210,24 @@ class Context:
                                         1024), self._ptr)
         return ffi.string(text).decode()
 
+    def kernel_files(self):
+        """{kernel file: directory} of the kernel sources on the search path."""
+        files = {}
+
+        @ffi.callback("void(void *, const char *, const char *)")
+        def each(user, name, directory):
+            files[string(name)] = string(directory)
+
+        check(lib.oclml_ctx_kernel_files(self.ptr, each, ffi.NULL), self._ptr)
+        return files
+
+    def clblast_tuning(self):
+        """(whether tuned CLBlast parameters are in force, what each kernel runs with)."""
+        active = ffi.new("int *")
+        text = ffi.new("char[]", 4096)
+        check(lib.oclml_ctx_clblast_tuning(self.ptr, active, text, 4096), self._ptr)
+        return bool(active[0]), ffi.string(text).decode()
+
     def op_variant(self, op, rows, cols):
         """The kernel variant a row op ("softmax", "layernorm", ...) picks for the shape."""
         text = ffi.new("char[]", 1024)
@@ -275,6 +293,13 @@ def ops_list():
 
     check(lib.oclml_ops_list(each, ffi.NULL))
     return out
+
+
+def tuning_key_for_developers(key):
+    """Whether a tuning key is for developers (a kernel internal or a test hook)."""
+    out = ffi.new("int *")
+    check(lib.oclml_tuning_key_for_developers(key.encode(), out))
+    return bool(out[0])
 
 
 def device_match(selector=None, nth=0):

@@ -582,6 +582,16 @@ def scaled_dot_product_attention_backward(query, key, value, output, lse, grad,
     return dq, dk, dv
 
 
+def attention_plan(query, key, value, attn_mask=None, is_causal=False, scale=None,
+                   layout="bhld"):
+    """What scaled_dot_product_attention would run for these tensors, in words."""
+    text = ffi.new("char[]", 1024)
+    check(lib.oclml_attention_plan(query._ctx.ptr, _attention_params(is_causal, scale, layout,
+                                                                     attn_mask),
+                                   query.ptr, key.ptr, value.ptr, text, 1024), query._ctx._ptr)
+    return ffi.string(text).decode()
+
+
 # ---- convolution and pooling ---------------------------------------------------------------
 
 def _pair(v):
@@ -610,6 +620,14 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     check(lib.oclml_conv2d(input._ctx.ptr, _conv_params(stride, padding, dilation, groups),
                            input.ptr, weight.ptr, _p(bias), y.ptr), input._ctx._ptr)
     return y
+
+
+def conv2d_plan(input, weight, stride=1, padding=0, dilation=1, groups=1):
+    """What conv2d would run for these tensors, in words."""
+    text = ffi.new("char[]", 1024)
+    check(lib.oclml_conv2d_plan(input._ctx.ptr, _conv_params(stride, padding, dilation, groups),
+                                input.ptr, weight.ptr, text, 1024), input._ctx._ptr)
+    return ffi.string(text).decode()
 
 
 def conv2d_backward(input, weight, grad, stride=1, padding=0, dilation=1, groups=1, bias=True,

@@ -164,6 +164,17 @@ def test_introspection(ctx):
         ctx.math_mode = "fp8"
     ctx.reset_peak_memory()
     ctx.trim_scratch()
+    assert "softmax.cl" in ctx.kernel_files()
+    active, text = ctx.clblast_tuning()
+    assert isinstance(active, bool) and text
+    key = next(iter(ctx.tuning()))
+    assert oclml.tuning_key_for_developers(key) in (True, False)
+    with pytest.raises(oclml.InvalidArgument):
+        oclml.tuning_key_for_developers("no.such.key")
+    q = ctx.tensor(np.ones((1, 2, 8, 16), np.float32))
+    assert oclml.attention_plan(q, q, q)
+    x, w = ctx.tensor(np.ones((1, 3, 8, 8), np.float32)), ctx.tensor(np.ones((4, 3, 3, 3)))
+    assert oclml.conv2d_plan(x, w, padding=1)
 
 
 def test_profile_needs_a_profiling_context(ctx):

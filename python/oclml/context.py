@@ -110,6 +110,19 @@ class Context:
         out["is_gpu"] = bool(out["is_gpu"])
         return out
 
+    def backend_error(self):
+        """The OpenCL or CLBlast code behind the last OCLML_ERR_OPENCL / OCLML_ERR_CLBLAST."""
+        code = ffi.new("int *")
+        check(lib.oclml_ctx_backend_error(self.ptr, code), self._ptr)
+        return int(code[0])
+
+    def cl_objects(self):
+        """(cl_context, cl_device_id, cl_command_queue) as ints (borrowed), for OpenCL code."""
+        c, d, q = ffi.new("cl_context *"), ffi.new("cl_device_id *"), ffi.new(
+            "cl_command_queue *")
+        check(lib.oclml_ctx_cl_objects(self.ptr, c, d, q), self._ptr)
+        return tuple(int(ffi.cast("uintptr_t", p[0])) for p in (c, d, q))
+
     @property
     def last_error(self):
         return string(lib.oclml_ctx_last_error(self.ptr))

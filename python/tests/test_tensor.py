@@ -165,6 +165,7 @@ def test_introspection(ctx):
     ctx.reset_peak_memory()
     ctx.trim_scratch()
     assert "softmax.cl" in ctx.kernel_files()
+    assert all(ctx.cl_objects()) and ctx.backend_error() == 0
     active, text = ctx.clblast_tuning()
     assert isinstance(active, bool) and text
     key = next(iter(ctx.tuning()))

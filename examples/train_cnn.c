@@ -56,13 +56,9 @@ int main(int argc, char **argv) {
     int rc = 0;
     for (int s = 0; s < steps; s++) {
         TRAIN_CHECK(train_cnn_step(m));
-        TRAIN_CHECK(train_cnn_loss(m, &curve[s]));
-        curve[s] = train_dp_mean(&dp, curve[s]);
-        if (!dp.rank) printf("step %3d  loss %.6f\n", s, curve[s]);
-        if (!train_dp_identical(&dp, train_cnn_arena(m))) {
-            fprintf(stderr, "rank %d: the processes' weights differ after step %d\n", dp.rank, s);
-            rc = 1;
-        }
+        float loss;
+        TRAIN_CHECK(train_cnn_loss(m, &loss));
+        rc |= train_dp_step_done(&dp, train_cnn_arena(m), s, loss, curve);
     }
     if (curve[steps - 1] >= 0.8f * curve[0]) {
         fprintf(stderr, "the loss did not fall below 80%% of its start\n");

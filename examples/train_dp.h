@@ -108,6 +108,17 @@ static inline int train_dp_identical(const train_dp *d, oclml_arena *arena) {
 #endif
 }
 
+/* After step s of an example: its loss averaged over the processes into curve[s] and printed by
+ * rank 0. 0 when every process holds the same weights, 1 (said on stderr) when not. */
+static inline int train_dp_step_done(const train_dp *d, oclml_arena *arena, int s, float loss,
+                                     float *curve) {
+    curve[s] = train_dp_mean(d, loss);
+    if (!d->rank) printf("step %3d  loss %.6f\n", s, curve[s]);
+    if (train_dp_identical(d, arena)) return 0;
+    fprintf(stderr, "rank %d: the processes' weights differ after step %d\n", d->rank, s);
+    return 1;
+}
+
 /* Frees the exchange (before the arena) and ends MPI. */
 static inline void train_dp_detach(train_dp *d) {
 #ifdef OCLML_EXAMPLES_MPI

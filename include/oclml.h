@@ -195,8 +195,8 @@ OCLML_API oclml_status oclml_ctx_last_error_copy(const oclml_ctx *ctx, char *buf
 /* The OpenCL or CLBlast code behind the last OCLML_ERR_OPENCL / OCLML_ERR_CLBLAST (0 if none). */
 OCLML_API oclml_status oclml_ctx_backend_error(const oclml_ctx *ctx, int *code);
 
-/* The devices a selector (as oclml_ctx_config.device; NULL: the GPUs, or every device where
- * there is none) matches: *count of them, and the "P:D" selector of match number nth % *count in
+/* The devices a selector (as oclml_ctx_config.device; NULL: $OCLML_DEVICE, else the GPUs, or
+ * every device where there is none) matches: *count of them, and the "P:D" selector of match number nth % *count in
  * pd (len bytes). One process per device (liboclml-mpi) picks its device so, by its rank on the
  * node. OCLML_ERR_DEVICE_NOT_FOUND when nothing matches. pd may be NULL. */
 OCLML_API oclml_status oclml_device_match(const char *selector, unsigned nth, unsigned *count,

@@ -308,6 +308,7 @@ static int test_config(void) {
 }
 
 static int test_args(void) {
+    int r0, n0;
     oclml_arena *a = make_arena();
     EXPECT(a, "arena");
     oclml_dp *dp;
@@ -319,6 +320,17 @@ static int test_args(void) {
     EXPECT(oclml_dp_grads_ready(dp, 1, SIZE_MAX) == OCLML_ERR_INVALID_ARGUMENT, "overflow");
     EXPECT(oclml_dp_grads_ready(NULL, 0, 1) == OCLML_ERR_NULL_POINTER, "dp NULL");
     EXPECT(oclml_dp_sync(NULL) == OCLML_ERR_NULL_POINTER, "sync NULL");
+    EXPECT(oclml_dp_fail(NULL) == OCLML_ERR_NULL_POINTER, "fail NULL");
+    EXPECT(oclml_dp_broadcast(NULL) == OCLML_ERR_NULL_POINTER, "broadcast NULL");
+    EXPECT(oclml_dp_rank(NULL, &r0, &n0) == OCLML_ERR_NULL_POINTER, "rank NULL");
+    oclml_dp_step_info si;
+    oclml_dp_bucket_info bi;
+    EXPECT(oclml_dp_step_info_get(dp, NULL) == OCLML_ERR_NULL_POINTER, "step info NULL");
+    EXPECT(oclml_dp_step_info_get(NULL, &si) == OCLML_ERR_NULL_POINTER, "step info dp NULL");
+    EXPECT(oclml_dp_bucket_info_get(dp, 0, NULL) == OCLML_ERR_NULL_POINTER, "bucket info NULL");
+    EXPECT(oclml_dp_bucket_info_get(NULL, 0, &bi) == OCLML_ERR_NULL_POINTER, "bucket dp NULL");
+    EXPECT(oclml_dp_ctx_create(MPI_COMM_WORLD, NULL, NULL, NULL, 0) == OCLML_ERR_NULL_POINTER,
+           "ctx_create out NULL");
     int r, n;
     OK(oclml_dp_rank(dp, &r, &n));
     EXPECT(r == rank && n == ranks, "rank %d of %d", r, n);
@@ -327,6 +339,9 @@ static int test_args(void) {
     EXPECT(oclml_device_match("no such device anywhere", 0, &count, pd, sizeof pd) ==
                OCLML_ERR_DEVICE_NOT_FOUND,
            "device match");
+    EXPECT(oclml_device_match(NULL, 0, NULL, pd, sizeof pd) == OCLML_ERR_NULL_POINTER,
+           "count NULL");
+    EXPECT(oclml_device_match(NULL, 0, &count, pd, 0) == OCLML_ERR_INVALID_ARGUMENT, "len 0");
     OK(oclml_device_match(NULL, (unsigned)rank, &count, pd, sizeof pd));
     EXPECT(count >= 1 && strchr(pd, ':'), "matched %u devices, %s", count, pd);
     OK(oclml_dp_destroy(dp));

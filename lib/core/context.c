@@ -87,6 +87,9 @@ oclml_status oclml_device_match(const char *selector, unsigned nth, unsigned *co
                                 size_t len) {
     if (!count) return OCLML_ERR_NULL_POINTER;
     if (pd && !len) return OCLML_ERR_INVALID_ARGUMENT;
+    /* No selector: the one oclml_ctx_create would take (the environment is read here, in core,
+     * as there). */
+    if (!selector) selector = getenv("OCLML_DEVICE");
     device_entry list[MAX_DEVICES];
     int n = list_devices(list, MAX_DEVICES), found[MAX_DEVICES], nf = 0;
     for (int i = 0; i < n; i++)

@@ -58,9 +58,7 @@ oclml_status oclml_dp_ctx_create(MPI_Comm comm, const oclml_ctx_config *options,
         o = *options;
     else
         oclml_ctx_config_init(&o);
-    /* The core reads $OCLML_DEVICE only when no selector is given: read it here to spread the
-     * ranks over the devices it matches. */
-    const char *sel = o.device ? o.device : getenv("OCLML_DEVICE");
+    const char *sel = o.device; /* NULL: the core's default ($OCLML_DEVICE, else the GPUs) */
     unsigned count = 0;
     char pd[32];
     oclml_status st = oclml_device_match(sel, (unsigned)local, &count, pd, sizeof pd);

@@ -39,9 +39,12 @@ static const struct {
  * each operand both ways. */
 static const int TRANSPOSES[4][2] = {{0, 0}, {1, 1}, {1, 0}, {0, 1}};
 
-/* Switches T to path i and checks that the planner takes it for a 129 x 129 x 129 product. */
+/* Switches T to path i and checks that the planner takes it for a 129 x 129 x 129 product.
+ * Products of up to 4 rows stay on the path too (not the GEMV kernel, tested on its own). */
 static void use_path(int i) {
-    test_retune(PATHS[i].tuning);
+    char tuning[160];
+    snprintf(tuning, sizeof tuning, "%s gemm.gemv=0", PATHS[i].tuning);
+    test_retune(tuning);
     char plan[160];
     ASSERT_OK(
         oclml_gemm_plan(T, OCLML_NO_TRANS, OCLML_NO_TRANS, 129, 129, 129, 1, plan, sizeof plan));
@@ -146,6 +149,65 @@ START_TEST(views_and_skinny) {
     test_gemm_case(0, 0, 1, 515, 1030, 1.0f, 0.0f);
     test_gemm_case(0, 1, 5, 300, 700, 1.0f, 0.0f);
     test_gemm_case(1, 1, 64, 260, 1100, 1.0f, 1.0f);
+}
+END_TEST
+
+/* The GEMV kernel (products of 1 to 4 rows): both layouts of B, float4 and scalar reads (aligned
+ * and odd leading dimensions), K shorter and longer than a work-group's slices, alpha and beta,
+ * a batch with a shared B; the sweep adds the transposed A and every row count. */
+static const struct {
+    int ta, tb;
+    size_t m, n, k;
+    float alpha, beta;
+} GEMV_CASES[] = {
+    {0, 0, 1, 515, 1030, 1.0f, 0.0f}, {0, 1, 1, 256, 512, 1.0f, 0.0f},
+    {0, 1, 3, 129, 701, 0.5f, -1.5f}, {0, 0, 4, 260, 3, 1.0f, 1.0f},
+    {0, 0, 2, 7, 300, -2.0f, 0.0f},   {1, 1, 1, 1, 1, 1.0f, 0.0f},
+    {1, 0, 2, 33, 17, 1.0f, 0.0f},    {1, 1, 4, 65, 129, 1.0f, 0.5f},
+    {0, 1, 2, 1000, 4, 1.0f, 0.0f},   {0, 0, 3, 100, 1000, 1.0f, 0.0f},
+};
+#define N_GEMV_QUICK 5
+
+START_TEST(gemv_few_rows) {
+    test_retune("gemm.gemv=1");
+    const size_t cases = test_sweep() ? sizeof GEMV_CASES / sizeof GEMV_CASES[0] : N_GEMV_QUICK;
+    for (size_t i = 0; i < cases; i++) {
+        const int ta = GEMV_CASES[i].ta, tb = GEMV_CASES[i].tb;
+        const size_t m = GEMV_CASES[i].m, n = GEMV_CASES[i].n, k = GEMV_CASES[i].k;
+        char plan[160];
+        ASSERT_OK(oclml_gemm_plan(T, ta ? OCLML_TRANS : OCLML_NO_TRANS,
+                                  tb ? OCLML_TRANS : OCLML_NO_TRANS, m, n, k, 1, plan,
+                                  sizeof plan));
+        ck_assert_msg(strstr(plan, "own GEMV"), "%zu x %zu x %zu planned '%s'", m, n, k, plan);
+        test_gemm_case(ta, tb, m, n, k, GEMV_CASES[i].alpha, GEMV_CASES[i].beta);
+    }
+    /* A batch of single rows against one B (oclml_gemm_batched), and 5 rows past the kernel. */
+    size_t batch = 3, n = 70, k = 45;
+    size_t ash[3] = {batch, 1, k}, bsh[2] = {k, n}, csh[3] = {batch, 1, n};
+    float *a = test_floats(batch * k), *b = test_floats(k * n), *c = test_floats(batch * n);
+    test_random(a, batch * k, -1, 1);
+    test_random(b, k * n, -1, 1);
+    test_random(c, batch * n, -1, 1);
+    oclml_tensor *A = test_tensor_from(3, ash, a), *B = test_tensor_from(2, bsh, b),
+                 *C = test_tensor_from(3, csh, c);
+    ASSERT_OK(oclml_gemm_batched(T, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, A, B, 0.25f, C));
+    double *ref = test_doubles(batch * n);
+    for (size_t i = 0; i < batch; i++)
+        ref_gemm(0, 0, 1, n, k, 1.0, a + i * k, b, 0.25, c + i * n, ref + i * n);
+    float *out = test_floats(batch * n);
+    test_read(C, out, batch * n);
+    test_assert_close("batched gemv", out, ref, batch * n, TOL_GEMM);
+    char plan[160];
+    ASSERT_OK(oclml_gemm_plan(T, OCLML_NO_TRANS, OCLML_NO_TRANS, 5, n, k, 1, plan, sizeof plan));
+    ck_assert_msg(!strstr(plan, "GEMV"), "5 rows planned '%s'", plan);
+    oclml_tensor_destroy(A);
+    oclml_tensor_destroy(B);
+    oclml_tensor_destroy(C);
+    free(a);
+    free(b);
+    free(c);
+    free(out);
+    free(ref);
 }
 END_TEST
 
@@ -495,6 +557,7 @@ int main(void) {
     tcase_add_loop_test(tc, tensor_core_last_wave_split, 0, 4);
     tcase_add_loop_test(tc, inf_and_nan_follow_ieee, 0, paths);
     tcase_add_test(tc, tf32_math_mode);
+    tcase_add_test(tc, gemv_few_rows);
     tcase_add_test(tc, bad_input_touches_nothing);
     suite_add_tcase(s, tc);
     return test_main(s);

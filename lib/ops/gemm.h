@@ -7,6 +7,7 @@
 #define OCLML_OPS_GEMM_H
 
 #include "core/core.h"
+#include "ops/ops.h"
 
 /* A row-major matrix in a buffer: element (r, c) of batch entry i at
  * offset + i * stride + r * ld + c (floats). stride 0 shares one matrix across the batch. */
@@ -125,6 +126,27 @@ static inline bool oclml__gemm_is_lp(const oclml__gemm_desc *d) {
 }
 void oclml__gemm_lp_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len);
 void oclml__gemm_lp_warm(oclml_ctx *ctx, const char *op, struct oclml__warm_list *list);
+
+/* Products of 1 to 4 rows (gemm_gemv.c, cl/ops/gemv.cl): whether that kernel takes d (fp32, a
+ * plain B, no band; gemm.gemv not 0), the launch, its words and its program for prewarm. */
+bool oclml__gemv_takes(oclml_ctx *ctx, const oclml__gemm_desc *d);
+oclml_status oclml__gemv(oclml_ctx *ctx, const oclml__gemm_desc *d);
+void oclml__gemv_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len);
+void oclml__gemv_warm(oclml_ctx *ctx, const char *op, const char *what, const oclml__gemm_desc *d,
+                      struct oclml__warm_list *list);
+
+/* The epilogue's defines (HAS_BIAS, HAS_PRE, the activation, HAS_DROPOUT) into out; none for
+ * split partials, which the finishing kernel completes. Returns snprintf's count. */
+int oclml__gemm_epilogue_defines(char *out, size_t len, const oclml__gemm_desc *d);
+/* The epilogue's dropout arguments (DROP_ARGS in gemm_epilogue.h), appended at args[n]; returns
+ * the new count. The values live in *v, which must outlast the launch call. */
+typedef struct oclml__gemm_drop_values {
+    oclml__drop_args a;
+    cl_ulong base;
+    cl_uint ld;
+} oclml__gemm_drop_values;
+unsigned oclml__gemm_drop_args(const oclml__gemm_desc *d, oclml__gemm_drop_values *v,
+                               oclml__arg *args, unsigned n);
 
 /* A contiguous row-major tensor's last two dimensions as a matrix (batch stride rows * cols when
  * it has three dimensions, else 0). */

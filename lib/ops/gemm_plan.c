@@ -429,8 +429,7 @@ static bool has_epilogue(const oclml__gemm_desc *d) {
     return d->bias || d->pre.mem || d->act != OCLML_ACT_NONE || has_dropout(d);
 }
 
-/* The epilogue's defines; none for split partials, which the finishing kernel completes. */
-static int epilogue_defines(char *out, size_t len, const oclml__gemm_desc *d) {
+int oclml__gemm_epilogue_defines(char *out, size_t len, const oclml__gemm_desc *d) {
     const char *act = oclml__act_define(d->act);
     /* Dropout's column pairs share a draw where the masked indices of even columns are even. */
     const int drop = !has_dropout(d) ? 0 : d->drop_ld % 2 == 0 && d->drop_base % 2 == 0 ? 2 : 1;
@@ -442,18 +441,10 @@ static int epilogue_defines(char *out, size_t len, const oclml__gemm_desc *d) {
                               : "");
 }
 
-/* The epilogue's dropout arguments (DROP_ARGS in cl/ops/gemm.cl), appended at args[n]; returns
- * the new count. The values live in *v, which must outlast the launch call. */
-typedef struct drop_values {
-    oclml__drop_args a;
-    cl_ulong base;
-    cl_uint ld;
-} drop_values;
-
-static unsigned add_drop_args(const oclml__gemm_desc *d, drop_values *v, oclml__arg *args,
-                              unsigned n) {
+unsigned oclml__gemm_drop_args(const oclml__gemm_desc *d, oclml__gemm_drop_values *v,
+                               oclml__arg *args, unsigned n) {
     if (!has_dropout(d)) return n;
-    *v = (drop_values){oclml__drop_args_of(d->drop), d->drop_base, (cl_uint)d->drop_ld};
+    *v = (oclml__gemm_drop_values){oclml__drop_args_of(d->drop), d->drop_base, (cl_uint)d->drop_ld};
     const oclml__arg more[] = {OCLML__DROP_ARG_LIST(v->a), OCLML_ARG(v->base), OCLML_ARG(v->ld)};
     for (unsigned i = 0; i < sizeof more / sizeof more[0]; i++) args[n++] = more[i];
     return n;
@@ -471,7 +462,7 @@ typedef struct gemm_program {
 
 static void program_of(const gemm_plan *p, const oclml__gemm_desc *d, bool split, gemm_program *g) {
     char epi[96] = "-DHAS_BIAS=0 -DHAS_PRE=0";
-    if (!split) epilogue_defines(epi, sizeof epi, d);
+    if (!split) oclml__gemm_epilogue_defines(epi, sizeof epi, d);
     bool segmented = d->gather_b && d->gather_b->segment, va = vec_a(d), vb = vec_b(d);
     int n = snprintf(g->defines, sizeof g->defines,
                      "-DTRANS_A=%d -DTRANS_B=%d -DVEC_A=%d -DVEC_B=%d -DBK=%u %s -DGATHER_B=%d "
@@ -501,7 +492,7 @@ typedef struct finish_program {
 } finish_program;
 
 static void finish_program_of(const oclml__gemm_desc *d, finish_program *f) {
-    epilogue_defines(f->defines, sizeof f->defines, d);
+    oclml__gemm_epilogue_defines(f->defines, sizeof f->defines, d);
     f->spec = (oclml__program_spec){"gemm.cl", f->defines, "oclml_gemm_finish", 0};
 }
 
@@ -527,8 +518,8 @@ oclml_status oclml__gemm_finish(oclml_ctx *ctx, const oclml__gemm_desc *d, const
                          OCLML_ARG(pm),    OCLML_ARG(p_off), OCLML_ARG(ldp),  OCLML_ARG(p_st),
                          OCLML_ARG(B),     {0, NULL},        {0, NULL},       {0, NULL},
                          {0, NULL},        {0, NULL},        {0, NULL},       {0, NULL}};
-    drop_values dv;
-    const unsigned n = add_drop_args(d, &dv, args, 21);
+    oclml__gemm_drop_values dv;
+    const unsigned n = oclml__gemm_drop_args(d, &dv, args, 21);
     size_t lx = ctx->caps.max_work_group_size >= 64 ? 64 : ctx->caps.max_work_group_size;
     /* Rows and batch entries beyond the grid's 65535 groups a dimension loop in the kernel. */
     size_t local[3] = {lx, 1, 1},
@@ -588,8 +579,8 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
     }
     unsigned n = d->gather_b ? 40 : 25;
     if (banded(d)) args[n++] = OCLML_ARG(band); /* BAND_ARG, after the others */
-    drop_values dv;
-    if (!split) n = add_drop_args(d, &dv, args, n); /* DROP_ARGS, last */
+    oclml__gemm_drop_values dv;
+    if (!split) n = oclml__gemm_drop_args(d, &dv, args, n); /* DROP_ARGS, last */
     return oclml__launch(ctx, k, args, n, 3, global, local, NULL);
 }
 
@@ -663,6 +654,7 @@ bool oclml__gemm_can_gather(const oclml__gemm_desc *d) {
 
 oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d) {
     if (oclml__gemm_is_lp(d)) return oclml__gemm_lp(ctx, d);
+    if (oclml__gemv_takes(ctx, d)) return oclml__gemv(ctx, d);
     gemm_plan p;
     make_plan(ctx, d, &p);
     if (p.path != PATH_CLBLAST) return run_own(ctx, d, &p);
@@ -698,6 +690,10 @@ void oclml__gemm_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text,
         oclml__gemm_lp_describe(ctx, d, text, len);
         return;
     }
+    if (oclml__gemv_takes(ctx, d)) {
+        oclml__gemv_describe(ctx, d, text, len);
+        return;
+    }
     char stages[32];
     gemm_plan p;
     make_plan(ctx, d, &p);
@@ -731,6 +727,10 @@ oclml__matrix oclml__matrix_of(const oclml_tensor *t) {
  * products, or where CLBlast takes it the epilogue kernel that follows. */
 void oclml__gemm_warm_desc(oclml_ctx *ctx, const char *op, const char *what,
                            const oclml__gemm_desc *d, oclml__warm_list *list) {
+    if (oclml__gemv_takes(ctx, d)) {
+        oclml__gemv_warm(ctx, op, what, d, list);
+        return;
+    }
     gemm_plan p;
     make_plan(ctx, d, &p);
     if (p.path != PATH_CLBLAST) {

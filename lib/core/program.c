@@ -269,10 +269,16 @@ static char *full_options(oclml_ctx *ctx, const oclml__program_spec *spec, bool 
             s += strspn(s, " ");
         }
     }
+    /* A tensor-core kernel with its instruction emulated (MMA_EMULATE=1, the tests' way to run
+     * those kernels where the device lacks them) is built without optimization: it exists to
+     * check layouts and accuracy, and optimizing its unrolled, barrier-laden code is most of
+     * what such a program costs a CPU compiler (minutes per program on PoCL, seconds without). */
+    const bool emulates = spec->defines && strstr(spec->defines, "-DMMA_EMULATE=1");
     char *opts =
-        dev ? oclml__asprintf("-cl-std=CL1.2%s%s%s %s %s", dev,
+        dev ? oclml__asprintf("-cl-std=CL1.2%s%s%s %s%s %s", dev,
                               uses_ptx && oclml__caps_ptx(ctx) ? " -DOCLML_PTX=1" : "", wants,
-                              spec->defines ? spec->defines : "", ctx->build_options)
+                              spec->defines ? spec->defines : "",
+                              emulates ? " -cl-opt-disable" : "", ctx->build_options)
             : NULL;
     free(dev);
     return opts;

@@ -181,6 +181,16 @@ START_TEST(gemv_few_rows) {
         ck_assert_msg(strstr(plan, "own GEMV"), "%zu x %zu x %zu planned '%s'", m, n, k, plan);
         test_gemm_case(ta, tb, m, n, k, GEMV_CASES[i].alpha, GEMV_CASES[i].beta);
     }
+    /* K split over work-groups and summed by the finishing kernel (forced: a 2-unit device
+     * never needs it), both layouts of B. */
+    test_retune("gemm.gemv=1 gemm.gemv_tile=4:16:3");
+    for (int tb = 0; tb < 2; tb++) {
+        char plan[160];
+        ASSERT_OK(oclml_gemm_plan(T, OCLML_NO_TRANS, tb ? OCLML_TRANS : OCLML_NO_TRANS, 2, 45,
+                                  333, 1, plan, sizeof plan));
+        ck_assert_msg(strstr(plan, "3 K splits"), "planned '%s'", plan);
+        test_gemm_case(0, tb, 2, 45, 333, 1.5f, 0.5f);
+    }
     /* A batch of single rows against one B (oclml_gemm_batched), and 5 rows past the kernel. */
     size_t batch = 3, n = 70, k = 45;
     size_t ash[3] = {batch, 1, k}, bsh[2] = {k, n}, csh[3] = {batch, 1, n};

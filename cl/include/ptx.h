@@ -23,12 +23,14 @@
 #ifndef OCLML_PTX_H
 #define OCLML_PTX_H
 
+#include "common.h"
+
 #ifndef OCLML_PTX
 #define OCLML_PTX 0
 #endif
 
 #if OCLML_PTX
-inline float warp_sum(float v) {
+OCLML_INLINE float warp_sum(float v) {
     for (uint o = 16; o > 0; o >>= 1) {
         float t;
         asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(o));
@@ -37,7 +39,7 @@ inline float warp_sum(float v) {
     return v;
 }
 
-inline float warp_shuffle(float v, uint src) {
+OCLML_INLINE float warp_shuffle(float v, uint src) {
     float t;
     asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(src));
     return t;
@@ -46,10 +48,10 @@ inline float warp_shuffle(float v, uint src) {
 /* PTX's release reduction and acquire load at GPU scope (cheaper than membar.gl around relaxed
  * atomics): OpenCL 1.2's mem_fence promises only the work-group (NVIDIA compiles it to
  * membar.cta). */
-inline void sync_arrive(__global volatile uint *count) {
+OCLML_INLINE void sync_arrive(__global volatile uint *count) {
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
 }
-inline uint sync_load(__global volatile uint *count) {
+OCLML_INLINE uint sync_load(__global volatile uint *count) {
     uint v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
     return v;
@@ -58,11 +60,11 @@ inline uint sync_load(__global volatile uint *count) {
 /* mem_fence plus volatile accesses: enough on PoCL (the tests split RSSM members there),
  * unverified on other GPUs, so hosts split work over work-groups by default only where
  * OCLML_PTX is set. */
-inline void sync_arrive(__global volatile uint *count) {
+OCLML_INLINE void sync_arrive(__global volatile uint *count) {
     mem_fence(CLK_GLOBAL_MEM_FENCE);
     atomic_inc(count);
 }
-inline uint sync_load(__global volatile uint *count) {
+OCLML_INLINE uint sync_load(__global volatile uint *count) {
     const uint v = *count;
     mem_fence(CLK_GLOBAL_MEM_FENCE);
     return v;
@@ -71,7 +73,7 @@ inline uint sync_load(__global volatile uint *count) {
 
 #if OCLML_PTX && defined(OCLML_WANT_MMA_TF32)
 /* d += a * b on the tensor cores, tf32 inputs, fp32 accumulation (PTX m16n8k8, sm_80 on). */
-inline void mma_tf32(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+OCLML_INLINE void mma_tf32(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
     float d0, d1, d2, d3;
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%10,%11,%12,%13};"
@@ -93,7 +95,7 @@ inline void mma_tf32(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint
 #endif
 /* d += a * b, a four words (8 elements) of the A fragment, b two of the B fragment (PTX
  * m16n8k16, sm_80 on, the same devices as TF32's). */
-inline void mma_16bit(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+OCLML_INLINE void mma_16bit(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
     float d0, d1, d2, d3;
     /* volatile: a .sync.aligned instruction must not be moved under a divergent branch */
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." OCLML_MMA_16BIT_TYPE
@@ -109,13 +111,13 @@ inline void mma_16bit(float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uin
 }
 
 /* Volatile with a memory clobber: the reads must stay after the barrier that shows the tile. */
-inline void ldmatrix_x4(uint *r, __local const ushort *row) {
+OCLML_INLINE void ldmatrix_x4(uint *r, __local const ushort *row) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"((uint)(size_t)row)
                  : "memory");
 }
-inline void ldmatrix_x4_trans(uint *r, __local const ushort *row) {
+OCLML_INLINE void ldmatrix_x4_trans(uint *r, __local const ushort *row) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"((uint)(size_t)row)
@@ -126,17 +128,17 @@ inline void ldmatrix_x4_trans(uint *r, __local const ushort *row) {
 #ifdef OCLML_WANT_CP_ASYNC
 #if OCLML_PTX && !OCLML_CP_ASYNC_PORTABLE
 /* cp.async takes the destination's shared-window address: a local pointer's integer value. */
-inline void cp_async16(__local float *dst, __global const float *src, uint bytes) {
+OCLML_INLINE void cp_async16(__local float *dst, __global const float *src, uint bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)dst), "l"(src),
                  "r"(bytes)
                  : "memory");
 }
-inline void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+OCLML_INLINE void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
 #define cp_async_wait(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
 #else
 /* The instruction faults on a destination or a read source that is not 16-byte aligned: here
  * such a copy writes NaN (at the aligned address below), so that tests catch it. */
-inline void cp_async16(__local float *dst, __global const float *src, uint bytes) {
+OCLML_INLINE void cp_async16(__local float *dst, __global const float *src, uint bytes) {
     float4 v = (float4)(0.0f);
     if (bytes >= 4) v.x = src[0];
     if (bytes >= 8) v.y = src[1];
@@ -145,7 +147,7 @@ inline void cp_async16(__local float *dst, __global const float *src, uint bytes
     const bool misaligned = ((size_t)dst & 15u) || (bytes && ((size_t)src & 15u));
     *(__local float4 *)((size_t)dst & ~(size_t)15u) = misaligned ? (float4)(NAN) : v;
 }
-inline void cp_async_commit(void) {}
+OCLML_INLINE void cp_async_commit(void) {}
 #define cp_async_wait(n) ((void)0)
 #endif
 #endif

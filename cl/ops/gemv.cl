@@ -12,7 +12,10 @@
  *     op(B) (a row of B) together, four neighbouring elements each; COL_QUADS columns a group.
  *
  * Grid: dimension 0 groups of NTHREADS = COL_QUADS K_SLICES work-items, dimension 1 batch
- * entries (striding past the grid's limit). Edges read nothing past N or K. */
+ * entries times K splits (striding past the grid's limit). With splits > 1 each split sums its
+ * kchunk rows of K into its own slice of C (a workspace, no epilogue) and the GEMM's finishing
+ * kernel sums the slices: for products with too few columns to fill the device. Edges read
+ * nothing past N or K. */
 #include "activation.h"
 
 #ifndef TRANS_A
@@ -27,6 +30,15 @@
 #ifndef VEC_B
 #define VEC_B \
     0 /* float4 reads of B: its leading dimension, offset and batch stride multiples of 4 */
+#endif
+#ifndef ROWS
+#define ROWS 1
+#endif
+#ifndef COL_QUADS
+#define COL_QUADS 8
+#endif
+#ifndef K_SLICES
+#define K_SLICES 32 /* a power of two (sum_slices halves it) */
 #endif
 #ifndef HAS_BIAS
 #define HAS_BIAS 0
@@ -77,17 +89,19 @@ oclml_gemv(__global const float *A0, ulong a_off, uint lda, ulong a_stride,
            __global const float *B0, ulong b_off, uint ldb, ulong b_stride, __global float *C0,
            ulong c_off, uint ldc, ulong c_stride, uint M, uint N, uint K, float alpha, float beta,
            __global const float *bias, ulong bias_off, __global float *pre0, ulong pre_off,
-           uint ldp, ulong pre_stride, uint batch DROP_ARGS) {
+           uint ldp, ulong pre_stride, uint batch, uint splits, uint kchunk DROP_ARGS) {
     __local float red[NTHREADS / 2 * ROWS * 4];
     const uint lid = get_local_id(0);
 #if HAS_BIAS
     bias += bias_off;
 #endif
-    for (uint entry = get_group_id(1); entry < batch; entry += get_num_groups(1)) {
-        /* This entry's operands, under the names the epilogue (gemm_epilogue.h) reads. */
+    for (uint z = get_group_id(1); z < batch * splits; z += get_num_groups(1)) {
+        /* This batch entry's operands, under the names the epilogue (gemm_epilogue.h) reads, and
+         * its K range (split z % splits: its partial sums in slice z of C, a workspace). */
+        const uint entry = z / splits, kbeg = z % splits * kchunk, kend = min(K, kbeg + kchunk);
         __global const float *A = A0 + a_off + entry * a_stride;
         __global const float *B = B0 + b_off + entry * b_stride;
-        __global float *C = C0 + c_off + entry * c_stride;
+        __global float *C = C0 + c_off + z * c_stride;
 #if HAS_PRE
         __global float *pre = pre0 + pre_off + entry * pre_stride;
 #else
@@ -100,10 +114,10 @@ oclml_gemv(__global const float *A0, ulong a_off, uint lda, ulong a_stride,
         for (uint r = 0; r < ROWS; r++) acc[r] = 0.0f;
         if (col < N) {
             __global const float *bc = B + (size_t)col * ldb;
-            uint k = 4 * slice;
+            uint k = kbeg + 4 * slice;
 #if VEC_B
             /* Two float4s of the column in flight a work-item. */
-            for (; k + 4 * K_SLICES + 3 < K; k += 8 * K_SLICES) {
+            for (; k + 4 * K_SLICES + 3 < kend; k += 8 * K_SLICES) {
                 const float4 b0 = *(__global const float4 *)(bc + k),
                              b1 = *(__global const float4 *)(bc + k + 4 * K_SLICES);
                 for (uint r = 0; r < ROWS; r++) {
@@ -119,7 +133,7 @@ oclml_gemv(__global const float *A0, ulong a_off, uint lda, ulong a_stride,
                     acc[r] = fma(a1.w, b1.w, acc[r]);
                 }
             }
-            for (; k + 3 < K; k += 4 * K_SLICES) {
+            for (; k + 3 < kend; k += 4 * K_SLICES) {
                 const float4 b0 = *(__global const float4 *)(bc + k);
                 for (uint r = 0; r < ROWS; r++) {
                     const float4 a0 = row_quad(A, lda, r, k);
@@ -130,8 +144,8 @@ oclml_gemv(__global const float *A0, ulong a_off, uint lda, ulong a_stride,
                 }
             }
 #endif
-            for (; k < K; k += 4 * K_SLICES)
-                for (uint e = 0; e < 4 && k + e < K; e++) {
+            for (; k < kend; k += 4 * K_SLICES)
+                for (uint e = 0; e < 4 && k + e < kend; e++) {
                     const float bv = bc[k + e];
                     for (uint r = 0; r < ROWS; r++) acc[r] = fma(A_AT(r, k + e), bv, acc[r]);
                 }
@@ -150,10 +164,10 @@ oclml_gemv(__global const float *A0, ulong a_off, uint lda, ulong a_stride,
         float acc[ROWS * 4];
         for (uint i = 0; i < ROWS * 4; i++) acc[i] = 0.0f;
         if (col < N) {
-            uint k = slice;
+            uint k = kbeg + slice;
 #if VEC_B
             if (col + 3 < N) /* Two rows of B in flight a work-item. */
-                for (; k + K_SLICES < K; k += 2 * K_SLICES) {
+                for (; k + K_SLICES < kend; k += 2 * K_SLICES) {
                     const float4 b0 = *(__global const float4 *)(B + (size_t)k * ldb + col),
                                  b1 = *(__global const float4 *)(B + (size_t)(k + K_SLICES) * ldb +
                                                                  col);
@@ -166,7 +180,7 @@ oclml_gemv(__global const float *A0, ulong a_off, uint lda, ulong a_stride,
                     }
                 }
 #endif
-            for (; k < K; k += K_SLICES)
+            for (; k < kend; k += K_SLICES)
                 for (uint e = 0; e < 4 && col + e < N; e++) {
                     const float bv = B[(size_t)k * ldb + col + e];
                     for (uint r = 0; r < ROWS; r++)

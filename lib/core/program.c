@@ -270,10 +270,12 @@ static char *full_options(oclml_ctx *ctx, const oclml__program_spec *spec, bool 
         }
     }
     /* A tensor-core kernel with its instruction emulated (MMA_EMULATE=1, the tests' way to run
-     * those kernels where the device lacks them) is built without optimization: it exists to
-     * check layouts and accuracy, and optimizing its unrolled, barrier-laden code is most of
-     * what such a program costs a CPU compiler (minutes per program on PoCL, seconds without). */
-    const bool emulates = spec->defines && strstr(spec->defines, "-DMMA_EMULATE=1");
+     * those kernels where the device lacks them) is built without optimization on CPUs: it
+     * exists to check layouts and accuracy, and optimizing its unrolled, barrier-laden code is
+     * most of what such a program costs a CPU compiler (minutes per program on PoCL, seconds
+     * without). GPU compilers take such programs in seconds either way. */
+    const bool emulates =
+        !ctx->caps.is_gpu && spec->defines && strstr(spec->defines, "-DMMA_EMULATE=1");
     char *opts =
         dev ? oclml__asprintf("-cl-std=CL1.2%s%s%s %s%s %s", dev,
                               uses_ptx && oclml__caps_ptx(ctx) ? " -DOCLML_PTX=1" : "", wants,

@@ -95,6 +95,9 @@ oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d);
 oclml_status oclml__gemm_finish(oclml_ctx *ctx, const oclml__gemm_desc *d, const oclml__matrix *w,
                                 size_t w_split, unsigned splits, float alpha, float beta);
 
+/* Prewarm: adds the summing kernel of d's split partials to the list. */
+void oclml__gemm_finish_warm(const char *op, const oclml__gemm_desc *d,
+                             struct oclml__warm_list *list);
 /* Prewarm (oclml_prewarm): adds the programs product d plans onto to the list, under `what`;
  * for the ops whose own products are GEMMs of a known shape. */
 struct oclml__warm_list;

@@ -14,6 +14,8 @@
 
 typedef struct gemv_plan {
     unsigned threads, col_quads, k_slices;
+    unsigned splits; /* K splits over work-groups, summed by oclml__gemm_finish (1: none) */
+    size_t kchunk;   /* rows of K a split */
     bool vec_a, vec_b;
 } gemv_plan;
 
@@ -42,29 +44,52 @@ static unsigned pow2_floor(size_t v) {
     return p;
 }
 
-/* Work-groups of up to 256 work-items. With B's rows contiguous (TRANS_B 0), the widest slice
- * of columns (up to 16 work-items of four) that still gives every compute unit two groups: wide
- * slices read long runs of a row, narrow ones fill the device. With B's columns contiguous,
- * 32 work-items share a column (128 floats of it a step), fewer where K is short. No wider than
- * the columns there are, no deeper than K. */
+/* Work-groups of up to 256 work-items. With B's columns contiguous (TRANS_B 1), 32 work-items
+ * on a column (128 floats of it a step), 8 columns a group. With B's rows contiguous (TRANS_B
+ * 0), 8 work-items of four columns side by side (runs of 128 bytes of a row), narrowed to 2
+ * where that leaves fewer than two groups a compute unit. No wider than the columns there
+ * are, no deeper than K. Where K is long (GEMV_LONG_K) and the groups still leave compute units
+ * idle, K is split over work-groups (at least 8 rows, with TRANS_B 1 32, a work-item a split),
+ * the partials summed by a second launch, which costs about what a short product does
+ * (bench/DECISIONS.md, "GEMV"). gemm.gemv_tile forces the three numbers. */
+#define GEMV_LONG_K 8192u
 static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemv_plan *p) {
     const size_t wg = ctx->caps.max_work_group_size;
     p->threads = pow2_floor(wg < 256 ? wg : 256);
+    const long cq = oclml__tune(ctx, OCLML__TUNE_GEMM_GEMV_TILE, 0),
+               ks = oclml__tune(ctx, OCLML__TUNE_GEMM_GEMV_TILE, 1),
+               sp = oclml__tune(ctx, OCLML__TUNE_GEMM_GEMV_TILE, 2);
+    const size_t cols = d->trans_b ? d->n : ceil_div(d->n, 4),
+                 want = 2 * (size_t)ctx->caps.compute_units;
+    const bool long_k = d->k >= GEMV_LONG_K;
     if (d->trans_b) {
         p->k_slices = p->threads < 32 ? p->threads : 32;
-        while (p->k_slices > 1 && (size_t)p->k_slices * 2 > d->k) p->k_slices /= 2;
         p->col_quads = p->threads / p->k_slices;
-        while (p->col_quads > 1 && p->col_quads / 2 >= d->n) p->col_quads /= 2;
     } else {
-        const size_t quads = ceil_div(d->n, 4), want = 2 * (size_t)ctx->caps.compute_units;
-        p->col_quads = p->threads < 16 ? p->threads : 16;
-        while (p->col_quads > 2 && ceil_div(quads, p->col_quads) * d->batch < want)
+        p->col_quads = p->threads < 8 ? p->threads : 8;
+        while (!long_k && p->col_quads > 2 && ceil_div(cols, p->col_quads) * d->batch < want)
             p->col_quads /= 2;
-        while (p->col_quads > 1 && p->col_quads / 2 >= quads) p->col_quads /= 2;
         p->k_slices = p->threads / p->col_quads;
-        while (p->k_slices > 1 && p->k_slices / 2 >= d->k) p->k_slices /= 2;
     }
+    if (cq > 0 && ks > 0 && (size_t)(cq * ks) <= wg && pow2_floor((size_t)cq) == (size_t)cq &&
+        pow2_floor((size_t)ks) == (size_t)ks) {
+        p->col_quads = (unsigned)cq;
+        p->k_slices = (unsigned)ks;
+    }
+    while (p->col_quads > 1 && p->col_quads / 2 >= cols) p->col_quads /= 2;
+    const size_t step = d->trans_b ? 4 : 1; /* K elements a work-item takes at a time */
+    while (p->k_slices > 1 && (p->k_slices / 2) * step >= d->k) p->k_slices /= 2;
     p->threads = p->col_quads * p->k_slices;
+
+    const size_t groups = ceil_div(cols, p->col_quads) * d->batch,
+                 most = d->k / ((size_t)p->k_slices * (d->trans_b ? 32 : 8));
+    size_t splits = !long_k || groups >= ctx->caps.compute_units ? 1 : ceil_div(want, groups);
+    if (splits > most) splits = most;
+    if (splits > 64) splits = 64;
+    if (sp > 0) splits = (size_t)sp;
+    if (splits < 1 || d->batch * splits > GRID_Y_MAX) splits = 1;
+    p->kchunk = ceil_div(ceil_div(d->k, splits), 4) * 4;
+    p->splits = (unsigned)ceil_div(d->k, p->kchunk);
     p->vec_b = vec_ok(&d->b);
     p->vec_a = d->trans_b && !d->trans_a && vec_ok(&d->a);
 }
@@ -75,8 +100,8 @@ typedef struct gemv_program {
 } gemv_program;
 
 static void program_of(const gemv_plan *p, const oclml__gemm_desc *d, gemv_program *g) {
-    char epi[96];
-    oclml__gemm_epilogue_defines(epi, sizeof epi, d);
+    char epi[96] = "-DHAS_BIAS=0 -DHAS_PRE=0"; /* split partials: the finishing kernel's */
+    if (p->splits == 1) oclml__gemm_epilogue_defines(epi, sizeof epi, d);
     snprintf(g->defines, sizeof g->defines,
              "-DROWS=%zu -DTRANS_A=%d -DTRANS_B=%d -DVEC_A=%d -DVEC_B=%d -DCOL_QUADS=%u "
              "-DK_SLICES=%u %s",
@@ -84,43 +109,65 @@ static void program_of(const gemv_plan *p, const oclml__gemm_desc *d, gemv_progr
     g->spec = (oclml__program_spec){"gemv.cl", g->defines, "oclml_gemv", 0};
 }
 
-oclml_status oclml__gemv(oclml_ctx *ctx, const oclml__gemm_desc *d) {
-    gemv_plan p;
-    make_plan(ctx, d, &p);
+/* One launch writing c: d's C with the epilogue (one split), or the split partials. */
+static oclml_status launch(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemv_plan *p,
+                           const oclml__matrix *c) {
     gemv_program g;
-    program_of(&p, d, &g);
+    program_of(p, d, &g);
     cl_kernel k;
     oclml_status st = oclml__kernel(ctx, &g.spec, "oclml_gemv", &k);
     if (st) return st;
-    cl_mem am = d->a.mem, bm = d->b.mem, cm = d->c.mem, bias = d->bias, pm = d->pre.mem;
+    const bool split = p->splits > 1;
+    cl_mem am = d->a.mem, bm = d->b.mem, cm = c->mem, bias = split ? NULL : d->bias,
+           pm = split ? NULL : d->pre.mem;
     cl_ulong a_off = d->a.offset, a_st = d->a.stride, b_off = d->b.offset, b_st = d->b.stride,
-             c_off = d->c.offset, c_st = d->c.stride, bias_off = d->bias_offset,
-             p_off = d->pre.offset, p_st = d->pre.stride;
-    cl_uint lda = (cl_uint)d->a.ld, ldb = (cl_uint)d->b.ld, ldc = (cl_uint)d->c.ld,
+             c_off = c->offset, c_st = c->stride, bias_off = d->bias_offset, p_off = d->pre.offset,
+             p_st = d->pre.stride;
+    cl_uint lda = (cl_uint)d->a.ld, ldb = (cl_uint)d->b.ld, ldc = (cl_uint)c->ld,
             ldp = (cl_uint)d->pre.ld, M = (cl_uint)d->m, N = (cl_uint)d->n, K = (cl_uint)d->k,
-            batch = (cl_uint)d->batch;
-    float alpha = d->alpha, beta = d->beta;
+            batch = (cl_uint)d->batch, splits = p->splits, kchunk = (cl_uint)p->kchunk;
+    float alpha = split ? 1.0f : d->alpha, beta = split ? 0.0f : d->beta;
     oclml__arg args[40] = {
         OCLML_ARG(am),    OCLML_ARG(a_off), OCLML_ARG(lda),  OCLML_ARG(a_st),     OCLML_ARG(bm),
         OCLML_ARG(b_off), OCLML_ARG(ldb),   OCLML_ARG(b_st), OCLML_ARG(cm),       OCLML_ARG(c_off),
         OCLML_ARG(ldc),   OCLML_ARG(c_st),  OCLML_ARG(M),    OCLML_ARG(N),        OCLML_ARG(K),
         OCLML_ARG(alpha), OCLML_ARG(beta),  OCLML_ARG(bias), OCLML_ARG(bias_off), OCLML_ARG(pm),
-        OCLML_ARG(p_off), OCLML_ARG(ldp),   OCLML_ARG(p_st), OCLML_ARG(batch)};
+        OCLML_ARG(p_off), OCLML_ARG(ldp),   OCLML_ARG(p_st), OCLML_ARG(batch),    OCLML_ARG(splits),
+        OCLML_ARG(kchunk)};
     oclml__gemm_drop_values dv;
-    const unsigned n = oclml__gemm_drop_args(d, &dv, args, 24);
-    const size_t cols = d->trans_b ? d->n : ceil_div(d->n, 4);
-    size_t local[2] = {p.threads, 1}, global[2] = {ceil_div(cols, p.col_quads) * p.threads,
-                                                   d->batch < GRID_Y_MAX ? d->batch : GRID_Y_MAX};
+    const unsigned n = split ? 26 : oclml__gemm_drop_args(d, &dv, args, 26);
+    const size_t cols = d->trans_b ? d->n : ceil_div(d->n, 4), parts = d->batch * p->splits;
+    size_t local[2] = {p->threads, 1}, global[2] = {ceil_div(cols, p->col_quads) * p->threads,
+                                                    parts < GRID_Y_MAX ? parts : GRID_Y_MAX};
     return oclml__launch(ctx, k, args, n, 2, global, local, NULL);
+}
+
+oclml_status oclml__gemv(oclml_ctx *ctx, const oclml__gemm_desc *d) {
+    gemv_plan p;
+    make_plan(ctx, d, &p);
+    if (p.splits == 1) return launch(ctx, d, &p, &d->c);
+    /* Split partials in a workspace (slice s of entry e at (e splits + s) m n), then their sum
+     * with alpha, beta and the epilogue. */
+    const size_t slice = d->m * d->n;
+    cl_mem ws;
+    oclml_status st = oclml__scratch_get(ctx, slice * p.splits * d->batch * sizeof(float), &ws);
+    if (st) return st;
+    oclml__matrix w = {ws, 0, d->n, slice};
+    st = launch(ctx, d, &p, &w);
+    w.stride = slice * p.splits;
+    if (!st) st = oclml__gemm_finish(ctx, d, &w, slice, p.splits, d->alpha, d->beta);
+    oclml__scratch_put(ctx, ws);
+    return st;
 }
 
 void oclml__gemv_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len) {
     gemv_plan p;
     make_plan(ctx, d, &p);
-    snprintf(text, len, "own GEMV (%zu row%s), %u column%s x %u K slices a work-group%s", d->m,
+    snprintf(text, len,
+             "own GEMV (%zu row%s), %u column%s x %u K slices a work-group%s, %u K split%s%s", d->m,
              d->m > 1 ? "s" : "", d->trans_b ? p.col_quads : 4 * p.col_quads,
-             d->trans_b && p.col_quads == 1 ? "" : "s", p.k_slices,
-             p.vec_b ? ", float4 reads" : "");
+             d->trans_b && p.col_quads == 1 ? "" : "s", p.k_slices, p.vec_b ? ", float4 reads" : "",
+             p.splits, p.splits > 1 ? "s" : "", p.splits > 1 ? " + sum kernel" : "");
 }
 
 void oclml__gemv_warm(oclml_ctx *ctx, const char *op, const char *what, const oclml__gemm_desc *d,
@@ -130,4 +177,5 @@ void oclml__gemv_warm(oclml_ctx *ctx, const char *op, const char *what, const oc
     gemv_program g;
     program_of(&p, d, &g);
     oclml__warm_add(list, op, what, g.spec);
+    if (p.splits > 1) oclml__gemm_finish_warm(op, d, list);
 }

@@ -496,6 +496,12 @@ static void finish_program_of(const oclml__gemm_desc *d, finish_program *f) {
     f->spec = (oclml__program_spec){"gemm.cl", f->defines, "oclml_gemm_finish", 0};
 }
 
+void oclml__gemm_finish_warm(const char *op, const oclml__gemm_desc *d, oclml__warm_list *list) {
+    finish_program f;
+    finish_program_of(d, &f);
+    oclml__warm_add(list, op, "K split sum", f.spec);
+}
+
 /* C = act(alpha sum of the splits in w + beta C + bias) (w == C's buffer with one split and
  * alpha 1, beta 0: the epilogue of a product made elsewhere). */
 oclml_status oclml__gemm_finish(oclml_ctx *ctx, const oclml__gemm_desc *d, const oclml__matrix *w,

@@ -12,10 +12,11 @@
 
 static const char *const PATHS[] = {"gemm.own=0", "gemm.own=1"};
 #define N_PATHS 2
-/* The activations the forward tests take: none, one output-based derivative form, the two
- * GELUs' pre-based ones, and the one whose output form differs most from its pre form. */
-static const int ACTS[] = {OCLML_ACT_NONE, OCLML_ACT_RELU, OCLML_ACT_GELU_TANH, OCLML_ACT_SIGMOID};
-#define N_ACTS 4
+/* The activations the forward tests take: none, a GELU, then (swept: check_linear tests every
+ * activation's epilogue, each a program of its own) one output-based derivative form and the
+ * one whose output form differs most from its pre form. */
+static const int ACTS[] = {OCLML_ACT_NONE, OCLML_ACT_GELU_TANH, OCLML_ACT_RELU, OCLML_ACT_SIGMOID};
+#define N_ACTS test_tier(2, 4)
 
 typedef struct layer {
     int act;

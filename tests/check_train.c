@@ -375,7 +375,9 @@ int main(void) {
     TCase *tc = tcase_create("train");
     tcase_add_test(tc, mlp_matches_double_trainer);
     tcase_add_loop_test(tc, mlp_mixed_precision, 0, 2);
-    tcase_add_loop_test(tc, cnn_mixed_precision, 0, 2);
+    /* The CNN in fp16 (the bf16 run's kernels with the other dtype; fp16's loss scaling is the
+     * MLP's and the GPT's): swept. */
+    tcase_add_loop_test(tc, cnn_mixed_precision, 0, test_tier(1, 2));
     tcase_add_test(tc, cnn_trains);
     /* The CNN's implicit GEMMs on FMA tiles, a pairing no device takes by default (a GPU's run
      * on its tensor cores, check_conv's quick tier): swept. */

@@ -195,11 +195,13 @@ static void dz_program_of(oclml_activation act, bool dropout, const oclml_dtype 
 
 /* The dZ pass's grid: work-groups of up to 256 columns, and slices of rows enough to give every
  * compute unit several groups (each slice writes one row of db partials). Depends on the shape
- * and the device only, so a result is reproducible on its device. */
+ * and the device only, so a result is reproducible on its device. Narrow layers take narrower
+ * groups on GPUs (no mostly idle lanes); CPUs keep one size: their compilers build a kernel
+ * for every work-group size, and idle work-items cost a CPU's loop little. */
 static void dz_grid(const oclml_ctx *ctx, size_t rows, size_t cols, size_t *local,
                     size_t *col_groups, size_t *slices, size_t *rps) {
     size_t lx = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256;
-    while (lx > 1 && lx / 2 >= cols) lx /= 2; /* narrow layers: no mostly idle groups */
+    while (ctx->caps.is_gpu && lx > 1 && lx / 2 >= cols) lx /= 2;
     if (lx < 1) lx = 1;
     *local = lx;
     *col_groups = (cols + lx - 1) / lx;

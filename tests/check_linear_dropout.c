@@ -148,7 +148,7 @@ END_TEST
 /* A layer of 3 rows (the GEMV kernel's epilogue, cl/ops/gemv.cl): even and odd widths, then K
  * split over work-groups (the epilogue in the finishing kernel). */
 START_TEST(forward_few_rows) {
-    if (_i == 2) test_retune("gemm.gemv_tile=8:8:3");
+    test_retune(_i == 2 ? "gemm.gemv=1 gemm.gemv_tile=8:8:3" : "gemm.gemv=1");
     layer L = layer_new(OCLML_ACT_GELU_TANH, 3, 61, _i == 1 ? 29 : 30);
     const oclml_dropout_params d = test_dropout_params(0.3f, 0x5eedull + (uint64_t)_i, 5);
     forward_check(&L, &d);

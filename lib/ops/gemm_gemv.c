@@ -32,10 +32,19 @@ static bool fits_32_bits(const oclml__gemm_desc *d) {
            d->pre.ld <= most;
 }
 
+/* gemm.gemv -1 (auto): up to 4 rows, but up to 2 where the 3xTF32 tensor-core tile would take
+ * the product: its 16-row tile reads B as fast as this kernel does 3 or 4 rows (H200: 4 x 4096 x
+ * 4096 0.033 ms on the tile, 0.049 here; bench/DECISIONS.md, "GEMV"); 1: up to 4 rows. An own
+ * kernel: gemm.own = 0 (CLBlast only) leaves it out. */
 bool oclml__gemv_takes(oclml_ctx *ctx, const oclml__gemm_desc *d) {
-    return d->m >= 1 && d->m <= GEMV_MAX_ROWS && d->n > 0 && !d->gather_b &&
-           !(d->a_lower && d->a_band < (long)d->k - 1) && !oclml__gemm_is_lp(d) &&
-           fits_32_bits(d) && oclml__tune(ctx, OCLML__TUNE_GEMM_GEMV, 0) != 0;
+    const long mode = oclml__tune(ctx, OCLML__TUNE_GEMM_GEMV, 0);
+    if (mode == 0 || oclml__tune(ctx, OCLML__TUNE_GEMM_OWN, 0) == 0 || d->m < 1 ||
+        d->m > GEMV_MAX_ROWS || d->n == 0 || d->gather_b ||
+        (d->a_lower && d->a_band < (long)d->k - 1) || oclml__gemm_is_lp(d) || !fits_32_bits(d))
+        return false;
+    const bool tensor_cores =
+        oclml__tune(ctx, OCLML__TUNE_GEMM_MMA, 0) != 0 && ctx->caps.is_gpu && oclml__caps_mma(ctx);
+    return mode == 1 || d->m <= 2 || !tensor_cores;
 }
 
 static unsigned pow2_floor(size_t v) {

@@ -47,12 +47,6 @@ bool oclml__gemv_takes(oclml_ctx *ctx, const oclml__gemm_desc *d) {
     return mode == 1 || d->m <= 2 || !tensor_cores;
 }
 
-static unsigned pow2_floor(size_t v) {
-    unsigned p = 1;
-    while ((size_t)p * 2 <= v) p *= 2;
-    return p;
-}
-
 /* Work-groups of up to 256 work-items. With B's columns contiguous (TRANS_B 1), 32 work-items
  * on a column (128 floats of it a step), 8 columns a group. With B's rows contiguous (TRANS_B
  * 0), 8 work-items of four columns side by side (runs of 128 bytes of a row), narrowed to 2
@@ -64,7 +58,7 @@ static unsigned pow2_floor(size_t v) {
 #define GEMV_LONG_K 8192u
 static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemv_plan *p) {
     const size_t wg = ctx->caps.max_work_group_size;
-    p->threads = pow2_floor(wg < 256 ? wg : 256);
+    p->threads = (unsigned)oclml__pow2_floor(wg < 256 ? wg : 256);
     const long cq = oclml__tune(ctx, OCLML__TUNE_GEMM_GEMV_TILE, 0),
                ks = oclml__tune(ctx, OCLML__TUNE_GEMM_GEMV_TILE, 1),
                sp = oclml__tune(ctx, OCLML__TUNE_GEMM_GEMV_TILE, 2);
@@ -80,8 +74,9 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemv_plan *p) {
             p->col_quads /= 2;
         p->k_slices = p->threads / p->col_quads;
     }
-    if (cq > 0 && ks > 0 && (size_t)(cq * ks) <= wg && pow2_floor((size_t)cq) == (size_t)cq &&
-        pow2_floor((size_t)ks) == (size_t)ks) {
+    if (cq > 0 && ks > 0 && (size_t)(cq * ks) <= wg &&
+        oclml__pow2_floor((size_t)cq) == (size_t)cq &&
+        oclml__pow2_floor((size_t)ks) == (size_t)ks) {
         p->col_quads = (unsigned)cq;
         p->k_slices = (unsigned)ks;
     }

@@ -805,12 +805,15 @@ END_TEST
  * differ from the forward's in their last bits (2^-21 of 1600 is 8e-4) gives P = exp(S - lse)
  * off 1 by that much, and dV with it (PyTorch's fp32 SDPA stays within 1e-8). Loop: head dim 16
  * and 64 on the default kernels (tensor cores where the device has them), then the tensor-core
- * kernels emulated, then with their warps paired. */
+ * kernels emulated, then with their warps paired, then head dims 160 and 192 (swept). */
 START_TEST(large_scores_backward) {
-    static const char *const tuning[3] = {
-        "", "attention.mma=2", "attention.mma=2,attention.dkdv_pairs=1,attention.dq_pairs=1"};
+    static const char *const tuning[4] = {
+        "", "attention.mma=2", "attention.mma=2,attention.dkdv_pairs=1,attention.dq_pairs=1",
+        "attention.mma=2"};
     test_retune(tuning[_i / 2]);
-    const size_t D = _i % 2 ? 64 : 16;
+    /* Last: head dim 160 and 192 on the emulated kernels' defaults there, the forward's warps
+     * paired on halves of the head dim and the backward's in fours. */
+    const size_t D = _i >= 6 ? (_i % 2 ? 192 : 160) : _i % 2 ? 64 : 16;
     const att_case c = {1, 2, 2, 2 * D + 1, D, D, BHLD, NONE, -1, -1, 1.0f, NOMASK, 0};
     att_data d;
     att_make(&d, &c);
@@ -1390,7 +1393,7 @@ int main(void) {
     tcase_add_loop_test(tc, nan_padding_never_read, 0, 5);
     tcase_add_test(tc, large_scores_do_not_overflow);
     /* Large scores on the default kernels (a GPU's tensor cores); the emulated ones swept. */
-    tcase_add_loop_test(tc, large_scores_backward, 0, test_tier(2, 6));
+    tcase_add_loop_test(tc, large_scores_backward, 0, test_tier(2, 8));
     /* A window past every key is clamped to none on the host, for every kernel alike: the open
      * left window and the tensor cores' runs swept. */
     tcase_add_loop_test(tc, huge_windows_are_open, 0, test_tier(1, 4));

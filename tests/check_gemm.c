@@ -186,8 +186,8 @@ START_TEST(gemv_few_rows) {
     test_retune("gemm.gemv=1 gemm.gemv_tile=4:16:3");
     for (int tb = 0; tb < 2; tb++) {
         char plan[160];
-        ASSERT_OK(oclml_gemm_plan(T, OCLML_NO_TRANS, tb ? OCLML_TRANS : OCLML_NO_TRANS, 2, 45,
-                                  333, 1, plan, sizeof plan));
+        ASSERT_OK(oclml_gemm_plan(T, OCLML_NO_TRANS, tb ? OCLML_TRANS : OCLML_NO_TRANS, 2, 45, 333,
+                                  1, plan, sizeof plan));
         ck_assert_msg(strstr(plan, "3 K splits"), "planned '%s'", plan);
         test_gemm_case(0, tb, 2, 45, 333, 1.5f, 0.5f);
     }

@@ -276,12 +276,11 @@ static char *full_options(oclml_ctx *ctx, const oclml__program_spec *spec, bool 
      * without). GPU compilers take such programs in seconds either way. */
     const bool emulates =
         !ctx->caps.is_gpu && spec->defines && strstr(spec->defines, "-DMMA_EMULATE=1");
-    char *opts =
-        dev ? oclml__asprintf("-cl-std=CL1.2%s%s%s %s%s %s", dev,
-                              uses_ptx && oclml__caps_ptx(ctx) ? " -DOCLML_PTX=1" : "", wants,
-                              spec->defines ? spec->defines : "",
-                              emulates ? " -cl-opt-disable" : "", ctx->build_options)
-            : NULL;
+    char *opts = dev ? oclml__asprintf("-cl-std=CL1.2%s%s%s %s%s %s", dev,
+                                       uses_ptx && oclml__caps_ptx(ctx) ? " -DOCLML_PTX=1" : "",
+                                       wants, spec->defines ? spec->defines : "",
+                                       emulates ? " -cl-opt-disable" : "", ctx->build_options)
+                     : NULL;
     free(dev);
     return opts;
 }

@@ -77,6 +77,21 @@ double ref_unary_grad(int op, double p, double x) {
     return NAN;
 }
 
+double ref_unary_grad_scale(int op, double p, double x) {
+    switch ((oclml_unary_op)op) {
+    case OCLML_GELU_ERF:
+        return 0.5 * erfc(-x / sqrt(2.0)) + fabs(x) * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+    case OCLML_GELU_TANH: {
+        double t = tanh(GELU_K * (x + GELU_C * x * x * x));
+        return 0.5 * (1 + t) + 0.5 * fabs(x) * (1 - t * t) * GELU_K * (1 + 3 * GELU_C * x * x);
+    }
+    case OCLML_SILU:
+        return sigmoid(x) * (1 + fabs(x) * (1 - sigmoid(x)));
+    default:
+        return fabs(ref_unary_grad(op, p, x));
+    }
+}
+
 double ref_binary(int op, double a, double b) {
     switch ((oclml_binary_op)op) {
     case OCLML_ADD:

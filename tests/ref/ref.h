@@ -39,6 +39,9 @@ void ref_norm_backward(int rms, size_t rows, size_t cols, const float *x, const 
 /* Elementwise references in double: op codes are oclml_unary_op / oclml_binary_op values. */
 double ref_unary(int op, double p, double x);
 double ref_unary_grad(int op, double p, double x); /* f'(x) */
+/* The magnitude of f'(x)'s terms, which its rounding scales with: where they cancel (SiLU's and
+ * the GELUs' derivatives cross zero near x = -1.28 and -0.75) |f'(x)| alone is no scale. */
+double ref_unary_grad_scale(int op, double p, double x);
 double ref_binary(int op, double a, double b);
 
 /* One GRU cell on double state: h_new [D] from x [I] and h [D]; rh [D] is scratch. */

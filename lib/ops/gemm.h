@@ -138,6 +138,19 @@ void oclml__gemv_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text,
 void oclml__gemv_warm(oclml_ctx *ctx, const char *op, const char *what, const oclml__gemm_desc *d,
                       struct oclml__warm_list *list);
 
+/* The leading arguments of the GEMM family's kernels (GEMM_ARGS' first 23 in cl/ops/gemm.cl,
+ * cl/ops/gemv.cl's alike): A, B, C = c (d's C, or a split workspace), the sizes, alpha and beta
+ * (1 and 0 for split partials) and the bias and pre (none for split partials), into args[0..];
+ * the values live in *v, which must outlast the launch. Returns the count. */
+typedef struct oclml__gemm_arg_values {
+    cl_mem am, bm, cm, bias, pm;
+    cl_ulong a_off, a_st, b_off, b_st, c_off, c_st, bias_off, p_off, p_st;
+    cl_uint lda, ldb, ldc, ldp, M, N, K;
+    float alpha, beta;
+} oclml__gemm_arg_values;
+unsigned oclml__gemm_operand_args(const oclml__gemm_desc *d, const oclml__matrix *c, bool split,
+                                  oclml__gemm_arg_values *v, oclml__arg *args);
+
 /* The epilogue's defines (HAS_BIAS, HAS_PRE, the activation, HAS_DROPOUT) into out; none for
  * split partials, which the finishing kernel completes. Returns snprintf's count. */
 int oclml__gemm_epilogue_defines(char *out, size_t len, const oclml__gemm_desc *d);

@@ -122,24 +122,15 @@ static oclml_status launch(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemv
     oclml_status st = oclml__kernel(ctx, &g.spec, "oclml_gemv", &k);
     if (st) return st;
     const bool split = p->splits > 1;
-    cl_mem am = d->a.mem, bm = d->b.mem, cm = c->mem, bias = split ? NULL : d->bias,
-           pm = split ? NULL : d->pre.mem;
-    cl_ulong a_off = d->a.offset, a_st = d->a.stride, b_off = d->b.offset, b_st = d->b.stride,
-             c_off = c->offset, c_st = c->stride, bias_off = d->bias_offset, p_off = d->pre.offset,
-             p_st = d->pre.stride;
-    cl_uint lda = (cl_uint)d->a.ld, ldb = (cl_uint)d->b.ld, ldc = (cl_uint)c->ld,
-            ldp = (cl_uint)d->pre.ld, M = (cl_uint)d->m, N = (cl_uint)d->n, K = (cl_uint)d->k,
-            batch = (cl_uint)d->batch, splits = p->splits, kchunk = (cl_uint)p->kchunk;
-    float alpha = split ? 1.0f : d->alpha, beta = split ? 0.0f : d->beta;
-    oclml__arg args[40] = {
-        OCLML_ARG(am),    OCLML_ARG(a_off), OCLML_ARG(lda),  OCLML_ARG(a_st),     OCLML_ARG(bm),
-        OCLML_ARG(b_off), OCLML_ARG(ldb),   OCLML_ARG(b_st), OCLML_ARG(cm),       OCLML_ARG(c_off),
-        OCLML_ARG(ldc),   OCLML_ARG(c_st),  OCLML_ARG(M),    OCLML_ARG(N),        OCLML_ARG(K),
-        OCLML_ARG(alpha), OCLML_ARG(beta),  OCLML_ARG(bias), OCLML_ARG(bias_off), OCLML_ARG(pm),
-        OCLML_ARG(p_off), OCLML_ARG(ldp),   OCLML_ARG(p_st), OCLML_ARG(batch),    OCLML_ARG(splits),
-        OCLML_ARG(kchunk)};
+    const cl_uint batch = (cl_uint)d->batch, splits = p->splits, kchunk = (cl_uint)p->kchunk;
+    oclml__arg args[40];
+    oclml__gemm_arg_values ov;
+    unsigned n = oclml__gemm_operand_args(d, c, split, &ov, args);
+    args[n++] = OCLML_ARG(batch);
+    args[n++] = OCLML_ARG(splits);
+    args[n++] = OCLML_ARG(kchunk);
     oclml__gemm_drop_values dv;
-    const unsigned n = split ? 26 : oclml__gemm_drop_args(d, &dv, args, 26);
+    if (!split) n = oclml__gemm_drop_args(d, &dv, args, n);
     const size_t cols = d->trans_b ? d->n : ceil_div(d->n, 4), parts = d->batch * p->splits;
     size_t local[2] = {p->threads, 1}, global[2] = {ceil_div(cols, p->col_quads) * p->threads,
                                                     parts < GRID_Y_MAX ? parts : GRID_Y_MAX};

@@ -534,6 +534,43 @@ oclml_status oclml__gemm_finish(oclml_ctx *ctx, const oclml__gemm_desc *d, const
     return oclml__launch(ctx, k, args, n, 3, global, local, NULL);
 }
 
+unsigned oclml__gemm_operand_args(const oclml__gemm_desc *d, const oclml__matrix *c, bool split,
+                                  oclml__gemm_arg_values *v, oclml__arg *args) {
+    *v = (oclml__gemm_arg_values){.am = d->a.mem,
+                                  .bm = d->b.mem,
+                                  .cm = c->mem,
+                                  .bias = split ? NULL : d->bias,
+                                  .pm = split ? NULL : d->pre.mem,
+                                  .a_off = d->a.offset,
+                                  .a_st = d->a.stride,
+                                  .b_off = d->b.offset,
+                                  .b_st = d->b.stride,
+                                  .c_off = c->offset,
+                                  .c_st = c->stride,
+                                  .bias_off = d->bias_offset,
+                                  .p_off = d->pre.offset,
+                                  .p_st = d->pre.stride,
+                                  .lda = (cl_uint)d->a.ld,
+                                  .ldb = (cl_uint)d->b.ld,
+                                  .ldc = (cl_uint)c->ld,
+                                  .ldp = (cl_uint)d->pre.ld,
+                                  .M = (cl_uint)d->m,
+                                  .N = (cl_uint)d->n,
+                                  .K = (cl_uint)d->k,
+                                  .alpha = split ? 1.0f : d->alpha,
+                                  .beta = split ? 0.0f : d->beta};
+    const oclml__arg a[] = {
+        OCLML_ARG(v->am),    OCLML_ARG(v->a_off), OCLML_ARG(v->lda),      OCLML_ARG(v->a_st),
+        OCLML_ARG(v->bm),    OCLML_ARG(v->b_off), OCLML_ARG(v->ldb),      OCLML_ARG(v->b_st),
+        OCLML_ARG(v->cm),    OCLML_ARG(v->c_off), OCLML_ARG(v->ldc),      OCLML_ARG(v->c_st),
+        OCLML_ARG(v->M),     OCLML_ARG(v->N),     OCLML_ARG(v->K),        OCLML_ARG(v->alpha),
+        OCLML_ARG(v->beta),  OCLML_ARG(v->bias),  OCLML_ARG(v->bias_off), OCLML_ARG(v->pm),
+        OCLML_ARG(v->p_off), OCLML_ARG(v->ldp),   OCLML_ARG(v->p_st)};
+    const unsigned n = sizeof a / sizeof a[0];
+    for (unsigned i = 0; i < n; i++) args[i] = a[i];
+    return n;
+}
+
 /* One launch of a tiled kernel writing c (d's C, or a split workspace): every block, or the
  * first `blocks` of the swizzled order (one row of work-groups). */
 static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p,
@@ -543,18 +580,10 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
     cl_kernel k;
     oclml_status st = oclml__kernel(ctx, &g.spec, g.kernel, &k);
     if (st) return st;
-    cl_mem am = d->a.mem, bm = d->b.mem, cm = c->mem, bias = split ? NULL : d->bias,
-           pm = split ? NULL : d->pre.mem;
-    cl_ulong a_off = d->a.offset, a_st = d->a.stride, b_off = d->b.offset, b_st = d->b.stride,
-             c_off = c->offset, c_st = c->stride, bias_off = d->bias_offset, p_off = d->pre.offset,
-             p_st = d->pre.stride;
-    cl_uint lda = (cl_uint)d->a.ld, ldb = (cl_uint)d->b.ld, ldc = (cl_uint)c->ld,
-            ldp = (cl_uint)d->pre.ld, M = (cl_uint)d->m, N = (cl_uint)d->n, K = (cl_uint)d->k,
-            ks = p->splits, kchunk = (cl_uint)p->kchunk;
+    const cl_uint ks = p->splits, kchunk = (cl_uint)p->kchunk;
     /* A band below every row's reach is clamped (32 bits). */
     const cl_int band =
         d->a_band < -(long)d->m - (long)p->bm ? -(cl_int)(d->m + p->bm) : (cl_int)d->a_band;
-    float alpha = split ? 1.0f : d->alpha, beta = split ? 0.0f : d->beta;
     cl_uint geom[13] = {0};
     cl_ulong segs[2] = {0, 0};
     if (d->gather_b) {
@@ -565,17 +594,18 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
         segs[0] = x->a_seg;
         segs[1] = x->b_seg;
     }
-    oclml__arg args[48] = {
-        OCLML_ARG(am), OCLML_ARG(a_off), OCLML_ARG(lda), OCLML_ARG(a_st), OCLML_ARG(bm),
-        OCLML_ARG(b_off), OCLML_ARG(ldb), OCLML_ARG(b_st), OCLML_ARG(cm), OCLML_ARG(c_off),
-        OCLML_ARG(ldc), OCLML_ARG(c_st), OCLML_ARG(M), OCLML_ARG(N), OCLML_ARG(K), OCLML_ARG(alpha),
-        OCLML_ARG(beta), OCLML_ARG(bias), OCLML_ARG(bias_off), OCLML_ARG(pm), OCLML_ARG(p_off),
-        OCLML_ARG(ldp), OCLML_ARG(p_st), OCLML_ARG(ks), OCLML_ARG(kchunk),
-        /* the gathered operand's geometry (GATHER_ARGS), where it has one */
-        OCLML_ARG(geom[0]), OCLML_ARG(geom[1]), OCLML_ARG(geom[2]), OCLML_ARG(geom[3]),
-        OCLML_ARG(geom[4]), OCLML_ARG(geom[5]), OCLML_ARG(geom[6]), OCLML_ARG(geom[7]),
-        OCLML_ARG(geom[8]), OCLML_ARG(geom[9]), OCLML_ARG(geom[10]), OCLML_ARG(geom[11]),
-        OCLML_ARG(geom[12]), OCLML_ARG(segs[0]), OCLML_ARG(segs[1])};
+    oclml__arg args[48];
+    oclml__gemm_arg_values ov;
+    unsigned n = oclml__gemm_operand_args(d, c, split, &ov, args);
+    /* K splits, then the gathered operand's geometry (GATHER_ARGS), where it has one */
+    const oclml__arg more[] = {OCLML_ARG(ks),       OCLML_ARG(kchunk),   OCLML_ARG(geom[0]),
+                               OCLML_ARG(geom[1]),  OCLML_ARG(geom[2]),  OCLML_ARG(geom[3]),
+                               OCLML_ARG(geom[4]),  OCLML_ARG(geom[5]),  OCLML_ARG(geom[6]),
+                               OCLML_ARG(geom[7]),  OCLML_ARG(geom[8]),  OCLML_ARG(geom[9]),
+                               OCLML_ARG(geom[10]), OCLML_ARG(geom[11]), OCLML_ARG(geom[12]),
+                               OCLML_ARG(segs[0]),  OCLML_ARG(segs[1])};
+    const unsigned n_more = d->gather_b ? 17 : 2;
+    for (unsigned i = 0; i < n_more; i++) args[n++] = more[i];
     size_t local[3] = {p->threads, 1, 1};
     size_t global[3] = {ceil_div(d->n, p->bn) * p->threads, ceil_div(d->m, p->bm),
                         d->batch * p->splits};
@@ -583,7 +613,6 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
         global[0] = blocks * p->threads;
         global[1] = 1;
     }
-    unsigned n = d->gather_b ? 40 : 25;
     if (banded(d)) args[n++] = OCLML_ARG(band); /* BAND_ARG, after the others */
     oclml__gemm_drop_values dv;
     if (!split) n = oclml__gemm_drop_args(d, &dv, args, n); /* DROP_ARGS, last */

@@ -86,21 +86,22 @@ START_TEST(size_1000_all_transposes) {
 }
 END_TEST
 
-START_TEST(batched) {
-    use_path(_i);
-    size_t batch = 3, m = 17, n = 9, k = 31;
-    size_t ash[3] = {batch, m, k}, bsh[2] = {n, k}, csh[3] = {batch, m, n};
+/* C[i] = alpha A[i] op(B) + beta C[i] over `batch` entries of A and C, one B shared by all
+ * (oclml_gemm_batched), against the reference. */
+static void batched_case(int tb, size_t batch, size_t m, size_t n, size_t k, float alpha,
+                         float beta) {
+    size_t ash[3] = {batch, m, k}, bsh[2] = {tb ? n : k, tb ? k : n}, csh[3] = {batch, m, n};
     float *a = test_floats(batch * m * k), *b = test_floats(n * k), *c = test_floats(batch * m * n);
     test_random(a, batch * m * k, -1, 1);
     test_random(b, n * k, -1, 1);
     test_random(c, batch * m * n, -1, 1);
     oclml_tensor *A = test_tensor_from(3, ash, a), *B = test_tensor_from(2, bsh, b);
     oclml_tensor *C = test_tensor_from(3, csh, c);
-    /* B is shared by every batch entry and transposed: C[i] = 1.25 A[i] B^T - 0.5 C[i]. */
-    ASSERT_OK(oclml_gemm_batched(T, OCLML_NO_TRANS, OCLML_TRANS, 1.25f, A, B, -0.5f, C));
+    ASSERT_OK(oclml_gemm_batched(T, OCLML_NO_TRANS, tb ? OCLML_TRANS : OCLML_NO_TRANS, alpha, A, B,
+                                 beta, C));
     double *ref = test_doubles(batch * m * n);
     for (size_t i = 0; i < batch; i++)
-        ref_gemm(0, 1, m, n, k, 1.25, a + i * m * k, b, -0.5, c + i * m * n, ref + i * m * n);
+        ref_gemm(0, tb, m, n, k, alpha, a + i * m * k, b, beta, c + i * m * n, ref + i * m * n);
     float *out = test_floats(batch * m * n);
     test_read(C, out, batch * m * n);
     test_assert_close("batched gemm", out, ref, batch * m * n, TOL_GEMM);
@@ -112,6 +113,12 @@ START_TEST(batched) {
     free(c);
     free(out);
     free(ref);
+}
+
+/* B shared by every batch entry and transposed: C[i] = 1.25 A[i] B^T - 0.5 C[i]. */
+START_TEST(batched) {
+    use_path(_i);
+    batched_case(1, 3, 17, 9, 31, 1.25f, -0.5f);
 }
 END_TEST
 
@@ -191,33 +198,11 @@ START_TEST(gemv_few_rows) {
         ck_assert_msg(strstr(plan, "3 K splits"), "planned '%s'", plan);
         test_gemm_case(0, tb, 2, 45, 333, 1.5f, 0.5f);
     }
-    /* A batch of single rows against one B (oclml_gemm_batched), and 5 rows past the kernel. */
-    size_t batch = 3, n = 70, k = 45;
-    size_t ash[3] = {batch, 1, k}, bsh[2] = {k, n}, csh[3] = {batch, 1, n};
-    float *a = test_floats(batch * k), *b = test_floats(k * n), *c = test_floats(batch * n);
-    test_random(a, batch * k, -1, 1);
-    test_random(b, k * n, -1, 1);
-    test_random(c, batch * n, -1, 1);
-    oclml_tensor *A = test_tensor_from(3, ash, a), *B = test_tensor_from(2, bsh, b),
-                 *C = test_tensor_from(3, csh, c);
-    ASSERT_OK(oclml_gemm_batched(T, OCLML_NO_TRANS, OCLML_NO_TRANS, 1.0f, A, B, 0.25f, C));
-    double *ref = test_doubles(batch * n);
-    for (size_t i = 0; i < batch; i++)
-        ref_gemm(0, 0, 1, n, k, 1.0, a + i * k, b, 0.25, c + i * n, ref + i * n);
-    float *out = test_floats(batch * n);
-    test_read(C, out, batch * n);
-    test_assert_close("batched gemv", out, ref, batch * n, TOL_GEMM);
+    /* A batch of single rows against one B, and 5 rows past the kernel. */
+    batched_case(0, 3, 1, 70, 45, 1.0f, 0.25f);
     char plan[160];
-    ASSERT_OK(oclml_gemm_plan(T, OCLML_NO_TRANS, OCLML_NO_TRANS, 5, n, k, 1, plan, sizeof plan));
+    ASSERT_OK(oclml_gemm_plan(T, OCLML_NO_TRANS, OCLML_NO_TRANS, 5, 70, 45, 1, plan, sizeof plan));
     ck_assert_msg(!strstr(plan, "GEMV"), "5 rows planned '%s'", plan);
-    oclml_tensor_destroy(A);
-    oclml_tensor_destroy(B);
-    oclml_tensor_destroy(C);
-    free(a);
-    free(b);
-    free(c);
-    free(out);
-    free(ref);
 }
 END_TEST
 

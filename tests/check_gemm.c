@@ -173,7 +173,7 @@ static const struct {
     {1, 0, 2, 33, 17, 1.0f, 0.0f},    {1, 1, 4, 65, 129, 1.0f, 0.5f},
     {0, 1, 2, 1000, 4, 1.0f, 0.0f},   {0, 0, 3, 100, 1000, 1.0f, 0.0f},
 };
-#define N_GEMV_QUICK 5
+#define N_GEMV_QUICK 6 /* through the one-work-item group (1 x 1 x 1, transposed) */
 
 START_TEST(gemv_few_rows) {
     test_retune("gemm.gemv=1");

@@ -90,7 +90,8 @@ oclml_gemv(__global const float *A0, ulong a_off, uint lda, ulong a_stride,
            ulong c_off, uint ldc, ulong c_stride, uint M, uint N, uint K, float alpha, float beta,
            __global const float *bias, ulong bias_off, __global float *pre0, ulong pre_off,
            uint ldp, ulong pre_stride, uint batch, uint splits, uint kchunk DROP_ARGS) {
-    __local float red[NTHREADS / 2 * ROWS * 4];
+    /* Half the work-items' sums at a time (sum_slices); one set where there is one slice. */
+    __local float red[(NTHREADS > 1 ? NTHREADS / 2 : 1) * ROWS * 4];
     const uint lid = get_local_id(0);
 #if HAS_BIAS
     bias += bias_off;

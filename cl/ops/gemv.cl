@@ -69,6 +69,11 @@ OCLML_INLINE float4 row_quad(__global const float *A, uint lda, uint r, uint k) 
 #endif
 }
 
+/* acc + a . b, summed x, y, z, w in turn. */
+OCLML_INLINE float dot4_add(float4 a, float4 b, float acc) {
+    return fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, acc))));
+}
+
 /* The work-items' partial sums, summed over the K_SLICES work-items that share each column
  * (slice s holds red[s * STRIDE + x]) by halves: slice s adds slice s + span while s < span.
  * Every work-item calls it. */
@@ -124,24 +129,14 @@ oclml_gemv(__global const float *A0, ulong a_off, uint lda, ulong a_stride,
                 for (uint r = 0; r < ROWS; r++) {
                     const float4 a0 = row_quad(A, lda, r, k),
                                  a1 = row_quad(A, lda, r, k + 4 * K_SLICES);
-                    acc[r] = fma(a0.x, b0.x, acc[r]);
-                    acc[r] = fma(a0.y, b0.y, acc[r]);
-                    acc[r] = fma(a0.z, b0.z, acc[r]);
-                    acc[r] = fma(a0.w, b0.w, acc[r]);
-                    acc[r] = fma(a1.x, b1.x, acc[r]);
-                    acc[r] = fma(a1.y, b1.y, acc[r]);
-                    acc[r] = fma(a1.z, b1.z, acc[r]);
-                    acc[r] = fma(a1.w, b1.w, acc[r]);
+                    acc[r] = dot4_add(a1, b1, dot4_add(a0, b0, acc[r]));
                 }
             }
             for (; k + 3 < kend; k += 4 * K_SLICES) {
                 const float4 b0 = *(__global const float4 *)(bc + k);
                 for (uint r = 0; r < ROWS; r++) {
                     const float4 a0 = row_quad(A, lda, r, k);
-                    acc[r] = fma(a0.x, b0.x, acc[r]);
-                    acc[r] = fma(a0.y, b0.y, acc[r]);
-                    acc[r] = fma(a0.z, b0.z, acc[r]);
-                    acc[r] = fma(a0.w, b0.w, acc[r]);
+                    acc[r] = dot4_add(a0, b0, acc[r]);
                 }
             }
 #endif

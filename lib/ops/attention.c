@@ -247,8 +247,6 @@ static oclml_status launch_rows(const att_call *c, cl_kernel k, const oclml__arg
     return oclml__launch(c->ctx, k, a, n, 1, &global, &local, NULL);
 }
 
-static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-
 static oclml_status forward(const att_call *c, const oclml_tensor *q, const oclml_tensor *k,
                             const oclml_tensor *v, oclml_tensor *o, oclml_tensor *lse) {
     oclml__att_forward_plan plan;
@@ -258,13 +256,13 @@ static oclml_status forward(const att_call *c, const oclml_tensor *q, const oclm
     if (st) return st;
     const oclml__att_tile t = plan.main.tile;
     const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk;
-    const size_t splits = plan.splits, key_blocks = ceil_div(c->s.LK, bk);
+    const size_t splits = plan.splits, key_blocks = oclml__ceil_div(c->s.LK, bk);
     if (splits > 1 && (st = kernel_of(c, &plan.merge, &km))) return st;
     cl_ulong rows_all = (cl_ulong)(c->s.B * c->s.H * c->s.LQ), q_off = oclml__elem_offset(q),
              k_off = oclml__elem_offset(k), v_off = oclml__elem_offset(v),
              o_off = oclml__elem_offset(o), lse_off = lse ? oclml__elem_offset(lse) : 0;
     cl_uint has_lse = lse != NULL, n_split = (cl_uint)splits,
-            per_split = (cl_uint)ceil_div(key_blocks, splits);
+            per_split = (cl_uint)oclml__ceil_div(key_blocks, splits);
     cl_mem lse_mem = lse ? lse->mem : NULL, part = NULL;
     if (splits > 1 &&
         (st = oclml__scratch_get(c->ctx, splits * rows_all * (c->s.D + 1) * sizeof(float), &part)))
@@ -279,8 +277,8 @@ static oclml_status forward(const att_call *c, const oclml_tensor *q, const oclm
     a[n++] = OCLML_ARG(c->keylen_off), a[n++] = OCLML_ARG(part), a[n++] = OCLML_ARG(rows_all),
     a[n++] = OCLML_ARG(n_split), a[n++] = OCLML_ARG(per_split);
     n = geom_args(c, a, n);
-    st = launch_tiled(c, kf, t, a, n, ceil_div(c->s.H / c->s.HKV * c->s.LQ, bq), c->s.B * c->s.HKV,
-                      splits);
+    st = launch_tiled(c, kf, t, a, n, oclml__ceil_div(c->s.H / c->s.HKV * c->s.LQ, bq),
+                      c->s.B * c->s.HKV, splits);
     if (!st && splits > 1) {
         const oclml__arg m[] = {OCLML_ARG(part),    OCLML_ARG(rows_all), OCLML_ARG(n_split),
                                 OCLML_ARG(o->mem),  OCLML_ARG(o_off),    OCLML_ARG(lse_mem),
@@ -524,7 +522,7 @@ static oclml_status dkdv(const att_call *c, const bwd_args *b, const oclml__att_
         size_t rows = 0;
         if (heads && c->wr >= 0) dq_from_ds(c, b, ds, c0, c1, dq, &rows);
         band_rows = (cl_uint)rows;
-        st = launch_tiled(c, kern, t, a, n, ceil_div(c->s.LK, keys), c1 - c0, 1);
+        st = launch_tiled(c, kern, t, a, n, oclml__ceil_div(c->s.LK, keys), c1 - c0, 1);
         if (!st && heads) st = dq_from_ds(c, b, ds, c0, c1, dq, NULL);
     }
     if (ds) oclml__scratch_put(c->ctx, ds);
@@ -563,7 +561,7 @@ static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_t
         a[n++] = OCLML_ARG(dq->mem), a[n++] = OCLML_ARG(dq_off);
         n = geom_args(c, a, n);
         if ((st = launch_tiled(c, kern, t, a, n,
-                               ceil_div(c->s.H / c->s.HKV * c->s.LQ, (size_t)t.ty * t.rq),
+                               oclml__ceil_div(c->s.H / c->s.HKV * c->s.LQ, (size_t)t.ty * t.rq),
                                c->s.B * c->s.HKV, 1)))
             return st;
     }
@@ -576,8 +574,8 @@ static oclml_status backward(const att_call *c, const bwd_args *b, const oclml_t
         a[n++] = OCLML_ARG(dmask->mem), a[n++] = OCLML_ARG(dm_off), a[n++] = OCLML_ARG(mb),
         a[n++] = OCLML_ARG(mh);
         n = geom_args(c, a, n);
-        st = launch_tiled(c, kern, t, a, n, ceil_div(c->s.LK, (size_t)t.tx * t.rk),
-                          ceil_div(c->s.LQ, (size_t)t.ty * t.rq), c->s.mask_b * c->s.mask_h);
+        st = launch_tiled(c, kern, t, a, n, oclml__ceil_div(c->s.LK, (size_t)t.tx * t.rk),
+                          oclml__ceil_div(c->s.LQ, (size_t)t.ty * t.rq), c->s.mask_b * c->s.mask_h);
     }
     return st;
 }

@@ -99,8 +99,6 @@ static void program_of(const lp_bwd_plan *p, oclml_dtype ab, oclml_dtype o,
         "oclml_attention_lp_delta oclml_attention_lp_dkdv oclml_attention_lp_dq", 255};
 }
 
-static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-
 /* The launches: delta, then dK/dV (where either is wanted: the other into spare), then dQ. */
 static oclml_status launch_all(oclml_ctx *ctx, const oclml__att_geometry *g,
                                const lp_bwd_program *prog, const oclml_tensor *q,
@@ -125,7 +123,8 @@ static oclml_status launch_all(oclml_ctx *ctx, const oclml__att_geometry *g,
     const oclml__arg ad[] = {OCLML_ARG(o->mem),   OCLML_ARG(o_off), OCLML_ARG(dout->mem),
                              OCLML_ARG(dout_off), OCLML_ARG(delta), OCLML_ARG(rows_all),
                              OCLML_ARG(H),        OCLML_ARG(LQ)};
-    const size_t dglobal = ceil_div(rows_all, DELTA_ITEMS) * DELTA_ITEMS, dlocal = DELTA_ITEMS;
+    const size_t dglobal = oclml__ceil_div(rows_all, DELTA_ITEMS) * DELTA_ITEMS,
+                 dlocal = DELTA_ITEMS;
     st = oclml__launch(ctx, kd, ad, sizeof ad / sizeof ad[0], 1, &dglobal, &dlocal, NULL);
     if (st) return st;
 
@@ -148,7 +147,7 @@ static oclml_status launch_all(oclml_ctx *ctx, const oclml__att_geometry *g,
         a[n++] = OCLML_ARG(dk_mem), a[n++] = OCLML_ARG(dk_off), a[n++] = OCLML_ARG(dv_mem),
         a[n++] = OCLML_ARG(dv_off);
         for (unsigned i = 0; i < sizeof geom / sizeof geom[0]; i++) a[n++] = geom[i];
-        const size_t global[2] = {ceil_div(s->LK, ROWS) * THREADS, s->B * s->HKV};
+        const size_t global[2] = {oclml__ceil_div(s->LK, ROWS) * THREADS, s->B * s->HKV};
         if ((st = oclml__launch(ctx, kkv, a, n, 2, global, local, NULL))) return st;
     }
     if (dq) {
@@ -156,7 +155,8 @@ static oclml_status launch_all(oclml_ctx *ctx, const oclml__att_geometry *g,
         cl_ulong dq_off = oclml__elem_offset(dq);
         a[n++] = OCLML_ARG(dq->mem), a[n++] = OCLML_ARG(dq_off);
         for (unsigned i = 0; i < sizeof geom / sizeof geom[0]; i++) a[n++] = geom[i];
-        const size_t global[2] = {ceil_div(s->H / s->HKV * s->LQ, ROWS) * THREADS, s->B * s->HKV};
+        const size_t global[2] = {oclml__ceil_div(s->H / s->HKV * s->LQ, ROWS) * THREADS,
+                                  s->B * s->HKV};
         st = oclml__launch(ctx, kq, a, n, 2, global, local, NULL);
     }
     return st;

@@ -306,20 +306,18 @@ static unsigned col_batch(oclml_ctx *ctx, oclml__att_kernel kind, size_t D) {
     return kind == ATT_DQ_MMA ? (D <= 64 ? 8 : 4) : 2;
 }
 
-static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-
 /* Key splits of the forward: the tuning key attention.splits, else where the row blocks leave
  * compute units idle (decoding: a few rows against long keys), enough splits to give every
  * compute unit four work-groups, each at least two key blocks. */
 static size_t plan_splits(oclml_ctx *ctx, const oclml__att_shape *s, oclml__att_tile t) {
     const size_t bq = (size_t)t.ty * t.rq, bk = (size_t)t.tx * t.rk;
-    const size_t groups = ceil_div(s->H / s->HKV * s->LQ, bq) * s->B * s->HKV,
-                 key_blocks = ceil_div(s->LK, bk);
+    const size_t groups = oclml__ceil_div(s->H / s->HKV * s->LQ, bq) * s->B * s->HKV,
+                 key_blocks = oclml__ceil_div(s->LK, bk);
     long forced = oclml__tune(ctx, OCLML__TUNE_ATTENTION_SPLITS, 0);
     size_t splits = forced > 0 ? (size_t)forced : 1;
     if (forced <= 0 && ctx->caps.is_gpu) {
         const size_t want = 4 * (size_t)ctx->caps.compute_units;
-        if (groups < want) splits = ceil_div(want, groups);
+        if (groups < want) splits = oclml__ceil_div(want, groups);
         if (splits > key_blocks / 2) splits = key_blocks / 2 ? key_blocks / 2 : 1;
     }
     if (splits > key_blocks) splits = key_blocks;

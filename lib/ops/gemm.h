@@ -76,6 +76,12 @@ static inline oclml__gemm_desc oclml__gemm_desc_dense(size_t m, size_t n, size_t
     return d;
 }
 
+/* Whether d's A is lower-banded with columns to skip (A_BANDED in cl/ops/gemm.cl): a band that
+ * leaves some row columns out. */
+static inline bool oclml__gemm_banded(const oclml__gemm_desc *d) {
+    return d->a_lower && d->a_band < (long)d->k - 1;
+}
+
 /* Whether a product with a gathered B would run on tensor cores here (where implicit im2col
  * beats unfolding; elsewhere the FMA tiles run it, slower than CLBlast on an unfolded copy). */
 bool oclml__gemm_gather_fast(oclml_ctx *ctx);
@@ -95,6 +101,13 @@ oclml_status oclml__gemm(oclml_ctx *ctx, const oclml__gemm_desc *d);
 oclml_status oclml__gemm_finish(oclml_ctx *ctx, const oclml__gemm_desc *d, const oclml__matrix *w,
                                 size_t w_split, unsigned splits, float alpha, float beta);
 
+/* d as K splits: partials(ctx, d, plan, w) writes split s of batch entry e into the workspace w
+ * at (e splits + s) m n (w's stride between splits, m n; its ld, n), then oclml__gemm_finish sums
+ * them with alpha, beta and the epilogue. */
+typedef oclml_status (*oclml__gemm_partials_fn)(oclml_ctx *ctx, const oclml__gemm_desc *d,
+                                                const void *plan, const oclml__matrix *w);
+oclml_status oclml__gemm_in_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, unsigned splits,
+                                   oclml__gemm_partials_fn partials, const void *plan);
 /* Prewarm: adds the summing kernel of d's split partials to the list. */
 void oclml__gemm_finish_warm(const char *op, const oclml__gemm_desc *d,
                              struct oclml__warm_list *list);

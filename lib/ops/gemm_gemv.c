@@ -19,8 +19,6 @@ typedef struct gemv_plan {
     bool vec_a, vec_b;
 } gemv_plan;
 
-static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-
 /* float4 reads of an operand: its rows aligned, as cl/ops/gemv.cl casts them. */
 static bool vec_ok(const oclml__matrix *x) {
     return x->ld % 4 == 0 && x->offset % 4 == 0 && x->stride % 4 == 0;
@@ -39,8 +37,8 @@ static bool fits_32_bits(const oclml__gemm_desc *d) {
 bool oclml__gemv_takes(oclml_ctx *ctx, const oclml__gemm_desc *d) {
     const long mode = oclml__tune(ctx, OCLML__TUNE_GEMM_GEMV, 0);
     if (mode == 0 || oclml__tune(ctx, OCLML__TUNE_GEMM_OWN, 0) == 0 || d->m < 1 ||
-        d->m > GEMV_MAX_ROWS || d->n == 0 || d->gather_b ||
-        (d->a_lower && d->a_band < (long)d->k - 1) || oclml__gemm_is_lp(d) || !fits_32_bits(d))
+        d->m > GEMV_MAX_ROWS || d->n == 0 || d->gather_b || oclml__gemm_banded(d) ||
+        oclml__gemm_is_lp(d) || !fits_32_bits(d))
         return false;
     const bool tensor_cores =
         oclml__tune(ctx, OCLML__TUNE_GEMM_MMA, 0) != 0 && ctx->caps.is_gpu && oclml__caps_mma(ctx);
@@ -62,7 +60,7 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemv_plan *p) {
     const long cq = oclml__tune(ctx, OCLML__TUNE_GEMM_GEMV_TILE, 0),
                ks = oclml__tune(ctx, OCLML__TUNE_GEMM_GEMV_TILE, 1),
                sp = oclml__tune(ctx, OCLML__TUNE_GEMM_GEMV_TILE, 2);
-    const size_t cols = d->trans_b ? d->n : ceil_div(d->n, 4),
+    const size_t cols = d->trans_b ? d->n : oclml__ceil_div(d->n, 4),
                  want = 2 * (size_t)ctx->caps.compute_units;
     const bool long_k = d->k >= GEMV_LONG_K;
     if (d->trans_b) {
@@ -70,7 +68,7 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemv_plan *p) {
         p->col_quads = p->threads / p->k_slices;
     } else {
         p->col_quads = p->threads < 8 ? p->threads : 8;
-        while (!long_k && p->col_quads > 2 && ceil_div(cols, p->col_quads) * d->batch < want)
+        while (!long_k && p->col_quads > 2 && oclml__ceil_div(cols, p->col_quads) * d->batch < want)
             p->col_quads /= 2;
         p->k_slices = p->threads / p->col_quads;
     }
@@ -85,15 +83,16 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemv_plan *p) {
     while (p->k_slices > 1 && (p->k_slices / 2) * step >= d->k) p->k_slices /= 2;
     p->threads = p->col_quads * p->k_slices;
 
-    const size_t groups = ceil_div(cols, p->col_quads) * d->batch,
+    const size_t groups = oclml__ceil_div(cols, p->col_quads) * d->batch,
                  most = d->k / ((size_t)p->k_slices * (d->trans_b ? 32 : 8));
-    size_t splits = !long_k || groups >= ctx->caps.compute_units ? 1 : ceil_div(want, groups);
+    size_t splits =
+        !long_k || groups >= ctx->caps.compute_units ? 1 : oclml__ceil_div(want, groups);
     if (splits > most) splits = most;
     if (splits > 64) splits = 64;
     if (sp > 0) splits = (size_t)sp;
     if (splits < 1 || d->batch * splits > GRID_Y_MAX) splits = 1;
-    p->kchunk = ceil_div(ceil_div(d->k, splits), 4) * 4;
-    p->splits = (unsigned)ceil_div(d->k, p->kchunk);
+    p->kchunk = oclml__ceil_div(oclml__ceil_div(d->k, splits), 4) * 4;
+    p->splits = (unsigned)oclml__ceil_div(d->k, p->kchunk);
     p->vec_b = vec_ok(&d->b);
     p->vec_a = d->trans_b && !d->trans_a && vec_ok(&d->a);
 }
@@ -131,28 +130,23 @@ static oclml_status launch(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemv
     args[n++] = OCLML_ARG(kchunk);
     oclml__gemm_drop_values dv;
     if (!split) n = oclml__gemm_drop_args(d, &dv, args, n);
-    const size_t cols = d->trans_b ? d->n : ceil_div(d->n, 4), parts = d->batch * p->splits;
-    size_t local[2] = {p->threads, 1}, global[2] = {ceil_div(cols, p->col_quads) * p->threads,
-                                                    parts < GRID_Y_MAX ? parts : GRID_Y_MAX};
+    const size_t cols = d->trans_b ? d->n : oclml__ceil_div(d->n, 4), parts = d->batch * p->splits;
+    size_t local[2] = {p->threads, 1},
+           global[2] = {oclml__ceil_div(cols, p->col_quads) * p->threads,
+                        parts < GRID_Y_MAX ? parts : GRID_Y_MAX};
     return oclml__launch(ctx, k, args, n, 2, global, local, NULL);
+}
+
+static oclml_status gemv_partials(oclml_ctx *ctx, const oclml__gemm_desc *d, const void *plan,
+                                  const oclml__matrix *w) {
+    return launch(ctx, d, plan, w);
 }
 
 oclml_status oclml__gemv(oclml_ctx *ctx, const oclml__gemm_desc *d) {
     gemv_plan p;
     make_plan(ctx, d, &p);
     if (p.splits == 1) return launch(ctx, d, &p, &d->c);
-    /* Split partials in a workspace (slice s of entry e at (e splits + s) m n), then their sum
-     * with alpha, beta and the epilogue. */
-    const size_t slice = d->m * d->n;
-    cl_mem ws;
-    oclml_status st = oclml__scratch_get(ctx, slice * p.splits * d->batch * sizeof(float), &ws);
-    if (st) return st;
-    oclml__matrix w = {ws, 0, d->n, slice};
-    st = launch(ctx, d, &p, &w);
-    w.stride = slice * p.splits;
-    if (!st) st = oclml__gemm_finish(ctx, d, &w, slice, p.splits, d->alpha, d->beta);
-    oclml__scratch_put(ctx, ws);
-    return st;
+    return oclml__gemm_in_splits(ctx, d, p.splits, gemv_partials, &p);
 }
 
 void oclml__gemv_describe(oclml_ctx *ctx, const oclml__gemm_desc *d, char *text, size_t len) {

@@ -22,8 +22,6 @@ typedef struct lp_plan {
     bool pad_a, pad_b; /* the operand copied first with rows padded to a multiple of 8 */
 } lp_plan;
 
-static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-
 /* An operand as it lies in memory: rows of cols contiguous elements (op(A) [m x k] is stored
  * [k x m] when transposed, op(B) [k x n] stored [n x k]). */
 typedef struct stored_shape {
@@ -62,7 +60,7 @@ static void default_tile(oclml_ctx *ctx, const oclml__gemm_desc *d, bool hw, lp_
     *p = (lp_plan){OCLML__MMA16_NONE, 128, 128, 2, 4, 3, 32, 0, 1, 0, false, false};
     if (!hw || ctx->caps.max_work_group_size < 256) return;
     const size_t local = oclml__caps_static_local(ctx),
-                 wide_blocks = ceil_div(d->m, 128) * ceil_div(d->n, 256) * d->batch;
+                 wide_blocks = oclml__ceil_div(d->m, 128) * oclml__ceil_div(d->n, 256) * d->batch;
     if (wide_blocks >= 3 * (size_t)ctx->caps.compute_units && local >= 72 * 1024)
         *p = (lp_plan){OCLML__MMA16_NONE, 128, 256, 2, 4, 3, 32, 1, 1, 0, false, false};
     else if (local >= 96 * 1024)
@@ -89,20 +87,20 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, lp_plan *p)
                           (!d->pre.mem || d->pre_dtype == OCLML_FLOAT32);
     const long forced = oclml__tune(ctx, OCLML__TUNE_GEMM_LP_SPLITS, 0);
     if (!fp32_out || forced == 1 || !d->k) return;
-    const size_t blocks = ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) * d->batch,
+    const size_t blocks = oclml__ceil_div(d->m, p->bm) * oclml__ceil_div(d->n, p->bn) * d->batch,
                  slots = 2 * (size_t)ctx->caps.compute_units;
     size_t want = forced                                  ? (size_t)forced
                   : 2 * blocks >= ctx->caps.compute_units ? 1
-                                                          : ceil_div(slots, blocks);
-    const size_t most = forced ? ceil_div(d->k, p->depth) : d->k / (8 * (size_t)p->depth);
+                                                          : oclml__ceil_div(slots, blocks);
+    const size_t most = forced ? oclml__ceil_div(d->k, p->depth) : d->k / (8 * (size_t)p->depth);
     if (want > most) want = most;
     /* within the grid's 65535 work-groups along dimension 1 and the workspace an op may hold */
     while (want > 1 && (d->batch * want > 65535 ||
                         d->batch * want * d->m * d->n * sizeof(float) > ctx->caps.workspace_bytes))
         want--;
     if (want < 2) return;
-    p->kchunk = ceil_div(ceil_div(d->k, want), p->depth) * p->depth;
-    p->splits = (unsigned)ceil_div(d->k, p->kchunk);
+    p->kchunk = oclml__ceil_div(oclml__ceil_div(d->k, want), p->depth) * p->depth;
+    p->splits = (unsigned)oclml__ceil_div(d->k, p->kchunk);
 }
 
 /* The tuning key gemm.lp_mma: -1 auto (the tensor cores where the device has them), 0 the fp32
@@ -205,7 +203,7 @@ static oclml_status launch_kernel(oclml_ctx *ctx, const oclml__gemm_desc *d, con
     all[n + 2] = OCLML_ARG(c_split);
     const size_t threads = 32 * p->warps_m * p->warps_n;
     size_t local[2] = {threads, 1};
-    size_t global[2] = {ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) * threads,
+    size_t global[2] = {oclml__ceil_div(d->m, p->bm) * oclml__ceil_div(d->n, p->bn) * threads,
                         d->batch * p->splits};
     return oclml__launch(ctx, k, all, n + 3, 2, global, local, NULL);
 }

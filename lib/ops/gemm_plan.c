@@ -80,8 +80,6 @@ static bool fits_own_kernels(const oclml__gemm_desc *d) {
            d->batch <= GRID_YZ_MAX;
 }
 
-static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-
 static size_t local_bytes(const gemm_plan *p, bool trans_a, bool trans_b) {
     size_t xchg = p->emulate ? p->wm * p->wn * (16 * 8 + 8 * 8) : 0; /* MMA_XCHG_FLOATS */
     if (p->stages) /* unpadded, swizzled buffers */
@@ -106,7 +104,7 @@ static bool tile_valid(const gemm_plan *p) {
 static bool tile_fits(const oclml_ctx *ctx, const gemm_plan *p, const oclml__gemm_desc *d) {
     return tile_valid(p) && p->threads <= ctx->caps.max_work_group_size &&
            local_bytes(p, d->trans_a, d->trans_b) <= ctx->caps.local_mem_bytes &&
-           ceil_div(d->m, p->bm) <= GRID_YZ_MAX;
+           oclml__ceil_div(d->m, p->bm) <= GRID_YZ_MAX;
 }
 
 /* Tensor-core tiles, largest first: block rows, columns, K depth, warps along rows and columns;
@@ -140,14 +138,14 @@ static void set_mma_tile(gemm_plan *p, const unsigned t[7]) {
 /* Whether 64-column tiles would pad fewer of the product's columns than this tile (64 of them,
  * a convolution's 8x8 planes, one product an image: the 128-column tile computes half padding). */
 static bool pads_columns(const gemm_plan *p, const oclml__gemm_desc *d) {
-    return ceil_div(d->n, p->bn) * p->bn > ceil_div(d->n, 64) * 64;
+    return oclml__ceil_div(d->n, p->bn) * p->bn > oclml__ceil_div(d->n, 64) * 64;
 }
 
 /* The fewest K tiles a split of K takes (choose_splits). */
 #define SPLIT_MIN_TILES 8
 
 static size_t blocks_of(const gemm_plan *p, const oclml__gemm_desc *d) {
-    return ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) * d->batch;
+    return oclml__ceil_div(d->m, p->bm) * oclml__ceil_div(d->n, p->bn) * d->batch;
 }
 
 static void choose_stages(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p);
@@ -279,8 +277,8 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *
                d->k / (want * 2) >= SPLIT_MIN_TILES * (size_t)p->bk)
             want *= 2;
     if (want > GRID_YZ_MAX / d->batch) want = GRID_YZ_MAX / d->batch;
-    p->kchunk = ceil_div(ceil_div(d->k, want), p->bk) * p->bk;
-    p->splits = (unsigned)(d->k ? ceil_div(d->k, p->kchunk) : 1);
+    p->kchunk = oclml__ceil_div(oclml__ceil_div(d->k, want), p->bk) * p->bk;
+    p->splits = (unsigned)(d->k ? oclml__ceil_div(d->k, p->kchunk) : 1);
     if (p->splits == 0) p->splits = 1;
 }
 
@@ -302,21 +300,23 @@ static void choose_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *
 #define TAIL_ROUND_TILES 6.0
 #define TAIL_LAUNCH_TILES 8.0
 #define TAIL_MIN_GAIN 0.02
-static bool banded(const oclml__gemm_desc *d);
 static void choose_tail(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p) {
     p->tail_blocks = 0;
     /* A banded A's blocks run in reverse row order (gemm.cl): the swizzle's last blocks are not
      * the bottom rows' rectangle this takes. */
-    if (p->path != PATH_MMA || p->splits > 1 || d->batch > 1 || d->gather_b || banded(d)) return;
+    if (p->path != PATH_MMA || p->splits > 1 || d->batch > 1 || d->gather_b ||
+        oclml__gemm_banded(d))
+        return;
     const long warps = oclml__tune(ctx, OCLML__TUNE_GEMM_WAVE_WARPS, 0);
     if (warps <= 0) return;
     const size_t slots = (size_t)warps / (p->wm * p->wn) * ctx->caps.compute_units;
-    const size_t gx = ceil_div(d->n, p->bn), gy = ceil_div(d->m, p->bm), total = gx * gy;
+    const size_t gx = oclml__ceil_div(d->n, p->bn), gy = oclml__ceil_div(d->m, p->bm),
+                 total = gx * gy;
     if (!slots || total <= slots || total % slots == 0) return;
     const size_t first_row = (gy - 1) / SWIZZLE_ROWS * SWIZZLE_ROWS, rows = gy - first_row;
-    const size_t cols = ceil_div(total % slots, rows);
+    const size_t cols = oclml__ceil_div(total % slots, rows);
     if (cols > gx) return; /* the last wave reaches into the group before: no rectangle */
-    const size_t blocks = rows * cols, ktiles = ceil_div(d->k, p->bk);
+    const size_t blocks = rows * cols, ktiles = oclml__ceil_div(d->k, p->bk);
     /* The rounding up to whole columns may take every block (a single column of blocks, fewer
      * slots than its rows): nothing would be left for the main launch. */
     if (blocks >= total) return;
@@ -330,12 +330,12 @@ static void choose_tail(oclml_ctx *ctx, const oclml__gemm_desc *d, gemm_plan *p)
         return;
     }
     /* Waves the tail may take: what it saves against running with the rest. */
-    double best =
-        (double)ceil_div(total, slots) - (double)ceil_div(total - blocks, slots) - TAIL_MIN_GAIN;
+    double best = (double)oclml__ceil_div(total, slots) -
+                  (double)oclml__ceil_div(total - blocks, slots) - TAIL_MIN_GAIN;
     for (size_t s = 2; s <= ktiles / SPLIT_MIN_TILES && s <= 64; s++) {
         const double kt = (double)ktiles,
-                     rounds =
-                         (double)ceil_div(blocks * s, slots) * (kt / (double)s + TAIL_ROUND_TILES),
+                     rounds = (double)oclml__ceil_div(blocks * s, slots) *
+                              (kt / (double)s + TAIL_ROUND_TILES),
                      sum = 3.0 * (double)(blocks * s) / (double)slots + TAIL_LAUNCH_TILES;
         const double waves = (rounds + sum) / kt;
         if (waves < best) {
@@ -450,10 +450,6 @@ unsigned oclml__gemm_drop_args(const oclml__gemm_desc *d, oclml__gemm_drop_value
     return n;
 }
 
-/* Whether the own kernels take d's A as lower-banded (A_BANDED in cl/ops/gemm.cl): a band that
- * leaves some row columns to skip. */
-static bool banded(const oclml__gemm_desc *d) { return d->a_lower && d->a_band < (long)d->k - 1; }
-
 typedef struct gemm_program {
     char defines[320];
     oclml__program_spec spec;
@@ -468,7 +464,7 @@ static void program_of(const gemm_plan *p, const oclml__gemm_desc *d, bool split
                      "-DTRANS_A=%d -DTRANS_B=%d -DVEC_A=%d -DVEC_B=%d -DBK=%u %s -DGATHER_B=%d "
                      "-DA_BANDED=%d",
                      d->trans_a, d->trans_b, va, vb, p->bk, epi,
-                     d->gather_b ? (segmented ? 2 : 1) : 0, banded(d));
+                     d->gather_b ? (segmented ? 2 : 1) : 0, oclml__gemm_banded(d));
     if (p->path == PATH_MMA) {
         snprintf(g->defines + n, sizeof g->defines - (size_t)n,
                  " -DGEMM_MMA=%d -DBM=%u -DBN=%u -DWM=%u -DWN=%u -DGEMM_STAGES=%u -DGROUP_M=%u%s",
@@ -529,7 +525,7 @@ oclml_status oclml__gemm_finish(oclml_ctx *ctx, const oclml__gemm_desc *d, const
     size_t lx = ctx->caps.max_work_group_size >= 64 ? 64 : ctx->caps.max_work_group_size;
     /* Rows and batch entries beyond the grid's 65535 groups a dimension loop in the kernel. */
     size_t local[3] = {lx, 1, 1},
-           global[3] = {ceil_div(d->n, lx) * lx, d->m < GRID_YZ_MAX ? d->m : GRID_YZ_MAX,
+           global[3] = {oclml__ceil_div(d->n, lx) * lx, d->m < GRID_YZ_MAX ? d->m : GRID_YZ_MAX,
                         d->batch < GRID_YZ_MAX ? d->batch : GRID_YZ_MAX};
     return oclml__launch(ctx, k, args, n, 3, global, local, NULL);
 }
@@ -607,30 +603,40 @@ static oclml_status run_tiled(oclml_ctx *ctx, const oclml__gemm_desc *d, const g
     const unsigned n_more = d->gather_b ? 17 : 2;
     for (unsigned i = 0; i < n_more; i++) args[n++] = more[i];
     size_t local[3] = {p->threads, 1, 1};
-    size_t global[3] = {ceil_div(d->n, p->bn) * p->threads, ceil_div(d->m, p->bm),
+    size_t global[3] = {oclml__ceil_div(d->n, p->bn) * p->threads, oclml__ceil_div(d->m, p->bm),
                         d->batch * p->splits};
     if (blocks) {
         global[0] = blocks * p->threads;
         global[1] = 1;
     }
-    if (banded(d)) args[n++] = OCLML_ARG(band); /* BAND_ARG, after the others */
+    if (oclml__gemm_banded(d)) args[n++] = OCLML_ARG(band); /* BAND_ARG, after the others */
     oclml__gemm_drop_values dv;
     if (!split) n = oclml__gemm_drop_args(d, &dv, args, n); /* DROP_ARGS, last */
     return oclml__launch(ctx, k, args, n, 3, global, local, NULL);
 }
 
 /* The product as K splits into a workspace, then the sum with alpha, beta and the epilogue. */
-static oclml_status run_split(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p) {
-    size_t slice = d->m * d->n;
+oclml_status oclml__gemm_in_splits(oclml_ctx *ctx, const oclml__gemm_desc *d, unsigned splits,
+                                   oclml__gemm_partials_fn partials, const void *plan) {
+    const size_t slice = d->m * d->n;
     cl_mem ws;
-    oclml_status st = oclml__scratch_get(ctx, slice * p->splits * d->batch * sizeof(float), &ws);
+    oclml_status st = oclml__scratch_get(ctx, slice * splits * d->batch * sizeof(float), &ws);
     if (st) return st;
     oclml__matrix w = {ws, 0, d->n, slice};
-    st = run_tiled(ctx, d, p, &w, true, 0);
-    w.stride = slice * p->splits;
-    if (!st) st = oclml__gemm_finish(ctx, d, &w, slice, p->splits, d->alpha, d->beta);
+    st = partials(ctx, d, plan, &w);
+    w.stride = slice * splits;
+    if (!st) st = oclml__gemm_finish(ctx, d, &w, slice, splits, d->alpha, d->beta);
     oclml__scratch_put(ctx, ws);
     return st;
+}
+
+static oclml_status tiled_partials(oclml_ctx *ctx, const oclml__gemm_desc *d, const void *plan,
+                                   const oclml__matrix *w) {
+    return run_tiled(ctx, d, plan, w, true, 0);
+}
+
+static oclml_status run_split(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p) {
+    return oclml__gemm_in_splits(ctx, d, p->splits, tiled_partials, p);
 }
 
 /* The part of d from row r0 and column c0 on (a batch of one). */
@@ -652,15 +658,16 @@ static oclml__gemm_desc sub_product(const oclml__gemm_desc *d, size_t r0, size_t
 static gemm_plan tail_plan(const gemm_plan *p, const oclml__gemm_desc *tail) {
     gemm_plan t = *p;
     t.tail_blocks = 0;
-    t.kchunk = ceil_div(ceil_div(tail->k, p->tail_splits), p->bk) * p->bk;
-    t.splits = (unsigned)ceil_div(tail->k, t.kchunk);
+    t.kchunk = oclml__ceil_div(oclml__ceil_div(tail->k, p->tail_splits), p->bk) * p->bk;
+    t.splits = (unsigned)oclml__ceil_div(tail->k, t.kchunk);
     return t;
 }
 
 static oclml_status run_own(oclml_ctx *ctx, const oclml__gemm_desc *d, const gemm_plan *p) {
     if (p->splits > 1) return run_split(ctx, d, p);
     if (!p->tail_blocks) return run_tiled(ctx, d, p, &d->c, false, 0);
-    const size_t blocks = ceil_div(d->m, p->bm) * ceil_div(d->n, p->bn) - p->tail_blocks;
+    const size_t blocks =
+        oclml__ceil_div(d->m, p->bm) * oclml__ceil_div(d->n, p->bn) - p->tail_blocks;
     oclml_status st = run_tiled(ctx, d, p, &d->c, false, blocks);
     if (st) return st;
     const oclml__gemm_desc tail = sub_product(d, p->tail_r0, p->tail_c0);
@@ -675,7 +682,7 @@ static bool clblast_refused_device(cl_int cb) {
 }
 
 size_t oclml__gemm_band_rows(oclml_ctx *ctx, const oclml__gemm_desc *d) {
-    if (!banded(d)) return 0;
+    if (!oclml__gemm_banded(d)) return 0;
     gemm_plan p;
     make_plan(ctx, d, &p);
     return p.path == PATH_CLBLAST ? 0 : p.bm;

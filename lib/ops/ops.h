@@ -18,6 +18,8 @@ static inline size_t oclml__pow2_ceil(size_t v) {
     while (p < v) p *= 2;
     return p;
 }
+/* a / b rounded up: groups, tiles and chunks covering an extent. */
+static inline size_t oclml__ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 /* Programs to build up front, collected from the ops' warm planners. */
 typedef struct oclml__warm_item {

@@ -8,8 +8,9 @@
  * hidden behind it). Then the library's allreduce path alone at 1 MB to 1 GB: bus bandwidth as
  * NCCL counts it (2 (N - 1) / N bytes per rank over the time).
  *   usage: mpirun -np N oclml-bench-dp [--quick] [--only cnn,gpt2,gpt2fp32,allreduce]
- *          [--steps S] [--wire bf16] [--messages] [--bucket-mb M] [--json FILE]
- * (--messages: the exchange by messages even where the ranks share a node.)
+ *          [--steps S] [--wire bf16] [--messages] [--host-sums] [--bucket-mb M] [--json FILE]
+ * (--messages: the exchange by messages even where the ranks share a node; --host-sums: the
+ * owners' sums on the host's cores rather than their devices.)
  * JSON lines as BENCH.md, op "train_step_dp" (gpus, median_ms, weak_scaling, exposed_ms,
  * exchange_ms, buckets) and op "allreduce" (busbw_gbps), written by rank 0. */
 #include <math.h>
@@ -24,7 +25,7 @@
 #include "train_models.h"
 
 typedef struct options {
-    int quick, steps, shared;
+    int quick, steps, shared, host_sums;
     const char *only;
     oclml_dtype wire;
     size_t bucket_bytes;
@@ -88,16 +89,21 @@ static int time_steps(oclml_ctx *ctx, const model *md, int steps, double *median
     return 0;
 }
 
+/* The exchange's path as the allreduce rows name it. */
+static const char *path_name(const options *o) {
+    return !o->shared ? "messages" : o->host_sums ? "shared host-sums" : "shared";
+}
+
 static void report_buckets(oclml_dp *dp) {
     oclml_dp_step_info info;
     oclml_dp_step_info_get(dp, &info);
-    printf("    last step: %zu buckets, %.1f MB a rank sent (%s), exchanges %.2f ms in all, %.2f "
-           "ms after the backward's end\n",
+    printf("    last step: %zu buckets, %.1f MB a rank sent (%s, sums on the %s), exchanges %.2f ms "
+           "in all, %.2f ms after the backward's end\n",
            info.buckets, info.wire_bytes / 1e6,
            info.shared_memory == 2 ? "shared memory, no host copy"
            : info.shared_memory    ? "shared memory"
                                    : "messages",
-           info.exchange_ms, info.exposed_ms);
+           info.sum_on_device ? "device" : "host", info.exchange_ms, info.exposed_ms);
     printf("    bucket  tensors       MB   ready  copied  reduced  returned (ms from the "
            "backward's end)\n");
     for (size_t b = 0; b < info.buckets; b++) {
@@ -117,6 +123,7 @@ static int run_model(oclml_ctx *ctx, const options *o, model *md, train_parallel
     c.order = md->order;
     c.wire_dtype = o->wire;
     c.shared_memory = o->shared;
+    c.sum_on_device = !o->host_sums;
     if (o->bucket_bytes) c.bucket_bytes = o->bucket_bytes;
     oclml_dp *dp;
     oclml_status st = oclml_dp_create(ctx, md->arena, &c, &dp);
@@ -212,6 +219,7 @@ static int bench_allreduce(oclml_ctx *ctx, const options *o) {
         c.wire_dtype = o->wire;
         c.bucket_bytes = o->bucket_bytes ? o->bucket_bytes : n * 4;
         c.shared_memory = o->shared;
+        c.sum_on_device = !o->host_sums;
         if (oclml_arena_create(ctx, 1, &shape, &a) || oclml_dp_create(ctx, a, &c, &dp)) return 1;
         double t[12];
         int reps = 12;
@@ -227,15 +235,14 @@ static int bench_allreduce(oclml_ctx *ctx, const options *o) {
         double bus = 2.0 * (ranks - 1) / ranks * (double)n * 4 / worst / 1e9;
         if (!rank) {
             printf("allreduce %7.0f MB fp32 (wire %s, %s)  %8.3f ms  bus %6.1f GB/s\n", mb[k],
-                   o->wire == OCLML_BFLOAT16 ? "bf16" : "fp32", o->shared ? "shared" : "messages",
-                   1e3 * worst, bus);
+                   o->wire == OCLML_BFLOAT16 ? "bf16" : "fp32", path_name(o), 1e3 * worst, bus);
             if (o->json)
                 fprintf(o->json,
                         "{\"op\":\"allreduce\",\"shape\":\"%.0f MB fp32 wire %s %s\","
                         "\"impl\":\"oclml-mpi\",\"device\":\"%s\",\"gpus\":%d,"
                         "\"median_ms\":%.4f,\"busbw_gbps\":%.2f}\n",
-                        mb[k], o->wire == OCLML_BFLOAT16 ? "bf16" : "fp32",
-                        o->shared ? "shared" : "messages", device, ranks, 1e3 * worst, bus);
+                        mb[k], o->wire == OCLML_BFLOAT16 ? "bf16" : "fp32", path_name(o), device,
+                        ranks, 1e3 * worst, bus);
         }
         oclml_dp_destroy(dp);
         oclml_arena_destroy(a);
@@ -269,6 +276,8 @@ int main(int argc, char **argv) {
             o.wire = strcmp(v, "bf16") ? OCLML_FLOAT32 : OCLML_BFLOAT16, i++;
         else if (!strcmp(a, "--messages"))
             o.shared = 0;
+        else if (!strcmp(a, "--host-sums"))
+            o.host_sums = 1;
         else if (v && !strcmp(a, "--bucket-mb"))
             o.bucket_bytes = (size_t)(atof(v) * 1e6), i++;
         else if (v && !strcmp(a, "--json")) {
@@ -278,7 +287,8 @@ int main(int argc, char **argv) {
             if (!rank)
                 fprintf(stderr,
                         "usage: mpirun -np N %s [--quick] [--only cnn,gpt2,gpt2fp32,allreduce] "
-                        "[--steps S] [--wire bf16] [--messages] [--bucket-mb M] [--json FILE]\n",
+                        "[--steps S] [--wire bf16] [--messages] [--host-sums] [--bucket-mb M] "
+                        "[--json FILE]\n",
                         argv[0]);
             MPI_Finalize();
             return 2;

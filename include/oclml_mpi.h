@@ -77,6 +77,11 @@ typedef struct oclml_dp_config {
      * (MPI_Win_allocate_shared: one copy in, the sum in place, one copy out) instead of
      * messages; 0: messages always. */
     int shared_memory;
+    /* 1 (default): where the shared segments hold fp32 words, each owner sums its shard on its
+     * device (the shards copied in, one kernel, the sums copied out: the copy engines and the
+     * device's memory instead of the host's cores); 0: on the host. Either way the sum runs in
+     * rank order and is scaled once, so both give the same bits. */
+    int sum_on_device;
 } oclml_dp_config;
 
 /* Fills c with the defaults above and sets struct_size. */
@@ -137,6 +142,7 @@ typedef struct oclml_dp_step_info {
     /* 0: the exchange goes by messages; 1: through the node's shared memory; 2: and the
      * device's copies land in and read from the shared segments (fp32 words: no host copy) */
     int shared_memory;
+    int sum_on_device;          /* the owners' sums run on their devices */
     size_t steps, failed_steps; /* steps synchronised since creation, and those that failed */
     double exchange_ms; /* the last step: the buckets' exchanges (all-to-all, sum, all-gather) */
     double exposed_ms;  /* the last step: from the backward's end to the last copy back */

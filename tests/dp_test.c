@@ -142,8 +142,8 @@ static int check_average(oclml_arena *a, int step, bool bf16) {
 }
 
 /* Two steps of marking in the configured order, in pieces, then sync. */
-static int run_average(int wire_bf16, int threaded, int shared, size_t bucket_bytes,
-                       bool custom_order) {
+static int run_average(int wire_bf16, int threaded, int shared, int sum_on_device,
+                       size_t bucket_bytes, bool custom_order) {
     oclml_arena *a = make_arena();
     EXPECT(a, "arena");
     size_t order[N_TENSORS] = {2, 7, 8, 0, 5, 1, 6, 3, 4};
@@ -153,6 +153,7 @@ static int run_average(int wire_bf16, int threaded, int shared, size_t bucket_by
     c.wire_dtype = wire_bf16 ? OCLML_BFLOAT16 : OCLML_FLOAT32;
     c.progress_thread = threaded;
     c.shared_memory = shared;
+    c.sum_on_device = sum_on_device;
     c.order = custom_order ? order : NULL;
     oclml_dp *dp;
     OK(oclml_dp_create(ctx, a, &c, &dp));
@@ -172,6 +173,9 @@ static int run_average(int wire_bf16, int threaded, int shared, size_t bucket_by
     OK(oclml_dp_step_info_get(dp, &info));
     EXPECT(info.steps == 3 && !info.failed_steps, "steps %zu failed %zu", info.steps,
            info.failed_steps);
+    /* The device sums where the segments hold fp32 words and it was asked for. */
+    EXPECT(info.sum_on_device == (sum_on_device && info.shared_memory == 2), "sum_on_device %d",
+           info.sum_on_device);
     EXPECT(info.buckets >= 1 && (bucket_bytes > 4096 || info.buckets > 2), "buckets %zu",
            info.buckets);
     oclml_dp_bucket_info b;
@@ -185,17 +189,20 @@ static int run_average(int wire_bf16, int threaded, int shared, size_t bucket_by
 }
 
 /* Every way of exchanging: fp32 and bf16 words, with and without the progress thread, by
- * messages and through shared memory; small buckets in an order of the backward's own, one
- * bucket, and runs that merge in the arena's reverse order. */
+ * messages and through shared memory (fp32's sums on the device and on the host); small buckets
+ * in an order of the backward's own, one bucket, and runs that merge in the arena's reverse
+ * order. */
 static int test_average(void) {
     int bad = 0;
     for (int bf16 = 0; bf16 < 2; bf16++)
         for (int threaded = 0; threaded < 2; threaded++)
             for (int shared = 0; shared < 2; shared++) {
-                bad |= run_average(bf16, threaded, shared, 256, true);
-                bad |= run_average(bf16, threaded, shared, 1 << 20, false);
+                bad |= run_average(bf16, threaded, shared, 1, 256, true);
+                bad |= run_average(bf16, threaded, shared, 1, 1 << 20, false);
             }
-    bad |= run_average(0, 1, 1, 700, false);
+    bad |= run_average(0, 1, 1, 0, 256, true);
+    bad |= run_average(0, 0, 1, 0, 1 << 20, false);
+    bad |= run_average(0, 1, 1, 1, 700, false);
     return bad;
 }
 

@@ -32,6 +32,7 @@ oclml_status oclml_dp_config_init(oclml_dp_config *c) {
     c->timeout_s = DEFAULT_TIMEOUT_S;
     c->progress_thread = 1;
     c->shared_memory = 1;
+    c->sum_on_device = 1;
     return OCLML_SUCCESS;
 }
 
@@ -108,37 +109,53 @@ static oclml_status check_local(const oclml_dp_config *c, oclml_arena *arena, si
     return OCLML_SUCCESS;
 }
 
-/* Groups the tensors, in order, into buckets of at least bucket_bytes; a bucket's tensors that
- * sit next to each other in the arena make one run (one copy each way). */
+/* Cuts the gradients, in the backward's order, into buckets of bucket_bytes (the first of
+ * first_bucket_bytes). A tensor larger than what a bucket has left goes on in the next ones, so
+ * that no bucket is much larger than asked: a large tensor's buckets then overlap, one's copies
+ * with the next one's exchange, instead of ending the step with one long exchange. A bucket's
+ * pieces that sit next to each other in the arena make one run (one copy each way). */
 static oclml_status plan_buckets(oclml_dp *dp, const size_t *off, const size_t *order) {
     size_t n = dp->n_tensors, per = dp->cfg.bucket_bytes / sizeof(float),
            first = dp->cfg.first_bucket_bytes / sizeof(float);
-    dp->buckets = calloc(n, sizeof *dp->buckets);
+    if (!per) per = 1;
+    if (!first) first = 1;
+    size_t most = n + dp->padded / (first < per ? first : per) + 1;
+    dp->buckets = calloc(most, sizeof *dp->buckets);
     dp->bucket_of = malloc(n * sizeof *dp->bucket_of);
+    dp->bucket_end = malloc(n * sizeof *dp->bucket_end);
     dp->ready = calloc(n, sizeof *dp->ready);
     dp->counts = malloc(4 * (size_t)dp->ranks * sizeof *dp->counts);
     dp->shard_of = malloc((size_t)dp->ranks * sizeof *dp->shard_of);
-    if (!dp->buckets || !dp->bucket_of || !dp->ready || !dp->counts || !dp->shard_of)
+    if (!dp->buckets || !dp->bucket_of || !dp->bucket_end || !dp->ready || !dp->counts ||
+        !dp->shard_of)
         return OCLML_ERR_OUT_OF_MEMORY;
     size_t staged = 0;
     dp_bucket *b = NULL;
     for (size_t k = 0; k < n; k++) {
-        size_t t = order[k], extent = off[t + 1] - off[t];
-        if (!b || b->elements >= (dp->n_buckets == 1 && first < per ? first : per)) {
-            b = &dp->buckets[dp->n_buckets++];
-            b->stage_offset = staged;
-            b->runs = calloc(n - k, sizeof *b->runs);
-            if (!b->runs) return OCLML_ERR_OUT_OF_MEMORY;
-        }
-        dp_run *last = b->n_runs ? &b->runs[b->n_runs - 1] : NULL;
-        if (last && last->device_offset + last->elements == off[t])
-            last->elements += extent;
-        else
-            b->runs[b->n_runs++] = (dp_run){off[t], staged, extent};
-        b->elements += extent;
-        b->info.tensors++;
-        staged += extent;
-        dp->bucket_of[t] = (size_t)(b - dp->buckets);
+        size_t t = order[k], at = off[t], left = off[t + 1] - off[t];
+        dp->bucket_of[t] = SIZE_MAX;
+        do {
+            size_t cap = b == dp->buckets && first < per ? first : per;
+            if (!b || b->elements >= cap) {
+                b = &dp->buckets[dp->n_buckets++];
+                b->stage_offset = staged;
+                b->runs = calloc(n - k + 1, sizeof *b->runs);
+                if (!b->runs) return OCLML_ERR_OUT_OF_MEMORY;
+                cap = b == dp->buckets && first < per ? first : per;
+            }
+            size_t take = left < cap - b->elements ? left : cap - b->elements;
+            dp_run *last = b->n_runs ? &b->runs[b->n_runs - 1] : NULL;
+            if (last && last->device_offset + last->elements == at)
+                last->elements += take;
+            else
+                b->runs[b->n_runs++] = (dp_run){at, staged, take};
+            b->elements += take;
+            b->info.tensors++;
+            staged += take, at += take, left -= take;
+            size_t index = (size_t)(b - dp->buckets);
+            if (dp->bucket_of[t] == SIZE_MAX) dp->bucket_of[t] = index;
+            dp->bucket_end[t] = index + 1;
+        } while (left);
     }
     for (size_t i = 0; i < dp->n_buckets; i++) {
         dp_bucket *q = &dp->buckets[i];
@@ -164,6 +181,7 @@ static oclml_status setup_queues(oclml_dp *dp) {
     if (!st) st = oclml_tensor_buffer(flat, &dp->params, &dp->params_offset);
     if (st) return st;
     cl_int err;
+    dp->device = device;
     dp->copy_queue = clCreateCommandQueue(dp->cl_ctx, device, 0, &err);
     return err == CL_SUCCESS ? OCLML_SUCCESS : OCLML_ERR_OPENCL;
 }
@@ -289,6 +307,7 @@ oclml_status oclml_dp_create(oclml_ctx *ctx, oclml_arena *arena, const oclml_dp_
     if (!st) st = setup_queues(dp);
     if (!st && c.shared_memory) setup_shared(dp);
     if (!st) st = setup_staging(dp);
+    if (!st) dp_device_setup(dp, dp->device);
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
     dp->threaded = c.progress_thread && level >= MPI_THREAD_SERIALIZED;
@@ -330,6 +349,7 @@ oclml_status oclml_dp_destroy(oclml_dp *dp) {
     if (dp->copy_queue) clFinish(dp->copy_queue);
     if (dp->stage_mem) clReleaseMemObject(dp->stage_mem);
     if (dp->copy_queue) clReleaseCommandQueue(dp->copy_queue);
+    dp_device_release(dp);
     /* The segments' registrations go before the segments. */
     for (int r = 0; dp->segment_mem && r < dp->ranks; r++)
         if (dp->segment_mem[r]) clReleaseMemObject(dp->segment_mem[r]);
@@ -346,6 +366,7 @@ oclml_status oclml_dp_destroy(oclml_dp *dp) {
     pthread_mutex_destroy(&dp->mu);
     if (!keep) free(dp->buckets);
     free(dp->bucket_of);
+    free(dp->bucket_end);
     free(dp->ready);
     free(dp->counts);
     free(dp->wire16);
@@ -390,6 +411,7 @@ oclml_status oclml_dp_step_info_get(const oclml_dp *dp, oclml_dp_step_info *info
     if (!dp || !info) return OCLML_ERR_NULL_POINTER;
     *info = dp->info;
     info->shared_memory = dp->zero_copy ? 2 : dp->segment != NULL;
+    info->sum_on_device = dp->sum_ctx != NULL;
     return OCLML_SUCCESS;
 }
 

@@ -45,11 +45,12 @@ struct oclml_dp {
     int rank, ranks;
     oclml_dp_config cfg;
     cl_context cl_ctx;
+    cl_device_id device;
     cl_command_queue ctx_queue, copy_queue;
     cl_mem grads, params;               /* the arena's flat buffers */
     size_t grads_offset, params_offset; /* their views' offsets in bytes */
     size_t n_tensors, padded;
-    size_t *bucket_of; /* per arena tensor */
+    size_t *bucket_of, *bucket_end; /* per arena tensor: its buckets, [bucket_of, bucket_end) */
     bool *ready;       /* per arena tensor, this step */
     int *counts;       /* 4 x ranks: the exchange's counts and displacements */
     dp_bucket *buckets;
@@ -72,6 +73,11 @@ struct oclml_dp {
      * and the copies back read each owner's sums from its segment: no host copy at all. */
     bool zero_copy;
     cl_mem *segment_mem; /* per rank */
+    /* The owners' sums on the device (dp_device.c): a liboclml context over cl_ctx with a queue
+     * of its own, and room for every rank's part of a shard and their sum. NULL: the host's. */
+    oclml_ctx *sum_ctx;
+    cl_command_queue sum_queue;
+    cl_mem sum_scratch;
 
     /* The step, shared by the calling thread and the progress thread under mu. */
     pthread_mutex_t mu;
@@ -97,6 +103,17 @@ struct oclml_dp {
 
 /* dp_step.c: the progress thread's loop. */
 void *dp_progress_main(void *dp);
+
+/* dp_device.c: the owners' sums on the device, where the segments are registered. */
+void dp_device_setup(oclml_dp *dp, cl_device_id device);
+void dp_device_release(oclml_dp *dp);
+/* Sums stage elements [from, from + n) of bucket q over the ranks (times 1 / ranks): the
+ * others' from their segments, this rank's from its gradients; the sums stay on the device and
+ * go to this rank's segment. 0, or -1 when the device failed. */
+int dp_device_sum(oclml_dp *dp, const dp_bucket *q, size_t from, size_t n);
+/* Enqueues the copy of n of those sums, from the shard's element at, to the gradients' byte
+ * offset to (on the sums' queue). */
+cl_int dp_device_return(oclml_dp *dp, size_t at, size_t to, size_t n);
 
 /* dp_reduce.c: host arithmetic of one bucket, over a few threads when large. */
 /* shards: each rank's n values (bf16 words or fp32), in rank order; out (which may be one of

@@ -173,7 +173,16 @@ static enum wait_result exchange_shared(oclml_dp *dp, dp_bucket *q) {
     if (w != WAIT_DONE) return w;
     for (int r = 0; r < R; r++)
         dp->shard_of[r] = (const char *)dp->segment[r] + (at + (size_t)displ[me]) * word;
-    dp_reduce(bf16, dp->shard_of, R, (size_t)count[me], mine + (size_t)displ[me] * word);
+    if (dp->sum_ctx && !bf16) {
+        if (dp_device_sum(dp, q, at + (size_t)displ[me], (size_t)count[me])) {
+            /* The segment's shard holds this rank's own values: the step must not count. */
+            pthread_mutex_lock(&dp->mu);
+            dp->local_failed = 1;
+            pthread_mutex_unlock(&dp->mu);
+        }
+    } else {
+        dp_reduce(bf16, dp->shard_of, R, (size_t)count[me], mine + (size_t)displ[me] * word);
+    }
     if ((w = shared_barrier(dp)) != WAIT_DONE) return w;
     for (int k = 0; k < R && !dp->zero_copy; k++) { /* zero_copy: the device reads them there */
         const char *sums = (const char *)dp->segment[k] + (at + (size_t)displ[k]) * word;
@@ -190,37 +199,49 @@ static enum wait_result exchange_shared(oclml_dp *dp, dp_bucket *q) {
 }
 
 /* Where the average of stage elements [from, from + n) is: the staging, or (zero_copy) the
- * owner's segment; *n is cut to the part one owner holds. */
-static const float *averaged(const oclml_dp *dp, const dp_bucket *q, size_t from, size_t *n) {
+ * owner's segment; *n is cut to the part one owner holds, *owner is that owner and *begin the
+ * stage element where its shard starts (zero_copy only). */
+static const float *averaged(const oclml_dp *dp, const dp_bucket *q, size_t from, size_t *n,
+                             int *owner, size_t *begin) {
+    *owner = -1;
     if (!dp->zero_copy) return dp->stage + from;
     const size_t R = (size_t)dp->ranks, elements = q->elements, in = from - q->stage_offset;
     /* split_shards' rule: the first elements % R owners hold one more. */
     const size_t small = elements / R, extra = elements % R, big_part = extra * (small + 1);
     size_t k = in < big_part ? in / (small + 1) : extra + (in - big_part) / small;
+    size_t start = k < extra ? k * (small + 1) : big_part + (k - extra) * small;
     size_t end = k < extra ? (k + 1) * (small + 1) : big_part + (k + 1 - extra) * small;
     if (in + *n > end) *n = end - in;
+    *owner = (int)k;
+    *begin = q->stage_offset + start;
     return (const float *)dp->segment[k] + from;
 }
 
-/* Enqueues bucket b's copy back to the device, unless the step stopped writing (mu held). */
+/* Enqueues bucket b's copy back to the device, unless the step stopped writing (mu held). With
+ * the sums on the device, this rank's own shard comes from the device's sums, not the host. */
 static void return_bucket(oclml_dp *dp, dp_bucket *q) {
     if (dp->skip_writes || dp->local_failed || !q->has_data) return;
+    cl_command_queue queue = dp->sum_ctx ? dp->sum_queue : dp->copy_queue;
     cl_int err = CL_SUCCESS;
     for (size_t r = 0; r < q->n_runs && err == CL_SUCCESS; r++) {
         const dp_run *run = &q->runs[r];
         for (size_t done = 0; done < run->elements && err == CL_SUCCESS;) {
-            size_t n = run->elements - done;
-            const float *src = averaged(dp, q, run->stage_offset + done, &n);
-            err =
-                clEnqueueWriteBuffer(dp->copy_queue, dp->grads, CL_FALSE,
-                                     dp->grads_offset + (run->device_offset + done) * sizeof(float),
-                                     n * sizeof(float), src, 0, NULL, NULL);
+            size_t n = run->elements - done, begin = 0;
+            int owner;
+            const size_t from = run->stage_offset + done,
+                         to = dp->grads_offset + (run->device_offset + done) * sizeof(float);
+            const float *src = averaged(dp, q, from, &n, &owner, &begin);
+            if (dp->sum_ctx && owner == dp->rank)
+                err = dp_device_return(dp, from - begin, to, n);
+            else
+                err = clEnqueueWriteBuffer(queue, dp->grads, CL_FALSE, to, n * sizeof(float), src,
+                                           0, NULL, NULL);
             done += n;
         }
     }
     /* The queue is in order: a marker after the copies stands for them. */
-    if (err == CL_SUCCESS) err = clEnqueueMarkerWithWaitList(dp->copy_queue, 0, NULL, &q->written);
-    if (err == CL_SUCCESS) err = clFlush(dp->copy_queue);
+    if (err == CL_SUCCESS) err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &q->written);
+    if (err == CL_SUCCESS) err = clFlush(queue);
     if (err != CL_SUCCESS) dp->local_failed = 1;
 }
 
@@ -376,8 +397,10 @@ oclml_status oclml_dp_grads_ready(oclml_dp *dp, size_t first, size_t count) {
     for (size_t t = first; t < first + count && !st; t++) {
         if (dp->ready[t]) continue;
         dp->ready[t] = true;
-        dp_bucket *q = &dp->buckets[dp->bucket_of[t]];
-        if (--q->waiting == 0 && !q->started) start_bucket(dp, dp->bucket_of[t], !dp->local_failed);
+        for (size_t b = dp->bucket_of[t]; b < dp->bucket_end[t]; b++) {
+            dp_bucket *q = &dp->buckets[b];
+            if (--q->waiting == 0 && !q->started) start_bucket(dp, b, !dp->local_failed);
+        }
     }
     pthread_mutex_unlock(&dp->mu);
     return st;

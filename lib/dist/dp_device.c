@@ -1,0 +1,102 @@
+/* The owners' sums on their devices (oclml_dp_config.sum_on_device), where the node's shared
+ * segments are registered with OpenCL (fp32 words). A host core sums a few GB/s; the copy
+ * engines move tens of GB/s each way and the device adds at its memory's rate, so each owner
+ * copies every rank's part of its shard in, adds them with liboclml's elementwise ops, and
+ * copies the sums out to its segment, where the others read them as before.
+ *
+ * The ops run on a second liboclml context over the same OpenCL context, with a queue of its
+ * own: the sums neither wait behind the backward's kernels nor hold them up. The order of the
+ * sum is the host's (rank 0 first, then the 1 / ranks scale as one rounding), so the device and
+ * the host give the same bits. */
+#include <stdlib.h>
+
+#include "dp.h"
+
+/* Wraps slot k (of the scratch's ranks + 1 slots of shard_capacity elements) as n elements. */
+static oclml_status slot(const oclml_dp *dp, size_t k, size_t n, oclml_tensor **t) {
+    return oclml_tensor_wrap(dp->sum_ctx, dp->sum_scratch, k * dp->shard_capacity * sizeof(float),
+                             1, &n, t);
+}
+
+/* y (slot 0) = (slot 1 + ... + slot ranks) * (1 / ranks), over n elements. */
+static oclml_status add_slots(oclml_dp *dp, size_t n) {
+    oclml_tensor *y = NULL, *x = NULL;
+    oclml_status st = slot(dp, 0, n, &y);
+    for (int r = 0; r < dp->ranks && !st; r++) {
+        if (!(st = slot(dp, (size_t)r + 1, n, &x))) {
+            st = r == 0 ? oclml_copy(dp->sum_ctx, x, y) : oclml_binary(dp->sum_ctx, OCLML_ADD, y, x, y);
+            oclml_tensor_destroy(x);
+        }
+    }
+    if (!st) st = oclml_binary_scalar(dp->sum_ctx, OCLML_MUL, y, 1.0f / (float)dp->ranks, y);
+    oclml_tensor_destroy(y);
+    return st;
+}
+
+/* Copies stage elements [from, from + n) of bucket q from the arena's gradients (its runs) to
+ * scratch element to, on the device. */
+static cl_int copy_from_grads(oclml_dp *dp, const dp_bucket *q, size_t from, size_t n, size_t to) {
+    cl_int err = CL_SUCCESS;
+    for (size_t r = 0; r < q->n_runs && err == CL_SUCCESS; r++) {
+        const dp_run *run = &q->runs[r];
+        size_t lo = from > run->stage_offset ? from : run->stage_offset,
+               hi = from + n < run->stage_offset + run->elements ? from + n
+                                                                   : run->stage_offset + run->elements;
+        if (lo >= hi) continue;
+        err = clEnqueueCopyBuffer(
+            dp->sum_queue, dp->grads, dp->sum_scratch,
+            dp->grads_offset + (run->device_offset + lo - run->stage_offset) * sizeof(float),
+            (to + lo - from) * sizeof(float), (hi - lo) * sizeof(float), 0, NULL, NULL);
+    }
+    return err;
+}
+
+int dp_device_sum(oclml_dp *dp, const dp_bucket *q, size_t from, size_t n) {
+    cl_int err = CL_SUCCESS;
+    /* Slot r + 1: rank r's values. This rank's own are on the device already (the bucket's
+     * copy to the host, now complete, read them after the backward wrote them). */
+    for (int r = 0; r < dp->ranks && err == CL_SUCCESS; r++) {
+        size_t slot_at = ((size_t)r + 1) * dp->shard_capacity;
+        err = r == dp->rank ? copy_from_grads(dp, q, from, n, slot_at)
+                            : clEnqueueWriteBuffer(dp->sum_queue, dp->sum_scratch, CL_FALSE,
+                                                   slot_at * sizeof(float), n * sizeof(float),
+                                                   (const float *)dp->segment[r] + from, 0, NULL,
+                                                   NULL);
+    }
+    if (err != CL_SUCCESS || add_slots(dp, n)) return -1;
+    err = clEnqueueReadBuffer(dp->sum_queue, dp->sum_scratch, CL_TRUE, 0, n * sizeof(float),
+                              (float *)dp->segment[dp->rank] + from, 0, NULL, NULL);
+    return err == CL_SUCCESS ? 0 : -1;
+}
+
+/* The sums stay in slot 0 until the next bucket's, which the in-order queue runs after this. */
+cl_int dp_device_return(oclml_dp *dp, size_t at, size_t to, size_t n) {
+    return clEnqueueCopyBuffer(dp->sum_queue, dp->sum_scratch, dp->grads, at * sizeof(float), to,
+                               n * sizeof(float), 0, NULL, NULL);
+}
+
+void dp_device_release(oclml_dp *dp) {
+    if (dp->sum_queue) clFinish(dp->sum_queue);
+    if (dp->sum_ctx) oclml_ctx_destroy(dp->sum_ctx);
+    if (dp->sum_scratch) clReleaseMemObject(dp->sum_scratch);
+    if (dp->sum_queue) clReleaseCommandQueue(dp->sum_queue);
+    dp->sum_ctx = NULL, dp->sum_scratch = NULL, dp->sum_queue = NULL;
+}
+
+void dp_device_setup(oclml_dp *dp, cl_device_id device) {
+    if (!dp->zero_copy || !dp->cfg.sum_on_device) return;
+    cl_int err;
+    dp->sum_queue = clCreateCommandQueue(dp->cl_ctx, device, 0, &err);
+    if (err == CL_SUCCESS)
+        dp->sum_scratch = clCreateBuffer(dp->cl_ctx, CL_MEM_READ_WRITE,
+                                         ((size_t)dp->ranks + 1) * dp->shard_capacity * sizeof(float),
+                                         NULL, &err);
+    if (err == CL_SUCCESS &&
+        oclml_ctx_wrap(&dp->sum_ctx, dp->cl_ctx, device, dp->sum_queue, NULL, NULL, 0))
+        err = CL_INVALID_CONTEXT;
+    /* The kernels built now, not in the first step (and a device that cannot run them keeps
+     * the host's sums, on this rank only: the bits are the same). */
+    if (err == CL_SUCCESS && (add_slots(dp, 1) || oclml_ctx_finish(dp->sum_ctx)))
+        err = CL_INVALID_OPERATION;
+    if (err != CL_SUCCESS) dp_device_release(dp);
+}

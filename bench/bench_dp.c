@@ -97,13 +97,14 @@ static const char *path_name(const options *o) {
 static void report_buckets(oclml_dp *dp) {
     oclml_dp_step_info info;
     oclml_dp_step_info_get(dp, &info);
-    printf("    last step: %zu buckets, %.1f MB a rank sent (%s, sums on the %s), exchanges %.2f ms "
-           "in all, %.2f ms after the backward's end\n",
-           info.buckets, info.wire_bytes / 1e6,
-           info.shared_memory == 2 ? "shared memory, no host copy"
-           : info.shared_memory    ? "shared memory"
-                                   : "messages",
-           info.sum_on_device ? "device" : "host", info.exchange_ms, info.exposed_ms);
+    printf(
+        "    last step: %zu buckets, %.1f MB a rank sent (%s, sums on the %s), exchanges %.2f ms "
+        "in all, %.2f ms after the backward's end\n",
+        info.buckets, info.wire_bytes / 1e6,
+        info.shared_memory == 2 ? "shared memory, no host copy"
+        : info.shared_memory    ? "shared memory"
+                                : "messages",
+        info.sum_on_device ? "device" : "host", info.exchange_ms, info.exposed_ms);
     printf("    bucket  tensors       MB   ready  copied  reduced  returned (ms from the "
            "backward's end)\n");
     for (size_t b = 0; b < info.buckets; b++) {

@@ -51,8 +51,8 @@ struct oclml_dp {
     size_t grads_offset, params_offset; /* their views' offsets in bytes */
     size_t n_tensors, padded;
     size_t *bucket_of, *bucket_end; /* per arena tensor: its buckets, [bucket_of, bucket_end) */
-    bool *ready;       /* per arena tensor, this step */
-    int *counts;       /* 4 x ranks: the exchange's counts and displacements */
+    bool *ready;                    /* per arena tensor, this step */
+    int *counts;                    /* 4 x ranks: the exchange's counts and displacements */
     dp_bucket *buckets;
     size_t n_buckets;
     /* Pinned staging of every gradient (fp32), mapped once; the bf16 wire words; one bucket's

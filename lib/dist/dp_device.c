@@ -24,7 +24,8 @@ static oclml_status add_slots(oclml_dp *dp, size_t n) {
     oclml_status st = slot(dp, 0, n, &y);
     for (int r = 0; r < dp->ranks && !st; r++) {
         if (!(st = slot(dp, (size_t)r + 1, n, &x))) {
-            st = r == 0 ? oclml_copy(dp->sum_ctx, x, y) : oclml_binary(dp->sum_ctx, OCLML_ADD, y, x, y);
+            st = r == 0 ? oclml_copy(dp->sum_ctx, x, y)
+                        : oclml_binary(dp->sum_ctx, OCLML_ADD, y, x, y);
             oclml_tensor_destroy(x);
         }
     }
@@ -40,8 +41,9 @@ static cl_int copy_from_grads(oclml_dp *dp, const dp_bucket *q, size_t from, siz
     for (size_t r = 0; r < q->n_runs && err == CL_SUCCESS; r++) {
         const dp_run *run = &q->runs[r];
         size_t lo = from > run->stage_offset ? from : run->stage_offset,
-               hi = from + n < run->stage_offset + run->elements ? from + n
-                                                                   : run->stage_offset + run->elements;
+               hi = from + n < run->stage_offset + run->elements
+                        ? from + n
+                        : run->stage_offset + run->elements;
         if (lo >= hi) continue;
         err = clEnqueueCopyBuffer(
             dp->sum_queue, dp->grads, dp->sum_scratch,
@@ -57,11 +59,11 @@ int dp_device_sum(oclml_dp *dp, const dp_bucket *q, size_t from, size_t n) {
      * copy to the host, now complete, read them after the backward wrote them). */
     for (int r = 0; r < dp->ranks && err == CL_SUCCESS; r++) {
         size_t slot_at = ((size_t)r + 1) * dp->shard_capacity;
-        err = r == dp->rank ? copy_from_grads(dp, q, from, n, slot_at)
-                            : clEnqueueWriteBuffer(dp->sum_queue, dp->sum_scratch, CL_FALSE,
-                                                   slot_at * sizeof(float), n * sizeof(float),
-                                                   (const float *)dp->segment[r] + from, 0, NULL,
-                                                   NULL);
+        err = r == dp->rank
+                  ? copy_from_grads(dp, q, from, n, slot_at)
+                  : clEnqueueWriteBuffer(dp->sum_queue, dp->sum_scratch, CL_FALSE,
+                                         slot_at * sizeof(float), n * sizeof(float),
+                                         (const float *)dp->segment[r] + from, 0, NULL, NULL);
     }
     if (err != CL_SUCCESS || add_slots(dp, n)) return -1;
     err = clEnqueueReadBuffer(dp->sum_queue, dp->sum_scratch, CL_TRUE, 0, n * sizeof(float),
@@ -88,9 +90,9 @@ void dp_device_setup(oclml_dp *dp, cl_device_id device) {
     cl_int err;
     dp->sum_queue = clCreateCommandQueue(dp->cl_ctx, device, 0, &err);
     if (err == CL_SUCCESS)
-        dp->sum_scratch = clCreateBuffer(dp->cl_ctx, CL_MEM_READ_WRITE,
-                                         ((size_t)dp->ranks + 1) * dp->shard_capacity * sizeof(float),
-                                         NULL, &err);
+        dp->sum_scratch = clCreateBuffer(
+            dp->cl_ctx, CL_MEM_READ_WRITE,
+            ((size_t)dp->ranks + 1) * dp->shard_capacity * sizeof(float), NULL, &err);
     if (err == CL_SUCCESS &&
         oclml_ctx_wrap(&dp->sum_ctx, dp->cl_ctx, device, dp->sum_queue, NULL, NULL, 0))
         err = CL_INVALID_CONTEXT;

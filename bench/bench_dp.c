@@ -105,6 +105,7 @@ static void report_buckets(oclml_dp *dp) {
         : info.shared_memory    ? "shared memory"
                                 : "messages",
         info.sum_on_device ? "device" : "host", info.exchange_ms, info.exposed_ms);
+    printf("    oclml_dp_sync waited %.2f ms (host clock)\n", info.sync_ms);
     printf("    bucket  tensors       MB   ready  copied  reduced  returned (ms from the "
            "backward's end)\n");
     for (size_t b = 0; b < info.buckets; b++) {

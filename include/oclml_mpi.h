@@ -105,6 +105,13 @@ OCLML_API oclml_status oclml_dp_create(oclml_ctx *ctx, oclml_arena *arena,
 OCLML_API oclml_status oclml_dp_destroy(oclml_dp *dp);
 OCLML_API oclml_status oclml_dp_rank(const oclml_dp *dp, int *rank, int *ranks);
 
+/* Every rank's x into all, in rank order (all holds ranks times x's elements, of x's dtype), on
+ * every rank: for what a model exchanges instead of a gradient (a gradient that a small input
+ * makes, such as a token embedding's from its lookup). Between steps only (not between the
+ * first oclml_dp_grads_ready and oclml_dp_sync: OCLML_ERR_INVALID_ARGUMENT). Collective; blocks
+ * until all is written; a rank's failure is OCLML_ERR_PEER on the others. */
+OCLML_API oclml_status oclml_dp_allgather(oclml_dp *dp, const oclml_tensor *x, oclml_tensor *all);
+
 /* Rank 0's parameters to every rank (and into the arena's 16-bit copy where it has one), so
  * that all start from the same weights. Collective; blocks. */
 OCLML_API oclml_status oclml_dp_broadcast(oclml_dp *dp);
@@ -146,6 +153,7 @@ typedef struct oclml_dp_step_info {
     size_t steps, failed_steps; /* steps synchronised since creation, and those that failed */
     double exchange_ms; /* the last step: the buckets' exchanges (all-to-all, sum, all-gather) */
     double exposed_ms;  /* the last step: from the backward's end to the last copy back */
+    double sync_ms;     /* the last step: how long oclml_dp_sync (or _fail) waited (host clock) */
 } oclml_dp_step_info;
 
 OCLML_API oclml_status oclml_dp_step_info_get(const oclml_dp *dp, oclml_dp_step_info *info);

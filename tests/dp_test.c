@@ -314,6 +314,53 @@ static int test_config(void) {
     return 0;
 }
 
+/* Every rank's tensor on every rank, in rank order, through the shared segments and by
+ * messages; a call inside a step and a wrong shape refused everywhere, nothing moved. */
+static int run_allgather(int shared) {
+    enum { N = 1001 };
+    oclml_arena *a = make_arena();
+    EXPECT(a, "arena");
+    oclml_dp_config c;
+    OK(oclml_dp_config_init(&c));
+    c.shared_memory = shared;
+    oclml_dp *dp;
+    OK(oclml_dp_create(ctx, a, &c, &dp));
+    size_t n = N, all_n = (size_t)ranks * N, wrong_n = all_n + 1;
+    oclml_tensor *x, *all, *wrong;
+    OK(oclml_tensor_create(ctx, 1, &n, &x));
+    OK(oclml_tensor_create(ctx, 1, &all_n, &all));
+    OK(oclml_tensor_create(ctx, 1, &wrong_n, &wrong));
+    float *h = malloc(wrong_n * sizeof *h);
+    for (size_t i = 0; i < N; i++) h[i] = value(rank, 9, i);
+    h[7] = NAN;
+    OK(oclml_tensor_write(x, h, N));
+    for (size_t i = 0; i < wrong_n; i++) h[i] = 1e30f; /* poison */
+    OK(oclml_tensor_write(all, h, all_n));
+    OK(oclml_dp_allgather(dp, x, all));
+    OK(oclml_tensor_read(all, h, all_n));
+    for (int r = 0; r < ranks; r++)
+        for (size_t i = 0; i < N; i++) {
+            float want = i == 7 ? NAN : value(r, 9, i), got = h[(size_t)r * N + i];
+            EXPECT(isnan(want) ? isnan(got) : got == want, "rank %d's [%zu] is %g, want %g", r, i,
+                   got, want);
+        }
+    EXPECT(oclml_dp_allgather(dp, x, wrong) == OCLML_ERR_INVALID_SHAPE, "wrong shape");
+    EXPECT(oclml_dp_allgather(dp, x, NULL) == OCLML_ERR_NULL_POINTER, "NULL all");
+    /* Inside a step: refused (the segments are the step's). */
+    OK(oclml_dp_grads_ready(dp, 0, 1));
+    EXPECT(oclml_dp_allgather(dp, x, all) == OCLML_ERR_INVALID_ARGUMENT, "inside a step");
+    OK(oclml_dp_sync(dp));
+    free(h);
+    OK(oclml_tensor_destroy(x));
+    OK(oclml_tensor_destroy(all));
+    OK(oclml_tensor_destroy(wrong));
+    OK(oclml_dp_destroy(dp));
+    OK(oclml_arena_destroy(a));
+    return 0;
+}
+
+static int test_allgather(void) { return run_allgather(1) | run_allgather(0); }
+
 static int test_args(void) {
     int r0, n0;
     oclml_arena *a = make_arena();
@@ -360,8 +407,10 @@ static int test_args(void) {
 static const struct {
     const char *name;
     int (*fn)(void);
-} cases[] = {{"average", test_average}, {"broadcast", test_broadcast}, {"fail", test_fail},
-             {"timeout", test_timeout}, {"config", test_config},       {"args", test_args}};
+} cases[] = {
+    {"average", test_average}, {"broadcast", test_broadcast}, {"allgather", test_allgather},
+    {"fail", test_fail},       {"timeout", test_timeout},     {"config", test_config},
+    {"args", test_args}};
 
 int main(int argc, char **argv) {
     int level;

@@ -109,10 +109,10 @@ static oclml_status check_local(const oclml_dp_config *c, oclml_arena *arena, si
     return OCLML_SUCCESS;
 }
 
-/* Cuts the gradients, in the backward's order, into buckets of bucket_bytes (the first of
- * first_bucket_bytes). A tensor larger than what a bucket has left goes on in the next ones, so
- * that no bucket is much larger than asked: a large tensor's buckets then overlap, one's copies
- * with the next one's exchange, instead of ending the step with one long exchange. A bucket's
+/* Groups the gradients, in the backward's order, into buckets of at least first_bucket_bytes
+ * (the first) and bucket_bytes (the others), at most bucket_bytes: a tensor that would pass it
+ * goes on in the next buckets, so that a large tensor's buckets overlap (one's copies with the
+ * next one's exchange) instead of ending the step with one long exchange. A bucket's
  * pieces that sit next to each other in the arena make one run (one copy each way). */
 static oclml_status plan_buckets(oclml_dp *dp, const size_t *off, const size_t *order) {
     size_t n = dp->n_tensors, per = dp->cfg.bucket_bytes / sizeof(float),
@@ -135,15 +135,16 @@ static oclml_status plan_buckets(oclml_dp *dp, const size_t *off, const size_t *
         size_t t = order[k], at = off[t], left = off[t + 1] - off[t];
         dp->bucket_of[t] = SIZE_MAX;
         do {
+            /* A bucket closes once it holds its size (the first one's, then bucket_bytes); a
+             * tensor is cut only where a bucket would pass bucket_bytes. */
             size_t cap = b == dp->buckets && first < per ? first : per;
             if (!b || b->elements >= cap) {
                 b = &dp->buckets[dp->n_buckets++];
                 b->stage_offset = staged;
                 b->runs = calloc(n - k + 1, sizeof *b->runs);
                 if (!b->runs) return OCLML_ERR_OUT_OF_MEMORY;
-                cap = b == dp->buckets && first < per ? first : per;
             }
-            size_t take = left < cap - b->elements ? left : cap - b->elements;
+            size_t take = left < per - b->elements ? left : per - b->elements;
             dp_run *last = b->n_runs ? &b->runs[b->n_runs - 1] : NULL;
             if (last && last->device_offset + last->elements == at)
                 last->elements += take;

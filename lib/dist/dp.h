@@ -85,6 +85,7 @@ struct oclml_dp {
     pthread_t thread;
     bool threaded, quit;
     bool in_step;     /* a bucket started and the step's exchange has not ended */
+    bool marked;      /* a gradient was marked ready this step */
     bool step_done;   /* the progress thread ended the step's exchange */
     bool stalled;     /* a wait passed timeout_s: the caller was told, writes stop */
     bool skip_writes; /* no more copies back this step (stalled) */
@@ -124,5 +125,9 @@ void dp_from_bf16(const uint16_t *x, size_t n, float *y);
 void dp_copy_f32(const float *x, size_t n, float *y);
 
 double dp_now(void);
+/* Waits for an event (of a flushed queue) by polling its status, from the progress thread: a
+ * blocking OpenCL wait may hold the driver's lock and stall the caller's enqueues meanwhile.
+ * 0, or -1 if its command failed. */
+int dp_wait_event(cl_event e);
 
 #endif

@@ -66,9 +66,13 @@ int dp_device_sum(oclml_dp *dp, const dp_bucket *q, size_t from, size_t n) {
                                          (const float *)dp->segment[r] + from, 0, NULL, NULL);
     }
     if (err != CL_SUCCESS || add_slots(dp, n)) return -1;
-    err = clEnqueueReadBuffer(dp->sum_queue, dp->sum_scratch, CL_TRUE, 0, n * sizeof(float),
-                              (float *)dp->segment[dp->rank] + from, 0, NULL, NULL);
-    return err == CL_SUCCESS ? 0 : -1;
+    cl_event out;
+    err = clEnqueueReadBuffer(dp->sum_queue, dp->sum_scratch, CL_FALSE, 0, n * sizeof(float),
+                              (float *)dp->segment[dp->rank] + from, 0, NULL, &out);
+    if (err != CL_SUCCESS) return -1;
+    int rc = clFlush(dp->sum_queue) == CL_SUCCESS ? dp_wait_event(out) : -1;
+    clReleaseEvent(out);
+    return rc;
 }
 
 /* The sums stay in slot 0 until the next bucket's, which the in-order queue runs after this. */

@@ -42,6 +42,18 @@ static void stamp_on_completion(oclml_dp *dp, cl_event event, dp_stamp *s) {
     }
 }
 
+int dp_wait_event(cl_event e) {
+    for (;;) {
+        cl_int status;
+        if (clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
+            CL_SUCCESS)
+            return -1;
+        if (status == CL_COMPLETE) return 0;
+        if (status < 0) return -1;
+        sched_yield();
+    }
+}
+
 static void release(cl_event *e) {
     if (*e) clReleaseEvent(*e);
     *e = NULL;
@@ -256,7 +268,7 @@ static void run_step(oclml_dp *dp) {
         bool quit = dp->quit, has_data = q->has_data;
         pthread_mutex_unlock(&dp->mu);
         if (quit) return;
-        if (has_data && clWaitForEvents(1, &q->read_done) != CL_SUCCESS) {
+        if (has_data && dp_wait_event(q->read_done)) {
             pthread_mutex_lock(&dp->mu);
             dp->local_failed = 1;
             pthread_mutex_unlock(&dp->mu);
@@ -274,7 +286,7 @@ static void run_step(oclml_dp *dp) {
     bool write_failed = false;
     for (size_t b = 0; b < dp->n_buckets; b++) {
         dp_bucket *q = &dp->buckets[b];
-        if (q->written && clWaitForEvents(1, &q->written) != CL_SUCCESS) write_failed = true;
+        if (q->written && dp_wait_event(q->written)) write_failed = true;
         q->returned_at = dp_now();
     }
     int mine, any = 1;
@@ -355,6 +367,7 @@ static oclml_status collect(oclml_dp *dp) {
     release(&dp->backward_end);
     atomic_fetch_add(&dp->generation, 1);
     memset(dp->ready, 0, dp->n_tensors * sizeof *dp->ready);
+    dp->marked = false;
     dp->info.exposed_ms = 1e3 * (last - origin);
     dp->info.exchange_ms = 1e3 * dp->exchange_s;
     dp->info.wire_bytes = 0;
@@ -396,7 +409,7 @@ oclml_status oclml_dp_grads_ready(oclml_dp *dp, size_t first, size_t count) {
     oclml_status st = dp->broken ? OCLML_ERR_PEER : settle_previous(dp);
     for (size_t t = first; t < first + count && !st; t++) {
         if (dp->ready[t]) continue;
-        dp->ready[t] = true;
+        dp->ready[t] = dp->marked = true;
         for (size_t b = dp->bucket_of[t]; b < dp->bucket_end[t]; b++) {
             dp_bucket *q = &dp->buckets[b];
             if (--q->waiting == 0 && !q->started) start_bucket(dp, b, !dp->local_failed);
@@ -419,6 +432,7 @@ static oclml_status end_step(oclml_dp *dp, bool failing) {
         pthread_mutex_unlock(&dp->mu);
         return st;
     }
+    const double entered = dp_now();
     if (failing) dp->local_failed = 1;
     if (!failing &&
         clEnqueueMarkerWithWaitList(dp->ctx_queue, 0, NULL, &dp->backward_end) == CL_SUCCESS)
@@ -432,6 +446,7 @@ static oclml_status end_step(oclml_dp *dp, bool failing) {
         run_step(dp);
         pthread_mutex_lock(&dp->mu);
     }
+    dp->info.sync_ms = 1e3 * (dp_now() - entered);
     if (dp->step_done) {
         st = collect(dp);
         if (failing && st == OCLML_ERR_PEER) st = OCLML_SUCCESS; /* the others were told */

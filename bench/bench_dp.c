@@ -63,6 +63,12 @@ static oclml_status hook_ready(void *dp, size_t first, size_t count) {
     return dp ? oclml_dp_grads_ready(dp, first, count) : OCLML_SUCCESS;
 }
 static oclml_status hook_sync(void *dp) { return dp ? oclml_dp_sync(dp) : OCLML_SUCCESS; }
+static oclml_status hook_gather(void *dp, const oclml_tensor *x, oclml_tensor *all, size_t *parts) {
+    int n = 0;
+    if (dp) oclml_dp_rank(dp, NULL, &n);
+    *parts = (size_t)n;
+    return dp && all ? oclml_dp_allgather(dp, x, all) : OCLML_SUCCESS;
+}
 
 /* Median wall time of a step (each one finished on the device, the ranks started together). */
 static int time_steps(oclml_ctx *ctx, const model *md, int steps, double *median_ms) {
@@ -163,7 +169,7 @@ static int run_model(oclml_ctx *ctx, const options *o, model *md, train_parallel
 
 static int bench_cnn(oclml_ctx *ctx, const options *o) {
     static const size_t ch[4] = {32, 64, 128, 256}, quick_ch[2] = {8, 16};
-    train_parallel par = {0, 1, hook_ready, hook_sync, NULL};
+    train_parallel par = {0, 1, hook_ready, hook_sync, NULL, NULL};
     train_cnn *m;
     oclml_status st = o->quick
                           ? train_cnn_create(ctx, 16, 16, 2, quick_ch, 10, OCLML_FLOAT32, &par, &m)
@@ -193,7 +199,7 @@ static int bench_gpt(oclml_ctx *ctx, const options *o, oclml_dtype dtype) {
     }
     st = gpt_set_batch(m, tok);
     free(tok);
-    train_parallel par = {0, 1, hook_ready, hook_sync, NULL};
+    train_parallel par = {0, 1, hook_ready, hook_sync, NULL, hook_gather};
     gpt_set_parallel(m, &par);
     char shape[96];
     snprintf(shape, sizeof shape, "%s B%zu T%zu %s", o->quick ? "gpt-tiny" : "gpt2-small", c.batch,

@@ -126,6 +126,10 @@ struct gpt_model {
     size_t step;
     float *host_tokens; /* inputs, positions, targets of a batch */
     train_parallel par;
+    /* Every process's ids and stream gradient, for the token embedding's lookup after the
+     * exchange (lookup_after_exchange), and how many processes they hold. */
+    oclml_tensor *gathered[2];
+    size_t gathered_parts;
 };
 
 const char *const gpt_phase_names[GPT_PHASES] = {"embedding",     "attention",     "mlp",
@@ -373,6 +377,7 @@ void gpt_destroy(gpt_model *m) {
     for (size_t l = 0; m->qkv && l < m->c.layers; l++) destroy_all(m->qkv[l], 4);
     destroy_all(m->flat_d, 4);
     destroy_all(m->t, G_TENSORS);
+    destroy_all(m->gathered, 2);
     if (m->opt) oclml_optim_destroy(m->opt);
     if (m->arena) oclml_arena_destroy(m->arena);
     free(m->act);
@@ -592,20 +597,64 @@ static oclml_status backward_attention(gpt_model *m, size_t l) {
     return st;
 }
 
-/* The embeddings: the stream's gradient reaches both tables (wte's adds to the head's). */
+/* With several processes (a gather in train_parallel), the token embedding's gradient is
+ * exchanged as soon as the head has written it, and its lookup's part is made after the
+ * exchange, on every process, from every process's ids and stream gradient: 25 MB a process
+ * (GPT-2 small, B8 T1024) instead of the whole table's gradient (154 MB), which the lookup
+ * finishes only at the end of the backward, where nothing hides its exchange. */
+static bool lookup_after_exchange(const gpt_model *m) { return m->par.gather != NULL; }
+
+/* The embeddings: the stream's gradient reaches both tables (wte's adds to the head's, here or
+ * after the exchange). */
 static oclml_status backward_embedding(gpt_model *m) {
     oclml_tensor **t = m->t;
-    oclml_status st = oclml_embedding_backward(m->ctx, t[G_IDS], t[G_DRES], m->g[P_WTE], 1);
+    oclml_status st = OCLML_SUCCESS;
+    if (!lookup_after_exchange(m))
+        st = oclml_embedding_backward(m->ctx, t[G_IDS], t[G_DRES], m->g[P_WTE], 1);
     TRY(oclml_embedding_backward(m->ctx, t[G_POS], t[G_DRES], m->g[P_WPE], 0));
     return st;
 }
 
+/* Makes room for `parts` processes' ids and stream gradients. */
+static oclml_status size_gathered(gpt_model *m, size_t parts) {
+    if (parts == m->gathered_parts) return OCLML_SUCCESS;
+    destroy_all(m->gathered, 2);
+    m->gathered[0] = m->gathered[1] = NULL;
+    m->gathered_parts = 0;
+    oclml_dtype dtype;
+    size_t ids = parts * m->n_tokens, rows[2] = {parts * m->n_tokens, m->c.width};
+    oclml_status st = oclml_tensor_dtype(m->t[G_DRES], &dtype);
+    if (!st) st = oclml_tensor_create(m->ctx, 1, &ids, &m->gathered[0]);
+    if (!st) st = oclml_tensor_create_dtype(m->ctx, dtype, 2, rows, &m->gathered[1]);
+    if (!st) m->gathered_parts = parts;
+    return st;
+}
+
+/* After the exchange (wte holds the average of the processes' head parts): the lookup's part of
+ * the average, (1 / P) times the sum over every process's tokens, in process order. */
+static oclml_status lookup_gathered(gpt_model *m) {
+    oclml_tensor **t = m->t;
+    size_t parts = 0;
+    oclml_status st = m->par.gather(m->par.user, t[G_IDS], NULL, &parts);
+    if (!st && !parts) return oclml_embedding_backward(m->ctx, t[G_IDS], t[G_DRES], m->g[P_WTE], 1);
+    TRY(size_gathered(m, parts));
+    TRY(m->par.gather(m->par.user, t[G_IDS], m->gathered[0], &parts));
+    TRY(m->par.gather(m->par.user, t[G_DRES], m->gathered[1], &parts));
+    TRY(oclml_binary_scalar(m->ctx, OCLML_MUL, m->gathered[1], 1.0f / (float)parts,
+                            m->gathered[1]));
+    TRY(oclml_embedding_backward(m->ctx, m->gathered[0], m->gathered[1], m->g[P_WTE], 1));
+    return st;
+}
+
 /* The gradients final after each part of the backward, in its order (gpt_grad_order): the
- * final norm's after the head's (wte's only after the embeddings': the token embedding's
- * backward adds to it), a block's MLP and second norm, then its attention and first norm. */
+ * final norm's after the head's (and wte's where its lookup comes after the exchange; else
+ * only after the embeddings'), a block's MLP and second norm, then its attention and first
+ * norm. */
 static size_t grads_of_head(const gpt_model *m, size_t *t) {
     t[0] = final_norm(m, 0), t[1] = final_norm(m, 1);
-    return 2;
+    if (!lookup_after_exchange(m)) return 2;
+    t[2] = P_WTE;
+    return 3;
 }
 static size_t grads_of_mlp(const gpt_model *m, size_t l, size_t *t) {
     t[0] = matrix(l, M_PROJ), t[1] = vector(m, l, V_BPROJ), t[2] = matrix(l, M_FC);
@@ -619,7 +668,11 @@ static size_t grads_of_attention(const gpt_model *m, size_t l, size_t *t) {
     t[n++] = vector(m, l, V_LN1G), t[n++] = vector(m, l, V_LN1B);
     return n;
 }
-static size_t grads_of_embedding(size_t *t) {
+static size_t grads_of_embedding(const gpt_model *m, size_t *t) {
+    if (lookup_after_exchange(m)) {
+        t[0] = P_WPE;
+        return 1;
+    }
     t[0] = P_WTE, t[1] = P_WPE;
     return 2;
 }
@@ -641,7 +694,7 @@ static oclml_status backward(gpt_model *m) {
         TRY(mark_ready(m, t, grads_of_attention(m, l, t)));
     }
     TRY(backward_embedding(m));
-    TRY(mark_ready(m, t, grads_of_embedding(t)));
+    TRY(mark_ready(m, t, grads_of_embedding(m, t)));
     return st;
 }
 
@@ -655,7 +708,7 @@ void gpt_grad_order(const gpt_model *m, size_t *order) {
         n += grads_of_mlp(m, l, order + n);
         n += grads_of_attention(m, l, order + n);
     }
-    grads_of_embedding(order + n);
+    grads_of_embedding(m, order + n);
 }
 
 train_parallel *gpt_parallel(gpt_model *m) { return &m->par; }
@@ -686,6 +739,7 @@ oclml_status gpt_step(gpt_model *m) {
     TRY(loss_and_gradient(m));
     TRY(backward(m));
     TRY(train_before_step(&m->par));
+    if (lookup_after_exchange(m)) TRY(lookup_gathered(m));
     TRY(optimizer_step(m));
     return st;
 }

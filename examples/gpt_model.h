@@ -55,7 +55,8 @@ void gpt_set_parallel(gpt_model *m, const train_parallel *par);
 /* The model's copy, which its steps call through. */
 train_parallel *gpt_parallel(gpt_model *m);
 /* The arena's tensors in the order the backward finishes their gradients (gpt_tensors of
- * them), for the exchange's buckets. */
+ * them), for the exchange's buckets; after gpt_set_parallel (a gather moves the token
+ * embedding's gradient forward). */
 size_t gpt_tensors(const gpt_model *m);
 oclml_arena *gpt_arena(const gpt_model *m);
 void gpt_grad_order(const gpt_model *m, size_t *order);

@@ -34,6 +34,12 @@ static oclml_status train_dp_sync_(void *user) {
     train_dp *d = user;
     return d->dp ? oclml_dp_sync(d->dp) : OCLML_SUCCESS;
 }
+static oclml_status train_dp_gather_(void *user, const oclml_tensor *x, oclml_tensor *all,
+                                     size_t *parts) {
+    train_dp *d = user;
+    *parts = d->dp ? (size_t)d->ranks : 0;
+    return d->dp && all ? oclml_dp_allgather(d->dp, x, all) : OCLML_SUCCESS;
+}
 #endif
 
 /* Starts MPI (when built with it) and creates this process's context on its device. */
@@ -45,8 +51,8 @@ static inline oclml_status train_dp_begin(train_dp *d, int *argc, char ***argv, 
     MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &level);
     MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d->ranks);
-    d->par =
-        (train_parallel){(size_t)d->rank, (size_t)d->ranks, train_dp_ready_, train_dp_sync_, d};
+    d->par = (train_parallel){(size_t)d->rank, (size_t)d->ranks, train_dp_ready_, train_dp_sync_, d,
+                              train_dp_gather_};
     return oclml_dp_ctx_create(MPI_COMM_WORLD, NULL, ctx, err, len);
 #else
     return oclml_ctx_create(ctx, NULL, err, len);

@@ -223,8 +223,8 @@ int main(int argc, char **argv) {
     if (o.load) TRAIN_CHECK(gpt_load(m, o.load));
     size_t *order = malloc(gpt_tensors(m) * sizeof *order);
     if (!order) return 3;
+    gpt_set_parallel(m, &dp.par); /* first: the order depends on it */
     gpt_grad_order(m, order);
-    gpt_set_parallel(m, &dp.par);
     TRAIN_CHECK(train_dp_attach(&dp, ctx, gpt_arena(m), order));
     free(order);
     if (dp.rank) freopen("/dev/null", "w", stdout); /* rank 0 speaks for all */

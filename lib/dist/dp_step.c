@@ -23,9 +23,15 @@ typedef struct stamp_call {
     unsigned generation;
 } stamp_call;
 
+/* Keeps the earliest time a completion was seen (by a callback or by polling). */
+static void stamp_earliest(dp_stamp *s, double t) {
+    double seen = atomic_load(&s->at);
+    while ((seen <= 0 || t < seen) && !atomic_compare_exchange_weak(&s->at, &seen, t)) {}
+}
+
 static void CL_CALLBACK on_complete(cl_event event, cl_int status, void *user) {
     stamp_call *c = user;
-    if (atomic_load(&c->dp->generation) == c->generation) atomic_store(&c->stamp->at, dp_now());
+    if (atomic_load(&c->dp->generation) == c->generation) stamp_earliest(c->stamp, dp_now());
     atomic_fetch_sub(&c->dp->callbacks, 1); /* the last touch of dp */
     free(c);
 }
@@ -109,6 +115,28 @@ static enum wait_result wait_request(oclml_dp *dp, MPI_Request *req) {
         if (give_up) dp->abandoned = true;
         pthread_mutex_unlock(&dp->mu);
         if (give_up) return WAIT_QUIT;
+    }
+}
+
+/* Waits for bucket q's copy to the host, stamping when its ready marker is seen complete (its
+ * callback may come later). */
+static int wait_copied(dp_bucket *q) {
+    bool ready_seen = false;
+    for (;;) {
+        cl_int status;
+        if (!ready_seen &&
+            clGetEventInfo(q->ready, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
+                           NULL) == CL_SUCCESS &&
+            status <= CL_COMPLETE) {
+            ready_seen = true;
+            if (status == CL_COMPLETE) stamp_earliest(&q->ready_at, dp_now());
+        }
+        if (clGetEventInfo(q->read_done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
+                           NULL) != CL_SUCCESS ||
+            status < 0)
+            return -1;
+        if (status == CL_COMPLETE) return 0;
+        sched_yield();
     }
 }
 
@@ -268,7 +296,7 @@ static void run_step(oclml_dp *dp) {
         bool quit = dp->quit, has_data = q->has_data;
         pthread_mutex_unlock(&dp->mu);
         if (quit) return;
-        if (has_data && dp_wait_event(q->read_done)) {
+        if (has_data && wait_copied(q)) {
             pthread_mutex_lock(&dp->mu);
             dp->local_failed = 1;
             pthread_mutex_unlock(&dp->mu);
@@ -419,6 +447,30 @@ oclml_status oclml_dp_grads_ready(oclml_dp *dp, size_t first, size_t count) {
     return st;
 }
 
+/* Waits for the progress thread's end of the step (mu held), meanwhile polling the backward's
+ * end marker: a driver may deliver its callback many milliseconds late (NVIDIA's did, by about
+ * 10 ms in GPT-2's step), which would hide the exchange's exposed part. */
+static void wait_polling_backward_end(oclml_dp *dp) {
+    bool seen = !dp->backward_end;
+    while (!dp->step_done && !dp->stalled) {
+        if (seen) {
+            pthread_cond_wait(&dp->cv, &dp->mu);
+            continue;
+        }
+        cl_int status = CL_COMPLETE;
+        clGetEventInfo(dp->backward_end, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
+                       NULL);
+        if (status <= CL_COMPLETE) {
+            seen = true;
+            if (status == CL_COMPLETE) stamp_earliest(&dp->backward_end_at, dp_now());
+            continue;
+        }
+        pthread_mutex_unlock(&dp->mu);
+        sched_yield();
+        pthread_mutex_lock(&dp->mu);
+    }
+}
+
 static oclml_status end_step(oclml_dp *dp, bool failing) {
     if (!dp) return OCLML_ERR_NULL_POINTER;
     if (dp->ranks == 1) {
@@ -440,7 +492,7 @@ static oclml_status end_step(oclml_dp *dp, bool failing) {
     for (size_t b = 0; b < dp->n_buckets; b++)
         if (!dp->buckets[b].started) start_bucket(dp, b, !dp->local_failed);
     if (dp->threaded) {
-        while (!dp->step_done && !dp->stalled) pthread_cond_wait(&dp->cv, &dp->mu);
+        wait_polling_backward_end(dp);
     } else {
         pthread_mutex_unlock(&dp->mu);
         run_step(dp);

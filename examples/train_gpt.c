@@ -223,6 +223,10 @@ int main(int argc, char **argv) {
     if (o.load) TRAIN_CHECK(gpt_load(m, o.load));
     size_t *order = malloc(gpt_tensors(m) * sizeof *order);
     if (!order) return 3;
+    /* Gathering every rank's ids and stream gradient for the token embedding's lookup (instead
+     * of exchanging the table's gradient at the end) pays while the gathered rows are fewer
+     * than twice the table's: an all-reduce moves about twice the table a rank. */
+    if ((size_t)dp.ranks * local.batch * local.seq >= 2 * local.vocab) dp.par.gather = NULL;
     gpt_set_parallel(m, &dp.par); /* first: the order depends on it */
     gpt_grad_order(m, order);
     TRAIN_CHECK(train_dp_attach(&dp, ctx, gpt_arena(m), order));

@@ -46,6 +46,8 @@ example train_gpt --steps 6 --batch 4 --seq 16 --fixed --dropout 0.1
 if [ -n "${OCLML_TEST_SWEEP:-}" ]; then
     example train_cnn --steps 50 --images 32
     example train_gpt --steps 8 --batch 4 --seq 16 --fixed
+    # A vocabulary small enough that the table's gradient is exchanged whole (no gather).
+    example train_gpt --steps 6 --batch 4 --seq 16 --fixed --vocab 16
 fi
 rm -rf "$tmp"
 exit $rc

@@ -245,9 +245,11 @@ static void setup_shared(oclml_dp *dp) {
     }
     if (!dp->segment && dp->win != MPI_WIN_NULL) MPI_Win_free(&dp->win);
     MPI_Comm_free(&node);
-    /* fp32 words: every segment registered with OpenCL here (pinned for the copy engines); a
-     * refusal anywhere keeps the pinned staging, on this rank only (it changes no collective). */
-    dp->segment_mem = dp->segment && word == 4 ? calloc((size_t)dp->ranks, sizeof(cl_mem)) : NULL;
+    /* Every segment registered with OpenCL here (pinned for the copy engines) for fp32 words,
+     * and for bf16 words that the device converts; a refusal anywhere keeps the pinned staging
+     * (the host's conversions), on this rank only (it changes no collective). */
+    bool register_them = dp->segment && (word == 4 || dp->cfg.sum_on_device);
+    dp->segment_mem = register_them ? calloc((size_t)dp->ranks, sizeof(cl_mem)) : NULL;
     bool ok_all = dp->segment_mem != NULL;
     for (int r = 0; ok_all && r < dp->ranks; r++) {
         cl_int err;
@@ -255,7 +257,8 @@ static void setup_shared(oclml_dp *dp) {
                                             dp->segment[r], &err);
         ok_all = err == CL_SUCCESS;
     }
-    dp->zero_copy = ok_all;
+    dp->zero_copy = ok_all && word == 4;
+    dp->device_words = ok_all && word == 2; /* confirmed by dp_device_setup */
 }
 
 oclml_status oclml_dp_create(oclml_ctx *ctx, oclml_arena *arena, const oclml_dp_config *config,
@@ -411,7 +414,7 @@ oclml_status oclml_dp_broadcast(oclml_dp *dp) {
 oclml_status oclml_dp_step_info_get(const oclml_dp *dp, oclml_dp_step_info *info) {
     if (!dp || !info) return OCLML_ERR_NULL_POINTER;
     *info = dp->info;
-    info->shared_memory = dp->zero_copy ? 2 : dp->segment != NULL;
+    info->shared_memory = dp->zero_copy || dp->device_words ? 2 : dp->segment != NULL;
     info->sum_on_device = dp->sum_ctx != NULL;
     return OCLML_SUCCESS;
 }

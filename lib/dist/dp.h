@@ -78,6 +78,10 @@ struct oclml_dp {
     oclml_ctx *sum_ctx;
     cl_command_queue sum_queue;
     cl_mem sum_scratch;
+    /* bf16 words on one node with the sums on the device: the segments hold words, the device
+     * converts (words: every gradient's, in stage order; sum_words: a shard's slots). */
+    bool device_words;
+    cl_mem words, sum_words;
 
     /* The step, shared by the calling thread and the progress thread under mu. */
     pthread_mutex_t mu;
@@ -115,6 +119,14 @@ int dp_device_sum(oclml_dp *dp, const dp_bucket *q, size_t from, size_t n);
 /* Enqueues the copy of n of those sums, from the shard's element at, to the gradients' byte
  * offset to (on the sums' queue). */
 cl_int dp_device_return(oclml_dp *dp, size_t at, size_t to, size_t n);
+/* device_words: bucket q's gradients cast to bf16 into the device staging, on the context's
+ * queue (the caller's thread). */
+oclml_status dp_device_words_out(oclml_dp *dp, const dp_bucket *q);
+/* device_words: dp_device_sum's work on the words of stage elements [from, from + n). */
+int dp_device_sum_words(oclml_dp *dp, size_t from, size_t n);
+/* device_words: enqueues every owner's average words of bucket q (count and displ: the
+ * shards) into the device staging and from there into the gradients, on the sums' queue. */
+cl_int dp_device_words_back(oclml_dp *dp, const dp_bucket *q, const int *count, const int *displ);
 
 /* dp_reduce.c: host arithmetic of one bucket, over a few threads when large. */
 /* shards: each rank's n values (bf16 words or fp32), in rank order; out (which may be one of

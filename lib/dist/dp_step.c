@@ -73,9 +73,16 @@ static void start_bucket(oclml_dp *dp, size_t b, bool with_data) {
     q->has_data = false;
     dp->in_step = true;
     if (with_data) {
-        cl_int err = clEnqueueMarkerWithWaitList(dp->ctx_queue, 0, NULL, &q->ready);
+        /* bf16 words on the device: cast first, on the context's queue, before the marker. */
+        cl_int err =
+            dp->device_words && dp_device_words_out(dp, q) ? CL_INVALID_OPERATION : CL_SUCCESS;
+        if (err == CL_SUCCESS) err = clEnqueueMarkerWithWaitList(dp->ctx_queue, 0, NULL, &q->ready);
         if (err == CL_SUCCESS) stamp_on_completion(dp, q->ready, &q->ready_at);
-        for (size_t r = 0; r < q->n_runs && err == CL_SUCCESS; r++) {
+        if (err == CL_SUCCESS && dp->device_words)
+            err = clEnqueueReadBuffer(
+                dp->copy_queue, dp->words, CL_FALSE, q->stage_offset * 2, q->elements * 2,
+                (uint16_t *)dp->segment[dp->rank] + q->stage_offset, 1, &q->ready, &q->read_done);
+        for (size_t r = 0; r < q->n_runs && err == CL_SUCCESS && !dp->device_words; r++) {
             const dp_run *run = &q->runs[r];
             /* The copy queue is in order: the last copy's event stands for the bucket's. */
             err = clEnqueueReadBuffer(dp->copy_queue, dp->grads, CL_FALSE,
@@ -205,16 +212,17 @@ static enum wait_result exchange_shared(oclml_dp *dp, dp_bucket *q) {
     split_shards(dp, n, count, displ);
     float *stage = dp->stage + at;
     char *mine = (char *)dp->segment[me] + at * word;
-    if (bf16)
+    if (bf16 && !dp->device_words) /* device_words: the device's words landed there */
         dp_to_bf16(stage, n, (uint16_t *)mine);
-    else if (!dp->zero_copy) /* zero_copy: the copy from the device landed there */
+    else if (!bf16 && !dp->zero_copy) /* zero_copy: the copy from the device landed there */
         dp_copy_f32(stage, n, (float *)mine);
     enum wait_result w = shared_barrier(dp);
     if (w != WAIT_DONE) return w;
     for (int r = 0; r < R; r++)
         dp->shard_of[r] = (const char *)dp->segment[r] + (at + (size_t)displ[me]) * word;
-    if (dp->sum_ctx && !bf16) {
-        if (dp_device_sum(dp, q, at + (size_t)displ[me], (size_t)count[me])) {
+    if (dp->sum_ctx) {
+        size_t from = at + (size_t)displ[me], mine_n = (size_t)count[me];
+        if (bf16 ? dp_device_sum_words(dp, from, mine_n) : dp_device_sum(dp, q, from, mine_n)) {
             /* The segment's shard holds this rank's own values: the step must not count. */
             pthread_mutex_lock(&dp->mu);
             dp->local_failed = 1;
@@ -224,7 +232,8 @@ static enum wait_result exchange_shared(oclml_dp *dp, dp_bucket *q) {
         dp_reduce(bf16, dp->shard_of, R, (size_t)count[me], mine + (size_t)displ[me] * word);
     }
     if ((w = shared_barrier(dp)) != WAIT_DONE) return w;
-    for (int k = 0; k < R && !dp->zero_copy; k++) { /* zero_copy: the device reads them there */
+    /* zero_copy and device_words: the device reads them there. */
+    for (int k = 0; k < R && !dp->zero_copy && !dp->device_words; k++) {
         const char *sums = (const char *)dp->segment[k] + (at + (size_t)displ[k]) * word;
         if (bf16)
             dp_from_bf16((const uint16_t *)sums, (size_t)count[k], stage + displ[k]);
@@ -263,7 +272,12 @@ static void return_bucket(oclml_dp *dp, dp_bucket *q) {
     if (dp->skip_writes || dp->local_failed || !q->has_data) return;
     cl_command_queue queue = dp->sum_ctx ? dp->sum_queue : dp->copy_queue;
     cl_int err = CL_SUCCESS;
-    for (size_t r = 0; r < q->n_runs && err == CL_SUCCESS; r++) {
+    if (dp->device_words) {
+        int *count = dp->counts, *displ = count + dp->ranks;
+        split_shards(dp, q->elements, count, displ);
+        err = dp_device_words_back(dp, q, count, displ);
+    }
+    for (size_t r = 0; r < q->n_runs && err == CL_SUCCESS && !dp->device_words; r++) {
         const dp_run *run = &q->runs[r];
         for (size_t done = 0; done < run->elements && err == CL_SUCCESS;) {
             size_t n = run->elements - done, begin = 0;

@@ -13,6 +13,14 @@ SRC = os.path.normpath(os.path.join(HERE, "..", ".."))
 BUILD = os.environ.get("OCLML_TEST_BUILDDIR", SRC)
 
 
+def package_env():
+    """The environment with the source tree's package first (what PYTHONPATH held kept: it may
+    name where cffi or NumPy is)."""
+    path = os.path.join(SRC, "python")
+    old = os.environ.get("PYTHONPATH")
+    return dict(os.environ, PYTHONPATH=path + (os.pathsep + old if old else ""))
+
+
 def curve(out):
     return [float(v) for v in re.findall(r"^step +\d+ +loss ([0-9.eE+-]+)", out, re.M)]
 
@@ -23,7 +31,7 @@ def test_python_mlp_matches_the_c_example():
         pytest.skip("no examples/train_mlp in the build tree")
     args = ["--steps", "12", "--batch", "64"]
     c = subprocess.run([c_example] + args, capture_output=True, text=True, timeout=600)
-    env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
+    env = package_env()
     py = subprocess.run([sys.executable, os.path.join(SRC, "examples", "python", "train_mlp.py")]
                         + args, capture_output=True, text=True, timeout=600, env=env)
     assert py.returncode in (0, 1), py.stderr
@@ -35,7 +43,7 @@ def test_python_mlp_matches_the_c_example():
 
 
 def test_rssm_example_runs(tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
+    env = package_env()
     r = subprocess.run([sys.executable, os.path.join(SRC, "examples", "python", "rssm_rollout.py"),
                         "--members", "3", "--steps", "6", "--plot", str(tmp_path / "r.png")],
                        capture_output=True, text=True, timeout=600, env=env)

@@ -30,7 +30,10 @@ def test_python_mlp_matches_the_c_example():
     if not os.path.exists(c_example):
         pytest.skip("no examples/train_mlp in the build tree")
     args = ["--steps", "12", "--batch", "64"]
-    c = subprocess.run([c_example] + args, capture_output=True, text=True, timeout=600)
+    # The environment as Python holds it: a driver loaded in this process may have changed the
+    # C library's copy, which children inherit by default.
+    c = subprocess.run([c_example] + args, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ))
     env = package_env()
     py = subprocess.run([sys.executable, os.path.join(SRC, "examples", "python", "train_mlp.py")]
                         + args, capture_output=True, text=True, timeout=600, env=env)

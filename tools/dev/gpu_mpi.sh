@@ -3,8 +3,9 @@
 #                                 .gpu/mpidebs: Open MPI 4.1 and the libraries it loads)
 #   there, after .gpu/env.sh:     source tools/dev/gpu_mpi.sh  (unpacked under /tmp/gpu-mpi and
 #                                 relocated there: OPAL_PREFIX, PMIx's prefix, PATH, pkg-config)
-# Start ranks through tools/dev/gpu_rank.sh: Open MPI passes a colon list in OCL_ICD_FILENAMES
-# on as its first item only, which hides NVIDIA's driver from the ranks.
+# Start ranks through tools/dev/gpu_rank.sh: on that machine a process that loads an OpenCL
+# driver (mpirun's daemon through hwloc, a Python test through liboclml) finds its C environment's
+# OCL_ICD_FILENAMES cut to the list's first item (PoCL), and its children lose NVIDIA's driver.
 if [ "${1:-}" = fetch ]; then
   mkdir -p .gpu/mpidebs && cd .gpu/mpidebs &&
     apt-get download openmpi-bin libopenmpi3 libopenmpi-dev openmpi-common ibverbs-providers \

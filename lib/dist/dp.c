@@ -110,8 +110,8 @@ static oclml_status check_local(const oclml_dp_config *c, oclml_arena *arena, si
 }
 
 /* Groups the gradients, in the backward's order, into buckets of at least first_bucket_bytes
- * (the first) and bucket_bytes (the others), at most bucket_bytes: a tensor that would pass it
- * goes on in the next buckets, so that a large tensor's buckets overlap (one's copies with the
+ * (the first) and bucket_bytes (the others), at most the larger of the two: a tensor that would
+ * pass it goes on in the next buckets, so that a large tensor's buckets overlap (one's copies with the
  * next one's exchange) instead of ending the step with one long exchange. A bucket's
  * pieces that sit next to each other in the arena make one run (one copy each way). */
 static oclml_status plan_buckets(oclml_dp *dp, const size_t *off, const size_t *order) {
@@ -119,6 +119,9 @@ static oclml_status plan_buckets(oclml_dp *dp, const size_t *off, const size_t *
            first = dp->cfg.first_bucket_bytes / sizeof(float);
     if (!per) per = 1;
     if (!first) first = 1;
+    /* Where a tensor is cut: bucket_bytes, or the first bucket's size where that is larger (a
+     * piece smaller than both would cost its bucket's fixed cost for little overlap). */
+    const size_t cut = per > first ? per : first;
     size_t most = n + dp->padded / (first < per ? first : per) + 1;
     dp->buckets = calloc(most, sizeof *dp->buckets);
     dp->bucket_of = malloc(n * sizeof *dp->bucket_of);
@@ -136,7 +139,7 @@ static oclml_status plan_buckets(oclml_dp *dp, const size_t *off, const size_t *
         dp->bucket_of[t] = SIZE_MAX;
         do {
             /* A bucket closes once it holds its size (the first one's, then bucket_bytes); a
-             * tensor is cut only where a bucket would pass bucket_bytes. */
+             * tensor is cut only where a bucket would pass `cut`. */
             size_t cap = b == dp->buckets && first < per ? first : per;
             if (!b || b->elements >= cap) {
                 b = &dp->buckets[dp->n_buckets++];
@@ -144,7 +147,7 @@ static oclml_status plan_buckets(oclml_dp *dp, const size_t *off, const size_t *
                 b->runs = calloc(n - k + 1, sizeof *b->runs);
                 if (!b->runs) return OCLML_ERR_OUT_OF_MEMORY;
             }
-            size_t take = left < per - b->elements ? left : per - b->elements;
+            size_t take = left < cut - b->elements ? left : cut - b->elements;
             dp_run *last = b->n_runs ? &b->runs[b->n_runs - 1] : NULL;
             if (last && last->device_offset + last->elements == at)
                 last->elements += take;
@@ -181,6 +184,8 @@ static oclml_status setup_queues(oclml_dp *dp) {
     if (!st) st = oclml_arena_flat(dp->arena, 0, &flat);
     if (!st) st = oclml_tensor_buffer(flat, &dp->params, &dp->params_offset);
     if (st) return st;
+    oclml_device_info info;
+    dp->poll = !oclml_ctx_device_info(dp->ctx, &info) && info.is_gpu;
     cl_int err;
     dp->device = device;
     dp->copy_queue = clCreateCommandQueue(dp->cl_ctx, device, 0, &err);

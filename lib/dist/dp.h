@@ -46,6 +46,7 @@ struct oclml_dp {
     oclml_dp_config cfg;
     cl_context cl_ctx;
     cl_device_id device;
+    bool poll; /* waits poll events (a GPU) rather than block (dp_wait_event) */
     cl_command_queue ctx_queue, copy_queue;
     cl_mem grads, params;               /* the arena's flat buffers */
     size_t grads_offset, params_offset; /* their views' offsets in bytes */
@@ -137,9 +138,10 @@ void dp_from_bf16(const uint16_t *x, size_t n, float *y);
 void dp_copy_f32(const float *x, size_t n, float *y);
 
 double dp_now(void);
-/* Waits for an event (of a flushed queue) by polling its status, from the progress thread: a
- * blocking OpenCL wait may hold the driver's lock and stall the caller's enqueues meanwhile.
- * 0, or -1 if its command failed. */
-int dp_wait_event(cl_event e);
+/* Waits for an event (of a flushed queue): on a GPU by polling its status (a blocking OpenCL
+ * wait may hold the driver's lock and stall the caller's enqueues meanwhile), on a CPU device
+ * in the driver (a polling thread takes a core from the device's own kernels). 0, or -1 if its
+ * command failed. */
+int dp_wait_event(const oclml_dp *dp, cl_event e);
 
 #endif

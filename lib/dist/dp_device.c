@@ -76,7 +76,7 @@ int dp_device_sum(oclml_dp *dp, const dp_bucket *q, size_t from, size_t n) {
     err = clEnqueueReadBuffer(dp->sum_queue, dp->sum_scratch, CL_FALSE, 0, n * sizeof(float),
                               (float *)dp->segment[dp->rank] + from, 0, NULL, &out);
     if (err != CL_SUCCESS) return -1;
-    int rc = clFlush(dp->sum_queue) == CL_SUCCESS ? dp_wait_event(out) : -1;
+    int rc = clFlush(dp->sum_queue) == CL_SUCCESS ? dp_wait_event(dp, out) : -1;
     clReleaseEvent(out);
     return rc;
 }
@@ -141,7 +141,7 @@ int dp_device_sum_words(oclml_dp *dp, size_t from, size_t n) {
     err = clEnqueueReadBuffer(dp->sum_queue, dp->sum_words, CL_FALSE, 0, n * 2,
                               (uint16_t *)dp->segment[dp->rank] + from, 0, NULL, &out);
     if (err != CL_SUCCESS) return -1;
-    int rc = clFlush(dp->sum_queue) == CL_SUCCESS ? dp_wait_event(out) : -1;
+    int rc = clFlush(dp->sum_queue) == CL_SUCCESS ? dp_wait_event(dp, out) : -1;
     clReleaseEvent(out);
     return rc;
 }

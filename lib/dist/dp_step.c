@@ -48,7 +48,8 @@ static void stamp_on_completion(oclml_dp *dp, cl_event event, dp_stamp *s) {
     }
 }
 
-int dp_wait_event(cl_event e) {
+int dp_wait_event(const oclml_dp *dp, cl_event e) {
+    if (!dp->poll) return clWaitForEvents(1, &e) == CL_SUCCESS ? 0 : -1;
     for (;;) {
         cl_int status;
         if (clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
@@ -127,7 +128,8 @@ static enum wait_result wait_request(oclml_dp *dp, MPI_Request *req) {
 
 /* Waits for bucket q's copy to the host, stamping when its ready marker is seen complete (its
  * callback may come later). */
-static int wait_copied(dp_bucket *q) {
+static int wait_copied(const oclml_dp *dp, dp_bucket *q) {
+    if (!dp->poll) return dp_wait_event(dp, q->read_done);
     bool ready_seen = false;
     for (;;) {
         cl_int status;
@@ -310,7 +312,7 @@ static void run_step(oclml_dp *dp) {
         bool quit = dp->quit, has_data = q->has_data;
         pthread_mutex_unlock(&dp->mu);
         if (quit) return;
-        if (has_data && wait_copied(q)) {
+        if (has_data && wait_copied(dp, q)) {
             pthread_mutex_lock(&dp->mu);
             dp->local_failed = 1;
             pthread_mutex_unlock(&dp->mu);
@@ -328,7 +330,7 @@ static void run_step(oclml_dp *dp) {
     bool write_failed = false;
     for (size_t b = 0; b < dp->n_buckets; b++) {
         dp_bucket *q = &dp->buckets[b];
-        if (q->written && dp_wait_event(q->written)) write_failed = true;
+        if (q->written && dp_wait_event(dp, q->written)) write_failed = true;
         q->returned_at = dp_now();
     }
     int mine, any = 1;
@@ -465,7 +467,7 @@ oclml_status oclml_dp_grads_ready(oclml_dp *dp, size_t first, size_t count) {
  * end marker: a driver may deliver its callback many milliseconds late (NVIDIA's did, by about
  * 10 ms in GPT-2's step), which would hide the exchange's exposed part. */
 static void wait_polling_backward_end(oclml_dp *dp) {
-    bool seen = !dp->backward_end;
+    bool seen = !dp->backward_end || !dp->poll;
     while (!dp->step_done && !dp->stalled) {
         if (seen) {
             pthread_cond_wait(&dp->cv, &dp->mu);

@@ -58,8 +58,11 @@ typedef struct oclml_dp oclml_dp;
 typedef struct oclml_dp_config {
     size_t struct_size; /* sizeof(oclml_dp_config), set by oclml_dp_config_init */
     MPI_Comm comm;      /* the ranks that train together (duplicated); MPI_COMM_WORLD */
-    /* Gradient bytes (fp32) a bucket holds at least, cut at tensor boundaries: 25 MiB, PyTorch
-     * DDP's bucket. Smaller buckets start sooner, larger ones move at a higher rate. */
+    /* Gradient bytes (fp32) a bucket holds at least: 25 MiB, PyTorch DDP's bucket. Buckets end
+     * at tensor boundaries, except that a tensor is cut where a bucket would pass the larger of
+     * this and first_bucket_bytes (it goes on in the next buckets, which then overlap one's
+     * copies with the next one's exchange). Smaller buckets start sooner, larger ones move at a
+     * higher rate. */
     size_t bucket_bytes;
     /* What travels between ranks: OCLML_FLOAT32 (default), or OCLML_BFLOAT16 (half the bytes:
      * each rank's gradient rounded to bf16, summed in fp32, the average rounded to bf16). */

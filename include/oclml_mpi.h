@@ -26,6 +26,9 @@
  * gathered by every rank (nonblocking all-gather) and copied back to the device. The sum's order
  * is fixed, so the result is deterministic for a fixed rank count, and every rank receives the
  * same words, so it is identical on every rank. oclml_dp_sync waits for the last bucket only.
+ * Ranks of one node exchange through host memory they all map instead of messages, and each
+ * shard's owner sums on its device (sum_on_device; with bf16 words the device also converts,
+ * so oclml_dp_grads_ready then enqueues the casts on the context's queue).
  *
  * Failures. A rank whose step fails (an op returned an error) calls oclml_dp_fail instead of
  * oclml_dp_sync: it still takes part in the step's exchanges, and every rank's oclml_dp_sync
@@ -74,16 +77,18 @@ typedef struct oclml_dp_config {
     double timeout_s;    /* how long to wait for the other ranks: 300 s */
     int progress_thread; /* 1 (default): overlap the exchange with the backward; 0: in sync */
     /* The first bucket's size (1 MiB by default, as DDP's): small, so that the exchange starts
-     * early in the backward. */
+     * early in the backward. It holds at least this, whole tensors, and up to the larger of
+     * this and bucket_bytes. */
     size_t first_bucket_bytes;
     /* 1 (default): when every rank is on one node, exchange through memory they all map
      * (MPI_Win_allocate_shared: one copy in, the sum in place, one copy out) instead of
      * messages; 0: messages always. */
     int shared_memory;
-    /* 1 (default): where the shared segments hold fp32 words, each owner sums its shard on its
-     * device (the shards copied in, one kernel, the sums copied out: the copy engines and the
-     * device's memory instead of the host's cores); 0: on the host. Either way the sum runs in
-     * rank order and is scaled once, so both give the same bits. */
+    /* 1 (default): where the ranks share a node's memory, each owner sums its shard on its
+     * device (the shards copied in, the sum, the sums copied out: the copy engines and the
+     * device's memory instead of the host's cores), and with bf16 words the device converts
+     * them; 0: on the host. Either way the sum runs in rank order and is scaled once, so both
+     * give the same bits. */
     int sum_on_device;
 } oclml_dp_config;
 
@@ -110,9 +115,13 @@ OCLML_API oclml_status oclml_dp_rank(const oclml_dp *dp, int *rank, int *ranks);
 
 /* Every rank's x into all, in rank order (all holds ranks times x's elements, of x's dtype), on
  * every rank: for what a model exchanges instead of a gradient (a gradient that a small input
- * makes, such as a token embedding's from its lookup). Between steps only (not between the
- * first oclml_dp_grads_ready and oclml_dp_sync: OCLML_ERR_INVALID_ARGUMENT). Collective; blocks
- * until all is written; a rank's failure is OCLML_ERR_PEER on the others. */
+ * makes, such as a token embedding's from its lookup). Every rank calls it between the same two
+ * steps: inside a step (after the first oclml_dp_grads_ready, before oclml_dp_sync returned
+ * success or failure) it is OCLML_ERR_INVALID_ARGUMENT with no collective; after a sync that
+ * returned OCLML_ERR_TIMEOUT it first waits for that step (up to timeout_s). Bad arguments, or
+ * another size or dtype on another rank, return before anything moves (OCLML_ERR_PEER on the
+ * ranks whose own were fine). Collective; blocks until all is written, with no timeout of its
+ * own; a rank's failure is OCLML_ERR_PEER on the others. */
 OCLML_API oclml_status oclml_dp_allgather(oclml_dp *dp, const oclml_tensor *x, oclml_tensor *all);
 
 /* Rank 0's parameters to every rank (and into the arena's 16-bit copy where it has one), so
@@ -138,7 +147,7 @@ OCLML_API oclml_status oclml_dp_fail(oclml_dp *dp);
  * times come from OpenCL event callbacks, which nothing waits for: NAN where one had not come
  * when the step ended. */
 typedef struct oclml_dp_bucket_info {
-    size_t tensors;     /* how many of the arena's tensors it holds */
+    size_t tensors;     /* how many of the arena's tensors it holds (or pieces of: a cut one) */
     size_t elements;    /* gradient values, padding included */
     size_t wire_bytes;  /* bytes this rank sent for it (all-to-all and all-gather) */
     double ready_ms;    /* the device reached its ready marker */
@@ -150,7 +159,8 @@ typedef struct oclml_dp_bucket_info {
 typedef struct oclml_dp_step_info {
     size_t buckets, elements, wire_bytes;
     /* 0: the exchange goes by messages; 1: through the node's shared memory; 2: and the
-     * device's copies land in and read from the shared segments (fp32 words: no host copy) */
+     * device's copies land in and read from the shared segments (no host copy: fp32 words, or
+     * bf16 words that the device converts) */
     int shared_memory;
     int sum_on_device;          /* the owners' sums run on their devices */
     size_t steps, failed_steps; /* steps synchronised since creation, and those that failed */

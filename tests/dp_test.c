@@ -346,6 +346,14 @@ static int run_allgather(int shared) {
         }
     EXPECT(oclml_dp_allgather(dp, x, wrong) == OCLML_ERR_INVALID_SHAPE, "wrong shape");
     EXPECT(oclml_dp_allgather(dp, x, NULL) == OCLML_ERR_NULL_POINTER, "NULL all");
+    /* Another size on another rank: refused everywhere before anything moves. */
+    size_t m = N + (size_t)rank, all_m = (size_t)ranks * m;
+    oclml_tensor *xm, *allm;
+    OK(oclml_tensor_create(ctx, 1, &m, &xm));
+    OK(oclml_tensor_create(ctx, 1, &all_m, &allm));
+    EXPECT(oclml_dp_allgather(dp, xm, allm) == OCLML_ERR_PEER, "sizes that differ by rank");
+    OK(oclml_tensor_destroy(xm));
+    OK(oclml_tensor_destroy(allm));
     /* Inside a step: refused (the segments are the step's). */
     OK(oclml_dp_grads_ready(dp, 0, 1));
     EXPECT(oclml_dp_allgather(dp, x, all) == OCLML_ERR_INVALID_ARGUMENT, "inside a step");

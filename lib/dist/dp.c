@@ -282,9 +282,9 @@ oclml_status oclml_dp_create(oclml_ctx *ctx, oclml_arena *arena, const oclml_dp_
      * can), so that none is left waiting in a collective. */
     uint64_t mine[2] = {0, 0}, most[2];
     if (!st) {
-        size_t head[4] = {n, padded, c.bucket_bytes, (size_t)c.wire_dtype};
+        size_t head[5] = {n, padded, c.bucket_bytes, (size_t)c.wire_dtype, c.first_bucket_bytes};
         mine[0] =
-            hash_words(hash_words(hash_words(14695981039346656037ull, head, 4), off, n), order, n);
+            hash_words(hash_words(hash_words(14695981039346656037ull, head, 5), off, n), order, n);
         mine[1] = ~mine[0];
     } else {
         mine[0] = mine[1] = UINT64_MAX;

@@ -109,6 +109,8 @@ struct oclml_dp {
 
 /* dp_step.c: the progress thread's loop. */
 void *dp_progress_main(void *dp);
+/* A stalled step still running in the background waited for and dropped (mu held). */
+oclml_status dp_settle(oclml_dp *dp);
 
 /* dp_device.c: the owners' sums on the device, where the segments are registered. */
 void dp_device_setup(oclml_dp *dp, cl_device_id device);

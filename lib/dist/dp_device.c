@@ -60,6 +60,7 @@ static cl_int copy_from_grads(oclml_dp *dp, const dp_bucket *q, size_t from, siz
 }
 
 int dp_device_sum(oclml_dp *dp, const dp_bucket *q, size_t from, size_t n) {
+    if (!n) return 0; /* a bucket with fewer elements than ranks */
     cl_int err = CL_SUCCESS;
     /* Slot r + 1: rank r's values. This rank's own are on the device already (the bucket's
      * copy to the host, now complete, read them after the backward wrote them). */
@@ -117,6 +118,7 @@ oclml_status dp_device_words_out(oclml_dp *dp, const dp_bucket *q) {
 }
 
 int dp_device_sum_words(oclml_dp *dp, size_t from, size_t n) {
+    if (!n) return 0; /* a bucket with fewer elements than ranks */
     const size_t cap = dp->shard_capacity;
     cl_int err = CL_SUCCESS;
     /* Word slot r + 1: rank r's words (this rank's from the device staging), then as fp32. */

@@ -33,10 +33,9 @@ static bool segments_barrier(oclml_dp *dp) {
 }
 
 static oclml_status gather_shared(oclml_dp *dp, cl_mem xb, size_t xo, cl_mem ab, size_t ao,
-                                  size_t bytes, cl_event after, oclml_status st) {
-    cl_int err = st ? CL_INVALID_EVENT
-                    : clEnqueueReadBuffer(dp->copy_queue, xb, CL_TRUE, xo, bytes,
-                                          dp->segment[dp->rank], 1, &after, NULL);
+                                  size_t bytes, cl_event after) {
+    cl_int err = clEnqueueReadBuffer(dp->copy_queue, xb, CL_TRUE, xo, bytes, dp->segment[dp->rank],
+                                     1, &after, NULL);
     /* Every rank takes part in both barriers whatever happened here, so none is left waiting;
      * the outcome is agreed after. */
     if (!segments_barrier(dp)) return OCLML_ERR_PEER;
@@ -46,38 +45,34 @@ static oclml_status gather_shared(oclml_dp *dp, cl_mem xb, size_t xo, cl_mem ab,
                                         0, NULL, NULL)
                   : clEnqueueWriteBuffer(dp->copy_queue, ab, CL_FALSE, ao + (size_t)r * bytes,
                                          bytes, dp->segment[r], 0, NULL, NULL);
-    if (err == CL_SUCCESS) err = clFinish(dp->copy_queue);
+    cl_int finished = clFinish(dp->copy_queue);
+    if (err == CL_SUCCESS) err = finished;
     /* No rank writes its segment again (the next step) before all have read it. */
     if (!segments_barrier(dp)) return OCLML_ERR_PEER;
+    /* The segment may be this rank's staging, which a failing step sends as it is: zeros, as
+     * the arena's padding, rather than x. */
+    memset(dp->segment[dp->rank], 0, bytes);
     return err == CL_SUCCESS ? OCLML_SUCCESS : OCLML_ERR_OPENCL;
 }
 
+/* host: ranks x bytes, allocated by the caller (every rank has one: agreed before). */
 static oclml_status gather_messages(oclml_dp *dp, cl_mem xb, size_t xo, cl_mem ab, size_t ao,
-                                    size_t bytes, cl_event after, oclml_status st) {
-    char *host = malloc(bytes * (size_t)dp->ranks + 1);
-    char *mine = host ? host + (size_t)dp->rank * bytes : NULL;
-    cl_int err =
-        !host ? CL_OUT_OF_HOST_MEMORY
-        : st  ? CL_INVALID_EVENT
-              : clEnqueueReadBuffer(dp->copy_queue, xb, CL_TRUE, xo, bytes, mine, 1, &after, NULL);
-    if (err != CL_SUCCESS && host) memset(mine, 0, bytes);
+                                    size_t bytes, cl_event after, char *host) {
+    char *mine = host + (size_t)dp->rank * bytes;
+    cl_int err = clEnqueueReadBuffer(dp->copy_queue, xb, CL_TRUE, xo, bytes, mine, 1, &after, NULL);
+    if (err != CL_SUCCESS) memset(mine, 0, bytes);
     /* Every rank runs the same collectives (a failure is agreed after). */
     bool ok = true;
     for (int r = 0; r < dp->ranks; r++)
         for (size_t at = 0; at < bytes; at += MPI_PIECE) {
             size_t piece = bytes - at < MPI_PIECE ? bytes - at : MPI_PIECE;
-            char scratch;
-            void *from = host ? host + (size_t)r * bytes + at : &scratch;
-            ok &= MPI_Bcast(from, host ? (int)piece : 0, MPI_BYTE, r, dp->comm) == MPI_SUCCESS;
+            ok &= MPI_Bcast(host + (size_t)r * bytes + at, (int)piece, MPI_BYTE, r, dp->comm) ==
+                  MPI_SUCCESS;
         }
-    if (!ok) {
-        free(host);
-        return OCLML_ERR_PEER;
-    }
+    if (!ok) return OCLML_ERR_PEER;
     if (err == CL_SUCCESS)
         err = clEnqueueWriteBuffer(dp->copy_queue, ab, CL_TRUE, ao, bytes * (size_t)dp->ranks, host,
                                    0, NULL, NULL);
-    free(host);
     return err == CL_SUCCESS ? OCLML_SUCCESS : OCLML_ERR_OPENCL;
 }
 
@@ -88,54 +83,86 @@ static bool any_failed(oclml_dp *dp, bool mine) {
     return any != 0;
 }
 
+/* Whether every rank is ready with the same bytes of the same dtype (every rank calls it). */
+static bool all_agree(oclml_dp *dp, bool ok, size_t bytes, oclml_dtype dtype) {
+    long long mine[5] = {!ok, (long long)bytes, (long long)dtype, -(long long)bytes,
+                         -(long long)dtype},
+              most[5];
+    if (MPI_Allreduce(mine, most, 5, MPI_LONG_LONG, MPI_MAX, dp->comm) != MPI_SUCCESS) return false;
+    return !most[0] && most[1] == -most[3] && most[2] == -most[4];
+}
+
 static oclml_status check(oclml_dp *dp, const oclml_tensor *x, const oclml_tensor *all, cl_mem *xb,
-                          size_t *xo, cl_mem *ab, size_t *ao, size_t *bytes) {
+                          size_t *xo, cl_mem *ab, size_t *ao, size_t *bytes, oclml_dtype *xt) {
     size_t all_bytes;
-    oclml_dtype xt, at;
+    oclml_dtype at;
     oclml_status st = tensor_bytes(x, xb, xo, bytes);
     if (!st) st = tensor_bytes(all, ab, ao, &all_bytes);
-    if (!st) st = oclml_tensor_dtype(x, &xt);
+    if (!st) st = oclml_tensor_dtype(x, xt);
     if (!st) st = oclml_tensor_dtype(all, &at);
     if (st) return st;
-    if (xt != at) return OCLML_ERR_DTYPE;
+    if (*xt != at) return OCLML_ERR_DTYPE;
     if (all_bytes != *bytes * (size_t)dp->ranks) return OCLML_ERR_INVALID_SHAPE;
     if (*xb == *ab && *xo < *ao + all_bytes && *ao < *xo + *bytes)
         return OCLML_ERR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&dp->mu);
-    bool busy = dp->in_step || dp->marked || dp->broken;
-    pthread_mutex_unlock(&dp->mu);
-    return busy ? OCLML_ERR_INVALID_ARGUMENT : OCLML_SUCCESS;
+    return OCLML_SUCCESS;
 }
 
 oclml_status oclml_dp_allgather(oclml_dp *dp, const oclml_tensor *x, oclml_tensor *all) {
     if (!dp) return OCLML_ERR_NULL_POINTER;
+    /* Between steps only: a step that stalled is waited for (as the next step would), and a
+     * call inside a step is refused before any collective (the progress thread may be inside
+     * MPI on the same communicator). */
+    pthread_mutex_lock(&dp->mu);
+    oclml_status st = dp->broken ? OCLML_ERR_PEER : dp_settle(dp);
+    if (!st && (dp->in_step || dp->marked)) st = OCLML_ERR_INVALID_ARGUMENT;
+    pthread_mutex_unlock(&dp->mu);
+    if (st) return st;
     cl_mem xb = NULL, ab = NULL;
     size_t xo = 0, ao = 0, bytes = 0;
-    oclml_status st =
-        x && all ? check(dp, x, all, &xb, &xo, &ab, &ao, &bytes) : OCLML_ERR_NULL_POINTER;
-    /* Bad arguments on any rank: every rank returns before moving anything (this one its error,
-     * the others OCLML_ERR_PEER), none is left waiting. */
-    if (dp->ranks > 1 && any_failed(dp, st != OCLML_SUCCESS)) return st ? st : OCLML_ERR_PEER;
-    if (st) return st;
+    oclml_dtype dtype = OCLML_FLOAT32;
+    st = x && all ? check(dp, x, all, &xb, &xo, &ab, &ao, &bytes, &dtype) : OCLML_ERR_NULL_POINTER;
+    size_t capacity = dp->padded * (dp->cfg.wire_dtype == OCLML_BFLOAT16 ? 2 : 4);
+    bool shared = dp->segment && bytes <= capacity;
+    char *host = NULL;
+    if (!st && dp->ranks > 1 && !shared && !(host = malloc(bytes * (size_t)dp->ranks + 1)))
+        st = OCLML_ERR_OUT_OF_MEMORY;
+    /* Bad arguments, or another size or dtype on another rank: every rank returns before
+     * moving anything (this one its error, the others OCLML_ERR_PEER), none is left waiting. */
+    if (dp->ranks > 1 && !all_agree(dp, st == OCLML_SUCCESS, bytes, dtype)) {
+        free(host);
+        return st ? st : OCLML_ERR_PEER;
+    }
     /* x is written by the context's queue: the copies wait for what is enqueued there. */
     cl_event after = NULL;
     cl_int err = clEnqueueMarkerWithWaitList(dp->ctx_queue, 0, NULL, &after);
-    size_t capacity = dp->padded * (dp->cfg.wire_dtype == OCLML_BFLOAT16 ? 2 : 4);
-    if (err != CL_SUCCESS)
-        st = OCLML_ERR_OPENCL;
-    else if (dp->ranks == 1)
-        st = clEnqueueCopyBuffer(dp->copy_queue, xb, ab, xo, ao, bytes, 1, &after, NULL) ||
+    if (err == CL_SUCCESS) err = clFlush(dp->ctx_queue);
+    if (err != CL_SUCCESS && after) clReleaseEvent(after), after = NULL;
+    if (dp->ranks == 1) {
+        st = !after ||
+                     clEnqueueCopyBuffer(dp->copy_queue, xb, ab, xo, ao, bytes, 1, &after, NULL) ||
                      clFinish(dp->copy_queue)
                  ? OCLML_ERR_OPENCL
                  : OCLML_SUCCESS;
-    if (dp->ranks > 1) {
-        /* A rank without its marker still joins the collectives (with nothing to wait for). */
-        if (dp->segment && bytes <= capacity)
-            st = gather_shared(dp, xb, xo, ab, ao, bytes, after, st);
-        else
-            st = gather_messages(dp, xb, xo, ab, ao, bytes, after, st);
+    } else if (!after) {
+        /* No marker: this rank still joins the collectives, and fails the call everywhere. */
+        st = OCLML_ERR_OPENCL;
+        if (shared) {
+            if (!segments_barrier(dp) || !segments_barrier(dp)) st = OCLML_ERR_PEER;
+        } else {
+            memset(host, 0, bytes * (size_t)dp->ranks);
+            for (int r = 0; r < dp->ranks; r++)
+                for (size_t at = 0; at < bytes; at += MPI_PIECE) {
+                    size_t piece = bytes - at < MPI_PIECE ? bytes - at : MPI_PIECE;
+                    MPI_Bcast(host + (size_t)r * bytes + at, (int)piece, MPI_BYTE, r, dp->comm);
+                }
+        }
+    } else {
+        st = shared ? gather_shared(dp, xb, xo, ab, ao, bytes, after)
+                    : gather_messages(dp, xb, xo, ab, ao, bytes, after, host);
     }
     if (after) clReleaseEvent(after);
+    free(host);
     if (st == OCLML_ERR_PEER || dp->ranks == 1) return st;
     /* One outcome for all: a rank whose copies failed fails the call everywhere. */
     bool others = any_failed(dp, st != OCLML_SUCCESS);

@@ -338,6 +338,12 @@ static void run_step(oclml_dp *dp) {
     if (write_failed) dp->local_failed = 1;
     mine = dp->local_failed;
     pthread_mutex_unlock(&dp->mu);
+    /* A failure part way may have left copies enqueued with no event to wait for: they end
+     * here, before the outcome lets anyone write the gradients or the segments again. */
+    if (mine) {
+        clFinish(dp->copy_queue);
+        if (dp->sum_queue) clFinish(dp->sum_queue);
+    }
     MPI_Request req;
     if (w == WAIT_DONE) {
         if (MPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, dp->comm, &req) != MPI_SUCCESS)
@@ -383,8 +389,10 @@ static void fence(oclml_dp *dp) {
         if (dp->buckets[b].read_done) events[n++] = dp->buckets[b].read_done;
         if (dp->buckets[b].written) events[n++] = dp->buckets[b].written;
     }
-    if (!events || (n && clEnqueueBarrierWithWaitList(dp->ctx_queue, n, events, NULL)))
+    if (!events || (n && clEnqueueBarrierWithWaitList(dp->ctx_queue, n, events, NULL))) {
         clFinish(dp->copy_queue); /* no barrier: wait here instead */
+        if (dp->sum_queue) clFinish(dp->sum_queue);
+    }
     free(events);
     dp->fenced = true;
 }
@@ -431,7 +439,7 @@ static oclml_status collect(oclml_dp *dp) {
 /* Before a new step: a step that stalled may still be running in the background; wait for it
  * (up to timeout_s again: OCLML_ERR_TIMEOUT while the others have not come) and drop it (its
  * caller was told). mu held. */
-static oclml_status settle_previous(oclml_dp *dp) {
+oclml_status dp_settle(oclml_dp *dp) {
     if (!dp->stalled) return OCLML_SUCCESS;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -450,7 +458,7 @@ oclml_status oclml_dp_grads_ready(oclml_dp *dp, size_t first, size_t count) {
     if (first > dp->n_tensors || count > dp->n_tensors - first) return OCLML_ERR_INVALID_ARGUMENT;
     if (dp->ranks == 1) return OCLML_SUCCESS; /* one rank: its gradient is the average */
     pthread_mutex_lock(&dp->mu);
-    oclml_status st = dp->broken ? OCLML_ERR_PEER : settle_previous(dp);
+    oclml_status st = dp->broken ? OCLML_ERR_PEER : dp_settle(dp);
     for (size_t t = first; t < first + count && !st; t++) {
         if (dp->ready[t]) continue;
         dp->ready[t] = dp->marked = true;
@@ -495,7 +503,7 @@ static oclml_status end_step(oclml_dp *dp, bool failing) {
         return OCLML_SUCCESS;
     }
     pthread_mutex_lock(&dp->mu);
-    oclml_status st = dp->broken ? OCLML_ERR_PEER : settle_previous(dp);
+    oclml_status st = dp->broken ? OCLML_ERR_PEER : dp_settle(dp);
     if (st) {
         pthread_mutex_unlock(&dp->mu);
         return st;
@@ -503,8 +511,10 @@ static oclml_status end_step(oclml_dp *dp, bool failing) {
     const double entered = dp_now();
     if (failing) dp->local_failed = 1;
     if (!failing &&
-        clEnqueueMarkerWithWaitList(dp->ctx_queue, 0, NULL, &dp->backward_end) == CL_SUCCESS)
+        clEnqueueMarkerWithWaitList(dp->ctx_queue, 0, NULL, &dp->backward_end) == CL_SUCCESS) {
         stamp_on_completion(dp, dp->backward_end, &dp->backward_end_at);
+        clFlush(dp->ctx_queue);
+    }
     for (size_t b = 0; b < dp->n_buckets; b++)
         if (!dp->buckets[b].started) start_bucket(dp, b, !dp->local_failed);
     if (dp->threaded) {

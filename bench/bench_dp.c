@@ -67,7 +67,7 @@ static oclml_status hook_gather(void *dp, const oclml_tensor *x, oclml_tensor *a
     int n = 0;
     if (dp) oclml_dp_rank(dp, NULL, &n);
     *parts = (size_t)n;
-    return dp && all ? oclml_dp_allgather(dp, x, all) : OCLML_SUCCESS;
+    return dp && x ? oclml_dp_allgather(dp, x, all) : OCLML_SUCCESS;
 }
 
 /* Median wall time of a step (each one finished on the device, the ranks started together). */

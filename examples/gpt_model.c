@@ -635,9 +635,14 @@ static oclml_status size_gathered(gpt_model *m, size_t parts) {
 static oclml_status lookup_gathered(gpt_model *m) {
     oclml_tensor **t = m->t;
     size_t parts = 0;
-    oclml_status st = m->par.gather(m->par.user, t[G_IDS], NULL, &parts);
-    if (!st && !parts) return oclml_embedding_backward(m->ctx, t[G_IDS], t[G_DRES], m->g[P_WTE], 1);
-    TRY(size_gathered(m, parts));
+    oclml_status st = m->par.gather(m->par.user, NULL, NULL, &parts);
+    if (st) return st;
+    if (!parts) return oclml_embedding_backward(m->ctx, t[G_IDS], t[G_DRES], m->g[P_WTE], 1);
+    if ((st = size_gathered(m, parts))) {
+        /* No room: this process's gather fails, and the others' with it, rather than wait. */
+        m->par.gather(m->par.user, t[G_IDS], NULL, &parts);
+        return st;
+    }
     TRY(m->par.gather(m->par.user, t[G_IDS], m->gathered[0], &parts));
     TRY(m->par.gather(m->par.user, t[G_DRES], m->gathered[1], &parts));
     TRY(oclml_binary_scalar(m->ctx, OCLML_MUL, m->gathered[1], 1.0f / (float)parts,

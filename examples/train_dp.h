@@ -38,7 +38,7 @@ static oclml_status train_dp_gather_(void *user, const oclml_tensor *x, oclml_te
                                      size_t *parts) {
     train_dp *d = user;
     *parts = d->dp ? (size_t)d->ranks : 0;
-    return d->dp && all ? oclml_dp_allgather(d->dp, x, all) : OCLML_SUCCESS;
+    return d->dp && x ? oclml_dp_allgather(d->dp, x, all) : OCLML_SUCCESS;
 }
 #endif
 

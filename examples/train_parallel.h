@@ -16,10 +16,11 @@ typedef struct train_parallel {
     oclml_status (*grads_ready)(void *user, size_t first, size_t count); /* may be NULL */
     oclml_status (*before_step)(void *user);                             /* may be NULL */
     void *user;
-    /* May be NULL. Every process's x into all, in process order (all holds *parts of x); all
+    /* May be NULL. Every process's x into all, in process order (all holds *parts of x); x
      * NULL: only *parts. *parts 0: nothing to gather (one process), x is the only one. A model
      * that has it may exchange, between the exchange and the step, what makes a gradient
-     * rather than the gradient (gpt_model.c: the token embedding's lookup). */
+     * rather than the gradient (gpt_model.c: the token embedding's lookup). A process without
+     * room for all passes all NULL: it fails, and so do the others, rather than waiting. */
     oclml_status (*gather)(void *user, const oclml_tensor *x, oclml_tensor *all, size_t *parts);
 } train_parallel;
 

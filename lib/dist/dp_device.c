@@ -18,10 +18,28 @@
 
 #include "dp.h"
 
+/* Wraps n elements of buffer b from byte_offset as a 1-D tensor of dtype t on ctx. */
+static oclml_status view(oclml_ctx *ctx, cl_mem b, size_t byte_offset, oclml_dtype t, size_t n,
+                         oclml_tensor **out) {
+    return oclml_tensor_wrap_dtype(ctx, t, b, byte_offset, 1, &n, out);
+}
+
 /* Wraps slot k (of the scratch's ranks + 1 slots of shard_capacity elements) as n elements. */
 static oclml_status slot(const oclml_dp *dp, size_t k, size_t n, oclml_tensor **t) {
-    return oclml_tensor_wrap(dp->sum_ctx, dp->sum_scratch, k * dp->shard_capacity * sizeof(float),
-                             1, &n, t);
+    return view(dp->sum_ctx, dp->sum_scratch, k * dp->shard_capacity * sizeof(float), OCLML_FLOAT32,
+                n, t);
+}
+
+/* Copies the sums (the first bytes of buffer b) into this rank's segment at byte offset at and
+ * waits for them: the others read them there after the next barrier. 0, or -1. */
+static int sums_out(oclml_dp *dp, cl_mem b, size_t bytes, size_t at) {
+    cl_event out;
+    if (clEnqueueReadBuffer(dp->sum_queue, b, CL_FALSE, 0, bytes,
+                            (char *)dp->segment[dp->rank] + at, 0, NULL, &out) != CL_SUCCESS)
+        return -1;
+    int rc = clFlush(dp->sum_queue) == CL_SUCCESS ? dp_wait_event(dp, out) : -1;
+    clReleaseEvent(out);
+    return rc;
 }
 
 /* y (slot 0) = (slot 1 + ... + slot ranks) * (1 / ranks), over n elements. */
@@ -73,25 +91,13 @@ int dp_device_sum(oclml_dp *dp, const dp_bucket *q, size_t from, size_t n) {
                                          (const float *)dp->segment[r] + from, 0, NULL, NULL);
     }
     if (err != CL_SUCCESS || add_slots(dp, n)) return -1;
-    cl_event out;
-    err = clEnqueueReadBuffer(dp->sum_queue, dp->sum_scratch, CL_FALSE, 0, n * sizeof(float),
-                              (float *)dp->segment[dp->rank] + from, 0, NULL, &out);
-    if (err != CL_SUCCESS) return -1;
-    int rc = clFlush(dp->sum_queue) == CL_SUCCESS ? dp_wait_event(dp, out) : -1;
-    clReleaseEvent(out);
-    return rc;
+    return sums_out(dp, dp->sum_scratch, n * sizeof(float), from * sizeof(float));
 }
 
 /* The sums stay in slot 0 until the next bucket's, which the in-order queue runs after this. */
 cl_int dp_device_return(oclml_dp *dp, size_t at, size_t to, size_t n) {
     return clEnqueueCopyBuffer(dp->sum_queue, dp->sum_scratch, dp->grads, at * sizeof(float), to,
                                n * sizeof(float), 0, NULL, NULL);
-}
-
-/* Wraps elements [at, at + n) of buffer b as a 1-D tensor of dtype t on ctx. */
-static oclml_status view(oclml_ctx *ctx, cl_mem b, size_t byte_offset, oclml_dtype t, size_t n,
-                         oclml_tensor **out) {
-    return oclml_tensor_wrap_dtype(ctx, t, b, byte_offset, 1, &n, out);
 }
 
 /* y = x converted to y's dtype, on ctx (both views made and dropped here). */
@@ -138,14 +144,7 @@ int dp_device_sum_words(oclml_dp *dp, size_t from, size_t n) {
     if (!st)
         st = cast_range(dp->sum_ctx, dp->sum_scratch, 0, OCLML_FLOAT32, dp->sum_words, 0,
                         OCLML_BFLOAT16, n);
-    if (st) return -1;
-    cl_event out;
-    err = clEnqueueReadBuffer(dp->sum_queue, dp->sum_words, CL_FALSE, 0, n * 2,
-                              (uint16_t *)dp->segment[dp->rank] + from, 0, NULL, &out);
-    if (err != CL_SUCCESS) return -1;
-    int rc = clFlush(dp->sum_queue) == CL_SUCCESS ? dp_wait_event(dp, out) : -1;
-    clReleaseEvent(out);
-    return rc;
+    return st ? -1 : sums_out(dp, dp->sum_words, n * 2, from * 2);
 }
 
 cl_int dp_device_words_back(oclml_dp *dp, const dp_bucket *q, const int *count, const int *displ) {

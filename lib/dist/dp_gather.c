@@ -32,10 +32,17 @@ static bool segments_barrier(oclml_dp *dp) {
     return ok;
 }
 
+/* x into host memory after the marker `after` (NULL: none could be enqueued; this rank then
+ * joins the collectives only, to fail the call everywhere). */
+static cl_int read_x(oclml_dp *dp, cl_mem xb, size_t xo, size_t bytes, void *into, cl_event after) {
+    return after
+               ? clEnqueueReadBuffer(dp->copy_queue, xb, CL_TRUE, xo, bytes, into, 1, &after, NULL)
+               : CL_INVALID_EVENT;
+}
+
 static oclml_status gather_shared(oclml_dp *dp, cl_mem xb, size_t xo, cl_mem ab, size_t ao,
                                   size_t bytes, cl_event after) {
-    cl_int err = clEnqueueReadBuffer(dp->copy_queue, xb, CL_TRUE, xo, bytes, dp->segment[dp->rank],
-                                     1, &after, NULL);
+    cl_int err = read_x(dp, xb, xo, bytes, dp->segment[dp->rank], after);
     /* Every rank takes part in both barriers whatever happened here, so none is left waiting;
      * the outcome is agreed after. */
     if (!segments_barrier(dp)) return OCLML_ERR_PEER;
@@ -59,7 +66,7 @@ static oclml_status gather_shared(oclml_dp *dp, cl_mem xb, size_t xo, cl_mem ab,
 static oclml_status gather_messages(oclml_dp *dp, cl_mem xb, size_t xo, cl_mem ab, size_t ao,
                                     size_t bytes, cl_event after, char *host) {
     char *mine = host + (size_t)dp->rank * bytes;
-    cl_int err = clEnqueueReadBuffer(dp->copy_queue, xb, CL_TRUE, xo, bytes, mine, 1, &after, NULL);
+    cl_int err = read_x(dp, xb, xo, bytes, mine, after);
     if (err != CL_SUCCESS) memset(mine, 0, bytes);
     /* Every rank runs the same collectives (a failure is agreed after). */
     bool ok = true;
@@ -144,19 +151,6 @@ oclml_status oclml_dp_allgather(oclml_dp *dp, const oclml_tensor *x, oclml_tenso
                      clFinish(dp->copy_queue)
                  ? OCLML_ERR_OPENCL
                  : OCLML_SUCCESS;
-    } else if (!after) {
-        /* No marker: this rank still joins the collectives, and fails the call everywhere. */
-        st = OCLML_ERR_OPENCL;
-        if (shared) {
-            if (!segments_barrier(dp) || !segments_barrier(dp)) st = OCLML_ERR_PEER;
-        } else {
-            memset(host, 0, bytes * (size_t)dp->ranks);
-            for (int r = 0; r < dp->ranks; r++)
-                for (size_t at = 0; at < bytes; at += MPI_PIECE) {
-                    size_t piece = bytes - at < MPI_PIECE ? bytes - at : MPI_PIECE;
-                    MPI_Bcast(host + (size_t)r * bytes + at, (int)piece, MPI_BYTE, r, dp->comm);
-                }
-        }
     } else {
         st = shared ? gather_shared(dp, xb, xo, ab, ao, bytes, after)
                     : gather_messages(dp, xb, xo, ab, ao, bytes, after, host);

@@ -48,17 +48,28 @@ static void stamp_on_completion(oclml_dp *dp, cl_event event, dp_stamp *s) {
     }
 }
 
+/* The event's execution status; negative where its command or the query failed. */
+static cl_int event_status(cl_event e) {
+    cl_int status;
+    return clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) ==
+                   CL_SUCCESS
+               ? status
+               : -1;
+}
+
+/* Whether e has ended (complete, or failed); stamps s if it completed. For polling loops that
+ * look at a marker beside what they wait for. */
+static bool stamp_if_ended(cl_event e, dp_stamp *s) {
+    cl_int status = event_status(e);
+    if (status == CL_COMPLETE) stamp_earliest(s, dp_now());
+    return status <= CL_COMPLETE;
+}
+
 int dp_wait_event(const oclml_dp *dp, cl_event e) {
     if (!dp->poll) return clWaitForEvents(1, &e) == CL_SUCCESS ? 0 : -1;
-    for (;;) {
-        cl_int status;
-        if (clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) !=
-            CL_SUCCESS)
-            return -1;
-        if (status == CL_COMPLETE) return 0;
+    for (cl_int status; (status = event_status(e)) != CL_COMPLETE; sched_yield())
         if (status < 0) return -1;
-        sched_yield();
-    }
+    return 0;
 }
 
 static void release(cl_event *e) {
@@ -131,22 +142,12 @@ static enum wait_result wait_request(oclml_dp *dp, MPI_Request *req) {
 static int wait_copied(const oclml_dp *dp, dp_bucket *q) {
     if (!dp->poll) return dp_wait_event(dp, q->read_done);
     bool ready_seen = false;
-    for (;;) {
-        cl_int status;
-        if (!ready_seen &&
-            clGetEventInfo(q->ready, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
-                           NULL) == CL_SUCCESS &&
-            status <= CL_COMPLETE) {
-            ready_seen = true;
-            if (status == CL_COMPLETE) stamp_earliest(&q->ready_at, dp_now());
-        }
-        if (clGetEventInfo(q->read_done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
-                           NULL) != CL_SUCCESS ||
-            status < 0)
-            return -1;
-        if (status == CL_COMPLETE) return 0;
-        sched_yield();
+    for (cl_int status; (status = event_status(q->read_done)) != CL_COMPLETE; sched_yield()) {
+        if (status < 0) return -1;
+        if (!ready_seen) ready_seen = stamp_if_ended(q->ready, &q->ready_at);
     }
+    if (!ready_seen) stamp_if_ended(q->ready, &q->ready_at);
+    return 0;
 }
 
 /* The bucket's shards: rank j owns elements [displ[j], displ[j] + count[j]) of it. */
@@ -481,14 +482,7 @@ static void wait_polling_backward_end(oclml_dp *dp) {
             pthread_cond_wait(&dp->cv, &dp->mu);
             continue;
         }
-        cl_int status = CL_COMPLETE;
-        clGetEventInfo(dp->backward_end, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
-                       NULL);
-        if (status <= CL_COMPLETE) {
-            seen = true;
-            if (status == CL_COMPLETE) stamp_earliest(&dp->backward_end_at, dp_now());
-            continue;
-        }
+        if ((seen = stamp_if_ended(dp->backward_end, &dp->backward_end_at))) continue;
         pthread_mutex_unlock(&dp->mu);
         sched_yield();
         pthread_mutex_lock(&dp->mu);

@@ -624,8 +624,8 @@ static oclml_status size_gathered(gpt_model *m, size_t parts) {
     oclml_dtype dtype;
     size_t ids = parts * m->n_tokens, rows[2] = {parts * m->n_tokens, m->c.width};
     oclml_status st = oclml_tensor_dtype(m->t[G_DRES], &dtype);
-    if (!st) st = oclml_tensor_create(m->ctx, 1, &ids, &m->gathered[0]);
-    if (!st) st = oclml_tensor_create_dtype(m->ctx, dtype, 2, rows, &m->gathered[1]);
+    m->gathered[0] = make(m->ctx, &st, 1, &ids);
+    m->gathered[1] = make_of(m->ctx, &st, dtype, 2, rows);
     if (!st) m->gathered_parts = parts;
     return st;
 }

@@ -384,6 +384,7 @@ static int test_args(void) {
     EXPECT(oclml_dp_sync(NULL) == OCLML_ERR_NULL_POINTER, "sync NULL");
     EXPECT(oclml_dp_fail(NULL) == OCLML_ERR_NULL_POINTER, "fail NULL");
     EXPECT(oclml_dp_broadcast(NULL) == OCLML_ERR_NULL_POINTER, "broadcast NULL");
+    EXPECT(oclml_dp_allgather(NULL, NULL, NULL) == OCLML_ERR_NULL_POINTER, "allgather NULL");
     EXPECT(oclml_dp_rank(NULL, &r0, &n0) == OCLML_ERR_NULL_POINTER, "rank NULL");
     oclml_dp_step_info si;
     oclml_dp_bucket_info bi;

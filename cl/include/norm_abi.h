@@ -9,4 +9,8 @@
 /* The fused residual + norm's backward (oclml_residual_layernorm_backward): */
 #define HAS_DR 16  /* dr given: added to the norm's input gradient */
 #define WANT_DY 32 /* write the branch's gradient dy = dropout_backward(dx) */
+/* The long rows' backward with parameter gradients (oclml_*norm_bwd_part_params): rows a
+ * work-group's batch takes, columns a work-item owns. */
+#define NORM_PP_ROWS 4
+#define NORM_PP_COLS 4
 #endif

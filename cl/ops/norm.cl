@@ -503,6 +503,83 @@ NORM_BWD_PART(oclml_layernorm_bwd_part, 0)
 NORM_BWD_PART(oclml_rmsnorm_bwd_part, 1)
 #endif
 
+/* Pass 1 with the parameter gradients (layernorm's and RMSnorm's backward, fused residual or not,
+ * where dgamma or dbeta is wanted): the chunks' sums and dgamma/dbeta's partials from one read of
+ * x and dy. Grid (column groups x L, splits; local size 1 along the splits): a work-item owns
+ * NORM_PP_COLS columns of its group, strided by L, and walks its split's rows NORM_PP_ROWS at a time,
+ * summing dy * xhat and dy for its columns in registers; each batch's row sums are folded
+ * through local memory in two steps (not a halving tree a row, whose barriers left the memory
+ * idle). part[row][group] = the group's (sum gd, sum gd * xhat); pp[split][col] = (dgamma,
+ * dbeta) partials, summed by oclml_norm_param_finish. */
+#define NORM_BWD_PART_PARAMS(NAME, RMS)                                                            \
+    __kernel void NAME(__global const XT *x, ulong xo, __global const GT *gamma, ulong go,         \
+                       __global const float *mean, ulong mo, __global const float *rstd, ulong ro, \
+                       __global const DYT *dy, ulong dyo, uint flags, __global float *part,        \
+                       __global float *pp, uint per_split, uint rows, uint cols, uint ngroups,     \
+                       __local float2 *acc) {                                                      \
+        const uint lid = get_local_id(0), L = get_local_size(0), grp = get_group_id(0);            \
+        const uint c0 = grp * L * NORM_PP_COLS + lid;                                              \
+        const ulong split = get_global_id(1), r0 = split * per_split;                              \
+        const ulong r1 = min((ulong)rows, r0 + per_split);                                         \
+        float gv[NORM_PP_COLS], dg[NORM_PP_COLS], db[NORM_PP_COLS];                                \
+        _Pragma("unroll") for (uint j = 0; j < NORM_PP_COLS; j++) {                                \
+            const uint c = c0 + j * L;                                                             \
+            gv[j] = c < cols && (flags & HAS_GAMMA) ? DT_LOAD(G_DT, gamma, go + c) : 1.0f;         \
+            dg[j] = db[j] = 0.0f;                                                                  \
+        }                                                                                          \
+        /* Work-items a batch row's fold takes in its first step (all of them where L < rows). */  \
+        const uint T = L >= NORM_PP_ROWS ? L / NORM_PP_ROWS : 1;                                   \
+        for (ulong rb = r0; rb < r1; rb += NORM_PP_ROWS) {                                         \
+            float xv[NORM_PP_ROWS][NORM_PP_COLS], dv[NORM_PP_ROWS][NORM_PP_COLS];                  \
+            _Pragma("unroll") for (uint k = 0; k < NORM_PP_ROWS; k++) {                            \
+                const ulong row = rb + k;                                                          \
+                _Pragma("unroll") for (uint j = 0; j < NORM_PP_COLS; j++) {                        \
+                    const uint c = c0 + j * L;                                                     \
+                    const bool ok = row < r1 && c < cols;                                          \
+                    xv[k][j] = ok ? DT_LOAD(X_DT, x, xo + row * cols + c) : 0.0f;                  \
+                    dv[k][j] = ok ? DT_LOAD(DY_DT, dy, dyo + row * cols + c) : 0.0f;               \
+                }                                                                                  \
+            }                                                                                      \
+            _Pragma("unroll") for (uint k = 0; k < NORM_PP_ROWS; k++) {                            \
+                const ulong row = rb + k;                                                          \
+                const float mu = RMS || row >= r1 ? 0.0f : mean[mo + row];                         \
+                const float rs = row < r1 ? rstd[ro + row] : 0.0f;                                 \
+                float a = 0.0f, b = 0.0f;                                                          \
+                _Pragma("unroll") for (uint j = 0; j < NORM_PP_COLS; j++) {                        \
+                    const float h = (xv[k][j] - mu) * rs, gd = dv[k][j] * gv[j];                   \
+                    a += gd;                                                                       \
+                    b += gd * h;                                                                   \
+                    dg[j] += dv[k][j] * h;                                                         \
+                    db[j] += dv[k][j];                                                             \
+                }                                                                                  \
+                acc[k * L + lid] = (float2)(a, b);                                                 \
+            }                                                                                      \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+            for (uint w = lid; w < NORM_PP_ROWS * T; w += L) {                                     \
+                const uint k = w / T, q = w % T;                                                   \
+                float2 s = (float2)(0.0f);                                                         \
+                for (uint i = q; i < L; i += T) s += acc[k * L + i];                               \
+                acc[k * L + q] = s;                                                                \
+            }                                                                                      \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+            for (uint k = lid; k < NORM_PP_ROWS; k += L) {                                         \
+                float2 s = (float2)(0.0f);                                                         \
+                for (uint q = 0; q < T; q++) s += acc[k * L + q];                                  \
+                if (rb + k < r1) vstore2(s, (rb + k) * ngroups + grp, part);                       \
+            }                                                                                      \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+        }                                                                                          \
+        _Pragma("unroll") for (uint j = 0; j < NORM_PP_COLS; j++) {                                \
+            if (c0 + j * L < cols) vstore2((float2)(dg[j], db[j]), split *cols + c0 + j * L, pp);  \
+        }                                                                                          \
+    }
+#if OCLML_WANT(oclml_layernorm_bwd_part_params)
+NORM_BWD_PART_PARAMS(oclml_layernorm_bwd_part_params, 0)
+#endif
+#if OCLML_WANT(oclml_rmsnorm_bwd_part_params)
+NORM_BWD_PART_PARAMS(oclml_rmsnorm_bwd_part_params, 1)
+#endif
+
 /* Pass 2, backward: dx from the row's sums; the fused residual's (RES 1) adds dr (read before dx
  * is stored: dx may be dr) and writes the branch's gradient through the dropout mask. */
 #define NORM_BWD_FINISH_K(NAME, RMS, RES, EXTRA_ARGS)                                              \
@@ -554,29 +631,8 @@ NORM_BWD_FINISH(oclml_rmsnorm_bwd_finish, 1)
 #endif
 
 /* ---- parameter gradients: dgamma[c] = sum_r dy * xhat, dbeta[c] = sum_r dy ----
- * Grid: (column blocks x L, splits). Each work-item owns a column and sums a slice of the rows;
- * part[split][c] holds (dgamma, dbeta) partials, summed by oclml_norm_param_finish. */
-#if OCLML_WANT(oclml_norm_param_part)
-__kernel void oclml_norm_param_part(__global const XT *x, ulong xo, __global const float *mean,
-                                    ulong mo, __global const float *rstd, ulong ro,
-                                    __global const DYT *dy, ulong dyo, uint rms,
-                                    __global float *part, uint rows, uint cols,
-                                    uint rows_per_split) {
-    const uint c = get_global_id(0), split = get_global_id(1);
-    if (c >= cols) return;
-    const uint r0 = split * rows_per_split;
-    const uint r1 = min(rows, r0 + rows_per_split);
-    float dg = 0.0f, db = 0.0f;
-    for (uint r = r0; r < r1; r++) {
-        const float g = DT_LOAD(DY_DT, dy, dyo + (ulong)r * cols + c);
-        const float mu = rms ? 0.0f : mean[mo + r];
-        dg += g * (DT_LOAD(X_DT, x, xo + (ulong)r * cols + c) - mu) * rstd[ro + r];
-        db += g;
-    }
-    vstore2((float2)(dg, db), (ulong)split * cols + c, part);
-}
-#endif
-
+ * The partials' sum: part[split][c] holds (dgamma, dbeta) over a slice of the rows (the fused
+ * kernel's work-groups, or the long rows' first pass's slices). */
 #if OCLML_WANT(oclml_norm_param_finish)
 __kernel void oclml_norm_param_finish(__global const float *part, uint splits, uint cols,
                                       __global DGT *dgamma, ulong dgo, __global DBT *dbeta,

@@ -52,10 +52,6 @@ static const oclml__row_family RES_LN_BWD_PARAMS = {
 static const oclml__row_family RES_RMS_BWD_PARAMS = {
     FILE_CL, "oclml_res_rmsnorm_bwd_params", NULL, 2,
     "oclml_res_rmsnorm_bwd_params oclml_norm_param_finish"};
-/* dgamma/dbeta for rows too long for the fused kernel: column partials, then their sum. */
-static const oclml__program_spec PARAM_PASS = {FILE_CL, NULL,
-                                               "oclml_norm_param_part oclml_norm_param_finish", 0};
-
 const oclml__row_family *oclml__norm_family(const char *op) {
     bool rms = strstr(op, "rms") != NULL, backward = strstr(op, "backward") != NULL;
     if (!strncmp(op, "residual_", 9)) {
@@ -272,43 +268,6 @@ static oclml_status param_finish(oclml_ctx *ctx, const oclml__program_spec *spec
     return oclml__launch(ctx, k, args, 8, 1, &global, &local, NULL);
 }
 
-/* dgamma and dbeta for rows too long for the fused kernel: column sums over row slices, enough
- * slices that every compute unit has work. */
-static oclml_status param_grads(oclml_ctx *ctx, const norm_call *c, size_t rows, size_t cols) {
-    static const char *const names[] = {"X", "DY", "DG", "DB"};
-    const oclml_tensor *const dts[] = {c->x, c->dy, c->dgamma, c->dbeta};
-    const dtype_defines dt = defines_of(4, names, dts);
-    oclml__program_spec spec = PARAM_PASS;
-    if (dt.s[0]) spec.defines = dt.s;
-    cl_kernel kp;
-    oclml_status st = oclml__kernel(ctx, &spec, "oclml_norm_param_part", &kp);
-    if (st) return st;
-    size_t local = ctx->caps.max_work_group_size < 256 ? ctx->caps.max_work_group_size : 256;
-    size_t col_groups = (cols + local - 1) / local;
-    size_t want_groups = (size_t)ctx->caps.compute_units * 8;
-    size_t splits = want_groups / col_groups;
-    if (splits < 1) splits = 1;
-    if (splits > rows) splits = rows;
-    cl_uint rows_per_split = (cl_uint)((rows + splits - 1) / splits);
-    splits = (rows + rows_per_split - 1) / rows_per_split;
-    cl_mem part;
-    st = oclml__scratch_get(ctx, splits * cols * 2 * sizeof(float), &part);
-    if (st) return st;
-    opt_arg m = opt(c->rms ? NULL : c->mean), r = opt(c->rstd);
-    cl_ulong xo = oclml__elem_offset(c->x), go = oclml__elem_offset(c->dy);
-    cl_uint urms = c->rms, urows = (cl_uint)rows, ucols = (cl_uint)cols;
-    oclml__arg a1[] = {OCLML_ARG(c->x->mem),     OCLML_ARG(xo),    OCLML_ARG(m.mem),
-                       OCLML_ARG(m.off),         OCLML_ARG(r.mem), OCLML_ARG(r.off),
-                       OCLML_ARG(c->dy->mem),    OCLML_ARG(go),    OCLML_ARG(urms),
-                       OCLML_ARG(part),          OCLML_ARG(urows), OCLML_ARG(ucols),
-                       OCLML_ARG(rows_per_split)};
-    size_t g1[2] = {col_groups * local, splits}, l1[2] = {local, 1};
-    st = oclml__launch(ctx, kp, a1, 13, 2, g1, l1, NULL);
-    if (!st) st = param_finish(ctx, &spec, part, splits, cols, c->dgamma, c->dbeta);
-    oclml__scratch_put(ctx, part);
-    return st;
-}
-
 /* dx with dgamma/dbeta fused: a fixed number of work-groups loops over the rows. *done is false
  * when the row does not fit the fused kernel's registers. */
 static oclml_status fused_backward(oclml_ctx *ctx, const norm_call *c, const oclml__arg *args,
@@ -338,6 +297,90 @@ static oclml_status fused_backward(oclml_ctx *ctx, const norm_call *c, const ocl
     if (!st) st = param_finish(ctx, &spec, part, groups, cols, c->dgamma, c->dbeta);
     oclml__scratch_put(ctx, part);
     *done = true;
+    return st;
+}
+
+/* The long rows' first pass with the parameter gradients: the program and its kernel. */
+static oclml__program_spec part_params_spec(const norm_call *c, dtype_defines *dt,
+                                            const char **kernel) {
+    static const char *const names[] = {"X", "G", "DY", "DG", "DB"};
+    const oclml_tensor *const dts[] = {c->x, c->gamma, c->dy, c->dgamma, c->dbeta};
+    *dt = defines_of(5, names, dts);
+    *kernel = c->rms ? "oclml_rmsnorm_bwd_part_params" : "oclml_layernorm_bwd_part_params";
+    oclml__program_spec spec = {
+        .file = FILE_CL,
+        .defines = dt->s[0] ? dt->s : NULL,
+        .kernels = c->rms ? "oclml_rmsnorm_bwd_part_params oclml_norm_param_finish"
+                          : "oclml_layernorm_bwd_part_params oclml_norm_param_finish"};
+    return spec;
+}
+
+/* Rows too long for registers: the chunks' sums, then dx from them. Where dgamma or dbeta is
+ * wanted the first pass sums their partials too, from the same read of x and dy (a separate
+ * parameter pass read them a third time): column groups x row slices, enough work-groups to
+ * fill the device, each slice writing one partial row. */
+static oclml_status long_backward(oclml_ctx *ctx, const norm_call *c, const oclml__row_family *f,
+                                  const oclml__row_plan *plan, oclml__arg *args, unsigned nargs) {
+    const bool params = c->dgamma || c->dbeta;
+    oclml__row_plan p = *plan;
+    const size_t L = p.local, groups = (p.cols + L * NORM_PP_COLS - 1) / (L * NORM_PP_COLS);
+    size_t splits = 1;
+    if (params) {
+        const long tuned = oclml__tune(ctx, OCLML__TUNE_ROWS_NORM_SPLITS, 0);
+        const size_t want = (size_t)ctx->caps.compute_units * 8;
+        splits = tuned > 0 ? (size_t)tuned : (want + groups - 1) / groups;
+        if (splits > p.rows) splits = p.rows;
+    }
+    const cl_uint per_split = (cl_uint)((p.rows + splits - 1) / splits);
+    splits = (p.rows + per_split - 1) / per_split;
+    /* The finish kernel sums a row's partials: one a chunk, or one a column group. */
+    const size_t partials = params ? groups : p.nchunks;
+    cl_mem part, pp = NULL;
+    oclml_status st = oclml__scratch_get(ctx, p.rows * partials * 2 * sizeof(float), &part);
+    if (st) return st;
+    if (params) st = oclml__scratch_get(ctx, splits * p.cols * 2 * sizeof(float), &pp);
+    dtype_defines dt;
+    const char *kname;
+    const oclml__program_spec spec = part_params_spec(c, &dt, &kname);
+    if (!st && params) {
+        cl_kernel k;
+        st = oclml__kernel(ctx, &spec, kname, &k);
+        cl_uint urows = (cl_uint)p.rows, ucols = (cl_uint)p.cols, ugroups = (cl_uint)groups;
+        oclml__arg a1[] = {args[0],
+                           args[1],
+                           args[2],
+                           args[3],
+                           args[4],
+                           args[5],
+                           args[6],
+                           args[7],
+                           args[8],
+                           args[9],
+                           args[12],
+                           OCLML_ARG(part),
+                           OCLML_ARG(pp),
+                           OCLML_ARG(per_split),
+                           OCLML_ARG(urows),
+                           OCLML_ARG(ucols),
+                           OCLML_ARG(ugroups),
+                           OCLML_LOCAL(NORM_PP_ROWS * L * 2 * sizeof(float))};
+        size_t global[2] = {groups * L, splits}, local[2] = {L, 1};
+        if (!st) st = oclml__launch(ctx, k, a1, 18, 2, global, local, NULL);
+    } else if (!st) {
+        /* The part kernel takes everything but dx. */
+        oclml__arg a1[] = {args[0], args[1], args[2], args[3], args[4],  args[5],
+                           args[6], args[7], args[8], args[9], args[12], OCLML_ARG(part)};
+        st = oclml__row_launch_long(ctx, f, false, &p, a1, 12);
+    }
+    if (!st) {
+        /* The finish grid stays the chunks'; its partials count is the first pass's. */
+        p.nchunks = (unsigned)partials;
+        args[nargs] = OCLML_ARG(part);
+        st = oclml__row_launch_long(ctx, f, true, &p, args, nargs + 1);
+    }
+    if (!st && params) st = param_finish(ctx, &spec, pp, splits, p.cols, c->dgamma, c->dbeta);
+    if (pp) oclml__scratch_put(ctx, pp);
+    oclml__scratch_put(ctx, part);
     return st;
 }
 
@@ -372,12 +415,13 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
     opt_arg dr = opt(c->dr), dyb = opt(c->dbranch);
     const oclml__drop_args d = oclml__drop_args_of(c->drop);
     cl_uint rflags = (c->dr ? HAS_DR : 0) | (c->dbranch ? WANT_DY : 0);
-    oclml__arg args[] = {
-        OCLML_ARG(x->mem),  OCLML_ARG(xo),     OCLML_ARG(g.mem),        OCLML_ARG(g.off),
-        OCLML_ARG(m.mem),   OCLML_ARG(m.off),  OCLML_ARG(r.mem),        OCLML_ARG(r.off),
-        OCLML_ARG(dy->mem), OCLML_ARG(go),     OCLML_ARG(dx->mem),      OCLML_ARG(dxo),
-        OCLML_ARG(flags),   OCLML_ARG(dr.mem), OCLML_ARG(dr.off),       OCLML_ARG(dyb.mem),
-        OCLML_ARG(dyb.off), OCLML_ARG(rflags), OCLML__DROP_ARG_LIST(d), {0, NULL}};
+    /* Room for the long path's partials. */
+    oclml__arg args[24] = {
+        OCLML_ARG(x->mem),  OCLML_ARG(xo),     OCLML_ARG(g.mem),       OCLML_ARG(g.off),
+        OCLML_ARG(m.mem),   OCLML_ARG(m.off),  OCLML_ARG(r.mem),       OCLML_ARG(r.off),
+        OCLML_ARG(dy->mem), OCLML_ARG(go),     OCLML_ARG(dx->mem),     OCLML_ARG(dxo),
+        OCLML_ARG(flags),   OCLML_ARG(dr.mem), OCLML_ARG(dr.off),      OCLML_ARG(dyb.mem),
+        OCLML_ARG(dyb.off), OCLML_ARG(rflags), OCLML__DROP_ARG_LIST(d)};
     const unsigned nargs = c->residual ? 23 : 13;
     const oclml_tensor *res_all[] = {c->dr, c->dbranch};
     const bool vec4 = vec4_all(all, 4) && vec4_all(res_all, 2);
@@ -386,28 +430,18 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
         st = fused_backward(ctx, c, args, nargs, rows, cols, vec4, dt_fused.s, &done, replan);
         if (st || done) return st;
     }
+    /* Where the fused kernel did not take the rows (too long for its registers), the chunked
+     * passes, whose first sums the parameter gradients too. */
     const oclml__row_family *f =
         c->residual ? (c->rms ? &RES_RMS_BWD : &RES_LN_BWD) : (c->rms ? &RMS_BWD : &LN_BWD);
     oclml__row_plan p;
-    st = oclml__row_plan_for_dtype(ctx, f, rows, cols, vec4, c->dy->dtype, &p);
+    st = c->dgamma || c->dbeta
+             ? oclml__row_plan_chunked(ctx, f, rows, cols, c->dy->dtype, &p)
+             : oclml__row_plan_for_dtype(ctx, f, rows, cols, vec4, c->dy->dtype, &p);
     if (st) return st;
     oclml__row_plan_dtypes(&p, dt_plain.s);
-    if (!p.long_rows) {
-        st = oclml__row_launch(ctx, f, &p, args, nargs, replan);
-    } else {
-        cl_mem part;
-        st = oclml__scratch_get(ctx, p.rows * p.nchunks * 2 * sizeof(float), &part);
-        if (st) return st;
-        /* The part kernel takes everything but dx. */
-        oclml__arg a1[] = {args[0], args[1], args[2], args[3], args[4],  args[5],
-                           args[6], args[7], args[8], args[9], args[12], OCLML_ARG(part)};
-        st = oclml__row_launch_long(ctx, f, false, &p, a1, 12);
-        args[nargs] = OCLML_ARG(part);
-        if (!st) st = oclml__row_launch_long(ctx, f, true, &p, args, nargs + 1);
-        oclml__scratch_put(ctx, part);
-    }
-    if (!st && (c->dgamma || c->dbeta)) st = param_grads(ctx, c, rows, cols);
-    return st;
+    if (p.long_rows) return long_backward(ctx, c, f, &p, args, nargs);
+    return oclml__row_launch(ctx, f, &p, args, nargs, replan);
 }
 
 oclml_status oclml_layernorm(oclml_ctx *ctx, const oclml_tensor *x, const oclml_tensor *gamma,
@@ -583,14 +617,18 @@ void oclml__norm_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
         oclml__row_plan p;
         if (oclml__row_plan_for(ctx, f, 1024, oclml__warm_row_lengths[i], true, &p)) continue;
         if (p.long_rows && strstr(op, "backward")) {
-            /* Too long for the fused kernel: the backward's long pair without parameter sums and
-             * the parameter pass. */
+            /* Too long for the fused kernel: the backward's long pair (its finish kernel) and the
+             * first pass with the parameter gradients. */
             bool rms = strstr(op, "rms") != NULL;
             const oclml__row_family *plain = !strncmp(op, "residual_", 9)
                                                  ? (rms ? &RES_RMS_BWD : &RES_LN_BWD)
                                                  : (rms ? &RMS_BWD : &LN_BWD);
             oclml__warm_add(list, op, p.variant, oclml__row_spec(plain, &p));
-            oclml__warm_add(list, op, "parameter gradients", PARAM_PASS);
+            const norm_call c = {.rms = rms};
+            dtype_defines dt;
+            const char *kernel;
+            oclml__warm_add(list, op, "with the parameter gradients",
+                            part_params_spec(&c, &dt, &kernel));
             continue;
         }
         oclml__warm_add(list, op, p.variant, oclml__row_spec(f, &p));

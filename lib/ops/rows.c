@@ -15,6 +15,29 @@
 /* Work-items per work-group when one row needs fewer: several rows share a group. */
 #define ROWS_GROUP 256
 
+/* Long rows: the chunked path with scalar coalesced access. */
+static void plan_chunked(const oclml_ctx *ctx, size_t max_wg, unsigned arrays, oclml_dtype dtype,
+                         oclml__row_plan *p) {
+    p->long_rows = true;
+    p->local = oclml__pow2_floor(max_wg < ROWS_GROUP ? max_wg : ROWS_GROUP);
+    /* A 16-bit row's chunks twice as long, for the same reason (one row array only: the
+     * backwards' two already fill the registers). */
+    const long li =
+        dtype == OCLML_FLOAT32 ? 0 : oclml__tune(ctx, OCLML__TUNE_ROWS_LP_LONG_ITEMS, 0);
+    p->long_items = dtype == OCLML_FLOAT32 || arrays > 1 ? OCLML_LONG_ITEMS
+                    : li > 0                             ? (unsigned)li
+                                                         : 2 * OCLML_LONG_ITEMS;
+    if (p->long_items != OCLML_LONG_ITEMS)
+        snprintf(p->long_defines, sizeof p->long_defines, "-DOCLML_LONG_ITEMS=%u", p->long_items);
+    size_t chunk = p->local * p->long_items;
+    p->nchunks = (unsigned)((p->cols + chunk - 1) / chunk);
+    p->global[0] = (size_t)p->nchunks * p->local;
+    p->global[1] = p->rows;
+    p->G = (unsigned)p->local;
+    snprintf(p->variant, sizeof p->variant, "chunked: %u chunks of %zu per row, 2 reads",
+             p->nchunks, chunk);
+}
+
 static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, bool vec4_ok,
                                 unsigned arrays, size_t wg_cap, oclml_dtype dtype,
                                 oclml__row_plan *p) {
@@ -47,26 +70,7 @@ static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, 
     while (g < max_g && (units + g - 1) / g * vec > target) g *= 2;
     size_t items = (units + g - 1) / g;
     if (items * vec > max_floats) {
-        /* Long rows: chunked path with scalar coalesced access. */
-        p->long_rows = true;
-        p->local = oclml__pow2_floor(max_wg < ROWS_GROUP ? max_wg : ROWS_GROUP);
-        /* A 16-bit row's chunks twice as long, for the same reason (one row array only: the
-         * backwards' two already fill the registers). */
-        const long li =
-            dtype == OCLML_FLOAT32 ? 0 : oclml__tune(ctx, OCLML__TUNE_ROWS_LP_LONG_ITEMS, 0);
-        p->long_items = dtype == OCLML_FLOAT32 || arrays > 1 ? OCLML_LONG_ITEMS
-                        : li > 0                             ? (unsigned)li
-                                                             : 2 * OCLML_LONG_ITEMS;
-        if (p->long_items != OCLML_LONG_ITEMS)
-            snprintf(p->long_defines, sizeof p->long_defines, "-DOCLML_LONG_ITEMS=%u",
-                     p->long_items);
-        size_t chunk = p->local * p->long_items;
-        p->nchunks = (unsigned)((cols + chunk - 1) / chunk);
-        p->global[0] = (size_t)p->nchunks * p->local;
-        p->global[1] = rows;
-        p->G = (unsigned)p->local;
-        snprintf(p->variant, sizeof p->variant, "chunked: %u chunks of %zu per row, 2 reads",
-                 p->nchunks, chunk);
+        plan_chunked(ctx, max_wg, arrays, dtype, p);
         return OCLML_SUCCESS;
     }
     size_t it = 1;
@@ -116,6 +120,19 @@ oclml_status oclml__row_plan_for_dtype(oclml_ctx *ctx, const oclml__row_family *
                                        size_t cols, bool vec4_ok, oclml_dtype dtype,
                                        oclml__row_plan *p) {
     return plan_within(ctx, rows, cols, vec4_ok, f->arrays, learned_cap(ctx, f->kernel), dtype, p);
+}
+
+oclml_status oclml__row_plan_chunked(oclml_ctx *ctx, const oclml__row_family *f, size_t rows,
+                                     size_t cols, oclml_dtype dtype, oclml__row_plan *p) {
+    oclml_status st = oclml__row_plan_for_dtype(ctx, f, rows, cols, false, dtype, p);
+    if (st || p->long_rows) return st;
+    memset(p, 0, sizeof *p);
+    p->rows = rows;
+    p->cols = cols;
+    const size_t cap = learned_cap(ctx, f->kernel);
+    plan_chunked(ctx, ctx->caps.max_work_group_size < cap ? ctx->caps.max_work_group_size : cap,
+                 f->arrays, dtype, p);
+    return OCLML_SUCCESS;
 }
 
 void oclml__row_plan_dtypes(oclml__row_plan *p, const char *dtype_defines) {

@@ -47,6 +47,10 @@ oclml_status oclml__row_plan_for_dtype(oclml_ctx *ctx, const oclml__row_family *
                                        size_t cols, bool vec4_ok, oclml_dtype dtype,
                                        oclml__row_plan *plan);
 
+/* The chunked path's plan for rows x cols, whatever their length (validated as above). */
+oclml_status oclml__row_plan_chunked(oclml_ctx *ctx, const oclml__row_family *f, size_t rows,
+                                     size_t cols, oclml_dtype dtype, oclml__row_plan *plan);
+
 /* Adds the op's dtype defines ("-DX_DT=1 -DY_DT=1", dtype.h's numbers) to the plan's programs;
  * an op with every tensor fp32 adds none, so its programs stay the fp32 ones. */
 void oclml__row_plan_dtypes(oclml__row_plan *p, const char *dtype_defines);

@@ -53,3 +53,15 @@ void ref_norm_backward(int rms, size_t rows, size_t cols, const float *x, const 
         }
     }
 }
+
+void ref_norm_param_scale(int rms, size_t rows, size_t cols, const float *x, const float *mean,
+                          const float *rstd, const float *dy, double *sg, double *sb) {
+    memset(sg, 0, cols * sizeof *sg);
+    memset(sb, 0, cols * sizeof *sb);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            const double d = dy[r * cols + c];
+            sg[c] += fabs(d * ((double)x[r * cols + c] - (rms ? 0.0 : mean[r])) * rstd[r]);
+            sb[c] += fabs(d);
+        }
+}

@@ -35,6 +35,10 @@ void ref_norm(int rms, size_t rows, size_t cols, const float *x, const float *ga
 void ref_norm_backward(int rms, size_t rows, size_t cols, const float *x, const float *gamma,
                        const float *mean, const float *rstd, const float *dy, double *dx,
                        double *dgamma, double *dbeta, double *scale);
+/* The magnitudes of dgamma's and dbeta's terms (sum over rows of |dy * xhat| and |dy|), to judge
+ * their rounding by: a column's sum over few rows may cancel to near zero. */
+void ref_norm_param_scale(int rms, size_t rows, size_t cols, const float *x, const float *mean,
+                          const float *rstd, const float *dy, double *sg, double *sb);
 
 /* Elementwise references in double: op codes are oclml_unary_op / oclml_binary_op values. */
 double ref_unary(int op, double p, double x);

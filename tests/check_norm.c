@@ -103,6 +103,15 @@ START_TEST(sizes_around_the_work_group) {
 }
 END_TEST
 
+/* The GPU's layout (several work-items a row, reducing through local memory) on this device
+ * too, where CPUs take a work-item a row by default (rows.cpu). */
+START_TEST(gpu_layout) {
+    test_retune("rows.cpu=0");
+    static const size_t cols[] = {1, 33, 257, 1000, 4099};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) random_case(_i, 5, cols[i], i % 2);
+}
+END_TEST
+
 START_TEST(long_rows_chunked) {
     random_case(_i, 3, 40000, 1);
     random_case(_i, 2, 100003, 0);
@@ -238,6 +247,7 @@ int main(void) {
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_loop_test(tc, sizes_around_the_work_group, 0, 2);
     tcase_add_loop_test(tc, long_rows_in_grid_slices, 0, 2);
+    tcase_add_loop_test(tc, gpu_layout, 0, 2);
     tcase_add_loop_test(tc, long_rows_chunked, 0, 2);
     tcase_add_loop_test(tc, equal_rows_and_extremes, 0, 2);
     tcase_add_loop_test(tc, backward_by_finite_differences, 0, 2);

@@ -69,6 +69,15 @@ START_TEST(sizes_around_the_work_group) {
 }
 END_TEST
 
+/* The GPU's layout (several work-items a row, reducing through local memory) on this device
+ * too, where CPUs take a work-item a row by default (rows.cpu). */
+START_TEST(gpu_layout) {
+    test_retune("rows.cpu=0");
+    static const size_t cols[] = {1, 33, 257, 1000, 4099};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) random_case(5, cols[i], _i);
+}
+END_TEST
+
 START_TEST(long_rows_chunked) {
     oclml_device_info d;
     oclml_ctx_device_info(T, &d);
@@ -224,6 +233,7 @@ int main(void) {
     TCase *tc = tcase_create("softmax");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
     tcase_add_loop_test(tc, sizes_around_the_work_group, 0, 2);
+    tcase_add_loop_test(tc, gpu_layout, 0, 2);
     tcase_add_loop_test(tc, long_rows_chunked, 0, 2);
     tcase_add_loop_test(tc, long_rows_in_grid_slices, 0, 2);
     tcase_add_test(tc, very_long_row);

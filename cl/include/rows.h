@@ -50,6 +50,46 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
     return r;
 }
 
+/* A register kernel's reductions over its row's segment. ROW_SOLO (CPUs): one work-item owns a
+ * whole row (G = 1), so the reduction is the value itself, with no barrier: a CPU runtime runs a
+ * work-group as loops over its work-items, split at every barrier, and keeps each work-item's
+ * arrays across them. */
+#ifndef ROW_SOLO
+#define ROW_SOLO 0
+#endif
+#if ROW_SOLO
+#define ROW_SUM(v) (v)
+#define ROW_MAX(v) (v)
+#else
+#define ROW_SUM(v) seg_sum((v), red, lid, G)
+#define ROW_MAX(v) seg_max((v), red, lid, G)
+#endif
+
+/* s += the sum over k < ROW_FLOATS of expr (which names k). A work-item holding a whole row
+ * (ROW_SOLO) keeps ROW_PARTS interleaved partial sums and pairs them at the end: rounding grows
+ * with the row's length over ROW_PARTS and its logarithm, as with the GPU layout's lanes and
+ * tree, not with the whole length. The inner loop runs along the partial sums, which a CPU
+ * compiler turns into vector instructions. */
+#if ROW_SOLO
+#define ROW_PARTS (ROW_FLOATS < 64 ? ROW_FLOATS : 64)
+#define ROW_ADD(s, expr)                                            \
+    {                                                               \
+        float p_[ROW_PARTS];                                        \
+        for (uint j_ = 0; j_ < ROW_PARTS; j_++) p_[j_] = 0.0f;      \
+        for (uint b_ = 0; b_ < ROW_FLOATS; b_ += ROW_PARTS)         \
+            for (uint j_ = 0; j_ < ROW_PARTS; j_++) {               \
+                const uint k = b_ + j_;                             \
+                p_[j_] += (expr);                                   \
+            }                                                       \
+        for (uint w_ = ROW_PARTS / 2; w_ > 0; w_ >>= 1)             \
+            for (uint j_ = 0; j_ < w_; j_++) p_[j_] += p_[j_ + w_]; \
+        s += p_[0];                                                 \
+    }
+#else
+#define ROW_ADD(s, expr) \
+    for (uint k = 0; k < ROW_FLOATS; k++) s += (expr);
+#endif
+
 /* v[ITEMS*VEC] <- the lane's elements of row p (cols long) of dtype dt (dtype.h), as floats;
  * missing elements get `fill`. ROW_LOAD1 and ROW_LOAD4 are the fp32 ones. */
 #define ROW_LOAD1_DT(dt, v, p, ITEMS, lane, G, cols, ok, fill)       \

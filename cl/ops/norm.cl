@@ -158,17 +158,13 @@ inline float res_add(float x, float y, float m) {
         float mu = 0.0f, acc = 0.0f;                                                    \
         if (!RMS) {                                                                     \
             const float pivot = ok ? (pivot_expr) : 0.0f;                               \
-            for (uint k = 0; k < ROW_FLOATS; k++)                                       \
-                acc += ROW_VALID(k, lane, G, cols) ? v[k] - pivot : 0.0f;               \
-            mu = pivot + seg_sum(acc, red, lid, G) / (float)cols;                       \
+            ROW_ADD(acc, ROW_VALID(k, lane, G, cols) ? v[k] - pivot : 0.0f)             \
+            mu = pivot + ROW_SUM(acc) / (float)cols;                                    \
             acc = 0.0f;                                                                 \
         }                                                                               \
         AFTER_PIVOT                                                                     \
-        for (uint k = 0; k < ROW_FLOATS; k++) {                                         \
-            const float d = ROW_VALID(k, lane, G, cols) ? v[k] - mu : 0.0f;             \
-            acc += d * d;                                                               \
-        }                                                                               \
-        const float rs = rsqrt(seg_sum(acc, red, lid, G) / (float)cols + eps);          \
+        ROW_ADD(acc, ROW_VALID(k, lane, G, cols) ? (v[k] - mu) * (v[k] - mu) : 0.0f)    \
+        const float rs = rsqrt(ROW_SUM(acc) / (float)cols + eps);                       \
         for (uint k = 0; k < ROW_FLOATS; k++) v[k] = (v[k] - mu) * rs;                  \
         AFFINE(v, gamma + go, beta + bo, flags, ROW_ITEMS, lane, G, cols, G_DT, B_DT)   \
         ROW_STORE_DT(Y_DT, v, y + yo + row * cols, ROW_ITEMS, lane, G, cols, ok)        \
@@ -226,12 +222,10 @@ inline float res_add(float x, float y, float m) {
         AFFINE(gd, gamma + go, gamma + go, (flags & HAS_GAMMA), ROW_ITEMS, lane, G, cols, G_DT, \
                G_DT)                                                                            \
         float a = 0.0f, b = 0.0f;                                                               \
-        for (uint k = 0; k < ROW_FLOATS; k++) {                                                 \
-            a += gd[k];                                                                         \
-            b += ROW_VALID(k, lane, G, cols) ? gd[k] * h[k] : 0.0f;                             \
-        }                                                                                       \
-        a = RMS ? 0.0f : seg_sum(a, red, lid, G) / (float)cols;                                 \
-        b = seg_sum(b, red, lid, G) / (float)cols;                                              \
+        ROW_ADD(a, gd[k])                                                                       \
+        ROW_ADD(b, ROW_VALID(k, lane, G, cols) ? gd[k] * h[k] : 0.0f)                           \
+        a = RMS ? 0.0f : ROW_SUM(a) / (float)cols;                                              \
+        b = ROW_SUM(b) / (float)cols;                                                           \
         for (uint k = 0; k < ROW_FLOATS; k++) gd[k] = rs * (gd[k] - a - h[k] * b);              \
         NORM_BWD_STORE_##RES                                                                    \
     }
@@ -278,7 +272,7 @@ inline float res_add(float x, float y, float m) {
  * rows, each work-item summing dy * xhat and dy for its own columns in registers, so x and dy
  * are read once for dx, dgamma and dbeta together. At the end each work-group folds its row
  * slots and writes one partial per column: part[group][col] = (dgamma, dbeta), summed by
- * oclml_norm_param_finish. */
+ * oclml_norm_param_finish (under ROW_SOLO a partial per work-item). */
 #define NORM_BWD_PARAMS_K(NAME, RMS, RES, EXTRA_ARGS)                                        \
     __kernel void NAME(NORM_BWD_ARGS EXTRA_ARGS, __global float *part, uint rows, uint cols, \
                        uint G, __local float *red) {                                         \
@@ -292,22 +286,35 @@ inline float res_add(float x, float y, float m) {
             const bool ok = row < rows;                                                      \
             NORM_BWD_ROW(RMS, 1, RES)                                                        \
         }                                                                                    \
-        for (uint k = 0; k < ROW_FLOATS; k++) {                                              \
-            const uint col = ROW_COL(k, lane, G);                                            \
-            red[lid] = dg[k];                                                                \
-            red[L + lid] = db[k];                                                            \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                    \
-            if (lid < G && col < cols) {                                                     \
-                float sg = 0.0f, sb = 0.0f;                                                  \
-                for (uint s = 0; s < slots; s++) {                                           \
-                    sg += red[s * G + lid];                                                  \
-                    sb += red[L + s * G + lid];                                              \
-                }                                                                            \
-                vstore2((float2)(sg, sb), (ulong)get_group_id(0) * cols + col, part);        \
-            }                                                                                \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                    \
-        }                                                                                    \
+        NORM_BWD_PARAMS_FOLD                                                                 \
     }
+/* The work-group's partial row: its slots' sums folded through local memory, or under ROW_SOLO
+ * each work-item's own (part has a row per work-item: no barrier). */
+#if ROW_SOLO
+#define NORM_BWD_PARAMS_FOLD                                                             \
+    for (uint k = 0; k < ROW_FLOATS; k++) {                                              \
+        const uint col = ROW_COL(k, lane, G);                                            \
+        if (col < cols)                                                                  \
+            vstore2((float2)(dg[k], db[k]), (ulong)get_global_id(0) * cols + col, part); \
+    }
+#else
+#define NORM_BWD_PARAMS_FOLD                                                      \
+    for (uint k = 0; k < ROW_FLOATS; k++) {                                       \
+        const uint col = ROW_COL(k, lane, G);                                     \
+        red[lid] = dg[k];                                                         \
+        red[L + lid] = db[k];                                                     \
+        barrier(CLK_LOCAL_MEM_FENCE);                                             \
+        if (lid < G && col < cols) {                                              \
+            float sg = 0.0f, sb = 0.0f;                                           \
+            for (uint s = 0; s < slots; s++) {                                    \
+                sg += red[s * G + lid];                                           \
+                sb += red[L + s * G + lid];                                       \
+            }                                                                     \
+            vstore2((float2)(sg, sb), (ulong)get_group_id(0) * cols + col, part); \
+        }                                                                         \
+        barrier(CLK_LOCAL_MEM_FENCE);                                             \
+    }
+#endif
 #define NO_ARGS
 #define NORM_BWD_PARAMS(NAME, RMS) NORM_BWD_PARAMS_K(NAME, RMS, 0, NO_ARGS)
 #define NORM_RES_BWD_PARAMS(NAME, RMS) NORM_BWD_PARAMS_K(NAME, RMS, 1, RES_EXTRA_ARGS)

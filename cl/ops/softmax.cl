@@ -33,28 +33,34 @@ inline float log_softmax_out(float v, float m, float log_s) {
 }
 
 /* ---- register path: one row per segment, read once, written once ---- */
-#define SOFTMAX_FWD(NAME, LOG)                                                                  \
-    __kernel void NAME(__global const XT *x, ulong xoff, __global YT *y, ulong yoff, uint rows, \
-                       uint cols, uint G, __local float *red) {                                 \
-        ROW_PROLOGUE(G, rows)                                                                   \
-        __global const XT *xr = x + xoff + row * cols;                                          \
-        __global YT *yr = y + yoff + row * cols;                                                \
-        float v[ROW_FLOATS];                                                                    \
-        ROW_LOAD_DT(X_DT, v, xr, ROW_ITEMS, lane, G, cols, ok, -INFINITY)                       \
-        float m = -INFINITY;                                                                    \
-        for (uint k = 0; k < ROW_FLOATS; k++) m = fmax(m, v[k]);                                \
-        m = seg_max(m, red, lid, G);                                                            \
-        float s = 0.0f;                                                                         \
-        for (uint k = 0; k < ROW_FLOATS; k++) s += masked_exp(v[k], m);                         \
-        s = seg_sum(s, red, lid, G);                                                            \
-        if (LOG) {                                                                              \
-            const float log_s = log(s);                                                         \
-            for (uint k = 0; k < ROW_FLOATS; k++) v[k] = log_softmax_out(v[k], m, log_s);       \
-        } else {                                                                                \
-            const float inv_s = (s == 0.0f) ? 0.0f : 1.0f / s;                                  \
-            for (uint k = 0; k < ROW_FLOATS; k++) v[k] = softmax_out(v[k], m, inv_s);           \
-        }                                                                                       \
-        ROW_STORE_DT(Y_DT, v, yr, ROW_ITEMS, lane, G, cols, ok)                                 \
+#define SOFTMAX_FWD(NAME, LOG)                                                                    \
+    __kernel void NAME(__global const XT *x, ulong xoff, __global YT *y, ulong yoff, uint rows,   \
+                       uint cols, uint G, __local float *red) {                                   \
+        ROW_PROLOGUE(G, rows)                                                                     \
+        __global const XT *xr = x + xoff + row * cols;                                            \
+        __global YT *yr = y + yoff + row * cols;                                                  \
+        float v[ROW_FLOATS];                                                                      \
+        ROW_LOAD_DT(X_DT, v, xr, ROW_ITEMS, lane, G, cols, ok, -INFINITY)                         \
+        float m = -INFINITY;                                                                      \
+        for (uint k = 0; k < ROW_FLOATS; k++) m = fmax(m, v[k]);                                  \
+        m = ROW_MAX(m);                                                                           \
+        /* A CPU's work-item (ROW_SOLO) keeps the exponentials, the most of its work, in its    \
+         * array; a GPU's lanes compute them twice rather than hold twice the registers. */ \
+        const bool keep = ROW_SOLO && !LOG;                                                       \
+        if (keep)                                                                                 \
+            for (uint k = 0; k < ROW_FLOATS; k++) v[k] = masked_exp(v[k], m);                     \
+        float s = 0.0f;                                                                           \
+        ROW_ADD(s, keep ? v[k] : masked_exp(v[k], m))                                             \
+        s = ROW_SUM(s);                                                                           \
+        if (LOG) {                                                                                \
+            const float log_s = log(s);                                                           \
+            for (uint k = 0; k < ROW_FLOATS; k++) v[k] = log_softmax_out(v[k], m, log_s);         \
+        } else {                                                                                  \
+            const float inv_s = (s == 0.0f) ? 0.0f : 1.0f / s;                                    \
+            for (uint k = 0; k < ROW_FLOATS; k++)                                                 \
+                v[k] = keep ? v[k] * inv_s : softmax_out(v[k], m, inv_s);                         \
+        }                                                                                         \
+        ROW_STORE_DT(Y_DT, v, yr, ROW_ITEMS, lane, G, cols, ok)                                   \
     }
 
 /* Backward. softmax: dx = y * (dy - sum(y * dy)); log-softmax: dx = dy - exp(y) * sum(dy). */
@@ -68,8 +74,8 @@ inline float log_softmax_out(float v, float m, float log_s) {
         ROW_LOAD_DT(Y_DT, v, y + yoff + base, ROW_ITEMS, lane, G, cols, ok, 0.0f)             \
         ROW_LOAD_DT(DY_DT, g, dy + dyoff + base, ROW_ITEMS, lane, G, cols, ok, 0.0f)          \
         float s = 0.0f;                                                                       \
-        for (uint k = 0; k < ROW_FLOATS; k++) s += LOG ? g[k] : v[k] * g[k];                  \
-        s = seg_sum(s, red, lid, G);                                                          \
+        ROW_ADD(s, LOG ? g[k] : v[k] * g[k])                                                  \
+        s = ROW_SUM(s);                                                                       \
         for (uint k = 0; k < ROW_FLOATS; k++)                                                 \
             v[k] = LOG ? g[k] - exp(v[k]) * s : v[k] * (g[k] - s);                            \
         ROW_STORE_DT(DX_DT, v, dx + dxoff + base, ROW_ITEMS, lane, G, cols, ok)               \

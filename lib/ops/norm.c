@@ -280,21 +280,24 @@ static oclml_status fused_backward(oclml_ctx *ctx, const norm_call *c, const ocl
     oclml_status st = oclml__row_plan_for_dtype(ctx, f, rows, cols, vec4, c->dy->dtype, &p);
     if (st || p.long_rows) return st;
     oclml__row_plan_dtypes(&p, dtypes);
-    /* Enough groups to fill the device a few times over, no more: each writes a partial row. */
-    size_t row_groups = p.global[0] / p.local;
-    size_t per_cu = p.local >= 1024 ? 2 : 2048 / p.local;
+    /* Enough groups to fill the device a few times over, no more: each writes a partial row
+     * (one a work-item where each owns its rows: on CPUs, a work-item a group, two a core). */
+    if (p.solo) p.local = 1;
+    size_t row_groups = (rows + p.local / p.G - 1) / (p.local / p.G);
+    size_t per_cu = p.solo ? 2 : p.local >= 1024 ? 2 : 2048 / p.local;
     size_t groups = (size_t)ctx->caps.compute_units * per_cu;
     if (groups > row_groups) groups = row_groups;
     p.global[0] = groups * p.local;
+    const size_t partials = p.solo ? groups * p.local : groups;
     cl_mem part;
-    st = oclml__scratch_get(ctx, groups * cols * 2 * sizeof(float), &part);
+    st = oclml__scratch_get(ctx, partials * cols * 2 * sizeof(float), &part);
     if (st) return st;
     oclml__arg all[24];
     memcpy(all, args, nargs * sizeof *args);
     all[nargs] = OCLML_ARG(part);
     st = oclml__row_launch(ctx, f, &p, all, nargs + 1, replan);
     oclml__program_spec spec = oclml__row_spec(f, &p);
-    if (!st) st = param_finish(ctx, &spec, part, groups, cols, c->dgamma, c->dbeta);
+    if (!st) st = param_finish(ctx, &spec, part, partials, cols, c->dgamma, c->dbeta);
     oclml__scratch_put(ctx, part);
     *done = true;
     return st;

@@ -14,6 +14,11 @@
 #define TARGET_FLOATS 16
 /* Work-items per work-group when one row needs fewer: several rows share a group. */
 #define ROWS_GROUP 256
+/* CPUs (ROW_SOLO): values a work-item keeps of its row over all its arrays (32 KiB: the row
+ * stays in the core's cache between the kernel's passes), and rows a work-group takes (enough
+ * groups for every core at a few thousand rows). */
+#define SOLO_FLOATS 8192
+#define SOLO_GROUP 16
 
 /* Long rows: the chunked path with scalar coalesced access. */
 static void plan_chunked(const oclml_ctx *ctx, size_t max_wg, unsigned arrays, oclml_dtype dtype,
@@ -58,6 +63,24 @@ static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, 
     if (min_g > max_g) min_g = max_g;
     unsigned vec = (vec4_ok && cols % 4 == 0) ? 4 : 1;
     size_t units = cols / vec;
+    const long cpu = oclml__tune(ctx, OCLML__TUNE_ROWS_CPU, 0);
+    if ((cpu > 0 || (cpu < 0 && !ctx->caps.is_gpu)) && units * vec <= SOLO_FLOATS / arrays) {
+        /* One work-item a row: its values in a private array, its reductions plain loops. */
+        size_t it = 1;
+        while (it < units) it *= 2;
+        p->G = 1;
+        p->items = (unsigned)it;
+        p->vec = vec;
+        p->solo = true;
+        p->local = max_wg < SOLO_GROUP ? max_wg : SOLO_GROUP;
+        p->global[0] = (rows + p->local - 1) / p->local * p->local;
+        p->global[1] = 1;
+        snprintf(p->variant, sizeof p->variant, "registers, one work-item a row: %ux%u floats",
+                 p->items, p->vec);
+        snprintf(p->defines, sizeof p->defines, "-DROW_ITEMS=%u -DROW_VEC=%u -DROW_SOLO=1",
+                 p->items, p->vec);
+        return OCLML_SUCCESS;
+    }
     size_t g = min_g;
     /* A 16-bit row moves half the bytes a value: twice the values a work-item keeps the bytes
      * in flight per work-item, and so the memory bandwidth, where fp32's are. */

@@ -27,6 +27,7 @@ typedef struct oclml__row_plan {
     bool long_rows;         /* chunked multi-pass path */
     unsigned G;             /* work-items per row (power of two) */
     unsigned items, vec;    /* register path: ITEMS vectors of VEC floats per work-item */
+    bool solo;              /* register path, CPUs: a work-item a row, no barrier (ROW_SOLO) */
     size_t local;           /* work-group size */
     size_t global[2];       /* launch size; long path is 2-D (chunks x rows) */
     unsigned nchunks;       /* long path */

@@ -1,0 +1,81 @@
+"""The CPU peer: PyTorch on the CPU, for oclml-bench on a CPU device (PoCL), the same op names and
+shapes, one JSON line per result in spec/BENCH.md's format ("impl": "torch", "device": the CPU).
+
+    python3 scripts/torch_peers_cpu.py [--threads N] [--sizes 4096x1024,256x1024] > peers.jsonl
+
+Row ops as oclml-bench's softmax and norm suites name them: softmax, log_softmax, softmax_bwd,
+layernorm, rmsnorm, layernorm_bwd, rmsnorm_bwd (the backwards with the parameter gradients, as
+autograd runs them), timed by wall clock (median of the repetitions). Default shapes: the
+issue's 4096 x 1024 and the bench's quick shapes (256 x 1024, 64 x 40000).
+"""
+import argparse, json, os, platform, time
+import torch
+import torch.nn.functional as F
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def bench(fn, reps=30, warm=5):
+    for _ in range(warm):
+        fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    ts.sort()
+    return ts[len(ts) // 2], ts[0], ts[-1]
+
+
+def emit(op, shape, t, nbytes):
+    med, lo, hi = t
+    print(json.dumps({"op": op, "shape": shape, "impl": "torch", "device": DEVICE,
+                      "threads": torch.get_num_threads(), "median_ms": round(med, 5),
+                      "min_ms": round(lo, 5), "max_ms": round(hi, 5),
+                      "gbps": round(nbytes / (med * 1e-3) / 1e9, 1)}), flush=True)
+
+
+def rows(r, c):
+    shape = f"{r}x{c}"
+    x = torch.randn(r, c)
+    y = torch.empty_like(x)
+    emit("softmax", shape, bench(lambda: torch.softmax(x, -1, out=y)), 8 * r * c)
+    emit("log_softmax", shape, bench(lambda: torch.log_softmax(x, -1, out=y)), 8 * r * c)
+    p = torch.softmax(x, -1)
+    dy = torch.randn_like(x)
+    emit("softmax_bwd", shape,
+         bench(lambda: torch.ops.aten._softmax_backward_data(dy, p, -1, torch.float32)), 12 * r * c)
+    w = torch.randn(c)
+    b = torch.randn(c)
+    emit("layernorm", shape, bench(lambda: F.layer_norm(x, (c,), w, b, 1e-5)), 8 * r * c)
+    emit("rmsnorm", shape, bench(lambda: F.rms_norm(x, (c,), w, 1e-5)), 8 * r * c)
+    mean = x.mean(-1, keepdim=True)
+    rstd = torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5)
+    emit("layernorm_bwd", shape, bench(lambda: torch.ops.aten.native_layer_norm_backward(
+        dy, x, (c,), mean, rstd, w, b, [True, True, True])), 12 * r * c)
+    xr = x.clone().requires_grad_(True)
+    wr = w.clone().requires_grad_(True)
+    out = F.rms_norm(xr, (c,), wr, 1e-5)
+    emit("rmsnorm_bwd", shape,
+         bench(lambda: torch.autograd.grad(out, (xr, wr), dy, retain_graph=True)), 12 * r * c)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--sizes", default="4096x1024,256x1024,64x40000")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    DEVICE = cpu_name()
+    for s in a.sizes.split(","):
+        r, c = (int(v) for v in s.split("x"))
+        rows(r, c)

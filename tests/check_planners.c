@@ -65,7 +65,9 @@ static const oclml__row_family FAMILY = {
 
 START_TEST(row_plans_per_device) {
     oclml_ctx *gpu = fake_ctx(true, 1024, 132), *cpu = fake_ctx(false, 4096, 2),
-              *small = fake_ctx(true, 16, 4);
+              *cpu_gpu_layout = fake_ctx(false, 4096, 2), *small = fake_ctx(true, 16, 4);
+    ASSERT_OK(oclml__tune_init(cpu, ""));
+    ASSERT_OK(oclml__tune_init(cpu_gpu_layout, "rows.cpu=0"));
     oclml__row_plan p;
     /* Short rows: a few lanes per row on GPUs, one on CPUs; float4 where the offsets allow. */
     ASSERT_OK(oclml__row_plan_for(gpu, &FAMILY, 4096, 64, true, &p));
@@ -74,9 +76,21 @@ START_TEST(row_plans_per_device) {
     ck_assert_uint_eq(p.vec, 4);
     ck_assert_str_eq(oclml__row_spec(&FAMILY, &p).defines, "-DROW_ITEMS=2 -DROW_VEC=4");
     ck_assert_str_eq(oclml__row_spec(&FAMILY, &p).kernels, "oclml_softmax_fwd");
+    /* CPUs: a work-item a row, with no barrier, up to 8192 values over its arrays. */
     ASSERT_OK(oclml__row_plan_for(cpu, &FAMILY, 4096, 64, false, &p));
-    ck_assert_uint_eq(p.G, 4); /* 16 floats a work-item */
+    ck_assert(p.solo);
+    ck_assert_uint_eq(p.G, 1);
     ck_assert_uint_eq(p.vec, 1);
+    ck_assert_str_eq(oclml__row_spec(&FAMILY, &p).defines,
+                     "-DROW_ITEMS=64 -DROW_VEC=1 -DROW_SOLO=1");
+    ASSERT_OK(oclml__row_plan_for(cpu, &FAMILY, 4096, 8192, true, &p));
+    ck_assert(p.solo && p.items * p.vec == 8192);
+    ASSERT_OK(oclml__row_plan_for(cpu, &FAMILY, 4096, 8196, true, &p));
+    ck_assert(!p.solo);
+    /* rows.cpu=0: the GPU's layout there too. */
+    ASSERT_OK(oclml__row_plan_for(cpu_gpu_layout, &FAMILY, 4096, 64, false, &p));
+    ck_assert(!p.solo);
+    ck_assert_uint_eq(p.G, 4); /* 16 floats a work-item */
     ck_assert_str_eq(oclml__row_spec(&FAMILY, &p).defines, "-DROW_ITEMS=16 -DROW_VEC=1");
     /* Registers hold at most 32 floats a work-item: 32768 columns is the longest register row
      * on a 1024-wide device, one more goes to the chunked pair. */
@@ -100,6 +114,7 @@ START_TEST(row_plans_per_device) {
     ck_assert_ptr_nonnull(strstr(gpu->last_error, "32-bit"));
     fake_free(gpu);
     fake_free(cpu);
+    fake_free(cpu_gpu_layout);
     fake_free(small);
 }
 END_TEST
@@ -109,8 +124,10 @@ END_TEST
 START_TEST(row_plans_for_16bit_rows) {
     static const fake_device *const devices[] = {&H100, &POCL};
     for (int d = 0; d < 2; d++) {
-        oclml_ctx *ctx = device_ctx(devices[d], ""),
-                  *as32 = device_ctx(devices[d], "rows.lp_floats=16");
+        /* The GPU's layout on the CPU too (rows.cpu=0): a work-item a row holds whole rows. */
+        oclml_ctx *ctx = device_ctx(devices[d], d ? "rows.cpu=0" : ""),
+                  *as32 = device_ctx(devices[d],
+                                     d ? "rows.lp_floats=16,rows.cpu=0" : "rows.lp_floats=16");
         oclml__row_plan f32, b16, b16_as32;
         ASSERT_OK(oclml__row_plan_for_dtype(ctx, &FAMILY, 4096, 1024, true, OCLML_FLOAT32, &f32));
         ASSERT_OK(oclml__row_plan_for_dtype(ctx, &FAMILY, 4096, 1024, true, OCLML_BFLOAT16, &b16));

@@ -511,13 +511,13 @@ NORM_BWD_PART(oclml_rmsnorm_bwd_part, 1)
 #endif
 
 /* Pass 1 with the parameter gradients (layernorm's and RMSnorm's backward, fused residual or not,
- * where dgamma or dbeta is wanted): the chunks' sums and dgamma/dbeta's partials from one read of
- * x and dy. Grid (column groups x L, splits; local size 1 along the splits): a work-item owns
- * NORM_PP_COLS columns of its group, strided by L, and walks its split's rows NORM_PP_ROWS at a time,
- * summing dy * xhat and dy for its columns in registers; each batch's row sums are folded
- * through local memory in two steps (not a halving tree a row, whose barriers left the memory
- * idle). part[row][group] = the group's (sum gd, sum gd * xhat); pp[split][col] = (dgamma,
- * dbeta) partials, summed by oclml_norm_param_finish. */
+ * where dgamma or dbeta is wanted): the rows' partial sums and dgamma/dbeta's partials from one
+ * read of x and dy. Grid (column groups x L, splits; local size 1 along the splits): a work-item
+ * owns NORM_PP_COLS columns of its group, strided by L, and walks its split's rows NORM_PP_ROWS
+ * at a time, summing dy * xhat and dy for its columns in registers; each batch's row sums are
+ * folded through local memory in two steps (not a halving tree a row, whose barriers left the
+ * memory idle). part[row][group] = the group's (sum gd, sum gd * xhat); pp[split][col] =
+ * (dgamma, dbeta) partials, summed by oclml_norm_param_finish. */
 #define NORM_BWD_PART_PARAMS(NAME, RMS)                                                            \
     __kernel void NAME(__global const XT *x, ulong xo, __global const GT *gamma, ulong go,         \
                        __global const float *mean, ulong mo, __global const float *rstd, ulong ro, \
@@ -577,7 +577,7 @@ NORM_BWD_PART(oclml_rmsnorm_bwd_part, 1)
             barrier(CLK_LOCAL_MEM_FENCE);                                                          \
         }                                                                                          \
         _Pragma("unroll") for (uint j = 0; j < NORM_PP_COLS; j++) {                                \
-            if (c0 + j * L < cols) vstore2((float2)(dg[j], db[j]), split *cols + c0 + j * L, pp);  \
+            if (c0 + j * L < cols) vstore2((float2)(dg[j], db[j]), cols *split + c0 + j * L, pp);  \
         }                                                                                          \
     }
 #if OCLML_WANT(oclml_layernorm_bwd_part_params)

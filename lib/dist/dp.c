@@ -111,8 +111,8 @@ static oclml_status check_local(const oclml_dp_config *c, oclml_arena *arena, si
 
 /* Groups the gradients, in the backward's order, into buckets of at least first_bucket_bytes
  * (the first) and bucket_bytes (the others), at most the larger of the two: a tensor that would
- * pass it goes on in the next buckets, so that a large tensor's buckets overlap (one's copies with the
- * next one's exchange) instead of ending the step with one long exchange. A bucket's
+ * pass it goes on in the next buckets, so that a large tensor's buckets overlap (one's copies
+ * with the next one's exchange) instead of ending the step with one long exchange. A bucket's
  * pieces that sit next to each other in the arena make one run (one copy each way). */
 static oclml_status plan_buckets(oclml_dp *dp, const size_t *off, const size_t *order) {
     size_t n = dp->n_tensors, per = dp->cfg.bucket_bytes / sizeof(float),

@@ -280,24 +280,24 @@ static oclml_status fused_backward(oclml_ctx *ctx, const norm_call *c, const ocl
     oclml_status st = oclml__row_plan_for_dtype(ctx, f, rows, cols, vec4, c->dy->dtype, &p);
     if (st || p.long_rows) return st;
     oclml__row_plan_dtypes(&p, dtypes);
-    /* Enough groups to fill the device a few times over, no more: each writes a partial row
-     * (one a work-item where each owns its rows: on CPUs, a work-item a group, two a core). */
+    /* Enough groups to fill the device a few times over, no more: each writes a partial row.
+     * Where a work-item owns its rows (CPUs), it writes its own: a work-item a group, two a
+     * core. */
     if (p.solo) p.local = 1;
     size_t row_groups = (rows + p.local / p.G - 1) / (p.local / p.G);
     size_t per_cu = p.solo ? 2 : p.local >= 1024 ? 2 : 2048 / p.local;
     size_t groups = (size_t)ctx->caps.compute_units * per_cu;
     if (groups > row_groups) groups = row_groups;
     p.global[0] = groups * p.local;
-    const size_t partials = p.solo ? groups * p.local : groups;
     cl_mem part;
-    st = oclml__scratch_get(ctx, partials * cols * 2 * sizeof(float), &part);
+    st = oclml__scratch_get(ctx, groups * cols * 2 * sizeof(float), &part);
     if (st) return st;
     oclml__arg all[24];
     memcpy(all, args, nargs * sizeof *args);
     all[nargs] = OCLML_ARG(part);
     st = oclml__row_launch(ctx, f, &p, all, nargs + 1, replan);
     oclml__program_spec spec = oclml__row_spec(f, &p);
-    if (!st) st = param_finish(ctx, &spec, part, partials, cols, c->dgamma, c->dbeta);
+    if (!st) st = param_finish(ctx, &spec, part, groups, cols, c->dgamma, c->dbeta);
     oclml__scratch_put(ctx, part);
     *done = true;
     return st;
@@ -318,71 +318,81 @@ static oclml__program_spec part_params_spec(const norm_call *c, dtype_defines *d
     return spec;
 }
 
-/* Rows too long for registers: the chunks' sums, then dx from them. Where dgamma or dbeta is
- * wanted the first pass sums their partials too, from the same read of x and dy (a separate
- * parameter pass read them a third time): column groups x row slices, enough work-groups to
- * fill the device, each slice writing one partial row. */
-static oclml_status long_backward(oclml_ctx *ctx, const norm_call *c, const oclml__row_family *f,
-                                  const oclml__row_plan *plan, oclml__arg *args, unsigned nargs) {
-    const bool params = c->dgamma || c->dbeta;
+/* The first pass's arguments, out[0..10]: everything but dx (backward_attempt's args). */
+static void first_pass_args(const oclml__arg *args, oclml__arg *out) {
+    memcpy(out, args, 10 * sizeof *args);
+    out[10] = args[12];
+}
+
+/* Long rows' second pass: dx from the rows' partial sums, `partials` a row, on the chunks' grid
+ * (appends part to args). */
+static oclml_status long_finish(oclml_ctx *ctx, const oclml__row_family *f,
+                                const oclml__row_plan *plan, cl_mem part, size_t partials,
+                                oclml__arg *args, unsigned nargs) {
     oclml__row_plan p = *plan;
-    const size_t L = p.local, groups = (p.cols + L * NORM_PP_COLS - 1) / (L * NORM_PP_COLS);
-    size_t splits = 1;
-    if (params) {
-        const long tuned = oclml__tune(ctx, OCLML__TUNE_ROWS_NORM_SPLITS, 0);
-        const size_t want = (size_t)ctx->caps.compute_units * 8;
-        splits = tuned > 0 ? (size_t)tuned : (want + groups - 1) / groups;
-        if (splits > p.rows) splits = p.rows;
-    }
-    const cl_uint per_split = (cl_uint)((p.rows + splits - 1) / splits);
-    splits = (p.rows + per_split - 1) / per_split;
-    /* The finish kernel sums a row's partials: one a chunk, or one a column group. */
-    const size_t partials = params ? groups : p.nchunks;
-    cl_mem part, pp = NULL;
-    oclml_status st = oclml__scratch_get(ctx, p.rows * partials * 2 * sizeof(float), &part);
+    p.nchunks = (unsigned)partials;
+    args[nargs] = OCLML_ARG(part);
+    return oclml__row_launch_long(ctx, f, true, &p, args, nargs + 1);
+}
+
+/* Rows too long for registers, without parameter gradients: the chunks' sums, then dx. */
+static oclml_status long_backward(oclml_ctx *ctx, const oclml__row_family *f,
+                                  const oclml__row_plan *p, oclml__arg *args, unsigned nargs) {
+    cl_mem part;
+    oclml_status st = oclml__scratch_get(ctx, p->rows * p->nchunks * 2 * sizeof(float), &part);
     if (st) return st;
-    if (params) st = oclml__scratch_get(ctx, splits * p.cols * 2 * sizeof(float), &pp);
+    oclml__arg a1[12];
+    first_pass_args(args, a1);
+    a1[11] = OCLML_ARG(part);
+    st = oclml__row_launch_long(ctx, f, false, p, a1, 12);
+    if (!st) st = long_finish(ctx, f, p, part, p->nchunks, args, nargs);
+    oclml__scratch_put(ctx, part);
+    return st;
+}
+
+/* The same with dgamma or dbeta: the first pass sums their partials too, from the same read of
+ * x and dy, so the two are read twice in all, not three times. Column groups x row slices,
+ * enough work-groups to fill the device, each slice writing one partial row. */
+static oclml_status long_backward_params(oclml_ctx *ctx, const norm_call *c,
+                                         const oclml__row_family *f, const oclml__row_plan *p,
+                                         oclml__arg *args, unsigned nargs) {
+    const size_t L = p->local, groups = (p->cols + L * NORM_PP_COLS - 1) / (L * NORM_PP_COLS);
+    const long tuned = oclml__tune(ctx, OCLML__TUNE_ROWS_NORM_SPLITS, 0);
+    const size_t want = (size_t)ctx->caps.compute_units * 8;
+    size_t splits = tuned > 0 ? (size_t)tuned : (want + groups - 1) / groups;
+    if (splits > p->rows) splits = p->rows;
+    const cl_uint per_split = (cl_uint)((p->rows + splits - 1) / splits);
+    splits = (p->rows + per_split - 1) / per_split;
+    cl_mem part, pp;
+    oclml_status st = oclml__scratch_get(ctx, p->rows * groups * 2 * sizeof(float), &part);
+    if (st) return st;
+    st = oclml__scratch_get(ctx, splits * p->cols * 2 * sizeof(float), &pp);
+    if (st) {
+        oclml__scratch_put(ctx, part);
+        return st;
+    }
     dtype_defines dt;
     const char *kname;
     const oclml__program_spec spec = part_params_spec(c, &dt, &kname);
-    if (!st && params) {
-        cl_kernel k;
-        st = oclml__kernel(ctx, &spec, kname, &k);
-        cl_uint urows = (cl_uint)p.rows, ucols = (cl_uint)p.cols, ugroups = (cl_uint)groups;
-        oclml__arg a1[] = {args[0],
-                           args[1],
-                           args[2],
-                           args[3],
-                           args[4],
-                           args[5],
-                           args[6],
-                           args[7],
-                           args[8],
-                           args[9],
-                           args[12],
-                           OCLML_ARG(part),
-                           OCLML_ARG(pp),
-                           OCLML_ARG(per_split),
-                           OCLML_ARG(urows),
-                           OCLML_ARG(ucols),
-                           OCLML_ARG(ugroups),
-                           OCLML_LOCAL(NORM_PP_ROWS * L * 2 * sizeof(float))};
-        size_t global[2] = {groups * L, splits}, local[2] = {L, 1};
-        if (!st) st = oclml__launch(ctx, k, a1, 18, 2, global, local, NULL);
-    } else if (!st) {
-        /* The part kernel takes everything but dx. */
-        oclml__arg a1[] = {args[0], args[1], args[2], args[3], args[4],  args[5],
-                           args[6], args[7], args[8], args[9], args[12], OCLML_ARG(part)};
-        st = oclml__row_launch_long(ctx, f, false, &p, a1, 12);
-    }
+    cl_kernel k;
+    st = oclml__kernel(ctx, &spec, kname, &k);
     if (!st) {
-        /* The finish grid stays the chunks'; its partials count is the first pass's. */
-        p.nchunks = (unsigned)partials;
-        args[nargs] = OCLML_ARG(part);
-        st = oclml__row_launch_long(ctx, f, true, &p, args, nargs + 1);
+        cl_uint urows = (cl_uint)p->rows, ucols = (cl_uint)p->cols, ugroups = (cl_uint)groups;
+        oclml__arg a1[18];
+        first_pass_args(args, a1);
+        a1[11] = OCLML_ARG(part);
+        a1[12] = OCLML_ARG(pp);
+        a1[13] = OCLML_ARG(per_split);
+        a1[14] = OCLML_ARG(urows);
+        a1[15] = OCLML_ARG(ucols);
+        a1[16] = OCLML_ARG(ugroups);
+        a1[17] = OCLML_LOCAL(NORM_PP_ROWS * L * 2 * sizeof(float));
+        size_t global[2] = {groups * L, splits}, local[2] = {L, 1};
+        st = oclml__launch(ctx, k, a1, 18, 2, global, local, NULL);
     }
-    if (!st && params) st = param_finish(ctx, &spec, pp, splits, p.cols, c->dgamma, c->dbeta);
-    if (pp) oclml__scratch_put(ctx, pp);
+    if (!st) st = long_finish(ctx, f, p, part, groups, args, nargs);
+    if (!st) st = param_finish(ctx, &spec, pp, splits, p->cols, c->dgamma, c->dbeta);
+    oclml__scratch_put(ctx, pp);
     oclml__scratch_put(ctx, part);
     return st;
 }
@@ -443,7 +453,9 @@ static oclml_status backward_attempt(oclml_ctx *ctx, const void *call, bool *rep
              : oclml__row_plan_for_dtype(ctx, f, rows, cols, vec4, c->dy->dtype, &p);
     if (st) return st;
     oclml__row_plan_dtypes(&p, dt_plain.s);
-    if (p.long_rows) return long_backward(ctx, c, f, &p, args, nargs);
+    if (p.long_rows)
+        return c->dgamma || c->dbeta ? long_backward_params(ctx, c, f, &p, args, nargs)
+                                     : long_backward(ctx, f, &p, args, nargs);
     return oclml__row_launch(ctx, f, &p, args, nargs, replan);
 }
 

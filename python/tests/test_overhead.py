@@ -1,8 +1,9 @@
 """What a call from Python adds to the C call: small softmax calls in a loop, Python against
 `oclml-bench callcost` (the same loop in C, run at the session's start: conftest.py), the least
-of three runs of each (each the least of five rounds' mean). The printout is the measurement (the bound the package keeps:
-5 us over the C call, on an idle machine); the assertion, 25 us, holds under `make -j check`'s
-load and still catches a binding that starts converting or copying per call."""
+of three runs of each (each the least of five rounds' mean). The printout is the measurement
+(the bound the package keeps: 5 us over the C call, on an idle machine); the assertion, 25 us,
+holds under `make -j check`'s load and still catches a binding that starts converting or
+copying per call."""
 
 import time
 

@@ -157,7 +157,9 @@ def tables(device=None):
         if device and dev != device:
             continue
         if suite == "coldstart":
-            print("\n### %s, %s %s\n" % (dev, suite, rows[0].get("date", "") if rows else ""))
+            # Ops re-timed after a change keep their own run's date: the header lists the runs.
+            dates = sorted(set(r.get("date", "") for r in rows))
+            print("\n### %s, %s %s\n" % (dev, suite, ", ".join(dates)))
             print("| op | context ms | first call, empty caches, ms | with liboclml's disk cache, ms |")
             print("|---|---|---|---|")
             for r in rows:

@@ -541,9 +541,9 @@ OCLML_INLINE block_pos block_of(uint M, uint N, uint K, uint ksplit, uint kchunk
 #endif
 
 #if GEMM_MMA && OCLML_WANT(oclml_gemm_mma)
+#if GEMM_STAGES
 /* An output the split made NaN, in plain fp32 from global memory: op(A) row r times op(B)
- * column c over this work-group's K range. Runs only where an input was inf or NaN (or near
- * FLT_MAX), never on finite data. */
+ * column c over this work-group's K range (the asynchronous-copy tiles' repair, below). */
 OCLML_INLINE float recompute_nan(__global const float *A, uint lda, __global const float *B,
                                  uint ldb, uint r, uint c, uint kbegin, uint kend GATHER_PARAM) {
     float sum = 0.0f;
@@ -552,6 +552,7 @@ OCLML_INLINE float recompute_nan(__global const float *A, uint lda, __global con
     }
     return sum;
 }
+#endif
 
 /* The m16n8k8 fragments of one 8-deep step at kk of a [row][k] or [k][row] tile: K slots tig and
  * tig + 4 of a work-item hold physical k = 2 tig and 2 tig + 1, for A and B alike (the same 8
@@ -658,7 +659,18 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_m
 #define MMA_ACC(mt, j) acc[(mt)*NT * 4 + (j)]
     bool any_nan = false;
 #pragma unroll
-    for (uint i = 0; i < MMA_TILE_ACCS; i++) any_nan |= isnan(acc[i]);
+    for (uint i = 0; i < MMA_TILE_ACCS; i++) {
+        any_nan |= isnan(acc[i]);
+    }
+    /* An output the split made NaN is computed again in plain fp32 from global memory: op(A)
+     * row times op(B) column over this work-group's K range. This runs only where an input was
+     * inf or NaN (or near FLT_MAX), never on finite data. The register-staged tiles do it in one
+     * loop over K for all such outputs, reading the work-item's 2 MT rows and 2 NT columns each
+     * step (an outer product; redo marks the outputs, loads stay inside the operands): a loop an
+     * output made their compile on NVIDIA 2-4x longer. The asynchronous-copy tiles keep a loop
+     * an output, as NVIDIA's compiler scheduled their main loop 4-8% slower beside the one
+     * loop (bench/DECISIONS.md, "The NaN repair as one loop"). */
+#if GEMM_STAGES
     if (any_nan) {
 #pragma unroll /* registers: acc is indexed by constants only */
         for (uint mt = 0; mt < MT; mt++)
@@ -670,6 +682,44 @@ __kernel __attribute__((reqd_work_group_size(NTHREADS, 1, 1))) void oclml_gemm_m
                         recompute_nan(A, lda, B, ldb, r, c, p.kbegin, p.kend GATHER_PASS);
             }
     }
+#else
+    if (any_nan) {
+        uint redo[(MMA_TILE_ACCS + 31) / 32];
+#pragma unroll
+        for (uint w = 0; w < (MMA_TILE_ACCS + 31) / 32; w++) redo[w] = 0u;
+#pragma unroll
+        for (uint mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (uint j = 0; j < NT * 4; j++) {
+                const uint i = mt * NT * 4 + j;
+                const bool bad = isnan(acc[i]) && MMA_ROW(mt, j) < M && MMA_COL(mt, j) < N;
+                redo[i / 32] |= bad ? 1u << (i % 32) : 0u;
+                acc[i] = bad ? 0.0f : acc[i];
+            }
+#pragma unroll 1
+        for (uint k = p.kbegin; k < p.kend; k++) {
+            float a[MT][2], b[NT][2];
+#pragma unroll
+            for (uint mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (uint h = 0; h < 2; h++)
+                    a[mt][h] = A_ELEMENT(min(MMA_ROW(mt, 2 * h), M - 1), k);
+#pragma unroll
+            for (uint nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (uint e = 0; e < 2; e++)
+                    b[nt][e] = B_ELEMENT(k, min(MMA_COL(0, nt * 4 + e), N - 1));
+#pragma unroll
+            for (uint mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (uint j = 0; j < NT * 4; j++) {
+                    const uint i = mt * NT * 4 + j;
+                    if (redo[i / 32] >> (i % 32) & 1u)
+                        acc[i] = fma(a[mt][j % 4 / 2], b[j / 4][j % 2], acc[i]);
+                }
+        }
+    }
+#endif
     TILE_EPILOGUE(MT, NT * 4, MMA_ROW, MMA_COL, MMA_ACC, 1)
 }
 #endif

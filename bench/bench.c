@@ -16,6 +16,19 @@ int bench_fail(bench_env *env, oclml_status st, const char *what) {
     return 1;
 }
 
+static void read_cpu_layout(void *user, const char *key, const char *value, const char *source,
+                            const char *help) {
+    (void)source;
+    (void)help;
+    if (!strcmp(key, "cpu.layout")) *(int *)user = atoi(value) != 0;
+}
+
+int bench_cpu_layout(const bench_env *env) {
+    int on = 1;
+    if (env->dev.is_gpu || oclml_ctx_tuning(env->ctx, read_cpu_layout, &on)) return 0;
+    return on;
+}
+
 int bench_time(bench_env *env, bench_fn fn, void *user, bench_timing *t) {
     oclml_status st;
     for (int i = 0; i < env->warm; i++)

@@ -60,6 +60,9 @@ void bench_random(float *x, size_t n, unsigned seed);
 
 /* Prints the library's error and returns 1, for use as `return bench_fail(env, st, "what")`. */
 int bench_fail(bench_env *env, oclml_status st, const char *what);
+/* Whether the ops run their CPU-shaped kernels on this device (a CPU, tuning key cpu.layout not
+ * 0): the variant text says so. */
+int bench_cpu_layout(const bench_env *env);
 
 /* Times oclml_copy of n floats; max_err (if not NULL) gets the largest difference found. */
 int bench_copy_probe(bench_env *env, size_t n, bench_timing *t, double *max_err);

@@ -46,7 +46,9 @@ int bench_copy(bench_env *env) {
     long sizes[8];
     int ns = bench_sizes(env, env->quick ? "16777216" : "268435456", sizes, 8);
     for (int i = 0; i < ns; i++) {
-        bench_result r = {.op = "copy", .variant = "float4 grid-stride"};
+        bench_result r = {.op = "copy",
+                          .variant = bench_cpu_layout(env) ? "a contiguous chunk a work-item"
+                                                           : "float4 grid-stride"};
         char shape[32];
         snprintf(shape, sizeof shape, "%ld", sizes[i]);
         r.shape = shape;

@@ -89,8 +89,9 @@ int bench_elementwise(bench_env *env) {
         for (int w = 0; w < 8 && !rc; w++) {
             c.which = w;
             bench_result r = {.op = CASES[w].name,
-                              .variant = w >= SUM_ALL ? "work-group partials + one row"
-                                                      : "float4 grid-stride",
+                              .variant = w >= SUM_ALL            ? "work-group partials + one row"
+                                         : bench_cpu_layout(env) ? "a contiguous chunk a work-item"
+                                                                 : "float4 grid-stride",
                               .max_rel_err = -1};
             rc = bench_time(env, run_ew, &c, &r.t);
             if (rc) break;

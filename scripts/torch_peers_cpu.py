@@ -1,12 +1,18 @@
 """The CPU peer: PyTorch on the CPU, for oclml-bench on a CPU device (PoCL), the same op names and
 shapes, one JSON line per result in spec/BENCH.md's format ("impl": "torch", "device": the CPU).
 
-    python3 scripts/torch_peers_cpu.py [--threads N] [--sizes 4096x1024,256x1024] > peers.jsonl
+    python3 scripts/torch_peers_cpu.py [--threads N] [--only rows,elementwise]
+        [--sizes 4096x1024,256x1024] [--elements 16777216,4194304] > peers.jsonl
 
-Row ops as oclml-bench's softmax and norm suites name them: softmax, log_softmax, softmax_bwd,
-layernorm, rmsnorm, layernorm_bwd, rmsnorm_bwd (the backwards with the parameter gradients, as
-autograd runs them), timed by wall clock (median of the repetitions). Default shapes: the
-issue's 4096 x 1024 and the bench's quick shapes (256 x 1024, 64 x 40000).
+rows: row ops as oclml-bench's softmax and norm suites name them: softmax, log_softmax,
+softmax_bwd, layernorm, rmsnorm, layernorm_bwd, rmsnorm_bwd (the backwards with the parameter
+gradients, as autograd runs them) at --sizes (default: the issue's 4096 x 1024 and the bench's
+quick shapes, 256 x 1024 and 64 x 40000).
+elementwise: as oclml-bench's elementwise and copy suites name them, at --elements (default: the
+issue's 16M and the bench's quick 4M): copy, add, bias_add (rows of 1024), gelu (tanh), gelu_bwd,
+relu, silu_bwd, sum, max; dropout, dropout_bwd (the stored mask, as PyTorch's backward reads it)
+and dropout_add at p 0.1.
+Timed by wall clock, the median of the repetitions.
 """
 import argparse, json, os, platform, time
 import torch
@@ -69,13 +75,41 @@ def rows(r, c):
          bench(lambda: torch.autograd.grad(out, (xr, wr), dy, retain_graph=True)), 12 * r * c)
 
 
+def elementwise(n):
+    shape = f"{n}"
+    a = torch.randn(n) * 4
+    b = torch.randn(n)
+    y = torch.empty_like(a)
+    emit("copy", shape, bench(lambda: y.copy_(a)), 8 * n)
+    emit("add", shape, bench(lambda: torch.add(a, b, out=y)), 12 * n)
+    a2, y2, bias = a.view(-1, 1024), y.view(-1, 1024), torch.randn(1024)
+    emit("bias_add", shape, bench(lambda: torch.add(a2, bias, out=y2)), 8 * n)
+    emit("gelu", shape, bench(lambda: F.gelu(a, approximate="tanh")), 8 * n)
+    emit("gelu_bwd", shape,
+         bench(lambda: torch.ops.aten.gelu_backward(b, a, approximate="tanh")), 12 * n)
+    emit("relu", shape, bench(lambda: torch.relu(a)), 8 * n)
+    emit("silu_bwd", shape, bench(lambda: torch.ops.aten.silu_backward(b, a)), 12 * n)
+    emit("sum", shape, bench(lambda: a.sum()), 4 * n)
+    emit("max", shape, bench(lambda: a.max()), 4 * n)
+    emit("dropout", shape, bench(lambda: torch.ops.aten.native_dropout(a, 0.1, True)), 8 * n)
+    _, mask = torch.ops.aten.native_dropout(a, 0.1, True)
+    emit("dropout_bwd", shape,
+         bench(lambda: torch.ops.aten.native_dropout_backward(b, mask, 1 / 0.9)), 9 * n)
+    emit("dropout_add", shape, bench(lambda: a + F.dropout(b, 0.1, True)), 12 * n)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--only", default="rows,elementwise")
     ap.add_argument("--sizes", default="4096x1024,256x1024,64x40000")
+    ap.add_argument("--elements", default="16777216,4194304")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     DEVICE = cpu_name()
-    for s in a.sizes.split(","):
+    groups = a.only.split(",")
+    for s in a.sizes.split(",") if "rows" in groups else []:
         r, c = (int(v) for v in s.split("x"))
         rows(r, c)
+    for s in a.elements.split(",") if "elementwise" in groups else []:
+        elementwise(int(s))

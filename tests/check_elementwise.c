@@ -34,8 +34,8 @@ static oclml_status run_unary_bwd(int op, float p, oclml_tensor *x, oclml_tensor
                            : oclml_unary_backward(T, op, x, dy, dx);
 }
 
-START_TEST(unary_forward_and_backward) {
-    int op = _i;
+/* Unary op `op` and its backward at every size of SIZES against the double reference. */
+static void check_unary(int op) {
     const float p = 2.5f;
     for (size_t s = 0; s < sizeof SIZES / sizeof SIZES[0]; s++) {
         size_t n = SIZES[s];
@@ -70,6 +70,8 @@ START_TEST(unary_forward_and_backward) {
         free(scale);
     }
 }
+
+START_TEST(unary_forward_and_backward) { check_unary(_i); }
 END_TEST
 
 /* The backward formulas against central differences of the reference forward. */
@@ -142,8 +144,8 @@ START_TEST(extremes_and_nan) {
 }
 END_TEST
 
-START_TEST(binary_all_forms) {
-    int op = _i;
+/* Binary op `op` with a tensor, a broadcast row and a scalar, at odd shapes. */
+static void check_binary(int op) {
     static const size_t shapes[][2] = {{1, 1}, {3, 5}, {7, 4}, {33, 129}, {257, 256}, {5, 100003}};
     for (size_t s = 0; s < 6; s++) {
         size_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols, shape[2] = {rows, cols};
@@ -177,6 +179,25 @@ START_TEST(binary_all_forms) {
         free(y);
         free(ref);
     }
+}
+
+START_TEST(binary_all_forms) { check_binary(_i); }
+END_TEST
+
+/* The GPU's layout (work-items striding over float4 groups, rows of a multiple of 4 columns
+ * broadcast by float4) on a CPU device too, where CPUs take a contiguous chunk a work-item by
+ * default (cpu.layout=0 turns that off; GPUs run their layout in the other tests). Loop: two
+ * activations with their backward, then two binary ops in every form. */
+START_TEST(gpu_layout_on_cpus) {
+    oclml_device_info info;
+    ASSERT_OK(oclml_ctx_device_info(T, &info));
+    if (info.is_gpu) return; /* the other tests run it there */
+    test_retune("cpu.layout=0");
+    static const int unary[] = {OCLML_GELU_TANH, OCLML_RELU}, binary[] = {OCLML_ADD, OCLML_MAX};
+    if (_i < 2)
+        check_unary(unary[_i]);
+    else
+        check_binary(binary[_i - 2]);
 }
 END_TEST
 
@@ -242,6 +263,7 @@ int main(void) {
     tcase_add_loop_test(tc, unary_backward_by_finite_differences, 0, N_UNARY);
     tcase_add_test(tc, extremes_and_nan);
     tcase_add_loop_test(tc, binary_all_forms, 0, 6);
+    tcase_add_loop_test(tc, gpu_layout_on_cpus, 0, 4);
     tcase_add_test(tc, offsets_in_place_and_nan);
     tcase_add_test(tc, bad_input_touches_nothing);
     suite_add_tcase(s, tc);

@@ -1,4 +1,6 @@
-/* fill and copy: every size class, offsets, errors. */
+/* fill and copy: every size class, offsets, errors. Loop 1 of the sized tests runs the GPU's
+ * layout (float4 groups strided over the grid) where a CPU takes contiguous chunks by default
+ * (cpu.layout=0). */
 #include "testutil.h"
 
 #include <math.h>
@@ -9,6 +11,7 @@ static const size_t SIZES[] = {1, 2, 3, 4, 5, 255, 256, 257, 1023, 1025, 4099, 1
 #define N_SIZES (sizeof SIZES / sizeof SIZES[0])
 
 START_TEST(fill_every_size) {
+    if (_i) test_retune("cpu.layout=0");
     for (size_t s = 0; s < N_SIZES; s++) {
         size_t n = SIZES[s];
         oclml_tensor *t = test_tensor(1, &n);
@@ -26,6 +29,7 @@ START_TEST(fill_every_size) {
 END_TEST
 
 START_TEST(copy_every_size) {
+    if (_i) test_retune("cpu.layout=0");
     for (size_t s = 0; s < N_SIZES; s++) {
         size_t n = SIZES[s];
         float *in = test_floats(n), *out = test_floats(n);
@@ -44,6 +48,7 @@ END_TEST
 
 /* Tensors that start at odd element offsets inside one buffer, overlapping nothing. */
 START_TEST(copy_between_offsets) {
+    if (_i) test_retune("cpu.layout=0");
     cl_context clctx;
     oclml_ctx_cl_objects(T, &clctx, NULL, NULL);
     cl_int err;
@@ -88,9 +93,9 @@ int main(void) {
     Suite *s = suite_create("memory");
     TCase *tc = tcase_create("memory");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
-    tcase_add_test(tc, fill_every_size);
-    tcase_add_test(tc, copy_every_size);
-    tcase_add_test(tc, copy_between_offsets);
+    tcase_add_loop_test(tc, fill_every_size, 0, 2);
+    tcase_add_loop_test(tc, copy_every_size, 0, 2);
+    tcase_add_loop_test(tc, copy_between_offsets, 0, 2);
     tcase_add_test(tc, errors_touch_nothing);
     suite_add_tcase(s, tc);
     return test_main(s);

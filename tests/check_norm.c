@@ -104,9 +104,9 @@ START_TEST(sizes_around_the_work_group) {
 END_TEST
 
 /* The GPU's layout (several work-items a row, reducing through local memory) on this device
- * too, where CPUs take a work-item a row by default (rows.cpu). */
+ * too, where CPUs take a work-item a row by default (cpu.layout). */
 START_TEST(gpu_layout) {
-    test_retune("rows.cpu=0");
+    test_retune("cpu.layout=0");
     static const size_t cols[] = {1, 33, 257, 1000, 4099};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) random_case(_i, 5, cols[i], i % 2);
 }

@@ -67,7 +67,7 @@ START_TEST(row_plans_per_device) {
     oclml_ctx *gpu = fake_ctx(true, 1024, 132), *cpu = fake_ctx(false, 4096, 2),
               *cpu_gpu_layout = fake_ctx(false, 4096, 2), *small = fake_ctx(true, 16, 4);
     ASSERT_OK(oclml__tune_init(cpu, ""));
-    ASSERT_OK(oclml__tune_init(cpu_gpu_layout, "rows.cpu=0"));
+    ASSERT_OK(oclml__tune_init(cpu_gpu_layout, "cpu.layout=0"));
     oclml__row_plan p;
     /* Short rows: a few lanes per row on GPUs, one on CPUs; float4 where the offsets allow. */
     ASSERT_OK(oclml__row_plan_for(gpu, &FAMILY, 4096, 64, true, &p));
@@ -87,7 +87,7 @@ START_TEST(row_plans_per_device) {
     ck_assert(p.solo && p.items * p.vec == 8192);
     ASSERT_OK(oclml__row_plan_for(cpu, &FAMILY, 4096, 8196, true, &p));
     ck_assert(!p.solo);
-    /* rows.cpu=0: the GPU's layout there too. */
+    /* cpu.layout=0: the GPU's layout there too. */
     ASSERT_OK(oclml__row_plan_for(cpu_gpu_layout, &FAMILY, 4096, 64, false, &p));
     ck_assert(!p.solo);
     ck_assert_uint_eq(p.G, 4); /* 16 floats a work-item */
@@ -124,10 +124,10 @@ END_TEST
 START_TEST(row_plans_for_16bit_rows) {
     static const fake_device *const devices[] = {&H100, &POCL};
     for (int d = 0; d < 2; d++) {
-        /* The GPU's layout on the CPU too (rows.cpu=0): a work-item a row holds whole rows. */
-        oclml_ctx *ctx = device_ctx(devices[d], d ? "rows.cpu=0" : ""),
+        /* The GPU's layout on the CPU too (cpu.layout=0): a work-item a row holds whole rows. */
+        oclml_ctx *ctx = device_ctx(devices[d], d ? "cpu.layout=0" : ""),
                   *as32 = device_ctx(devices[d],
-                                     d ? "rows.lp_floats=16,rows.cpu=0" : "rows.lp_floats=16");
+                                     d ? "rows.lp_floats=16,cpu.layout=0" : "rows.lp_floats=16");
         oclml__row_plan f32, b16, b16_as32;
         ASSERT_OK(oclml__row_plan_for_dtype(ctx, &FAMILY, 4096, 1024, true, OCLML_FLOAT32, &f32));
         ASSERT_OK(oclml__row_plan_for_dtype(ctx, &FAMILY, 4096, 1024, true, OCLML_BFLOAT16, &b16));

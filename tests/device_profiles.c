@@ -19,6 +19,7 @@ static void set_caps(oclml__caps *c, bool gpu, size_t wg, unsigned cus, size_t l
     c->compute_units = cus;
     c->local_mem_bytes = local;
     c->simd_width = simd;
+    c->vector_floats = gpu ? 1 : 8;
     c->fp64 = true;
     c->inline_ptx = mma;
     c->mma_tf32 = mma;

@@ -43,9 +43,11 @@ inline float gelu_erf_f(float x) { return 0.5f * x * oclml_erfc(-x * SQRT1_2); }
 inline float gelu_tanh_f(float x) { return x * oclml_sigmoid(2.0f * gelu_tanh_u(x)); }
 inline float silu_f(float x) { return x * oclml_sigmoid(x); }
 
+/* 1 / cosh(x)^2 = 4 e / (1 + e)^2 with e = exp(-2 |x|): exp alone, which CPU compilers
+ * vectorise where cosh stays a call per element (gelu_tanh's backward 4x slower on PoCL). */
 inline float sech2(float x) {
-    const float c = cosh(x);
-    return 1.0f / (c * c);
+    const float e = exp(-2.0f * fabs(x)), d = 1.0f + e;
+    return 4.0f * e / (d * d);
 }
 inline float d_gelu_erf(float x) {
     return 0.5f * oclml_erfc(-x * SQRT1_2) + x * INV_SQRT_2PI * exp(-0.5f * x * x);

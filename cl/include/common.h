@@ -12,6 +12,27 @@
 #endif
 #define OCLML_WANT(name) (OCLML_WANT_ALL || OCLML_WANT_##name)
 
+/* CPU devices (the host's -DOCLML_CHUNKS=1, lib/ops/ops.h's oclml__chunk_grid): work-item g
+ * takes one contiguous chunk [begin, end) of [0, n), a multiple of 16 elements long, and loops
+ * over it element by element; the CPU compiler vectorises such a loop, and no two work-items
+ * share a cache line. GPUs stride over the range instead, so that neighbours take neighbours. */
+#ifndef OCLML_CHUNKS
+#define OCLML_CHUNKS 0
+#endif
+#define OCLML_CHUNK(n, begin, end)                                              \
+    const ulong begin##_per = ((ulong)(n) / get_global_size(0) + 16) / 16 * 16; \
+    const ulong begin = min((ulong)(n), get_global_id(0) * begin##_per),        \
+                end = min((ulong)(n), begin + begin##_per);
+/* A loop over [0, n) for i: the work-item's chunk on CPUs, a grid stride on GPUs. */
+#if OCLML_CHUNKS
+#define OCLML_FOR_EACH(i, n)           \
+    OCLML_CHUNK(n, i##_begin, i##_end) \
+    for (ulong i = i##_begin; i < i##_end; i++)
+#else
+#define OCLML_FOR_EACH(i, n) \
+    for (ulong i = get_global_id(0); i < (ulong)(n); i += get_global_size(0))
+#endif
+
 /* For helpers with large bodies: C99 inline alone lets a compiler keep them out of line, which
  * fails to link (no external definition) or moves their private arrays to slow memory. */
 #define OCLML_INLINE inline __attribute__((always_inline))

@@ -1,16 +1,21 @@
 /* Memory ops: fill, copy and cast. On fp32 tensors work-items stride over the range in float4
  * steps (vload4/vstore4 need only float alignment, so any tensor offset works); the last n % 4
- * elements are done one per work-item. */
+ * elements are done one per work-item. On CPUs (OCLML_CHUNKS) each work-item loops over its
+ * contiguous chunk instead (common.h). */
 #include "common.h"
 
 #if OCLML_WANT(oclml_fill)
 __kernel void oclml_fill(__global float *dst, ulong dst_off, ulong n, float value) {
     __global float *d = OCLML_AT(dst, dst_off);
+#if OCLML_CHUNKS
+    OCLML_FOR_EACH(i, n) d[i] = value;
+#else
     const ulong n4 = n / 4;
     const float4 v = (float4)(value);
     for (ulong i = get_global_id(0); i < n4; i += get_global_size(0)) vstore4(v, i, d);
     const ulong tail = 4 * n4 + get_global_id(0);
     if (tail < n) d[tail] = value;
+#endif
 }
 #endif
 
@@ -19,10 +24,14 @@ __kernel void oclml_copy(__global const float *src, ulong src_off, __global floa
                          ulong dst_off, ulong n) {
     __global const float *s = OCLML_AT(src, src_off);
     __global float *d = OCLML_AT(dst, dst_off);
+#if OCLML_CHUNKS
+    OCLML_FOR_EACH(i, n) d[i] = s[i];
+#else
     const ulong n4 = n / 4;
     for (ulong i = get_global_id(0); i < n4; i += get_global_size(0)) vstore4(vload4(i, s), i, d);
     const ulong tail = 4 * n4 + get_global_id(0);
     if (tail < n) d[tail] = s[tail];
+#endif
 }
 #endif
 
@@ -33,7 +42,7 @@ __kernel void oclml_copy(__global const float *src, ulong src_off, __global floa
 #if OCLML_WANT(oclml_fill16)
 __kernel void oclml_fill16(__global ushort *dst, ulong dst_off, ulong n, ushort bits) {
     __global ushort *d = OCLML_AT(dst, dst_off);
-    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) d[i] = bits;
+    OCLML_FOR_EACH(i, n) d[i] = bits;
 }
 #endif
 
@@ -42,7 +51,7 @@ __kernel void oclml_copy16(__global const ushort *src, ulong src_off, __global u
                            ulong dst_off, ulong n) {
     __global const ushort *s = OCLML_AT(src, src_off);
     __global ushort *d = OCLML_AT(dst, dst_off);
-    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) d[i] = s[i];
+    OCLML_FOR_EACH(i, n) d[i] = s[i];
 }
 #endif
 
@@ -77,7 +86,6 @@ __kernel void oclml_cast(__global const DT_ELEM(SRC_DT) * src, ulong src_off,
                          __global DT_ELEM(DST_DT) * dst, ulong dst_off, ulong n) {
     __global const DT_ELEM(SRC_DT) *s = OCLML_AT(src, src_off);
     __global DT_ELEM(DST_DT) *d = OCLML_AT(dst, dst_off);
-    for (ulong i = get_global_id(0); i < n; i += get_global_size(0))
-        DT_STORE(DST_DT, d, i, DT_LOAD(SRC_DT, s, i));
+    OCLML_FOR_EACH(i, n) DT_STORE(DST_DT, d, i, DT_LOAD(SRC_DT, s, i));
 }
 #endif

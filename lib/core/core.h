@@ -26,6 +26,9 @@ typedef struct oclml__caps {
     size_t local_mem_bytes;
     /* Work-items that execute in lock-step (NVIDIA warp, AMD wavefront); 1 where unknown. */
     unsigned simd_width;
+    /* Floats in the device's native vector (CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: a CPU's SIMD
+     * width, 8 with AVX2, 16 with AVX-512; 1 on GPUs, whose vectors are across work-items). */
+    unsigned vector_floats;
     bool fp64, fp16;
     /* NVIDIA compute capability (0.0 elsewhere). */
     unsigned nv_cc_major, nv_cc_minor;

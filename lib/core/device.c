@@ -75,6 +75,9 @@ void oclml__device_probe(oclml_ctx *ctx) {
     if (i->max_alloc_bytes && ws > i->max_alloc_bytes) ws = i->max_alloc_bytes;
     c->workspace_bytes = (size_t)ws;
     c->simd_width = 1;
+    cl_uint floats = 0;
+    clGetDeviceInfo(ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof floats, &floats, NULL);
+    c->vector_floats = floats ? floats : 1;
     c->inline_ptx = c->mma_tf32 = -1; /* probed when first asked */
     c->static_local = -1;
     c->driver_program_cache = strstr(i->platform_name, "Portable Computing Language") != NULL;

@@ -21,23 +21,23 @@ static const char *const BINARY_NAMES[] = {
 #define N_UNARY (sizeof UNARY_NAMES / sizeof UNARY_NAMES[0])
 #define N_BINARY (sizeof BINARY_NAMES / sizeof BINARY_NAMES[0])
 
-/* The program of one kernel shape (kernel) for one function: -DUNARY=RELU or -DBINARY=ADD, and
- * the tensors' dtypes where any is not fp32 (X_DT: x or a, B_DT: b, G_DT: dy, Y_DT: y or dx;
- * NULL tensors: fp32). */
+/* The program of one kernel shape (kernel) for one function: -DUNARY=RELU or -DBINARY=ADD, the
+ * tensors' dtypes where any is not fp32 (X_DT: x or a, B_DT: b, G_DT: dy, Y_DT: y or dx; NULL
+ * tensors: fp32) and OCLML_CHUNKS on CPUs. */
 typedef struct ew_variant {
-    char defines[128];
+    char defines[144];
     oclml__program_spec spec;
 } ew_variant;
 
-static void variant(ew_variant *v, const char *kernel, bool unary, const char *fn,
-                    const oclml_tensor *x, const oclml_tensor *b, const oclml_tensor *g,
-                    const oclml_tensor *y) {
+static void variant(ew_variant *v, const oclml_ctx *ctx, const char *kernel, bool unary,
+                    const char *fn, const oclml_tensor *x, const oclml_tensor *b,
+                    const oclml_tensor *g, const oclml_tensor *y) {
     static const char *const names[4] = {"X", "B", "G", "Y"};
     const oclml_tensor *const ts[4] = {x, b, g, y};
     char dtypes[96];
     oclml__dtype_defines(dtypes, sizeof dtypes, 4, names, ts);
-    snprintf(v->defines, sizeof v->defines, "-D%s=%s%s%s", unary ? "UNARY" : "BINARY", fn,
-             dtypes[0] ? " " : "", dtypes);
+    snprintf(v->defines, sizeof v->defines, "-D%s=%s%s%s%s", unary ? "UNARY" : "BINARY", fn,
+             oclml__cpu_layout(ctx) ? " -DOCLML_CHUNKS=1" : "", dtypes[0] ? " " : "", dtypes);
     v->spec = (oclml__program_spec){FILE_CL, v->defines, kernel, 0};
 }
 
@@ -45,14 +45,19 @@ static oclml_status kernel_for(oclml_ctx *ctx, const char *kernel, bool unary, c
                                const oclml_tensor *x, const oclml_tensor *b, const oclml_tensor *g,
                                const oclml_tensor *y, cl_kernel *k) {
     ew_variant v;
-    variant(&v, kernel, unary, fn, x, b, g, y);
+    variant(&v, ctx, kernel, unary, fn, x, b, g, y);
     return oclml__kernel(ctx, &v.spec, kernel, k);
 }
 
+/* Launches an elementwise kernel over n elements: float4 groups strided over the grid, or on
+ * CPUs a contiguous chunk of at least 16 elements a work-item. */
 static oclml_status launch_n(oclml_ctx *ctx, cl_kernel k, const oclml__arg *args, unsigned nargs,
                              size_t n) {
     size_t global, local;
-    oclml__grid_1d(ctx, (n + 3) / 4, &global, &local);
+    if (oclml__cpu_layout(ctx))
+        oclml__chunk_grid(ctx, n, &global, &local);
+    else
+        oclml__grid_1d(ctx, (n + 3) / 4, &global, &local);
     return oclml__launch(ctx, k, args, nargs, 1, &global, &local, NULL);
 }
 
@@ -130,10 +135,11 @@ oclml_status oclml_binary(oclml_ctx *ctx, oclml_binary_op op, const oclml_tensor
             "b must have a's shape or be a row vector of %zu elements (a's last dimension)", cols);
     if (row && cols > 0xFFFFFFFFu)
         return oclml__fail(ctx, OCLML_ERR_INVALID_SHAPE, "broadcast rows longer than 2^32 - 1");
-    /* A row of a multiple of 4 columns goes by float4 groups. */
-    const char *kernel = same       ? "oclml_binary"
-                         : cols % 4 ? "oclml_binary_row"
-                                    : "oclml_binary_row4";
+    /* A row of a multiple of 4 columns goes by float4 groups (on GPUs: CPUs take chunks). */
+    const bool by_element = row && (cols % 4 || oclml__cpu_layout(ctx));
+    const char *kernel = same         ? "oclml_binary"
+                         : by_element ? "oclml_binary_row"
+                                      : "oclml_binary_row4";
     cl_kernel k;
     st = kernel_for(ctx, kernel, false, BINARY_NAMES[op], a, b, NULL, y, &k);
     if (st) return st;
@@ -142,7 +148,7 @@ oclml_status oclml_binary(oclml_ctx *ctx, oclml_binary_op op, const oclml_tensor
     cl_uint ucols = (cl_uint)cols;
     oclml__arg args[] = {OCLML_ARG(a->mem), OCLML_ARG(ao), OCLML_ARG(b->mem), OCLML_ARG(bo),
                          OCLML_ARG(y->mem), OCLML_ARG(yo), OCLML_ARG(n),      OCLML_ARG(ucols)};
-    if (row && cols % 4) { /* scalar broadcast kernel: one element per work-item step */
+    if (by_element && !oclml__cpu_layout(ctx)) { /* one element a work-item step */
         size_t global, local;
         oclml__grid_1d(ctx, a->numel, &global, &local);
         return oclml__launch(ctx, k, args, 8, 1, &global, &local, NULL);
@@ -173,19 +179,20 @@ void oclml__elementwise_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *l
         bool pow = !strncmp(op, "pow", 3);
         for (size_t i = 0; i < N_UNARY; i++) {
             if ((i == OCLML_POW) != pow) continue;
-            variant(&v, backward ? "oclml_unary_bwd" : "oclml_unary", true, UNARY_NAMES[i], NULL,
-                    NULL, NULL, NULL);
+            variant(&v, ctx, backward ? "oclml_unary_bwd" : "oclml_unary", true, UNARY_NAMES[i],
+                    NULL, NULL, NULL, NULL);
             oclml__warm_add(list, op, UNARY_NAMES[i], v.spec);
         }
         return;
     }
+    /* CPUs broadcast rows by element alone. */
     static const char *const shapes[] = {"oclml_binary", "oclml_binary_row", "oclml_binary_row4"};
     bool scalar = strstr(op, "scalar") != NULL;
+    size_t n_shapes = scalar ? 1 : oclml__cpu_layout(ctx) ? 2 : 3;
     for (size_t i = 0; i < N_BINARY; i++)
-        for (size_t s = 0; s < (scalar ? 1 : 3); s++) {
-            variant(&v, scalar ? "oclml_binary_scalar" : shapes[s], false, BINARY_NAMES[i], NULL,
-                    NULL, NULL, NULL);
+        for (size_t s = 0; s < n_shapes; s++) {
+            variant(&v, ctx, scalar ? "oclml_binary_scalar" : shapes[s], false, BINARY_NAMES[i],
+                    NULL, NULL, NULL, NULL);
             oclml__warm_add(list, op, BINARY_NAMES[i], v.spec);
         }
-    (void)ctx;
 }

@@ -3,15 +3,28 @@
 
 #include <stdio.h>
 
-/* Launches one of memory.cl's grid-stride kernels over n elements. */
-static oclml_status run(oclml_ctx *ctx, const char *kernel, const char *defines, size_t items,
-                        oclml__arg *args, unsigned nargs) {
+oclml__program_spec oclml__memory_spec(const oclml_ctx *ctx, const char *kernel,
+                                       const char *defines, char *text, size_t len) {
+    snprintf(text, len, "%s%s%s", defines ? defines : "",
+             defines && oclml__cpu_layout(ctx) ? " " : "",
+             oclml__cpu_layout(ctx) ? "-DOCLML_CHUNKS=1" : "");
+    return (oclml__program_spec){"memory.cl", text[0] ? text : NULL, kernel, 0};
+}
+
+/* Launches one of memory.cl's kernels over n elements: float4 groups (vec4) or elements strided
+ * over the grid, or on CPUs a contiguous chunk a work-item. */
+static oclml_status run(oclml_ctx *ctx, const char *kernel, const char *defines, size_t n,
+                        bool vec4, oclml__arg *args, unsigned nargs) {
     cl_kernel k;
-    oclml__program_spec spec = {"memory.cl", defines, kernel, 0};
+    char text[96];
+    oclml__program_spec spec = oclml__memory_spec(ctx, kernel, defines, text, sizeof text);
     oclml_status st = oclml__kernel(ctx, &spec, kernel, &k);
     if (st) return st;
     size_t global, local;
-    oclml__grid_1d(ctx, items, &global, &local);
+    if (oclml__cpu_layout(ctx))
+        oclml__chunk_grid(ctx, n, &global, &local);
+    else
+        oclml__grid_1d(ctx, vec4 ? (n + 3) / 4 : n, &global, &local);
     return oclml__launch(ctx, k, args, nargs, 1, &global, &local, NULL);
 }
 
@@ -22,12 +35,12 @@ oclml_status oclml_fill(oclml_ctx *ctx, oclml_tensor *dst, float value) {
     cl_ulong off = oclml__elem_offset(dst), n = dst->numel;
     if (dst->dtype == OCLML_FLOAT32) {
         oclml__arg args[] = {OCLML_ARG(dst->mem), OCLML_ARG(off), OCLML_ARG(n), OCLML_ARG(value)};
-        return run(ctx, "oclml_fill", NULL, (dst->numel + 3) / 4, args, 4);
+        return run(ctx, "oclml_fill", NULL, dst->numel, true, args, 4);
     }
     cl_ushort bits;
     oclml__to_dtype(dst->dtype, &value, &bits, 1);
     oclml__arg args[] = {OCLML_ARG(dst->mem), OCLML_ARG(off), OCLML_ARG(n), OCLML_ARG(bits)};
-    return run(ctx, "oclml_fill16", NULL, dst->numel, args, 4);
+    return run(ctx, "oclml_fill16", NULL, dst->numel, false, args, 4);
 }
 
 /* Checks src and dst of a copy or a cast: any dtypes, the same element count; *same_dtype
@@ -53,8 +66,8 @@ oclml_status oclml_copy(oclml_ctx *ctx, const oclml_tensor *src, oclml_tensor *d
     cl_ulong soff = oclml__elem_offset(src), doff = oclml__elem_offset(dst), n = src->numel;
     oclml__arg args[] = {OCLML_ARG(src->mem), OCLML_ARG(soff), OCLML_ARG(dst->mem), OCLML_ARG(doff),
                          OCLML_ARG(n)};
-    if (src->dtype == OCLML_FLOAT32) return run(ctx, "oclml_copy", NULL, (n + 3) / 4, args, 5);
-    return run(ctx, "oclml_copy16", NULL, n, args, 5);
+    return run(ctx, src->dtype == OCLML_FLOAT32 ? "oclml_copy" : "oclml_copy16", NULL, n,
+               src->dtype == OCLML_FLOAT32, args, 5);
 }
 
 oclml_status oclml__pad_rows16(oclml_ctx *ctx, cl_mem src, size_t src_off, size_t ld, size_t stride,
@@ -87,7 +100,7 @@ oclml_status oclml__cast_raw(oclml_ctx *ctx, oclml_dtype from, cl_mem src, size_
     cl_ulong soff = src_off, doff = dst_off, count = n;
     oclml__arg args[] = {OCLML_ARG(src), OCLML_ARG(soff), OCLML_ARG(dst), OCLML_ARG(doff),
                          OCLML_ARG(count)};
-    return run(ctx, "oclml_cast", defines, n, args, 5);
+    return run(ctx, "oclml_cast", defines, n, false, args, 5);
 }
 
 oclml_status oclml_cast(oclml_ctx *ctx, const oclml_tensor *src, oclml_tensor *dst) {
@@ -108,7 +121,9 @@ void oclml__memory_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) 
     if (strcmp(op, "cast")) {
         for (int i = 0; i < (list->every_shape ? 2 : 1); i++) {
             const char *kernel = !strcmp(op, "fill") ? fill[i] : copy[i];
-            oclml__warm_add(list, op, kernel, (oclml__program_spec){"memory.cl", NULL, kernel, 0});
+            char text[96];
+            oclml__warm_add(list, op, kernel,
+                            oclml__memory_spec(ctx, kernel, NULL, text, sizeof text));
         }
         return;
     }
@@ -117,8 +132,8 @@ void oclml__memory_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) 
         const oclml_dtype low = i % 2 ? OCLML_FLOAT16 : OCLML_BFLOAT16;
         cast_defines(i < 2 ? OCLML_FLOAT32 : low, i < 2 ? low : OCLML_FLOAT32, defines[i],
                      sizeof defines[i]);
+        char text[96];
         oclml__warm_add(list, op, defines[i],
-                        (oclml__program_spec){"memory.cl", defines[i], "oclml_cast", 0});
+                        oclml__memory_spec(ctx, "oclml_cast", defines[i], text, sizeof text));
     }
-    (void)ctx;
 }

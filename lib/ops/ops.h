@@ -21,6 +21,23 @@ static inline size_t oclml__pow2_ceil(size_t v) {
 /* a / b rounded up: groups, tiles and chunks covering an extent. */
 static inline size_t oclml__ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
+/* Whether ops take their CPU-shaped kernels (no barriers; a work-item owns whole rows or a
+ * contiguous chunk, in loops the CPU compiler vectorises): on CPU devices, unless the tuning key
+ * cpu.layout is 0 (the GPU's layout, which the suite also runs on PoCL). */
+static inline bool oclml__cpu_layout(const oclml_ctx *ctx) {
+    return !ctx->caps.is_gpu && oclml__tune(ctx, OCLML__TUNE_CPU_LAYOUT, 0) != 0;
+}
+
+/* The grid of a kernel built with -DOCLML_CHUNKS=1 (common.h's OCLML_CHUNK) over n elements: a
+ * few work-items a compute unit, so that a core that finishes early takes another, none with
+ * fewer than 16 elements; one a work-group. */
+static inline void oclml__chunk_grid(const oclml_ctx *ctx, size_t n, size_t *global,
+                                     size_t *local) {
+    size_t units = ctx->caps.compute_units ? ctx->caps.compute_units : 1, most = n / 16;
+    *global = units * 4 < most ? units * 4 : most ? most : 1;
+    *local = 1;
+}
+
 /* Programs to build up front, collected from the ops' warm planners. */
 typedef struct oclml__warm_item {
     const char *op;
@@ -51,6 +68,11 @@ void oclml__warm_add(oclml__warm_list *list, const char *op, const char *variant
  * planners plan them on ctx's device (prewarm builds them; tests read them); an unknown name is
  * an error. */
 oclml_status oclml__warm_collect(oclml_ctx *ctx, const char *ops, oclml__warm_list *list);
+
+/* The program of memory.cl's kernel (oclml_fill, oclml_copy, oclml_cast, ...) as the memory ops
+ * build it on ctx's device: defines (or NULL) and on CPUs OCLML_CHUNKS, written into text. */
+oclml__program_spec oclml__memory_spec(const oclml_ctx *ctx, const char *kernel,
+                                       const char *defines, char *text, size_t len);
 
 /* Converts n elements at (src, src_off) of dtype from to (dst, dst_off) of dtype to, offsets in
  * elements (oclml_cast's kernel, for ops converting their operands internally). */

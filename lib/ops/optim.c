@@ -627,10 +627,10 @@ oclml_status oclml_optim_state(const oclml_optim *o, int which, oclml_tensor **f
 }
 
 void oclml__optim_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
-    (void)ctx;
     if (!strcmp(op, "arena_zero_grad")) {
+        char text[96];
         oclml__warm_add(list, op, "fill",
-                        (oclml__program_spec){"memory.cl", NULL, "oclml_fill", 0});
+                        oclml__memory_spec(ctx, "oclml_fill", NULL, text, sizeof text));
         return;
     }
     static const struct {

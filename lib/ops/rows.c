@@ -63,8 +63,7 @@ static oclml_status plan_within(const oclml_ctx *ctx, size_t rows, size_t cols, 
     if (min_g > max_g) min_g = max_g;
     unsigned vec = (vec4_ok && cols % 4 == 0) ? 4 : 1;
     size_t units = cols / vec;
-    if (!ctx->caps.is_gpu && oclml__tune(ctx, OCLML__TUNE_ROWS_CPU, 0) != 0 &&
-        units * vec <= SOLO_FLOATS / arrays) {
+    if (oclml__cpu_layout(ctx) && units * vec <= SOLO_FLOATS / arrays) {
         /* One work-item a row: its values in a private array, its reductions plain loops. */
         size_t it = 1;
         while (it < units) it *= 2;

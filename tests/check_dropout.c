@@ -1,7 +1,9 @@
 /* Dropout, its backward and the residual add with dropout: the mask element for element against
  * the host's copy of the rule (tests/ref/dropout.c), values against a double reference, the
  * fraction kept, regeneration in the backward, offsets (Philox counters and unaligned tensor
- * offsets), aliasing, NaN, and bad input. */
+ * offsets), aliasing, NaN, and bad input. Loop 1 of the first, the add and the NaN tests runs
+ * the GPU's layout (groups of four strided over the grid) where a CPU takes contiguous chunks by
+ * default (cpu.layout=0). */
 #include "testutil.h"
 
 #include <math.h>
@@ -40,6 +42,7 @@ static void assert_dropout(const char *what, const oclml_dropout_params *d, cons
 /* y = x * keep / (1 - p), keep by the host's rule, at sizes with tails, every p of the list and
  * counter offsets across 32 bits and the 64-bit wrap (the sweep's 1000003: each p at one). */
 START_TEST(mask_and_values_match_the_rule) {
+    if (_i) test_retune("cpu.layout=0");
     const size_t sizes[] = {1, 3, 5, 4099, 1000003};
     const float ps[] = {0.0f, 0.1f, 0.5f, 0.9f, 1.0f};
     const uint64_t offsets[] = {0, 1, 0xFFFFFFFFull, (1ull << 40) + 3, UINT64_MAX - 1};
@@ -144,6 +147,7 @@ END_TEST
  * is x + dropout(y) bit for bit; a repeated call gives the same bits and an advanced offset
  * other ones; in place works (y = dropout(y), dx over dy, r over x and over y). */
 START_TEST(backward_add_repeat_and_in_place) {
+    if (_i) test_retune("cpu.layout=0");
     const size_t n = 4101, shape[2] = {3, 1367};
     float *x = test_floats(n), *y = test_floats(n), *g = test_floats(n);
     float *a = test_floats(n), *b = test_floats(n), *c = test_floats(n);
@@ -209,6 +213,7 @@ END_TEST
 /* NaN at a kept and at a dropped position stays NaN (NaN * 0, as PyTorch), in the forward, the
  * backward and the residual add's branch. */
 START_TEST(nan_stays_nan) {
+    if (_i) test_retune("cpu.layout=0");
     const size_t n = 64, shape[1] = {n};
     const oclml_dropout_params d = test_dropout_params(0.5f, 3, 0);
     size_t kept = n, dropped = n;
@@ -336,11 +341,11 @@ int main(void) {
     Suite *s = suite_create("dropout");
     TCase *tc = tcase_create("dropout");
     tcase_add_checked_fixture(tc, test_setup, test_teardown);
-    tcase_add_test(tc, mask_and_values_match_the_rule);
+    tcase_add_loop_test(tc, mask_and_values_match_the_rule, 0, 2);
     tcase_add_test(tc, unaligned_tensor_offsets);
     tcase_add_test(tc, fraction_kept);
-    tcase_add_test(tc, backward_add_repeat_and_in_place);
-    tcase_add_test(tc, nan_stays_nan);
+    tcase_add_loop_test(tc, backward_add_repeat_and_in_place, 0, 2);
+    tcase_add_loop_test(tc, nan_stays_nan, 0, 2);
     tcase_add_test(tc, bad_input_touches_nothing);
     tcase_add_test(tc, null_params_mean_defaults);
     suite_add_tcase(s, tc);

@@ -12,14 +12,24 @@
 #ifndef OCLML_PHILOX_H
 #define OCLML_PHILOX_H
 
-inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
-    for (uint i = 0; i < 10; i++) {
-        const uint lo0 = ctr.x * 0xD2511F53u, hi0 = mul_hi(ctr.x, 0xD2511F53u);
-        const uint lo1 = ctr.z * 0xCD9E8D57u, hi1 = mul_hi(ctr.z, 0xCD9E8D57u);
-        ctr = (uint4)(hi1 ^ ctr.y ^ key.x, lo1, hi0 ^ ctr.w ^ key.y, lo0);
-        key += (uint2)(0x9E3779B9u, 0xBB67AE85u);
+/* The rounds on scalar words (c0..c3 in, the four output words out), unrolled: a CPU compiler
+ * vectorises a loop of these across its iterations, which it does not do with vector types. */
+#define PHILOX_ROUNDS(c0, c1, c2, c3, k0, k1)                                 \
+    _Pragma("unroll") for (uint r_ = 0; r_ < 10; r_++) {                      \
+        const uint lo0_ = (c0)*0xD2511F53u, hi0_ = mul_hi((c0), 0xD2511F53u); \
+        const uint lo1_ = (c2)*0xCD9E8D57u, hi1_ = mul_hi((c2), 0xCD9E8D57u); \
+        (c0) = hi1_ ^ (c1) ^ (k0);                                            \
+        (c1) = lo1_;                                                          \
+        (c2) = hi0_ ^ (c3) ^ (k1);                                            \
+        (c3) = lo0_;                                                          \
+        (k0) += 0x9E3779B9u;                                                  \
+        (k1) += 0xBB67AE85u;                                                  \
     }
-    return ctr;
+
+inline uint4 philox4x32_10(uint4 ctr, uint2 key) {
+    uint c0 = ctr.x, c1 = ctr.y, c2 = ctr.z, c3 = ctr.w, k0 = key.x, k1 = key.y;
+    PHILOX_ROUNDS(c0, c1, c2, c3, k0, k1)
+    return (uint4)(c0, c1, c2, c3);
 }
 
 /* "drop": the third counter word of every dropout draw, apart from other users of a seed. */

@@ -49,16 +49,27 @@ oclml__drop_args oclml__drop_args_of(const oclml_dropout_params *d) {
     return a;
 }
 
-/* out = base + dropout(in) (base NULL: none). */
-static oclml_status run(oclml_ctx *ctx, const oclml_dropout_params *d, const oclml_tensor *in,
-                        const oclml_tensor *base, oclml_tensor *out) {
-    /* The fp32 program where every tensor is fp32, else its dtypes defined. */
+/* The program: the tensors' dtypes where any is not fp32 (NULL tensors: fp32) and on CPUs
+ * OCLML_CHUNKS, written into text. */
+static oclml__program_spec spec_of(const oclml_ctx *ctx, const oclml_tensor *in,
+                                   const oclml_tensor *base, const oclml_tensor *out, char *text,
+                                   size_t len) {
     char dt[64];
     const char *const names[] = {"IN", "BASE", "OUT"};
     const oclml_tensor *const ts[] = {in, base, out};
     oclml__dtype_defines(dt, sizeof dt, 3, names, ts);
+    const bool chunks = oclml__cpu_layout(ctx);
+    snprintf(text, len, "%s%s%s", dt, dt[0] && chunks ? " " : "", chunks ? "-DOCLML_CHUNKS=1" : "");
     oclml__program_spec spec = DROPOUT;
-    if (dt[0]) spec.defines = dt;
+    if (text[0]) spec.defines = text;
+    return spec;
+}
+
+/* out = base + dropout(in) (base NULL: none). */
+static oclml_status run(oclml_ctx *ctx, const oclml_dropout_params *d, const oclml_tensor *in,
+                        const oclml_tensor *base, oclml_tensor *out) {
+    char text[96];
+    oclml__program_spec spec = spec_of(ctx, in, base, out, text, sizeof text);
     cl_kernel k;
     oclml_status st = oclml__kernel(ctx, &spec, "oclml_dropout", &k);
     if (st) return st;
@@ -70,8 +81,12 @@ static oclml_status run(oclml_ctx *ctx, const oclml_dropout_params *d, const ocl
     oclml__arg args[] = {OCLML_ARG(in->mem), OCLML_ARG(io),           OCLML_ARG(bm),
                          OCLML_ARG(bo),      OCLML_ARG(out->mem),     OCLML_ARG(oo),
                          OCLML_ARG(n),       OCLML__DROP_ARG_LIST(a), OCLML_ARG(has_base)};
+    /* Groups of four strided over the grid, or on CPUs a chunk of whole groups a work-item. */
     size_t global, local;
-    oclml__grid_1d(ctx, (in->numel + 3) / 4, &global, &local);
+    if (oclml__cpu_layout(ctx))
+        oclml__chunk_grid(ctx, in->numel / 4, &global, &local);
+    else
+        oclml__grid_1d(ctx, (in->numel + 3) / 4, &global, &local);
     return oclml__launch(ctx, k, args, 13, 1, &global, &local, NULL);
 }
 
@@ -113,6 +128,6 @@ oclml_status oclml_dropout_add(oclml_ctx *ctx, const oclml_dropout_params *param
 
 /* ---- the op list's planner: one program ---- */
 void oclml__dropout_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
-    (void)ctx;
-    oclml__warm_add(list, op, "dropout", DROPOUT);
+    char text[96];
+    oclml__warm_add(list, op, "dropout", spec_of(ctx, NULL, NULL, NULL, text, sizeof text));
 }

@@ -79,7 +79,8 @@ static int bench_dropout_size(bench_env *env, size_t n) {
         c.which = w;
         bench_result r = {.op = DROP_CASES[w].name,
                           .shape = shape,
-                          .variant = "p 0.1, Philox float4 grid-stride",
+                          .variant = bench_cpu_layout(env) ? "p 0.1, Philox, a chunk a work-item"
+                                                           : "p 0.1, Philox float4 grid-stride",
                           .bytes = DROP_CASES[w].bytes_per_elem * (double)n,
                           .max_rel_err = -1};
         rc = bench_time(env, run_drop, &c, &r.t);

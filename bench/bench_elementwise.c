@@ -86,12 +86,15 @@ int bench_elementwise(bench_env *env) {
         if (!st) st = oclml_tensor_write(c.b, b, n);
         if (!st) st = oclml_tensor_write(c.row, b, cols);
         int rc = st ? bench_fail(env, st, "elementwise setup") : 0;
+        const int cpu = bench_cpu_layout(env);
         for (int w = 0; w < 8 && !rc; w++) {
             c.which = w;
             bench_result r = {.op = CASES[w].name,
-                              .variant = w >= SUM_ALL            ? "work-group partials + one row"
-                                         : bench_cpu_layout(env) ? "a contiguous chunk a work-item"
-                                                                 : "float4 grid-stride",
+                              .variant = w >= SUM_ALL
+                                             ? (cpu ? "a partial a work-item's chunk + one row"
+                                                    : "work-group partials + one row")
+                                         : cpu ? "a contiguous chunk a work-item"
+                                               : "float4 grid-stride",
                               .max_rel_err = -1};
             rc = bench_time(env, run_ew, &c, &r.t);
             if (rc) break;

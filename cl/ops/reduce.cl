@@ -76,7 +76,79 @@ __kernel void oclml_reduce_rows_select(__global const float *x, ulong xo, __glob
 #endif
 
 /* Whole tensor, stage 1: each work-group folds a strided share of the n elements into one
- * partial: part[g] = sum, or (value, index) pairs for max/argmax. */
+ * partial: part[g] = sum, or (value, index) pairs for max/argmax.
+ *
+ * CPUs (OCLML_CHUNKS, one work-item a work-group): each work-item folds its contiguous chunk,
+ * with no barrier, in blocks of RED_BLOCK elements over RED_LANES interleaved lanes (loops along
+ * the lanes, which the compiler vectorises). Sums pair the lanes at the end of each block and add
+ * the blocks in order: rounding grows with the block over the lanes and with the blocks, not with
+ * the chunk's length. Max and argmax keep a (value, index) pair a lane; a lane's indices rise, so
+ * it keeps its first maximum (a NaN beats every number, the first NaN the others), and beats()
+ * picks among the lanes. */
+#define RED_LANES 64
+#define RED_BLOCK 4096
+#if OCLML_CHUNKS
+#if OCLML_WANT(oclml_reduce_all_sum)
+__kernel void oclml_reduce_all_sum(__global const float *x, ulong xo, ulong n, uint op,
+                                   __global float *part, __local float *red) {
+    __global const float *xs = x + xo;
+    OCLML_CHUNK(n, begin, end)
+    float total = 0.0f;
+    ulong i = begin;
+    for (; i + RED_BLOCK <= end; i += RED_BLOCK) {
+        float lanes[RED_LANES];
+        for (uint l = 0; l < RED_LANES; l++) lanes[l] = 0.0f;
+        for (uint b = 0; b < RED_BLOCK; b += RED_LANES)
+            for (uint l = 0; l < RED_LANES; l++) lanes[l] += xs[i + b + l];
+        for (uint h = RED_LANES / 2; h > 0; h /= 2)
+            for (uint l = 0; l < h; l++) lanes[l] += lanes[l + h];
+        total += lanes[0];
+    }
+    float rest = 0.0f;
+    for (; i < end; i++) rest += xs[i];
+    part[get_global_id(0)] = total + rest;
+}
+#endif
+
+#if OCLML_WANT(oclml_reduce_all_select)
+__kernel void oclml_reduce_all_select(__global const float *x, ulong xo, ulong n, uint op,
+                                      __global float *part, __local float *red) {
+    __global const float *xs = x + xo;
+    OCLML_CHUNK(n, begin, end)
+    float acc = -INFINITY;
+    uint best = 0xFFFFFFFFu;
+    ulong i = begin;
+    if (i + RED_LANES <= end) {
+        float v[RED_LANES];
+        uint at[RED_LANES];
+        for (uint l = 0; l < RED_LANES; l++) {
+            v[l] = xs[i + l];
+            at[l] = (uint)(i + l);
+        }
+        for (i += RED_LANES; i + RED_LANES <= end; i += RED_LANES)
+            for (uint l = 0; l < RED_LANES; l++) {
+                const float e = xs[i + l];
+                const bool take = isnan(e) ? !isnan(v[l]) : e > v[l];
+                v[l] = take ? e : v[l];
+                at[l] = take ? (uint)(i + l) : at[l];
+            }
+        acc = v[0];
+        best = at[0];
+        for (uint l = 1; l < RED_LANES; l++)
+            if (beats(v[l], at[l], acc, best)) {
+                acc = v[l];
+                best = at[l];
+            }
+    }
+    for (; i < end; i++)
+        if (best == 0xFFFFFFFFu || beats(xs[i], (uint)i, acc, best)) {
+            acc = xs[i];
+            best = (uint)i;
+        }
+    vstore2((float2)(acc, as_float(best)), get_global_id(0), part);
+}
+#endif
+#else
 #if OCLML_WANT(oclml_reduce_all_sum)
 __kernel void oclml_reduce_all_sum(__global const float *x, ulong xo, ulong n, uint op,
                                    __global float *part, __local float *red) {
@@ -118,4 +190,5 @@ __kernel void oclml_reduce_all_select(__global const float *x, ulong xo, ulong n
     const float2 r = seg_argmax(acc, best, red, lid, L, L);
     if (lid == 0) vstore2(r, get_group_id(0), part);
 }
+#endif
 #endif

@@ -70,6 +70,12 @@ oclml_status oclml_reduce_rows(oclml_ctx *ctx, oclml_reduce_op op, const oclml_t
                        y->mem, oclml__elem_offset(y));
 }
 
+/* The whole-tensor first stage's program: sums or selections, in chunks on CPUs. */
+static oclml__program_spec all_spec(const oclml_ctx *ctx, bool by_value) {
+    return (oclml__program_spec){FILE_CL, oclml__cpu_layout(ctx) ? "-DOCLML_CHUNKS=1" : NULL,
+                                 by_value ? "oclml_reduce_all_select" : "oclml_reduce_all_sum", 0};
+}
+
 oclml_status oclml_reduce_all(oclml_ctx *ctx, oclml_reduce_op op, const oclml_tensor *x,
                               oclml_tensor *y) {
     oclml_status st = oclml__check_ctx(ctx);
@@ -82,11 +88,16 @@ oclml_status oclml_reduce_all(oclml_ctx *ctx, oclml_reduce_op op, const oclml_te
                            "argmax indices above 2^24 are not exact in fp32");
     cl_kernel k;
     bool by_value = op == OCLML_REDUCE_MAX || op == OCLML_REDUCE_ARGMAX;
-    st = oclml__simple_kernel(ctx, FILE_CL,
-                              by_value ? "oclml_reduce_all_select" : "oclml_reduce_all_sum", &k);
+    oclml__program_spec spec = all_spec(ctx, by_value);
+    st = oclml__kernel(ctx, &spec, spec.kernels, &k);
     if (st) return st;
+    /* A partial a work-group: float4 groups strided over the grid, or on CPUs a contiguous chunk
+     * a work-item (one a work-group). */
     size_t global, local;
-    oclml__grid_1d(ctx, (x->numel + 3) / 4, &global, &local);
+    if (oclml__cpu_layout(ctx))
+        oclml__chunk_grid(ctx, x->numel, &global, &local);
+    else
+        oclml__grid_1d(ctx, (x->numel + 3) / 4, &global, &local);
     size_t groups = global / local;
     cl_mem part;
     st = oclml__scratch_get(ctx, groups * 2 * sizeof(float), &part);
@@ -107,10 +118,13 @@ oclml_status oclml_reduce_all(oclml_ctx *ctx, oclml_reduce_op op, const oclml_te
 }
 
 void oclml__reduce_warm(oclml_ctx *ctx, const char *op, oclml__warm_list *list) {
-    bool rows = !strcmp(op, "reduce_rows");
-    const char *sum = rows ? "oclml_reduce_rows_sum" : "oclml_reduce_all_sum";
-    const char *select = rows ? "oclml_reduce_rows_select" : "oclml_reduce_all_select";
-    oclml__warm_add(list, op, "sum, mean", (oclml__program_spec){FILE_CL, NULL, sum, 0});
-    oclml__warm_add(list, op, "max, argmax", (oclml__program_spec){FILE_CL, NULL, select, 0});
-    (void)ctx;
+    if (!strcmp(op, "reduce_rows")) {
+        oclml__warm_add(list, op, "sum, mean",
+                        (oclml__program_spec){FILE_CL, NULL, "oclml_reduce_rows_sum", 0});
+        oclml__warm_add(list, op, "max, argmax",
+                        (oclml__program_spec){FILE_CL, NULL, "oclml_reduce_rows_select", 0});
+        return;
+    }
+    oclml__warm_add(list, op, "sum, mean", all_spec(ctx, false));
+    oclml__warm_add(list, op, "max, argmax", all_spec(ctx, true));
 }

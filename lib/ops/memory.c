@@ -5,10 +5,8 @@
 
 oclml__program_spec oclml__memory_spec(const oclml_ctx *ctx, const char *kernel,
                                        const char *defines, char *text, size_t len) {
-    snprintf(text, len, "%s%s%s", defines ? defines : "",
-             defines && oclml__cpu_layout(ctx) ? " " : "",
-             oclml__cpu_layout(ctx) ? "-DOCLML_CHUNKS=1" : "");
-    return (oclml__program_spec){"memory.cl", text[0] ? text : NULL, kernel, 0};
+    return oclml__chunked_spec(ctx, (oclml__program_spec){"memory.cl", defines, kernel, 0}, text,
+                               len);
 }
 
 /* Launches one of memory.cl's kernels over n elements: float4 groups (vec4) or elements strided

@@ -5,6 +5,7 @@
 
 #include "core/core.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The largest power of two <= v (1 for 0), and the smallest >= v: work-group sizes. */
@@ -68,6 +69,17 @@ void oclml__warm_add(oclml__warm_list *list, const char *op, const char *variant
  * planners plan them on ctx's device (prewarm builds them; tests read them); an unknown name is
  * an error. */
 oclml_status oclml__warm_collect(oclml_ctx *ctx, const char *ops, oclml__warm_list *list);
+
+/* spec as built on ctx's device: with -DOCLML_CHUNKS=1 added on CPUs (oclml__cpu_layout), its
+ * defines then written into text. */
+static inline oclml__program_spec
+oclml__chunked_spec(const oclml_ctx *ctx, oclml__program_spec spec, char *text, size_t len) {
+    if (!oclml__cpu_layout(ctx)) return spec;
+    snprintf(text, len, "%s%s-DOCLML_CHUNKS=1", spec.defines ? spec.defines : "",
+             spec.defines ? " " : "");
+    spec.defines = text;
+    return spec;
+}
 
 /* The program of memory.cl's kernel (oclml_fill, oclml_copy, oclml_cast, ...) as the memory ops
  * build it on ctx's device: defines (or NULL) and on CPUs OCLML_CHUNKS, written into text. */

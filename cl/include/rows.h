@@ -90,8 +90,54 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
     for (uint k = 0; k < ROW_FLOATS; k++) s += (expr);
 #endif
 
+/* m = fmax(m, the max over k < ROW_FLOATS of expr (which names k)). A CPU's work-item (ROW_SOLO)
+ * keeps ROW_PARTS interleaved maxima, as ROW_ADD keeps sums: one running fmax is a chain the
+ * CPU waits on element by element (a fifth of PoCL's softmax time); fmax ignores NaN either way,
+ * so the result is the same. */
+#if ROW_SOLO
+#define ROW_FOLD_MAX(m, expr)                                                    \
+    {                                                                            \
+        float q_[ROW_PARTS];                                                     \
+        for (uint j_ = 0; j_ < ROW_PARTS; j_++) q_[j_] = -INFINITY;              \
+        for (uint b_ = 0; b_ < ROW_FLOATS; b_ += ROW_PARTS)                      \
+            for (uint j_ = 0; j_ < ROW_PARTS; j_++) {                            \
+                const uint k = b_ + j_;                                          \
+                q_[j_] = fmax(q_[j_], (expr));                                   \
+            }                                                                    \
+        for (uint w_ = ROW_PARTS / 2; w_ > 0; w_ >>= 1)                          \
+            for (uint j_ = 0; j_ < w_; j_++) q_[j_] = fmax(q_[j_], q_[j_ + w_]); \
+        m = fmax(m, q_[0]);                                                      \
+    }
+#else
+#define ROW_FOLD_MAX(m, expr) \
+    for (uint k = 0; k < ROW_FLOATS; k++) m = fmax(m, (expr));
+#endif
+
 /* v[ITEMS*VEC] <- the lane's elements of row p (cols long) of dtype dt (dtype.h), as floats;
  * missing elements get `fill`. ROW_LOAD1 and ROW_LOAD4 are the fp32 ones. */
+#if ROW_SOLO
+/* A CPU's work-item (G = 1) holds its whole row: the row's elements in one loop and the fill in
+ * another, with no test an element, so that the compiler vectorises both (a test a float4 in one
+ * loop took a quarter of PoCL's softmax time). */
+#define ROW_LOAD1_DT(dt, v, p, ITEMS, lane, G, cols, ok, fill)        \
+    {                                                                 \
+        const uint n_ = (ok) ? min((uint)(cols), (uint)(ITEMS)) : 0u; \
+        for (uint i_ = 0; i_ < n_; i_++) v[i_] = DT_LOAD(dt, p, i_);  \
+        for (uint i_ = n_; i_ < (ITEMS); i_++) v[i_] = (fill);        \
+    }
+#define ROW_LOAD4_DT(dt, v, p, ITEMS, lane, G, cols, ok, fill)            \
+    {                                                                     \
+        const uint n_ = (ok) ? min((uint)(cols) / 4, (uint)(ITEMS)) : 0u; \
+        for (uint i_ = 0; i_ < n_; i_++) {                                \
+            const float4 q_ = DT_LOAD4(dt, p, i_);                        \
+            v[4 * i_] = q_.x;                                             \
+            v[4 * i_ + 1] = q_.y;                                         \
+            v[4 * i_ + 2] = q_.z;                                         \
+            v[4 * i_ + 3] = q_.w;                                         \
+        }                                                                 \
+        for (uint i_ = 4 * n_; i_ < 4 * (ITEMS); i_++) v[i_] = (fill);    \
+    }
+#else
 #define ROW_LOAD1_DT(dt, v, p, ITEMS, lane, G, cols, ok, fill)       \
     for (uint i_ = 0; i_ < (ITEMS); i_++) {                          \
         const uint c_ = i_ * (G) + (lane);                           \
@@ -106,6 +152,7 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
         v[4 * i_ + 2] = q_.z;                                                               \
         v[4 * i_ + 3] = q_.w;                                                               \
     }
+#endif
 #define ROW_LOAD1(v, p, ITEMS, lane, G, cols, ok, fill) \
     ROW_LOAD1_DT(0, v, p, ITEMS, lane, G, cols, ok, fill)
 #define ROW_LOAD4(v, p, ITEMS, lane, G, cols, ok, fill) \
@@ -118,6 +165,20 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
 #endif
 
 /* Row p <- v (only existing elements), rounded to dtype dt. */
+#if ROW_SOLO
+#define ROW_STORE1_DT(dt, v, p, ITEMS, lane, G, cols, ok)             \
+    {                                                                 \
+        const uint n_ = (ok) ? min((uint)(cols), (uint)(ITEMS)) : 0u; \
+        for (uint i_ = 0; i_ < n_; i_++) DT_STORE(dt, p, i_, v[i_]);  \
+    }
+#define ROW_STORE4_DT(dt, v, p, ITEMS, lane, G, cols, ok)                                \
+    {                                                                                    \
+        const uint n_ = (ok) ? min((uint)(cols) / 4, (uint)(ITEMS)) : 0u;                \
+        for (uint i_ = 0; i_ < n_; i_++)                                                 \
+            DT_STORE4(dt, p, i_,                                                         \
+                      (float4)(v[4 * i_], v[4 * i_ + 1], v[4 * i_ + 2], v[4 * i_ + 3])); \
+    }
+#else
 #define ROW_STORE1_DT(dt, v, p, ITEMS, lane, G, cols, ok)    \
     for (uint i_ = 0; i_ < (ITEMS); i_++) {                  \
         const uint c_ = i_ * (G) + (lane);                   \
@@ -130,6 +191,7 @@ inline float seg_max(float v, __local float *red, uint lid, uint G) {
             DT_STORE4(dt, p, c_,                                                         \
                       (float4)(v[4 * i_], v[4 * i_ + 1], v[4 * i_ + 2], v[4 * i_ + 3])); \
     }
+#endif
 #define ROW_STORE1(v, p, ITEMS, lane, G, cols, ok) ROW_STORE1_DT(0, v, p, ITEMS, lane, G, cols, ok)
 #define ROW_STORE4(v, p, ITEMS, lane, G, cols, ok) ROW_STORE4_DT(0, v, p, ITEMS, lane, G, cols, ok)
 /* Whether element k of v[] (k < ITEMS*VEC) is a real element of the row. */

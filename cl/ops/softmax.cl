@@ -42,7 +42,7 @@ inline float log_softmax_out(float v, float m, float log_s) {
         float v[ROW_FLOATS];                                                                      \
         ROW_LOAD_DT(X_DT, v, xr, ROW_ITEMS, lane, G, cols, ok, -INFINITY)                         \
         float m = -INFINITY;                                                                      \
-        for (uint k = 0; k < ROW_FLOATS; k++) m = fmax(m, v[k]);                                  \
+        ROW_FOLD_MAX(m, v[k])                                                                     \
         m = ROW_MAX(m);                                                                           \
         /* A CPU's work-item (ROW_SOLO) keeps the exponentials, the most of its work, in its    \
          * array; a GPU's lanes compute them twice rather than hold twice the registers. */ \

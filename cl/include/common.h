@@ -19,9 +19,10 @@
 #ifndef OCLML_CHUNKS
 #define OCLML_CHUNKS 0
 #endif
-#define OCLML_CHUNK(n, begin, end)                                              \
-    const ulong begin##_per = ((ulong)(n) / get_global_size(0) + 16) / 16 * 16; \
-    const ulong begin = min((ulong)(n), get_global_id(0) * begin##_per),        \
+#define OCLML_CHUNK(n, begin, end)                                                   \
+    const ulong begin##_per =                                                        \
+        (((ulong)(n) + get_global_size(0) - 1) / get_global_size(0) + 15) / 16 * 16; \
+    const ulong begin = min((ulong)(n), get_global_id(0) * begin##_per),             \
                 end = min((ulong)(n), begin + begin##_per);
 /* A loop over [0, n) for i: the work-item's chunk on CPUs, a grid stride on GPUs. */
 #if OCLML_CHUNKS

@@ -162,38 +162,35 @@ OCLML_BINARY(EW_CAT(B_, BINARY))
 OCLML_BINARY_SCALAR(EW_CAT(B_, BINARY))
 #endif
 
+/* The loop of oclml_binary_row: on CPUs the chunk in row segments, the column stepping with the
+ * element; on GPUs the grid stride, the column advanced by the stride modulo cols. */
 #if OCLML_CHUNKS
-/* The chunk in row segments, the column stepping with the element. */
-#define OCLML_BINARY_ROW(F)                                                                        \
-    __kernel void oclml_binary_row(__global const XT *a, ulong ao, __global const BT *b, ulong bo, \
-                                   __global YT *y, ulong yo, ulong n, uint cols) {                 \
-        __global const XT *as = a + ao;                                                            \
-        __global const BT *bs = b + bo;                                                            \
-        __global YT *ys = y + yo;                                                                  \
-        OCLML_CHUNK(n, begin_, end_)                                                               \
-        uint c = (uint)(begin_ % cols);                                                            \
-        for (ulong i = begin_; i < end_; c = 0) {                                                  \
-            const ulong stop = min(end_, i + (cols - c));                                          \
-            for (; i < stop; i++, c++)                                                             \
-                DT_STORE(Y_DT, ys, i, F(DT_LOAD(X_DT, as, i), DT_LOAD(B_DT, bs, c)));              \
-        }                                                                                          \
+#define BINARY_ROW_LOOP(F)                                                        \
+    OCLML_CHUNK(n, begin_, end_)                                                  \
+    uint c = (uint)(begin_ % cols);                                               \
+    for (ulong i = begin_; i < end_; c = 0) {                                     \
+        const ulong stop = min(end_, i + (cols - c));                             \
+        for (; i < stop; i++, c++)                                                \
+            DT_STORE(Y_DT, ys, i, F(DT_LOAD(X_DT, as, i), DT_LOAD(B_DT, bs, c))); \
     }
 #else
+#define BINARY_ROW_LOOP(F)                                                    \
+    const uint step = (uint)(get_global_size(0) % cols);                      \
+    uint c = (uint)(get_global_id(0) % cols);                                 \
+    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {        \
+        DT_STORE(Y_DT, ys, i, F(DT_LOAD(X_DT, as, i), DT_LOAD(B_DT, bs, c))); \
+        c += step;                                                            \
+        if (c >= cols) c -= cols;                                             \
+    }
+#endif
 #define OCLML_BINARY_ROW(F)                                                                        \
     __kernel void oclml_binary_row(__global const XT *a, ulong ao, __global const BT *b, ulong bo, \
                                    __global YT *y, ulong yo, ulong n, uint cols) {                 \
         __global const XT *as = a + ao;                                                            \
         __global const BT *bs = b + bo;                                                            \
         __global YT *ys = y + yo;                                                                  \
-        const uint step = (uint)(get_global_size(0) % cols);                                       \
-        uint c = (uint)(get_global_id(0) % cols);                                                  \
-        for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {                         \
-            DT_STORE(Y_DT, ys, i, F(DT_LOAD(X_DT, as, i), DT_LOAD(B_DT, bs, c)));                  \
-            c += step;                                                                             \
-            if (c >= cols) c -= cols;                                                              \
-        }                                                                                          \
+        BINARY_ROW_LOOP(F)                                                                         \
     }
-#endif
 #if OCLML_WANT(oclml_binary_row)
 OCLML_BINARY_ROW(EW_CAT(B_, BINARY))
 #endif

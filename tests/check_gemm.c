@@ -175,10 +175,9 @@ static const struct {
 };
 #define N_GEMV_QUICK 6 /* through the one-work-item group (1 x 1 x 1, transposed) */
 
-START_TEST(gemv_few_rows) {
-    test_retune("gemm.gemv=1");
-    const size_t cases = test_sweep() ? sizeof GEMV_CASES / sizeof GEMV_CASES[0] : N_GEMV_QUICK;
-    for (size_t i = 0; i < cases; i++) {
+/* The GEMV cases from first to end, planned as GEMV, against the reference. */
+static void gemv_cases(size_t first, size_t end) {
+    for (size_t i = first; i < end; i++) {
         const int ta = GEMV_CASES[i].ta, tb = GEMV_CASES[i].tb;
         const size_t m = GEMV_CASES[i].m, n = GEMV_CASES[i].n, k = GEMV_CASES[i].k;
         char plan[160];
@@ -188,6 +187,16 @@ START_TEST(gemv_few_rows) {
         ck_assert_msg(strstr(plan, "own GEMV"), "%zu x %zu x %zu planned '%s'", m, n, k, plan);
         test_gemm_case(ta, tb, m, n, k, GEMV_CASES[i].alpha, GEMV_CASES[i].beta);
     }
+}
+
+START_TEST(gemv_few_rows) {
+    const size_t all = sizeof GEMV_CASES / sizeof GEMV_CASES[0];
+    /* The device's own groups (on CPUs one group shape at every size), then the GPUs' groups,
+     * narrowed to short extents: the first two cases (both layouts of B) in the quick tier. */
+    test_retune("gemm.gemv=1");
+    gemv_cases(0, test_sweep() ? all : N_GEMV_QUICK);
+    test_retune("gemm.gemv=1 cpu.layout=0");
+    gemv_cases(0, test_sweep() ? all : 2);
     /* K split over work-groups and summed by the finishing kernel (forced: a 2-unit device
      * never needs it), both layouts of B. */
     test_retune("gemm.gemv=1 gemm.gemv_tile=4:16:3");

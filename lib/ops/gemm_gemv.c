@@ -54,6 +54,7 @@ bool oclml__gemv_takes(oclml_ctx *ctx, const oclml__gemm_desc *d) {
  * the partials summed by a second launch, which costs about what a short product does
  * (bench/DECISIONS.md, "GEMV"). gemm.gemv_tile forces the three numbers. */
 #define GEMV_LONG_K 8192u
+#define GEMV_CPU_COLUMNS 16u /* work-items a group on CPUs, a column (or four) each */
 static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemv_plan *p) {
     const size_t wg = ctx->caps.max_work_group_size;
     p->threads = (unsigned)oclml__pow2_floor(wg < 256 ? wg : 256);
@@ -63,7 +64,13 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemv_plan *p) {
     const size_t cols = d->trans_b ? d->n : oclml__ceil_div(d->n, 4),
                  want = 2 * (size_t)ctx->caps.compute_units;
     const bool long_k = d->k >= GEMV_LONG_K;
-    if (d->trans_b) {
+    if (oclml__cpu_layout(ctx)) {
+        /* CPUs: no K slices (no barrier rounds: their compilers loop over the work-items
+         * between barriers) and the same group at every shape, so that a CPU builds one
+         * program per operand layout and epilogue rather than one per small extent. */
+        p->k_slices = 1;
+        p->col_quads = p->threads < GEMV_CPU_COLUMNS ? p->threads : GEMV_CPU_COLUMNS;
+    } else if (d->trans_b) {
         p->k_slices = p->threads < 32 ? p->threads : 32;
         p->col_quads = p->threads / p->k_slices;
     } else {
@@ -78,9 +85,11 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemv_plan *p) {
         p->col_quads = (unsigned)cq;
         p->k_slices = (unsigned)ks;
     }
-    while (p->col_quads > 1 && p->col_quads / 2 >= cols) p->col_quads /= 2;
     const size_t step = d->trans_b ? 4 : 1; /* K elements a work-item takes at a time */
-    while (p->k_slices > 1 && (p->k_slices / 2) * step >= d->k) p->k_slices /= 2;
+    if (!oclml__cpu_layout(ctx)) { /* GPUs: no idle work-items on short extents */
+        while (p->col_quads > 1 && p->col_quads / 2 >= cols) p->col_quads /= 2;
+        while (p->k_slices > 1 && (p->k_slices / 2) * step >= d->k) p->k_slices /= 2;
+    }
     p->threads = p->col_quads * p->k_slices;
 
     const size_t groups = oclml__ceil_div(cols, p->col_quads) * d->batch,

@@ -13,9 +13,10 @@
  * per element, millions of system calls a suite (half of a warm check_softmax's time). Here an
  * assertion that holds costs nothing; a failing one reports its file and line as before. */
 #undef ck_assert_msg
-#define ck_assert_msg(expr, ...)                                                               \
-    ((expr) ? (void)0                                                                          \
-            : _ck_assert_failed(__FILE__, __LINE__, "Assertion '" #expr "' failed", ##__VA_ARGS__))
+#define ck_assert_msg(expr, ...) \
+    ((expr)                      \
+         ? (void)0               \
+         : _ck_assert_failed(__FILE__, __LINE__, "Assertion '" #expr "' failed", ##__VA_ARGS__))
 
 #include "ref/ref.h"
 #include "tolerance.h"

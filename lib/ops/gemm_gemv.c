@@ -86,7 +86,7 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemv_plan *p) {
         p->k_slices = (unsigned)ks;
     }
     const size_t step = d->trans_b ? 4 : 1; /* K elements a work-item takes at a time */
-    if (!oclml__cpu_layout(ctx)) { /* GPUs: no idle work-items on short extents */
+    if (!oclml__cpu_layout(ctx)) {          /* GPUs: no idle work-items on short extents */
         while (p->col_quads > 1 && p->col_quads / 2 >= cols) p->col_quads /= 2;
         while (p->k_slices > 1 && (p->k_slices / 2) * step >= d->k) p->k_slices /= 2;
     }

@@ -196,10 +196,33 @@ static int bench_shape(bench_env *env, const att_bench *s, size_t LQ, size_t LK,
     return rc;
 }
 
+/* --sizes B x H x HKV x L x D, comma-separated: those shapes alone (causal and not), without
+ * the dropout and decode rows. */
+static int bench_listed(bench_env *env, const float *block) {
+    int rc = 0;
+    for (const char *s = env->sizes; s && *s && !rc;) {
+        att_bench b;
+        int used = 0;
+        if (sscanf(s, "%zux%zux%zux%zux%zu%n", &b.B, &b.H, &b.HKV, &b.L, &b.D, &used) != 5 ||
+            !b.B || !b.H || !b.HKV || !b.L || !b.D || b.H % b.HKV)
+            return bench_fail(env, OCLML_ERR_INVALID_ARGUMENT,
+                              "attention --sizes: BxHxHKVxLxD, H a multiple of HKV");
+        rc = bench_shape(env, &b, b.L, b.L, 0.0f, block);
+        s += used;
+        if (*s == ',') s++;
+    }
+    return rc;
+}
+
 int bench_attention(bench_env *env) {
     float *block = malloc(BLOCK * sizeof *block);
     if (!block) return bench_fail(env, OCLML_ERR_OUT_OF_MEMORY, "attention setup");
     bench_random(block, BLOCK, 21);
+    if (env->sizes) {
+        int rc = bench_listed(env, block);
+        free(block);
+        return rc;
+    }
     const att_bench *list = env->quick ? QUICK : SHAPES;
     size_t n = env->quick ? sizeof QUICK / sizeof QUICK[0] : sizeof SHAPES / sizeof SHAPES[0];
     int rc = 0;

@@ -63,7 +63,8 @@ static void usage(void) {
         "BxIxD;\n"
         "                 linear: MxINxOUT; loss: ROWSxCLASSES, cross-entropy and KL;\n"
         "                 conv: NxCxHxWxKxkxsxp, batch, channels in, height, width, channels\n"
-        "                 out, kernel, stride, padding)\n"
+        "                 out, kernel, stride, padding;\n"
+        "                 attention: BxHxHKVxLxD, batch, heads, key heads, length, head dim)\n"
         "  --quick        small default sizes (CPU devices, smoke runs)\n"
         "subcommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)

@@ -1,8 +1,9 @@
 """The CPU peer: PyTorch on the CPU, for oclml-bench on a CPU device (PoCL), the same op names and
 shapes, one JSON line per result in spec/BENCH.md's format ("impl": "torch", "device": the CPU).
 
-    python3 scripts/torch_peers_cpu.py [--threads N] [--only rows,elementwise]
-        [--sizes 4096x1024,256x1024] [--elements 16777216,4194304] > peers.jsonl
+    python3 scripts/torch_peers_cpu.py [--threads N] [--only rows,elementwise,gemm]
+        [--sizes 4096x1024,256x1024] [--elements 16777216,4194304]
+        [--products 1x4096x4096] > peers.jsonl
 
 rows: row ops as oclml-bench's softmax and norm suites name them: softmax, log_softmax,
 softmax_bwd, layernorm, rmsnorm, layernorm_bwd, rmsnorm_bwd (the backwards with the parameter
@@ -12,6 +13,8 @@ elementwise: as oclml-bench's elementwise and copy suites name them, at --elemen
 issue's 16M and the bench's quick 4M): copy, add, bias_add (rows of 1024), gelu (tanh), gelu_bwd,
 relu, silu_bwd, sum, max; dropout, dropout_bwd (the stored mask, as PyTorch's backward reads it)
 and dropout_add at p 0.1.
+gemm: C = A B in fp32 (no transposes, as oclml-bench's gemm suite) at --products M x N x K
+(default: 1024^3, a GEMV 1 x 4096 x 4096 and 64 x 4096 x 4096), with GFLOP/s.
 Timed by wall clock, the median of the repetitions.
 """
 import argparse, json, os, platform, time
@@ -48,6 +51,16 @@ def emit(op, shape, t, nbytes):
                       "threads": torch.get_num_threads(), "median_ms": round(med, 5),
                       "min_ms": round(lo, 5), "max_ms": round(hi, 5),
                       "gbps": round(nbytes / (med * 1e-3) / 1e9, 1)}), flush=True)
+
+
+def gemm(m, n, k):
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    c = torch.empty(m, n)
+    med, lo, hi = bench(lambda: torch.mm(a, b, out=c))
+    print(json.dumps({"op": "gemm", "shape": f"{m}x{n}x{k}", "impl": "torch", "device": DEVICE,
+                      "threads": torch.get_num_threads(), "median_ms": round(med, 5),
+                      "min_ms": round(lo, 5), "max_ms": round(hi, 5),
+                      "gflops": round(2 * m * n * k / (med * 1e-3) / 1e9, 1)}), flush=True)
 
 
 def rows(r, c):
@@ -104,6 +117,7 @@ if __name__ == "__main__":
     ap.add_argument("--only", default="rows,elementwise")
     ap.add_argument("--sizes", default="4096x1024,256x1024,64x40000")
     ap.add_argument("--elements", default="16777216,4194304")
+    ap.add_argument("--products", default="1024x1024x1024,1x4096x4096,64x4096x4096")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     DEVICE = cpu_name()
@@ -113,3 +127,5 @@ if __name__ == "__main__":
         rows(r, c)
     for s in a.elements.split(",") if "elementwise" in groups else []:
         elementwise(int(s))
+    for s in a.products.split(",") if "gemm" in groups else []:
+        gemm(*(int(v) for v in s.split("x")))

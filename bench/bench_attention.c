@@ -199,17 +199,18 @@ static int bench_shape(bench_env *env, const att_bench *s, size_t LQ, size_t LK,
 /* --sizes B x H x HKV x L x D, comma-separated: those shapes alone (causal and not), without
  * the dropout and decode rows. */
 static int bench_listed(bench_env *env, const float *block) {
+    long v[5 * 16];
+    const int n = bench_shapes(env->sizes, 5, v, 16);
+    if (n == 0)
+        return bench_fail(env, OCLML_ERR_INVALID_ARGUMENT, "attention --sizes: BxHxHKVxLxD");
     int rc = 0;
-    for (const char *s = env->sizes; s && *s && !rc;) {
-        att_bench b;
-        int used = 0;
-        if (sscanf(s, "%zux%zux%zux%zux%zu%n", &b.B, &b.H, &b.HKV, &b.L, &b.D, &used) != 5 ||
-            !b.B || !b.H || !b.HKV || !b.L || !b.D || b.H % b.HKV)
+    for (int i = 0; i < n && !rc; i++) {
+        const long *d = v + 5 * i;
+        if (d[1] % d[2])
             return bench_fail(env, OCLML_ERR_INVALID_ARGUMENT,
-                              "attention --sizes: BxHxHKVxLxD, H a multiple of HKV");
+                              "attention --sizes: H a multiple of HKV");
+        const att_bench b = {(size_t)d[0], (size_t)d[1], (size_t)d[2], (size_t)d[3], (size_t)d[4]};
         rc = bench_shape(env, &b, b.L, b.L, 0.0f, block);
-        s += used;
-        if (*s == ',') s++;
     }
     return rc;
 }

@@ -45,22 +45,19 @@ def bench(fn, reps=30, warm=5):
     return ts[len(ts) // 2], ts[0], ts[-1]
 
 
-def emit(op, shape, t, nbytes):
+def emit(op, shape, t, amount, rate="gbps"):
+    """One result line; amount: the bytes moved (gbps) or the flops done (gflops)."""
     med, lo, hi = t
     print(json.dumps({"op": op, "shape": shape, "impl": "torch", "device": DEVICE,
                       "threads": torch.get_num_threads(), "median_ms": round(med, 5),
                       "min_ms": round(lo, 5), "max_ms": round(hi, 5),
-                      "gbps": round(nbytes / (med * 1e-3) / 1e9, 1)}), flush=True)
+                      rate: round(amount / (med * 1e-3) / 1e9, 1)}), flush=True)
 
 
 def gemm(m, n, k):
     a, b = torch.randn(m, k), torch.randn(k, n)
     c = torch.empty(m, n)
-    med, lo, hi = bench(lambda: torch.mm(a, b, out=c))
-    print(json.dumps({"op": "gemm", "shape": f"{m}x{n}x{k}", "impl": "torch", "device": DEVICE,
-                      "threads": torch.get_num_threads(), "median_ms": round(med, 5),
-                      "min_ms": round(lo, 5), "max_ms": round(hi, 5),
-                      "gflops": round(2 * m * n * k / (med * 1e-3) / 1e9, 1)}), flush=True)
+    emit("gemm", f"{m}x{n}x{k}", bench(lambda: torch.mm(a, b, out=c)), 2 * m * n * k, "gflops")
 
 
 def rows(r, c):

@@ -63,8 +63,8 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemv_plan *p) {
                sp = oclml__tune(ctx, OCLML__TUNE_GEMM_GEMV_TILE, 2);
     const size_t cols = d->trans_b ? d->n : oclml__ceil_div(d->n, 4),
                  want = 2 * (size_t)ctx->caps.compute_units;
-    const bool long_k = d->k >= GEMV_LONG_K;
-    if (oclml__cpu_layout(ctx)) {
+    const bool long_k = d->k >= GEMV_LONG_K, cpu = oclml__cpu_layout(ctx);
+    if (cpu) {
         /* CPUs: no K slices (no barrier rounds: their compilers loop over the work-items
          * between barriers) and the same group at every shape, so that a CPU builds one
          * program per operand layout and epilogue rather than one per small extent. */
@@ -86,7 +86,7 @@ static void make_plan(oclml_ctx *ctx, const oclml__gemm_desc *d, gemv_plan *p) {
         p->k_slices = (unsigned)ks;
     }
     const size_t step = d->trans_b ? 4 : 1; /* K elements a work-item takes at a time */
-    if (!oclml__cpu_layout(ctx)) {          /* GPUs: no idle work-items on short extents */
+    if (!cpu) {                             /* GPUs: no idle work-items on short extents */
         while (p->col_quads > 1 && p->col_quads / 2 >= cols) p->col_quads /= 2;
         while (p->k_slices > 1 && (p->k_slices / 2) * step >= d->k) p->k_slices /= 2;
     }
